@@ -1,0 +1,36 @@
+#!/bin/bash
+# Install every Debian package vsnap needs, then configure and build into
+# build/. Idempotent: a second run only rebuilds what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential meson ninja-build pkg-config
+  libglib2.0-dev libjson-glib-dev libsoup-3.0-dev libcurl4-openssl-dev
+  libxml2-dev libxml2-utils libzstd-dev zstd xz-utils libtirpc-dev libseccomp-dev
+  libvirt-dev libvirt-clients python3-libvirt
+  curl socat cpio busybox-static
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -e /dev/kvm ]; then
+  echo "setup: /dev/kvm is missing: vsnap needs KVM" >&2
+  exit 1
+fi
+
+BUILD=${BUILD:-build}
+if [ ! -f "$BUILD/build.ninja" ]; then
+  meson setup "$BUILD" >/dev/null
+fi
+ninja -C "$BUILD" >/dev/null
+echo "setup: built into $BUILD/"

@@ -1,0 +1,63 @@
+/* struct vm: one KVM virtual machine (RAM, vCPU threads, irqchip, devices).
+ *
+ * Threading: the API runs on the main thread (GMainLoop). vCPUs run on their own
+ * threads. Anything the guest causes that changes the VM's lifecycle (poweroff
+ * via ACPI S5, reset via i8042 or the ACPI reset register, triple fault, KVM
+ * internal error) is reported through vm_callbacks.on_guest_stop from a vCPU
+ * thread; the receiver must hop to the main thread (g_main_context_invoke)
+ * before tearing the VM down. vm_* functions below are called from the main
+ * thread only.
+ */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+
+enum vm_stop_reason {
+    VM_STOP_POWEROFF,   /* guest wrote S5 to PM1a_CNT */
+    VM_STOP_RESET,      /* guest asked for a reboot: i8042 0xfe, ACPI reset register, triple fault */
+    VM_STOP_CRASH,      /* KVM internal error / failed entry: the guest cannot go on */
+};
+
+const char *vm_stop_reason_to_string(enum vm_stop_reason reason);
+
+struct vm_callbacks {
+    void (*on_guest_stop)(void *opaque, enum vm_stop_reason reason, const char *detail);
+    void *opaque;
+};
+
+struct vm;
+
+/* Build the VM from cfg: KVM VM, irqchip, PIT, RAM (untouched), vCPUs with
+ * CPUID/MSRs, devices, payload loaded. vCPUs are not running yet. */
+struct vm *vm_new(const struct vm_config *cfg, const struct vm_callbacks *cb, GError **error);
+
+/* Start the vCPU threads (first boot). */
+bool vm_start(struct vm *vm, GError **error);
+
+/* Stop all vCPUs at an instruction boundary (KVM_RUN returned) and keep them
+ * parked; returns once every vCPU is parked. */
+bool vm_pause(struct vm *vm, GError **error);
+bool vm_resume(struct vm *vm, GError **error);
+
+/* ACPI power button: set PM1a PWRBTN_STS, raise the SCI. */
+void vm_power_button(struct vm *vm);
+
+/* Stop and join vCPU threads, close every fd, unmap RAM. Safe on a half-built VM. */
+void vm_free(struct vm *vm);
+
+/* Counters per device, in vm.counters' shape: {"serial": {"tx_bytes": N}, ...}. */
+void vm_add_counters(struct vm *vm, JsonBuilder *builder);
+
+/* Bytes of guest RAM actually resident (touched), for vm.info memory_actual_size
+ * and the RSS benchmark. */
+uint64_t vm_ram_resident_bytes(struct vm *vm);
+uint64_t vm_ram_size(struct vm *vm);
+
+/* For devices that write guest RAM themselves (virtio used rings, RX buffers):
+ * KVM's dirty log does not see those writes, so they must be recorded here. */
+void vm_mark_dirty(struct vm *vm, uint64_t gpa, uint64_t len);
