@@ -27,10 +27,16 @@ const char *vm_stop_reason_to_string(enum vm_stop_reason reason);
 
 struct vm_callbacks {
     void (*on_guest_stop)(void *opaque, enum vm_stop_reason reason, const char *detail);
+    /* The guest announced readiness on the vsock readiness port (vsock issue).
+     * info_json is the "vsnap" object for vm.info / wait-ready. Called from a
+     * device thread. */
+    void (*on_guest_ready)(void *opaque, const char *info_json);
     void *opaque;
 };
 
 struct vm;
+struct bus;
+struct guest_memory;
 
 /* Build the VM from cfg: KVM VM, irqchip, PIT, RAM (untouched), vCPUs with
  * CPUID/MSRs, devices, payload loaded. vCPUs are not running yet. */
@@ -57,6 +63,15 @@ void vm_add_counters(struct vm *vm, JsonBuilder *builder);
  * and the RSS benchmark. */
 uint64_t vm_ram_resident_bytes(struct vm *vm);
 uint64_t vm_ram_size(struct vm *vm);
+
+/* What devices need from the VM. */
+struct guest_memory *vm_memory(struct vm *vm);
+struct bus *vm_pio_bus(struct vm *vm);
+struct bus *vm_mmio_bus(struct vm *vm);
+int vm_kvm_fd(struct vm *vm); /* the KVM VM fd, for irqfd / ioeventfd */
+/* Drive a GSI of the in-kernel IOAPIC/PIC (KVM_IRQ_LINE). */
+bool vm_set_irq_line(struct vm *vm, unsigned gsi, bool level);
+const struct vm_callbacks *vm_get_callbacks(struct vm *vm);
 
 /* For devices that write guest RAM themselves (virtio used rings, RX buffers):
  * KVM's dirty log does not see those writes, so they must be recorded here. */
