@@ -1,0 +1,76 @@
+/* vsnap's domain definition: libvirt's <domain> subset plus the vsnap metadata
+ * namespace (urn:vsnap:domain:1). Parsed with libxml2 and validated against
+ * xml/domain.rng; anything outside the subset is refused with
+ * VIR_ERR_CONFIG_UNSUPPORTED naming the element, never dropped.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "virt-error.h"
+
+#define VSNAP_DOMAIN_NS "urn:vsnap:domain:1"
+#define VSNAP_DEFAULT_READINESS_PORT 1024
+
+enum domain_lifecycle_action {
+    DOMAIN_ACTION_DESTROY,
+    DOMAIN_ACTION_RESTART,
+    DOMAIN_ACTION_PRESERVE,
+    DOMAIN_ACTION_RENAME_RESTART,
+    DOMAIN_ACTION_COREDUMP_DESTROY,
+    DOMAIN_ACTION_COREDUMP_RESTART,
+};
+
+enum domain_chr_type { DOMAIN_CHR_NONE, DOMAIN_CHR_PTY, DOMAIN_CHR_FILE };
+
+struct domain_chr {
+    enum domain_chr_type type;
+    char *path;   /* FILE: the file; PTY: the pty path once running (runtime only) */
+};
+
+enum restore_mode { RESTORE_MODE_ONDEMAND, RESTORE_MODE_MERGE, RESTORE_MODE_COPY };
+
+struct domain_def {
+    char *name;
+    unsigned char uuid[16];
+    char *title;
+    char *description;
+    uint64_t memory_kib;          /* <memory> */
+    uint64_t current_memory_kib;  /* <currentMemory>, = memory_kib if absent */
+    unsigned vcpus;
+    char *os_type;                /* "hvm" */
+    char *kernel, *initrd, *cmdline;
+    enum domain_lifecycle_action on_poweroff, on_reboot, on_crash;
+    struct {
+        bool present;
+        bool auto_cid;
+        uint32_t cid;             /* assigned at start when auto_cid */
+    } vsock;
+    struct domain_chr serial;     /* <serial> (first one) */
+    struct domain_chr console;    /* <console> */
+    struct {
+        enum restore_mode restore_mode;
+        uint32_t readiness_port;
+    } vsnap;
+};
+
+void domain_def_free(struct domain_def *def);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(domain_def, domain_def_free)
+struct domain_def *domain_def_copy(const struct domain_def *def);
+
+/* Parse and validate. schema_dir holds domain.rng. Errors: VIR_ERR_XML_ERROR
+ * (malformed), VIR_ERR_XML_DETAIL / VIR_ERR_CONFIG_UNSUPPORTED (valid XML but
+ * outside what vsnap supports, naming the element), VIR_ERR_INVALID_ARG. */
+struct domain_def *domain_def_parse_string(const char *xml, const char *schema_dir, GError **error);
+
+/* Format back. Round-trip stable: parse(format(def)) == def. When live is true,
+ * runtime details (id, pty paths, vsock cid) are included. */
+char *domain_def_format(const struct domain_def *def, bool live, int id);
+
+/* Cloud Hypervisor VmConfig JSON for vm.create, given the runtime dir paths. */
+char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vsock_socket_path,
+                                   const char *serial_socket_path, GError **error);
+
+const char *restore_mode_to_string(enum restore_mode mode);
