@@ -1,0 +1,18 @@
+/* Options of the test guest, from the kernel command line ("vsnap.<name>=<value>",
+ * separated by spaces; other words, such as console=ttyS0, are ignored). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct options {
+    uint64_t fill_mib;       /* vsnap.fill_mib: MiB to fill from 16 MiB up */
+    uint64_t seed;           /* vsnap.seed: pattern seed */
+    uint64_t delay_ms;       /* vsnap.delay_ms: busy time before "ready" */
+    bool halt_after_ready;   /* vsnap.halt_after_ready=1: power off after "ready" */
+    bool reboot_after_ready; /* vsnap.reboot_after_ready=1: reset after "ready" */
+};
+
+/* Fill opts from cmdline. On a bad value it prints an error line naming the
+ * option and returns false; unknown vsnap.* options only get a warning line. */
+bool cmdline_parse(const char *cmdline, struct options *opts);

@@ -1,0 +1,105 @@
+/* The CPL3 part of the test guest: report boot, act on the command line, say
+ * "ready" with the checksum of what it filled, then idle and watch the ACPI
+ * power button.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "acpi.h"
+#include "boot_params.h"
+#include "clock.h"
+#include "cmdline.h"
+#include "io.h"
+#include "layout.h"
+#include "pattern.h"
+#include "serial.h"
+
+#define MIB (1ull << 20)
+#define POWER_BUTTON_POLL_MS 10
+/* How long to wait for the VMM to act on a power-off or reset request. */
+#define STOP_GRACE_MS 2000
+
+struct guest {
+    const uint8_t *boot_params;
+    struct options opts;
+    struct clock clock;
+};
+
+void testguest_main(const uint8_t *boot_params, uint32_t tsc_khz) __attribute__((noreturn));
+
+/* Writes the request, then waits; if the VMM did not stop us, says so and spins
+ * (no HLT at CPL3). */
+static void __attribute__((noreturn)) stop(const struct guest *g, void (*request)(void), const char *what)
+{
+    request();
+    clock_busy_wait_ms(&g->clock, STOP_GRACE_MS);
+    serial_puts("vsnap-testguest: error: the VMM ignored the ");
+    serial_puts(what);
+    serial_puts(" request\n");
+    for (;;)
+        cpu_relax();
+}
+
+static void __attribute__((noreturn)) power_off(const struct guest *g)
+{
+    stop(g, acpi_request_power_off, "ACPI S5 power-off");
+}
+
+/* Fill the region and return its checksum, read back from RAM. */
+static bool fill_region(const struct guest *g, uint64_t *sum)
+{
+    uint64_t mib = g->opts.fill_mib;
+    *sum = FNV1A64_OFFSET_BASIS;
+    if (mib == 0)
+        return true;
+    if (mib > UINT64_MAX / MIB || !boot_params_is_ram(g->boot_params, GUEST_FILL_BASE, mib * MIB)) {
+        serial_puts("vsnap-testguest: error: vsnap.fill_mib=");
+        serial_put_dec(mib);
+        serial_puts(": the region from 16 MiB is not all RAM\n");
+        return false;
+    }
+    uint64_t *base = (uint64_t *)(uintptr_t)GUEST_FILL_BASE;
+    pattern_fill(base, 0, mib * MIB / 8, g->opts.seed);
+    *sum = fnv1a64_update(FNV1A64_OFFSET_BASIS, base, mib * MIB);
+    return true;
+}
+
+static void __attribute__((noreturn)) idle(const struct guest *g)
+{
+    for (;;) {
+        clock_busy_wait_ms(&g->clock, POWER_BUTTON_POLL_MS);
+        if (acpi_power_button_pressed()) {
+            serial_log("power button, powering off");
+            power_off(g);
+        }
+    }
+}
+
+void testguest_main(const uint8_t *boot_params, uint32_t tsc_khz)
+{
+    struct guest g = { .boot_params = boot_params };
+
+    serial_log("booted");
+    if (!cmdline_parse(boot_params_cmdline(boot_params), &g.opts))
+        power_off(&g);
+    clock_init(&g.clock, tsc_khz);
+
+    uint64_t sum;
+    if (!fill_region(&g, &sum))
+        power_off(&g);
+    clock_busy_wait_ms(&g.clock, g.opts.delay_ms);
+
+    serial_puts("vsnap-testguest: ready sum=");
+    serial_put_hex64(sum);
+    serial_puts("\n");
+
+    if (g.opts.halt_after_ready) {
+        serial_log("halt_after_ready, powering off");
+        power_off(&g);
+    }
+    if (g.opts.reboot_after_ready) {
+        serial_log("reboot_after_ready, resetting");
+        stop(&g, i8042_request_reset, "i8042 reset");
+    }
+    idle(&g);
+}
