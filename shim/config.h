@@ -68,6 +68,7 @@ struct vm_config {
 struct vm_config *vm_config_new_default(void);
 struct vm_config *vm_config_copy(const struct vm_config *cfg);
 void vm_config_free(struct vm_config *cfg);
+typedef struct vm_config vm_config; /* for g_autoptr(vm_config) */
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(vm_config, vm_config_free)
 
 const char *console_mode_to_string(enum console_mode mode);
