@@ -1,0 +1,18 @@
+/* One error domain for everything between the command line / REST API and the
+ * VM: each code says which HTTP status the API answers with. */
+#pragma once
+
+#include <glib.h>
+
+#define SHIM_ERROR (shim_error_quark())
+GQuark shim_error_quark(void);
+
+enum shim_error_code {
+    SHIM_ERROR_INVALID,      /* 400: bad JSON, unknown field, bad value */
+    SHIM_ERROR_UNSUPPORTED,  /* 400: a Cloud Hypervisor feature vsnap does not have yet */
+    SHIM_ERROR_NOT_CREATED,  /* 404: no VM */
+    SHIM_ERROR_WRONG_STATE,  /* 405: the VM is not in a state that allows this */
+    SHIM_ERROR_FAILED,       /* 500: building or running the VM failed */
+};
+
+unsigned shim_error_http_status(const GError *error);

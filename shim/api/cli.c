@@ -1,0 +1,274 @@
+/* Command line: GOption for the options, Cloud Hypervisor's key=value syntax
+ * inside their values. */
+#define G_LOG_DOMAIN "vsnap-shim"
+
+#include "api/cli.h"
+
+#include <string.h>
+
+#include "api/api-error.h"
+#include "api/config-json.h"
+#include "api/options.h"
+
+struct raw_options {
+    char *kernel, *initramfs, *cmdline, *memory, *cpus, *serial, *console, *vsock;
+};
+
+static void raw_options_clear(struct raw_options *raw)
+{
+    g_free(raw->kernel);
+    g_free(raw->initramfs);
+    g_free(raw->cmdline);
+    g_free(raw->memory);
+    g_free(raw->cpus);
+    g_free(raw->serial);
+    g_free(raw->console);
+    g_free(raw->vsock);
+}
+
+static bool set_mode_with_value(struct console_config *out, enum console_mode mode,
+                                const char *option, const char *key, const char *value,
+                                GError **error)
+{
+    if (!value || !*value) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "%s: %s= needs a path", option, key);
+        return false;
+    }
+    out->mode = mode;
+    if (mode == CONSOLE_MODE_FILE)
+        out->file = g_strdup(value);
+    else
+        out->socket = g_strdup(value);
+    return true;
+}
+
+/* "off", "null", "tty", "pty", "file=F", "socket=P" */
+bool cli_parse_console(const char *option, const char *spec, struct console_config *out,
+                       GError **error)
+{
+    static const char *const keys[] = { "off", "null", "tty", "pty", "file", "socket", NULL };
+    static const struct { const char *word; enum console_mode mode; } bare[] = {
+        { "off", CONSOLE_MODE_OFF }, { "null", CONSOLE_MODE_NULL },
+        { "tty", CONSOLE_MODE_TTY }, { "pty", CONSOLE_MODE_PTY },
+    };
+    g_autoptr(option_list) opts = option_list_parse(option, spec, keys, error);
+    if (!opts)
+        return false;
+    if (strchr(spec, ',')) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "%s: give one of off, null, tty, pty, file=<path>, socket=<path>", option);
+        return false;
+    }
+    g_clear_pointer(&out->file, g_free);
+    g_clear_pointer(&out->socket, g_free);
+    const char *key = option_list_first_key(opts);
+    const char *value = option_list_get(opts, key);
+    if (strcmp(key, "file") == 0)
+        return set_mode_with_value(out, CONSOLE_MODE_FILE, option, key, value, error);
+    if (strcmp(key, "socket") == 0)
+        return set_mode_with_value(out, CONSOLE_MODE_SOCKET, option, key, value, error);
+    for (size_t i = 0; i < G_N_ELEMENTS(bare); i++) {
+        if (strcmp(key, bare[i].word) == 0 && !*value) {
+            out->mode = bare[i].mode;
+            return true;
+        }
+    }
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "%s: '%s' takes no value", option, key);
+    return false;
+}
+
+static bool get_bool(const struct option_list *opts, const char *option, const char *key,
+                     bool *out, GError **error)
+{
+    const char *value = option_list_get(opts, key);
+    if (!value)
+        return true;
+    if (!parse_bool(value, out, error)) {
+        g_prefix_error(error, "%s %s=: ", option, key);
+        return false;
+    }
+    return true;
+}
+
+bool cli_parse_memory(const char *spec, struct memory_config *out, GError **error)
+{
+    static const char *const keys[] = { "size", "shared", "hugepages", "prefault", NULL };
+    g_autoptr(option_list) opts = option_list_parse("--memory", spec, keys, error);
+    if (!opts)
+        return false;
+    const char *size = option_list_get(opts, "size");
+    if (size && !parse_size(size, &out->size, error)) {
+        g_prefix_error(error, "--memory size=: ");
+        return false;
+    }
+    return get_bool(opts, "--memory", "shared", &out->shared, error) &&
+           get_bool(opts, "--memory", "hugepages", &out->hugepages, error) &&
+           get_bool(opts, "--memory", "prefault", &out->prefault, error);
+}
+
+static bool get_uint(const struct option_list *opts, const char *option, const char *key,
+                     uint64_t max, uint64_t *out, GError **error)
+{
+    const char *value = option_list_get(opts, key);
+    if (!value)
+        return true;
+    if (!parse_uint(value, max, out, error)) {
+        g_prefix_error(error, "%s %s=: ", option, key);
+        return false;
+    }
+    return true;
+}
+
+bool cli_parse_cpus(const char *spec, struct cpus_config *out, GError **error)
+{
+    static const char *const keys[] = { "boot", "max", NULL };
+    g_autoptr(option_list) opts = option_list_parse("--cpus", spec, keys, error);
+    uint64_t boot = out->boot_vcpus, max = 0;
+
+    if (!opts || !get_uint(opts, "--cpus", "boot", UINT32_MAX, &boot, error) ||
+        !get_uint(opts, "--cpus", "max", UINT32_MAX, &max, error))
+        return false;
+    out->boot_vcpus = (unsigned)boot;
+    out->max_vcpus = option_list_has(opts, "max") ? (unsigned)max : (unsigned)boot;
+    return true;
+}
+
+bool cli_parse_vsock(const char *spec, struct vsock_config *out, GError **error)
+{
+    static const char *const keys[] = { "cid", "socket", "readiness_port", NULL };
+    g_autoptr(option_list) opts = option_list_parse("--vsock", spec, keys, error);
+    uint64_t cid = 0, port = out->readiness_port;
+
+    if (!opts || !get_uint(opts, "--vsock", "cid", UINT32_MAX, &cid, error) ||
+        !get_uint(opts, "--vsock", "readiness_port", UINT32_MAX, &port, error))
+        return false;
+    if (!option_list_has(opts, "cid") || !option_list_has(opts, "socket")) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "--vsock: cid= and socket= are required");
+        return false;
+    }
+    out->present = true;
+    out->cid = (uint32_t)cid;
+    out->readiness_port = (uint32_t)port;
+    g_free(out->socket);
+    out->socket = g_strdup(option_list_get(opts, "socket"));
+    return true;
+}
+
+static gboolean count_verbose(const char *name, const char *value, gpointer data, GError **error)
+{
+    struct shim_options *out = data;
+    out->verbosity++;
+    return true;
+}
+
+static bool build_direct_config(const struct raw_options *raw, struct shim_options *out,
+                                GError **error)
+{
+    g_autoptr(vm_config) cfg = vm_config_new_default();
+
+    cfg->payload.kernel = g_strdup(raw->kernel);
+    cfg->payload.initramfs = g_strdup(raw->initramfs);
+    cfg->payload.cmdline = g_strdup(raw->cmdline);
+    if ((raw->memory && !cli_parse_memory(raw->memory, &cfg->memory, error)) ||
+        (raw->cpus && !cli_parse_cpus(raw->cpus, &cfg->cpus, error)) ||
+        (raw->serial && !cli_parse_console("--serial", raw->serial, &cfg->serial, error)) ||
+        (raw->console && !cli_parse_console("--console", raw->console, &cfg->console, error)) ||
+        (raw->vsock && !cli_parse_vsock(raw->vsock, &cfg->vsock, error)))
+        return false;
+    if (!vm_config_validate(cfg, error))
+        return false;
+    out->direct_config = g_steal_pointer(&cfg);
+    return true;
+}
+
+/* Options of the direct mode without --kernel would be silently unused. */
+static bool check_direct_options(const struct raw_options *raw, GError **error)
+{
+    if (raw->kernel)
+        return true;
+    if (raw->initramfs || raw->cmdline || raw->memory || raw->cpus || raw->serial ||
+        raw->console || raw->vsock) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "--initramfs, --cmdline, --memory, --cpus, --serial, --console and --vsock "
+                    "need --kernel (or send them in vm.create)");
+        return false;
+    }
+    return true;
+}
+
+static GOptionContext *make_context(struct shim_options *out, struct raw_options *raw)
+{
+    const GOptionEntry entries[] = {
+        { "api-socket", 0, 0, G_OPTION_ARG_STRING, &out->api_socket,
+          "Serve the REST API on a UNIX socket", "path=<socket>|fd=<n>" },
+        { "event-monitor", 0, 0, G_OPTION_ARG_STRING, &out->event_monitor,
+          "Write one JSON event per line", "path=<file>|fd=<n>" },
+        { "log-file", 0, 0, G_OPTION_ARG_FILENAME, &out->log_file, "Log to a file", "<file>" },
+        { "verbose", 'v', G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer)count_verbose,
+          "More log output (repeat for more)", NULL },
+        { "version", 'V', 0, G_OPTION_ARG_NONE, &out->version, "Print the version", NULL },
+        { "kernel", 0, 0, G_OPTION_ARG_FILENAME, &raw->kernel,
+          "Create and boot a VM with this kernel at once", "<bzImage|vmlinux>" },
+        { "initramfs", 0, 0, G_OPTION_ARG_FILENAME, &raw->initramfs, "Initramfs", "<file>" },
+        { "cmdline", 0, 0, G_OPTION_ARG_STRING, &raw->cmdline, "Kernel command line", "<text>" },
+        { "memory", 0, 0, G_OPTION_ARG_STRING, &raw->memory, "Guest RAM",
+          "size=<512M>[,shared=on|off][,hugepages=on|off][,prefault=on|off]" },
+        { "cpus", 0, 0, G_OPTION_ARG_STRING, &raw->cpus, "vCPUs", "boot=<n>[,max=<n>]" },
+        { "serial", 0, 0, G_OPTION_ARG_STRING, &raw->serial, "Serial port output",
+          "off|null|tty|pty|file=<path>|socket=<path>" },
+        { "console", 0, 0, G_OPTION_ARG_STRING, &raw->console,
+          "virtio-console output (vsnap: off or null only)", "off|null" },
+        { "vsock", 0, 0, G_OPTION_ARG_STRING, &raw->vsock, "virtio-vsock device",
+          "cid=<n>,socket=<path>[,readiness_port=<n>]" },
+        { NULL },
+    };
+    GOptionContext *context = g_option_context_new("- a KVM VMM with Cloud Hypervisor's API");
+    GOptionGroup *group = g_option_group_new("vsnap-shim", "vsnap-shim options", "Show options",
+                                             out, NULL);
+    g_option_group_add_entries(group, entries);
+    g_option_context_set_main_group(context, group);
+    g_option_context_set_description(context,
+        "Either --api-socket (then vm.create / vm.boot over the API) or --kernel (create and\n"
+        "boot at once), or both. Sizes take K, M or G suffixes.");
+    return context;
+}
+
+bool shim_options_parse(int argc, char **argv, struct shim_options *out, GError **error)
+{
+    struct raw_options raw = { 0 };
+    g_autoptr(GOptionContext) context = make_context(out, &raw);
+    g_auto(GStrv) args = g_new0(char *, argc + 1);
+    bool ok = false;
+
+    for (int i = 0; i < argc; i++)
+        args[i] = g_strdup(argv[i]);
+    if (!g_option_context_parse_strv(context, &args, error))
+        goto out;
+    if (g_strv_length(args) > 1) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "unexpected argument '%s'", args[1]);
+        goto out;
+    }
+    if (out->version) {
+        ok = true;
+        goto out;
+    }
+    if (!check_direct_options(&raw, error))
+        goto out;
+    if (!out->api_socket && !raw.kernel) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "nothing to do: give --api-socket path=<socket> or --kernel <file> (see --help)");
+        goto out;
+    }
+    ok = !raw.kernel || build_direct_config(&raw, out, error);
+out:
+    raw_options_clear(&raw);
+    return ok;
+}
+
+void shim_options_clear(struct shim_options *options)
+{
+    g_clear_pointer(&options->api_socket, g_free);
+    g_clear_pointer(&options->event_monitor, g_free);
+    g_clear_pointer(&options->log_file, g_free);
+    g_clear_pointer(&options->direct_config, vm_config_free);
+}

@@ -1,0 +1,28 @@
+/* vsnap-shim's command line, compatible with Cloud Hypervisor's for what vsnap
+ * supports. */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+
+#include "config.h"
+
+struct shim_options {
+    char *api_socket;     /* --api-socket value, or NULL */
+    char *event_monitor;  /* --event-monitor value, or NULL */
+    char *log_file;
+    int verbosity;        /* number of -v */
+    bool version;
+    struct vm_config *direct_config; /* --kernel given: create and boot at once */
+};
+
+/* Parse argv. --help prints the help and exits 0 (GOption does that). */
+bool shim_options_parse(int argc, char **argv, struct shim_options *out, GError **error);
+void shim_options_clear(struct shim_options *options);
+
+/* The parts of the direct mode, exposed for tests. */
+bool cli_parse_console(const char *option, const char *spec, struct console_config *out,
+                       GError **error);
+bool cli_parse_memory(const char *spec, struct memory_config *out, GError **error);
+bool cli_parse_cpus(const char *spec, struct cpus_config *out, GError **error);
+bool cli_parse_vsock(const char *spec, struct vsock_config *out, GError **error);

@@ -1,0 +1,37 @@
+/* What the endpoint files (vmm-routes.c, vm-routes.c, info-routes.c) share
+ * with the dispatcher in server.c. */
+#pragma once
+
+#include <json-glib/json-glib.h>
+#include <libsoup/soup.h>
+
+#include "vmm.h"
+
+struct api_request {
+    struct vmm *vmm;
+    SoupServer *server;
+    SoupServerMessage *msg;
+    GBytes *body;       /* never NULL, may be empty */
+    GHashTable *query;  /* may be NULL */
+};
+
+typedef void (*route_handler)(struct api_request *req);
+
+struct route {
+    const char *path;   /* under /api/v1/ */
+    const char *method;
+    bool takes_body;
+    route_handler handle;
+};
+
+extern const struct route vmm_routes[]; /* NULL-path terminated */
+extern const struct route vm_routes[];
+extern const struct route info_routes[];
+
+void reply_no_content(struct api_request *req);
+/* Takes json. */
+void reply_json(struct api_request *req, unsigned status, JsonNode *json);
+void reply_error(struct api_request *req, const GError *error);
+void reply_error_message(SoupServerMessage *msg, unsigned status, const char *message);
+/* Reply 204 on success, the error's status otherwise. */
+void reply_result(struct api_request *req, bool ok, const GError *error);

@@ -1,0 +1,261 @@
+/* HTTP server: socket set-up, dispatch by path and method, replies. */
+#define G_LOG_DOMAIN "vsnap-shim"
+
+#include "api/api.h"
+
+#include <errno.h>
+#include <gio/gunixsocketaddress.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/options.h"
+#include "api/routes.h"
+
+#define API_PREFIX "/api/v1/"
+/* A VmConfig is a few hundred bytes; refuse bodies that only exhaust memory. */
+#define MAX_BODY_BYTES (1 << 20)
+
+struct api_server {
+    struct vmm *vmm;
+    SoupServer *soup;
+    char *path; /* the socket we bound, removed at the end; NULL for fd= */
+};
+
+/* ---- replies ----------------------------------------------------------------- */
+
+void reply_error_message(SoupServerMessage *msg, unsigned status, const char *message)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "error");
+    json_builder_add_string_value(b, message);
+    json_builder_end_object(b);
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    gsize len;
+    char *text = json_to_string(root, FALSE);
+    len = strlen(text);
+
+    soup_server_message_set_status(msg, status, NULL);
+    soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE, text, len);
+}
+
+void reply_error(struct api_request *req, const GError *error)
+{
+    unsigned status = shim_error_http_status(error);
+    g_info("%s %s -> %u: %s", soup_server_message_get_method(req->msg),
+           g_uri_get_path(soup_server_message_get_uri(req->msg)), status, error->message);
+    reply_error_message(req->msg, status, error->message);
+}
+
+void reply_no_content(struct api_request *req)
+{
+    soup_server_message_set_status(req->msg, SOUP_STATUS_NO_CONTENT, NULL);
+}
+
+void reply_json(struct api_request *req, unsigned status, JsonNode *json)
+{
+    char *text = json_to_string(json, FALSE);
+    json_node_unref(json);
+    soup_server_message_set_status(req->msg, status, NULL);
+    soup_server_message_set_response(req->msg, "application/json", SOUP_MEMORY_TAKE, text,
+                                     strlen(text));
+}
+
+void reply_result(struct api_request *req, bool ok, const GError *error)
+{
+    if (ok)
+        reply_no_content(req);
+    else
+        reply_error(req, error);
+}
+
+/* ---- dispatch ---------------------------------------------------------------- */
+
+static const struct route *const route_tables[] = { vmm_routes, vm_routes, info_routes };
+
+/* The route for path, and whether some route has that path at all. */
+static const struct route *find_route(const char *name, const char *method, bool *path_known)
+{
+    *path_known = false;
+    for (size_t t = 0; t < G_N_ELEMENTS(route_tables); t++) {
+        for (const struct route *r = route_tables[t]; r->path; r++) {
+            if (strcmp(r->path, name) != 0)
+                continue;
+            *path_known = true;
+            if (strcmp(r->method, method) == 0)
+                return r;
+        }
+    }
+    return NULL;
+}
+
+static GBytes *request_body(SoupServerMessage *msg)
+{
+    SoupMessageBody *body = soup_server_message_get_request_body(msg);
+    return soup_message_body_flatten(body);
+}
+
+static void handle_request(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                           GHashTable *query, gpointer data)
+{
+    struct api_server *server = data;
+    const char *method = soup_server_message_get_method(msg);
+    bool path_known;
+
+    g_debug("%s %s", method, path);
+    if (!g_str_has_prefix(path, API_PREFIX)) {
+        reply_error_message(msg, SOUP_STATUS_NOT_FOUND, "unknown endpoint: the API is under /api/v1/");
+        return;
+    }
+    const struct route *route = find_route(path + strlen(API_PREFIX), method, &path_known);
+    if (!route) {
+        g_autofree char *why = path_known
+            ? g_strdup_printf("method %s is not allowed on %s", method, path)
+            : g_strdup_printf("unknown endpoint %s", path);
+        reply_error_message(msg, path_known ? SOUP_STATUS_METHOD_NOT_ALLOWED : SOUP_STATUS_NOT_FOUND, why);
+        return;
+    }
+    g_autoptr(GBytes) body = request_body(msg);
+    if (!route->takes_body && g_bytes_get_size(body) > 0) {
+        reply_error_message(msg, SOUP_STATUS_BAD_REQUEST, "this endpoint takes no request body");
+        return;
+    }
+    struct api_request req = {
+        .vmm = server->vmm, .server = soup, .msg = msg, .body = body, .query = query,
+    };
+    route->handle(&req);
+}
+
+/* Runs when the headers are in, before the body is read. */
+static void check_body_size(SoupServerMessage *msg, gpointer data)
+{
+    SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
+    goffset len = soup_message_headers_get_content_length(headers);
+
+    if (len > MAX_BODY_BYTES)
+        reply_error_message(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "request body too large");
+}
+
+static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
+{
+    g_signal_connect(msg, "got-headers", G_CALLBACK(check_body_size), data);
+}
+
+/* ---- the socket ------------------------------------------------------------- */
+
+/* A socket file nobody listens on is what a killed shim leaves behind: replace
+ * it. One somebody answers on belongs to a live process: refuse. */
+static bool remove_stale_socket(const char *path, GError **error)
+{
+    struct stat st;
+
+    if (lstat(path, &st) != 0)
+        return true;
+    if (!S_ISSOCK(st.st_mode)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_EXISTS,
+                    "--api-socket: %s exists and is not a socket", path);
+        return false;
+    }
+    g_autoptr(GSocket) probe = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, 0, NULL);
+    g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(path);
+    if (probe && g_socket_connect(probe, addr, NULL, NULL)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE,
+                    "--api-socket: %s is in use by another process", path);
+        return false;
+    }
+    if (unlink(path) != 0 && errno != ENOENT) {
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
+                    "--api-socket: cannot remove the stale socket %s: %s", path, g_strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+static GSocket *bind_socket_path(const char *path, GError **error)
+{
+    if (!remove_stale_socket(path, error))
+        return NULL;
+    g_autoptr(GSocket) sock = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, 0, error);
+    g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(path);
+    if (!sock || !g_socket_bind(sock, addr, FALSE, error) || !g_socket_listen(sock, error)) {
+        g_prefix_error(error, "--api-socket %s: ", path);
+        return NULL;
+    }
+    return g_steal_pointer(&sock);
+}
+
+static GSocket *adopt_socket_fd(const char *text, GError **error)
+{
+    uint64_t fd;
+
+    if (!parse_uint(text, G_MAXINT, &fd, error)) {
+        g_prefix_error(error, "--api-socket fd=: ");
+        return NULL;
+    }
+    g_autoptr(GSocket) sock = g_socket_new_from_fd((int)fd, error);
+    if (!sock || !g_socket_listen(sock, error)) {
+        g_prefix_error(error, "--api-socket fd=%d: ", (int)fd);
+        return NULL;
+    }
+    return g_steal_pointer(&sock);
+}
+
+/* "path=P", "fd=N", or a bare path as Cloud Hypervisor also accepts. */
+static GSocket *open_api_socket(const char *spec, char **bound_path, GError **error)
+{
+    static const char *const keys[] = { "path", "fd", NULL };
+
+    if (spec && !strchr(spec, '=')) {
+        *bound_path = g_strdup(spec);
+        return bind_socket_path(spec, error);
+    }
+    g_autoptr(option_list) opts = option_list_parse("--api-socket", spec, keys, error);
+    if (!opts)
+        return NULL;
+    const char *path = option_list_get(opts, "path");
+    const char *fd = option_list_get(opts, "fd");
+    if ((path == NULL) == (fd == NULL) || (path && !*path)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "--api-socket: give exactly one of path=<socket> or fd=<n>");
+        return NULL;
+    }
+    if (fd)
+        return adopt_socket_fd(fd, error);
+    *bound_path = g_strdup(path);
+    return bind_socket_path(path, error);
+}
+
+struct api_server *api_server_new(struct vmm *vmm, const char *spec, GError **error)
+{
+    g_autoptr(api_server) server = g_new0(struct api_server, 1);
+    server->vmm = vmm;
+
+    g_autoptr(GSocket) sock = open_api_socket(spec, &server->path, error);
+    if (!sock)
+        return NULL;
+    server->soup = soup_server_new("server-header", "vsnap-shim", NULL);
+    g_signal_connect(server->soup, "request-started", G_CALLBACK(on_request_started), server);
+    soup_server_add_handler(server->soup, NULL, handle_request, server, NULL);
+    if (!soup_server_listen_socket(server->soup, sock, 0, error)) {
+        g_prefix_error(error, "cannot serve the API: ");
+        return NULL;
+    }
+    g_info("API listening on %s", server->path ? server->path : spec);
+    return g_steal_pointer(&server);
+}
+
+void api_server_free(struct api_server *server)
+{
+    if (!server)
+        return;
+    if (server->soup) {
+        soup_server_disconnect(server->soup);
+        g_object_unref(server->soup);
+    }
+    /* Only remove the path if we bound it (a failed bind leaves someone else's). */
+    if (server->path && server->soup)
+        unlink(server->path);
+    g_free(server->path);
+    g_free(server);
+}

@@ -1,0 +1,549 @@
+/* The VM lifecycle behind the API: one state machine, every transition here. */
+#define G_LOG_DOMAIN "vsnap-shim"
+
+#include "vmm.h"
+
+#include <stdarg.h>
+
+#include "api/config-json.h"
+#include "vm.h"
+
+/* Handed to the VM as the callbacks' opaque: lets a callback that arrives after
+ * its VM was torn down (and maybe replaced) be recognised as stale. */
+struct vm_link {
+    struct vmm *vmm;
+    guint generation;
+    struct vm_callbacks callbacks;
+};
+
+struct ready_watch {
+    guint id;
+    vmm_ready_func func;
+    void *data;
+};
+
+struct vmm {
+    enum vmm_state state;
+    struct vm_config *config;
+    struct vm *vm;
+    struct vm_link *link;
+    guint generation;         /* bumped at every teardown */
+    GMainContext *main_context;
+    struct events *events;
+    void (*exit_requested)(void *data);
+    void *exit_data;
+    bool exit_on_guest_poweroff;
+
+    /* What happened last, for vm.info's "vsnap" object. */
+    const char *last_stop_reason; /* "poweroff", "reboot", "crash", "shutdown", NULL */
+    const char *last_stop_origin; /* "guest" or "api" */
+    char *last_stop_detail;
+    char *last_error;
+    guint boot_count;
+
+    char *ready_info;
+    GArray *ready_watches;    /* struct ready_watch */
+    guint next_watch_id;
+};
+
+/* ---- construction --------------------------------------------------------- */
+
+struct vmm *vmm_new(struct events *events, void (*exit_requested)(void *data), void *data)
+{
+    struct vmm *vmm = g_new0(struct vmm, 1);
+    vmm->state = VMM_STATE_NOT_CREATED;
+    vmm->main_context = g_main_context_ref(g_main_context_default());
+    vmm->events = events;
+    vmm->exit_requested = exit_requested;
+    vmm->exit_data = data;
+    vmm->ready_watches = g_array_new(FALSE, FALSE, sizeof(struct ready_watch));
+    vmm->next_watch_id = 1;
+    return vmm;
+}
+
+static void teardown_vm(struct vmm *vmm);
+
+void vmm_free(struct vmm *vmm)
+{
+    if (!vmm)
+        return;
+    teardown_vm(vmm);
+    vm_config_free(vmm->config);
+    g_free(vmm->last_stop_detail);
+    g_free(vmm->last_error);
+    g_free(vmm->ready_info);
+    g_array_unref(vmm->ready_watches);
+    g_main_context_unref(vmm->main_context);
+    g_free(vmm);
+}
+
+void vmm_set_exit_on_guest_poweroff(struct vmm *vmm, bool exit)
+{
+    vmm->exit_on_guest_poweroff = exit;
+}
+
+const char *vmm_state_to_string(enum vmm_state state)
+{
+    switch (state) {
+    case VMM_STATE_NOT_CREATED:
+        return "NotCreated";
+    case VMM_STATE_CREATED:
+        return "Created";
+    case VMM_STATE_RUNNING:
+        return "Running";
+    case VMM_STATE_PAUSED:
+        return "Paused";
+    case VMM_STATE_SHUTDOWN:
+        return "Shutdown";
+    }
+    return "Invalid";
+}
+
+enum vmm_state vmm_get_state(const struct vmm *vmm)
+{
+    return vmm->state;
+}
+
+struct events *vmm_get_events(struct vmm *vmm)
+{
+    return vmm->events;
+}
+
+static void emit(struct vmm *vmm, const char *event)
+{
+    events_emit(vmm->events, "vm", event, NULL);
+}
+
+/* ---- readiness ------------------------------------------------------------ */
+
+static void notify_ready_watches(struct vmm *vmm, const char *info)
+{
+    g_autoptr(GArray) watches = vmm->ready_watches;
+
+    vmm->ready_watches = g_array_new(FALSE, FALSE, sizeof(struct ready_watch));
+    for (guint i = 0; i < watches->len; i++) {
+        struct ready_watch *w = &g_array_index(watches, struct ready_watch, i);
+        w->func(info, w->data);
+    }
+}
+
+const char *vmm_ready_info(const struct vmm *vmm)
+{
+    return vmm->ready_info;
+}
+
+guint vmm_watch_ready(struct vmm *vmm, vmm_ready_func func, void *data)
+{
+    struct ready_watch w = { .id = vmm->next_watch_id++, .func = func, .data = data };
+    g_array_append_val(vmm->ready_watches, w);
+    return w.id;
+}
+
+void vmm_unwatch_ready(struct vmm *vmm, guint id)
+{
+    for (guint i = 0; i < vmm->ready_watches->len; i++) {
+        if (g_array_index(vmm->ready_watches, struct ready_watch, i).id == id) {
+            g_array_remove_index(vmm->ready_watches, i);
+            return;
+        }
+    }
+}
+
+/* ---- building and tearing down the VM -------------------------------------- */
+
+static void on_guest_stop(void *opaque, enum vm_stop_reason reason, const char *detail);
+static void on_guest_ready(void *opaque, const char *info_json);
+
+/* vm_free joins the vCPU threads, so no callback can run after it returns; a
+ * callback already queued for the main thread sees a newer generation. */
+static void teardown_vm(struct vmm *vmm)
+{
+    if (!vmm->vm)
+        return;
+    vm_free(vmm->vm);
+    vmm->vm = NULL;
+    g_clear_pointer(&vmm->link, g_free);
+    vmm->generation++;
+    g_clear_pointer(&vmm->ready_info, g_free);
+    notify_ready_watches(vmm, NULL);
+}
+
+static bool build_and_start_vm(struct vmm *vmm, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    struct vm_link *link = g_new0(struct vm_link, 1);
+
+    link->vmm = vmm;
+    link->generation = vmm->generation;
+    link->callbacks = (struct vm_callbacks){
+        .on_guest_stop = on_guest_stop,
+        .on_guest_ready = on_guest_ready,
+        .opaque = link,
+    };
+    struct vm *vm = vm_new(vmm->config, &link->callbacks, &local);
+    if (vm && !vm_start(vm, &local)) {
+        vm_free(vm);
+        vm = NULL;
+    }
+    if (!vm) {
+        g_free(link);
+        g_free(vmm->last_error);
+        vmm->last_error = g_strdup(local->message);
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_FAILED, "cannot boot the VM: %s", local->message);
+        return false;
+    }
+    vmm->vm = vm;
+    vmm->link = link;
+    vmm->boot_count++;
+    g_clear_pointer(&vmm->last_error, g_free);
+    return true;
+}
+
+static void record_stop(struct vmm *vmm, const char *reason, const char *origin,
+                        const char *detail)
+{
+    vmm->last_stop_reason = reason;
+    vmm->last_stop_origin = origin;
+    g_free(vmm->last_stop_detail);
+    vmm->last_stop_detail = g_strdup(detail);
+}
+
+/* ---- state checks ------------------------------------------------------------ */
+
+static bool require_created(struct vmm *vmm, GError **error)
+{
+    if (vmm->state != VMM_STATE_NOT_CREATED)
+        return true;
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_CREATED, "no VM: create one with vm.create first");
+    return false;
+}
+
+static bool require_state(struct vmm *vmm, const char *action, GError **error, int n, ...)
+{
+    va_list ap;
+
+    if (!require_created(vmm, error))
+        return false;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++) {
+        if ((enum vmm_state)va_arg(ap, int) == vmm->state) {
+            va_end(ap);
+            return true;
+        }
+    }
+    va_end(ap);
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "cannot %s: the VM is %s", action,
+                vmm_state_to_string(vmm->state));
+    return false;
+}
+
+/* ---- API actions ------------------------------------------------------------- */
+
+bool vmm_create(struct vmm *vmm, struct vm_config *cfg, GError **error)
+{
+    g_autoptr(vm_config) owned = cfg;
+
+    if (vmm->state != VMM_STATE_NOT_CREATED) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE,
+                    "a VM is already created (delete it with vm.delete first)");
+        return false;
+    }
+    if (!vm_config_check_files(owned, error))
+        return false;
+    vmm->config = g_steal_pointer(&owned);
+    vmm->state = VMM_STATE_CREATED;
+    return true;
+}
+
+bool vmm_boot(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "boot", error, 2, VMM_STATE_CREATED, VMM_STATE_SHUTDOWN))
+        return false;
+    emit(vmm, "booting");
+    if (!build_and_start_vm(vmm, error))
+        return false;
+    vmm->state = VMM_STATE_RUNNING;
+    emit(vmm, "booted");
+    return true;
+}
+
+bool vmm_pause(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "pause", error, 1, VMM_STATE_RUNNING))
+        return false;
+    emit(vmm, "pausing");
+    if (!vm_pause(vmm->vm, error)) {
+        g_prefix_error(error, "cannot pause the VM: ");
+        return false;
+    }
+    vmm->state = VMM_STATE_PAUSED;
+    emit(vmm, "paused");
+    return true;
+}
+
+bool vmm_resume(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "resume", error, 1, VMM_STATE_PAUSED))
+        return false;
+    emit(vmm, "resuming");
+    if (!vm_resume(vmm->vm, error)) {
+        g_prefix_error(error, "cannot resume the VM: ");
+        return false;
+    }
+    vmm->state = VMM_STATE_RUNNING;
+    emit(vmm, "resumed");
+    return true;
+}
+
+static void shut_down(struct vmm *vmm)
+{
+    teardown_vm(vmm);
+    vmm->state = VMM_STATE_SHUTDOWN;
+    emit(vmm, "shutdown");
+}
+
+bool vmm_shutdown_vm(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "shut down", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
+        return false;
+    record_stop(vmm, "shutdown", "api", NULL);
+    shut_down(vmm);
+    return true;
+}
+
+/* A reboot is a fresh VM from the same config: nothing of the old one survives. */
+static bool reboot_vm(struct vmm *vmm, GError **error)
+{
+    emit(vmm, "rebooting");
+    teardown_vm(vmm);
+    if (!build_and_start_vm(vmm, error)) {
+        vmm->state = VMM_STATE_SHUTDOWN;
+        emit(vmm, "shutdown");
+        return false;
+    }
+    vmm->state = VMM_STATE_RUNNING;
+    emit(vmm, "rebooted");
+    return true;
+}
+
+bool vmm_reboot(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "reboot", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
+        return false;
+    record_stop(vmm, "reboot", "api", NULL);
+    return reboot_vm(vmm, error);
+}
+
+/* As Cloud Hypervisor: deleting when there is no VM succeeds. */
+bool vmm_delete(struct vmm *vmm, GError **error)
+{
+    if (vmm->state == VMM_STATE_NOT_CREATED)
+        return true;
+    if (vmm->vm) {
+        record_stop(vmm, "shutdown", "api", NULL);
+        shut_down(vmm);
+    }
+    g_clear_pointer(&vmm->config, vm_config_free);
+    vmm->state = VMM_STATE_NOT_CREATED;
+    emit(vmm, "deleted");
+    return true;
+}
+
+bool vmm_power_button(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "press the power button", error, 1, VMM_STATE_RUNNING))
+        return false;
+    vm_power_button(vmm->vm);
+    return true;
+}
+
+void vmm_request_exit(struct vmm *vmm)
+{
+    if (vmm->vm) {
+        record_stop(vmm, "shutdown", "api", NULL);
+        shut_down(vmm);
+    }
+    events_emit(vmm->events, "vmm", "shutdown", NULL);
+    if (vmm->exit_requested)
+        vmm->exit_requested(vmm->exit_data);
+}
+
+/* ---- what the guest did (arrives on vCPU / device threads) --------------------- */
+
+struct guest_stop {
+    struct vmm *vmm;
+    guint generation;
+    enum vm_stop_reason reason;
+    char *detail;
+};
+
+static void guest_stop_free(gpointer data)
+{
+    struct guest_stop *stop = data;
+    g_free(stop->detail);
+    g_free(stop);
+}
+
+static void handle_guest_poweroff(struct vmm *vmm, const char *reason, const char *detail)
+{
+    record_stop(vmm, reason, "guest", detail);
+    shut_down(vmm);
+    if (vmm->exit_on_guest_poweroff && vmm->exit_requested)
+        vmm->exit_requested(vmm->exit_data);
+}
+
+static gboolean handle_guest_stop(gpointer data)
+{
+    struct guest_stop *stop = data;
+    struct vmm *vmm = stop->vmm;
+    g_autoptr(GError) error = NULL;
+
+    if (stop->generation != vmm->generation || !vmm->vm)
+        return G_SOURCE_REMOVE; /* that VM is gone already */
+    g_message("guest stop: %s%s%s", vm_stop_reason_to_string(stop->reason),
+              stop->detail ? ": " : "", stop->detail ? stop->detail : "");
+    switch (stop->reason) {
+    case VM_STOP_POWEROFF:
+        handle_guest_poweroff(vmm, "poweroff", stop->detail);
+        break;
+    case VM_STOP_CRASH:
+        handle_guest_poweroff(vmm, "crash", stop->detail);
+        break;
+    case VM_STOP_RESET:
+        record_stop(vmm, "reboot", "guest", stop->detail);
+        if (!reboot_vm(vmm, &error))
+            g_warning("guest reboot failed: %s", error->message);
+        break;
+    }
+    return G_SOURCE_REMOVE;
+}
+
+static void on_guest_stop(void *opaque, enum vm_stop_reason reason, const char *detail)
+{
+    struct vm_link *link = opaque;
+    struct guest_stop *stop = g_new0(struct guest_stop, 1);
+
+    stop->vmm = link->vmm;
+    stop->generation = link->generation;
+    stop->reason = reason;
+    stop->detail = g_strdup(detail);
+    g_main_context_invoke_full(link->vmm->main_context, G_PRIORITY_DEFAULT, handle_guest_stop,
+                               stop, guest_stop_free);
+}
+
+struct guest_ready {
+    struct vmm *vmm;
+    guint generation;
+    char *info_json;
+};
+
+static void guest_ready_free(gpointer data)
+{
+    struct guest_ready *ready = data;
+    g_free(ready->info_json);
+    g_free(ready);
+}
+
+static JsonNode *parse_json_or_string(const char *text)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+
+    if (text && json_parser_load_from_data(parser, text, -1, NULL) && json_parser_get_root(parser))
+        return json_node_copy(json_parser_get_root(parser));
+    JsonNode *node = json_node_new(JSON_NODE_VALUE);
+    json_node_set_string(node, text ? text : "");
+    return node;
+}
+
+static gboolean handle_guest_ready(gpointer data)
+{
+    struct guest_ready *ready = data;
+    struct vmm *vmm = ready->vmm;
+
+    if (ready->generation != vmm->generation || !vmm->vm)
+        return G_SOURCE_REMOVE;
+    g_free(vmm->ready_info);
+    vmm->ready_info = g_strdup(ready->info_json ? ready->info_json : "{}");
+    events_emit(vmm->events, "guest", "ready", parse_json_or_string(vmm->ready_info));
+    notify_ready_watches(vmm, vmm->ready_info);
+    return G_SOURCE_REMOVE;
+}
+
+static void on_guest_ready(void *opaque, const char *info_json)
+{
+    struct vm_link *link = opaque;
+    struct guest_ready *ready = g_new0(struct guest_ready, 1);
+
+    ready->vmm = link->vmm;
+    ready->generation = link->generation;
+    ready->info_json = g_strdup(info_json);
+    g_main_context_invoke_full(link->vmm->main_context, G_PRIORITY_DEFAULT, handle_guest_ready,
+                               ready, guest_ready_free);
+}
+
+/* ---- vm.info / vm.counters ------------------------------------------------------ */
+
+static void add_optional_string(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    if (value)
+        json_builder_add_string_value(b, value);
+    else
+        json_builder_add_null_value(b);
+}
+
+static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
+{
+    json_builder_set_member_name(b, "vsnap");
+    json_builder_begin_object(b);
+    add_optional_string(b, "last_stop_reason", vmm->last_stop_reason);
+    add_optional_string(b, "last_stop_origin", vmm->last_stop_origin);
+    add_optional_string(b, "last_stop_detail", vmm->last_stop_detail);
+    add_optional_string(b, "last_error", vmm->last_error);
+    json_builder_set_member_name(b, "boot_count");
+    json_builder_add_int_value(b, vmm->boot_count);
+    json_builder_set_member_name(b, "ram_resident_bytes");
+    json_builder_add_int_value(b, vmm->vm ? (gint64)vm_ram_resident_bytes(vmm->vm) : 0);
+    /* vm.h has no accessor for the serial PTY's path yet. */
+    json_builder_set_member_name(b, "serial_pty");
+    json_builder_add_null_value(b);
+    json_builder_set_member_name(b, "ready");
+    if (vmm->ready_info)
+        json_builder_add_value(b, parse_json_or_string(vmm->ready_info));
+    else
+        json_builder_add_null_value(b);
+    json_builder_end_object(b);
+}
+
+JsonNode *vmm_info(struct vmm *vmm, GError **error)
+{
+    if (!require_created(vmm, error))
+        return NULL;
+
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "config");
+    json_builder_add_value(b, vm_config_to_json(vmm->config));
+    json_builder_set_member_name(b, "state");
+    json_builder_add_string_value(b, vmm_state_to_string(vmm->state));
+    json_builder_set_member_name(b, "memory_actual_size");
+    json_builder_add_int_value(b, (gint64)vmm->config->memory.size);
+    json_builder_set_member_name(b, "device_tree");
+    json_builder_begin_object(b);
+    json_builder_end_object(b);
+    add_vsnap_info(vmm, b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+JsonNode *vmm_counters(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "read counters", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
+        return NULL;
+
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    vm_add_counters(vmm->vm, b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
