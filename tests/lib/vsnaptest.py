@@ -1,0 +1,157 @@
+"""Helpers for tests that run the real vsnap-shim (Python 3 stdlib only).
+
+    from vsnaptest import Shim, pattern_checksum
+    with Shim(shim_path, kernel=guest, cmdline="vsnap.fill_mib=64", memory="512M") as vm:
+        line = vm.wait_for_serial(r"ready sum=([0-9a-f]{16})", timeout=30)
+        vm.api("PUT", "vm.pause")
+
+Paths come from the test's command line (meson passes the built targets), so
+the helpers never guess where a build directory is.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+
+GUEST_FILL_BASE = 16 << 20  # where the test guest's fill region starts
+
+
+class ShimError(Exception):
+    pass
+
+
+def pattern_checksum(pattern_tool, seed, length):
+    """The checksum the test guest reports for `length` bytes filled with `seed`,
+    from the host reference (tests/lib/vsnap-pattern)."""
+    out = subprocess.run([pattern_tool, str(seed), str(length)], check=True,
+                         capture_output=True, text=True, timeout=600).stdout.strip()
+    if not re.fullmatch(r"[0-9a-f]{16}", out):
+        raise ShimError(f"vsnap-pattern printed {out!r}, not 16 hex digits")
+    return out
+
+
+class Shim:
+    """One vsnap-shim process in direct mode (--kernel), optionally with its API
+    socket. Serial output goes to a file in a private temporary directory.
+    Use as a context manager: on exit the process is killed (by its pid) if it
+    is still running, and the directory removed."""
+
+    def __init__(self, shim_path, kernel, cmdline="", memory="512M", cpus=1,
+                 api=False, extra_args=(), workdir=None):
+        self.shim_path = shim_path
+        self.own_workdir = workdir is None
+        self.workdir = workdir or tempfile.mkdtemp(prefix="vsnap-test-")
+        self.serial_path = os.path.join(self.workdir, "serial.log")
+        self.api_socket = os.path.join(self.workdir, "api.sock") if api else None
+        self.stderr_path = os.path.join(self.workdir, "shim.stderr")
+        self.argv = [shim_path, "--kernel", kernel, "--cmdline", cmdline,
+                     "--memory", f"size={memory}", "--cpus", f"boot={cpus}",
+                     "--serial", f"file={self.serial_path}", "--console", "off"]
+        if api:
+            self.argv += ["--api-socket", f"path={self.api_socket}"]
+        self.argv += list(extra_args)
+        self.proc = None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def start(self):
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+                                     stdout=self._stderr, stderr=subprocess.STDOUT)
+        if self.api_socket:
+            self._wait_for_socket(timeout=10)
+
+    def close(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        if getattr(self, "_stderr", None):
+            self._stderr.close()
+        if self.own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # --- output -----------------------------------------------------------
+
+    def serial(self):
+        try:
+            with open(self.serial_path, "r", errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def shim_output(self):
+        try:
+            with open(self.stderr_path, "r", errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def describe(self):
+        """Everything a failing test should show."""
+        rc = self.proc.poll() if self.proc else None
+        return (f"\n--- command: {' '.join(self.argv)}\n--- shim exit code: {rc}\n"
+                f"--- shim output:\n{self.shim_output()}\n--- serial:\n{self.serial()}")
+
+    def wait_for_serial(self, regex, timeout):
+        """Wait until a serial line matches regex; returns the match object.
+        Fails early (with the output) if the shim exits first."""
+        pattern = re.compile(regex)
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in self.serial().splitlines():
+                m = pattern.search(line)
+                if m:
+                    return m
+            if self.proc.poll() is not None:
+                # One last read: the line may have landed just before the exit.
+                for line in self.serial().splitlines():
+                    m = pattern.search(line)
+                    if m:
+                        return m
+                raise ShimError(f"shim exited before serial matched {regex!r}" + self.describe())
+            if time.monotonic() > deadline:
+                raise ShimError(f"no serial line matched {regex!r} within {timeout}s" + self.describe())
+            time.sleep(0.05)
+
+    def wait_exit(self, timeout):
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ShimError(f"shim still running after {timeout}s" + self.describe()) from None
+
+    # --- API --------------------------------------------------------------
+
+    def _wait_for_socket(self, timeout):
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(self.api_socket):
+            if self.proc.poll() is not None:
+                raise ShimError("shim exited before creating its API socket" + self.describe())
+            if time.monotonic() > deadline:
+                raise ShimError(f"no API socket after {timeout}s" + self.describe())
+            time.sleep(0.02)
+
+    def api(self, method, endpoint, body=None, timeout=30):
+        """Call /api/v1/<endpoint> with curl over the UNIX socket. Returns
+        (HTTP status, parsed JSON body or None)."""
+        if not self.api_socket:
+            raise ShimError("this Shim was started without api=True")
+        argv = ["curl", "-sS", "--max-time", str(timeout), "--unix-socket", self.api_socket,
+                "-X", method, "-w", "\n%{http_code}", f"http://localhost/api/v1/{endpoint}"]
+        if body is not None:
+            argv += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 5)
+        if res.returncode != 0:
+            raise ShimError(f"curl {method} {endpoint} failed: {res.stderr.strip()}" + self.describe())
+        text, _, status = res.stdout.rpartition("\n")
+        parsed = json.loads(text) if text.strip() else None
+        return int(status), parsed
