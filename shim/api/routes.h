@@ -1,4 +1,4 @@
-/* What the endpoint files (vmm-routes.c, vm-routes.c, info-routes.c) share
+/* What the endpoint files (vmm-, vm-, info-, ready-routes.c) share
  * with the dispatcher in server.c. */
 #pragma once
 
@@ -27,6 +27,7 @@ struct route {
 extern const struct route vmm_routes[]; /* NULL-path terminated */
 extern const struct route vm_routes[];
 extern const struct route info_routes[];
+extern const struct route ready_routes[];
 
 void reply_no_content(struct api_request *req);
 /* Takes json. */

@@ -72,7 +72,7 @@ void reply_result(struct api_request *req, bool ok, const GError *error)
 
 /* ---- dispatch ---------------------------------------------------------------- */
 
-static const struct route *const route_tables[] = { vmm_routes, vm_routes, info_routes };
+static const struct route *const route_tables[] = { vmm_routes, vm_routes, info_routes, ready_routes };
 
 /* The route for path, and whether some route has that path at all. */
 static const struct route *find_route(const char *name, const char *method, bool *path_known)
@@ -127,19 +127,17 @@ static void handle_request(SoupServer *soup, SoupServerMessage *msg, const char 
     route->handle(&req);
 }
 
-/* Runs when the headers are in, before the body is read. */
-static void check_body_size(SoupServerMessage *msg, gpointer data)
+/* An early handler runs when the headers are in, before the body is read. */
+static void check_body_size(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                            GHashTable *query, gpointer data)
 {
     SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
     goffset len = soup_message_headers_get_content_length(headers);
 
+    g_debug("%s %s: %" G_GINT64_FORMAT " body bytes announced",
+            soup_server_message_get_method(msg), path, (gint64)len);
     if (len > MAX_BODY_BYTES)
         reply_error_message(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "request body too large");
-}
-
-static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
-{
-    g_signal_connect(msg, "got-headers", G_CALLBACK(check_body_size), data);
 }
 
 /* ---- the socket ------------------------------------------------------------- */
@@ -235,7 +233,7 @@ struct api_server *api_server_new(struct vmm *vmm, const char *spec, GError **er
     if (!sock)
         return NULL;
     server->soup = soup_server_new("server-header", "vsnap-shim", NULL);
-    g_signal_connect(server->soup, "request-started", G_CALLBACK(on_request_started), server);
+    soup_server_add_early_handler(server->soup, NULL, check_body_size, server, NULL);
     soup_server_add_handler(server->soup, NULL, handle_request, server, NULL);
     if (!soup_server_listen_socket(server->soup, sock, 0, error)) {
         g_prefix_error(error, "cannot serve the API: ");
