@@ -9,6 +9,7 @@ struct options {
     uint64_t fill_mib;       /* vsnap.fill_mib: MiB to fill from 16 MiB up */
     uint64_t seed;           /* vsnap.seed: pattern seed */
     uint64_t delay_ms;       /* vsnap.delay_ms: busy time before "ready" */
+    uint64_t heartbeat_ms;   /* vsnap.heartbeat_ms: print "tick N" this often when idle (0: never) */
     bool halt_after_ready;   /* vsnap.halt_after_ready=1: power off after "ready" */
     bool reboot_after_ready; /* vsnap.reboot_after_ready=1: reset after "ready" */
 };
