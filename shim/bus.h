@@ -36,3 +36,19 @@ bool bus_register(struct bus *bus, uint64_t base, uint64_t len, const struct bus
 /* Returns false if nothing is mapped there (reads then see all ones). */
 bool bus_read(const struct bus *bus, uint64_t addr, uint8_t *data, unsigned len);
 bool bus_write(const struct bus *bus, uint64_t addr, const uint8_t *data, unsigned len);
+
+/* An interrupt line a device drives. Devices report the line's level; an
+ * edge-triggered GSI (the ISA IRQs of the serial port and i8042) sees the
+ * rising edge, a level-triggered one (the ACPI SCI) stays asserted while high.
+ * Keeping this a callback lets unit tests watch the line without a VM. */
+struct irq_line {
+    void (*set_level)(void *opaque, unsigned gsi, bool level);
+    void *opaque;
+    unsigned gsi;
+};
+
+static inline void irq_line_set(const struct irq_line *line, bool level)
+{
+    if (line->set_level)
+        line->set_level(line->opaque, line->gsi, level);
+}

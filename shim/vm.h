@@ -76,3 +76,12 @@ const struct vm_callbacks *vm_get_callbacks(struct vm *vm);
 /* For devices that write guest RAM themselves (virtio used rings, RX buffers):
  * KVM's dirty log does not see those writes, so they must be recorded here. */
 void vm_mark_dirty(struct vm *vm, uint64_t gpa, uint64_t len);
+
+/* The serial port's pty slave path when serial.mode is Pty, else NULL (vm.info). */
+const char *vm_serial_pty_path(struct vm *vm);
+
+/* Pages the VMM itself wrote (vm_mark_dirty) since the last call, fetched and
+ * cleared atomically: a bitmap of *nwords 64-bit words, bit n = RAM page n
+ * (RAM offset n * GUEST_PAGE_SIZE, see memory.h). g_free the result. KVM
+ * memory slot n is guest_memory.regions[n]. */
+uint64_t *vm_fetch_and_clear_vmm_dirty(struct vm *vm, size_t *nwords);

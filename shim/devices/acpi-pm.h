@@ -1,0 +1,37 @@
+/* ACPI fixed hardware at the ports the FADT declares (shim/boot/boot.h):
+ * PM1a event block (status, write 1 to clear; enable), PM1a control (SLP_EN
+ * with SLP_TYP = S5 powers off), the 3.579545 MHz PM timer, and the reset
+ * register. The SCI (GSI ACPI_SCI_IRQ, level-triggered) is high exactly while
+ * (status & enable) != 0. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bus.h"
+
+#define ACPI_PM_TIMER_HZ 3579545ull
+#define ACPI_PM_PORT_BASE 0x600
+#define ACPI_PM_PORT_COUNT 0x10 /* 0x600..0x60f: event, control, timer, reset */
+
+struct acpi_pm;
+
+struct acpi_pm_callbacks {
+    void (*on_poweroff)(void *opaque); /* S5 entered */
+    void (*on_reset)(void *opaque);    /* reset register written */
+    void *opaque;
+};
+
+struct acpi_pm *acpi_pm_new(const struct irq_line *sci, const struct acpi_pm_callbacks *cb);
+void acpi_pm_free(struct acpi_pm *pm);
+bool acpi_pm_attach(struct acpi_pm *pm, struct bus *bus);
+
+/* The power button was pressed: set PWRBTN_STS, raise the SCI if enabled. */
+void acpi_pm_press_power_button(struct acpi_pm *pm);
+
+/* Guest accesses; port is absolute (0x600..0x60f), len 1, 2 or 4. */
+uint32_t acpi_pm_read(struct acpi_pm *pm, uint16_t port, unsigned len);
+void acpi_pm_write(struct acpi_pm *pm, uint16_t port, unsigned len, uint32_t value);
+
+/* PM timer ticks for a CLOCK_MONOTONIC time in nanoseconds (32-bit counter). */
+uint32_t acpi_pm_timer_ticks(uint64_t monotonic_ns);

@@ -1,0 +1,91 @@
+/* struct vm and struct vcpu: shared by vm.c (building, lifecycle) and vcpu.c
+ * (the run loop). Nothing outside the KVM core includes this. */
+#pragma once
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "bus.h"
+#include "memory.h"
+#include "vm.h"
+
+struct serial;
+struct i8042;
+struct acpi_pm;
+
+enum vcpu_exit_kind {
+    VCPU_EXIT_IO,
+    VCPU_EXIT_MMIO,
+    VCPU_EXIT_HLT,
+    VCPU_EXIT_INTR, /* KVM_RUN interrupted by a kick or signal */
+    VCPU_EXIT_SHUTDOWN,
+    VCPU_EXIT_SYSTEM_EVENT,
+    VCPU_EXIT_INTERNAL_ERROR,
+    VCPU_EXIT_FAIL_ENTRY,
+    VCPU_EXIT_OTHER,
+    VCPU_EXIT_KINDS,
+};
+
+const char *vcpu_exit_kind_name(enum vcpu_exit_kind kind);
+
+struct vcpu {
+    struct vm *vm;
+    unsigned index;
+    int fd;
+    struct kvm_run *run;
+    pthread_t thread;
+    bool thread_started;
+    /* Guarded by vm->run_lock: */
+    bool parked;
+    bool halted;          /* HLT with interrupts off: this vCPU will never run again */
+    bool needs_completion; /* the last exit was I/O that KVM_RUN must still complete */
+    atomic_uint_fast64_t exits[VCPU_EXIT_KINDS];
+};
+
+enum vm_run_state {
+    VM_RUN_CREATED,       /* built, threads not started */
+    VM_RUN_RUNNING,
+    VM_RUN_PAUSED,
+    VM_RUN_GUEST_STOPPED, /* on_guest_stop fired: vCPUs parked for good */
+    VM_RUN_QUIT,          /* vm_free: threads exit */
+};
+
+struct vm {
+    int kvm_fd, vm_fd;
+    size_t run_size;
+    struct guest_memory mem;
+    struct bus pio, mmio;
+    struct vm_callbacks cb;
+    struct kvm_cpuid2 *supported_cpuid;
+
+    unsigned nvcpus;
+    struct vcpu *vcpus;
+
+    GMutex run_lock;
+    GCond run_cond;       /* state changes and vCPUs parking */
+    enum vm_run_state state;
+    unsigned nparked;
+    atomic_bool stop_reported;
+
+    struct serial *serial;
+    struct i8042 *i8042;
+    struct acpi_pm *acpi_pm;
+
+    _Atomic uint64_t *vmm_dirty; /* one bit per RAM page, by RAM offset */
+    size_t vmm_dirty_words;
+
+    _Atomic uint64_t pio_logged[65536 / 64]; /* unmapped ports already logged */
+    GMutex mmio_log_lock;
+    GHashTable *mmio_logged;                 /* unmapped MMIO pages already logged */
+};
+
+/* vcpu.c */
+bool vcpu_create(struct vm *vm, struct vcpu *vcpu, unsigned index, GError **error);
+void vcpu_destroy(struct vcpu *vcpu);
+bool vcpu_start_thread(struct vcpu *vcpu, GError **error);
+void vcpu_kick(struct vcpu *vcpu); /* with vm->run_lock held */
+void vcpu_install_kick_handler(void);
+
+/* vm.c: a vCPU or device saw the guest stop; the first report wins. */
+void vm_report_guest_stop(struct vm *vm, enum vm_stop_reason reason, const char *detail);

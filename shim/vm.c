@@ -1,0 +1,544 @@
+/* struct vm: building a KVM VM from a vm_config, and its lifecycle (start,
+ * pause, resume, guest stop, free). The run loop is in vcpu.c, devices in
+ * devices/, the Linux boot protocol in boot/.
+ */
+#include <errno.h>
+#include <gio/gio.h>
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "boot/boot.h"
+#include "cpuid.h"
+#include "devices/acpi-pm.h"
+#include "devices/i8042.h"
+#include "devices/serial.h"
+#include "vm-internal.h"
+
+#define KVM_TSS_ADDR 0xfffbd000ull          /* 3 pages below the identity map, under 4 GiB */
+#define KVM_IDENTITY_MAP_ADDR 0xfffbc000ull
+#define PORT_POST_CODE 0x80                  /* POST diagnostics: written a lot, by Linux's io delay too */
+#define PAUSE_TIMEOUT_US (10 * G_USEC_PER_SEC)
+#define PAUSE_REKICK_US (100 * 1000)
+
+const char *vm_stop_reason_to_string(enum vm_stop_reason reason)
+{
+    switch (reason) {
+    case VM_STOP_POWEROFF:
+        return "poweroff";
+    case VM_STOP_RESET:
+        return "reset";
+    case VM_STOP_CRASH:
+        return "crash";
+    }
+    return "unknown";
+}
+
+static bool kvm_fail(GError **error, const char *what)
+{
+    int e = errno;
+    g_set_error(error, G_IO_ERROR, g_io_error_from_errno(e), "%s failed: %s", what, g_strerror(e));
+    return false;
+}
+
+static bool refuse(GError **error, const char *message)
+{
+    g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, message);
+    return false;
+}
+
+/* What the API layer may let through but this VM cannot do. */
+static bool check_config(const struct vm_config *cfg, GError **error)
+{
+    if (cfg->payload.firmware)
+        return refuse(error, "payload.firmware is not supported: vsnap boots Linux kernels directly "
+                             "(give payload.kernel)");
+    if (!cfg->payload.kernel)
+        return refuse(error, "payload.kernel is missing: there is nothing to boot");
+    if (cfg->vsock.present)
+        return refuse(error, "vsock is not supported yet");
+    if (cfg->memory.hugepages)
+        return refuse(error, "memory.hugepages is not supported");
+    if (cfg->cpus.boot_vcpus < 1 || cfg->cpus.boot_vcpus > VSNAP_MAX_VCPUS) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "cpus.boot_vcpus must be 1..%d, not %u",
+                    VSNAP_MAX_VCPUS, cfg->cpus.boot_vcpus);
+        return false;
+    }
+    if (cfg->memory.size < VSNAP_MIN_MEMORY || cfg->memory.size > VSNAP_MAX_MEMORY ||
+        cfg->memory.size % GUEST_PAGE_SIZE) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "memory.size must be a multiple of 4 KiB between %llu MiB and %llu GiB, not %" G_GUINT64_FORMAT,
+                    VSNAP_MIN_MEMORY >> 20, VSNAP_MAX_MEMORY >> 30, cfg->memory.size);
+        return false;
+    }
+    return true;
+}
+
+static bool open_kvm(struct vm *vm, GError **error)
+{
+    vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    if (vm->kvm_fd < 0)
+        return kvm_fail(error, "opening /dev/kvm");
+    int version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
+    if (version != KVM_API_VERSION) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, "/dev/kvm speaks API version %d, vsnap needs %d",
+                    version, KVM_API_VERSION);
+        return false;
+    }
+    if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IMMEDIATE_EXIT) <= 0)
+        return refuse(error, "KVM lacks KVM_CAP_IMMEDIATE_EXIT, needed to pause vCPUs reliably");
+    int run_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+    if (run_size <= 0)
+        return kvm_fail(error, "KVM_GET_VCPU_MMAP_SIZE");
+    vm->run_size = (size_t)run_size;
+    vm->supported_cpuid = cpuid_get_supported(vm->kvm_fd, error);
+    return vm->supported_cpuid != NULL;
+}
+
+/* The VM with the platform pieces KVM emulates itself: PIC + IOAPIC + LAPICs
+ * and the PIT (with the PC speaker port so 0x61 never exits). */
+static bool create_kvm_vm(struct vm *vm, GError **error)
+{
+    do {
+        vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+    } while (vm->vm_fd < 0 && errno == EINTR);
+    if (vm->vm_fd < 0)
+        return kvm_fail(error, "KVM_CREATE_VM");
+    if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, (unsigned long)KVM_TSS_ADDR) < 0)
+        return kvm_fail(error, "KVM_SET_TSS_ADDR");
+    uint64_t identity_map = KVM_IDENTITY_MAP_ADDR;
+    if (ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity_map) < 0)
+        return kvm_fail(error, "KVM_SET_IDENTITY_MAP_ADDR");
+    if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0)
+        return kvm_fail(error, "KVM_CREATE_IRQCHIP");
+    struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
+    if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
+        return kvm_fail(error, "KVM_CREATE_PIT2");
+    return true;
+}
+
+/* RAM: one memfd mapping, one KVM memory slot per region (slot n is
+ * mem.regions[n], which is what dirty-log users need to know). */
+static bool setup_memory(struct vm *vm, const struct memory_config *cfg, GError **error)
+{
+    if (!guest_memory_init(&vm->mem, cfg->size, error))
+        return false;
+    for (unsigned i = 0; i < vm->mem.nregions; i++) {
+        const struct guest_region *r = &vm->mem.regions[i];
+        struct kvm_userspace_memory_region slot = {
+            .slot = i,
+            .guest_phys_addr = r->gpa,
+            .memory_size = r->size,
+            .userspace_addr = (uint64_t)(uintptr_t)(vm->mem.host + r->ram_offset),
+        };
+        if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &slot) < 0)
+            return kvm_fail(error, "KVM_SET_USER_MEMORY_REGION");
+    }
+    if (cfg->prefault && madvise(vm->mem.host, vm->mem.size, MADV_POPULATE_WRITE) < 0)
+        return kvm_fail(error, "prefaulting guest RAM (madvise MADV_POPULATE_WRITE)");
+    size_t pages = vm->mem.size / GUEST_PAGE_SIZE;
+    vm->vmm_dirty_words = (pages + 63) / 64;
+    vm->vmm_dirty = g_new0(_Atomic uint64_t, vm->vmm_dirty_words);
+    return true;
+}
+
+/* ---- devices ---- */
+
+static void set_irq_level(void *opaque, unsigned gsi, bool level)
+{
+    vm_set_irq_line(opaque, gsi, level);
+}
+
+static struct irq_line irq_line_for(struct vm *vm, unsigned gsi)
+{
+    return (struct irq_line){ .set_level = set_irq_level, .opaque = vm, .gsi = gsi };
+}
+
+static void on_device_reset(void *opaque)
+{
+    vm_report_guest_stop(opaque, VM_STOP_RESET, "the guest requested a reset");
+}
+
+static void on_device_poweroff(void *opaque)
+{
+    vm_report_guest_stop(opaque, VM_STOP_POWEROFF, "the guest entered ACPI S5");
+}
+
+static const struct bus_ops sink_ops = { 0 }; /* writes vanish, reads see all ones */
+
+static bool attach_failed(GError **error, const char *device)
+{
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_EXISTS, "cannot register %s: its addresses are taken", device);
+    return false;
+}
+
+static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **error)
+{
+    if (cfg->serial.mode != CONSOLE_MODE_OFF) {
+        struct irq_line irq = irq_line_for(vm, SERIAL_COM1_IRQ);
+        vm->serial = serial_new(&cfg->serial, &irq, error);
+        if (!vm->serial)
+            return false;
+        if (!serial_attach(vm->serial, &vm->pio, SERIAL_COM1_PORT))
+            return attach_failed(error, "the serial port");
+    }
+    struct irq_line kbd = irq_line_for(vm, I8042_KBD_IRQ), aux = irq_line_for(vm, I8042_AUX_IRQ);
+    struct i8042_callbacks i8042_cb = { .on_reset = on_device_reset, .opaque = vm };
+    vm->i8042 = i8042_new(&kbd, &aux, &i8042_cb);
+    if (!i8042_attach(vm->i8042, &vm->pio))
+        return attach_failed(error, "the i8042 controller");
+    struct irq_line sci = irq_line_for(vm, ACPI_SCI_IRQ);
+    struct acpi_pm_callbacks pm_cb = { .on_poweroff = on_device_poweroff, .on_reset = on_device_reset, .opaque = vm };
+    vm->acpi_pm = acpi_pm_new(&sci, &pm_cb);
+    if (!acpi_pm_attach(vm->acpi_pm, &vm->pio))
+        return attach_failed(error, "the ACPI PM registers");
+    if (!bus_register(&vm->pio, PORT_POST_CODE, 1, &sink_ops, NULL, "post-code"))
+        return attach_failed(error, "the port 0x80 sink");
+    return true;
+}
+
+static void free_devices(struct vm *vm)
+{
+    serial_free(vm->serial);
+    i8042_free(vm->i8042);
+    acpi_pm_free(vm->acpi_pm);
+    vm->serial = NULL;
+    vm->i8042 = NULL;
+    vm->acpi_pm = NULL;
+}
+
+/* ---- vCPUs and payload ---- */
+
+static bool create_vcpus(struct vm *vm, unsigned count, GError **error)
+{
+    vm->vcpus = g_new0(struct vcpu, count);
+    for (unsigned i = 0; i < count; i++)
+        vm->vcpus[i].fd = -1;
+    vm->nvcpus = count;
+    for (unsigned i = 0; i < count; i++) {
+        if (!vcpu_create(vm, &vm->vcpus[i], i, error))
+            return false;
+    }
+    return true;
+}
+
+static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **error)
+{
+    struct boot_input in = {
+        .kernel_path = cfg->payload.kernel,
+        .initramfs_path = cfg->payload.initramfs,
+        .cmdline = cfg->payload.cmdline,
+        .ncpus = vm->nvcpus,
+    };
+    struct boot_entry entry;
+    boot_write_gdt_and_page_tables(&vm->mem);
+    if (!boot_load_linux(&vm->mem, &in, &entry, error))
+        return false;
+    return boot_setup_bsp(vm->vcpus[0].fd, &entry, error);
+}
+
+struct vm *vm_new(const struct vm_config *cfg, const struct vm_callbacks *cb, GError **error)
+{
+    if (!check_config(cfg, error))
+        return NULL;
+    struct vm *vm = g_new0(struct vm, 1);
+    vm->kvm_fd = vm->vm_fd = -1;
+    vm->mem.fd = -1;
+    if (cb)
+        vm->cb = *cb;
+    g_mutex_init(&vm->run_lock);
+    g_cond_init(&vm->run_cond);
+    g_mutex_init(&vm->mmio_log_lock);
+    vm->mmio_logged = g_hash_table_new(g_direct_hash, g_direct_equal);
+    bus_init(&vm->pio);
+    bus_init(&vm->mmio);
+    vm->state = VM_RUN_CREATED;
+    vcpu_install_kick_handler();
+    if (!open_kvm(vm, error) || !create_kvm_vm(vm, error) || !setup_memory(vm, &cfg->memory, error) ||
+        !setup_devices(vm, cfg, error) || !create_vcpus(vm, cfg->cpus.boot_vcpus, error) ||
+        !load_payload(vm, cfg, error)) {
+        vm_free(vm);
+        return NULL;
+    }
+    return vm;
+}
+
+/* ---- lifecycle ---- */
+
+bool vm_start(struct vm *vm, GError **error)
+{
+    g_mutex_lock(&vm->run_lock);
+    bool ok = vm->state == VM_RUN_CREATED;
+    if (!ok)
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "the VM was already started");
+    vm->state = VM_RUN_RUNNING;
+    for (unsigned i = 0; ok && i < vm->nvcpus; i++)
+        ok = vcpu_start_thread(&vm->vcpus[i], error);
+    if (!ok && vm->state == VM_RUN_RUNNING)
+        vm->state = VM_RUN_PAUSED; /* threads that did start park; vm_free ends them */
+    g_mutex_unlock(&vm->run_lock);
+    return ok;
+}
+
+static unsigned started_threads(struct vm *vm)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < vm->nvcpus; i++)
+        n += vm->vcpus[i].thread_started;
+    return n;
+}
+
+static void kick_all_locked(struct vm *vm)
+{
+    for (unsigned i = 0; i < vm->nvcpus; i++)
+        vcpu_kick(&vm->vcpus[i]);
+}
+
+/* Wait, re-kicking now and then, until every started vCPU is parked. */
+static bool wait_all_parked_locked(struct vm *vm, GError **error)
+{
+    gint64 deadline = g_get_monotonic_time() + PAUSE_TIMEOUT_US;
+    unsigned expected = started_threads(vm);
+    while (vm->nparked < expected) {
+        gint64 now = g_get_monotonic_time();
+        if (now >= deadline) {
+            g_set_error(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+                        "only %u of %u vCPUs stopped within %d s (a device may be blocked)", vm->nparked,
+                        expected, (int)(PAUSE_TIMEOUT_US / G_USEC_PER_SEC));
+            return false;
+        }
+        if (!g_cond_wait_until(&vm->run_cond, &vm->run_lock, MIN(deadline, now + PAUSE_REKICK_US)))
+            kick_all_locked(vm);
+    }
+    return true;
+}
+
+bool vm_pause(struct vm *vm, GError **error)
+{
+    g_mutex_lock(&vm->run_lock);
+    bool ok = true;
+    switch (vm->state) {
+    case VM_RUN_RUNNING:
+        vm->state = VM_RUN_PAUSED;
+        kick_all_locked(vm);
+        /* fall through */
+    case VM_RUN_PAUSED:
+    case VM_RUN_GUEST_STOPPED:
+        ok = wait_all_parked_locked(vm, error);
+        break;
+    case VM_RUN_CREATED:
+    case VM_RUN_QUIT:
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "the VM is not running");
+        ok = false;
+        break;
+    }
+    g_mutex_unlock(&vm->run_lock);
+    return ok;
+}
+
+bool vm_resume(struct vm *vm, GError **error)
+{
+    g_mutex_lock(&vm->run_lock);
+    bool ok = vm->state == VM_RUN_PAUSED || vm->state == VM_RUN_RUNNING;
+    if (ok) {
+        vm->state = VM_RUN_RUNNING;
+        g_cond_broadcast(&vm->run_cond);
+    } else {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "the VM cannot resume: %s",
+                    vm->state == VM_RUN_GUEST_STOPPED ? "the guest has stopped" : "it is not running");
+    }
+    g_mutex_unlock(&vm->run_lock);
+    return ok;
+}
+
+void vm_report_guest_stop(struct vm *vm, enum vm_stop_reason reason, const char *detail)
+{
+    if (atomic_exchange(&vm->stop_reported, true))
+        return;
+    g_mutex_lock(&vm->run_lock);
+    if (vm->state == VM_RUN_RUNNING || vm->state == VM_RUN_PAUSED) {
+        vm->state = VM_RUN_GUEST_STOPPED;
+        kick_all_locked(vm);
+        g_cond_broadcast(&vm->run_cond);
+    }
+    g_mutex_unlock(&vm->run_lock);
+    g_debug("guest stopped (%s): %s", vm_stop_reason_to_string(reason), detail);
+    if (vm->cb.on_guest_stop)
+        vm->cb.on_guest_stop(vm->cb.opaque, reason, detail);
+}
+
+static bool on_vcpu_thread(struct vm *vm)
+{
+    for (unsigned i = 0; i < vm->nvcpus; i++) {
+        if (vm->vcpus[i].thread_started && pthread_equal(vm->vcpus[i].thread, pthread_self()))
+            return true;
+    }
+    return false;
+}
+
+static void stop_vcpu_threads(struct vm *vm)
+{
+    g_mutex_lock(&vm->run_lock);
+    vm->state = VM_RUN_QUIT;
+    kick_all_locked(vm);
+    g_cond_broadcast(&vm->run_cond);
+    g_mutex_unlock(&vm->run_lock);
+    for (unsigned i = 0; i < vm->nvcpus; i++) {
+        if (vm->vcpus[i].thread_started)
+            pthread_join(vm->vcpus[i].thread, NULL);
+        vm->vcpus[i].thread_started = false;
+    }
+}
+
+void vm_free(struct vm *vm)
+{
+    if (!vm)
+        return;
+    if (on_vcpu_thread(vm)) {
+        g_critical("vm_free called on a vCPU thread: hop to the main thread first (see vm.h); VM leaked");
+        return;
+    }
+    stop_vcpu_threads(vm);
+    for (unsigned i = 0; i < vm->nvcpus; i++)
+        vcpu_destroy(&vm->vcpus[i]);
+    g_free(vm->vcpus);
+    free_devices(vm); /* after the vCPUs: no handler can run any more */
+    bus_release(&vm->pio);
+    bus_release(&vm->mmio);
+    if (vm->vm_fd >= 0)
+        close(vm->vm_fd);
+    guest_memory_release(&vm->mem); /* after the VM fd: KVM holds the slots until then */
+    if (vm->kvm_fd >= 0)
+        close(vm->kvm_fd);
+    g_free(vm->supported_cpuid);
+    g_free(vm->vmm_dirty);
+    g_hash_table_destroy(vm->mmio_logged);
+    g_mutex_clear(&vm->mmio_log_lock);
+    g_cond_clear(&vm->run_cond);
+    g_mutex_clear(&vm->run_lock);
+    g_free(vm);
+}
+
+void vm_power_button(struct vm *vm)
+{
+    acpi_pm_press_power_button(vm->acpi_pm);
+}
+
+/* ---- what others read ---- */
+
+static void add_exit_counters(JsonBuilder *b, const char *name, const uint64_t counts[VCPU_EXIT_KINDS])
+{
+    json_builder_set_member_name(b, name);
+    json_builder_begin_object(b);
+    for (int k = 0; k < VCPU_EXIT_KINDS; k++) {
+        g_autofree char *member = g_strdup_printf("exits_%s", vcpu_exit_kind_name(k));
+        json_builder_set_member_name(b, member);
+        json_builder_add_int_value(b, (gint64)counts[k]);
+    }
+    json_builder_end_object(b);
+}
+
+/* Members of the counters object: "serial" (if present), "vcpus" (exits of
+ * every kind summed over vCPUs) and "vcpuN" per vCPU. */
+void vm_add_counters(struct vm *vm, JsonBuilder *b)
+{
+    if (vm->serial) {
+        json_builder_set_member_name(b, "serial");
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "tx_bytes");
+        json_builder_add_int_value(b, (gint64)serial_tx_bytes(vm->serial));
+        json_builder_set_member_name(b, "rx_bytes");
+        json_builder_add_int_value(b, (gint64)serial_rx_bytes(vm->serial));
+        json_builder_end_object(b);
+    }
+    uint64_t total[VCPU_EXIT_KINDS] = { 0 };
+    for (unsigned i = 0; i < vm->nvcpus; i++) {
+        uint64_t mine[VCPU_EXIT_KINDS];
+        for (int k = 0; k < VCPU_EXIT_KINDS; k++) {
+            mine[k] = atomic_load(&vm->vcpus[i].exits[k]);
+            total[k] += mine[k];
+        }
+        g_autofree char *name = g_strdup_printf("vcpu%u", i);
+        add_exit_counters(b, name, mine);
+    }
+    add_exit_counters(b, "vcpus", total);
+}
+
+uint64_t vm_ram_resident_bytes(struct vm *vm)
+{
+    const uint64_t chunk_pages = 16384; /* 64 MiB of RAM per mincore call */
+    g_autofree unsigned char *vec = g_malloc(chunk_pages);
+    uint64_t resident = 0, pages = vm->mem.size / GUEST_PAGE_SIZE;
+    for (uint64_t first = 0; first < pages; first += chunk_pages) {
+        uint64_t n = MIN(chunk_pages, pages - first);
+        if (mincore(vm->mem.host + first * GUEST_PAGE_SIZE, n * GUEST_PAGE_SIZE, vec) < 0)
+            continue;
+        for (uint64_t i = 0; i < n; i++)
+            resident += vec[i] & 1;
+    }
+    return resident * GUEST_PAGE_SIZE;
+}
+
+uint64_t vm_ram_size(struct vm *vm)
+{
+    return vm->mem.size;
+}
+
+struct guest_memory *vm_memory(struct vm *vm)
+{
+    return &vm->mem;
+}
+
+struct bus *vm_pio_bus(struct vm *vm)
+{
+    return &vm->pio;
+}
+
+struct bus *vm_mmio_bus(struct vm *vm)
+{
+    return &vm->mmio;
+}
+
+int vm_kvm_fd(struct vm *vm)
+{
+    return vm->vm_fd;
+}
+
+bool vm_set_irq_line(struct vm *vm, unsigned gsi, bool level)
+{
+    struct kvm_irq_level irq = { .irq = gsi, .level = level };
+    return ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq) == 0;
+}
+
+const struct vm_callbacks *vm_get_callbacks(struct vm *vm)
+{
+    return &vm->cb;
+}
+
+const char *vm_serial_pty_path(struct vm *vm)
+{
+    return vm->serial ? serial_pty_path(vm->serial) : NULL;
+}
+
+void vm_mark_dirty(struct vm *vm, uint64_t gpa, uint64_t len)
+{
+    if (len == 0)
+        return;
+    for (uint64_t page = gpa & ~(GUEST_PAGE_SIZE - 1); page < gpa + len; page += GUEST_PAGE_SIZE) {
+        uint64_t offset = guest_memory_offset(&vm->mem, page);
+        if (offset == UINT64_MAX)
+            continue;
+        uint64_t index = offset / GUEST_PAGE_SIZE;
+        atomic_fetch_or(&vm->vmm_dirty[index / 64], 1ull << (index % 64));
+    }
+}
+
+uint64_t *vm_fetch_and_clear_vmm_dirty(struct vm *vm, size_t *nwords)
+{
+    uint64_t *copy = g_new(uint64_t, vm->vmm_dirty_words);
+    for (size_t i = 0; i < vm->vmm_dirty_words; i++)
+        copy[i] = atomic_exchange(&vm->vmm_dirty[i], 0);
+    *nwords = vm->vmm_dirty_words;
+    return copy;
+}
