@@ -1,0 +1,29 @@
+/* Restore by copy: walk RAM through the page index, copy each run of pages that
+ * comes from one layer, checking its data blocks first. */
+#include "restore.h"
+
+#include <string.h>
+
+bool snap_restore_copy(struct snap_chain *c, uint8_t *dest, uint64_t size, GError **error)
+{
+    if (c->partial || size != c->ram_size) {
+        g_set_error(error, SNAP_ERROR, SNAP_ERROR_INVALID,
+                    "restore by copy: RAM of %" G_GUINT64_FORMAT " bytes does not match the "
+                    "snapshot's %" G_GUINT64_FORMAT " (or the chain has no base)", size, c->ram_size);
+        return false;
+    }
+    for (uint64_t p = 0; p < c->npages;) {
+        enum snap_page_kind kind;
+        unsigned layer = 0;
+        uint64_t data_page = 0;
+        uint64_t n = snap_chain_run(c, p, c->npages - p, &kind, &layer, &data_page);
+        if (kind == SNAP_PAGE_KIND_DATA) {
+            struct snap_layer *l = c->layers[layer];
+            if (!snap_layer_verify_data(l, data_page, n, error))
+                return false;
+            memcpy(dest + p * SNAP_PAGE_SIZE, snap_layer_data_page(l, data_page), n * SNAP_PAGE_SIZE);
+        }
+        p += n;
+    }
+    return true;
+}

@@ -1,0 +1,85 @@
+/* vsnap-compact: offline compaction of snapshot memory layers.
+ *
+ *   vsnap-compact -o NEW BASE DIFF1 ... DIFFn   fold a chain into one new base layer
+ *   vsnap-compact --fold INNER CHILD            fold an inner layer into its child
+ *   vsnap-compact --info LAYER...               check layers and print their headers
+ */
+#include "compact.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void print_info(const struct snap_layer *l)
+{
+    char id[37], parent[37];
+    snap_id_to_string(&l->hdr.id, id);
+    snap_id_to_string(&l->hdr.parent_id, parent);
+    printf("%s: %s layer, id %s, parent %s, RAM %" G_GUINT64_FORMAT " MiB, %" G_GUINT64_FORMAT
+           " data pages in %" G_GUINT64_FORMAT " runs\n",
+           l->path, snap_layer_is_full(l) ? "full" : "diff", id,
+           snap_layer_is_full(l) ? "none" : parent, l->hdr.ram_size >> 20, l->hdr.page_count,
+           l->hdr.run_count);
+}
+
+static int run_info(char **paths, GError **error)
+{
+    for (char **p = paths; *p; p++) {
+        g_autoptr(snap_layer) l = snap_layer_open(*p, error);
+        if (!l || !snap_layer_verify_data(l, 0, l->hdr.page_count, error))
+            return 1;
+        print_info(l);
+    }
+    return 0;
+}
+
+static int run_compact(const char *out, char **paths, gboolean new_id, GError **error)
+{
+    g_autoptr(snap_chain) c =
+        snap_chain_open((const char *const *)paths, g_strv_length(paths), SNAP_CHAIN_DEFAULT, error);
+    if (!c)
+        return 1;
+    snap_id id;
+    snap_id_random(&id);
+    if (!snap_compact_chain(c, out, new_id ? &id : NULL, error))
+        return 1;
+    printf("wrote %s from %u layers\n", out, c->nlayers);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    g_autofree char *out = NULL;
+    gboolean fold = FALSE, info = FALSE, new_id = FALSE;
+    g_auto(GStrv) paths = NULL;
+    GOptionEntry entries[] = {
+        { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write the compacted base layer here", "NEW" },
+        { "new-id", 0, 0, G_OPTION_ARG_NONE, &new_id,
+          "Give the new base a new id (default: keep the top layer's id)", NULL },
+        { "fold", 0, 0, G_OPTION_ARG_NONE, &fold, "Fold INNER into CHILD (CHILD keeps its id)", NULL },
+        { "info", 0, 0, G_OPTION_ARG_NONE, &info, "Check layers (all data) and print headers", NULL },
+        { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &paths, NULL, "LAYER..." },
+        { NULL },
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new("LAYER... - compact vsnap memory layers");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_autoptr(GError) error = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &error)) {
+        fprintf(stderr, "vsnap-compact: %s\n", error->message);
+        return 2;
+    }
+    guint n = paths ? g_strv_length(paths) : 0;
+    int rc;
+    if (info && n >= 1)
+        rc = run_info(paths, &error);
+    else if (fold && n == 2 && !out)
+        rc = snap_compact_fold(paths[0], paths[1], &error) ? 0 : 1;
+    else if (!fold && !info && out && n >= 1)
+        rc = run_compact(out, paths, new_id, &error);
+    else {
+        fprintf(stderr, "usage: vsnap-compact -o NEW LAYER... | --fold INNER CHILD | --info LAYER...\n");
+        return 2;
+    }
+    if (rc)
+        fprintf(stderr, "vsnap-compact: %s\n", error ? error->message : "failed");
+    return rc;
+}
