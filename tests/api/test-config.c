@@ -1,0 +1,309 @@
+/* VmConfig JSON and command-line option parsing, without a VM. */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "api/api-error.h"
+#include "api/cli.h"
+#include "api/config-json.h"
+#include "api/options.h"
+
+struct fixture {
+    char *dir;
+    char *kernel;
+};
+
+static struct fixture fx;
+
+/* Parse text with fx.kernel substituted for @K@; expect failure with code and a
+ * message that contains needle. */
+static void expect_refused(const char *text, int code, const char *needle)
+{
+    g_autoptr(GString) json = g_string_new(text);
+    g_string_replace(json, "@K@", fx.kernel, 0);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(vm_config) cfg = vm_config_from_json_text(json->str, -1, &error);
+
+    g_assert_null(cfg);
+    g_assert_error(error, SHIM_ERROR, code);
+    if (!strstr(error->message, needle))
+        g_error("for %s: message '%s' does not contain '%s'", json->str, error->message, needle);
+}
+
+static struct vm_config *expect_parsed(const char *text)
+{
+    g_autoptr(GString) json = g_string_new(text);
+    g_string_replace(json, "@K@", fx.kernel, 0);
+    g_autoptr(GError) error = NULL;
+    struct vm_config *cfg = vm_config_from_json_text(json->str, -1, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(cfg);
+    return cfg;
+}
+
+static void test_defaults(void)
+{
+    g_autoptr(vm_config) cfg = expect_parsed("{\"payload\":{\"kernel\":\"@K@\"}}");
+    g_assert_cmpuint(cfg->cpus.boot_vcpus, ==, 1);
+    g_assert_cmpuint(cfg->cpus.max_vcpus, ==, 1);
+    g_assert_cmpuint(cfg->memory.size, ==, 512ull << 20);
+    g_assert_cmpint(cfg->serial.mode, ==, CONSOLE_MODE_NULL);
+    g_assert_cmpint(cfg->console.mode, ==, CONSOLE_MODE_OFF);
+    g_assert_false(cfg->vsock.present);
+    g_assert_null(cfg->payload.cmdline);
+}
+
+static void test_full(void)
+{
+    g_autoptr(vm_config) cfg = expect_parsed(
+        "{\"payload\":{\"kernel\":\"@K@\",\"cmdline\":\"console=ttyS0\",\"initramfs\":null},"
+        "\"cpus\":{\"boot_vcpus\":2,\"max_vcpus\":4},"
+        "\"memory\":{\"size\":1073741824,\"shared\":true,\"hugepages\":false,\"prefault\":true},"
+        "\"serial\":{\"mode\":\"File\",\"file\":\"/tmp/s.log\"},\"console\":{\"mode\":\"Off\"},"
+        "\"vsock\":{\"cid\":3,\"socket\":\"/tmp/v.sock\",\"readiness_port\":2048},"
+        "\"disks\":null,\"net\":[],\"iommu\":false}");
+    g_assert_cmpstr(cfg->payload.cmdline, ==, "console=ttyS0");
+    g_assert_cmpuint(cfg->cpus.boot_vcpus, ==, 2);
+    g_assert_cmpuint(cfg->cpus.max_vcpus, ==, 4);
+    g_assert_cmpuint(cfg->memory.size, ==, 1ull << 30);
+    g_assert_true(cfg->memory.shared);
+    g_assert_true(cfg->memory.prefault);
+    g_assert_cmpint(cfg->serial.mode, ==, CONSOLE_MODE_FILE);
+    g_assert_cmpstr(cfg->serial.file, ==, "/tmp/s.log");
+    g_assert_true(cfg->vsock.present);
+    g_assert_cmpuint(cfg->vsock.cid, ==, 3);
+    g_assert_cmpuint(cfg->vsock.readiness_port, ==, 2048);
+    g_assert_cmpstr(cfg->vsock.socket, ==, "/tmp/v.sock");
+}
+
+/* vm.info's config and snapshots' config.json must parse back to the same. */
+static void test_round_trip(void)
+{
+    g_autoptr(vm_config) cfg = expect_parsed(
+        "{\"payload\":{\"kernel\":\"@K@\",\"cmdline\":\"a b\"},\"cpus\":{\"boot_vcpus\":3},"
+        "\"memory\":{\"size\":33554432},\"serial\":{\"mode\":\"Socket\",\"socket\":\"/tmp/x\"},"
+        "\"vsock\":{\"cid\":7,\"socket\":\"/tmp/v\"}}");
+    g_autoptr(JsonNode) node = vm_config_to_json(cfg);
+    g_autofree char *text = json_to_string(node, FALSE);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(vm_config) again = vm_config_from_json_text(text, -1, &error);
+    g_assert_no_error(error);
+    g_autoptr(JsonNode) node2 = vm_config_to_json(again);
+    g_autofree char *text2 = json_to_string(node2, FALSE);
+    g_assert_cmpstr(text, ==, text2);
+    g_assert_cmpuint(again->cpus.max_vcpus, ==, 3);
+    g_assert_cmpuint(again->vsock.readiness_port, ==, VSNAP_DEFAULT_READINESS_PORT);
+    g_autoptr(vm_config) copy = vm_config_copy(again);
+    g_assert_cmpstr(copy->serial.socket, ==, "/tmp/x");
+    g_assert_true(copy->serial.socket != again->serial.socket);
+}
+
+static void test_refused(void)
+{
+    expect_refused("{bad", SHIM_ERROR_INVALID, "not valid JSON");
+    expect_refused("", SHIM_ERROR_INVALID, "empty");
+    expect_refused("[1]", SHIM_ERROR_INVALID, "JSON object");
+    expect_refused("{}", SHIM_ERROR_INVALID, "'payload'");
+    expect_refused("{\"payload\":{}}", SHIM_ERROR_INVALID, "'payload.kernel'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\",\"kernal\":1}}", SHIM_ERROR_INVALID,
+                   "unknown field 'payload.kernal'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"bogus\":{}}", SHIM_ERROR_INVALID,
+                   "unknown field 'bogus'");
+    expect_refused("{\"payload\":{\"kernel\":5}}", SHIM_ERROR_INVALID, "'payload.kernel'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"size\":0}}",
+                   SHIM_ERROR_INVALID, "'memory.size'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"size\":1e30}}",
+                   SHIM_ERROR_INVALID, "'memory.size'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"size\":-4096}}",
+                   SHIM_ERROR_INVALID, "'memory.size'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"size\":1099511627776}}",
+                   SHIM_ERROR_INVALID, "'memory.size'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"size\":33554433}}",
+                   SHIM_ERROR_INVALID, "4 KiB");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"size\":\"512M\"}}",
+                   SHIM_ERROR_INVALID, "'memory.size'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"shared\":1}}",
+                   SHIM_ERROR_INVALID, "'memory.shared'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"cpus\":{\"boot_vcpus\":0}}",
+                   SHIM_ERROR_INVALID, "'cpus.boot_vcpus'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"cpus\":{\"boot_vcpus\":65}}",
+                   SHIM_ERROR_INVALID, "'cpus.boot_vcpus'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"cpus\":{\"boot_vcpus\":4,\"max_vcpus\":2}}",
+                   SHIM_ERROR_INVALID, "'cpus.boot_vcpus'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"serial\":{\"mode\":\"Serial\"}}",
+                   SHIM_ERROR_INVALID, "'serial.mode'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"serial\":{\"mode\":\"File\"}}",
+                   SHIM_ERROR_INVALID, "'serial.file'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"console\":{\"mode\":\"Tty\"}}",
+                   SHIM_ERROR_UNSUPPORTED, "not supported by vsnap yet");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"vsock\":{\"cid\":2,\"socket\":\"/x\"}}",
+                   SHIM_ERROR_INVALID, "'vsock.cid'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"vsock\":{\"socket\":\"/x\"}}",
+                   SHIM_ERROR_INVALID, "'vsock.cid'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"vsock\":{\"cid\":3}}",
+                   SHIM_ERROR_INVALID, "'vsock.socket'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"disks\":[{\"path\":\"/x\"}]}",
+                   SHIM_ERROR_UNSUPPORTED, "field 'disks' is not supported by vsnap yet");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"net\":[{\"tap\":\"t\"}]}",
+                   SHIM_ERROR_UNSUPPORTED, "'net'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"rng\":{\"src\":\"/dev/urandom\"}}",
+                   SHIM_ERROR_UNSUPPORTED, "'rng'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"hotplug_size\":1048576}}",
+                   SHIM_ERROR_UNSUPPORTED, "'memory.hotplug_size'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"cpus\":{\"topology\":{\"threads_per_core\":2}}}",
+                   SHIM_ERROR_UNSUPPORTED, "'cpus.topology'");
+}
+
+static void test_files(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(vm_config) cfg = expect_parsed("{\"payload\":{\"kernel\":\"@K@\"}}");
+    g_assert_true(vm_config_check_files(cfg, &error));
+
+    g_free(cfg->payload.kernel);
+    cfg->payload.kernel = g_build_filename(fx.dir, "missing", NULL);
+    g_assert_false(vm_config_check_files(cfg, &error));
+    g_assert_error(error, SHIM_ERROR, SHIM_ERROR_INVALID);
+    g_assert_nonnull(strstr(error->message, "No such file"));
+    g_clear_error(&error);
+
+    g_free(cfg->payload.kernel);
+    cfg->payload.kernel = g_strdup(fx.dir);
+    g_assert_false(vm_config_check_files(cfg, &error));
+    g_assert_nonnull(strstr(error->message, "not a regular file"));
+}
+
+static void test_console_mode_names(void)
+{
+    enum console_mode mode;
+    for (int m = CONSOLE_MODE_OFF; m <= CONSOLE_MODE_SOCKET; m++) {
+        g_assert_true(console_mode_from_string(console_mode_to_string(m), &mode));
+        g_assert_cmpint(mode, ==, m);
+    }
+    g_assert_false(console_mode_from_string("tty", &mode)); /* JSON spelling is "Tty" */
+}
+
+static void test_sizes(void)
+{
+    uint64_t v;
+    g_autoptr(GError) error = NULL;
+    g_assert_true(parse_size("512M", &v, NULL) && v == 512ull << 20);
+    g_assert_true(parse_size("2G", &v, NULL) && v == 2ull << 30);
+    g_assert_true(parse_size("64K", &v, NULL) && v == 64ull << 10);
+    g_assert_true(parse_size("4096", &v, NULL) && v == 4096);
+    g_assert_true(parse_size("1GiB", &v, NULL) && v == 1ull << 30);
+    g_assert_false(parse_size("", &v, &error));
+    g_clear_error(&error);
+    g_assert_false(parse_size("12Q", &v, &error));
+    g_clear_error(&error);
+    g_assert_false(parse_size("-1M", &v, &error));
+    g_clear_error(&error);
+    g_assert_false(parse_size("99999999999999999999G", &v, &error));
+    g_clear_error(&error);
+    g_assert_false(parse_size("17179869184G", &v, &error)); /* overflows 64 bits */
+}
+
+static void test_cli_pieces(void)
+{
+    g_autoptr(GError) error = NULL;
+    struct console_config con = { 0 };
+    struct memory_config mem = { .size = 1 };
+    struct cpus_config cpus = { .boot_vcpus = 1, .max_vcpus = 1 };
+    struct vsock_config vsock = { .readiness_port = 1024 };
+
+    g_assert_true(cli_parse_console("--serial", "file=/tmp/f", &con, &error));
+    g_assert_cmpint(con.mode, ==, CONSOLE_MODE_FILE);
+    g_assert_cmpstr(con.file, ==, "/tmp/f");
+    g_assert_true(cli_parse_console("--serial", "pty", &con, &error));
+    g_assert_cmpint(con.mode, ==, CONSOLE_MODE_PTY);
+    g_assert_null(con.file);
+    g_assert_false(cli_parse_console("--serial", "tty=3", &con, &error));
+    g_clear_error(&error);
+    g_assert_false(cli_parse_console("--serial", "file=", &con, &error));
+    g_clear_error(&error);
+    g_assert_false(cli_parse_console("--serial", "off,pty", &con, &error));
+    g_clear_error(&error);
+    g_free(con.file);
+    g_free(con.socket);
+
+    g_assert_true(cli_parse_memory("size=1G,prefault=on,shared=off", &mem, &error));
+    g_assert_cmpuint(mem.size, ==, 1ull << 30);
+    g_assert_true(mem.prefault);
+    g_assert_false(cli_parse_memory("size=1G,hotplug_size=1G", &mem, &error));
+    g_assert_nonnull(strstr(error->message, "hotplug_size"));
+    g_clear_error(&error);
+    g_assert_false(cli_parse_memory("size=1G,size=2G", &mem, &error));
+    g_clear_error(&error);
+    g_assert_false(cli_parse_memory("prefault=maybe", &mem, &error));
+    g_clear_error(&error);
+
+    g_assert_true(cli_parse_cpus("boot=2", &cpus, &error));
+    g_assert_cmpuint(cpus.boot_vcpus, ==, 2);
+    g_assert_cmpuint(cpus.max_vcpus, ==, 2);
+    g_assert_true(cli_parse_cpus("boot=2,max=8", &cpus, &error));
+    g_assert_cmpuint(cpus.max_vcpus, ==, 8);
+    g_assert_false(cli_parse_cpus("boot=two", &cpus, &error));
+    g_clear_error(&error);
+
+    g_assert_true(cli_parse_vsock("cid=3,socket=/tmp/v.sock", &vsock, &error));
+    g_assert_true(vsock.present);
+    g_assert_cmpuint(vsock.cid, ==, 3);
+    g_assert_cmpuint(vsock.readiness_port, ==, 1024);
+    g_assert_false(cli_parse_vsock("cid=3", &vsock, &error));
+    g_clear_error(&error);
+    g_free(vsock.socket);
+}
+
+static void test_cli_parse(void)
+{
+    g_autoptr(GError) error = NULL;
+    struct shim_options opts = { 0 };
+    char *ok_argv[] = { "vsnap-shim", "--kernel", fx.kernel, "--memory", "size=64M",
+                        "--cpus", "boot=2", "--serial", "off", "-v", "-v",
+                        "--api-socket", "path=/tmp/x.sock", NULL };
+
+    g_assert_true(shim_options_parse(G_N_ELEMENTS(ok_argv) - 1, ok_argv, &opts, &error));
+    g_assert_no_error(error);
+    g_assert_nonnull(opts.direct_config);
+    g_assert_cmpuint(opts.direct_config->memory.size, ==, 64ull << 20);
+    g_assert_cmpuint(opts.direct_config->cpus.boot_vcpus, ==, 2);
+    g_assert_cmpint(opts.direct_config->serial.mode, ==, CONSOLE_MODE_OFF);
+    g_assert_cmpint(opts.verbosity, ==, 2);
+    g_assert_cmpstr(opts.api_socket, ==, "path=/tmp/x.sock");
+    shim_options_clear(&opts);
+
+    char *none_argv[] = { "vsnap-shim", NULL };
+    g_assert_false(shim_options_parse(1, none_argv, &opts, &error));
+    g_assert_nonnull(strstr(error->message, "--api-socket"));
+    g_clear_error(&error);
+    shim_options_clear(&opts);
+
+    char *tiny_argv[] = { "vsnap-shim", "--kernel", fx.kernel, "--memory", "size=1M", NULL };
+    g_assert_false(shim_options_parse(5, tiny_argv, &opts, &error));
+    g_assert_nonnull(strstr(error->message, "memory.size"));
+    g_clear_error(&error);
+    shim_options_clear(&opts);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    fx.dir = g_dir_make_tmp("vsnap-api-test-XXXXXX", NULL);
+    fx.kernel = g_build_filename(fx.dir, "kernel", NULL);
+    g_file_set_contents(fx.kernel, "not checked here", -1, NULL);
+
+    g_test_add_func("/config/defaults", test_defaults);
+    g_test_add_func("/config/full", test_full);
+    g_test_add_func("/config/round-trip", test_round_trip);
+    g_test_add_func("/config/refused", test_refused);
+    g_test_add_func("/config/files", test_files);
+    g_test_add_func("/config/console-mode-names", test_console_mode_names);
+    g_test_add_func("/options/sizes", test_sizes);
+    g_test_add_func("/options/cli-pieces", test_cli_pieces);
+    g_test_add_func("/options/cli-parse", test_cli_parse);
+    int rc = g_test_run();
+
+    g_unlink(fx.kernel);
+    g_rmdir(fx.dir);
+    return rc;
+}
