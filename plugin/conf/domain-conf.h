@@ -54,8 +54,26 @@ struct domain_def {
         enum restore_mode restore_mode;
         uint32_t readiness_port;
     } vsnap;
+
+    /* Extensions (appended; the fields above are unchanged). Everything below
+     * is accepted only because it is true of vsnap, and kept so that dumpxml
+     * gives back what was defined. */
+    char *emulator;               /* <emulator>, NULL if absent; basename must be vsnap-shim */
+    struct {
+        bool acpi, apic, pae;     /* <features><acpi/><apic/><pae/> */
+    } features;
+    bool clock_utc;               /* <clock offset='utc'/> */
+    struct {
+        bool present;             /* <cpu mode='host-passthrough'/> */
+        bool check_none;          /* check='none' */
+        enum { CPU_MIGRATABLE_UNSET, CPU_MIGRATABLE_ON, CPU_MIGRATABLE_OFF } migratable;
+    } cpu;
+    bool memballoon_none;         /* <memballoon model='none'/> */
+    char *foreign_metadata;       /* other namespaces' <metadata> children, serialized verbatim */
 };
 
+/* g_autoptr() needs a type name without 'struct'. */
+typedef struct domain_def domain_def;
 void domain_def_free(struct domain_def *def);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(domain_def, domain_def_free)
 struct domain_def *domain_def_copy(const struct domain_def *def);
@@ -74,3 +92,16 @@ char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vso
                                    const char *serial_socket_path, GError **error);
 
 const char *restore_mode_to_string(enum restore_mode mode);
+const char *domain_lifecycle_action_to_string(enum domain_lifecycle_action action);
+
+/* UUIDs in libvirt's textual form: 36 characters plus NUL, lowercase with
+ * dashes. Parsing accepts 32 hex digits with or without dashes, as libvirt. */
+#define DOMAIN_UUID_STRING_LEN 37
+void domain_uuid_format(const unsigned char uuid[16], char out[DOMAIN_UUID_STRING_LEN]);
+bool domain_uuid_parse(const char *text, unsigned char uuid[16]);
+void domain_uuid_generate(unsigned char uuid[16]);
+
+/* libvirt's memory units (b, bytes, k, KiB, KB, M, MiB, MB, ... E, EiB, EB;
+ * NULL unit means KiB) converted to KiB, rounding bytes up as libvirt does.
+ * VIR_ERR_XML_DETAIL on a bad number, unit or overflow. */
+bool domain_memory_to_kib(const char *value, const char *unit, uint64_t *kib, GError **error);

@@ -1,0 +1,77 @@
+/* Life cycle of struct domain_def and the names of its enums. Parsing is in
+ * domain-parse*.c, formatting in domain-format.c, the shim's VmConfig in
+ * domain-vm-config.c. */
+#include "domain-conf.h"
+
+static void domain_chr_clear(struct domain_chr *chr)
+{
+    g_clear_pointer(&chr->path, g_free);
+}
+
+void domain_def_free(struct domain_def *def)
+{
+    if (!def)
+        return;
+    g_free(def->name);
+    g_free(def->title);
+    g_free(def->description);
+    g_free(def->os_type);
+    g_free(def->kernel);
+    g_free(def->initrd);
+    g_free(def->cmdline);
+    domain_chr_clear(&def->serial);
+    domain_chr_clear(&def->console);
+    g_free(def->emulator);
+    g_free(def->foreign_metadata);
+    g_free(def);
+}
+
+struct domain_def *domain_def_copy(const struct domain_def *def)
+{
+    struct domain_def *copy = g_new(struct domain_def, 1);
+    *copy = *def;
+    copy->name = g_strdup(def->name);
+    copy->title = g_strdup(def->title);
+    copy->description = g_strdup(def->description);
+    copy->os_type = g_strdup(def->os_type);
+    copy->kernel = g_strdup(def->kernel);
+    copy->initrd = g_strdup(def->initrd);
+    copy->cmdline = g_strdup(def->cmdline);
+    copy->serial.path = g_strdup(def->serial.path);
+    copy->console.path = g_strdup(def->console.path);
+    copy->emulator = g_strdup(def->emulator);
+    copy->foreign_metadata = g_strdup(def->foreign_metadata);
+    return copy;
+}
+
+const char *restore_mode_to_string(enum restore_mode mode)
+{
+    switch (mode) {
+    case RESTORE_MODE_ONDEMAND:
+        return "ondemand";
+    case RESTORE_MODE_MERGE:
+        return "merge";
+    case RESTORE_MODE_COPY:
+        return "copy";
+    }
+    return "unknown";
+}
+
+const char *domain_lifecycle_action_to_string(enum domain_lifecycle_action action)
+{
+    switch (action) {
+    case DOMAIN_ACTION_DESTROY:
+        return "destroy";
+    case DOMAIN_ACTION_RESTART:
+        return "restart";
+    case DOMAIN_ACTION_PRESERVE:
+        return "preserve";
+    case DOMAIN_ACTION_RENAME_RESTART:
+        return "rename-restart";
+    case DOMAIN_ACTION_COREDUMP_DESTROY:
+        return "coredump-destroy";
+    case DOMAIN_ACTION_COREDUMP_RESTART:
+        return "coredump-restart";
+    }
+    return "unknown";
+}

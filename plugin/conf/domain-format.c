@@ -1,0 +1,158 @@
+/* struct domain_def back to libvirt-style XML. Defaults are written out, so
+ * format(parse(format(x))) == format(parse(x)); runtime details (domain id,
+ * pty paths, an automatic vsock CID) only appear in live XML. */
+#include "domain-conf.h"
+
+#include <string.h>
+
+static void append_text_element(GString *out, const char *indent, const char *name, const char *text)
+{
+    if (!text)
+        return;
+    g_autofree char *escaped = g_markup_escape_text(text, -1);
+    g_string_append_printf(out, "%s<%s>%s</%s>\n", indent, name, escaped, name);
+}
+
+static void format_metadata(GString *out, const struct domain_def *def)
+{
+    g_string_append_printf(out,
+                           "  <metadata>\n"
+                           "    <vsnap:vsnap xmlns:vsnap='%s'>\n"
+                           "      <vsnap:restore mode='%s'/>\n"
+                           "      <vsnap:readiness port='%u'/>\n"
+                           "    </vsnap:vsnap>\n",
+                           VSNAP_DOMAIN_NS, restore_mode_to_string(def->vsnap.restore_mode),
+                           def->vsnap.readiness_port);
+    if (def->foreign_metadata) {
+        /* Verbatim: re-indenting would change the content of mixed text. */
+        g_string_append(out, "    ");
+        g_string_append(out, def->foreign_metadata);
+        g_string_append_c(out, '\n');
+    }
+    g_string_append(out, "  </metadata>\n");
+}
+
+static void format_os(GString *out, const struct domain_def *def)
+{
+    g_autofree char *type = g_markup_escape_text(def->os_type ? def->os_type : "hvm", -1);
+    g_string_append_printf(out, "  <os>\n    <type arch='x86_64' machine='vsnap'>%s</type>\n", type);
+    append_text_element(out, "    ", "kernel", def->kernel);
+    append_text_element(out, "    ", "initrd", def->initrd);
+    append_text_element(out, "    ", "cmdline", def->cmdline);
+    g_string_append(out, "  </os>\n");
+}
+
+static void format_features_cpu_clock(GString *out, const struct domain_def *def)
+{
+    if (def->features.acpi || def->features.apic || def->features.pae)
+        g_string_append_printf(out, "  <features>\n%s%s%s  </features>\n",
+                               def->features.acpi ? "    <acpi/>\n" : "",
+                               def->features.apic ? "    <apic/>\n" : "",
+                               def->features.pae ? "    <pae/>\n" : "");
+    if (def->cpu.present)
+        g_string_append_printf(out, "  <cpu mode='host-passthrough'%s%s/>\n",
+                               def->cpu.check_none ? " check='none'" : "",
+                               def->cpu.migratable == CPU_MIGRATABLE_ON    ? " migratable='on'"
+                               : def->cpu.migratable == CPU_MIGRATABLE_OFF ? " migratable='off'"
+                                                                           : "");
+    if (def->clock_utc)
+        g_string_append(out, "  <clock offset='utc'/>\n");
+}
+
+static void format_lifecycle(GString *out, const struct domain_def *def)
+{
+    g_string_append_printf(out,
+                           "  <on_poweroff>%s</on_poweroff>\n"
+                           "  <on_reboot>%s</on_reboot>\n"
+                           "  <on_crash>%s</on_crash>\n",
+                           domain_lifecycle_action_to_string(def->on_poweroff),
+                           domain_lifecycle_action_to_string(def->on_reboot),
+                           domain_lifecycle_action_to_string(def->on_crash));
+}
+
+static void format_source(GString *out, const char *path)
+{
+    g_autofree char *escaped = g_markup_escape_text(path, -1);
+    g_string_append_printf(out, "      <source path='%s'/>\n", escaped);
+}
+
+static void format_serial(GString *out, const struct domain_def *def, bool live)
+{
+    const struct domain_chr *serial = &def->serial;
+    if (serial->type == DOMAIN_CHR_NONE)
+        return;
+    g_string_append_printf(out, "    <serial type='%s'>\n", serial->type == DOMAIN_CHR_FILE ? "file" : "pty");
+    if (serial->path && (serial->type == DOMAIN_CHR_FILE || live))
+        format_source(out, serial->path);
+    g_string_append(out, "      <target port='0'/>\n    </serial>\n");
+}
+
+static void format_console(GString *out, const struct domain_def *def, bool live)
+{
+    if (def->console.type == DOMAIN_CHR_NONE)
+        return;
+    /* The console is the serial port: its pty is the serial's pty. */
+    const char *pty = def->console.path ? def->console.path : def->serial.path;
+    if (live && pty) {
+        g_autofree char *escaped = g_markup_escape_text(pty, -1);
+        g_string_append_printf(out, "    <console type='pty' tty='%s'>\n", escaped);
+        format_source(out, pty);
+    } else {
+        g_string_append(out, "    <console type='pty'>\n");
+    }
+    g_string_append(out, "      <target type='serial' port='0'/>\n    </console>\n");
+}
+
+static void format_vsock(GString *out, const struct domain_def *def, bool live)
+{
+    if (!def->vsock.present)
+        return;
+    g_string_append(out, "    <vsock model='virtio'>\n");
+    if (!def->vsock.auto_cid)
+        g_string_append_printf(out, "      <cid auto='no' address='%u'/>\n", def->vsock.cid);
+    else if (live && def->vsock.cid)
+        g_string_append_printf(out, "      <cid auto='yes' address='%u'/>\n", def->vsock.cid);
+    else
+        g_string_append(out, "      <cid auto='yes'/>\n");
+    g_string_append(out, "    </vsock>\n");
+}
+
+static void format_devices(GString *out, const struct domain_def *def, bool live)
+{
+    g_string_append(out, "  <devices>\n");
+    append_text_element(out, "    ", "emulator", def->emulator);
+    format_serial(out, def, live);
+    format_console(out, def, live);
+    format_vsock(out, def, live);
+    if (def->memballoon_none)
+        g_string_append(out, "    <memballoon model='none'/>\n");
+    g_string_append(out, "  </devices>\n");
+}
+
+char *domain_def_format(const struct domain_def *def, bool live, int id)
+{
+    GString *out = g_string_new(NULL);
+    char uuid[DOMAIN_UUID_STRING_LEN];
+    domain_uuid_format(def->uuid, uuid);
+
+    if (live && id >= 0)
+        g_string_append_printf(out, "<domain type='kvm' id='%d'>\n", id);
+    else
+        g_string_append(out, "<domain type='kvm'>\n");
+    append_text_element(out, "  ", "name", def->name);
+    append_text_element(out, "  ", "uuid", uuid);
+    append_text_element(out, "  ", "title", def->title);
+    append_text_element(out, "  ", "description", def->description);
+    format_metadata(out, def);
+    g_string_append_printf(out,
+                           "  <memory unit='KiB'>%" G_GUINT64_FORMAT "</memory>\n"
+                           "  <currentMemory unit='KiB'>%" G_GUINT64_FORMAT "</currentMemory>\n"
+                           "  <vcpu placement='static'>%u</vcpu>\n",
+                           def->memory_kib, def->current_memory_kib, def->vcpus);
+    format_os(out, def);
+    format_features_cpu_clock(out, def);
+    format_lifecycle(out, def);
+    format_devices(out, def, live);
+    g_string_append(out, "</domain>\n");
+    return g_string_free(out, false);
+}

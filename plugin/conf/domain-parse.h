@@ -1,0 +1,39 @@
+/* Internal to plugin/conf: the parts of <domain> parsing split by concern. */
+#pragma once
+
+#include <libxml/tree.h>
+
+#include "domain-conf.h"
+
+/* Limits of the shim (shim/config.h), repeated here so the daemon refuses a
+ * definition the shim would refuse, at define time rather than at start. */
+#define DOMAIN_MIN_MEMORY_KIB (16ull << 10)
+#define DOMAIN_MAX_MEMORY_KIB (64ull << 20)
+#define DOMAIN_MAX_VCPUS 64
+#define DOMAIN_MACHINE "vsnap"
+#define DOMAIN_ARCH "x86_64"
+#define DOMAIN_EMULATOR_BASENAME "vsnap-shim"
+
+/* One element a parent understands, and how to parse it. Elements not in a
+ * table are refused by name; elements not marked repeatable may appear once. */
+struct domain_child_parser {
+    const char *name;
+    bool (*parse)(struct domain_def *def, const xmlNode *node, GError **error);
+    bool repeatable;
+};
+
+/* Parse every element child of parent with table; bit i of *seen is set when
+ * table[i] was found (at most 32 entries). */
+bool domain_parse_children(struct domain_def *def, const xmlNode *parent,
+                           const struct domain_child_parser *table, size_t n_table,
+                           uint32_t *seen, GError **error);
+
+/* Absolute paths only: the shim runs in its own directory. */
+bool domain_check_absolute_path(const char *path, const char *what, GError **error);
+
+bool domain_parse_os(struct domain_def *def, const xmlNode *os, GError **error);
+bool domain_parse_features(struct domain_def *def, const xmlNode *features, GError **error);
+bool domain_parse_cpu(struct domain_def *def, const xmlNode *cpu, GError **error);
+bool domain_parse_clock(struct domain_def *def, const xmlNode *clock, GError **error);
+bool domain_parse_devices(struct domain_def *def, const xmlNode *devices, GError **error);
+bool domain_parse_metadata(struct domain_def *def, const xmlNode *metadata, GError **error);

@@ -1,0 +1,125 @@
+/* struct domain_def to the Cloud Hypervisor VmConfig that vm.create takes.
+ * Only fields the shim knows are written (it refuses unknown ones). Memory is
+ * <memory>: the shim has no balloon, and the parser makes <currentMemory>
+ * equal to it. */
+#include "domain-conf.h"
+
+#include <json-glib/json-glib.h>
+
+static void add_payload(JsonBuilder *b, const struct domain_def *def)
+{
+    json_builder_set_member_name(b, "payload");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "kernel");
+    json_builder_add_string_value(b, def->kernel);
+    if (def->initrd) {
+        json_builder_set_member_name(b, "initramfs");
+        json_builder_add_string_value(b, def->initrd);
+    }
+    if (def->cmdline) {
+        json_builder_set_member_name(b, "cmdline");
+        json_builder_add_string_value(b, def->cmdline);
+    }
+    json_builder_end_object(b);
+}
+
+static void add_cpus_memory(JsonBuilder *b, const struct domain_def *def)
+{
+    json_builder_set_member_name(b, "cpus");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "boot_vcpus");
+    json_builder_add_int_value(b, def->vcpus);
+    json_builder_set_member_name(b, "max_vcpus");
+    json_builder_add_int_value(b, def->vcpus);
+    json_builder_end_object(b);
+
+    json_builder_set_member_name(b, "memory");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "size");
+    json_builder_add_int_value(b, (gint64)(def->memory_kib * 1024));
+    json_builder_end_object(b);
+}
+
+/* Serial: a pty serial becomes "Pty", or "Socket" when the daemon asks the
+ * shim to listen on serial_socket_path (so it can own the pty itself). */
+static void add_serial(JsonBuilder *b, const struct domain_def *def, const char *serial_socket_path)
+{
+    json_builder_set_member_name(b, "serial");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "mode");
+    switch (def->serial.type) {
+    case DOMAIN_CHR_NONE:
+        json_builder_add_string_value(b, "Null");
+        break;
+    case DOMAIN_CHR_FILE:
+        json_builder_add_string_value(b, "File");
+        json_builder_set_member_name(b, "file");
+        json_builder_add_string_value(b, def->serial.path);
+        break;
+    case DOMAIN_CHR_PTY:
+        json_builder_add_string_value(b, serial_socket_path ? "Socket" : "Pty");
+        if (serial_socket_path) {
+            json_builder_set_member_name(b, "socket");
+            json_builder_add_string_value(b, serial_socket_path);
+        }
+        break;
+    }
+    json_builder_end_object(b);
+
+    /* <console> is the serial port (see the parser); the virtio console is off. */
+    json_builder_set_member_name(b, "console");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "mode");
+    json_builder_add_string_value(b, "Off");
+    json_builder_end_object(b);
+}
+
+static bool add_vsock(JsonBuilder *b, const struct domain_def *def, const char *vsock_socket_path,
+                      GError **error)
+{
+    if (!def->vsock.present)
+        return true;
+    if (def->vsock.cid < 3) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INTERNAL_ERROR,
+                    "domain '%s': no vsock CID has been assigned", def->name);
+        return false;
+    }
+    if (!vsock_socket_path) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INTERNAL_ERROR,
+                    "domain '%s': no vsock socket path given", def->name);
+        return false;
+    }
+    json_builder_set_member_name(b, "vsock");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "cid");
+    json_builder_add_int_value(b, def->vsock.cid);
+    json_builder_set_member_name(b, "socket");
+    json_builder_add_string_value(b, vsock_socket_path);
+    json_builder_set_member_name(b, "readiness_port");
+    json_builder_add_int_value(b, def->vsnap.readiness_port);
+    json_builder_end_object(b);
+    return true;
+}
+
+char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vsock_socket_path,
+                                   const char *serial_socket_path, GError **error)
+{
+    if (!def->kernel) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "domain '%s' has no <os><kernel> to boot", def->name);
+        return NULL;
+    }
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    add_payload(b, def);
+    add_cpus_memory(b, def);
+    add_serial(b, def, serial_socket_path);
+    if (!add_vsock(b, def, vsock_socket_path, error))
+        return NULL;
+    json_builder_end_object(b);
+
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autoptr(JsonGenerator) generator = json_generator_new();
+    json_generator_set_root(generator, root);
+    return json_generator_to_data(generator, NULL);
+}
