@@ -1,0 +1,334 @@
+/* virtio-mmio transport (virtio 1.x register layout). See virtio-mmio.h. */
+#include "virtio-mmio.h"
+
+#include <errno.h>
+#include <gio/gio.h>
+#include <linux/kvm.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_mmio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "bus.h"
+#include "memory.h"
+#include "vm.h"
+
+#define VIRTIO_MMIO_MAGIC 0x74726976u /* "virt" */
+#define VIRTIO_MMIO_VERSION_MODERN 2u
+#define VIRTIO_VENDOR_ID 0x534e5356u  /* "VSNS": any value is allowed */
+
+static uint64_t offered_features(const struct virtio_mmio *t)
+{
+    return t->ops->features | (1ull << VIRTIO_F_VERSION_1);
+}
+
+static struct virtq *selected_queue(struct virtio_mmio *t)
+{
+    return t->queue_sel < t->ops->nqueues ? &t->queues[t->queue_sel] : NULL;
+}
+
+bool virtio_mmio_is_active(const struct virtio_mmio *t)
+{
+    return (t->status & VIRTIO_CONFIG_S_DRIVER_OK) && !(t->status & VIRTIO_CONFIG_S_NEEDS_RESET);
+}
+
+static void set_irq(struct virtio_mmio *t)
+{
+    if (t->irq_fd >= 0) {
+        uint64_t one = 1;
+        if (write(t->irq_fd, &one, sizeof one) < 0)
+            g_warning("%s: irqfd write failed: %s", t->ops->name, g_strerror(errno));
+        return;
+    }
+    /* No irqfd: pulse the line, which an edge-triggered pin latches. */
+    vm_set_irq_line(t->vm, t->gsi, true);
+    vm_set_irq_line(t->vm, t->gsi, false);
+}
+
+void virtio_mmio_signal_used(struct virtio_mmio *t, struct virtq *q)
+{
+    if (virtq_interrupt_suppressed(q))
+        return;
+    t->interrupt_status |= VIRTIO_MMIO_INT_VRING;
+    set_irq(t);
+}
+
+void virtio_mmio_signal_config(struct virtio_mmio *t)
+{
+    t->interrupt_status |= VIRTIO_MMIO_INT_CONFIG;
+    set_irq(t);
+}
+
+bool virtio_mmio_take_notify(struct virtio_mmio *t, unsigned queue)
+{
+    uint64_t count;
+    return read(t->notify_fd[queue], &count, sizeof count) == sizeof count;
+}
+
+/* The driver reports an unusable configuration: tell it through NEEDS_RESET
+ * (spec 2.1.2) and the log; the VM itself goes on. */
+static void device_failed(struct virtio_mmio *t, const char *what)
+{
+    g_warning("%s: guest driver error: %s; device needs reset", t->ops->name, what);
+    t->status |= VIRTIO_CONFIG_S_NEEDS_RESET;
+    virtio_mmio_signal_config(t);
+}
+
+static void reset_device(struct virtio_mmio *t)
+{
+    t->ops->reset(t->opaque);
+    t->status = 0;
+    t->device_features_sel = t->driver_features_sel = 0;
+    t->driver_features = 0;
+    t->queue_sel = 0;
+    t->interrupt_status = 0;
+    for (unsigned i = 0; i < t->ops->nqueues; i++)
+        virtq_reset(&t->queues[i], t->vm);
+}
+
+static uint32_t read_register(struct virtio_mmio *t, uint64_t offset)
+{
+    struct virtq *q = selected_queue(t);
+    switch (offset) {
+    case VIRTIO_MMIO_MAGIC_VALUE: return VIRTIO_MMIO_MAGIC;
+    case VIRTIO_MMIO_VERSION: return VIRTIO_MMIO_VERSION_MODERN;
+    case VIRTIO_MMIO_DEVICE_ID: return t->ops->device_id;
+    case VIRTIO_MMIO_VENDOR_ID: return VIRTIO_VENDOR_ID;
+    case VIRTIO_MMIO_DEVICE_FEATURES:
+        return t->device_features_sel > 1 ? 0
+             : (uint32_t)(offered_features(t) >> (32 * t->device_features_sel));
+    case VIRTIO_MMIO_QUEUE_NUM_MAX: return q ? t->ops->queue_size_max : 0;
+    case VIRTIO_MMIO_QUEUE_READY: return q ? q->ready : 0;
+    case VIRTIO_MMIO_INTERRUPT_STATUS: return t->interrupt_status;
+    case VIRTIO_MMIO_STATUS: return t->status;
+    case VIRTIO_MMIO_CONFIG_GENERATION: return t->config_generation;
+    default: return 0; /* write-only or reserved registers read as zero */
+    }
+}
+
+static void set_queue_address(struct virtq *q, uint64_t *field, bool high, uint32_t value)
+{
+    if (!q || q->ready)
+        return; /* the spec forbids changing a live queue; ignore it */
+    if (high)
+        *field = (*field & 0xffffffffull) | ((uint64_t)value << 32);
+    else
+        *field = (*field & ~0xffffffffull) | value;
+}
+
+static void set_queue_ready(struct virtio_mmio *t, struct virtq *q, uint32_t value)
+{
+    if (!q)
+        return;
+    if (!value) {
+        q->ready = false;
+        return;
+    }
+    g_autoptr(GError) error = NULL;
+    if (!virtq_validate(q, &error)) {
+        device_failed(t, error->message);
+        return;
+    }
+    q->ready = true;
+}
+
+static void write_features(struct virtio_mmio *t, uint32_t value)
+{
+    if (t->driver_features_sel > 1 || (t->status & VIRTIO_CONFIG_S_FEATURES_OK))
+        return;
+    unsigned shift = 32 * t->driver_features_sel;
+    t->driver_features = (t->driver_features & ~(0xffffffffull << shift)) | ((uint64_t)value << shift);
+}
+
+static void write_status(struct virtio_mmio *t, uint32_t value)
+{
+    if (value == 0) {
+        reset_device(t);
+        return;
+    }
+    uint32_t added = value & ~t->status;
+    if (added & VIRTIO_CONFIG_S_FEATURES_OK) {
+        /* Only a modern driver taking a subset of what we offer may go on;
+         * FEATURES_OK stays clear otherwise, which the driver must check. */
+        bool subset = (t->driver_features & ~offered_features(t)) == 0;
+        bool modern = t->driver_features & (1ull << VIRTIO_F_VERSION_1);
+        if (!subset || !modern)
+            value &= ~VIRTIO_CONFIG_S_FEATURES_OK;
+    }
+    bool was_active = virtio_mmio_is_active(t);
+    t->status = value | (t->status & VIRTIO_CONFIG_S_NEEDS_RESET);
+    if ((added & VIRTIO_CONFIG_S_DRIVER_OK) && !was_active && virtio_mmio_is_active(t)) {
+        if (!(t->status & VIRTIO_CONFIG_S_FEATURES_OK))
+            device_failed(t, "DRIVER_OK without FEATURES_OK");
+        else
+            t->ops->activate(t->opaque);
+    }
+}
+
+static void write_register(struct virtio_mmio *t, uint64_t offset, uint32_t value)
+{
+    struct virtq *q = selected_queue(t);
+    switch (offset) {
+    case VIRTIO_MMIO_DEVICE_FEATURES_SEL: t->device_features_sel = value; break;
+    case VIRTIO_MMIO_DRIVER_FEATURES: write_features(t, value); break;
+    case VIRTIO_MMIO_DRIVER_FEATURES_SEL: t->driver_features_sel = value; break;
+    case VIRTIO_MMIO_QUEUE_SEL: t->queue_sel = value; break;
+    case VIRTIO_MMIO_QUEUE_NUM:
+        if (q && !q->ready)
+            q->size = value;
+        break;
+    case VIRTIO_MMIO_QUEUE_READY: set_queue_ready(t, q, value); break;
+    case VIRTIO_MMIO_QUEUE_NOTIFY:
+        /* Only reached when KVM_IOEVENTFD was refused. */
+        if (value < t->ops->nqueues) {
+            uint64_t one = 1;
+            if (write(t->notify_fd[value], &one, sizeof one) < 0)
+                g_warning("%s: notify eventfd: %s", t->ops->name, g_strerror(errno));
+        }
+        break;
+    case VIRTIO_MMIO_INTERRUPT_ACK: t->interrupt_status &= ~value; break;
+    case VIRTIO_MMIO_STATUS: write_status(t, value); break;
+    case VIRTIO_MMIO_QUEUE_DESC_LOW: set_queue_address(q, q ? &q->desc_gpa : NULL, false, value); break;
+    case VIRTIO_MMIO_QUEUE_DESC_HIGH: set_queue_address(q, q ? &q->desc_gpa : NULL, true, value); break;
+    case VIRTIO_MMIO_QUEUE_AVAIL_LOW: set_queue_address(q, q ? &q->avail_gpa : NULL, false, value); break;
+    case VIRTIO_MMIO_QUEUE_AVAIL_HIGH: set_queue_address(q, q ? &q->avail_gpa : NULL, true, value); break;
+    case VIRTIO_MMIO_QUEUE_USED_LOW: set_queue_address(q, q ? &q->used_gpa : NULL, false, value); break;
+    case VIRTIO_MMIO_QUEUE_USED_HIGH: set_queue_address(q, q ? &q->used_gpa : NULL, true, value); break;
+    default: break; /* read-only or reserved: ignored, as real devices do */
+    }
+}
+
+static void mmio_read(void *opaque, uint64_t offset, uint8_t *data, unsigned len)
+{
+    struct virtio_mmio *t = opaque;
+    g_mutex_lock(&t->lock);
+    if (offset >= VIRTIO_MMIO_CONFIG_OFFSET) {
+        t->ops->read_config(t->opaque, offset - VIRTIO_MMIO_CONFIG_OFFSET, data, len);
+    } else if (len == 4 && offset % 4 == 0) {
+        uint32_t value = read_register(t, offset);
+        memcpy(data, &value, 4);
+    } else {
+        memset(data, 0xff, len); /* registers are 32-bit only (spec 4.2.2) */
+    }
+    g_mutex_unlock(&t->lock);
+}
+
+static void mmio_write(void *opaque, uint64_t offset, const uint8_t *data, unsigned len)
+{
+    struct virtio_mmio *t = opaque;
+    if (offset >= VIRTIO_MMIO_CONFIG_OFFSET || len != 4 || offset % 4 != 0)
+        return; /* the vsock config space is read-only; other widths are invalid */
+    uint32_t value;
+    memcpy(&value, data, 4);
+    g_mutex_lock(&t->lock);
+    write_register(t, offset, value);
+    g_mutex_unlock(&t->lock);
+}
+
+static const struct bus_ops virtio_mmio_bus_ops = {
+    .read = mmio_read,
+    .write = mmio_write,
+};
+
+/* Bind queue i's eventfd to QueueNotify writes of value i inside KVM. */
+static bool bind_ioeventfd(struct virtio_mmio *t, unsigned i, bool assign)
+{
+    struct kvm_ioeventfd io = {
+        .datamatch = i,
+        .addr = t->base + VIRTIO_MMIO_QUEUE_NOTIFY,
+        .len = 4,
+        .fd = t->notify_fd[i],
+        .flags = KVM_IOEVENTFD_FLAG_DATAMATCH | (assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN),
+    };
+    return ioctl(vm_kvm_fd(t->vm), KVM_IOEVENTFD, &io) == 0;
+}
+
+static bool bind_irqfd(struct virtio_mmio *t, bool assign)
+{
+    struct kvm_irqfd irqfd = {
+        .fd = (uint32_t)t->irq_fd,
+        .gsi = t->gsi,
+        .flags = assign ? 0 : KVM_IRQFD_FLAG_DEASSIGN,
+    };
+    return ioctl(vm_kvm_fd(t->vm), KVM_IRQFD, &irqfd) == 0;
+}
+
+static bool open_eventfds(struct virtio_mmio *t, GError **error)
+{
+    t->notify_in_kernel = true;
+    for (unsigned i = 0; i < t->ops->nqueues; i++) {
+        t->notify_fd[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (t->notify_fd[i] < 0) {
+            g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
+                        "%s: cannot create a queue eventfd: %s", t->ops->name, g_strerror(errno));
+            return false;
+        }
+        if (t->notify_in_kernel && !bind_ioeventfd(t, i, true)) {
+            g_message("%s: KVM_IOEVENTFD refused (%s): queue notifications take the MMIO exit",
+                      t->ops->name, g_strerror(errno));
+            for (unsigned j = 0; j < i; j++)
+                bind_ioeventfd(t, j, false);
+            t->notify_in_kernel = false;
+        }
+    }
+    t->irq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (t->irq_fd >= 0 && !bind_irqfd(t, true)) {
+        g_message("%s: KVM_IRQFD refused (%s): interrupts use KVM_IRQ_LINE", t->ops->name,
+                  g_strerror(errno));
+        close(t->irq_fd);
+        t->irq_fd = -1;
+    }
+    return true;
+}
+
+bool virtio_mmio_init(struct virtio_mmio *t, struct vm *vm, unsigned index,
+                      const struct virtio_device_ops *ops, void *opaque, GError **error)
+{
+    memset(t, 0, sizeof *t);
+    g_mutex_init(&t->lock);
+    t->vm = vm;
+    t->base = MMIO_VIRTIO_BASE + index * MMIO_VIRTIO_STRIDE;
+    t->gsi = VIRTIO_MMIO_GSI_BASE + index;
+    t->ops = ops;
+    t->opaque = opaque;
+    t->irq_fd = -1;
+    for (unsigned i = 0; i < VIRTIO_MMIO_MAX_QUEUES; i++) {
+        t->notify_fd[i] = -1;
+        virtq_reset(&t->queues[i], vm);
+    }
+    g_assert(ops->nqueues <= VIRTIO_MMIO_MAX_QUEUES);
+    if (!open_eventfds(t, error))
+        return false;
+    if (!bus_register(vm_mmio_bus(vm), t->base, MMIO_VIRTIO_STRIDE, &virtio_mmio_bus_ops, t,
+                      ops->name)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_EXISTS,
+                    "%s: MMIO range 0x%" G_GINT64_MODIFIER "x is already taken", ops->name, t->base);
+        return false;
+    }
+    return true;
+}
+
+void virtio_mmio_release(struct virtio_mmio *t)
+{
+    for (unsigned i = 0; i < VIRTIO_MMIO_MAX_QUEUES; i++) {
+        if (t->notify_fd[i] < 0)
+            continue;
+        if (t->notify_in_kernel)
+            bind_ioeventfd(t, i, false);
+        close(t->notify_fd[i]);
+        t->notify_fd[i] = -1;
+    }
+    if (t->irq_fd >= 0) {
+        bind_irqfd(t, false);
+        close(t->irq_fd);
+        t->irq_fd = -1;
+    }
+    g_mutex_clear(&t->lock);
+}
+
+char *virtio_mmio_cmdline_entry(const struct virtio_mmio *t)
+{
+    return g_strdup_printf("virtio_mmio.device=4K@0x%" G_GINT64_MODIFIER "x:%u", t->base, t->gsi);
+}
