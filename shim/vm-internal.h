@@ -13,6 +13,7 @@
 struct serial;
 struct i8042;
 struct acpi_pm;
+struct virtio_vsock;
 
 enum vcpu_exit_kind {
     VCPU_EXIT_IO,
@@ -71,6 +72,7 @@ struct vm {
     struct serial *serial;
     struct i8042 *i8042;
     struct acpi_pm *acpi_pm;
+    struct virtio_vsock *vsock; /* NULL without a vsock config */
 
     _Atomic uint64_t *vmm_dirty; /* one bit per RAM page, by RAM offset */
     size_t vmm_dirty_words;

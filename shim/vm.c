@@ -14,6 +14,7 @@
 #include "devices/acpi-pm.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
+#include "devices/virtio-vsock.h"
 #include "vm-internal.h"
 
 #define KVM_TSS_ADDR 0xfffbd000ull          /* 3 pages below the identity map, under 4 GiB */
@@ -56,8 +57,6 @@ static bool check_config(const struct vm_config *cfg, GError **error)
                              "(give payload.kernel)");
     if (!cfg->payload.kernel)
         return refuse(error, "payload.kernel is missing: there is nothing to boot");
-    if (cfg->vsock.present)
-        return refuse(error, "vsock is not supported yet");
     if (cfg->memory.hugepages)
         return refuse(error, "memory.hugepages is not supported");
     if (cfg->cpus.boot_vcpus < 1 || cfg->cpus.boot_vcpus > VSNAP_MAX_VCPUS) {
@@ -195,6 +194,10 @@ static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **e
         return attach_failed(error, "the ACPI PM registers");
     if (!bus_register(&vm->pio, PORT_POST_CODE, 1, &sink_ops, NULL, "post-code"))
         return attach_failed(error, "the port 0x80 sink");
+    /* vsock (virtio-mmio device 0): begin */
+    if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(vm, 0, &cfg->vsock, error)))
+        return false;
+    /* vsock: end */
     return true;
 }
 
@@ -203,6 +206,8 @@ static void free_devices(struct vm *vm)
     serial_free(vm->serial);
     i8042_free(vm->i8042);
     acpi_pm_free(vm->acpi_pm);
+    virtio_vsock_free(vm->vsock); /* vsock: stops its thread, unlinks its socket */
+    vm->vsock = NULL;
     vm->serial = NULL;
     vm->i8042 = NULL;
     vm->acpi_pm = NULL;
@@ -225,10 +230,14 @@ static bool create_vcpus(struct vm *vm, unsigned count, GError **error)
 
 static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
+    /* vsock: declare the virtio-mmio device on the command line, as Firecracker does */
+    g_autofree char *vsock_arg = vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL;
+    g_autofree char *cmdline = vsock_arg ? g_strjoin(" ", cfg->payload.cmdline ? cfg->payload.cmdline : "",
+                                                    vsock_arg, NULL) : NULL;
     struct boot_input in = {
         .kernel_path = cfg->payload.kernel,
         .initramfs_path = cfg->payload.initramfs,
-        .cmdline = cfg->payload.cmdline,
+        .cmdline = cmdline ? cmdline : cfg->payload.cmdline,
         .ncpus = vm->nvcpus,
     };
     struct boot_entry entry;
@@ -463,6 +472,8 @@ void vm_add_counters(struct vm *vm, JsonBuilder *b)
         add_exit_counters(b, name, mine);
     }
     add_exit_counters(b, "vcpus", total);
+    if (vm->vsock)
+        virtio_vsock_add_counters(vm->vsock, b);
 }
 
 uint64_t vm_ram_resident_bytes(struct vm *vm)
