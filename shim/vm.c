@@ -154,9 +154,14 @@ static struct irq_line irq_line_for(struct vm *vm, unsigned gsi)
     return (struct irq_line){ .set_level = set_irq_level, .opaque = vm, .gsi = gsi };
 }
 
-static void on_device_reset(void *opaque)
+static void on_i8042_reset(void *opaque)
 {
-    vm_report_guest_stop(opaque, VM_STOP_RESET, "the guest requested a reset");
+    vm_report_guest_stop(opaque, VM_STOP_RESET, "the guest pulsed the reset line of the i8042 controller");
+}
+
+static void on_acpi_reset(void *opaque)
+{
+    vm_report_guest_stop(opaque, VM_STOP_RESET, "the guest wrote the ACPI reset register");
 }
 
 static void on_device_poweroff(void *opaque)
@@ -183,12 +188,12 @@ static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **e
             return attach_failed(error, "the serial port");
     }
     struct irq_line kbd = irq_line_for(vm, I8042_KBD_IRQ), aux = irq_line_for(vm, I8042_AUX_IRQ);
-    struct i8042_callbacks i8042_cb = { .on_reset = on_device_reset, .opaque = vm };
+    struct i8042_callbacks i8042_cb = { .on_reset = on_i8042_reset, .opaque = vm };
     vm->i8042 = i8042_new(&kbd, &aux, &i8042_cb);
     if (!i8042_attach(vm->i8042, &vm->pio))
         return attach_failed(error, "the i8042 controller");
     struct irq_line sci = irq_line_for(vm, ACPI_SCI_IRQ);
-    struct acpi_pm_callbacks pm_cb = { .on_poweroff = on_device_poweroff, .on_reset = on_device_reset, .opaque = vm };
+    struct acpi_pm_callbacks pm_cb = { .on_poweroff = on_device_poweroff, .on_reset = on_acpi_reset, .opaque = vm };
     vm->acpi_pm = acpi_pm_new(&sci, &pm_cb);
     if (!acpi_pm_attach(vm->acpi_pm, &vm->pio))
         return attach_failed(error, "the ACPI PM registers");

@@ -1,0 +1,406 @@
+/* The KVM core end to end on real KVM: vm_new with a tiny ELF "kernel" this
+ * test writes itself (a few instructions per scenario), run, and check what
+ * the VM reports: stop reasons, pause/resume, CPUID, serial output, and that
+ * a big VM costs neither time nor memory up front. */
+#include <elf.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "boot/boot.h"
+#include "config.h"
+#include "memory.h"
+#include "vm.h"
+
+#define GUEST_LOAD_ADDR 0x200000ull
+#define GUEST_DATA_ADDR 0x300000ull /* the programs below write results here */
+#define STOP_TIMEOUT_US (20 * G_USEC_PER_SEC)
+
+/* The guest programs (64-bit, CPL0, entered by the 64-bit boot protocol). */
+#define GUEST_POWEROFF \
+    "  mov $0x604, %dx\n  mov $0x3400, %ax\n  out %ax, %dx\n" /* SLP_TYP=5, SLP_EN */ \
+    "9: hlt\n  jmp 9b\n"
+extern const uint8_t prog_hello_poweroff[], prog_hello_poweroff_end[];
+extern const uint8_t prog_i8042_reset[], prog_i8042_reset_end[];
+extern const uint8_t prog_acpi_reset[], prog_acpi_reset_end[];
+extern const uint8_t prog_triple_fault[], prog_triple_fault_end[];
+extern const uint8_t prog_count[], prog_count_end[];
+extern const uint8_t prog_cli_hlt[], prog_cli_hlt_end[];
+extern const uint8_t prog_cpuid[], prog_cpuid_end[];
+asm(".pushsection .rodata\n.code64\n"
+    "prog_hello_poweroff:\n"
+    "  mov $0x3f8, %dx\n  mov $'O', %al\n  out %al, %dx\n  mov $'K', %al\n  out %al, %dx\n"
+    GUEST_POWEROFF
+    "prog_hello_poweroff_end:\n"
+    "prog_i8042_reset:\n  mov $0xfe, %al\n  out %al, $0x64\n9: jmp 9b\nprog_i8042_reset_end:\n"
+    "prog_acpi_reset:\n  mov $0x60c, %dx\n  mov $1, %al\n  out %al, %dx\n9: jmp 9b\nprog_acpi_reset_end:\n"
+    "prog_triple_fault:\n  lidt 8f(%rip)\n  ud2\n8: .quad 0, 0\nprog_triple_fault_end:\n"
+    "prog_count:\n  mov $0x300000, %rax\n1: incq (%rax)\n  jmp 1b\nprog_count_end:\n"
+    "prog_cli_hlt:\n  cli\n1: hlt\n  jmp 1b\nprog_cli_hlt_end:\n"
+    "prog_cpuid:\n"
+    "  mov $0x40000000, %eax\n  cpuid\n"
+    "  mov %ebx, 0x300000\n  mov %ecx, 0x300004\n  mov %edx, 0x300008\n  mov %eax, 0x30000c\n"
+    "  mov $0x40000010, %eax\n  cpuid\n  mov %eax, 0x300010\n"
+    "  mov $1, %eax\n  cpuid\n  mov %ebx, 0x300014\n  mov %ecx, 0x300018\n"
+    GUEST_POWEROFF
+    "prog_cpuid_end:\n"
+    ".popsection\n");
+
+struct stop_watch {
+    GMutex lock;
+    GCond cond;
+    int count;
+    enum vm_stop_reason reason;
+    char *detail;
+};
+
+static void on_guest_stop(void *opaque, enum vm_stop_reason reason, const char *detail)
+{
+    struct stop_watch *w = opaque;
+    g_mutex_lock(&w->lock);
+    if (w->count++ == 0) {
+        w->reason = reason;
+        w->detail = g_strdup(detail);
+    }
+    g_cond_broadcast(&w->cond);
+    g_mutex_unlock(&w->lock);
+}
+
+static bool wait_for_stop(struct stop_watch *w)
+{
+    gint64 deadline = g_get_monotonic_time() + STOP_TIMEOUT_US;
+    g_mutex_lock(&w->lock);
+    while (w->count == 0 && g_cond_wait_until(&w->cond, &w->lock, deadline)) {
+    }
+    bool stopped = w->count > 0;
+    g_mutex_unlock(&w->lock);
+    return stopped;
+}
+
+/* A minimal ET_EXEC x86-64 ELF: one PT_LOAD of code at GUEST_LOAD_ADDR. */
+static char *write_guest_elf(const uint8_t *code, const uint8_t *code_end)
+{
+    size_t code_len = (size_t)(code_end - code);
+    size_t offset = 0x1000, size = offset + code_len;
+    g_autofree uint8_t *file = g_malloc0(size);
+    Elf64_Ehdr *eh = (Elf64_Ehdr *)file;
+    memcpy(eh->e_ident, ELFMAG, SELFMAG);
+    eh->e_ident[EI_CLASS] = ELFCLASS64;
+    eh->e_ident[EI_DATA] = ELFDATA2LSB;
+    eh->e_ident[EI_VERSION] = EV_CURRENT;
+    eh->e_type = ET_EXEC;
+    eh->e_machine = EM_X86_64;
+    eh->e_version = EV_CURRENT;
+    eh->e_entry = GUEST_LOAD_ADDR;
+    eh->e_phoff = sizeof(Elf64_Ehdr);
+    eh->e_ehsize = sizeof(Elf64_Ehdr);
+    eh->e_phentsize = sizeof(Elf64_Phdr);
+    eh->e_phnum = 1;
+    Elf64_Phdr *ph = (Elf64_Phdr *)(file + eh->e_phoff);
+    ph->p_type = PT_LOAD;
+    ph->p_flags = PF_R | PF_X;
+    ph->p_offset = offset;
+    ph->p_vaddr = ph->p_paddr = GUEST_LOAD_ADDR;
+    ph->p_filesz = ph->p_memsz = code_len;
+    ph->p_align = 0x1000;
+    memcpy(file + offset, code, code_len);
+    char *path = NULL;
+    int fd = g_file_open_tmp("vsnap-test-guest-XXXXXX", &path, NULL);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(write(fd, file, size), ==, (ssize_t)size);
+    close(fd);
+    return path;
+}
+
+struct test_vm {
+    struct vm_config *cfg;
+    struct stop_watch watch;
+    struct vm *vm;
+    char *kernel;
+};
+
+static void test_vm_init(struct test_vm *t, const uint8_t *code, const uint8_t *code_end, unsigned vcpus,
+                         uint64_t mem)
+{
+    memset(t, 0, sizeof(*t));
+    g_mutex_init(&t->watch.lock);
+    g_cond_init(&t->watch.cond);
+    t->kernel = write_guest_elf(code, code_end);
+    t->cfg = vm_config_new_default();
+    t->cfg->payload.kernel = g_strdup(t->kernel);
+    t->cfg->cpus.boot_vcpus = t->cfg->cpus.max_vcpus = vcpus;
+    t->cfg->memory.size = mem;
+}
+
+static void test_vm_build(struct test_vm *t)
+{
+    struct vm_callbacks cb = { .on_guest_stop = on_guest_stop, .opaque = &t->watch };
+    g_autoptr(GError) error = NULL;
+    t->vm = vm_new(t->cfg, &cb, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(t->vm);
+}
+
+static void test_vm_start(struct test_vm *t)
+{
+    g_autoptr(GError) error = NULL;
+    g_assert_true(vm_start(t->vm, &error));
+    g_assert_no_error(error);
+}
+
+static void test_vm_clear(struct test_vm *t)
+{
+    vm_free(t->vm);
+    g_unlink(t->kernel);
+    g_free(t->kernel);
+    vm_config_free(t->cfg);
+    g_free(t->watch.detail);
+    g_mutex_clear(&t->watch.lock);
+    g_cond_clear(&t->watch.cond);
+}
+
+static void expect_stop(struct test_vm *t, enum vm_stop_reason reason)
+{
+    g_assert_true(wait_for_stop(&t->watch));
+    g_test_message("stop: %s (%s)", vm_stop_reason_to_string(t->watch.reason), t->watch.detail);
+    g_assert_cmpstr(vm_stop_reason_to_string(t->watch.reason), ==, vm_stop_reason_to_string(reason));
+}
+
+static void test_poweroff_and_serial(void)
+{
+    struct test_vm t;
+    test_vm_init(&t, prog_hello_poweroff, prog_hello_poweroff_end, 1, 64ull << 20);
+    g_autofree char *out = NULL;
+    int fd = g_file_open_tmp("vsnap-test-serial-XXXXXX", &out, NULL);
+    close(fd);
+    t.cfg->serial.mode = CONSOLE_MODE_FILE;
+    t.cfg->serial.file = g_strdup(out);
+    test_vm_build(&t);
+    test_vm_start(&t);
+    expect_stop(&t, VM_STOP_POWEROFF);
+
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    vm_add_counters(t.vm, b);
+    json_builder_end_object(b);
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    JsonObject *serial = json_object_get_object_member(json_node_get_object(root), "serial");
+    g_assert_cmpint(json_object_get_int_member(serial, "tx_bytes"), ==, 2);
+    JsonObject *vcpus = json_object_get_object_member(json_node_get_object(root), "vcpus");
+    g_assert_cmpint(json_object_get_int_member(vcpus, "exits_io"), >=, 3);
+
+    g_autoptr(GError) error = NULL;
+    g_assert_false(vm_resume(t.vm, &error)); /* a stopped guest does not come back */
+    g_assert_nonnull(error);
+    test_vm_clear(&t);
+
+    g_autofree char *text = NULL;
+    g_assert_true(g_file_get_contents(out, &text, NULL, NULL));
+    g_assert_cmpstr(text, ==, "OK");
+    g_unlink(out);
+}
+
+static void run_to_stop(const uint8_t *code, const uint8_t *code_end, enum vm_stop_reason reason)
+{
+    struct test_vm t;
+    test_vm_init(&t, code, code_end, 1, 32ull << 20);
+    test_vm_build(&t);
+    test_vm_start(&t);
+    expect_stop(&t, reason);
+    test_vm_clear(&t);
+}
+
+static void test_reset_i8042(void)
+{
+    run_to_stop(prog_i8042_reset, prog_i8042_reset_end, VM_STOP_RESET);
+}
+
+static void test_reset_acpi(void)
+{
+    run_to_stop(prog_acpi_reset, prog_acpi_reset_end, VM_STOP_RESET);
+}
+
+static void test_triple_fault(void)
+{
+    run_to_stop(prog_triple_fault, prog_triple_fault_end, VM_STOP_RESET);
+}
+
+static uint64_t read_guest_u64(struct vm *vm, uint64_t gpa)
+{
+    volatile uint64_t *p = guest_memory_ptr(vm_memory(vm), gpa, 8);
+    g_assert_nonnull((void *)p);
+    return *p;
+}
+
+static uint64_t wait_counter_above(struct vm *vm, uint64_t value)
+{
+    gint64 deadline = g_get_monotonic_time() + STOP_TIMEOUT_US;
+    uint64_t now;
+    while ((now = read_guest_u64(vm, GUEST_DATA_ADDR)) <= value && g_get_monotonic_time() < deadline)
+        g_usleep(1000);
+    g_assert_cmpuint(now, >, value);
+    return now;
+}
+
+/* vCPU 0 counts in guest RAM, vCPU 1 sits in wait-for-SIPI: pausing must stop
+ * both, and the counter must not move while paused. */
+static void test_pause_resume(void)
+{
+    struct test_vm t;
+    test_vm_init(&t, prog_count, prog_count_end, 2, 64ull << 20);
+    test_vm_build(&t);
+    g_autoptr(GError) error = NULL;
+    g_assert_false(vm_pause(t.vm, &error)); /* not started yet */
+    g_clear_error(&error);
+    test_vm_start(&t);
+    uint64_t before = wait_counter_above(t.vm, 0);
+    for (int round = 0; round < 3; round++) {
+        gint64 t0 = g_get_monotonic_time();
+        g_assert_true(vm_pause(t.vm, &error));
+        g_assert_no_error(error);
+        g_test_message("pause took %" G_GINT64_FORMAT " us", g_get_monotonic_time() - t0);
+        uint64_t paused = read_guest_u64(t.vm, GUEST_DATA_ADDR);
+        g_assert_cmpuint(paused, >=, before);
+        g_usleep(50 * 1000);
+        g_assert_cmpuint(read_guest_u64(t.vm, GUEST_DATA_ADDR), ==, paused);
+        g_assert_true(vm_pause(t.vm, &error)); /* pausing a paused VM is fine */
+        g_assert_true(vm_resume(t.vm, &error));
+        g_assert_no_error(error);
+        before = wait_counter_above(t.vm, paused);
+    }
+    g_assert_cmpuint(t.watch.count, ==, 0);
+    test_vm_clear(&t); /* frees a running VM */
+}
+
+/* A vCPU halted with interrupts off sleeps inside KVM: pause must still work. */
+static void test_pause_halted(void)
+{
+    struct test_vm t;
+    test_vm_init(&t, prog_cli_hlt, prog_cli_hlt_end, 1, 32ull << 20);
+    test_vm_build(&t);
+    test_vm_start(&t);
+    g_usleep(20 * 1000);
+    g_autoptr(GError) error = NULL;
+    g_assert_true(vm_pause(t.vm, &error));
+    g_assert_true(vm_resume(t.vm, &error));
+    g_assert_true(vm_pause(t.vm, &error));
+    g_assert_no_error(error);
+    test_vm_clear(&t); /* frees a paused VM */
+}
+
+static void test_cpuid(void)
+{
+    struct test_vm t;
+    test_vm_init(&t, prog_cpuid, prog_cpuid_end, 1, 32ull << 20);
+    test_vm_build(&t);
+    test_vm_start(&t);
+    expect_stop(&t, VM_STOP_POWEROFF);
+    const uint32_t *r = guest_memory_ptr(vm_memory(t.vm), GUEST_DATA_ADDR, 0x20);
+    g_assert_cmpmem(r, 12, "vsnapvsnapvs", 12);
+    g_assert_cmphex(r[3], >=, 0x40000010);
+    g_test_message("TSC %u kHz", r[4]);
+    g_assert_cmpuint(r[4], >, 100000); /* a TSC slower than 100 MHz is not believable */
+    g_assert_cmphex(r[5] >> 24, ==, 0);    /* APIC id of vCPU 0 */
+    g_assert_cmphex(r[6] & (1u << 31), !=, 0); /* hypervisor bit */
+    test_vm_clear(&t);
+}
+
+static uint64_t rss_bytes(void)
+{
+    g_autofree char *statm = NULL;
+    g_assert_true(g_file_get_contents("/proc/self/statm", &statm, NULL, NULL));
+    unsigned long size = 0, resident = 0;
+    g_assert_cmpint(sscanf(statm, "%lu %lu", &size, &resident), ==, 2);
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* 8 GiB: built in well under a second, nothing touched, RAM above 4 GiB. */
+static void test_big_vm(void)
+{
+    struct test_vm t;
+    test_vm_init(&t, prog_hello_poweroff, prog_hello_poweroff_end, 2, 8ull << 30);
+    uint64_t rss_before = rss_bytes();
+    gint64 t0 = g_get_monotonic_time();
+    test_vm_build(&t);
+    gint64 elapsed = g_get_monotonic_time() - t0;
+    uint64_t resident = vm_ram_resident_bytes(t.vm);
+    g_test_message("8 GiB VM built in %" G_GINT64_FORMAT " us, %" G_GUINT64_FORMAT " bytes of RAM resident, "
+                   "RSS grew by %" G_GINT64_FORMAT " bytes",
+                   elapsed, resident, (gint64)(rss_bytes() - rss_before));
+    g_assert_cmpint(elapsed, <, G_USEC_PER_SEC);
+    g_assert_cmpuint(resident, <, 64ull << 20);
+    g_assert_cmpint((gint64)(rss_bytes() - rss_before), <, 64ll << 20);
+    g_assert_cmpuint(vm_ram_size(t.vm), ==, 8ull << 30);
+    struct guest_memory *mem = vm_memory(t.vm);
+    g_assert_cmpuint(mem->nregions, ==, 2);
+    g_assert_cmpuint(guest_memory_end(mem), ==, MEM_32BIT_GAP_END + (8ull << 30) - MEM_32BIT_GAP_START);
+    test_vm_start(&t);
+    expect_stop(&t, VM_STOP_POWEROFF);
+    test_vm_clear(&t);
+}
+
+static void expect_refused(void (*tweak)(struct vm_config *), const char *words)
+{
+    struct test_vm t;
+    test_vm_init(&t, prog_hello_poweroff, prog_hello_poweroff_end, 1, 32ull << 20);
+    tweak(t.cfg);
+    g_autoptr(GError) error = NULL;
+    g_assert_null(vm_new(t.cfg, NULL, &error));
+    g_assert_nonnull(error);
+    g_test_message("refused: %s", error->message);
+    g_assert_nonnull(strstr(error->message, words));
+    test_vm_clear(&t);
+}
+
+static void want_firmware(struct vm_config *cfg)
+{
+    cfg->payload.firmware = g_strdup("/usr/share/ovmf/OVMF.fd");
+}
+
+static void want_vsock(struct vm_config *cfg)
+{
+    cfg->vsock.present = true;
+    cfg->vsock.cid = 3;
+    cfg->vsock.socket = g_strdup("/tmp/vsnap-test-vsock");
+}
+
+static void want_missing_kernel(struct vm_config *cfg)
+{
+    g_free(cfg->payload.kernel);
+    cfg->payload.kernel = g_strdup("/nonexistent/vmlinux");
+}
+
+static void want_bad_serial_file(struct vm_config *cfg)
+{
+    cfg->serial.mode = CONSOLE_MODE_FILE;
+    cfg->serial.file = g_strdup("/nonexistent-dir/serial.log");
+}
+
+static void test_refusals(void)
+{
+    expect_refused(want_firmware, "firmware");
+    expect_refused(want_vsock, "vsock is not supported yet");
+    expect_refused(want_missing_kernel, "/nonexistent/vmlinux");
+    expect_refused(want_bad_serial_file, "/nonexistent-dir/serial.log");
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    if (access("/dev/kvm", R_OK | W_OK) != 0) {
+        g_printerr("/dev/kvm is not usable: this test needs KVM\n");
+        return 1;
+    }
+    g_test_add_func("/vm/poweroff-and-serial", test_poweroff_and_serial);
+    g_test_add_func("/vm/reset-i8042", test_reset_i8042);
+    g_test_add_func("/vm/reset-acpi", test_reset_acpi);
+    g_test_add_func("/vm/triple-fault", test_triple_fault);
+    g_test_add_func("/vm/pause-resume-2-vcpus", test_pause_resume);
+    g_test_add_func("/vm/pause-halted", test_pause_halted);
+    g_test_add_func("/vm/cpuid", test_cpuid);
+    g_test_add_func("/vm/big-vm", test_big_vm);
+    g_test_add_func("/vm/refusals", test_refusals);
+    return g_test_run();
+}
