@@ -253,43 +253,73 @@ static void handle_system_event(struct vcpu *v)
     }
 }
 
-static enum vcpu_exit_kind dispatch_exit(struct vcpu *v)
+static enum vcpu_exit_kind exit_kind(uint32_t exit_reason)
 {
-    struct kvm_run *run = v->run;
-    switch (run->exit_reason) {
+    switch (exit_reason) {
     case KVM_EXIT_IO:
-        handle_io(v);
         return VCPU_EXIT_IO;
     case KVM_EXIT_MMIO:
-        handle_mmio(v);
         return VCPU_EXIT_MMIO;
     case KVM_EXIT_HLT:
-        handle_hlt(v);
         return VCPU_EXIT_HLT;
     case KVM_EXIT_INTR:
         return VCPU_EXIT_INTR;
     case KVM_EXIT_SHUTDOWN:
-        vm_report_guest_stop(v->vm, VM_STOP_RESET, "triple fault (KVM_EXIT_SHUTDOWN)");
         return VCPU_EXIT_SHUTDOWN;
     case KVM_EXIT_SYSTEM_EVENT:
-        handle_system_event(v);
         return VCPU_EXIT_SYSTEM_EVENT;
     case KVM_EXIT_INTERNAL_ERROR:
-        report_internal_error(v);
         return VCPU_EXIT_INTERNAL_ERROR;
-    case KVM_EXIT_FAIL_ENTRY: {
-        g_autofree char *detail = g_strdup_printf(
-            "vCPU %u failed to enter the guest: hardware reason 0x%llx", v->index,
-            (unsigned long long)run->fail_entry.hardware_entry_failure_reason);
-        vm_report_guest_stop(v->vm, VM_STOP_CRASH, detail);
+    case KVM_EXIT_FAIL_ENTRY:
         return VCPU_EXIT_FAIL_ENTRY;
     }
-    default: {
-        g_autofree char *detail = g_strdup_printf("vCPU %u: unexpected KVM exit reason %u at rip 0x%" G_GINT64_MODIFIER "x",
-                                                  v->index, run->exit_reason, current_rip(v, NULL));
-        vm_report_guest_stop(v->vm, VM_STOP_CRASH, detail);
-        return VCPU_EXIT_OTHER;
-    }
+    return VCPU_EXIT_OTHER;
+}
+
+static void report_fail_entry(struct vcpu *v)
+{
+    g_autofree char *detail = g_strdup_printf("vCPU %u failed to enter the guest: hardware reason 0x%llx",
+                                              v->index,
+                                              (unsigned long long)v->run->fail_entry.hardware_entry_failure_reason);
+    vm_report_guest_stop(v->vm, VM_STOP_CRASH, detail);
+}
+
+static void report_unexpected_exit(struct vcpu *v)
+{
+    g_autofree char *detail = g_strdup_printf("vCPU %u: unexpected KVM exit reason %u at rip 0x%" G_GINT64_MODIFIER "x",
+                                              v->index, v->run->exit_reason, current_rip(v, NULL));
+    vm_report_guest_stop(v->vm, VM_STOP_CRASH, detail);
+}
+
+static void dispatch_exit(struct vcpu *v, enum vcpu_exit_kind kind)
+{
+    switch (kind) {
+    case VCPU_EXIT_IO:
+        handle_io(v);
+        break;
+    case VCPU_EXIT_MMIO:
+        handle_mmio(v);
+        break;
+    case VCPU_EXIT_HLT:
+        handle_hlt(v);
+        break;
+    case VCPU_EXIT_INTR:
+        break;
+    case VCPU_EXIT_SHUTDOWN:
+        vm_report_guest_stop(v->vm, VM_STOP_RESET, "triple fault (KVM_EXIT_SHUTDOWN)");
+        break;
+    case VCPU_EXIT_SYSTEM_EVENT:
+        handle_system_event(v);
+        break;
+    case VCPU_EXIT_INTERNAL_ERROR:
+        report_internal_error(v);
+        break;
+    case VCPU_EXIT_FAIL_ENTRY:
+        report_fail_entry(v);
+        break;
+    default:
+        report_unexpected_exit(v);
+        break;
     }
 }
 
@@ -345,9 +375,12 @@ static void run_once(struct vcpu *v)
         vm_report_guest_stop(v->vm, VM_STOP_CRASH, detail);
         return;
     }
-    enum vcpu_exit_kind kind = dispatch_exit(v);
-    v->needs_completion = kind == VCPU_EXIT_IO || kind == VCPU_EXIT_MMIO;
+    enum vcpu_exit_kind kind = exit_kind(v->run->exit_reason);
+    /* Counted first: handling may report a guest stop, after which the
+     * counters are read. */
     atomic_fetch_add(&v->exits[kind], 1);
+    v->needs_completion = kind == VCPU_EXIT_IO || kind == VCPU_EXIT_MMIO;
+    dispatch_exit(v, kind);
 }
 
 static void *vcpu_thread(void *opaque)

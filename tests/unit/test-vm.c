@@ -359,13 +359,6 @@ static void want_firmware(struct vm_config *cfg)
     cfg->payload.firmware = g_strdup("/usr/share/ovmf/OVMF.fd");
 }
 
-static void want_vsock(struct vm_config *cfg)
-{
-    cfg->vsock.present = true;
-    cfg->vsock.cid = 3;
-    cfg->vsock.socket = g_strdup("/tmp/vsnap-test-vsock");
-}
-
 static void want_missing_kernel(struct vm_config *cfg)
 {
     g_free(cfg->payload.kernel);
@@ -381,7 +374,6 @@ static void want_bad_serial_file(struct vm_config *cfg)
 static void test_refusals(void)
 {
     expect_refused(want_firmware, "firmware");
-    expect_refused(want_vsock, "vsock is not supported yet");
     expect_refused(want_missing_kernel, "/nonexistent/vmlinux");
     expect_refused(want_bad_serial_file, "/nonexistent-dir/serial.log");
 }
