@@ -40,7 +40,27 @@
 #define ACPI_PM1_PWRBTN_EN  (1u << 8)
 #define ACPI_PM1_SLP_EN     (1u << 13)
 
+/* Interrupt wiring the MP table and the MADT describe (as on PCs): ISA IRQ 0,
+ * the PIT, arrives on IOAPIC pin 2 (MADT override IRQ0 -> GSI 2), the 8259's
+ * ExtINT on pin 0, every other ISA IRQ n on pin n; the SCI (IRQ 9) is
+ * level-triggered, active high. KVM's default GSI routing sends the PIT's
+ * GSI 0 to IOAPIC pin 0, so the VM must install boot_set_irq_routing()'s
+ * table after KVM_CREATE_IRQCHIP for the tables to be true. */
+#define BOOT_PIT_IOAPIC_PIN 2
+#define BOOT_IOAPIC_PINS 24
+
 enum kernel_format { KERNEL_FORMAT_BZIMAGE, KERNEL_FORMAT_ELF };
+
+/* GError domain of everything in shim/boot/. */
+#define BOOT_ERROR boot_error_quark()
+GQuark boot_error_quark(void);
+enum boot_error {
+    BOOT_ERROR_FILE,     /* kernel/initramfs missing, unreadable or empty */
+    BOOT_ERROR_FORMAT,   /* not a Linux kernel, truncated, protocol too old, wrong arch */
+    BOOT_ERROR_NO_ROOM,  /* kernel, initramfs or a table does not fit in guest RAM */
+    BOOT_ERROR_CMDLINE,  /* command line too long */
+    BOOT_ERROR_KVM,      /* a vCPU ioctl failed */
+};
 
 struct boot_input {
     const char *kernel_path;
@@ -72,6 +92,13 @@ void boot_write_gdt_and_page_tables(struct guest_memory *mem);
 /* Put the BSP in 64-bit mode at out->entry: sregs (CR0/CR3/CR4/EFER, segments
  * from the boot GDT), regs (RIP, RSI, RSP, RFLAGS), FPU defaults and boot MSRs. */
 bool boot_setup_bsp(int vcpu_fd, const struct boot_entry *entry, GError **error);
+
+/* KVM_SET_GSI_ROUTING on the VM fd: GSI 0 -> PIC pin 0 and IOAPIC pin 2;
+ * GSI 1 and 3-15 -> PIC pin n and IOAPIC pin n (GSI 2 is the cascade: no
+ * route); GSI 16-23 -> IOAPIC pin n. Call it after KVM_CREATE_IRQCHIP and
+ * before any irqfd is assigned; a VM that adds MSI routes later must keep
+ * these entries. */
+bool boot_set_irq_routing(int vm_fd, GError **error);
 
 /* Tables, exposed for unit tests and for the loader. */
 bool mptable_write(struct guest_memory *mem, unsigned ncpus, GError **error);
