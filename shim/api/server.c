@@ -191,6 +191,12 @@ static GSocket *adopt_socket_fd(const char *text, GError **error)
         g_prefix_error(error, "--api-socket fd=: ");
         return NULL;
     }
+    struct stat st;
+    if (fstat((int)fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "--api-socket fd=%d: not an open socket", (int)fd);
+        return NULL;
+    }
     g_autoptr(GSocket) sock = g_socket_new_from_fd((int)fd, error);
     if (!sock || !g_socket_listen(sock, error)) {
         g_prefix_error(error, "--api-socket fd=%d: ", (int)fd);

@@ -1,0 +1,186 @@
+/* vsnap-shim: one VM per process, driven over Cloud Hypervisor's REST API or
+ * created and booted from the command line. */
+#define G_LOG_DOMAIN "vsnap-shim"
+
+#include <glib-unix.h>
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+#include <stdio.h>
+
+#include "api/api.h"
+#include "api/cli.h"
+#include "api/events.h"
+#include "vmm.h"
+#include "vsnap-config.h"
+
+/* Everything the process owns, torn down in one place. */
+struct shim {
+    struct shim_options options;
+    GMainLoop *loop;
+    struct events *events;
+    struct vmm *vmm;
+    struct api_server *api;
+    FILE *log;
+    GLogLevelFlags log_max; /* most verbose level written */
+};
+
+/* ---- logging ----------------------------------------------------------------- */
+
+static const char *level_name(GLogLevelFlags level)
+{
+    if (level & G_LOG_LEVEL_ERROR)
+        return "error";
+    if (level & G_LOG_LEVEL_CRITICAL)
+        return "critical";
+    if (level & G_LOG_LEVEL_WARNING)
+        return "warning";
+    if (level & G_LOG_LEVEL_MESSAGE)
+        return "message";
+    if (level & G_LOG_LEVEL_INFO)
+        return "info";
+    return "debug";
+}
+
+static GLogWriterOutput write_log(GLogLevelFlags level, const GLogField *fields, gsize n,
+                                  gpointer data)
+{
+    struct shim *shim = data;
+    const char *message = NULL, *domain = NULL;
+
+    if ((level & G_LOG_LEVEL_MASK) > shim->log_max && !(level & G_LOG_FLAG_FATAL))
+        return G_LOG_WRITER_HANDLED;
+    for (gsize i = 0; i < n; i++) {
+        if (g_strcmp0(fields[i].key, "MESSAGE") == 0)
+            message = fields[i].value;
+        else if (g_strcmp0(fields[i].key, "GLIB_DOMAIN") == 0)
+            domain = fields[i].value;
+    }
+    g_autoptr(GDateTime) now = g_date_time_new_now_utc();
+    g_autofree char *stamp = g_date_time_format(now, "%H:%M:%S.%f");
+    fprintf(shim->log ? shim->log : stderr, "%s %s[%d] %s: %s\n", stamp,
+            domain ? domain : "vsnap-shim", (int)getpid(), level_name(level),
+            message ? message : "");
+    fflush(shim->log ? shim->log : stderr);
+    return G_LOG_WRITER_HANDLED;
+}
+
+/* Default: warnings and worse; -v adds messages and info, -vv debug. */
+static bool setup_logging(struct shim *shim, GError **error)
+{
+    static const GLogLevelFlags by_verbosity[] = {
+        G_LOG_LEVEL_WARNING, G_LOG_LEVEL_INFO, G_LOG_LEVEL_DEBUG,
+    };
+    int v = MIN(shim->options.verbosity, (int)G_N_ELEMENTS(by_verbosity) - 1);
+
+    shim->log_max = by_verbosity[v];
+    if (shim->options.log_file) {
+        shim->log = fopen(shim->options.log_file, "ae");
+        if (!shim->log) {
+            g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
+                        "--log-file %s: %s", shim->options.log_file, g_strerror(errno));
+            return false;
+        }
+    }
+    g_log_set_writer_func(write_log, shim, NULL);
+    return true;
+}
+
+/* ---- lifecycle ----------------------------------------------------------------- */
+
+static void quit_loop(void *data)
+{
+    struct shim *shim = data;
+    g_main_loop_quit(shim->loop);
+}
+
+static gboolean on_terminate_signal(gpointer data)
+{
+    struct shim *shim = data;
+    g_message("signal received: shutting down");
+    g_main_loop_quit(shim->loop);
+    return G_SOURCE_CONTINUE;
+}
+
+static bool start_direct_vm(struct shim *shim, GError **error)
+{
+    struct vm_config *cfg = g_steal_pointer(&shim->options.direct_config);
+
+    if (!vmm_create(shim->vmm, cfg, error) || !vmm_boot(shim->vmm, error))
+        return false;
+    return true;
+}
+
+static bool start(struct shim *shim, GError **error)
+{
+    /* First, so that a signal sent once anything is visible is handled. */
+    g_unix_signal_add(SIGTERM, on_terminate_signal, shim);
+    g_unix_signal_add(SIGINT, on_terminate_signal, shim);
+    if (!setup_logging(shim, error))
+        return false;
+    g_debug("vsnap-shim v%s, pid %d, verbosity %d", VSNAP_VERSION, (int)getpid(),
+            shim->options.verbosity);
+    shim->events = shim->options.event_monitor ? events_open(shim->options.event_monitor, error)
+                                               : events_new_null();
+    if (!shim->events)
+        return false;
+    shim->loop = g_main_loop_new(NULL, FALSE);
+    shim->vmm = vmm_new(shim->events, quit_loop, shim);
+    events_emit(shim->events, "vmm", "starting", NULL);
+    if (shim->options.api_socket) {
+        shim->api = api_server_new(shim->vmm, shim->options.api_socket, error);
+        if (!shim->api)
+            return false;
+    } else {
+        vmm_set_exit_on_guest_poweroff(shim->vmm, true);
+    }
+    if (shim->options.direct_config && !start_direct_vm(shim, error))
+        return false;
+    return true;
+}
+
+/* The VM goes first (its threads may still write to the event monitor). */
+static void stop(struct shim *shim)
+{
+    vmm_free(shim->vmm);
+    api_server_free(shim->api);
+    events_free(shim->events);
+    if (shim->loop)
+        g_main_loop_unref(shim->loop);
+    shim_options_clear(&shim->options);
+    /* The writer stays installed (GLib allows one); it falls back to stderr. */
+    if (shim->log) {
+        FILE *log = shim->log;
+        shim->log = NULL;
+        fclose(log);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct shim shim = { 0 };
+    g_autoptr(GError) error = NULL;
+
+    /* A client that hangs up must cost an EPIPE, never the process. */
+    signal(SIGPIPE, SIG_IGN);
+    if (!shim_options_parse(argc, argv, &shim.options, &error)) {
+        fprintf(stderr, "vsnap-shim: %s\n", error->message);
+        shim_options_clear(&shim.options);
+        return 1;
+    }
+    if (shim.options.version) {
+        printf("vsnap-shim v%s\n", VSNAP_VERSION);
+        shim_options_clear(&shim.options);
+        return 0;
+    }
+    if (!start(&shim, &error)) {
+        fprintf(stderr, "vsnap-shim: %s\n", error->message);
+        if (shim.log)
+            g_warning("%s", error->message);
+        stop(&shim);
+        return 1;
+    }
+    g_main_loop_run(shim.loop);
+    stop(&shim);
+    return 0;
+}

@@ -1,0 +1,181 @@
+"""The whole lifecycle on the real test guest and real KVM: create, boot, pause,
+resume, reboot (API and guest), power button, shutdown, delete, the event
+monitor's lines in order, vm.counters, SIGTERM with a running VM."""
+
+import json
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+from apishim import ApiShim
+
+SHIM = sys.argv[1]
+GUEST = sys.argv[2] if len(sys.argv) > 2 else None
+BOOTED = "vsnap-testguest: booted"
+
+
+class EventReader:
+    """Reads the event monitor FIFO on a thread, one JSON object per line."""
+
+    def __init__(self, path):
+        self.path = path
+        self.events = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        with open(self.path) as f:
+            for line in f:
+                with self.lock:
+                    self.events.append(json.loads(line))
+
+    def names(self):
+        with self.lock:
+            return [(e["source"], e["event"]) for e in self.events]
+
+    def wait_for(self, source, event, count=1, timeout=20):
+        deadline = time.monotonic() + timeout
+        while self.names().count((source, event)) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {count}x {source}/{event} event; got {self.names()}")
+            time.sleep(0.02)
+
+
+def serial_text(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def wait_serial(path, regex, count=1, timeout=60):
+    deadline = time.monotonic() + timeout
+    while len(re.findall(regex, serial_text(path))) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"serial never showed {count}x {regex!r}:\n{serial_text(path)}")
+        time.sleep(0.05)
+
+
+@unittest.skipUnless(GUEST and os.path.exists(GUEST), "the test guest is not built")
+class Lifecycle(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="vsnap-life-")
+        self.fifo = os.path.join(self.dir, "events")
+        os.mkfifo(self.fifo)
+        self.serial = os.path.join(self.dir, "serial.log")
+        self.shim = ApiShim(SHIM, events=self.fifo, workdir=self.dir)
+        self.shim.start()
+        self.events = EventReader(self.fifo)
+
+    def tearDown(self):
+        self.shim.kill()
+
+    def config(self, cmdline=""):
+        return {"payload": {"kernel": GUEST, "cmdline": cmdline},
+                "cpus": {"boot_vcpus": 1}, "memory": {"size": 64 << 20},
+                "serial": {"mode": "File", "file": self.serial}, "console": {"mode": "Off"}}
+
+    def info(self):
+        return self.shim.expect("GET", "vm.info", 200)
+
+    def ticks(self):
+        return len(re.findall(r"vsnap-testguest: tick \d+", serial_text(self.serial)))
+
+    def test_lifecycle(self):
+        s = self.shim
+        s.expect("PUT", "vm.create", 204, body=self.config("vsnap.heartbeat_ms=20"))
+        s.expect("PUT", "vm.boot", 204)
+        self.assertEqual(self.info()["state"], "Running")
+        wait_serial(self.serial, BOOTED)
+        wait_serial(self.serial, r"tick \d+", count=2)
+        s.expect("PUT", "vm.boot", 405, contains="Running")
+        s.expect("PUT", "vm.resume", 405, contains="Running")
+
+        counters = s.expect("GET", "vm.counters", 200)
+        self.assertIsInstance(counters, dict)
+        self.assertTrue(counters, "vm.counters is empty")
+
+        s.expect("PUT", "vm.pause", 204)
+        self.assertEqual(self.info()["state"], "Paused")
+        s.expect("PUT", "vm.pause", 405, contains="Paused")
+        s.expect("PUT", "vm.power-button", 405)
+        before = self.ticks()
+        time.sleep(0.5)
+        self.assertEqual(self.ticks(), before, "the guest ran while paused")
+        s.expect("PUT", "vm.resume", 204)
+        self.assertEqual(self.info()["state"], "Running")
+        wait_serial(self.serial, r"tick \d+", count=before + 3)
+
+        s.expect("PUT", "vm.reboot", 204)
+        info = self.info()
+        self.assertEqual(info["state"], "Running")
+        self.assertEqual(info["vsnap"]["last_stop_reason"], "reboot")
+        self.assertEqual(info["vsnap"]["last_stop_origin"], "api")
+        self.assertEqual(info["vsnap"]["boot_count"], 2)
+        wait_serial(self.serial, BOOTED, count=2)
+
+        s.expect("PUT", "vm.power-button", 204)
+        s.wait_state("Shutdown", timeout=30)
+        wait_serial(self.serial, "power button, powering off")
+        info = self.info()
+        self.assertEqual(info["vsnap"]["last_stop_reason"], "poweroff")
+        self.assertEqual(info["vsnap"]["last_stop_origin"], "guest")
+        s.expect("PUT", "vm.shutdown", 405, contains="Shutdown")
+        s.expect("GET", "vm.counters", 405)
+
+        s.expect("PUT", "vm.boot", 204)  # a shut-down VM boots again
+        wait_serial(self.serial, BOOTED, count=3)
+        s.expect("PUT", "vm.shutdown", 204)
+        self.assertEqual(self.info()["state"], "Shutdown")
+        s.expect("PUT", "vm.delete", 204)
+        s.expect("GET", "vm.info", 404)
+        s.alive()
+
+        self.events.wait_for("vm", "deleted")
+        vm_events = [e for src, e in self.events.names() if src == "vm"]
+        self.assertEqual(vm_events, [
+            "booting", "booted", "pausing", "paused", "resuming", "resumed",
+            "rebooting", "rebooted", "shutdown", "booting", "booted", "shutdown", "deleted"])
+        self.assertEqual(self.events.names()[0], ("vmm", "starting"))
+        stamps = [e["timestamp"]["secs"] * 10**9 + e["timestamp"]["nanos"]
+                  for e in self.events.events]
+        self.assertEqual(stamps, sorted(stamps))
+
+    def test_guest_reset_reboots_from_same_config(self):
+        s = self.shim
+        s.expect("PUT", "vm.create", 204, body=self.config("vsnap.reboot_after_ready=1"))
+        s.expect("PUT", "vm.boot", 204)
+        self.events.wait_for("vm", "rebooted", timeout=60)
+        wait_serial(self.serial, BOOTED, count=2)
+        info = self.info()
+        self.assertEqual(info["state"], "Running")
+        self.assertEqual(info["vsnap"]["last_stop_reason"], "reboot")
+        self.assertEqual(info["vsnap"]["last_stop_origin"], "guest")
+        self.assertGreaterEqual(info["vsnap"]["boot_count"], 2)
+        s.expect("PUT", "vm.shutdown", 204)
+
+    def test_guest_poweroff_and_sigterm(self):
+        s = self.shim
+        s.expect("PUT", "vm.create", 204, body=self.config("vsnap.halt_after_ready=1"))
+        s.expect("PUT", "vm.boot", 204)
+        s.wait_state("Shutdown", timeout=60)
+        self.assertEqual(self.info()["vsnap"]["last_stop_reason"], "poweroff")
+        self.events.wait_for("vm", "shutdown")
+
+        # SIGTERM with a running VM: torn down cleanly, exit 0, socket gone.
+        s.expect("PUT", "vm.delete", 204)
+        s.expect("PUT", "vm.create", 204, body=self.config("vsnap.heartbeat_ms=50"))
+        s.expect("PUT", "vm.boot", 204)
+        wait_serial(self.serial, r"tick \d+")
+        self.assertEqual(s.terminate(), 0, s.describe())
+        self.assertFalse(os.path.exists(s.socket_path))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])

@@ -1,0 +1,223 @@
+"""The REST API without a running guest: every endpoint's wrong-state and
+bad-input answers, malformed HTTP, idle clients. After each case the shim must
+still answer vmm.ping."""
+
+import os
+import socket
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+from apishim import ApiShim
+
+SHIM = sys.argv[1]
+
+ACTIONS = ["vm.boot", "vm.pause", "vm.resume", "vm.shutdown", "vm.reboot", "vm.power-button"]
+GETS = ["vm.info", "vm.counters"]
+
+
+class Rest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="vsnap-rest-")
+        cls.kernel = os.path.join(cls.dir, "kernel")
+        with open(cls.kernel, "wb") as f:
+            f.write(b"this is not a kernel\n" * 100)
+        cls.shim = ApiShim(SHIM)
+        cls.shim.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.shim.kill()
+
+    def tearDown(self):
+        self.shim.alive()
+        self.shim.api("PUT", "vm.delete")
+
+    def config(self, **extra):
+        cfg = {"payload": {"kernel": self.kernel}, "memory": {"size": 32 << 20}}
+        cfg.update(extra)
+        return cfg
+
+    def test_ping(self):
+        reply = self.shim.expect("GET", "vmm.ping", 200)
+        self.assertEqual(reply["pid"], self.shim.proc.pid)
+        self.assertRegex(reply["version"], r"^\d+\.\d+\.\d+$")
+        self.assertIn(reply["version"], reply["build_version"])
+        self.assertEqual(reply["features"], [])
+
+    def test_no_vm_is_404(self):
+        for endpoint in ACTIONS:
+            with self.subTest(endpoint=endpoint):
+                self.shim.expect("PUT", endpoint, 404, contains="vm.create")
+        for endpoint in GETS + ["vm.wait-ready"]:
+            with self.subTest(endpoint=endpoint):
+                self.shim.expect("GET", endpoint, 404)
+        # As Cloud Hypervisor: deleting nothing succeeds.
+        self.shim.expect("PUT", "vm.delete", 204)
+
+    def test_wrong_method_is_405(self):
+        for endpoint in ACTIONS + ["vm.create", "vm.delete", "vmm.shutdown"]:
+            with self.subTest(endpoint=endpoint):
+                self.shim.expect("GET", endpoint, 405)
+        for endpoint in GETS + ["vmm.ping"]:
+            for method in ("PUT", "POST", "DELETE"):
+                with self.subTest(endpoint=endpoint, method=method):
+                    self.shim.expect(method, endpoint, 405)
+
+    def test_unknown_endpoint_is_404(self):
+        self.shim.expect("GET", "vm.nope", 404, contains="unknown endpoint")
+        status, _ = self.shim.api("GET", "../../etc/passwd")
+        self.assertEqual(status, 404)
+
+    def test_create_bad_input(self):
+        big = 1 << 40
+        cases = [
+            (None, "", "VmConfig"),
+            (None, "{bad json", "not valid JSON"),
+            (None, "[]", "JSON object"),
+            (None, "null", "JSON object"),
+            ({}, None, "'payload'"),
+            ({"payload": {}}, None, "'payload.kernel'"),
+            (self.config(memory={"size": 0}), None, "'memory.size'"),
+            (self.config(memory={"size": big}), None, "'memory.size'"),
+            (self.config(memory={"size": 2**64 + 1}), None, "'memory.size'"),
+            (self.config(memory={"size": (64 << 20) + 1}), None, "4 KiB"),
+            (self.config(memory={"size": "512M"}), None, "'memory.size'"),
+            (self.config(memory={"sise": 1}), None, "unknown field 'memory.sise'"),
+            (self.config(cpus={"boot_vcpus": 0}), None, "'cpus.boot_vcpus'"),
+            (self.config(cpus={"boot_vcpus": 1000}), None, "'cpus.boot_vcpus'"),
+            (self.config(cpus={"boot_vcpus": True}), None, "'cpus.boot_vcpus'"),
+            (self.config(serial={"mode": "Bogus"}), None, "'serial.mode'"),
+            (self.config(vsock={"cid": 1, "socket": "/tmp/x"}), None, "'vsock.cid'"),
+            (self.config(extra_field=1), None, "unknown field 'extra_field'"),
+            (self.config(disks=[{"path": "/tmp/disk"}]), None, "'disks' is not supported by vsnap yet"),
+            (self.config(net=[{"tap": "tap0"}]), None, "'net' is not supported by vsnap yet"),
+            ({"payload": {"kernel": os.path.join(self.dir, "missing")}}, None, "No such file"),
+            ({"payload": {"kernel": self.dir}}, None, "not a regular file"),
+        ]
+        for body, raw, needle in cases:
+            with self.subTest(body=body, raw=raw):
+                self.shim.expect("PUT", "vm.create", 400, body=body, raw_body=raw, contains=needle)
+                self.shim.alive()
+                self.shim.expect("GET", "vm.info", 404)
+
+    def test_oversized_body_is_413(self):
+        self.shim.expect("PUT", "vm.create", 413, raw_body=" " * (2 << 20))
+
+    def test_created_state(self):
+        cfg = self.config(cpus={"boot_vcpus": 2}, serial={"mode": "Off"})
+        self.shim.expect("PUT", "vm.create", 204, body=cfg)
+        # Cloud Hypervisor's code answers a second vm.create with 500 (VmAlreadyCreated
+        # mapped to InternalServerError) and its openapi lists nothing; vsnap uses 405
+        # like every other wrong-state request.
+        self.shim.expect("PUT", "vm.create", 405, body=cfg, contains="already created")
+        info = self.shim.expect("GET", "vm.info", 200)
+        self.assertEqual(info["state"], "Created")
+        self.assertEqual(info["config"]["payload"]["kernel"], self.kernel)
+        self.assertEqual(info["config"]["cpus"], {"boot_vcpus": 2, "max_vcpus": 2})
+        self.assertEqual(info["config"]["memory"]["size"], 32 << 20)
+        self.assertEqual(info["config"]["serial"]["mode"], "Off")
+        self.assertEqual(info["memory_actual_size"], 32 << 20)
+        self.assertEqual(info["device_tree"], {})
+        self.assertIsNone(info["vsnap"]["last_stop_reason"])
+        for endpoint in ACTIONS[1:]:
+            with self.subTest(endpoint=endpoint):
+                self.shim.expect("PUT", endpoint, 405, contains="Created")
+        self.shim.expect("GET", "vm.counters", 405)
+        self.shim.expect("GET", "vm.wait-ready", 405)
+        self.shim.expect("PUT", "vm.boot", 400, raw_body="{}", contains="no request body")
+        self.shim.expect("PUT", "vm.delete", 204)
+        self.shim.expect("GET", "vm.info", 404)
+
+    def test_boot_of_a_non_kernel_is_500(self):
+        self.shim.expect("PUT", "vm.create", 204, body=self.config())
+        reply = self.shim.expect("PUT", "vm.boot", 500)
+        self.assertIn(self.kernel, reply["error"])
+        info = self.shim.expect("GET", "vm.info", 200)
+        self.assertEqual(info["state"], "Created")
+        self.assertIn(self.kernel, info["vsnap"]["last_error"])
+
+    def test_bad_wait_ready_query(self):
+        self.shim.expect("GET", "vm.wait-ready", 400, query="?timeout_ms=soon",
+                         contains="timeout_ms")
+
+    def test_malformed_http(self):
+        requests = [
+            b"GARBAGE\r\n\r\n",
+            b"\x00\x01\x02\xff\xfe\r\n\r\n",
+            b"GET /api/v1/vmm.ping HTTP/9.9\r\n\r\n",
+            b"GET /api/v1/vmm.ping HTTP/1.1\r\nno colon here\r\n\r\n",
+            b"GET /api/v1/vmm.ping HTTP/1.1\r\nX-Long: " + b"a" * 200000 + b"\r\n\r\n",
+            b"PUT /api/v1/vm.create HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"pay",
+            b"PUT /api/v1/vm.create HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+            b"PUT /api/v1/vm.create HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            b"GET " + b"/" * 100000 + b" HTTP/1.1\r\n\r\n",
+            b"\r\n" * 1000,
+            b"GET /api/v1/vmm.ping",
+        ]
+        for data in requests:
+            with self.subTest(data=data[:40]):
+                reply = self.shim.raw(data)
+                if reply:
+                    self.assertRegex(reply, rb"^HTTP/1\.[01] [45]\d\d ")
+                self.shim.alive()
+
+    def test_raw_valid_request(self):
+        reply = self.shim.raw(b"GET /api/v1/vmm.ping HTTP/1.1\r\nHost: localhost\r\n"
+                              b"Connection: close\r\n\r\n")
+        self.assertRegex(reply, rb"^HTTP/1\.1 200 ")
+        self.assertIn(b'"pid":%d' % self.shim.proc.pid, reply)
+
+    def test_idle_clients_do_not_block_others(self):
+        idle = []
+        for _ in range(5):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(self.shim.socket_path)
+            idle.append(s)
+        half = socket.socket(socket.AF_UNIX)
+        half.connect(self.shim.socket_path)
+        half.sendall(b"PUT /api/v1/vm.create HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{")
+        idle.append(half)
+        try:
+            for _ in range(10):
+                start = time.monotonic()
+                self.shim.alive()
+                self.assertLess(time.monotonic() - start, 1.0)
+        finally:
+            for s in idle:
+                s.close()
+
+    def test_concurrent_clients(self):
+        errors = []
+
+        def hammer():
+            try:
+                for _ in range(10):
+                    self.shim.alive()
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=hammer) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+
+    def test_vmm_shutdown_exits_after_replying(self):
+        other = ApiShim(SHIM)
+        other.start()
+        try:
+            other.expect("PUT", "vm.create", 204, body=self.config())
+            other.expect("PUT", "vmm.shutdown", 204)
+            self.assertEqual(other.proc.wait(timeout=10), 0)
+            self.assertFalse(os.path.exists(other.socket_path))
+        finally:
+            other.kill()
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
