@@ -237,9 +237,10 @@ static void report_failure(struct snap_uffd *u, GError *err)
     int expected = 0;
     if (__atomic_compare_exchange_n(&u->failed, &expected, 1, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE)) {
-        g_warning("on-demand restore stopped: %s", err->message);
         if (u->on_error)
             u->on_error(u->opaque, err);
+        else
+            g_warning("on-demand restore stopped: %s", err->message);
     }
     g_error_free(err);
 }

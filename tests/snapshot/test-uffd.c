@@ -1,0 +1,330 @@
+/* On-demand restore with real userfaultfd on process memory: threads touching
+ * the registered mapping fault exactly like vCPUs do. */
+#include "helpers.h"
+
+#include "uffd.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define RAM (64ull << 20)
+
+static struct test_scenario scenario; /* built once: every test reads it */
+
+struct restored {
+    struct snap_chain *chain;
+    uint8_t *ram;
+    int fd;
+    struct snap_uffd *u;
+};
+
+static void restore_start(struct restored *r, uint64_t block, bool memfd, snap_uffd_error_fn cb,
+                          void *opaque, enum snap_uffd_open mode)
+{
+    r->chain = test_open_chain(scenario.paths, 3);
+    r->fd = -1;
+    r->ram = test_ram_new(RAM, memfd ? &r->fd : NULL);
+    struct snap_uffd_config cfg = { .chain = r->chain, .host = r->ram, .size = RAM,
+                                    .block_size = block, .on_error = cb, .opaque = opaque,
+                                    .open_mode = mode };
+    g_autoptr(GError) error = NULL;
+    r->u = snap_uffd_start(&cfg, &error);
+    g_assert_no_error(error);
+    g_assert_nonnull(r->u);
+}
+
+static void restore_end(struct restored *r)
+{
+    snap_uffd_stop(r->u);
+    test_ram_free(r->ram, RAM, r->fd);
+    snap_chain_free(r->chain);
+}
+
+/* Compare from a second thread, like a vCPU reading its RAM. */
+struct reader {
+    const uint8_t *ram;
+    bool equal;
+};
+
+static void *read_all(void *arg)
+{
+    struct reader *rd = arg;
+    rd->equal = memcmp(rd->ram, scenario.expected[2], RAM) == 0;
+    return NULL;
+}
+
+static uint64_t check_block_size(uint64_t block, bool memfd)
+{
+    struct restored r;
+    restore_start(&r, block, memfd, NULL, NULL, SNAP_UFFD_OPEN_AUTO);
+    g_assert_cmpuint(test_resident_pages(r.ram, RAM), ==, 0); /* nothing read up front */
+    struct reader rd = { .ram = r.ram };
+    pthread_t t;
+    pthread_create(&t, NULL, read_all, &rd);
+    pthread_join(t, NULL);
+    g_assert_true(rd.equal);
+    test_assert_ram_equal(r.ram, scenario.expected[2], RAM, "ondemand");
+    struct snap_uffd_stats st;
+    snap_uffd_get_stats(r.u, &st);
+    g_test_message("block %" G_GUINT64_FORMAT " KiB: %" G_GUINT64_FORMAT " faults, %" G_GUINT64_FORMAT
+                   " pages copied, %" G_GUINT64_FORMAT " zero", block >> 10, st.faults,
+                   st.pages_copied, st.pages_zeroed);
+    g_assert_cmpuint(st.pages_copied + st.pages_zeroed, ==, RAM / TEST_PAGE);
+    g_assert_cmpuint(st.faults, <=, RAM / block);
+    g_assert_false(st.failed);
+    restore_end(&r);
+    return st.faults;
+}
+
+static void test_block_sizes(void)
+{
+    uint64_t f4k = check_block_size(4 << 10, false);
+    uint64_t f64k = check_block_size(64 << 10, false);
+    uint64_t f2m = check_block_size(2 << 20, false);
+    g_assert_cmpuint(f4k, >, f64k);
+    g_assert_cmpuint(f64k, >, f2m);
+    g_assert_cmpuint(f2m, ==, RAM / (2 << 20));
+}
+
+static void test_memfd_ram(void)
+{
+    check_block_size(64 << 10, true);
+}
+
+static void test_device_path(void)
+{
+    if (access("/dev/userfaultfd", R_OK | W_OK) != 0) {
+        g_test_skip("/dev/userfaultfd is not available");
+        return;
+    }
+    struct restored r;
+    restore_start(&r, 64 << 10, false, NULL, NULL, SNAP_UFFD_OPEN_DEVICE);
+    test_assert_ram_equal(r.ram, scenario.expected[2], RAM, "ondemand via /dev/userfaultfd");
+    restore_end(&r);
+}
+
+static void wait_prefetch(struct snap_uffd *u)
+{
+    struct snap_uffd_stats st;
+    for (int i = 0; i < 2000; i++) {
+        snap_uffd_get_stats(u, &st);
+        if (st.prefetch_done)
+            return;
+        g_usleep(5000);
+    }
+    g_error("prefetch did not finish in 10 s");
+}
+
+static void test_prefetch(void)
+{
+    struct restored r;
+    restore_start(&r, 2 << 20, false, NULL, NULL, SNAP_UFFD_OPEN_AUTO);
+    g_autoptr(GError) error = NULL;
+    g_assert_true(snap_uffd_start_prefetch(r.u, &error));
+    wait_prefetch(r.u);
+    struct snap_uffd_stats before, after;
+    snap_uffd_get_stats(r.u, &before);
+    g_assert_cmpuint(before.blocks_prefetched, ==, RAM / (2 << 20));
+    g_assert_cmpuint(test_resident_pages(r.ram, RAM), ==, RAM / TEST_PAGE);
+    test_assert_ram_equal(r.ram, scenario.expected[2], RAM, "after prefetch");
+    snap_uffd_get_stats(r.u, &after);
+    g_assert_cmpuint(after.faults, ==, before.faults); /* everything was there already */
+    restore_end(&r);
+}
+
+/* Reader going backwards while prefetch goes forwards: they meet in the middle
+ * and race on the same blocks. */
+static void *read_backwards(void *arg)
+{
+    struct reader *rd = arg;
+    rd->equal = true;
+    for (uint64_t p = RAM / TEST_PAGE; p-- > 0;)
+        if (memcmp(rd->ram + p * TEST_PAGE, scenario.expected[2] + p * TEST_PAGE, TEST_PAGE))
+            rd->equal = false;
+    return NULL;
+}
+
+static void test_prefetch_races_faults(void)
+{
+    for (int round = 0; round < 3; round++) {
+        struct restored r;
+        restore_start(&r, 4 << 10, false, NULL, NULL, SNAP_UFFD_OPEN_AUTO);
+        struct reader rd = { .ram = r.ram };
+        pthread_t t;
+        pthread_create(&t, NULL, read_backwards, &rd);
+        g_autoptr(GError) error = NULL;
+        g_assert_true(snap_uffd_start_prefetch(r.u, &error));
+        pthread_join(t, NULL);
+        g_assert_true(rd.equal);
+        wait_prefetch(r.u);
+        test_assert_ram_equal(r.ram, scenario.expected[2], RAM, "prefetch + faults");
+        restore_end(&r);
+    }
+}
+
+static void test_fill_all(void)
+{
+    struct restored r;
+    restore_start(&r, 64 << 10, false, NULL, NULL, SNAP_UFFD_OPEN_AUTO);
+    g_autoptr(GError) error = NULL;
+    g_assert_true(snap_uffd_fill_all(r.u, &error));
+    g_assert_cmpuint(test_resident_pages(r.ram, RAM), ==, RAM / TEST_PAGE);
+    struct snap_uffd_stats st;
+    snap_uffd_get_stats(r.u, &st);
+    g_assert_cmpuint(st.faults, ==, 0);
+    restore_end(&r);
+    /* after stop, the RAM keeps its content as ordinary memory */
+}
+
+/* ---- a corrupt block: the callback fires, the toucher never gets data ---- */
+
+struct failure {
+    GMutex lock;
+    GCond cond;
+    int calls;
+    char *message;
+};
+
+static void on_error(void *opaque, const GError *error)
+{
+    struct failure *f = opaque;
+    g_mutex_lock(&f->lock);
+    f->calls++;
+    f->message = g_strdup(error->message);
+    g_cond_signal(&f->cond);
+    g_mutex_unlock(&f->lock);
+}
+
+static __thread sigjmp_buf toucher_escape;
+
+static void escape_handler(int sig)
+{
+    siglongjmp(toucher_escape, 1);
+}
+
+struct toucher {
+    volatile const uint8_t *page;
+    volatile int got_data; /* 1: the read returned, 2: escaped by signal */
+    uint8_t value;
+};
+
+static void *touch_page(void *arg)
+{
+    struct toucher *t = arg;
+    if (sigsetjmp(toucher_escape, 1) == 0) {
+        t->value = t->page[77];
+        t->got_data = 1;
+    } else {
+        t->got_data = 2;
+    }
+    return NULL;
+}
+
+static void test_corrupt_block(void)
+{
+    /* Private copy of the scenario with one flipped byte in d1's data block 0,
+     * which holds RAM pages 500..515 (still topmost at d2). */
+    g_autofree char *dir = test_tmpdir();
+    char *paths[3];
+    for (int i = 0; i < 3; i++) {
+        paths[i] = g_build_filename(dir, strrchr(scenario.paths[i], '/') + 1, NULL);
+        g_autofree char *data = NULL;
+        gsize len;
+        g_assert_true(g_file_get_contents(scenario.paths[i], &data, &len, NULL));
+        g_assert_true(g_file_set_contents(paths[i], data, len, NULL));
+    }
+    test_flip_byte(paths[1], SNAP_LAYER_DATA_OFFSET + 3 * TEST_PAGE + 9);
+    struct sigaction sa = { .sa_handler = escape_handler };
+    sigaction(SIGUSR1, &sa, NULL);
+
+    struct failure f = { 0 };
+    g_mutex_init(&f.lock);
+    g_cond_init(&f.cond);
+    struct snap_chain *chain = test_open_chain(paths, 3);
+    uint8_t *ram = test_ram_new(RAM, NULL);
+    struct snap_uffd_config cfg = { .chain = chain, .host = ram, .size = RAM,
+                                    .block_size = 4 << 10, .on_error = on_error, .opaque = &f };
+    g_autoptr(GError) error = NULL;
+    struct snap_uffd *u = snap_uffd_start(&cfg, &error);
+    g_assert_no_error(error);
+    /* a good page first: served */
+    g_assert_cmpmem(ram + 3000 * TEST_PAGE, TEST_PAGE, scenario.expected[2] + 3000 * TEST_PAGE, TEST_PAGE);
+
+    struct toucher t = { .page = ram + 503 * TEST_PAGE };
+    pthread_t th;
+    pthread_create(&th, NULL, touch_page, &t);
+    g_mutex_lock(&f.lock);
+    gint64 deadline = g_get_monotonic_time() + 10 * G_TIME_SPAN_SECOND;
+    while (!f.calls)
+        g_assert_true(g_cond_wait_until(&f.cond, &f.lock, deadline));
+    g_mutex_unlock(&f.lock);
+    g_test_message("callback: %s", f.message);
+    g_assert_nonnull(strstr(f.message, paths[1]));
+    g_assert_nonnull(strstr(f.message, "checksum"));
+    g_usleep(50000);
+    g_assert_cmpint(t.got_data, ==, 0); /* still blocked: never handed bad data */
+    /* the owner kicks the blocked thread (as the VM kicks vCPUs) */
+    while (t.got_data == 0) {
+        pthread_kill(th, SIGUSR1);
+        g_usleep(1000);
+    }
+    pthread_join(th, NULL);
+    g_assert_cmpint(t.got_data, ==, 2);
+    unsigned char vec = 0;
+    mincore(ram + 503 * TEST_PAGE, TEST_PAGE, &vec);
+    g_assert_cmpint(vec & 1, ==, 0); /* the bad page was never mapped */
+    /* after a failure, fill_all refuses too */
+    g_assert_false(snap_uffd_fill_all(u, &error));
+    g_assert_nonnull(error);
+    struct snap_uffd_stats st;
+    snap_uffd_get_stats(u, &st);
+    g_assert_true(st.failed);
+    snap_uffd_stop(u);
+    g_assert_cmpint(f.calls, ==, 1);
+    test_ram_free(ram, RAM, -1);
+    snap_chain_free(chain);
+    g_free(f.message);
+    test_rmtree(dir);
+    for (int i = 0; i < 3; i++)
+        g_free(paths[i]);
+}
+
+static void test_bad_config(void)
+{
+    struct snap_chain *chain = test_open_chain(scenario.paths, 3);
+    uint8_t *ram = test_ram_new(RAM, NULL);
+    uint64_t bad_blocks[] = { 3000, 8192 + 4096, 4 << 20 };
+    for (unsigned i = 0; i < G_N_ELEMENTS(bad_blocks); i++) {
+        struct snap_uffd_config cfg = { .chain = chain, .host = ram, .size = RAM, .block_size = bad_blocks[i] };
+        g_autoptr(GError) error = NULL;
+        g_assert_null(snap_uffd_start(&cfg, &error));
+        g_assert_error(error, SNAP_ERROR, SNAP_ERROR_INVALID);
+    }
+    struct snap_uffd_config cfg = { .chain = chain, .host = ram, .size = RAM / 2 };
+    g_autoptr(GError) error = NULL;
+    g_assert_null(snap_uffd_start(&cfg, &error));
+    g_assert_error(error, SNAP_ERROR, SNAP_ERROR_INVALID);
+    test_ram_free(ram, RAM, -1);
+    snap_chain_free(chain);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    test_scenario_build(&scenario, RAM, false);
+    g_test_add_func("/snapshot/uffd/block-sizes", test_block_sizes);
+    g_test_add_func("/snapshot/uffd/memfd", test_memfd_ram);
+    g_test_add_func("/snapshot/uffd/dev-userfaultfd", test_device_path);
+    g_test_add_func("/snapshot/uffd/prefetch", test_prefetch);
+    g_test_add_func("/snapshot/uffd/prefetch-races-faults", test_prefetch_races_faults);
+    g_test_add_func("/snapshot/uffd/fill-all", test_fill_all);
+    g_test_add_func("/snapshot/uffd/corrupt-block", test_corrupt_block);
+    g_test_add_func("/snapshot/uffd/bad-config", test_bad_config);
+    int rc = g_test_run();
+    test_scenario_free(&scenario);
+    return rc;
+}
