@@ -504,9 +504,7 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
     json_builder_add_int_value(b, vmm->boot_count);
     json_builder_set_member_name(b, "ram_resident_bytes");
     json_builder_add_int_value(b, vmm->vm ? (gint64)vm_ram_resident_bytes(vmm->vm) : 0);
-    /* vm.h has no accessor for the serial PTY's path yet. */
-    json_builder_set_member_name(b, "serial_pty");
-    json_builder_add_null_value(b);
+    add_optional_string(b, "serial_pty", vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL);
     json_builder_set_member_name(b, "ready");
     if (vmm->ready_info)
         json_builder_add_value(b, parse_json_or_string(vmm->ready_info));

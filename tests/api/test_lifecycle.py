@@ -98,8 +98,11 @@ class Lifecycle(unittest.TestCase):
         s.expect("PUT", "vm.resume", 405, contains="Running")
 
         counters = s.expect("GET", "vm.counters", 200)
-        self.assertIsInstance(counters, dict)
-        self.assertTrue(counters, "vm.counters is empty")
+        # The guest printed "booted" and ticks, so the serial port counted them.
+        self.assertGreaterEqual(counters["serial"]["tx_bytes"], len(BOOTED))
+        for device, values in counters.items():
+            for name, value in values.items():
+                self.assertIsInstance(value, int, f"{device}.{name}")
 
         s.expect("PUT", "vm.pause", 204)
         self.assertEqual(self.info()["state"], "Paused")
@@ -159,6 +162,27 @@ class Lifecycle(unittest.TestCase):
         self.assertEqual(info["vsnap"]["last_stop_origin"], "guest")
         self.assertGreaterEqual(info["vsnap"]["boot_count"], 2)
         s.expect("PUT", "vm.shutdown", 204)
+
+    def test_serial_pty_in_vm_info(self):
+        s = self.shim
+        cfg = self.config("vsnap.heartbeat_ms=20")
+        cfg["serial"] = {"mode": "Pty"}
+        s.expect("PUT", "vm.create", 204, body=cfg)
+        self.assertIsNone(self.info()["vsnap"]["serial_pty"])
+        s.expect("PUT", "vm.boot", 204)
+        pty = self.info()["vsnap"]["serial_pty"]
+        self.assertRegex(pty or "", r"^/dev/pts/\d+$")
+        fd = os.open(pty, os.O_RDONLY | os.O_NOCTTY)
+        try:
+            seen = b""
+            deadline = time.monotonic() + 30
+            while BOOTED.encode() not in seen and time.monotonic() < deadline:
+                seen += os.read(fd, 4096)
+            self.assertIn(BOOTED.encode(), seen)
+        finally:
+            os.close(fd)
+        s.expect("PUT", "vm.shutdown", 204)
+        self.assertIsNone(self.info()["vsnap"]["serial_pty"])
 
     def test_guest_poweroff_and_sigterm(self):
         s = self.shim
