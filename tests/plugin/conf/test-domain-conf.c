@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include "domain-conf.h"
+#include "xml-util.h"
+
+#define LIBVIRT_SCHEMAS "/usr/share/libvirt/schemas"
 
 static const char *schema_dir;
 static const char *examples_dir;
@@ -53,6 +56,36 @@ static char *read_example(const char *name)
     char *xml = NULL;
     g_assert_true(g_file_get_contents(path, &xml, NULL, NULL));
     return xml;
+}
+
+/* What dumpxml returns must be valid libvirt domain XML for libvirt's own
+ * schema too (libvirt0 installs it), inactive and live. */
+static void check_libvirt_domain_schema(const char *xml)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(xmlDoc) doc = conf_xml_read(xml, "domain", &error);
+    g_assert_no_error(error);
+    if (!conf_xml_validate(doc, LIBVIRT_SCHEMAS, "domain.rng", &error))
+        g_error("not valid for libvirt's domain.rng: %s\n%s", error->message, xml);
+}
+
+static void test_libvirt_schema(void)
+{
+    if (!g_file_test(LIBVIRT_SCHEMAS "/domain.rng", G_FILE_TEST_EXISTS)) {
+        g_test_skip("libvirt's schemas are not installed (package libvirt0)");
+        return;
+    }
+    static const char *const examples[] = {"minimal.xml", "microvm.xml", "virt-install.xml", "serial-file.xml"};
+    for (size_t i = 0; i < G_N_ELEMENTS(examples); i++) {
+        g_autofree char *xml = read_example(examples[i]);
+        g_autoptr(domain_def) def = parse_ok(xml);
+        g_autofree char *inactive = domain_def_format(def, false, -1);
+        check_libvirt_domain_schema(inactive);
+        def->serial.path = def->serial.type == DOMAIN_CHR_PTY ? g_strdup("/dev/pts/3") : def->serial.path;
+        def->vsock.cid = def->vsock.auto_cid ? 99 : def->vsock.cid;
+        g_autofree char *live = domain_def_format(def, true, 12);
+        check_libvirt_domain_schema(live);
+    }
 }
 
 static void test_example_fields(void)
@@ -525,6 +558,7 @@ int main(int argc, char **argv)
         g_error("VSNAP_SCHEMA_DIR and VSNAP_EXAMPLES_DIR must be set (meson test sets them)");
     g_test_add_func("/conf/domain/examples-round-trip", test_examples_round_trip);
     g_test_add_func("/conf/domain/example-fields", test_example_fields);
+    g_test_add_func("/conf/domain/libvirt-schema", test_libvirt_schema);
     g_test_add_func("/conf/domain/variations-round-trip", test_variations_round_trip);
     g_test_add_func("/conf/domain/round-trip-keeps-values", test_round_trip_keeps_values);
     g_test_add_func("/conf/domain/live-details", test_live_details);
