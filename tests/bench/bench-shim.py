@@ -1,0 +1,204 @@
+"""Foundation benchmark of vsnap-shim on the real test guest and real KVM:
+
+  api_ready_ms     process start -> API socket connectable and vmm.ping answered
+  boot_to_guest_ms PUT vm.boot sent -> "vsnap-testguest: booted" in the serial file
+  vmm_overhead_mib process RSS minus the guest RAM it has touched (from smaps)
+  vmm_private_mib  the same, counting only private dirty pages (heap, stacks,
+                   relocated data): what each extra VM really costs, since the
+                   shared libraries' pages are shared between shims
+
+20 runs each (--runs), medians and p95, printed beside Firecracker's published
+anchors, and one JSON object per metric appended to the results file.
+
+usage: bench-shim.py SHIM GUEST RESULTS.jsonl [--runs N]
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+
+BOOTED = b"vsnap-testguest: booted"
+RAM_MIB = 128
+
+ANCHORS = {
+    "api_ready_ms": ("Firecracker: API socket up in ~12 ms", 12.0),
+    "boot_to_guest_ms": ("(no anchor: test guest, emulated CPL0 here)", None),
+    "vmm_overhead_mib": ("Firecracker: VMM overhead < 5 MiB", 5.0),
+    "vmm_private_mib": ("Firecracker: VMM overhead < 5 MiB", 5.0),
+}
+UNITS = {"ms": "ms", "mib": "MiB"}
+
+
+def http(sock_path, method, endpoint, body=None, timeout=10):
+    """One HTTP/1.1 request over the UNIX socket without spawning curl (its
+    start-up would dominate the millisecond timings). Returns (status, body)."""
+    payload = json.dumps(body).encode() if body is not None else b""
+    request = (f"{method} /api/v1/{endpoint} HTTP/1.1\r\nHost: localhost\r\n"
+               f"Connection: close\r\nContent-Length: {len(payload)}\r\n"
+               + ("Content-Type: application/json\r\n" if payload else "")
+               + "\r\n").encode() + payload
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(sock_path)
+        s.sendall(request)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        s.close()
+    head, _, rest = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, rest
+
+
+def wait_api_ready(sock_path, proc, timeout=10):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            status, _ = http(sock_path, "GET", "vmm.ping", timeout=1)
+            if status == 200:
+                return
+        except (FileNotFoundError, ConnectionRefusedError, IndexError, ValueError, OSError):
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"shim exited with {proc.returncode} before its API was up")
+        if time.monotonic() > deadline:
+            raise RuntimeError("API not up after 10 s")
+        time.sleep(0.0002)
+
+
+def wait_serial(path, needle, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(path, "rb") as f:
+                if needle in f.read():
+                    return time.monotonic()
+        except FileNotFoundError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no {needle!r} on the serial port after {timeout} s")
+        time.sleep(0.0005)
+
+
+def rss_overhead_bytes(pid, ram_bytes):
+    """(Rss outside guest RAM, private dirty outside guest RAM, guest RAM Rss).
+    Guest RAM is the one mapping of exactly the guest's size."""
+    total = private = guest = 0
+    is_guest = False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                start, end = (int(x, 16) for x in line.split()[0].split("-"))
+                is_guest = end - start == ram_bytes
+            elif line.startswith("Rss:"):
+                size = int(line.split()[1]) * 1024
+                if is_guest:
+                    guest += size
+                else:
+                    total += size
+            elif line.startswith("Private_Dirty:") and not is_guest:
+                private += int(line.split()[1]) * 1024
+    return total, private, guest
+
+
+def one_run(shim, guest, workdir):
+    sock = os.path.join(workdir, "api.sock")
+    serial = os.path.join(workdir, "serial.log")
+    for path in (sock, serial):
+        if os.path.exists(path):
+            os.unlink(path)
+    start = time.monotonic()
+    proc = subprocess.Popen([shim, "--api-socket", f"path={sock}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_api_ready(sock, proc)
+        api_ready = time.monotonic() - start
+
+        config = {"payload": {"kernel": guest, "cmdline": ""},
+                  "memory": {"size": RAM_MIB << 20},
+                  "serial": {"mode": "File", "file": serial}, "console": {"mode": "Off"}}
+        status, body = http(sock, "PUT", "vm.create", config)
+        if status != 204:
+            raise RuntimeError(f"vm.create: {status} {body!r}")
+        boot_start = time.monotonic()
+        status, body = http(sock, "PUT", "vm.boot")
+        if status != 204:
+            raise RuntimeError(f"vm.boot: {status} {body!r}")
+        booted = wait_serial(serial, BOOTED) - boot_start
+
+        wait_serial(serial, b"ready sum=")
+        time.sleep(0.05)
+        overhead, private, guest_rss = rss_overhead_bytes(proc.pid, RAM_MIB << 20)
+        if guest_rss == 0:
+            raise RuntimeError("no guest RAM mapping found in smaps")
+        return (api_ready * 1000, booted * 1000, overhead / (1 << 20), private / (1 << 20),
+                guest_rss)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def p95(values):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("shim")
+    ap.add_argument("guest")
+    ap.add_argument("results")
+    ap.add_argument("--runs", type=int, default=20)
+    args = ap.parse_args()
+
+    workdir = tempfile.mkdtemp(prefix="vsnap-bench-shim-")
+    samples = {"api_ready_ms": [], "boot_to_guest_ms": [], "vmm_overhead_mib": [],
+               "vmm_private_mib": []}
+    guest_rss = []
+    try:
+        one_run(args.shim, args.guest, workdir)  # warm the page cache; not counted
+        for _ in range(args.runs):
+            *values, g = one_run(args.shim, args.guest, workdir)
+            for metric, value in zip(samples, values):
+                samples[metric].append(value)
+            guest_rss.append(g)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
+    print(f"vsnap-shim foundation benchmark, {args.runs} runs, guest RAM {RAM_MIB} MiB "
+          f"(guest RAM touched: median {statistics.median(guest_rss) / (1 << 20):.1f} MiB, "
+          "not counted as overhead)")
+    print(f"{'metric':<18} {'median':>9} {'p95':>9}  anchor")
+    with open(args.results, "a") as out:
+        for metric, values in samples.items():
+            anchor, anchor_value = ANCHORS[metric]
+            med, high = statistics.median(values), p95(values)
+            print(f"{metric:<18} {med:>9.2f} {high:>9.2f}  {anchor}")
+            record = {"bench": "shim", "metric": metric, "unit": UNITS[metric.rsplit("_", 1)[1]],
+                      "runs": len(values), "median": round(med, 3), "p95": round(high, 3),
+                      "min": round(min(values), 3), "max": round(max(values), 3),
+                      "anchor": anchor, "anchor_value": anchor_value,
+                      "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            out.write(json.dumps(record) + "\n")
+
+
+if __name__ == "__main__":
+    main()
