@@ -191,7 +191,7 @@ void snap_layer_close(struct snap_layer *l)
     g_free(l);
 }
 
-enum snap_page_kind snap_layer_find(const struct snap_layer *l, uint64_t page, uint64_t *data_page)
+int64_t snap_layer_find_run(const struct snap_layer *l, uint64_t page)
 {
     uint64_t lo = 0, hi = l->hdr.run_count;
     while (lo < hi) {
@@ -201,15 +201,23 @@ enum snap_page_kind snap_layer_find(const struct snap_layer *l, uint64_t page, u
             hi = mid;
         else if (page >= r->first_page + r->npages)
             lo = mid + 1;
-        else if (r->kind == SNAP_RUN_ZERO)
-            return SNAP_PAGE_KIND_ZERO;
-        else {
-            if (data_page)
-                *data_page = l->run_data_page[mid] + (page - r->first_page);
-            return SNAP_PAGE_KIND_DATA;
-        }
+        else
+            return (int64_t)mid;
     }
-    return SNAP_PAGE_KIND_ABSENT;
+    return -1;
+}
+
+enum snap_page_kind snap_layer_find(const struct snap_layer *l, uint64_t page, uint64_t *data_page)
+{
+    int64_t i = snap_layer_find_run(l, page);
+    if (i < 0)
+        return SNAP_PAGE_KIND_ABSENT;
+    const struct snap_layer_run *r = &l->runs[i];
+    if (r->kind == SNAP_RUN_ZERO)
+        return SNAP_PAGE_KIND_ZERO;
+    if (data_page)
+        *data_page = l->run_data_page[i] + (page - r->first_page);
+    return SNAP_PAGE_KIND_DATA;
 }
 
 static bool verify_block(struct snap_layer *l, uint64_t block, GError **error)

@@ -132,6 +132,9 @@ enum snap_page_kind {
 enum snap_page_kind snap_layer_find(const struct snap_layer *layer, uint64_t page,
                                     uint64_t *data_page);
 
+/* Index of the run holding `page`, or -1. */
+int64_t snap_layer_find_run(const struct snap_layer *layer, uint64_t page);
+
 /* Check the checksum of every block covering data pages
  * [data_page, data_page + npages), once per block for the layer's lifetime
  * (thread-safe). On a mismatch the error names the file and block and the

@@ -54,11 +54,12 @@ uint64_t snap_chain_run(const struct snap_chain *c, uint64_t page, uint64_t max_
             n++;
         return n;
     }
-    /* Same layer and consecutive in its data area: inside one run of the layer. */
+    /* Same layer and consecutive in its data area: inside one run of the layer,
+     * and not covered by a later layer. */
     const struct snap_layer *l = c->layers[e];
-    uint64_t dp;
-    while (page + n < end && c->page_layer[page + n] == e &&
-           snap_layer_find(l, page + n, &dp) == SNAP_PAGE_KIND_DATA && dp == *data_page + n)
+    const struct snap_layer_run *run = &l->runs[snap_layer_find_run(l, page)];
+    end = MIN(end, run->first_page + run->npages);
+    while (page + n < end && c->page_layer[page + n] == e)
         n++;
     return n;
 }

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -124,9 +125,9 @@ static bool finish(struct snap_layer_writer *w, bool ok, const char *path,
     }
     if (!snap_layer_writer_commit(w, error))
         return false;
-    st->file_bytes = SNAP_LAYER_DATA_OFFSET + st->data_pages * SNAP_PAGE_SIZE;
+    struct stat sb;
+    st->file_bytes = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
     st->elapsed_ns = now_ns() - t0;
-    (void)path;
     return true;
 }
 

@@ -178,12 +178,19 @@ static bool fill_range(struct snap_uffd *u, uint64_t off, uint64_t len, const ui
     return true;
 }
 
-/* Serve the pages of [first, end) not served yet, each from its own layer. */
-static bool serve_pages(struct snap_uffd *u, uint64_t first, uint64_t end, GError **error)
+static bool page_has_data(struct snap_uffd *u, uint64_t p)
+{
+    return u->chain->page_layer[p] < SNAP_INDEX_ZERO;
+}
+
+/* Serve the pages of [first, end) not served yet, each from its own layer;
+ * with data_only, leave zero pages alone (see prefetch_thread). */
+static bool serve_pages(struct snap_uffd *u, uint64_t first, uint64_t end, bool data_only,
+                        GError **error)
 {
     struct snap_chain *c = u->chain;
     for (uint64_t p = first; p < end;) {
-        if (page_served(u, p)) {
+        if (page_served(u, p) || (data_only && !page_has_data(u, p))) {
             p++;
             continue;
         }
@@ -210,23 +217,25 @@ static bool serve_pages(struct snap_uffd *u, uint64_t first, uint64_t end, GErro
     return true;
 }
 
-static bool serve_block(struct snap_uffd *u, uint64_t block, GError **error)
+static bool serve_block(struct snap_uffd *u, uint64_t block, bool data_only, GError **error)
 {
     uint64_t first = block * u->block_pages;
-    return serve_pages(u, first, MIN(first + u->block_pages, u->npages), error);
+    return serve_pages(u, first, MIN(first + u->block_pages, u->npages), data_only, error);
 }
 
-static bool block_served(struct snap_uffd *u, uint64_t block)
+/* Every page of the block that holds snapshot data is served already. */
+static bool block_data_served(struct snap_uffd *u, uint64_t block)
 {
     uint64_t first = block * u->block_pages, end = MIN(first + u->block_pages, u->npages);
     for (uint64_t p = first; p < end;) {
-        if (p % 64 == 0 && end - p >= 64) {
-            if (__atomic_load_n(&u->served[p / 64], __ATOMIC_ACQUIRE) != ~0ull)
-                return false;
+        if (p % 64 == 0 && end - p >= 64 &&
+            __atomic_load_n(&u->served[p / 64], __ATOMIC_ACQUIRE) == ~0ull) {
             p += 64;
-        } else if (!page_served(u, p++)) {
-            return false;
+            continue;
         }
+        if (!page_served(u, p) && page_has_data(u, p))
+            return false;
+        p++;
     }
     return true;
 }
@@ -261,7 +270,7 @@ static void handle_fault(struct snap_uffd *u, uint64_t address)
         return; /* after a failure faults are left unanswered, never served */
     __atomic_fetch_add(&u->stats.faults, 1, __ATOMIC_RELAXED);
     GError *err = NULL;
-    if (!serve_block(u, page / u->block_pages, &err)) {
+    if (!serve_block(u, page / u->block_pages, false, &err)) {
         report_failure(u, err);
         return;
     }
@@ -316,9 +325,9 @@ static bool serve_everything(struct snap_uffd *u, bool count_prefetch, GError **
                         __atomic_load_n(&u->failed, __ATOMIC_ACQUIRE) ? "has failed" : "was stopped");
             return false;
         }
-        if (block_served(u, b))
+        if (block_data_served(u, b))
             continue;
-        if (!serve_block(u, b, error))
+        if (!serve_block(u, b, true, error))
             return false;
         if (count_prefetch)
             __atomic_fetch_add(&u->stats.blocks_prefetched, 1, __ATOMIC_RELAXED);
@@ -326,12 +335,18 @@ static bool serve_everything(struct snap_uffd *u, bool count_prefetch, GError **
     return true;
 }
 
+/* Prefetch (and fill_all) serve only pages that hold snapshot data: a page the
+ * snapshot has as zero reads as zero anyway once RAM is unregistered, so
+ * filling those would only cost memory (a whole page each on memfd RAM) and
+ * time. Once every data page is served the server may be stopped safely. */
 static void *prefetch_thread(void *arg)
 {
     struct snap_uffd *u = arg;
     GError *err = NULL;
-    if (serve_everything(u, true, &err))
+    if (serve_everything(u, true, &err)) {
         __atomic_store_n(&u->stats.prefetch_done, true, __ATOMIC_RELEASE);
+        __atomic_store_n(&u->stats.complete, true, __ATOMIC_RELEASE);
+    }
     else if (should_stop(u))
         g_clear_error(&err); /* stopped, or someone else reported the failure */
     else
@@ -412,8 +427,10 @@ bool snap_uffd_start_prefetch(struct snap_uffd *u, GError **error)
 bool snap_uffd_fill_all(struct snap_uffd *u, GError **error)
 {
     GError *err = NULL;
-    if (serve_everything(u, false, &err))
+    if (serve_everything(u, false, &err)) {
+        __atomic_store_n(&u->stats.complete, true, __ATOMIC_RELEASE);
         return true;
+    }
     if (!should_stop(u))
         report_failure(u, g_error_copy(err)); /* a bad block stops serving for everyone */
     g_propagate_error(error, err);
@@ -427,6 +444,7 @@ void snap_uffd_get_stats(struct snap_uffd *u, struct snap_uffd_stats *st)
     st->pages_zeroed = __atomic_load_n(&u->stats.pages_zeroed, __ATOMIC_RELAXED);
     st->blocks_prefetched = __atomic_load_n(&u->stats.blocks_prefetched, __ATOMIC_RELAXED);
     st->prefetch_done = __atomic_load_n(&u->stats.prefetch_done, __ATOMIC_ACQUIRE);
+    st->complete = __atomic_load_n(&u->stats.complete, __ATOMIC_ACQUIRE);
     st->failed = __atomic_load_n(&u->failed, __ATOMIC_ACQUIRE);
 }
 

@@ -10,9 +10,11 @@
  * them (vCPUs: a signal) and stops the server.
  *
  * Lifetime: the chain and the RAM mapping must outlive the server. Stopping
- * unregisters RAM; pages not served by then would read as zero, so stop only
- * when the VM is being torn down, or after snap_uffd_fill_all() /
- * a finished prefetch. */
+ * unregisters RAM; pages not served by then read as zero afterwards. That is
+ * right for pages the snapshot has as zero, so once every data page is served
+ * (stats.complete: after snap_uffd_fill_all() or a finished prefetch) the
+ * server can be stopped and its chain closed while the VM keeps running.
+ * Before that, stop only when the VM is being torn down. */
 #pragma once
 
 #include "chain.h"
@@ -40,7 +42,8 @@ struct snap_uffd_stats {
     uint64_t pages_copied;     /* pages served with UFFDIO_COPY */
     uint64_t pages_zeroed;     /* pages served with UFFDIO_ZEROPAGE */
     uint64_t blocks_prefetched;
-    bool prefetch_done;        /* the prefetch thread served everything */
+    bool prefetch_done;        /* the prefetch thread has finished */
+    bool complete;             /* every page holding snapshot data is served */
     bool failed;               /* a block failed (on_error was called) */
 };
 
@@ -50,12 +53,14 @@ struct snap_uffd;
  * and a clear message if userfaultfd is not available; there is no fallback. */
 struct snap_uffd *snap_uffd_start(const struct snap_uffd_config *config, GError **error);
 
-/* Start the background prefetch thread: everything not served yet, in block
- * order, racing safely with faults. Call once the vCPUs run. */
+/* Start the background prefetch thread: every page holding snapshot data not
+ * served yet, in block order, racing safely with faults (zero pages are left
+ * to faults: see uffd.c). Call once the vCPUs run. */
 bool snap_uffd_start_prefetch(struct snap_uffd *u, GError **error);
 
-/* Serve every page not served yet, in the calling thread (before a full
- * snapshot, or for prefault=true). */
+/* Serve every page holding snapshot data not served yet, in the calling thread
+ * (before a full snapshot of a VM restored on demand, or for prefault=true).
+ * Afterwards stats.complete is true. */
 bool snap_uffd_fill_all(struct snap_uffd *u, GError **error);
 
 void snap_uffd_get_stats(struct snap_uffd *u, struct snap_uffd_stats *stats);

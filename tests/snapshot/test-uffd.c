@@ -119,6 +119,26 @@ static void wait_prefetch(struct snap_uffd *u)
     g_error("prefetch did not finish in 10 s");
 }
 
+static uint64_t data_pages(const struct snap_chain *c)
+{
+    uint64_t n = 0;
+    for (uint64_t p = 0; p < c->npages; p++)
+        n += c->page_layer[p] < SNAP_INDEX_ZERO;
+    return n;
+}
+
+/* Once every data page is served the server can go: what is left is zero. */
+static void check_complete_then_stop(struct restored *r)
+{
+    struct snap_uffd_stats st;
+    snap_uffd_get_stats(r->u, &st);
+    g_assert_true(st.complete);
+    g_assert_cmpuint(test_resident_pages(r->ram, RAM), ==, data_pages(r->chain));
+    snap_uffd_stop(r->u);
+    r->u = NULL;
+    test_assert_ram_equal(r->ram, scenario.expected[2], RAM, "after the server stopped");
+}
+
 static void test_prefetch(void)
 {
     struct restored r;
@@ -126,13 +146,11 @@ static void test_prefetch(void)
     g_autoptr(GError) error = NULL;
     g_assert_true(snap_uffd_start_prefetch(r.u, &error));
     wait_prefetch(r.u);
-    struct snap_uffd_stats before, after;
-    snap_uffd_get_stats(r.u, &before);
-    g_assert_cmpuint(before.blocks_prefetched, ==, RAM / (2 << 20));
-    g_assert_cmpuint(test_resident_pages(r.ram, RAM), ==, RAM / TEST_PAGE);
-    test_assert_ram_equal(r.ram, scenario.expected[2], RAM, "after prefetch");
-    snap_uffd_get_stats(r.u, &after);
-    g_assert_cmpuint(after.faults, ==, before.faults); /* everything was there already */
+    struct snap_uffd_stats st;
+    snap_uffd_get_stats(r.u, &st);
+    g_assert_cmpuint(st.blocks_prefetched, >, 0);
+    g_assert_cmpuint(st.faults, ==, 0);
+    check_complete_then_stop(&r);
     restore_end(&r);
 }
 
@@ -169,15 +187,15 @@ static void test_prefetch_races_faults(void)
 static void test_fill_all(void)
 {
     struct restored r;
-    restore_start(&r, 64 << 10, false, NULL, NULL, SNAP_UFFD_OPEN_AUTO);
+    restore_start(&r, 64 << 10, true, NULL, NULL, SNAP_UFFD_OPEN_AUTO);
     g_autoptr(GError) error = NULL;
     g_assert_true(snap_uffd_fill_all(r.u, &error));
-    g_assert_cmpuint(test_resident_pages(r.ram, RAM), ==, RAM / TEST_PAGE);
     struct snap_uffd_stats st;
     snap_uffd_get_stats(r.u, &st);
     g_assert_cmpuint(st.faults, ==, 0);
+    g_assert_cmpuint(st.pages_zeroed, ==, 0);
+    check_complete_then_stop(&r);
     restore_end(&r);
-    /* after stop, the RAM keeps its content as ordinary memory */
 }
 
 /* ---- a corrupt block: the callback fires, the toucher never gets data ---- */
