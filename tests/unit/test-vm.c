@@ -341,6 +341,109 @@ static void test_big_vm(void)
     test_vm_clear(&t);
 }
 
+/* ---- the real test guest (guest/testguest), when it was built ---- */
+
+static const char *testguest_path(void)
+{
+    const char *path = g_getenv("VSNAP_TESTGUEST");
+    return path && g_file_test(path, G_FILE_TEST_EXISTS) ? path : NULL;
+}
+
+static char *serial_to_temp_file(struct vm_config *cfg)
+{
+    char *path = NULL;
+    int fd = g_file_open_tmp("vsnap-test-serial-XXXXXX", &path, NULL);
+    g_assert_cmpint(fd, >=, 0);
+    close(fd);
+    cfg->serial.mode = CONSOLE_MODE_FILE;
+    cfg->serial.file = g_strdup(path);
+    return path;
+}
+
+static bool file_contains(const char *path, const char *needle)
+{
+    g_autofree char *text = NULL;
+    return g_file_get_contents(path, &text, NULL, NULL) && strstr(text, needle);
+}
+
+static bool wait_for_output(const char *path, const char *needle)
+{
+    gint64 deadline = g_get_monotonic_time() + STOP_TIMEOUT_US;
+    while (!file_contains(path, needle) && g_get_monotonic_time() < deadline)
+        g_usleep(5000);
+    return file_contains(path, needle);
+}
+
+static void init_testguest_vm(struct test_vm *t, const char *cmdline)
+{
+    memset(t, 0, sizeof(*t));
+    g_mutex_init(&t->watch.lock);
+    g_cond_init(&t->watch.cond);
+    t->cfg = vm_config_new_default();
+    t->cfg->payload.kernel = g_strdup(testguest_path());
+    t->cfg->payload.cmdline = g_strdup(cmdline);
+    t->cfg->cpus.boot_vcpus = t->cfg->cpus.max_vcpus = 2;
+    t->cfg->memory.size = 256ull << 20;
+}
+
+static void clear_testguest_vm(struct test_vm *t, char *serial_path)
+{
+    g_autofree char *text = NULL;
+    g_file_get_contents(serial_path, &text, NULL, NULL);
+    g_test_message("guest serial output:\n%s", text ? text : "(none)");
+    g_unlink(serial_path);
+    g_free(serial_path);
+    vm_free(t->vm);
+    vm_config_free(t->cfg);
+    g_free(t->watch.detail);
+    g_mutex_clear(&t->watch.lock);
+    g_cond_clear(&t->watch.cond);
+}
+
+/* The test guest boots, fills RAM at CPL3, reads the TSC frequency from
+ * CPUID 0x40000010 and powers off through ACPI S5. */
+static void test_testguest_halt(void)
+{
+    if (!testguest_path()) {
+        g_test_skip("VSNAP_TESTGUEST not set or not built");
+        return;
+    }
+    struct test_vm t;
+    init_testguest_vm(&t, "console=ttyS0 vsnap.fill_mib=8 vsnap.halt_after_ready=1");
+    char *serial = serial_to_temp_file(t.cfg);
+    test_vm_build(&t);
+    test_vm_start(&t);
+    expect_stop(&t, VM_STOP_POWEROFF);
+    g_assert_true(file_contains(serial, "vsnap-testguest: booted"));
+    g_assert_true(file_contains(serial, "vsnap-testguest: ready sum="));
+    g_assert_false(file_contains(serial, "no TSC frequency"));
+    g_assert_cmpuint(vm_ram_resident_bytes(t.vm), >=, 8ull << 20);
+    clear_testguest_vm(&t, serial);
+}
+
+/* vm_power_button reaches a running guest: it sees PWRBTN_STS and powers off. */
+static void test_testguest_power_button(void)
+{
+    if (!testguest_path()) {
+        g_test_skip("VSNAP_TESTGUEST not set or not built");
+        return;
+    }
+    struct test_vm t;
+    init_testguest_vm(&t, "console=ttyS0");
+    char *serial = serial_to_temp_file(t.cfg);
+    test_vm_build(&t);
+    test_vm_start(&t);
+    g_assert_true(wait_for_output(serial, "vsnap-testguest: ready"));
+    g_autoptr(GError) error = NULL;
+    g_assert_true(vm_pause(t.vm, &error)); /* a CPL3 spinning guest pauses too */
+    g_assert_cmpint(t.watch.count, ==, 0);
+    g_assert_true(vm_resume(t.vm, &error));
+    vm_power_button(t.vm);
+    expect_stop(&t, VM_STOP_POWEROFF);
+    g_assert_true(file_contains(serial, "power button, powering off"));
+    clear_testguest_vm(&t, serial);
+}
+
 static void expect_refused(void (*tweak)(struct vm_config *), const char *words)
 {
     struct test_vm t;
@@ -394,5 +497,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vm/cpuid", test_cpuid);
     g_test_add_func("/vm/big-vm", test_big_vm);
     g_test_add_func("/vm/refusals", test_refusals);
+    g_test_add_func("/vm/testguest-halt", test_testguest_halt);
+    g_test_add_func("/vm/testguest-power-button", test_testguest_power_button);
     return g_test_run();
 }
