@@ -1,0 +1,386 @@
+/* The command port server (see commands.h). Every connection is a small state
+ * machine driven by commands_poll(); nothing blocks except the memory
+ * commands themselves, which run to completion. */
+#include "commands.h"
+
+#include <stddef.h>
+
+#include "acpi.h"
+#include "boot_params.h"
+#include "io.h"
+#include "layout.h"
+#include "libc.h"
+#include "pattern.h"
+#include "serial.h"
+#include "vsockdrv.h"
+
+#define MAX_CLIENTS 36
+#define LINE_MAX 256
+#define OUT_MAX (64u * 1024u)
+#define CHUNK (16u * 1024u)
+#define PAGE 4096u
+
+enum mode {
+    MODE_LINES,
+    MODE_ECHO,
+    MODE_DIAL, /* waiting for its DIAL job */
+    MODE_HALT, /* sent OK, powering off once it is out */
+};
+
+struct dial {
+    struct vsock_socket *sock;
+    uint64_t len, seed, sent, received, sum;
+    bool shut;
+};
+
+struct client {
+    struct vsock_socket *sock; /* NULL: slot free */
+    enum mode mode;
+    char line[LINE_MAX];
+    size_t line_len;
+    bool line_overflow;
+    uint8_t out[OUT_MAX];
+    size_t out_len;
+    struct dial dial;
+};
+
+static struct {
+    uint32_t port;
+    const uint8_t *boot_params;
+    struct client clients[MAX_CLIENTS];
+    uint8_t chunk[CHUNK];
+} server;
+
+/* ---- output ---- */
+
+static void queue_out(struct client *c, const void *data, size_t len)
+{
+    if (len > OUT_MAX - c->out_len)
+        len = OUT_MAX - c->out_len; /* only ECHO can fill it, and it waits first */
+    memcpy(c->out + c->out_len, data, len);
+    c->out_len += len;
+}
+
+static void reply(struct client *c, const char *text)
+{
+    queue_out(c, text, strlen(text));
+    queue_out(c, "\n", 1);
+}
+
+static void flush_out(struct client *c)
+{
+    size_t done = 0;
+    while (done < c->out_len) {
+        size_t n = vsock_send(c->sock, c->out + done, c->out_len - done);
+        if (n == 0)
+            break;
+        done += n;
+    }
+    if (done == 0)
+        return;
+    for (size_t i = done; i < c->out_len; i++)
+        c->out[i - done] = c->out[i];
+    c->out_len -= done;
+}
+
+/* ---- arguments ---- */
+
+/* Split line into at most max words (in place). */
+static unsigned split_words(char *line, char **words, unsigned max)
+{
+    unsigned n = 0;
+    char *p = line;
+    while (*p) {
+        while (*p == ' ')
+            *p++ = '\0';
+        if (!*p)
+            break;
+        if (n == max)
+            return max + 1; /* too many */
+        words[n++] = p;
+        while (*p && *p != ' ')
+            p++;
+    }
+    return n;
+}
+
+static bool number(const char *word, uint64_t *out)
+{
+    return parse_u64(word, strlen(word), out);
+}
+
+/* A region a command may touch: RAM from 16 MiB up, 8-byte aligned. */
+static bool region(struct client *c, char **args, uint64_t *gpa, uint64_t *len)
+{
+    if (!number(args[0], gpa) || !number(args[1], len)) {
+        reply(c, "ERR address and length must be numbers");
+        return false;
+    }
+    if (*gpa < GUEST_FILL_BASE || *gpa % 8 || *len % 8 ||
+        !boot_params_is_ram(server.boot_params, *gpa, *len)) {
+        reply(c, "ERR region must be 8-byte aligned RAM at or above 16 MiB");
+        return false;
+    }
+    return true;
+}
+
+/* ---- commands ---- */
+
+static void cmd_fill(struct client *c, char **args)
+{
+    uint64_t gpa, len, seed;
+    if (!region(c, args, &gpa, &len))
+        return;
+    if (!number(args[2], &seed)) {
+        reply(c, "ERR seed must be a number");
+        return;
+    }
+    pattern_fill((uint64_t *)(uintptr_t)gpa, 0, len / 8, seed);
+    reply(c, "OK");
+}
+
+static void cmd_zero(struct client *c, char **args)
+{
+    uint64_t gpa, len;
+    if (!region(c, args, &gpa, &len))
+        return;
+    void *dst = (void *)(uintptr_t)gpa;
+    __asm__ volatile("rep stosb" : "+D"(dst), "+c"(len) : "a"(0) : "memory");
+    reply(c, "OK");
+}
+
+static void cmd_sum(struct client *c, char **args)
+{
+    uint64_t gpa, len;
+    if (!region(c, args, &gpa, &len))
+        return;
+    char text[4 + 17] = "SUM ";
+    format_hex64(fnv1a64_update(FNV1A64_OFFSET_BASIS, (const void *)(uintptr_t)gpa, len), text + 4);
+    reply(c, text);
+}
+
+static void cmd_touch(struct client *c, char **args)
+{
+    uint64_t gpa, len;
+    if (!region(c, args, &gpa, &len))
+        return;
+    volatile const uint8_t *p = (volatile const uint8_t *)(uintptr_t)gpa;
+    for (uint64_t off = 0; off < len; off += PAGE)
+        (void)p[off];
+    reply(c, "OK");
+}
+
+static void cmd_dial(struct client *c, char **args)
+{
+    uint64_t port, len, seed;
+    if (!number(args[0], &port) || port > UINT32_MAX || !number(args[1], &len) || len % 8 ||
+        !number(args[2], &seed)) {
+        reply(c, "ERR usage: DIAL <port> <length, multiple of 8> <seed>");
+        return;
+    }
+    struct vsock_socket *s = vsock_connect((uint32_t)port);
+    if (!s) {
+        reply(c, "ERR no free socket");
+        return;
+    }
+    c->dial = (struct dial){.sock = s, .len = len, .seed = seed, .sum = FNV1A64_OFFSET_BASIS};
+    c->mode = MODE_DIAL;
+}
+
+struct command {
+    const char *name;
+    unsigned nargs;
+    void (*run)(struct client *c, char **args);
+};
+
+static void cmd_ping(struct client *c, char **args) { reply(c, "PONG"); }
+
+static void cmd_echo(struct client *c, char **args)
+{
+    reply(c, "OK");
+    c->mode = MODE_ECHO;
+}
+
+static void cmd_halt(struct client *c, char **args)
+{
+    reply(c, "OK");
+    c->mode = MODE_HALT;
+}
+
+static const struct command commands[] = {
+    {"PING", 0, cmd_ping},   {"FILL", 3, cmd_fill}, {"ZERO", 2, cmd_zero},
+    {"SUM", 2, cmd_sum},     {"TOUCH", 2, cmd_touch}, {"HALT", 0, cmd_halt},
+    {"ECHO", 0, cmd_echo},   {"DIAL", 3, cmd_dial},
+};
+
+static bool same(const char *a, const char *b)
+{
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
+static void run_line(struct client *c, char *line)
+{
+    char *words[5];
+    unsigned n = split_words(line, words, 4);
+    if (n == 0)
+        return;
+    for (unsigned i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (!same(words[0], commands[i].name))
+            continue;
+        if (n != commands[i].nargs + 1) {
+            reply(c, "ERR wrong number of arguments");
+            return;
+        }
+        commands[i].run(c, words + 1);
+        return;
+    }
+    reply(c, "ERR unknown command");
+}
+
+/* ---- per-connection work ---- */
+
+static void read_lines(struct client *c)
+{
+    char ch;
+    while (c->mode == MODE_LINES && c->out_len < OUT_MAX / 2 && vsock_recv(c->sock, &ch, 1)) {
+        if (ch == '\r')
+            continue;
+        if (ch != '\n') {
+            if (c->line_len < LINE_MAX - 1)
+                c->line[c->line_len++] = ch;
+            else
+                c->line_overflow = true;
+            continue;
+        }
+        c->line[c->line_len] = '\0';
+        if (c->line_overflow)
+            reply(c, "ERR line too long");
+        else
+            run_line(c, c->line);
+        c->line_len = 0;
+        c->line_overflow = false;
+    }
+}
+
+static void echo(struct client *c)
+{
+    while (c->out_len == 0) {
+        size_t n = vsock_recv(c->sock, server.chunk, CHUNK);
+        if (n == 0)
+            return;
+        queue_out(c, server.chunk, n);
+        flush_out(c);
+    }
+}
+
+static void dial_finish(struct client *c, const char *error)
+{
+    struct dial *d = &c->dial;
+    if (error) {
+        reply(c, error);
+        vsock_release(d->sock);
+    } else {
+        char text[80] = "DIALED ";
+        size_t len = 7;
+        format_dec(d->sent, text + len);
+        len = strlen(text);
+        text[len++] = ' ';
+        format_dec(d->received, text + len);
+        len = strlen(text);
+        text[len++] = ' ';
+        format_hex64(d->sum, text + len);
+        reply(c, text);
+        vsock_close(d->sock);
+    }
+    d->sock = NULL;
+    c->mode = MODE_LINES;
+}
+
+static void dial_step(struct client *c)
+{
+    struct dial *d = &c->dial;
+    enum vsock_state state = vsock_socket_state(d->sock);
+    if (state == VS_CONNECTING)
+        return;
+    if (state == VS_RESET && d->sent == 0 && d->received == 0) {
+        dial_finish(c, "ERR connection refused or reset");
+        return;
+    }
+    while (state == VS_ESTABLISHED && d->sent < d->len) {
+        uint64_t n = d->len - d->sent < CHUNK ? d->len - d->sent : CHUNK;
+        pattern_fill((uint64_t *)server.chunk, d->sent / 8, n / 8, d->seed);
+        size_t queued = vsock_send(d->sock, server.chunk, n);
+        d->sent += queued;
+        if (queued < n)
+            break; /* no credit or no TX slot: next poll */
+    }
+    if (d->sent == d->len && !d->shut) {
+        vsock_shutdown_send(d->sock);
+        d->shut = true;
+    }
+    size_t n;
+    while ((n = vsock_recv(d->sock, server.chunk, CHUNK)) > 0) {
+        d->sum = fnv1a64_update(d->sum, server.chunk, n);
+        d->received += n;
+    }
+    if (vsock_eof(d->sock))
+        dial_finish(c, state == VS_RESET ? "ERR connection reset" : NULL);
+}
+
+static void serve(struct client *c)
+{
+    if (c->mode == MODE_LINES)
+        read_lines(c);
+    else if (c->mode == MODE_ECHO)
+        echo(c);
+    else if (c->mode == MODE_DIAL)
+        dial_step(c);
+    flush_out(c);
+    if (c->mode == MODE_HALT && c->out_len == 0) {
+        serial_log("HALT command, powering off");
+        for (int i = 0; i < 100; i++) /* let the OK reach the host */
+            vsock_poll();
+        acpi_request_power_off();
+    }
+    bool gone = vsock_socket_state(c->sock) == VS_RESET ||
+                (vsock_eof(c->sock) && c->out_len == 0 && c->mode != MODE_DIAL);
+    if (gone) {
+        if (c->mode == MODE_DIAL && c->dial.sock)
+            vsock_close(c->dial.sock);
+        vsock_close(c->sock);
+        c->sock = NULL;
+    }
+}
+
+static void accept_new(void)
+{
+    for (unsigned i = 0; i < MAX_CLIENTS; i++) {
+        struct client *c = &server.clients[i];
+        if (c->sock)
+            continue;
+        c->sock = vsock_accept(server.port);
+        if (!c->sock)
+            return;
+        c->mode = MODE_LINES;
+        c->line_len = c->out_len = 0;
+        c->line_overflow = false;
+    }
+}
+
+void commands_start(uint32_t port, const uint8_t *boot_params)
+{
+    server.port = port;
+    server.boot_params = boot_params;
+    if (!vsock_listen(port))
+        serial_log("error: cannot listen on the command port");
+}
+
+void commands_poll(void)
+{
+    accept_new();
+    for (unsigned i = 0; i < MAX_CLIENTS; i++)
+        if (server.clients[i].sock)
+            serve(&server.clients[i]);
+}

@@ -1,0 +1,24 @@
+/* The command port (vsnap.cmd_port): host programs connect with
+ * "CONNECT <port>\n" on the VM's vsock socket and send one command per line.
+ *
+ *   PING                      -> PONG
+ *   FILL <gpa> <len> <seed>   -> OK       fill with the test pattern
+ *   ZERO <gpa> <len>          -> OK
+ *   SUM <gpa> <len>           -> SUM <16 hex>  (FNV-1a)
+ *   TOUCH <gpa> <len>         -> OK       read every page
+ *   HALT                      -> OK, then ACPI S5 power-off
+ *   ECHO                      -> OK, then every byte received is sent back
+ *   DIAL <port> <len> <seed>  -> connect to host port, send len pattern bytes,
+ *                                read until EOF, then
+ *                                DIALED <sent> <received> <16 hex FNV of received>
+ *                                or ERR <why>
+ * Numbers are decimal or 0x hex. Regions must lie in RAM at or above 16 MiB
+ * and be 8-byte aligned. Errors answer "ERR <why>" and the connection stays.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+void commands_start(uint32_t port, const uint8_t *boot_params);
+void commands_poll(void);

@@ -1,0 +1,114 @@
+#include "vsock-service.h"
+
+#include <stddef.h>
+
+#include "boot_params.h"
+#include "clock.h"
+#include "commands.h"
+#include "io.h"
+#include "libc.h"
+#include "pattern.h"
+#include "readiness.h"
+#include "serial.h"
+#include "vsockdrv.h"
+
+#define DEFAULT_READY_PORT 1024
+#define DEFAULT_CMD_PORT 5000
+/* Spin (lowest latency) until the link was quiet this long, then sleep in
+ * slices: a sleeping guest answers within one slice. */
+#define QUIET_MS 50
+#define SLEEP_SLICE_MS 1
+
+static struct {
+    bool active, ready;
+    const uint8_t *boot_params;
+    uint64_t tsc_khz;
+    uint32_t ready_port, cmd_port;
+    struct readiness readiness;
+    uint64_t last_traffic_tsc;
+} service;
+
+/* Value of "name=<number>" on the command line, or fallback. (cmdline.c parses
+ * the guest's other options; these two belong to the vsock side.) */
+static uint64_t cmdline_number(const char *cmdline, const char *name, uint64_t fallback)
+{
+    size_t n = strlen(name);
+    for (const char *p = cmdline; *p; p++) {
+        if ((p != cmdline && p[-1] != ' ') || p[n] != '=')
+            continue;
+        size_t i = 0;
+        while (i < n && p[i] == name[i])
+            i++;
+        if (i < n)
+            continue;
+        const char *value = p + n + 1;
+        size_t len = 0;
+        while (value[len] && value[len] != ' ')
+            len++;
+        uint64_t v;
+        if (parse_u64(value, len, &v) && v > 0 && v <= UINT32_MAX)
+            return v;
+        serial_puts("vsnap-testguest: warning: bad ");
+        serial_puts(name);
+        serial_puts(", using the default\n");
+        return fallback;
+    }
+    return fallback;
+}
+
+bool vsock_service_init(const uint8_t *boot_params, uint64_t tsc_khz)
+{
+    const char *cmdline = boot_params_cmdline(boot_params);
+    service.boot_params = boot_params;
+    service.tsc_khz = tsc_khz ? tsc_khz : 1000000;
+    service.ready_port = (uint32_t)cmdline_number(cmdline, "vsnap.ready_port", DEFAULT_READY_PORT);
+    service.cmd_port = (uint32_t)cmdline_number(cmdline, "vsnap.cmd_port", DEFAULT_CMD_PORT);
+    if (!vsock_init(cmdline, service.tsc_khz))
+        return false;
+    service.active = true;
+    serial_puts("vsnap-testguest: vsock cid=");
+    serial_put_dec(vsock_guest_cid());
+    serial_puts("\n");
+    return true;
+}
+
+bool vsock_service_active(void)
+{
+    return service.active;
+}
+
+void vsock_service_ready(void)
+{
+    if (!service.active)
+        return;
+    service.ready = true;
+    uint64_t boot_id = pattern_mix(rdtsc() ^ vsock_guest_cid());
+    readiness_start(&service.readiness, service.ready_port, service.tsc_khz, boot_id);
+    commands_start(service.cmd_port, service.boot_params);
+    vsock_poll();
+}
+
+bool vsock_service_poll(void)
+{
+    if (!service.active)
+        return false;
+    bool busy = vsock_poll() > 0;
+    if (service.ready) {
+        readiness_poll(&service.readiness);
+        commands_poll();
+    }
+    return busy;
+}
+
+void vsock_service_idle(const struct clock *clock, uint64_t ms)
+{
+    uint64_t now = rdtsc();
+    uint64_t end = now + clock_ms_to_ticks(clock, ms);
+    uint64_t quiet_after = clock_ms_to_ticks(clock, QUIET_MS);
+    while ((now = rdtsc()) < end) {
+        if (vsock_service_poll())
+            service.last_traffic_tsc = now;
+        else if (now - service.last_traffic_tsc > quiet_after)
+            clock_sleep_ms(clock, SLEEP_SLICE_MS);
+    }
+}
