@@ -92,6 +92,8 @@ static bool apply_word(const struct word *w, struct options *opts)
         return parse_number(w, &opts->delay_ms);
     if (key_is(w, "heartbeat_ms"))
         return parse_number(w, &opts->heartbeat_ms);
+    if (key_is(w, "idle_spin"))
+        return parse_flag(w, &opts->idle_spin);
     if (key_is(w, "halt_after_ready"))
         return parse_flag(w, &opts->halt_after_ready);
     if (key_is(w, "reboot_after_ready"))

@@ -10,6 +10,7 @@ struct options {
     uint64_t seed;           /* vsnap.seed: pattern seed */
     uint64_t delay_ms;       /* vsnap.delay_ms: busy time before "ready" */
     uint64_t heartbeat_ms;   /* vsnap.heartbeat_ms: print "tick N" this often when idle (0: never) */
+    bool idle_spin;          /* vsnap.idle_spin=1: busy idle loop instead of HLT with the LAPIC timer */
     bool halt_after_ready;   /* vsnap.halt_after_ready=1: power off after "ready" */
     bool reboot_after_ready; /* vsnap.reboot_after_ready=1: reset after "ready" */
 };

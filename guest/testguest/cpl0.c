@@ -41,6 +41,19 @@
 #define CR4_SMEP (1ull << 20)
 #define CR4_SMAP (1ull << 21)
 
+/* Local APIC (xAPIC MMIO), for the one-shot timer that ends cpl0_halt. */
+#define LAPIC_BASE 0xfee00000ull
+#define LAPIC_SVR 0xf0            /* spurious vector register */
+#define LAPIC_SVR_ENABLE (1u << 8)
+#define LAPIC_LVT_TIMER 0x320
+#define LAPIC_LVT_LINT0 0x350
+#define LAPIC_LVT_MASKED (1u << 16)
+#define LAPIC_TIMER_DIVIDE 0x3e0
+#define LAPIC_DIVIDE_BY_1 0xb
+#define LAPIC_TIMER_VECTOR 0x20   /* isr.S lapic_timer_isr */
+#define LAPIC_SPURIOUS_VECTOR 0xff
+#define VECTOR_INVALID_OPCODE 6   /* also cpl0_halt's entry, see cpl0.h */
+
 struct page_tables {
     uint64_t pml4[PT_ENTRIES];
     uint64_t pdpt[PT_ENTRIES];
@@ -84,12 +97,15 @@ struct cpl0_state {
     uint64_t gdt[8];
     struct tss_with_iomap tss;
     uint8_t ist_stack[IST_STACK_SIZE] __attribute__((aligned(16)));
+    struct cpl0_info info;
 } __attribute__((aligned(4096)));
 
 static struct cpl0_state cpl0 __attribute__((section(".bss.cpl0")));
 
-/* Stubs in isr.S, ISR_STUB_SIZE bytes apart, one per vector. */
+/* Stubs in isr.S, ISR_STUB_SIZE bytes apart, one per vector, and the handlers
+ * that replace three of them. */
 extern const char isr_stubs[];
+extern const char lapic_timer_isr[], spurious_isr[], invalid_opcode_isr[];
 /* Top of the stack exceptions run on (RSP0), from the linker script. */
 extern char kernel_stack_top[];
 
@@ -147,16 +163,25 @@ static bool vector_uses_ist(unsigned vector)
     return vector == 2 || vector == 8 || vector == 18; /* NMI, #DF, #MC */
 }
 
+/* Present 64-bit interrupt gate (IF cleared on entry), callable from rings <= dpl. */
+static void set_gate(unsigned vector, const void *handler, unsigned dpl)
+{
+    uint64_t h = (uint64_t)handler;
+    uint64_t ist = vector_uses_ist(vector) ? 1 : 0;
+    uint64_t type = 0x8e | (uint64_t)dpl << 5;
+    cpl0.idt[vector].low = (h & 0xffff) | ((uint64_t)SEL_KERNEL_CODE << 16) | (ist << 32) |
+                           (type << 40) | ((h >> 16 & 0xffff) << 48);
+    cpl0.idt[vector].high = h >> 32;
+}
+
 static void setup_idt(void)
 {
-    for (unsigned v = 0; v < IDT_VECTORS; v++) {
-        uint64_t handler = (uint64_t)isr_stubs + (uint64_t)v * ISR_STUB_SIZE;
-        uint64_t ist = vector_uses_ist(v) ? 1 : 0;
-        /* present, DPL0, 64-bit interrupt gate (IF cleared on entry) */
-        cpl0.idt[v].low = (handler & 0xffff) | ((uint64_t)SEL_KERNEL_CODE << 16) | (ist << 32) |
-                          (0x8eull << 40) | ((handler >> 16 & 0xffff) << 48);
-        cpl0.idt[v].high = handler >> 32;
-    }
+    for (unsigned v = 0; v < IDT_VECTORS; v++)
+        set_gate(v, isr_stubs + (uint64_t)v * ISR_STUB_SIZE, 0);
+    set_gate(LAPIC_TIMER_VECTOR, lapic_timer_isr, 0);
+    set_gate(LAPIC_SPURIOUS_VECTOR, spurious_isr, 0);
+    set_gate(VECTOR_INVALID_OPCODE, invalid_opcode_isr, 0);
+
     struct descriptor_pointer idtr = { sizeof(cpl0.idt) - 1, (uint64_t)cpl0.idt };
     __asm__ volatile("lidt %0" : : "m"(idtr) : "memory");
 }
@@ -179,6 +204,8 @@ static uint64_t gib_needed(const struct e820_entry *e, unsigned n)
             end = e[i].addr + e[i].size;
     }
     uint64_t gib = (end + GIB - 1) / GIB;
+    if (gib < LAPIC_BASE / GIB + 1)
+        gib = LAPIC_BASE / GIB + 1;
     return gib > PT_MAX_GIB ? PT_MAX_GIB : gib;
 }
 
@@ -203,6 +230,7 @@ static void setup_page_tables(const uint8_t *boot_params)
             map_range(e[i].addr, e[i].addr + e[i].size, PTE_RAM_2M);
     }
     map_range(GUEST_MMIO_BASE, GUEST_MMIO_END, PTE_MMIO_2M);
+    map_range(LAPIC_BASE, LAPIC_BASE + PAGE_2M, PTE_MMIO_2M);
 
     __asm__ volatile("movq %0, %%cr3" : : "r"((uint64_t)cpl0.pt.pml4) : "memory");
 }
@@ -221,17 +249,33 @@ static void setup_control_registers(void)
     __asm__ volatile("movq %0, %%cr4" : : "r"(cr4) : "memory");
 }
 
-void cpl0_setup(const uint8_t *boot_params)
+static void lapic_write(unsigned reg, uint32_t value)
+{
+    *(volatile uint32_t *)(uintptr_t)(LAPIC_BASE + reg) = value;
+}
+
+/* Timer: one-shot, divide by 1, started by cpl0_halt. LINT0 masked: the shim
+ * wires the PIC there (ExtINT) for Linux, and this guest never programs the PIC,
+ * whose vectors would then collide with the exceptions. */
+static void setup_lapic(void)
+{
+    lapic_write(LAPIC_SVR, LAPIC_SVR_ENABLE | LAPIC_SPURIOUS_VECTOR);
+    lapic_write(LAPIC_LVT_LINT0, LAPIC_LVT_MASKED);
+    lapic_write(LAPIC_TIMER_DIVIDE, LAPIC_DIVIDE_BY_1);
+    lapic_write(LAPIC_LVT_TIMER, LAPIC_TIMER_VECTOR);
+}
+
+const struct cpl0_info *cpl0_setup(const uint8_t *boot_params)
 {
     setup_gdt_and_tss();
     setup_idt();
     setup_control_registers();
     setup_page_tables(boot_params);
-}
-
-uint32_t cpl0_read_tsc_khz(void)
-{
-    return cpuid(CPUID_TIMING_LEAF, 0).eax;
+    setup_lapic();
+    struct cpuid_regs timing = cpuid(CPUID_TIMING_LEAF, 0);
+    cpl0.info.tsc_khz = timing.eax;
+    cpl0.info.lapic_khz = timing.ebx;
+    return &cpl0.info;
 }
 
 void cpl0_exception(const struct trap_frame *frame)

@@ -6,16 +6,31 @@
 
 #include <stdint.h>
 
-/* Install the guest's own GDT (kernel and user segments, TSS), TSS, IDT and
- * page tables (identity map of every e820 range plus the virtio-mmio window,
- * user-accessible), and set CR0/CR4 for SSE at CPL3. Called from entry.S with
- * the boot stack; entry.S then drops to CPL3. */
-void cpl0_setup(const uint8_t *boot_params);
-
-/* CPUID leaf 0x40000010 EAX (TSC kHz, 0 if the VMM does not set it). Read at
+/* What CPL0 learned for CPL3. The frequencies come from CPUID leaf 0x40000010
+ * (EAX: TSC kHz, EBX: LAPIC timer kHz; 0 if the VMM does not set them), read at
  * CPL0 on purpose: on this host CPUID at CPL3 runs without KVM and answers from
  * the host's CPUID, not from the table the shim gave KVM. */
-uint32_t cpl0_read_tsc_khz(void);
+struct cpl0_info {
+    uint32_t tsc_khz;
+    uint32_t lapic_khz;
+};
+
+/* Install the guest's own GDT (kernel and user segments, TSS), TSS, IDT and
+ * page tables (identity map of every e820 range, the virtio-mmio window and the
+ * LAPIC, user-accessible), set CR0/CR4 for SSE at CPL3 and arm the LAPIC for
+ * cpl0_halt. Called from entry.S with the boot stack; entry.S then drops to
+ * CPL3 and hands the returned info to testguest_main. */
+const struct cpl0_info *cpl0_setup(const uint8_t *boot_params);
+
+/* From CPL3: halt the vCPU (so an idle guest costs the host nothing) until the
+ * LAPIC timer, started with lapic_count, or any other interrupt wakes it.
+ *
+ * It is the guest's only system call, and it is made with UD2 at one known
+ * address (isr.S): the #UD handler recognises it, runs "start timer; sti; hlt;
+ * cli" and returns past it. The usual ways do not work on this host (kvm_pvm):
+ * "int $n" from CPL3 raises #UD, and SYSCALL enters PVM's native supervisor
+ * mode, where STI faults. Exceptions from CPL3 do reach the IDT normally. */
+void cpl0_halt(uint32_t lapic_count);
 
 /* What isr.S pushes for every vector, lowest address first. */
 struct trap_frame {

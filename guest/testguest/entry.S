@@ -1,6 +1,6 @@
 /* Entry from the shim (Linux 64-bit boot protocol): long mode, CS=0x10,
  * interrupts off, RSI = boot_params. Sets up the CPL0 structures, then drops to
- * CPL3 with IOPL=3 and runs testguest_main(boot_params, tsc_khz) there, natively.
+ * CPL3 with IOPL=3 and runs testguest_main(boot_params, cpl0_info) there, natively.
  */
 #include "layout.h"
 
@@ -14,8 +14,7 @@ _start:
     leaq kernel_stack_top(%rip), %rsp
     movq %rbx, %rdi
     call cpl0_setup
-    call cpl0_read_tsc_khz
-    movl %eax, %r12d                /* callee-saved; second argument at CPL3 */
+    movq %rax, %r12                 /* struct cpl0_info *, callee-saved; second argument at CPL3 */
 
     /* iretq frame: SS, RSP, RFLAGS, CS, RIP */
     pushq $SEL_USER_DATA

@@ -3,6 +3,8 @@
  * and the vector number, then calls cpl0_exception with a struct trap_frame.
  * The guest runs with interrupts off, so any vector that arrives is a fault.
  */
+#include "layout.h"
+
     .text
     .code64
     .balign 16
@@ -20,6 +22,48 @@ isr_stubs:
     jmp isr_common
     vector = vector + 1
     .endr
+
+/* LAPIC timer: it only ends a cpl0_halt, so acknowledge and return. */
+    .globl lapic_timer_isr
+lapic_timer_isr:
+    pushq %rax
+    movabsq $0xfee000b0, %rax       /* LAPIC EOI */
+    movl $0, (%rax)
+    popq %rax
+    iretq
+
+/* The LAPIC's spurious vector needs no EOI. */
+    .globl spurious_isr
+spurious_isr:
+    iretq
+
+/* cpl0_halt(lapic_count), called at CPL3 (see cpl0.h). */
+    .globl cpl0_halt
+cpl0_halt:
+halt_ud2:
+    ud2
+    ret
+
+/* #UD: at halt_ud2 it is cpl0_halt's request, %edi = LAPIC timer count. A
+ * timer that fires before the hlt stays pending (IF=0) and is taken right after
+ * the sti shadow, so the hlt cannot miss its wake-up. Any other #UD is a fault,
+ * reported by the vector's usual stub. */
+    .globl invalid_opcode_isr
+invalid_opcode_isr:
+    pushq %rax
+    leaq halt_ud2(%rip), %rax
+    cmpq %rax, 8(%rsp)              /* the frame's RIP */
+    jne 1f
+    movabsq $0xfee00380, %rax       /* LAPIC timer initial count: starts it */
+    movl %edi, (%rax)
+    sti
+    hlt
+    cli
+    popq %rax
+    addq $2, (%rsp)                 /* return past the ud2 */
+    iretq
+1:  popq %rax
+    jmp isr_stubs + 6 * 16
 
 isr_common:
     movq %rsp, %rdi                 /* struct trap_frame */

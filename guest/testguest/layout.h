@@ -15,8 +15,8 @@
 /* Segment selectors of the guest's own GDT (cpl0.c). */
 #define SEL_KERNEL_CODE 0x10 /* same as the boot protocol's __BOOT_CS */
 #define SEL_KERNEL_DATA 0x18
-#define SEL_USER_CODE (0x20 | 3)
-#define SEL_USER_DATA (0x28 | 3)
+#define SEL_USER_DATA (0x20 | 3)
+#define SEL_USER_CODE (0x28 | 3)
 #define SEL_TSS 0x30
 
 /* RFLAGS at CPL3: IOPL=3 (port I/O allowed), IF=0 (no interrupts), bit 1 reserved. */

@@ -9,6 +9,7 @@
 #include "boot_params.h"
 #include "clock.h"
 #include "cmdline.h"
+#include "cpl0.h"
 #include "io.h"
 #include "layout.h"
 #include "pattern.h"
@@ -25,14 +26,14 @@ struct guest {
     struct clock clock;
 };
 
-void testguest_main(const uint8_t *boot_params, uint32_t tsc_khz) __attribute__((noreturn));
+void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info) __attribute__((noreturn));
 
 /* Writes the request, then waits; if the VMM did not stop us, says so and spins
  * (no HLT at CPL3). */
 static void __attribute__((noreturn)) stop(const struct guest *g, void (*request)(void), const char *what)
 {
     request();
-    clock_busy_wait_ms(&g->clock, STOP_GRACE_MS);
+    clock_sleep_ms(&g->clock, STOP_GRACE_MS);
     serial_puts("vsnap-testguest: error: the VMM ignored the ");
     serial_puts(what);
     serial_puts(" request\n");
@@ -83,7 +84,7 @@ static void __attribute__((noreturn)) idle(const struct guest *g)
     uint64_t next_tick = rdtsc() + clock_ms_to_ticks(&g->clock, g->opts.heartbeat_ms);
     uint64_t ticks = 0;
     for (;;) {
-        clock_busy_wait_ms(&g->clock, POWER_BUTTON_POLL_MS);
+        clock_sleep_ms(&g->clock, POWER_BUTTON_POLL_MS);
         if (acpi_power_button_pressed()) {
             serial_log("power button, powering off");
             power_off(g);
@@ -92,14 +93,16 @@ static void __attribute__((noreturn)) idle(const struct guest *g)
     }
 }
 
-void testguest_main(const uint8_t *boot_params, uint32_t tsc_khz)
+void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info)
 {
     struct guest g = { .boot_params = boot_params };
 
     serial_log("booted");
+    /* The clock first: power_off() needs it even when the command line is bad. */
+    clock_init(&g.clock, info->tsc_khz, info->lapic_khz, true);
     if (!cmdline_parse(boot_params_cmdline(boot_params), &g.opts))
         power_off(&g);
-    clock_init(&g.clock, tsc_khz);
+    g.clock.can_halt = !g.opts.idle_spin;
 
     uint64_t sum;
     if (!fill_region(&g, &sum))
