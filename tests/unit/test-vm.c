@@ -307,6 +307,55 @@ static void test_cpuid(void)
     test_vm_clear(&t);
 }
 
+static bool page_bit(const uint64_t *bitmap, uint64_t page)
+{
+    return (bitmap[page / 64] >> (page % 64)) & 1;
+}
+
+/* vm_mark_dirty records VMM writes by RAM page, above 4 GiB too; fetching
+ * clears. No vCPU needs to run for this. */
+static void test_vmm_dirty_bitmap(void)
+{
+    struct test_vm t;
+    test_vm_init(&t, prog_cli_hlt, prog_cli_hlt_end, 1, 4ull << 30);
+    test_vm_build(&t);
+    size_t nwords = 0;
+    g_free(vm_fetch_and_clear_vmm_dirty(t.vm, &nwords)); /* start from a clean slate */
+    g_assert_cmpuint(nwords, ==, (4ull << 30) / GUEST_PAGE_SIZE / 64);
+    vm_mark_dirty(t.vm, 0x1ff8, 16);                 /* straddles pages 1 and 2 */
+    vm_mark_dirty(t.vm, MEM_32BIT_GAP_END + 0x10, 1); /* first page above the hole */
+    vm_mark_dirty(t.vm, MEM_32BIT_GAP_START, 4096);  /* the hole: not RAM, ignored */
+    vm_mark_dirty(t.vm, 0x5000, 0);                  /* nothing */
+    g_autofree uint64_t *bits = vm_fetch_and_clear_vmm_dirty(t.vm, &nwords);
+    uint64_t above = MEM_32BIT_GAP_START / GUEST_PAGE_SIZE; /* RAM offset 3 GiB */
+    unsigned set = 0;
+    for (size_t i = 0; i < nwords; i++)
+        set += (unsigned)__builtin_popcountll(bits[i]);
+    g_assert_cmpuint(set, ==, 3);
+    g_assert_true(page_bit(bits, 1) && page_bit(bits, 2) && page_bit(bits, above));
+    g_autofree uint64_t *again = vm_fetch_and_clear_vmm_dirty(t.vm, &nwords);
+    for (size_t i = 0; i < nwords; i++)
+        g_assert_cmphex(again[i], ==, 0);
+    test_vm_clear(&t); /* never started */
+}
+
+static void test_serial_pty_path(void)
+{
+    struct test_vm t;
+    test_vm_init(&t, prog_cli_hlt, prog_cli_hlt_end, 1, 32ull << 20);
+    t.cfg->serial.mode = CONSOLE_MODE_PTY;
+    test_vm_build(&t);
+    const char *path = vm_serial_pty_path(t.vm);
+    g_assert_nonnull(path);
+    g_assert_true(g_str_has_prefix(path, "/dev/pts/"));
+    test_vm_clear(&t);
+    test_vm_init(&t, prog_cli_hlt, prog_cli_hlt_end, 1, 32ull << 20);
+    t.cfg->serial.mode = CONSOLE_MODE_OFF;
+    test_vm_build(&t);
+    g_assert_null(vm_serial_pty_path(t.vm));
+    test_vm_clear(&t);
+}
+
 static uint64_t rss_bytes(void)
 {
     g_autofree char *statm = NULL;
@@ -496,6 +545,8 @@ int main(int argc, char **argv)
     g_test_add_func("/vm/pause-halted", test_pause_halted);
     g_test_add_func("/vm/cpuid", test_cpuid);
     g_test_add_func("/vm/big-vm", test_big_vm);
+    g_test_add_func("/vm/vmm-dirty-bitmap", test_vmm_dirty_bitmap);
+    g_test_add_func("/vm/serial-pty-path", test_serial_pty_path);
     g_test_add_func("/vm/refusals", test_refusals);
     g_test_add_func("/vm/testguest-halt", test_testguest_halt);
     g_test_add_func("/vm/testguest-power-button", test_testguest_power_button);
