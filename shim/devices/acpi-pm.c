@@ -12,6 +12,11 @@
 
 #include "boot/boot.h"
 
+/* One bus range covers all of boot.h's ports. */
+G_STATIC_ASSERT(ACPI_PM1A_EVT_PORT >= ACPI_PM_PORT_BASE);
+G_STATIC_ASSERT(ACPI_PM_TMR_PORT + 4 <= ACPI_PM_PORT_BASE + ACPI_PM_PORT_COUNT);
+G_STATIC_ASSERT(ACPI_RESET_PORT < ACPI_PM_PORT_BASE + ACPI_PM_PORT_COUNT);
+
 #define PM1_STS_OFFSET (ACPI_PM1A_EVT_PORT - ACPI_PM_PORT_BASE)
 #define PM1_EN_OFFSET (PM1_STS_OFFSET + 2)
 #define PM1_CNT_OFFSET (ACPI_PM1A_CNT_PORT - ACPI_PM_PORT_BASE)
@@ -35,7 +40,7 @@ uint32_t acpi_pm_timer_ticks(uint64_t monotonic_ns)
 {
     /* ns * 3579545 / 1e9 without overflowing: split into seconds and the rest. */
     uint64_t seconds = monotonic_ns / 1000000000ull, rest = monotonic_ns % 1000000000ull;
-    return (uint32_t)(seconds * ACPI_PM_TIMER_HZ + rest * ACPI_PM_TIMER_HZ / 1000000000ull);
+    return (uint32_t)(seconds * ACPI_PM_TIMER_HZ + rest * ACPI_PM_TIMER_HZ / 1000000000ull) & ACPI_PM_TIMER_MASK;
 }
 
 static uint32_t timer_now(void)

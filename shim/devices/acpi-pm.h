@@ -11,6 +11,8 @@
 #include "bus.h"
 
 #define ACPI_PM_TIMER_HZ 3579545ull
+/* 24-bit counter, the FADT's default (its flags do not set TMR_VAL_EXT). */
+#define ACPI_PM_TIMER_MASK 0xffffffu
 #define ACPI_PM_PORT_BASE 0x600
 #define ACPI_PM_PORT_COUNT 0x10 /* 0x600..0x60f: event, control, timer, reset */
 
@@ -33,5 +35,5 @@ void acpi_pm_press_power_button(struct acpi_pm *pm);
 uint32_t acpi_pm_read(struct acpi_pm *pm, uint16_t port, unsigned len);
 void acpi_pm_write(struct acpi_pm *pm, uint16_t port, unsigned len, uint32_t value);
 
-/* PM timer ticks for a CLOCK_MONOTONIC time in nanoseconds (32-bit counter). */
+/* PM timer value for a CLOCK_MONOTONIC time in nanoseconds (24 bits). */
 uint32_t acpi_pm_timer_ticks(uint64_t monotonic_ns);
