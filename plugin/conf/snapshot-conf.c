@@ -1,0 +1,254 @@
+/* <domainsnapshot>: parse (our own walk naming anything unsupported, then
+ * xml/snapshot.rng), format, free. The embedded <domain> is handed to the
+ * domain parser as a document of its own, so it gets exactly the same checks
+ * as a definition. */
+#include "snapshot-conf.h"
+
+#include <string.h>
+
+#include "domain-parse.h"
+#include "xml-util.h"
+
+static const char *const state_names[] = {"nostate",  "running", "blocked",     "paused",       "shutdown",
+                                          "shutoff", "crashed", "pmsuspended", "disk-snapshot"};
+
+const char *snapshot_state_to_string(enum snapshot_state state)
+{
+    return (size_t)state < G_N_ELEMENTS(state_names) ? state_names[state] : "nostate";
+}
+
+void snapshot_def_free(struct snapshot_def *def)
+{
+    if (!def)
+        return;
+    g_free(def->name);
+    g_free(def->description);
+    g_free(def->parent);
+    domain_def_free(def->domain);
+    g_free(def);
+}
+
+struct snapshot_parse {
+    struct snapshot_def *def;
+    const char *schema_dir;
+    bool name_seen, description_seen, state_seen, parent_seen, time_seen, memory_seen, domain_seen;
+};
+
+static bool check_leaf(const xmlNode *node, GError **error)
+{
+    return conf_xml_check_attributes(node, (const char *const[]){NULL}, error) &&
+           conf_xml_check_no_children(node, error);
+}
+
+static bool parse_name_text(const xmlNode *node, const char *what, char **out, GError **error)
+{
+    if (!check_leaf(node, error))
+        return false;
+    g_autofree char *name = conf_xml_text(node);
+    if (name[0] == '\0' || strpbrk(name, "/\n")) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_DETAIL,
+                    "%s '%s' must not be empty or contain '/' or a newline", what, name);
+        return false;
+    }
+    *out = g_steal_pointer(&name);
+    return true;
+}
+
+static bool parse_state(struct snapshot_def *def, const xmlNode *node, GError **error)
+{
+    if (!check_leaf(node, error))
+        return false;
+    g_autofree char *value = conf_xml_text_trimmed(node);
+    for (size_t i = 0; i < G_N_ELEMENTS(state_names); i++) {
+        if (strcmp(value, state_names[i]) == 0) {
+            def->state = (enum snapshot_state)i;
+            def->state_set = true;
+            return true;
+        }
+    }
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_DETAIL, "unknown snapshot state '%s'", value);
+    return false;
+}
+
+static bool parse_parent(struct snapshot_def *def, const xmlNode *node, GError **error)
+{
+    if (!conf_xml_check_attributes(node, (const char *const[]){NULL}, error))
+        return false;
+    for (const xmlNode *child = node->children; child; child = child->next) {
+        if (!conf_xml_is_element(child))
+            continue;
+        if (!conf_xml_is(child, "name") || def->parent) {
+            if (def->parent && conf_xml_is(child, "name"))
+                conf_xml_set_duplicate_element(error, child);
+            else
+                conf_xml_set_unsupported_element(error, child);
+            return false;
+        }
+        if (!parse_name_text(child, "parent snapshot name", &def->parent, error))
+            return false;
+    }
+    if (!def->parent) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR, "missing <name> in snapshot <parent>");
+        return false;
+    }
+    return true;
+}
+
+static bool parse_creation_time(struct snapshot_def *def, const xmlNode *node, GError **error)
+{
+    if (!check_leaf(node, error))
+        return false;
+    g_autofree char *value = conf_xml_text_trimmed(node);
+    uint64_t seconds;
+    if (!conf_parse_uint64(value, 0, G_MAXINT64, "snapshot <creationTime>", &seconds, error))
+        return false;
+    def->creation_time = (int64_t)seconds;
+    return true;
+}
+
+static bool parse_memory(struct snapshot_def *def, const xmlNode *node, GError **error)
+{
+    static const char *const attributes[] = {"snapshot", NULL};
+    if (!conf_xml_check_attributes(node, attributes, error) || !conf_xml_check_no_children(node, error))
+        return false;
+    g_autofree char *kind = conf_xml_prop(node, "snapshot");
+    if (kind && strcmp(kind, "internal") == 0) {
+        def->memory = SNAPSHOT_MEMORY_INTERNAL;
+    } else if (kind && strcmp(kind, "no") == 0) {
+        def->memory = SNAPSHOT_MEMORY_NO;
+    } else {
+        /* 'external' needs a file of libvirt's own format; vsnap's layers are the memory image. */
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "<memory snapshot='%s'> is not supported by vsnap: only 'internal' or 'no'", kind ? kind : "");
+        return false;
+    }
+    return true;
+}
+
+/* The embedded domain, serialized with its namespace declarations and
+ * parsed as a definition of its own. */
+static bool parse_domain(struct snapshot_def *def, const xmlNode *node, const char *schema_dir, GError **error)
+{
+    g_autoptr(xmlDoc) doc = xmlNewDoc((const xmlChar *)"1.0");
+    xmlNode *copy = xmlDocCopyNode((xmlNode *)node, doc, 1);
+    if (!copy) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_MEMORY, "cannot copy the snapshot's <domain>");
+        return false;
+    }
+    xmlDocSetRootElement(doc, copy);
+    xmlChar *text = NULL;
+    int len = 0;
+    xmlDocDumpMemory(doc, &text, &len);
+    def->domain = domain_def_parse_string((const char *)text, schema_dir, error);
+    xmlFree(text);
+    if (!def->domain)
+        g_prefix_error(error, "in the snapshot's <domain>: ");
+    return def->domain != NULL;
+}
+
+static bool mark_seen(bool *seen, const xmlNode *node, GError **error)
+{
+    if (*seen) {
+        conf_xml_set_duplicate_element(error, node);
+        return false;
+    }
+    *seen = true;
+    return true;
+}
+
+static bool parse_child(struct snapshot_parse *p, const xmlNode *node, GError **error)
+{
+    struct snapshot_def *def = p->def;
+    if (conf_xml_is(node, "name"))
+        return mark_seen(&p->name_seen, node, error) && parse_name_text(node, "snapshot name", &def->name, error);
+    if (conf_xml_is(node, "description"))
+        return mark_seen(&p->description_seen, node, error) && check_leaf(node, error) &&
+               (def->description = conf_xml_text(node)) != NULL;
+    if (conf_xml_is(node, "state"))
+        return mark_seen(&p->state_seen, node, error) && parse_state(def, node, error);
+    if (conf_xml_is(node, "parent"))
+        return mark_seen(&p->parent_seen, node, error) && parse_parent(def, node, error);
+    if (conf_xml_is(node, "creationTime"))
+        return mark_seen(&p->time_seen, node, error) && parse_creation_time(def, node, error);
+    if (conf_xml_is(node, "memory"))
+        return mark_seen(&p->memory_seen, node, error) && parse_memory(def, node, error);
+    if (conf_xml_is(node, "domain"))
+        return mark_seen(&p->domain_seen, node, error) && parse_domain(def, node, p->schema_dir, error);
+    if (conf_xml_is(node, "disks")) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED, "disk snapshots are not supported by vsnap yet");
+        return false;
+    }
+    conf_xml_set_unsupported_element(error, node);
+    return false;
+}
+
+static bool parse_root(struct snapshot_parse *p, const xmlNode *root, GError **error)
+{
+    if (!conf_xml_is(root, "domainsnapshot")) {
+        g_autofree char *name = conf_xml_display_name(root);
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR,
+                    "expected root element <domainsnapshot>, found %s", name);
+        return false;
+    }
+    if (!conf_xml_check_attributes(root, (const char *const[]){NULL}, error))
+        return false;
+    for (const xmlNode *child = root->children; child; child = child->next)
+        if (conf_xml_is_element(child) && !parse_child(p, child, error))
+            return false;
+    return true;
+}
+
+struct snapshot_def *snapshot_def_parse_string(const char *xml, const char *schema_dir, GError **error)
+{
+    g_autoptr(xmlDoc) doc = conf_xml_read(xml, "snapshot", error);
+    if (!doc)
+        return NULL;
+    const xmlNode *root = xmlDocGetRootElement(doc);
+    if (!root) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR, "snapshot XML has no root element");
+        return NULL;
+    }
+    g_autoptr(snapshot_def) def = g_new0(struct snapshot_def, 1);
+    struct snapshot_parse p = {.def = def, .schema_dir = schema_dir};
+    if (!parse_root(&p, root, error) || !conf_xml_validate(doc, schema_dir, "snapshot.rng", error))
+        return NULL;
+    /* libvirt's defaults: created now, named after that second. */
+    if (!p.time_seen)
+        def->creation_time = g_get_real_time() / G_USEC_PER_SEC;
+    if (!def->name)
+        def->name = g_strdup_printf("%" G_GINT64_FORMAT, def->creation_time);
+    return g_steal_pointer(&def);
+}
+
+static void append_text_element(GString *out, const char *indent, const char *name, const char *text)
+{
+    g_autofree char *escaped = g_markup_escape_text(text, -1);
+    g_string_append_printf(out, "%s<%s>%s</%s>\n", indent, name, escaped, name);
+}
+
+char *snapshot_def_format(const struct snapshot_def *def)
+{
+    GString *out = g_string_new("<domainsnapshot>\n");
+    append_text_element(out, "  ", "name", def->name);
+    if (def->description)
+        append_text_element(out, "  ", "description", def->description);
+    if (def->state_set)
+        append_text_element(out, "  ", "state", snapshot_state_to_string(def->state));
+    if (def->parent) {
+        g_string_append(out, "  <parent>\n");
+        append_text_element(out, "    ", "name", def->parent);
+        g_string_append(out, "  </parent>\n");
+    }
+    g_string_append_printf(out, "  <creationTime>%" G_GINT64_FORMAT "</creationTime>\n", def->creation_time);
+    if (def->memory != SNAPSHOT_MEMORY_DEFAULT)
+        g_string_append_printf(out, "  <memory snapshot='%s'/>\n",
+                               def->memory == SNAPSHOT_MEMORY_INTERNAL ? "internal" : "no");
+    if (def->domain) {
+        /* Not re-indented: that would change text inside foreign metadata
+         * and descriptions, and break the round trip. */
+        g_autofree char *domain = domain_def_format(def->domain, false, -1);
+        g_string_append(out, domain);
+    }
+    g_string_append(out, "</domainsnapshot>\n");
+    return g_string_free(out, false);
+}

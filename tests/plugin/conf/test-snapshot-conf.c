@@ -1,0 +1,182 @@
+/* Unit tests of plugin/conf's snapshot XML: examples, round trips, defaults,
+ * refusals, and libvirt's own domainsnapshot.rng on what we write. */
+#include <string.h>
+
+#include "snapshot-conf.h"
+#include "xml-util.h"
+
+#define LIBVIRT_SCHEMAS "/usr/share/libvirt/schemas"
+
+static const char *schema_dir;
+static const char *examples_dir;
+
+static struct snapshot_def *parse_ok(const char *xml)
+{
+    g_autoptr(GError) error = NULL;
+    struct snapshot_def *def = snapshot_def_parse_string(xml, schema_dir, &error);
+    if (!def)
+        g_error("unexpected refusal: %s\n%s", error->message, xml);
+    return def;
+}
+
+static char *read_example(const char *name)
+{
+    g_autofree char *path = g_build_filename(examples_dir, "snapshots", name, NULL);
+    char *xml = NULL;
+    g_assert_true(g_file_get_contents(path, &xml, NULL, NULL));
+    return xml;
+}
+
+static void check_libvirt_schema(const char *xml)
+{
+    if (!g_file_test(LIBVIRT_SCHEMAS "/domainsnapshot.rng", G_FILE_TEST_EXISTS))
+        return; /* reported by test_libvirt_schema_present */
+    g_autoptr(GError) error = NULL;
+    g_autoptr(xmlDoc) doc = conf_xml_read(xml, "snapshot", &error);
+    g_assert_no_error(error);
+    if (!conf_xml_validate(doc, LIBVIRT_SCHEMAS, "domainsnapshot.rng", &error))
+        g_error("not valid for libvirt's domainsnapshot.rng: %s\n%s", error->message, xml);
+}
+
+static char *check_round_trip(const char *xml)
+{
+    g_autoptr(snapshot_def) first = parse_ok(xml);
+    char *formatted = snapshot_def_format(first);
+    g_autoptr(snapshot_def) second = parse_ok(formatted);
+    g_autofree char *again = snapshot_def_format(second);
+    g_assert_cmpstr(formatted, ==, again);
+    check_libvirt_schema(formatted);
+    return formatted;
+}
+
+static void test_redefine_example(void)
+{
+    g_autofree char *xml = read_example("redefine.xml");
+    g_autoptr(snapshot_def) def = parse_ok(xml);
+    g_assert_cmpstr(def->name, ==, "after-warmup");
+    g_assert_cmpstr(def->description, ==, "second layer over base");
+    g_assert_cmpstr(def->parent, ==, "base");
+    g_assert_true(def->state_set);
+    g_assert_cmpint(def->state, ==, SNAPSHOT_STATE_RUNNING);
+    g_assert_cmpint(def->creation_time, ==, 1764480000);
+    g_assert_cmpint(def->memory, ==, SNAPSHOT_MEMORY_INTERNAL);
+    g_assert_nonnull(def->domain);
+    g_assert_cmpstr(def->domain->name, ==, "microvm");
+    g_assert_cmpuint(def->domain->memory_kib, ==, 512 * 1024);
+    g_assert_true(def->domain->vsock.present);
+    g_autofree char *formatted = check_round_trip(xml);
+    g_assert_nonnull(strstr(formatted, "<uuid>4dea22b3-1d52-d8f3-2516-782e98ab3fa0</uuid>"));
+}
+
+static void test_create_defaults(void)
+{
+    g_autofree char *xml = read_example("create.xml");
+    gint64 before = g_get_real_time() / G_USEC_PER_SEC;
+    g_autoptr(snapshot_def) def = parse_ok(xml);
+    gint64 after = g_get_real_time() / G_USEC_PER_SEC;
+    g_assert_cmpstr(def->name, ==, "base");
+    g_assert_cmpint(def->creation_time, >=, before);
+    g_assert_cmpint(def->creation_time, <=, after);
+    g_assert_false(def->state_set);
+    g_assert_null(def->parent);
+    g_assert_null(def->domain);
+    g_assert_cmpint(def->memory, ==, SNAPSHOT_MEMORY_DEFAULT);
+    g_autofree char *formatted = check_round_trip(xml);
+
+    /* No name: named after its creation time, as libvirt does. */
+    g_autoptr(snapshot_def) unnamed = parse_ok("<domainsnapshot><creationTime>1234</creationTime></domainsnapshot>");
+    g_assert_cmpstr(unnamed->name, ==, "1234");
+    g_autoptr(snapshot_def) empty = parse_ok("<domainsnapshot/>");
+    g_assert_cmpint(g_ascii_strtoll(empty->name, NULL, 10), ==, empty->creation_time);
+}
+
+static void test_variations(void)
+{
+    static const char *const variations[] = {
+        "<domainsnapshot><name>s</name><state>shutoff</state><memory snapshot='no'/></domainsnapshot>",
+        "<domainsnapshot><name>s</name><state>paused</state><description>a &amp; b\n c</description>"
+        "</domainsnapshot>",
+        "<domainsnapshot><name>s</name><state>disk-snapshot</state><parent><name>p q</name></parent>"
+        "</domainsnapshot>",
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(variations); i++) {
+        g_autofree char *formatted = check_round_trip(variations[i]);
+    }
+}
+
+static void check_refusal(const char *xml, int code, const char *part)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(snapshot_def) def = snapshot_def_parse_string(xml, schema_dir, &error);
+    if (def)
+        g_error("accepted, expected a refusal with '%s':\n%s", part, xml);
+    if (error->domain != VSNAP_VIR_ERROR || error->code != code || !strstr(error->message, part))
+        g_error("expected %d '%s', got %d '%s' for:\n%s", code, part, error->code, error->message, xml);
+}
+
+static void test_refusals(void)
+{
+    static const struct {
+        const char *xml;
+        int code;
+        const char *part;
+    } refusals[] = {
+        {"<domainsnapshot><disks><disk name='vda'/></disks></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "disk snapshots"},
+        {"<domainsnapshot><memory snapshot='external' file='/x'/></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "file='/x'"},
+        {"<domainsnapshot><memory snapshot='external'/></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "'external'"},
+        {"<domainsnapshot><cookie/></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <cookie> in <domainsnapshot>"},
+        {"<domainsnapshot><inactiveDomain type='kvm'/></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "<inactiveDomain>"},
+        {"<domainsnapshot><state>sleeping</state></domainsnapshot>", VIR_ERR_XML_DETAIL, "'sleeping'"},
+        {"<domainsnapshot><parent/></domainsnapshot>", VIR_ERR_XML_ERROR, "missing <name> in snapshot <parent>"},
+        {"<domainsnapshot><parent><uuid/></parent></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "<uuid> in <parent>"},
+        {"<domainsnapshot><name>a</name><name>b</name></domainsnapshot>", VIR_ERR_XML_ERROR, "more than once"},
+        {"<domainsnapshot><name>a/b</name></domainsnapshot>", VIR_ERR_XML_DETAIL, "'a/b'"},
+        {"<domainsnapshot><name></name></domainsnapshot>", VIR_ERR_XML_DETAIL, "must not be empty"},
+        {"<domainsnapshot><creationTime>-5</creationTime></domainsnapshot>", VIR_ERR_XML_DETAIL, "creationTime"},
+        {"<domainsnapshot type='x'/>", VIR_ERR_CONFIG_UNSUPPORTED, "type='x'"},
+        {"<snapshot/>", VIR_ERR_XML_ERROR, "expected root element <domainsnapshot>"},
+        {"<domainsnapshot><name>x</name>", VIR_ERR_XML_ERROR, "line 1"},
+        {"<domainsnapshot><domain type='kvm'><name>d</name><memory>65536</memory><os><type>hvm</type>"
+         "<kernel>/k</kernel></os><devices><graphics type='vnc'/></devices></domain></domainsnapshot>",
+         VIR_ERR_CONFIG_UNSUPPORTED, "in the snapshot's <domain>: unsupported element <graphics> in <devices>"},
+        {"<domainsnapshot><domain type='qemu'/></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "domain type 'qemu'"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(refusals); i++)
+        check_refusal(refusals[i].xml, refusals[i].code, refusals[i].part);
+}
+
+/* The embedded domain may use namespaces declared on <domainsnapshot>. */
+static void test_embedded_domain_namespaces(void)
+{
+    static const char xml[] =
+        "<domainsnapshot xmlns:a='urn:a' xmlns:vsnap='urn:vsnap:domain:1'><name>s</name>"
+        "<domain type='kvm'><name>d</name><metadata><a:x>kept</a:x>"
+        "<vsnap:vsnap><vsnap:restore mode='copy'/></vsnap:vsnap></metadata>"
+        "<memory>65536</memory><os><type>hvm</type><kernel>/k</kernel></os></domain></domainsnapshot>";
+    g_autoptr(snapshot_def) def = parse_ok(xml);
+    g_assert_cmpint(def->domain->vsnap.restore_mode, ==, RESTORE_MODE_COPY);
+    g_assert_nonnull(strstr(def->domain->foreign_metadata, "kept"));
+    g_autofree char *formatted = check_round_trip(xml);
+}
+
+static void test_libvirt_schema_present(void)
+{
+    if (!g_file_test(LIBVIRT_SCHEMAS "/domainsnapshot.rng", G_FILE_TEST_EXISTS))
+        g_test_skip("libvirt's schemas are not installed (package libvirt0)");
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    schema_dir = g_getenv("VSNAP_SCHEMA_DIR");
+    examples_dir = g_getenv("VSNAP_EXAMPLES_DIR");
+    if (!schema_dir || !examples_dir)
+        g_error("VSNAP_SCHEMA_DIR and VSNAP_EXAMPLES_DIR must be set (meson test sets them)");
+    g_test_add_func("/conf/snapshot/libvirt-schema-present", test_libvirt_schema_present);
+    g_test_add_func("/conf/snapshot/redefine-example", test_redefine_example);
+    g_test_add_func("/conf/snapshot/create-defaults", test_create_defaults);
+    g_test_add_func("/conf/snapshot/variations", test_variations);
+    g_test_add_func("/conf/snapshot/refusals", test_refusals);
+    g_test_add_func("/conf/snapshot/embedded-domain-namespaces", test_embedded_domain_namespaces);
+    return g_test_run();
+}
