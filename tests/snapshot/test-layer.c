@@ -194,6 +194,35 @@ static void test_wrong_chain(void)
     test_scenario_free(&s);
 }
 
+/* Every single byte of the header, flipped, is caught (and nothing crashes);
+ * so is every byte of a small layer's index and checksum table. */
+static void test_every_metadata_byte(void)
+{
+    struct test_scenario s;
+    test_scenario_build(&s, RAM, false);
+    for (uint64_t off = 0; off < sizeof(struct snap_layer_header); off++) {
+        test_flip_byte(s.paths[1], off);
+        g_autoptr(GError) error = NULL;
+        g_autoptr(snap_layer) l = snap_layer_open(s.paths[1], &error);
+        g_assert_null(l);
+        g_assert_nonnull(strstr(error->message, s.paths[1]));
+        test_flip_byte(s.paths[1], off);
+    }
+    uint64_t size = test_file_size(s.paths[1]);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(snap_layer) good = snap_layer_open(s.paths[1], &error);
+    g_assert_no_error(error);
+    for (uint64_t off = good->hdr.index_offset; off < size; off++) {
+        test_flip_byte(s.paths[1], off);
+        g_autoptr(snap_layer) l = snap_layer_open(s.paths[1], &error);
+        g_assert_null(l);
+        g_assert_error(error, SNAP_ERROR, SNAP_ERROR_CHECKSUM);
+        g_clear_error(&error);
+        test_flip_byte(s.paths[1], off);
+    }
+    test_scenario_free(&s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -205,5 +234,6 @@ int main(int argc, char **argv)
     g_test_add_func("/snapshot/layer/flipped-header-index", test_flipped_header_and_index);
     g_test_add_func("/snapshot/layer/flipped-data", test_flipped_data);
     g_test_add_func("/snapshot/layer/wrong-chain", test_wrong_chain);
+    g_test_add_func("/snapshot/layer/every-metadata-byte", test_every_metadata_byte);
     return g_test_run();
 }

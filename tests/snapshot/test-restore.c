@@ -205,6 +205,45 @@ static void test_compact_tool(void)
     test_scenario_free(&s);
 }
 
+static int run_tool(const char *args, char **out, char **err)
+{
+    g_autofree char *cmd = g_strdup_printf("%s %s", g_getenv("VSNAP_COMPACT"), args);
+    int status = -1;
+    g_assert_true(g_spawn_command_line_sync(cmd, out, err, &status, NULL));
+    return status;
+}
+
+static void test_tool_fold_and_info(void)
+{
+    struct test_scenario s;
+    test_scenario_build(&s, RAM, false);
+    g_autofree char *args = g_strdup_printf("--fold %s %s", s.paths[1], s.paths[2]);
+    g_assert_cmpint(run_tool(args, NULL, NULL), ==, 0);
+    char *rest[] = { s.paths[0], s.paths[2] };
+    check_copy(rest, 2, s.expected[2], RAM);
+
+    g_autofree char *info_args = g_strdup_printf("--info %s %s", s.paths[0], s.paths[2]);
+    g_autofree char *out = NULL, *err = NULL;
+    g_assert_cmpint(run_tool(info_args, &out, &err), ==, 0);
+    char id[37];
+    snap_id_to_string(&s.ids[2], id);
+    g_assert_nonnull(strstr(out, id));
+    g_assert_nonnull(strstr(out, "full layer"));
+    g_assert_nonnull(strstr(out, "diff layer"));
+
+    /* --info reads all data: a flipped data byte is reported */
+    test_flip_byte(s.paths[0], SNAP_LAYER_DATA_OFFSET + 10);
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(run_tool(info_args, &out, &err), !=, 0);
+    g_assert_nonnull(strstr(err, "checksum"));
+    g_clear_pointer(&out, g_free);
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(run_tool("--fold onlyone", &out, &err), !=, 0);
+    g_assert_nonnull(strstr(err, "usage"));
+    test_scenario_free(&s);
+}
+
 static void test_fold(void)
 {
     struct test_scenario s;
@@ -255,6 +294,7 @@ int main(int argc, char **argv)
     g_test_add_func("/snapshot/compact/library", test_compact_library);
     g_test_add_func("/snapshot/compact/tool", test_compact_tool);
     g_test_add_func("/snapshot/compact/fold", test_fold);
+    g_test_add_func("/snapshot/compact/tool-fold-info", test_tool_fold_and_info);
     g_test_add_func("/snapshot/compact/fold-64", test_fold_in_long_chain);
     return g_test_run();
 }
