@@ -1,0 +1,689 @@
+#include "driver.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <libvirt/libvirt.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "monitor.h"
+#include "node.h"
+#include "process.h"
+#include "virt-error.h"
+
+/* ---- persistence: <state_dir>/domains/<name>.xml, <state_dir>/autostart/<name> ---- */
+
+static char *config_path(struct vsnap_driver *drv, const char *name)
+{
+    g_autofree char *file = g_strdup_printf("%s.xml", name);
+    return g_build_filename(drv->paths.state_dir, "domains", file, NULL);
+}
+
+static char *autostart_path(struct vsnap_driver *drv, const char *name)
+{
+    return g_build_filename(drv->paths.state_dir, "autostart", name, NULL);
+}
+
+static bool save_config(struct vsnap_driver *drv, const struct domain_def *def, GError **error)
+{
+    g_autofree char *path = config_path(drv, def->name);
+    g_autofree char *xml = domain_def_format(def, false, -1);
+    g_autoptr(GError) local = NULL;
+    /* CONSISTENT|DURABLE: temp file, fsync, rename: never half a definition. */
+    if (!g_file_set_contents_full(path, xml, -1,
+                                  G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
+                                  0600, &local)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR,
+                    "cannot save the definition of %s: %s", def->name, local->message);
+        return false;
+    }
+    return true;
+}
+
+static void delete_config(struct vsnap_driver *drv, const char *name)
+{
+    g_autofree char *path = config_path(drv, name);
+    g_autofree char *mark = autostart_path(drv, name);
+    g_unlink(path);
+    g_unlink(mark);
+}
+
+static bool set_autostart_mark(struct vsnap_driver *drv, const char *name, bool on,
+                               GError **error)
+{
+    g_autofree char *mark = autostart_path(drv, name);
+    if (!on)
+        return g_unlink(mark) == 0 || errno == ENOENT ||
+               (g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR,
+                            "cannot remove %s: %s", mark, g_strerror(errno)), false);
+    g_autoptr(GError) local = NULL;
+    if (!g_file_set_contents(mark, "", 0, &local)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "%s", local->message);
+        return false;
+    }
+    return true;
+}
+
+/* ---- creation and loading ---- */
+
+struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error)
+{
+    const char *dirs[] = {paths->state_dir, paths->run_dir, paths->log_dir};
+    for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++) {
+        if (g_mkdir_with_parents(dirs[i], 0700) < 0) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot create %s: %s",
+                        dirs[i], g_strerror(errno));
+            return NULL;
+        }
+    }
+    const char *subdirs[] = {"domains", "autostart"};
+    for (size_t i = 0; i < G_N_ELEMENTS(subdirs); i++) {
+        g_autofree char *dir = g_build_filename(paths->state_dir, subdirs[i], NULL);
+        if (g_mkdir_with_parents(dir, 0700) < 0) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot create %s: %s", dir,
+                        g_strerror(errno));
+            return NULL;
+        }
+    }
+    struct vsnap_driver *drv = g_new0(struct vsnap_driver, 1);
+    drv->paths = *paths;
+    drv->paths.socket_dir = g_strdup(paths->socket_dir);
+    drv->paths.state_dir = g_strdup(paths->state_dir);
+    drv->paths.run_dir = g_strdup(paths->run_dir);
+    drv->paths.log_dir = g_strdup(paths->log_dir);
+    drv->paths.shim_path = g_strdup(paths->shim_path);
+    drv->paths.schema_dir = g_strdup(paths->schema_dir);
+    drv->domains = domain_list_new();
+    drv->events = event_queue_new();
+    drv->hostname = g_strdup(g_get_host_name());
+    return drv;
+}
+
+void driver_free(struct vsnap_driver *drv)
+{
+    if (!drv)
+        return;
+    event_queue_free(drv->events);
+    domain_list_free(drv->domains);
+    g_free(drv->paths.socket_dir);
+    g_free(drv->paths.state_dir);
+    g_free(drv->paths.run_dir);
+    g_free(drv->paths.log_dir);
+    g_free(drv->paths.shim_path);
+    g_free(drv->paths.schema_dir);
+    g_free(drv->hostname);
+    g_free(drv);
+}
+
+static void load_config(struct vsnap_driver *drv, const char *path)
+{
+    g_autofree char *xml = NULL;
+    g_autoptr(GError) error = NULL;
+    if (!g_file_get_contents(path, &xml, NULL, &error)) {
+        g_warning("%s", error->message);
+        return;
+    }
+    struct domain_def *def = domain_def_parse_string(xml, drv->paths.schema_dir, &error);
+    if (!def) {
+        g_warning("ignoring %s: %s", path, error->message);
+        return;
+    }
+    g_autofree char *expected = config_path(drv, def->name);
+    if (!g_str_equal(expected, path)) {
+        g_warning("ignoring %s: it defines domain '%s'", path, def->name);
+        domain_def_free(def);
+        return;
+    }
+    g_autoptr(vsnap_domain) dom = vsnap_domain_new(def);
+    g_autofree char *mark = autostart_path(drv, dom->name);
+    dom->persistent = true;
+    dom->autostart = g_file_test(mark, G_FILE_TEST_EXISTS);
+    if (!domain_list_add(drv->domains, dom, &error))
+        g_warning("ignoring %s: %s", path, error->message);
+}
+
+bool driver_load(struct vsnap_driver *drv, GError **error)
+{
+    g_autofree char *dir_path = g_build_filename(drv->paths.state_dir, "domains", NULL);
+    g_autoptr(GError) local = NULL;
+    g_autoptr(GDir) dir = g_dir_open(dir_path, 0, &local);
+    if (!dir) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "%s", local->message);
+        return false;
+    }
+    const char *name;
+    while ((name = g_dir_read_name(dir))) {
+        if (!g_str_has_suffix(name, ".xml"))
+            continue;
+        g_autofree char *path = g_build_filename(dir_path, name, NULL);
+        load_config(drv, path);
+    }
+    process_reattach_all(drv);
+    return true;
+}
+
+void driver_autostart(struct vsnap_driver *drv)
+{
+    g_autoptr(GPtrArray) doms = domain_list_snapshot(drv->domains);
+    for (guint i = 0; i < doms->len; i++) {
+        struct vsnap_domain *dom = doms->pdata[i];
+        g_mutex_lock(&dom->lock);
+        bool wanted = dom->autostart && !dom->run;
+        g_mutex_unlock(&dom->lock);
+        g_autoptr(GError) error = NULL;
+        if (wanted && !driver_start(drv, dom, 0, &error))
+            g_warning("autostart of %s failed: %s", dom->name, error->message);
+    }
+}
+
+unsigned driver_active_count(struct vsnap_driver *drv)
+{
+    g_autoptr(GPtrArray) doms = domain_list_snapshot(drv->domains);
+    unsigned n = 0;
+    for (guint i = 0; i < doms->len; i++)
+        n += vsnap_domain_is_active(doms->pdata[i]);
+    return n;
+}
+
+/* ---- lookups ---- */
+
+struct vsnap_domain *driver_lookup_uuid(struct vsnap_driver *drv, const unsigned char *uuid,
+                                        const char *name_hint, GError **error)
+{
+    struct vsnap_domain *dom = domain_list_find_uuid(drv->domains, uuid);
+    if (!dom) {
+        char text[37];
+        uuid_format(uuid, text);
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN,
+                    "no domain with matching uuid '%s'%s%s%s", text, name_hint ? " (" : "",
+                    name_hint ? name_hint : "", name_hint ? ")" : "");
+    }
+    return dom;
+}
+
+struct vsnap_domain *driver_lookup_name(struct vsnap_driver *drv, const char *name,
+                                        GError **error)
+{
+    struct vsnap_domain *dom = domain_list_find_name(drv->domains, name);
+    if (!dom)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN,
+                    "no domain with matching name '%s'", name);
+    return dom;
+}
+
+struct vsnap_domain *driver_lookup_id(struct vsnap_driver *drv, int id, GError **error)
+{
+    struct vsnap_domain *dom = domain_list_find_id(drv->domains, id);
+    if (!dom)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN, "no domain with matching id %d",
+                    id);
+    return dom;
+}
+
+void domain_summary_clear(struct domain_summary *s)
+{
+    g_clear_pointer(&s->name, g_free);
+    g_clear_pointer(&s->os_type, g_free);
+}
+
+void driver_summary(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                    struct domain_summary *out)
+{
+    g_mutex_lock(&dom->lock);
+    out->name = g_strdup(dom->name);
+    memcpy(out->uuid, dom->uuid, 16);
+    out->id = dom->id;
+    out->state = dom->state;
+    out->reason = dom->reason;
+    out->persistent = dom->persistent;
+    out->autostart = dom->autostart;
+    out->ready = dom->run && dom->run->ready;
+    out->max_mem_kib = dom->def->memory_kib;
+    out->cur_mem_kib = dom->def->current_memory_kib;
+    out->vcpus = dom->def->vcpus;
+    out->generation = dom->generation;
+    out->os_type = g_strdup(dom->def->os_type ? dom->def->os_type : "hvm");
+    pid_t pid = dom->run ? dom->run->pid : -1;
+    g_mutex_unlock(&dom->lock);
+    out->cpu_time_ns = pid > 0 ? process_cpu_time_ns(pid) : 0;
+}
+
+static bool list_filter_match(struct vsnap_domain *dom, unsigned flags)
+{
+    g_mutex_lock(&dom->lock);
+    bool active = dom->run != NULL;
+    bool persistent = dom->persistent, autostart = dom->autostart;
+    int state = dom->state;
+    g_mutex_unlock(&dom->lock);
+#define EITHER(yes, no, value)                                                                   \
+    (!(flags & ((yes) | (no))) || ((flags & (yes)) && (value)) || ((flags & (no)) && !(value)))
+    bool other = state != VIR_DOMAIN_RUNNING && state != VIR_DOMAIN_PAUSED &&
+                 state != VIR_DOMAIN_SHUTOFF;
+    unsigned state_flags = VIR_CONNECT_LIST_DOMAINS_RUNNING | VIR_CONNECT_LIST_DOMAINS_PAUSED |
+                           VIR_CONNECT_LIST_DOMAINS_SHUTOFF | VIR_CONNECT_LIST_DOMAINS_OTHER;
+    bool state_ok = !(flags & state_flags) ||
+                    ((flags & VIR_CONNECT_LIST_DOMAINS_RUNNING) && state == VIR_DOMAIN_RUNNING) ||
+                    ((flags & VIR_CONNECT_LIST_DOMAINS_PAUSED) && state == VIR_DOMAIN_PAUSED) ||
+                    ((flags & VIR_CONNECT_LIST_DOMAINS_SHUTOFF) && state == VIR_DOMAIN_SHUTOFF) ||
+                    ((flags & VIR_CONNECT_LIST_DOMAINS_OTHER) && other);
+    return state_ok &&
+           EITHER(VIR_CONNECT_LIST_DOMAINS_ACTIVE, VIR_CONNECT_LIST_DOMAINS_INACTIVE, active) &&
+           EITHER(VIR_CONNECT_LIST_DOMAINS_PERSISTENT, VIR_CONNECT_LIST_DOMAINS_TRANSIENT,
+                  persistent) &&
+           EITHER(VIR_CONNECT_LIST_DOMAINS_AUTOSTART, VIR_CONNECT_LIST_DOMAINS_NO_AUTOSTART,
+                  autostart) &&
+           /* No managed save images and no snapshots exist yet. */
+           !(flags & VIR_CONNECT_LIST_DOMAINS_MANAGEDSAVE) &&
+           !(flags & VIR_CONNECT_LIST_DOMAINS_HAS_SNAPSHOT) &&
+           !(flags & VIR_CONNECT_LIST_DOMAINS_HAS_CHECKPOINT);
+#undef EITHER
+}
+
+GPtrArray *driver_list(struct vsnap_driver *drv, unsigned flags)
+{
+    GPtrArray *doms = domain_list_snapshot(drv->domains);
+    for (guint i = doms->len; i-- > 0;)
+        if (!list_filter_match(doms->pdata[i], flags))
+            g_ptr_array_remove_index(doms, i);
+    return doms;
+}
+
+/* ---- definitions ---- */
+
+static bool check_flags(unsigned flags, unsigned allowed, GError **error)
+{
+    if (flags & ~allowed) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    flags & ~allowed);
+        return false;
+    }
+    return true;
+}
+
+/* Same uuid must mean same name and the other way round. */
+static bool check_identity(struct vsnap_driver *drv, const struct domain_def *def,
+                           struct vsnap_domain **existing, GError **error)
+{
+    char uuid[37];
+    uuid_format(def->uuid, uuid);
+    g_autoptr(vsnap_domain) by_uuid = domain_list_find_uuid(drv->domains, def->uuid);
+    g_autoptr(vsnap_domain) by_name = domain_list_find_name(drv->domains, def->name);
+    if (by_uuid && !g_str_equal(by_uuid->name, def->name)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "domain '%s' already exists with uuid %s", by_uuid->name, uuid);
+        return false;
+    }
+    if (by_name && !by_uuid) {
+        char other[37];
+        uuid_format(by_name->uuid, other);
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "domain '%s' already exists with uuid %s", def->name, other);
+        return false;
+    }
+    *existing = g_steal_pointer(&by_uuid);
+    return true;
+}
+
+static struct vsnap_domain *redefine(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                     struct domain_def *def, GError **error)
+{
+    g_mutex_lock(&dom->job);
+    if (!save_config(drv, def, error)) {
+        g_mutex_unlock(&dom->job);
+        domain_def_free(def);
+        return NULL;
+    }
+    g_mutex_lock(&dom->lock);
+    if (dom->run) {
+        domain_def_free(dom->next_def);
+        dom->next_def = def;     /* the running VM keeps its definition */
+    } else {
+        domain_def_free(dom->def);
+        dom->def = def;
+    }
+    dom->persistent = true;
+    event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_DEFINED,
+                          VIR_DOMAIN_EVENT_DEFINED_UPDATED);
+    g_mutex_unlock(&dom->lock);
+    g_mutex_unlock(&dom->job);
+    return vsnap_domain_ref(dom);
+}
+
+struct vsnap_domain *driver_define_xml(struct vsnap_driver *drv, const char *xml,
+                                       unsigned flags, GError **error)
+{
+    if (!check_flags(flags, VIR_DOMAIN_DEFINE_VALIDATE, error))
+        return NULL;
+    struct domain_def *def = domain_def_parse_string(xml, drv->paths.schema_dir, error);
+    if (!def)
+        return NULL;
+    g_autoptr(vsnap_domain) existing = NULL;
+    if (!check_identity(drv, def, &existing, error)) {
+        domain_def_free(def);
+        return NULL;
+    }
+    if (existing)
+        return redefine(drv, existing, def, error);
+
+    if (!save_config(drv, def, error)) {
+        domain_def_free(def);
+        return NULL;
+    }
+    struct vsnap_domain *dom = vsnap_domain_new(def);
+    dom->persistent = true;
+    if (!domain_list_add(drv->domains, dom, error)) {
+        /* Lost a race with a concurrent define of the same name. */
+        vsnap_domain_unref(dom);
+        return NULL;
+    }
+    g_mutex_lock(&dom->lock);
+    event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_DEFINED,
+                          VIR_DOMAIN_EVENT_DEFINED_ADDED);
+    g_mutex_unlock(&dom->lock);
+    return dom;
+}
+
+bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                     GError **error)
+{
+    /* No managed save, snapshot, NVRAM or checkpoint data exists to keep or
+     * remove, so those flags have nothing to act on. */
+    unsigned allowed = VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
+                       VIR_DOMAIN_UNDEFINE_NVRAM | VIR_DOMAIN_UNDEFINE_KEEP_NVRAM |
+                       VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA;
+    if (!check_flags(flags, allowed, error))
+        return false;
+    g_mutex_lock(&dom->job);
+    g_mutex_lock(&dom->lock);
+    if (!dom->listed || !dom->persistent) {
+        g_mutex_unlock(&dom->lock);
+        g_mutex_unlock(&dom->job);
+        g_set_error(error, VSNAP_VIR_ERROR, dom->listed ? VIR_ERR_OPERATION_INVALID
+                                                        : VIR_ERR_NO_DOMAIN,
+                    dom->listed ? "cannot undefine transient domain '%s'"
+                                : "no domain with matching name '%s'", dom->name);
+        return false;
+    }
+    delete_config(drv, dom->name);
+    dom->persistent = false;
+    dom->autostart = false;
+    g_clear_pointer(&dom->next_def, domain_def_free);
+    bool active = dom->run != NULL;
+    event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_UNDEFINED,
+                          VIR_DOMAIN_EVENT_UNDEFINED_REMOVED);
+    g_mutex_unlock(&dom->lock);
+    if (!active)
+        domain_list_remove(drv->domains, dom);   /* a running one goes when it stops */
+    g_mutex_unlock(&dom->job);
+    return true;
+}
+
+char *driver_get_xml(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                     GError **error)
+{
+    if (!check_flags(flags, VIR_DOMAIN_XML_SECURE | VIR_DOMAIN_XML_INACTIVE |
+                                VIR_DOMAIN_XML_UPDATE_CPU | VIR_DOMAIN_XML_MIGRATABLE,
+                     error))
+        return NULL;
+    g_mutex_lock(&dom->lock);
+    char *xml;
+    if (flags & VIR_DOMAIN_XML_INACTIVE)
+        xml = domain_def_format(dom->next_def ? dom->next_def : dom->def, false, -1);
+    else
+        xml = domain_def_format(dom->def, dom->run != NULL, dom->id);
+    g_mutex_unlock(&dom->lock);
+    return xml;
+}
+
+/* ---- lifecycle ---- */
+
+/* Under dom->job: refuse when the domain was undefined meanwhile. */
+static bool still_listed(struct vsnap_domain *dom, GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    bool listed = dom->listed;
+    g_mutex_unlock(&dom->lock);
+    if (!listed)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN,
+                    "no domain with matching name '%s'", dom->name);
+    return listed;
+}
+
+static int current_state(struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->lock);
+    int state = dom->run ? dom->state : VIR_DOMAIN_SHUTOFF;
+    g_mutex_unlock(&dom->lock);
+    return state;
+}
+
+static bool require_active(struct vsnap_domain *dom, GError **error)
+{
+    if (current_state(dom) != VIR_DOMAIN_SHUTOFF)
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+    return false;
+}
+
+static char *api_socket_of(struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->lock);
+    char *path = dom->run ? g_strdup(dom->run->api_socket) : NULL;
+    g_mutex_unlock(&dom->lock);
+    return path;
+}
+
+static bool pause_after_start(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    g_autofree char *api = api_socket_of(dom);
+    if (!api || !monitor_vm_pause(api, error))
+        return false;
+    g_mutex_lock(&dom->lock);
+    vsnap_domain_set_state_locked(dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER);
+    event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_SUSPENDED,
+                          VIR_DOMAIN_EVENT_SUSPENDED_PAUSED);
+    g_mutex_unlock(&dom->lock);
+    return true;
+}
+
+static bool start_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                         GError **error)
+{
+    if (!still_listed(dom, error))
+        return false;
+    if (current_state(dom) != VIR_DOMAIN_SHUTOFF) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "domain is already running");
+        return false;
+    }
+    if (!process_start(drv, dom, error))
+        return false;
+    return !(flags & VIR_DOMAIN_START_PAUSED) || pause_after_start(drv, dom, error);
+}
+
+bool driver_start(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                  GError **error)
+{
+    if (!check_flags(flags, VIR_DOMAIN_START_PAUSED | VIR_DOMAIN_START_BYPASS_CACHE |
+                                VIR_DOMAIN_START_FORCE_BOOT,
+                     error))
+        return false;
+    g_mutex_lock(&dom->job);
+    bool ok = start_locked(drv, dom, flags, error);
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+struct vsnap_domain *driver_create_xml(struct vsnap_driver *drv, const char *xml,
+                                       unsigned flags, GError **error)
+{
+    if (!check_flags(flags, VIR_DOMAIN_START_PAUSED | VIR_DOMAIN_START_VALIDATE, error))
+        return NULL;
+    struct domain_def *def = domain_def_parse_string(xml, drv->paths.schema_dir, error);
+    if (!def)
+        return NULL;
+    g_autoptr(vsnap_domain) existing = NULL;
+    if (!check_identity(drv, def, &existing, error)) {
+        domain_def_free(def);
+        return NULL;
+    }
+    if (existing) {
+        domain_def_free(def);
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "domain '%s' is already defined; use start", existing->name);
+        return NULL;
+    }
+    struct vsnap_domain *dom = vsnap_domain_new(def);
+    if (!domain_list_add(drv->domains, dom, error)) {
+        vsnap_domain_unref(dom);
+        return NULL;
+    }
+    g_mutex_lock(&dom->job);
+    bool ok = start_locked(drv, dom, flags & VIR_DOMAIN_START_PAUSED, error);
+    g_mutex_unlock(&dom->job);
+    if (!ok) {
+        domain_list_remove(drv->domains, dom);
+        vsnap_domain_unref(dom);
+        return NULL;
+    }
+    return dom;
+}
+
+/* After a stop: a transient domain ceases to exist. */
+static void forget_if_transient(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->lock);
+    bool transient = !dom->persistent;
+    g_mutex_unlock(&dom->lock);
+    if (transient)
+        domain_list_remove(drv->domains, dom);
+}
+
+bool driver_destroy(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                    GError **error)
+{
+    if (!check_flags(flags, VIR_DOMAIN_DESTROY_GRACEFUL, error))
+        return false;
+    g_mutex_lock(&dom->job);
+    bool ok = require_active(dom, error) &&
+              process_stop(drv, dom, VIR_DOMAIN_SHUTOFF_DESTROYED,
+                           flags & VIR_DOMAIN_DESTROY_GRACEFUL, error);
+    if (ok) {
+        g_mutex_lock(&dom->lock);
+        event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_STOPPED,
+                              VIR_DOMAIN_EVENT_STOPPED_DESTROYED);
+        g_mutex_unlock(&dom->lock);
+        forget_if_transient(drv, dom);
+    }
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+/* Run one shim action that needs the domain in `needed` state. */
+static bool simple_action(struct vsnap_domain *dom, int needed, const char *not_in_state,
+                          bool (*action)(const char *, GError **), GError **error)
+{
+    if (!require_active(dom, error))
+        return false;
+    if (current_state(dom) != needed) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "%s", not_in_state);
+        return false;
+    }
+    g_autofree char *api = api_socket_of(dom);
+    return api && action(api, error);
+}
+
+bool driver_shutdown(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                     GError **error)
+{
+    if (flags & ~VIR_DOMAIN_SHUTDOWN_ACPI_POWER_BTN) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                    "vsnap shuts domains down only with the ACPI power button (flags 0x%x)",
+                    flags);
+        return false;
+    }
+    /* The guest powers off in its own time; the watcher reports it. */
+    g_mutex_lock(&dom->job);
+    bool ok = simple_action(dom, VIR_DOMAIN_RUNNING, "domain is paused; resume it first",
+                            monitor_vm_power_button, error);
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+bool driver_reboot(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                   GError **error)
+{
+    if (flags & ~(VIR_DOMAIN_REBOOT_DEFAULT | VIR_DOMAIN_REBOOT_ACPI_POWER_BTN)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                    "unsupported reboot method (flags 0x%x)", flags);
+        return false;
+    }
+    g_mutex_lock(&dom->job);
+    bool ok = simple_action(dom, VIR_DOMAIN_RUNNING, "domain is paused; resume it first",
+                            monitor_vm_reboot, error);
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+bool driver_suspend(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    g_mutex_lock(&dom->job);
+    bool ok = require_active(dom, error);
+    /* As libvirt: suspending a paused domain is not an error. */
+    if (ok && current_state(dom) != VIR_DOMAIN_PAUSED) {
+        ok = simple_action(dom, VIR_DOMAIN_RUNNING, "domain is not running", monitor_vm_pause,
+                           error);
+        if (ok) {
+            g_mutex_lock(&dom->lock);
+            vsnap_domain_set_state_locked(dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER);
+            event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_SUSPENDED,
+                                  VIR_DOMAIN_EVENT_SUSPENDED_PAUSED);
+            g_mutex_unlock(&dom->lock);
+        }
+    }
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+bool driver_resume(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    g_mutex_lock(&dom->job);
+    bool ok = simple_action(dom, VIR_DOMAIN_PAUSED, "domain is not paused", monitor_vm_resume,
+                            error);
+    if (ok) {
+        g_mutex_lock(&dom->lock);
+        vsnap_domain_set_state_locked(dom, VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNPAUSED);
+        event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_RESUMED,
+                              VIR_DOMAIN_EVENT_RESUMED_UNPAUSED);
+        g_mutex_unlock(&dom->lock);
+    }
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+bool driver_set_autostart(struct vsnap_driver *drv, struct vsnap_domain *dom, bool autostart,
+                          GError **error)
+{
+    g_mutex_lock(&dom->job);
+    g_mutex_lock(&dom->lock);
+    bool persistent = dom->persistent;
+    g_mutex_unlock(&dom->lock);
+    bool ok = persistent;
+    if (!persistent)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "cannot set autostart for transient domain");
+    else
+        ok = set_autostart_mark(drv, dom->name, autostart, error);
+    if (ok) {
+        g_mutex_lock(&dom->lock);
+        dom->autostart = autostart;
+        g_mutex_unlock(&dom->lock);
+    }
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+char *driver_capabilities(struct vsnap_driver *drv, GError **error)
+{
+    return node_capabilities_xml(error);
+}

@@ -1,0 +1,85 @@
+/* The driver: thin entry points the RPC layer calls. Each looks the domain
+ * up, takes its job lock, checks the state, calls process/monitor, updates
+ * the state and emits the event. Errors are VSNAP_VIR_ERROR GErrors. */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "domain.h"
+#include "events.h"
+
+struct driver_paths {
+    bool privileged;
+    char *socket_dir;   /* /run/libvirt */
+    char *state_dir;    /* /var/lib/vsnap: domains/, autostart/ */
+    char *run_dir;      /* /run/vsnap: one directory per running domain */
+    char *log_dir;      /* /var/log/vsnap */
+    char *shim_path;
+    char *schema_dir;
+};
+
+struct vsnap_driver {
+    struct driver_paths paths;
+    struct domain_list *domains;
+    struct event_queue *events;
+    char *hostname;
+};
+
+/* What virsh/python need to know about a domain in one consistent read. */
+struct domain_summary {
+    char *name;
+    unsigned char uuid[16];
+    int id;
+    int state, reason;
+    bool persistent, autostart, ready;
+    uint64_t max_mem_kib, cur_mem_kib;
+    unsigned vcpus;
+    uint64_t cpu_time_ns;
+    uint64_t generation;
+    char *os_type;
+};
+void domain_summary_clear(struct domain_summary *s);
+
+struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error);
+void driver_free(struct vsnap_driver *drv);
+/* Load persistent definitions and reattach to shims still running. */
+bool driver_load(struct vsnap_driver *drv, GError **error);
+/* Start domains marked autostart that are not running (errors are logged). */
+void driver_autostart(struct vsnap_driver *drv);
+unsigned driver_active_count(struct vsnap_driver *drv);
+
+/* Lookups return a new reference or fail with VIR_ERR_NO_DOMAIN. */
+struct vsnap_domain *driver_lookup_uuid(struct vsnap_driver *drv, const unsigned char *uuid,
+                                        const char *name_hint, GError **error);
+struct vsnap_domain *driver_lookup_name(struct vsnap_driver *drv, const char *name,
+                                        GError **error);
+struct vsnap_domain *driver_lookup_id(struct vsnap_driver *drv, int id, GError **error);
+
+void driver_summary(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                    struct domain_summary *out);
+/* Domains matching VIR_CONNECT_LIST_DOMAINS_* flags (0 = all). */
+GPtrArray *driver_list(struct vsnap_driver *drv, unsigned flags);
+
+struct vsnap_domain *driver_define_xml(struct vsnap_driver *drv, const char *xml,
+                                       unsigned flags, GError **error);
+bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                     GError **error);
+char *driver_get_xml(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                     GError **error);
+bool driver_start(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                  GError **error);
+struct vsnap_domain *driver_create_xml(struct vsnap_driver *drv, const char *xml,
+                                       unsigned flags, GError **error);
+bool driver_destroy(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                    GError **error);
+bool driver_shutdown(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                     GError **error);
+bool driver_reboot(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                   GError **error);
+bool driver_suspend(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
+bool driver_resume(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
+bool driver_set_autostart(struct vsnap_driver *drv, struct vsnap_domain *dom, bool autostart,
+                          GError **error);
+char *driver_capabilities(struct vsnap_driver *drv, GError **error);

@@ -1,0 +1,165 @@
+#include "monitor.h"
+
+#include <curl/curl.h>
+#include <json-glib/json-glib.h>
+
+#include "virt-error.h"
+
+/* The API answers in milliseconds; creating and booting a VM may touch a
+ * lot of memory, so those get more time. */
+#define QUICK_TIMEOUT_MS 10000L
+#define SLOW_TIMEOUT_MS 60000L
+
+static size_t collect_body(char *data, size_t size, size_t nmemb, void *user)
+{
+    g_string_append_len(user, data, size * nmemb);
+    return size * nmemb;
+}
+
+/* The shim's error body is {"error": "..."} or plain text; keep it readable. */
+static char *error_text(const GString *body)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (body->len && json_parser_load_from_data(parser, body->str, body->len, NULL)) {
+        JsonNode *root = json_parser_get_root(parser);
+        if (JSON_NODE_HOLDS_OBJECT(root)) {
+            JsonObject *obj = json_node_get_object(root);
+            if (json_object_has_member(obj, "error"))
+                return g_strdup(json_object_get_string_member_with_default(obj, "error", ""));
+        }
+    }
+    return g_strstrip(g_strndup(body->str, MIN(body->len, 500)));
+}
+
+static bool request(const char *api_socket, const char *method, const char *endpoint,
+                    const char *json, long timeout_ms, GString *response, GError **error)
+{
+    CURL *curl = curl_easy_init();
+    if (!curl) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INTERNAL_ERROR, "cannot initialise libcurl");
+        return false;
+    }
+    g_autofree char *url = g_strdup_printf("http://localhost/api/v1/%s", endpoint);
+    g_autoptr(GString) body = g_string_new(NULL);
+    struct curl_slist *headers = NULL;
+    curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, api_socket);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
+    if (json) {
+        headers = curl_slist_append(headers, "Content-Type: application/json");
+        curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, json);
+    } else if (g_str_equal(method, "PUT")) {
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
+    }
+    CURLcode rc = curl_easy_perform(curl);
+    long status = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+
+    if (rc != CURLE_OK) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "cannot reach the VM's API at %s (%s): %s", api_socket, endpoint,
+                    curl_easy_strerror(rc));
+        return false;
+    }
+    if (status < 200 || status >= 300) {
+        g_autofree char *text = error_text(body);
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "the VM refused %s (HTTP %ld): %s", endpoint, status,
+                    *text ? text : "no details");
+        return false;
+    }
+    if (response)
+        g_string_assign(response, body->str);
+    return true;
+}
+
+bool monitor_ping(const char *api_socket, GError **error)
+{
+    return request(api_socket, "GET", "vmm.ping", NULL, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_create(const char *api_socket, const char *json, GError **error)
+{
+    return request(api_socket, "PUT", "vm.create", json, SLOW_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_boot(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.boot", NULL, SLOW_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_pause(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.pause", NULL, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_resume(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.resume", NULL, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_power_button(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.power-button", NULL, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_reboot(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.reboot", NULL, SLOW_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_shutdown(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.shutdown", NULL, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vmm_shutdown(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vmm.shutdown", NULL, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+void vm_info_clear(struct vm_info *info)
+{
+    g_clear_pointer(&info->state, g_free);
+    g_clear_pointer(&info->last_stop_reason, g_free);
+}
+
+bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **error)
+{
+    g_autoptr(GString) body = g_string_new(NULL);
+    if (!request(api_socket, "GET", "vm.info", NULL, QUICK_TIMEOUT_MS, body, error))
+        return false;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) parse_error = NULL;
+    if (!json_parser_load_from_data(parser, body->str, body->len, &parse_error) ||
+        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "vm.info answered something that is not a JSON object: %s",
+                    parse_error ? parse_error->message : body->str);
+        return false;
+    }
+    JsonObject *obj = json_node_get_object(json_parser_get_root(parser));
+    info->state = g_strdup(json_object_get_string_member_with_default(obj, "state", ""));
+    info->memory_actual_size =
+        json_object_get_int_member_with_default(obj, "memory_actual_size", 0);
+    JsonObject *vsnap = json_object_has_member(obj, "vsnap")
+                            ? json_object_get_object_member(obj, "vsnap") : NULL;
+    if (vsnap) {
+        JsonNode *reason = json_object_get_member(vsnap, "last_stop_reason");
+        if (reason && JSON_NODE_HOLDS_VALUE(reason))
+            info->last_stop_reason = g_strdup(json_node_get_string(reason));
+        JsonNode *ready = json_object_get_member(vsnap, "ready");
+        info->ready = ready && JSON_NODE_HOLDS_VALUE(ready) &&
+                      json_node_get_value_type(ready) == G_TYPE_BOOLEAN &&
+                      json_node_get_boolean(ready);
+    }
+    return true;
+}

@@ -1,0 +1,615 @@
+#include "process.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <libvirt/libvirt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/pidfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "monitor.h"
+#include "shim-events.h"
+#include "virt-error.h"
+
+#define API_WAIT_MS 10000
+#define TERM_WAIT_MS 3000
+#define KILL_WAIT_MS 5000
+
+struct domain_run *domain_run_ref(struct domain_run *run)
+{
+    g_atomic_int_inc(&run->refs);
+    return run;
+}
+
+void domain_run_unref(struct domain_run *run)
+{
+    if (!run || !g_atomic_int_dec_and_test(&run->refs))
+        return;
+    if (run->pidfd >= 0)
+        close(run->pidfd);
+    if (run->fifo_fd >= 0)
+        close(run->fifo_fd);
+    if (run->wake_fd >= 0)
+        close(run->wake_fd);
+    g_free(run->dir);
+    g_free(run->api_socket);
+    g_free(run->vsock_socket);
+    g_free(run->serial_socket);
+    g_free(run->fifo_path);
+    g_free(run->pid_path);
+    g_free(run->status_path);
+    g_free(run->xml_path);
+    g_free(run->log_path);
+    g_free(run);
+}
+
+static struct domain_run *run_new(struct vsnap_driver *drv, const char *name)
+{
+    struct domain_run *run = g_new0(struct domain_run, 1);
+    run->refs = 1;
+    run->pidfd = run->fifo_fd = run->wake_fd = -1;
+    run->dir = g_build_filename(drv->paths.run_dir, name, NULL);
+    run->api_socket = g_build_filename(run->dir, "api.sock", NULL);
+    run->vsock_socket = g_build_filename(run->dir, "vsock.sock", NULL);
+    run->serial_socket = g_build_filename(run->dir, "serial.sock", NULL);
+    run->fifo_path = g_build_filename(run->dir, "events", NULL);
+    run->pid_path = g_build_filename(run->dir, "pid", NULL);
+    run->status_path = g_build_filename(run->dir, "status", NULL);
+    run->xml_path = g_build_filename(run->dir, "domain.xml", NULL);
+    g_autofree char *log_name = g_strdup_printf("%s.log", name);
+    run->log_path = g_build_filename(drv->paths.log_dir, log_name, NULL);
+    return run;
+}
+
+static void remove_runtime_files(struct domain_run *run)
+{
+    const char *files[] = {run->api_socket, run->vsock_socket, run->serial_socket,
+                           run->fifo_path,  run->pid_path,     run->status_path,
+                           run->xml_path};
+    for (size_t i = 0; i < G_N_ELEMENTS(files); i++)
+        g_unlink(files[i]);
+    /* Guest-initiated vsock connections leave <vsock>_<port> listeners. */
+    g_autoptr(GDir) dir = g_dir_open(run->dir, 0, NULL);
+    const char *entry;
+    while (dir && (entry = g_dir_read_name(dir))) {
+        g_autofree char *path = g_build_filename(run->dir, entry, NULL);
+        g_unlink(path);
+    }
+    g_rmdir(run->dir);
+}
+
+/* The last lines of the shim's log, to explain a failed start. */
+static char *log_tail(const char *path)
+{
+    g_autofree char *text = NULL;
+    gsize len = 0;
+    if (!g_file_get_contents(path, &text, &len, NULL) || len == 0)
+        return g_strdup("(the shim's log is empty)");
+    const char *start = text + len;
+    int lines = 0;
+    while (start > text && lines < 6) {
+        start--;
+        if (*start == '\n' && start != text + len - 1)
+            lines++;
+    }
+    if (*start == '\n')
+        start++;
+    return g_strstrip(g_strdup(start));
+}
+
+/* ---- launching ---- */
+
+static bool wait_readable(int fd, int timeout_ms)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    int rc;
+    do {
+        rc = poll(&pfd, 1, timeout_ms);
+    } while (rc < 0 && errno == EINTR);
+    return rc > 0;
+}
+
+static bool read_full(int fd, void *buf, size_t len)
+{
+    size_t have = 0;
+    while (have < len) {
+        ssize_t n = read(fd, (char *)buf + have, len - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        have += n;
+    }
+    return true;
+}
+
+/* Only async-signal-safe calls between fork and exec. `status_fd` carries
+ * the grandchild's pid from the intermediate child and, when exec fails,
+ * errno from the grandchild (the pipe is close-on-exec, so a successful
+ * exec just closes it). */
+static void exec_grandchild(char **argv, int log_fd, int status_fd)
+{
+    if (setsid() < 0)
+        _exit(126);
+    pid_t pid = fork();
+    if (pid < 0)
+        _exit(126);
+    if (pid > 0) {
+        (void)!write(status_fd, &pid, sizeof(pid));
+        _exit(0);
+    }
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0 ||
+        dup2(status_fd, 3) < 0 || fcntl(3, F_SETFD, FD_CLOEXEC) < 0)
+        _exit(126);
+    close_range(4, ~0U, 0);
+    /* An ignored SIGPIPE survives exec: the shim must not die writing
+     * events while the daemon is restarting and nobody reads the FIFO. */
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execv(argv[0], argv);
+    int err = errno;
+    (void)!write(3, &err, sizeof(err));
+    _exit(127);
+}
+
+static pid_t spawn_shim(struct vsnap_driver *drv, struct domain_run *run, int log_fd,
+                        GError **error)
+{
+    g_autofree char *api_arg = g_strdup_printf("path=%s", run->api_socket);
+    g_autofree char *ev_arg = g_strdup_printf("path=%s", run->fifo_path);
+    char *argv[] = {drv->paths.shim_path, "--api-socket", api_arg, "--event-monitor",
+                    ev_arg, "--log-file", run->log_path, NULL};
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) < 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "pipe: %s", g_strerror(errno));
+        return -1;
+    }
+    pid_t child = fork();
+    if (child < 0) {
+        int err = errno;
+        close(pipefd[0]);
+        close(pipefd[1]);
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "fork: %s", g_strerror(err));
+        return -1;
+    }
+    if (child == 0) {
+        close(pipefd[0]);
+        exec_grandchild(argv, log_fd, pipefd[1]);
+    }
+    close(pipefd[1]);
+    int status;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+        ;
+    pid_t pid = -1;
+    int exec_errno = 0;
+    bool have_pid = read_full(pipefd[0], &pid, sizeof(pid));
+    bool exec_failed = have_pid && read_full(pipefd[0], &exec_errno, sizeof(exec_errno));
+    close(pipefd[0]);
+    if (!have_pid) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR,
+                    "cannot launch %s: the launcher process failed", drv->paths.shim_path);
+        return -1;
+    }
+    if (exec_failed) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED, "cannot execute %s: %s",
+                    drv->paths.shim_path, g_strerror(exec_errno));
+        return -1;
+    }
+    return pid;
+}
+
+static bool make_run_dir(struct domain_run *run, GError **error)
+{
+    if (g_file_test(run->dir, G_FILE_TEST_IS_DIR))
+        remove_runtime_files(run);   /* leftovers of a run that is over */
+    if (g_mkdir_with_parents(run->dir, 0700) < 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot create %s: %s",
+                    run->dir, g_strerror(errno));
+        return false;
+    }
+    if (mkfifo(run->fifo_path, 0600) < 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot create FIFO %s: %s",
+                    run->fifo_path, g_strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* O_RDWR: the open never blocks, the shim's non-blocking open for writing
+ * finds a reader, and the read side never sees EOF between writers. */
+static bool open_event_fifo(struct domain_run *run, GError **error)
+{
+    run->fifo_fd = open(run->fifo_path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    run->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (run->fifo_fd < 0 || run->wake_fd < 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot open %s: %s",
+                    run->fifo_path, g_strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+static bool wait_for_api(struct domain_run *run, GError **error)
+{
+    for (int waited = 0; waited < API_WAIT_MS; waited += 10) {
+        if (wait_readable(run->pidfd, 0)) {
+            g_autofree char *tail = log_tail(run->log_path);
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                        "the shim exited during start-up; its log (%s) ends with: %s",
+                        run->log_path, tail);
+            return false;
+        }
+        if (g_file_test(run->api_socket, G_FILE_TEST_EXISTS) && monitor_ping(run->api_socket, NULL))
+            return true;
+        g_usleep(10000);
+    }
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_TIMEOUT,
+                "the shim did not answer on %s within %d ms", run->api_socket, API_WAIT_MS);
+    return false;
+}
+
+static bool write_file_atomic(const char *path, const char *text, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    if (!g_file_set_contents_full(path, text, -1,
+                                  G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
+                                  0600, &local)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "%s", local->message);
+        return false;
+    }
+    return true;
+}
+
+void process_write_status_locked(struct vsnap_domain *dom)
+{
+    struct domain_run *run = dom->run;
+    if (!run)
+        return;
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    g_key_file_set_integer(kf, "domain", "id", dom->id);
+    g_key_file_set_uint64(kf, "domain", "generation", dom->generation);
+    g_key_file_set_boolean(kf, "domain", "ready", run->ready);
+    g_key_file_set_integer(kf, "domain", "pid", run->pid);
+    g_autofree char *text = g_key_file_to_data(kf, NULL, NULL);
+    g_autoptr(GError) error = NULL;
+    if (!write_file_atomic(run->status_path, text, &error))
+        g_warning("domain %s: %s", dom->name, error->message);
+}
+
+static bool signal_and_wait(struct domain_run *run, int sig, int timeout_ms)
+{
+    if (pidfd_send_signal(run->pidfd, sig, NULL, 0) < 0 && errno != ESRCH)
+        g_warning("cannot send signal %d to shim %d: %s", sig, run->pid, g_strerror(errno));
+    return wait_readable(run->pidfd, timeout_ms);
+}
+
+/* Make sure the shim is gone; true when it exited. */
+static bool terminate(struct domain_run *run, bool graceful)
+{
+    if (wait_readable(run->pidfd, 0))
+        return true;
+    if (signal_and_wait(run, SIGTERM, TERM_WAIT_MS))
+        return true;
+    if (graceful)
+        return false;
+    return signal_and_wait(run, SIGKILL, KILL_WAIT_MS);
+}
+
+static int open_log(struct domain_run *run, GError **error)
+{
+    int fd = open(run->log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot open log %s: %s",
+                    run->log_path, g_strerror(errno));
+        return -1;
+    }
+    g_autoptr(GDateTime) now = g_date_time_new_now_utc();
+    g_autofree char *stamp = g_date_time_format_iso8601(now);
+    g_autofree char *line = g_strdup_printf("%s: virtvsnapd starting shim\n", stamp);
+    (void)!write(fd, line, strlen(line));
+    return fd;
+}
+
+/* Launch and boot; on failure the shim is stopped and the run freed. */
+static bool launch(struct vsnap_driver *drv, struct domain_run *run,
+                   const struct domain_def *live, GError **error)
+{
+    g_autofree char *json = domain_def_to_vm_config_json(live, run->vsock_socket,
+                                                         run->serial_socket, error);
+    if (!json || !make_run_dir(run, error) || !open_event_fifo(run, error))
+        return false;
+    int log_fd = open_log(run, error);
+    if (log_fd < 0)
+        return false;
+    run->pid = spawn_shim(drv, run, log_fd, error);
+    close(log_fd);
+    if (run->pid < 0)
+        return false;
+    run->pidfd = pidfd_open(run->pid, 0);
+    if (run->pidfd < 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "the shim (pid %d) vanished right after launch: %s", run->pid,
+                    g_strerror(errno));
+        return false;
+    }
+    g_autofree char *pid_text = g_strdup_printf("%d\n", run->pid);
+    if (!write_file_atomic(run->pid_path, pid_text, error) || !wait_for_api(run, error))
+        return false;
+    if (!monitor_vm_create(run->api_socket, json, error) || !monitor_vm_boot(run->api_socket, error)) {
+        g_autofree char *tail = log_tail(run->log_path);
+        g_prefix_error(error, "cannot start the VM: ");
+        g_debug("shim log tail: %s", tail);
+        return false;
+    }
+    g_autofree char *xml = domain_def_format(live, true, -1);
+    return write_file_atomic(run->xml_path, xml, error);
+}
+
+bool process_start(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    g_autoptr(domain_def) live = domain_def_copy(dom->def);
+    g_mutex_unlock(&dom->lock);
+    int id = domain_list_next_id(drv->domains);
+    if (live->vsock.present && live->vsock.auto_cid)
+        live->vsock.cid = 2 + (uint32_t)id;   /* guest CIDs start at 3 */
+
+    struct domain_run *run = run_new(drv, dom->name);
+    if (!launch(drv, run, live, error)) {
+        if (run->pidfd >= 0)
+            terminate(run, false);
+        remove_runtime_files(run);
+        domain_run_unref(run);
+        return false;
+    }
+    g_mutex_lock(&dom->lock);
+    dom->run = run;
+    dom->id = id;
+    dom->generation++;
+    domain_def_free(dom->def);
+    dom->def = g_steal_pointer(&live);
+    vsnap_domain_set_state_locked(dom, VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED);
+    process_write_status_locked(dom);
+    event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_STARTED,
+                          VIR_DOMAIN_EVENT_STARTED_BOOTED);
+    g_mutex_unlock(&dom->lock);
+    shim_events_watch(drv, dom, run);
+    return true;
+}
+
+void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct domain_run *run,
+                     int reason)
+{
+    g_mutex_lock(&dom->lock);
+    if (dom->run != run) {
+        g_mutex_unlock(&dom->lock);
+        return;
+    }
+    dom->run = NULL;
+    dom->id = -1;
+    if (dom->next_def) {
+        domain_def_free(dom->def);
+        dom->def = g_steal_pointer(&dom->next_def);
+    }
+    vsnap_domain_set_state_locked(dom, VIR_DOMAIN_SHUTOFF, reason);
+    g_mutex_unlock(&dom->lock);
+
+    uint64_t one = 1;
+    (void)!write(run->wake_fd, &one, sizeof(one));   /* the watcher thread exits */
+    remove_runtime_files(run);
+    domain_run_unref(run);
+}
+
+bool process_stop(struct vsnap_driver *drv, struct vsnap_domain *dom, int reason, bool graceful,
+                  GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    struct domain_run *run = dom->run ? domain_run_ref(dom->run) : NULL;
+    if (run)
+        run->stopping = true;
+    g_mutex_unlock(&dom->lock);
+    if (!run) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+        return false;
+    }
+    if (!terminate(run, graceful)) {
+        g_mutex_lock(&dom->lock);
+        run->stopping = false;
+        g_mutex_unlock(&dom->lock);
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_TIMEOUT,
+                    "the shim (pid %d) did not exit after SIGTERM", run->pid);
+        domain_run_unref(run);
+        return false;
+    }
+    process_cleanup(drv, dom, run, reason);
+    domain_run_unref(run);
+    return true;
+}
+
+uint64_t process_cpu_time_ns(pid_t pid)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/stat", pid);
+    g_autofree char *text = NULL;
+    if (pid <= 0 || !g_file_get_contents(path, &text, NULL, NULL))
+        return 0;
+    /* Fields after the command name (which may hold spaces) start at ')'. */
+    const char *p = strrchr(text, ')');
+    unsigned long long utime = 0, stime = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                     &stime) != 2)
+        return 0;
+    long hz = sysconf(_SC_CLK_TCK);
+    return (utime + stime) * (1000000000ULL / (uint64_t)(hz > 0 ? hz : 100));
+}
+
+/* utime+stime (ns) and the last CPU (field 39) of a /proc stat line. */
+static bool parse_stat(const char *text, uint64_t *time_ns, int *cpu)
+{
+    const char *p = strrchr(text, ')');
+    if (!p)
+        return false;
+    g_auto(GStrv) fields = g_strsplit(p + 2, " ", -1);
+    /* fields[0] is field 3 (state): utime is field 14, stime 15, cpu 39. */
+    if (g_strv_length(fields) < 37)
+        return false;
+    long hz = sysconf(_SC_CLK_TCK);
+    uint64_t ticks = g_ascii_strtoull(fields[11], NULL, 10) + g_ascii_strtoull(fields[12], NULL, 10);
+    *time_ns = ticks * (1000000000ULL / (uint64_t)(hz > 0 ? hz : 100));
+    *cpu = (int)g_ascii_strtoll(fields[36], NULL, 10);
+    return true;
+}
+
+void process_vcpu_stats(pid_t pid, struct vcpu_stat *stats, unsigned n)
+{
+    g_autofree char *task_dir = g_strdup_printf("/proc/%d/task", pid);
+    g_autoptr(GDir) dir = g_dir_open(task_dir, 0, NULL);
+    const char *tid;
+    while (dir && (tid = g_dir_read_name(dir))) {
+        g_autofree char *comm_path = g_build_filename(task_dir, tid, "comm", NULL);
+        g_autofree char *stat_path = g_build_filename(task_dir, tid, "stat", NULL);
+        g_autofree char *comm = NULL, *stat = NULL;
+        if (!g_file_get_contents(comm_path, &comm, NULL, NULL) ||
+            !g_str_has_prefix(comm, "vcpu") ||
+            !g_file_get_contents(stat_path, &stat, NULL, NULL))
+            continue;
+        unsigned index = (unsigned)g_ascii_strtoull(comm + 4, NULL, 10);
+        if (index < n && parse_stat(stat, &stats[index].cpu_time_ns, &stats[index].cpu))
+            stats[index].found = true;
+    }
+}
+
+/* ---- reattach after a daemon restart ---- */
+
+static bool read_status(struct domain_run *run, int *id, uint64_t *generation, bool *ready)
+{
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    if (!g_key_file_load_from_file(kf, run->status_path, 0, NULL))
+        return false;
+    *id = g_key_file_get_integer(kf, "domain", "id", NULL);
+    *generation = g_key_file_get_uint64(kf, "domain", "generation", NULL);
+    *ready = g_key_file_get_boolean(kf, "domain", "ready", NULL);
+    return *id > 0;
+}
+
+static pid_t read_pid(const char *path)
+{
+    g_autofree char *text = NULL;
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return -1;
+    gint64 pid = g_ascii_strtoll(text, NULL, 10);
+    return pid > 1 ? (pid_t)pid : -1;
+}
+
+/* The domain object for a live definition: the persistent one when it
+ * exists (its definition becomes the next one), else a new transient one. */
+static struct vsnap_domain *domain_for_live(struct vsnap_driver *drv, struct domain_def *live)
+{
+    struct vsnap_domain *dom = domain_list_find_uuid(drv->domains, live->uuid);
+    if (dom) {
+        g_mutex_lock(&dom->lock);
+        dom->next_def = dom->def;
+        dom->def = live;
+        g_mutex_unlock(&dom->lock);
+        return dom;
+    }
+    dom = vsnap_domain_new(live);
+    g_autoptr(GError) error = NULL;
+    if (!domain_list_add(drv->domains, dom, &error)) {
+        g_warning("cannot reattach %s: %s", live->name, error->message);
+        vsnap_domain_unref(dom);
+        return NULL;
+    }
+    return dom;
+}
+
+static int state_from_info(const char *state, int *reason)
+{
+    if (g_str_equal(state, "Running")) {
+        *reason = VIR_DOMAIN_RUNNING_UNKNOWN;
+        return VIR_DOMAIN_RUNNING;
+    }
+    if (g_str_equal(state, "Paused")) {
+        *reason = VIR_DOMAIN_PAUSED_USER;
+        return VIR_DOMAIN_PAUSED;
+    }
+    return -1;
+}
+
+/* The shim answered and its VM runs: adopt it. */
+static void adopt(struct vsnap_driver *drv, struct domain_run *run, struct domain_def *live,
+                  int state, int reason, int id, uint64_t generation, bool ready)
+{
+    struct vsnap_domain *dom = domain_for_live(drv, live);
+    if (!dom)
+        return;
+    domain_list_note_id(drv->domains, id);
+    g_mutex_lock(&dom->lock);
+    run->ready = ready;
+    dom->run = domain_run_ref(run);
+    dom->id = id;
+    dom->generation = generation;
+    vsnap_domain_set_state_locked(dom, state, reason);
+    g_mutex_unlock(&dom->lock);
+    g_message("reattached to domain %s (id %d, shim pid %d)", dom->name, id, run->pid);
+    shim_events_watch(drv, dom, run);
+    vsnap_domain_unref(dom);
+}
+
+static void reattach_one(struct vsnap_driver *drv, const char *name)
+{
+    struct domain_run *run = run_new(drv, name);
+    int id = 0, state, reason;
+    uint64_t generation = 0;
+    bool ready = false;
+    g_autofree char *xml = NULL;
+    g_autoptr(GError) error = NULL;
+    struct vm_info info = {0};
+    g_autoptr(domain_def) live = NULL;
+
+    run->pid = read_pid(run->pid_path);
+    if (run->pid > 0)
+        run->pidfd = pidfd_open(run->pid, 0);
+    if (run->pidfd < 0 || !read_status(run, &id, &generation, &ready) ||
+        !g_file_get_contents(run->xml_path, &xml, NULL, NULL)) {
+        g_message("domain %s: its shim is gone; cleaning up %s", name, run->dir);
+        goto discard;
+    }
+    live = domain_def_parse_string(xml, drv->paths.schema_dir, &error);
+    if (!live || !monitor_vm_info(run->api_socket, &info, &error) ||
+        (state = state_from_info(info.state, &reason)) < 0 || !open_event_fifo(run, &error)) {
+        g_message("domain %s: cannot reattach (%s); stopping its shim", name,
+                  error ? error->message : info.state);
+        terminate(run, false);
+        goto discard;
+    }
+    adopt(drv, run, g_steal_pointer(&live), state, reason, id, generation, ready);
+    vm_info_clear(&info);
+    domain_run_unref(run);
+    return;
+
+discard:
+    vm_info_clear(&info);
+    remove_runtime_files(run);
+    domain_run_unref(run);
+}
+
+void process_reattach_all(struct vsnap_driver *drv)
+{
+    g_autoptr(GDir) dir = g_dir_open(drv->paths.run_dir, 0, NULL);
+    const char *name;
+    while (dir && (name = g_dir_read_name(dir))) {
+        g_autofree char *path = g_build_filename(drv->paths.run_dir, name, NULL);
+        if (g_file_test(path, G_FILE_TEST_IS_DIR))
+            reattach_one(drv, name);
+    }
+}

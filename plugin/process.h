@@ -1,0 +1,58 @@
+/* Start, stop and reattach of shim processes. A shim runs in its own session
+ * (setsid, double fork: never our child) so it outlives the daemon; the
+ * daemon finds it again through the runtime directory:
+ *   <run_dir>/<name>/api.sock      the shim's Cloud Hypervisor API
+ *   <run_dir>/<name>/vsock.sock    hybrid vsock
+ *   <run_dir>/<name>/events        event monitor FIFO
+ *   <run_dir>/<name>/pid           the shim's pid
+ *   <run_dir>/<name>/domain.xml    the live definition
+ *   <run_dir>/<name>/status        id, generation, readiness (key file)
+ * All functions that change dom->run are called with dom->job held. */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "driver.h"
+
+struct domain_run {
+    gint refs;
+    pid_t pid;
+    int pidfd;          /* readable when the shim has exited */
+    int fifo_fd;        /* event monitor, read side (opened O_RDWR: never EOF) */
+    int wake_fd;        /* eventfd: tells the watcher thread to stop */
+    char *dir, *api_socket, *vsock_socket, *serial_socket, *fifo_path, *pid_path,
+        *status_path, *xml_path, *log_path;
+    bool stopping;      /* under dom->lock: an exit of the shim is expected */
+    bool ready;         /* under dom->lock: the guest announced readiness */
+};
+
+struct domain_run *domain_run_ref(struct domain_run *run);
+void domain_run_unref(struct domain_run *run);
+
+/* Launch a shim, create and boot the VM; on success dom is running. */
+bool process_start(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
+/* Stop the shim (SIGTERM, then SIGKILL unless graceful) and mark dom shut
+ * off with reason. The caller emits the event. */
+bool process_stop(struct vsnap_driver *drv, struct vsnap_domain *dom, int reason,
+                  bool graceful, GError **error);
+/* After the shim exited on its own: forget the run, mark shut off. */
+void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct domain_run *run,
+                     int reason);
+/* Reattach every shim found in run_dir. Domains are added to the list
+ * (persistent ones are already in it). */
+void process_reattach_all(struct vsnap_driver *drv);
+/* Rewrite the status file (call with dom->lock held). */
+void process_write_status_locked(struct vsnap_domain *dom);
+/* CPU time used by the shim so far, in nanoseconds (0 when unknown). */
+uint64_t process_cpu_time_ns(pid_t pid);
+
+/* Per-vCPU facts from the shim's "vcpuN" threads in /proc. */
+struct vcpu_stat {
+    bool found;
+    uint64_t cpu_time_ns;
+    int cpu;            /* host CPU it last ran on */
+};
+/* Fills stats[0..n-1]; entries of threads not found stay found=false. */
+void process_vcpu_stats(pid_t pid, struct vcpu_stat *stats, unsigned n);

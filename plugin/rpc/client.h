@@ -1,0 +1,52 @@
+/* One connected libvirt client. Shared by the files of the RPC layer only.
+ *
+ * Threads: the main loop reads packets; calls run on worker threads; events
+ * are sent from whichever thread produced them. Everything written to the
+ * socket goes through rpc_client_send(), which holds `lock` for the whole
+ * packet so packets never interleave. */
+#pragma once
+
+#include <glib.h>
+#include <rpc/xdr.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "wire.h"
+
+struct rpc_server;
+
+struct rpc_client {
+    gint refs;
+    unsigned id;
+    struct rpc_server *server;
+    int fd;
+    bool readonly_socket;    /* accepted on -sock-ro */
+    uid_t uid;               /* SO_PEERCRED */
+    pid_t pid;
+
+    GMutex lock;             /* protects the fields below and socket writes */
+    bool closed;
+    bool opened;             /* CONNECT_OPEN succeeded */
+    bool readonly;           /* read-only socket or VIR_CONNECT_RO */
+
+    /* Reading state: main loop only. */
+    GSource *source;
+    uint8_t len_buf[RPC_LEN_WORD_SIZE];
+    size_t len_have;
+    uint8_t *msg;            /* header + body, length word excluded */
+    size_t msg_len, msg_have;
+};
+
+struct rpc_client *rpc_client_ref(struct rpc_client *client);
+void rpc_client_unref(struct rpc_client *client);
+
+/* Encode and send one packet; false when the client is gone or too slow
+ * (it is then closed). body may be NULL for an empty body. */
+bool rpc_client_send(struct rpc_client *client, const struct wire_header *hdr,
+                     xdrproc_t body_filter, void *body);
+
+/* Mark the client read-only / opened (used by CONNECT_OPEN). */
+void rpc_client_set_opened(struct rpc_client *client, bool readonly);
+bool rpc_client_is_readonly(struct rpc_client *client);
+bool rpc_client_is_opened(struct rpc_client *client);

@@ -1,0 +1,639 @@
+/* Domain procedures: look-ups, definitions, lifecycle, information. Each
+ * handler decodes nothing itself (the table's filters do), looks the
+ * domain up by uuid, calls the driver and fills the reply. */
+#include <libvirt/libvirt.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "driver.h"
+#include "process.h"
+#include "virt-error.h"
+
+/* ---- types ---- */
+
+struct dom_args {
+    struct wire_domain dom;
+};
+static bool_t xdr_dom_args(XDR *x, struct dom_args *a)
+{
+    return xdr_wire_domain(x, &a->dom);
+}
+
+struct dom_flags_args {
+    struct wire_domain dom;
+    uint32_t flags;
+};
+static bool_t xdr_dom_flags_args(XDR *x, struct dom_flags_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_u_int(x, &a->flags);
+}
+
+struct dom_int_args {
+    struct wire_domain dom;
+    int32_t value;
+};
+static bool_t xdr_dom_int_args(XDR *x, struct dom_int_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_int(x, &a->value);
+}
+
+struct xml_flags_args {
+    char *xml;
+    uint32_t flags;
+};
+static bool_t xdr_xml_flags_args(XDR *x, struct xml_flags_args *a)
+{
+    return xdr_wire_string(x, &a->xml) && xdr_u_int(x, &a->flags);
+}
+
+struct string_arg {
+    char *value;
+};
+static bool_t xdr_string_arg(XDR *x, struct string_arg *a)
+{
+    return xdr_wire_string(x, &a->value);
+}
+
+struct uuid_args {
+    unsigned char uuid[16];
+};
+static bool_t xdr_uuid_args(XDR *x, struct uuid_args *a)
+{
+    return xdr_wire_uuid(x, a->uuid);
+}
+
+struct int_val {
+    int32_t value;
+};
+static bool_t xdr_int_val(XDR *x, struct int_val *v)
+{
+    return xdr_int(x, &v->value);
+}
+
+struct u64_val {
+    uint64_t value;
+};
+static bool_t xdr_u64_val(XDR *x, struct u64_val *v)
+{
+    return xdr_uint64_t(x, &v->value);
+}
+
+struct dom_ret {
+    struct wire_domain dom;
+};
+static bool_t xdr_dom_ret(XDR *x, struct dom_ret *r)
+{
+    return xdr_wire_domain(x, &r->dom);
+}
+
+struct info_ret {
+    unsigned char state;
+    uint64_t max_mem;
+    uint64_t memory;
+    unsigned short nr_virt_cpu;
+    uint64_t cpu_time;
+};
+static bool_t xdr_info_ret(XDR *x, struct info_ret *r)
+{
+    return xdr_u_char(x, &r->state) && xdr_uint64_t(x, &r->max_mem) &&
+           xdr_uint64_t(x, &r->memory) && xdr_u_short(x, &r->nr_virt_cpu) &&
+           xdr_uint64_t(x, &r->cpu_time);
+}
+
+struct state_ret {
+    int32_t state, reason;
+};
+static bool_t xdr_state_ret(XDR *x, struct state_ret *r)
+{
+    return xdr_int(x, &r->state) && xdr_int(x, &r->reason);
+}
+
+struct vcpus_args {
+    struct wire_domain dom;
+    int32_t maxinfo, maplen;
+};
+static bool_t xdr_vcpus_args(XDR *x, struct vcpus_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_int(x, &a->maxinfo) && xdr_int(x, &a->maplen);
+}
+
+struct vcpu_info {
+    uint32_t number;
+    int32_t state;
+    uint64_t cpu_time;
+    int32_t cpu;
+};
+static bool_t xdr_vcpu_info(XDR *x, struct vcpu_info *v)
+{
+    return xdr_u_int(x, &v->number) && xdr_int(x, &v->state) && xdr_uint64_t(x, &v->cpu_time) &&
+           xdr_int(x, &v->cpu);
+}
+
+#define VCPUINFO_MAX 16384
+#define CPUMAPS_MAX (16 * 1024 * 1024)
+
+struct vcpus_ret {
+    unsigned info_len;
+    struct vcpu_info *info;
+    unsigned maps_len;
+    char *maps;
+};
+static bool_t xdr_vcpus_ret(XDR *x, struct vcpus_ret *r)
+{
+    return xdr_array(x, (char **)&r->info, &r->info_len, VCPUINFO_MAX, sizeof(struct vcpu_info),
+                     XDR_PROC(xdr_vcpu_info)) &&
+           xdr_bytes(x, &r->maps, &r->maps_len, CPUMAPS_MAX);
+}
+
+struct stats_args {
+    struct wire_domain_list doms;
+    uint32_t stats;
+    uint32_t flags;
+};
+static bool_t xdr_stats_args(XDR *x, struct stats_args *a)
+{
+    return xdr_wire_domain_list(x, &a->doms) && xdr_u_int(x, &a->stats) &&
+           xdr_u_int(x, &a->flags);
+}
+
+struct stats_record {
+    struct wire_domain dom;
+    struct wire_typed_param_list params;
+};
+static bool_t xdr_stats_record(XDR *x, struct stats_record *r)
+{
+    return xdr_wire_domain(x, &r->dom) && xdr_wire_typed_param_list(x, &r->params);
+}
+
+struct stats_ret {
+    unsigned len;
+    struct stats_record *records;
+};
+static bool_t xdr_stats_ret(XDR *x, struct stats_ret *r)
+{
+    return xdr_array(x, (char **)&r->records, &r->len, RPC_LIST_MAX, sizeof(struct stats_record),
+                     XDR_PROC(xdr_stats_record));
+}
+
+/* ---- helpers ---- */
+
+static struct vsnap_domain *lookup(struct rpc_call *call, const struct wire_domain *wd,
+                                   GError **error)
+{
+    return driver_lookup_uuid(call->driver, wd->uuid, wd->name, error);
+}
+
+static void set_handle(struct wire_domain *out, struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->lock);
+    wire_domain_set(out, dom->name, dom->uuid, dom->id);
+    g_mutex_unlock(&dom->lock);
+}
+
+/* ---- look-ups ---- */
+
+static bool do_lookup_name(struct rpc_call *call, struct string_arg *a, struct dom_ret *r,
+                           GError **error)
+{
+    g_autoptr(vsnap_domain) dom = driver_lookup_name(call->driver, a->value, error);
+    if (dom)
+        set_handle(&r->dom, dom);
+    return dom != NULL;
+}
+
+static bool do_lookup_uuid(struct rpc_call *call, struct uuid_args *a, struct dom_ret *r,
+                           GError **error)
+{
+    g_autoptr(vsnap_domain) dom = driver_lookup_uuid(call->driver, a->uuid, NULL, error);
+    if (dom)
+        set_handle(&r->dom, dom);
+    return dom != NULL;
+}
+
+static bool do_lookup_id(struct rpc_call *call, struct int_val *a, struct dom_ret *r,
+                         GError **error)
+{
+    g_autoptr(vsnap_domain) dom = driver_lookup_id(call->driver, a->value, error);
+    if (dom)
+        set_handle(&r->dom, dom);
+    return dom != NULL;
+}
+
+/* ---- definitions ---- */
+
+static bool do_define(struct rpc_call *call, struct string_arg *a, struct dom_ret *r,
+                      GError **error)
+{
+    g_autoptr(vsnap_domain) dom = driver_define_xml(call->driver, a->value, 0, error);
+    if (dom)
+        set_handle(&r->dom, dom);
+    return dom != NULL;
+}
+
+static bool do_define_flags(struct rpc_call *call, struct xml_flags_args *a, struct dom_ret *r,
+                            GError **error)
+{
+    g_autoptr(vsnap_domain) dom = driver_define_xml(call->driver, a->xml, a->flags, error);
+    if (dom)
+        set_handle(&r->dom, dom);
+    return dom != NULL;
+}
+
+static bool do_create_xml(struct rpc_call *call, struct xml_flags_args *a, struct dom_ret *r,
+                          GError **error)
+{
+    g_autoptr(vsnap_domain) dom = driver_create_xml(call->driver, a->xml, a->flags, error);
+    if (dom)
+        set_handle(&r->dom, dom);
+    return dom != NULL;
+}
+
+static bool do_undefine(struct rpc_call *call, struct dom_args *a, struct rpc_void *r,
+                        GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_undefine(call->driver, dom, 0, error);
+}
+
+static bool do_undefine_flags(struct rpc_call *call, struct dom_flags_args *a,
+                              struct rpc_void *r, GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_undefine(call->driver, dom, a->flags, error);
+}
+
+static bool do_get_xml(struct rpc_call *call, struct dom_flags_args *a, struct string_arg *r,
+                       GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    if (!dom)
+        return false;
+    if ((a->flags & VIR_DOMAIN_XML_SECURE) && rpc_client_is_readonly(call->client)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_DENIED,
+                    "virDomainGetXMLDesc with secure flag is not allowed on a read-only "
+                    "connection");
+        return false;
+    }
+    g_autofree char *xml = driver_get_xml(call->driver, dom, a->flags, error);
+    if (xml)
+        r->value = strdup(xml);
+    return xml != NULL;
+}
+
+/* ---- lifecycle ---- */
+
+static bool do_create(struct rpc_call *call, struct dom_args *a, struct rpc_void *r,
+                      GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_start(call->driver, dom, 0, error);
+}
+
+static bool do_create_with_flags(struct rpc_call *call, struct dom_flags_args *a,
+                                 struct dom_ret *r, GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    if (!dom || !driver_start(call->driver, dom, a->flags, error))
+        return false;
+    set_handle(&r->dom, dom);
+    return true;
+}
+
+static bool do_destroy(struct rpc_call *call, struct dom_args *a, struct rpc_void *r,
+                       GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_destroy(call->driver, dom, 0, error);
+}
+
+static bool do_destroy_flags(struct rpc_call *call, struct dom_flags_args *a, struct rpc_void *r,
+                             GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_destroy(call->driver, dom, a->flags, error);
+}
+
+static bool do_shutdown(struct rpc_call *call, struct dom_args *a, struct rpc_void *r,
+                        GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_shutdown(call->driver, dom, 0, error);
+}
+
+static bool do_shutdown_flags(struct rpc_call *call, struct dom_flags_args *a,
+                              struct rpc_void *r, GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_shutdown(call->driver, dom, a->flags, error);
+}
+
+static bool do_reboot(struct rpc_call *call, struct dom_flags_args *a, struct rpc_void *r,
+                      GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_reboot(call->driver, dom, a->flags, error);
+}
+
+static bool do_suspend(struct rpc_call *call, struct dom_args *a, struct rpc_void *r,
+                       GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_suspend(call->driver, dom, error);
+}
+
+static bool do_resume(struct rpc_call *call, struct dom_args *a, struct rpc_void *r,
+                      GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_resume(call->driver, dom, error);
+}
+
+static bool do_set_autostart(struct rpc_call *call, struct dom_int_args *a, struct rpc_void *r,
+                             GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_set_autostart(call->driver, dom, a->value != 0, error);
+}
+
+/* ---- information ---- */
+
+/* Run fn on the summary of the domain named in the call. */
+#define WITH_SUMMARY(call, wd, s, error)                                                         \
+    g_autoptr(vsnap_domain) dom_ = lookup(call, wd, error);                                    \
+    if (!dom_)                                                                                   \
+        return false;                                                                            \
+    struct domain_summary s = {0};                                                               \
+    driver_summary((call)->driver, dom_, &s)
+
+static bool do_get_info(struct rpc_call *call, struct dom_args *a, struct info_ret *r,
+                        GError **error)
+{
+    WITH_SUMMARY(call, &a->dom, s, error);
+    r->state = (unsigned char)s.state;
+    r->max_mem = s.max_mem_kib;
+    r->memory = s.cur_mem_kib;
+    r->nr_virt_cpu = (unsigned short)s.vcpus;
+    r->cpu_time = s.cpu_time_ns;
+    domain_summary_clear(&s);
+    return true;
+}
+
+static bool do_get_state(struct rpc_call *call, struct dom_flags_args *a, struct state_ret *r,
+                         GError **error)
+{
+    WITH_SUMMARY(call, &a->dom, s, error);
+    r->state = s.state;
+    r->reason = s.reason;
+    domain_summary_clear(&s);
+    return true;
+}
+
+static bool do_get_os_type(struct rpc_call *call, struct dom_args *a, struct string_arg *r,
+                           GError **error)
+{
+    WITH_SUMMARY(call, &a->dom, s, error);
+    r->value = strdup(s.os_type);
+    domain_summary_clear(&s);
+    return true;
+}
+
+static bool do_is_active(struct rpc_call *call, struct dom_args *a, struct int_val *r,
+                         GError **error)
+{
+    WITH_SUMMARY(call, &a->dom, s, error);
+    r->value = s.id >= 0;
+    domain_summary_clear(&s);
+    return true;
+}
+
+static bool do_is_persistent(struct rpc_call *call, struct dom_args *a, struct int_val *r,
+                             GError **error)
+{
+    WITH_SUMMARY(call, &a->dom, s, error);
+    r->value = s.persistent;
+    domain_summary_clear(&s);
+    return true;
+}
+
+static bool do_get_autostart(struct rpc_call *call, struct dom_args *a, struct int_val *r,
+                             GError **error)
+{
+    WITH_SUMMARY(call, &a->dom, s, error);
+    r->value = s.autostart;
+    domain_summary_clear(&s);
+    return true;
+}
+
+static bool do_get_max_memory(struct rpc_call *call, struct dom_args *a, struct u64_val *r,
+                              GError **error)
+{
+    WITH_SUMMARY(call, &a->dom, s, error);
+    r->value = s.max_mem_kib;
+    domain_summary_clear(&s);
+    return true;
+}
+
+static bool do_get_max_vcpus(struct rpc_call *call, struct dom_args *a, struct int_val *r,
+                             GError **error)
+{
+    WITH_SUMMARY(call, &a->dom, s, error);
+    r->value = s.vcpus;   /* no vCPU hotplug: the maximum is the count */
+    domain_summary_clear(&s);
+    return true;
+}
+
+static bool do_get_vcpus_flags(struct rpc_call *call, struct dom_flags_args *a,
+                               struct int_val *r, GError **error)
+{
+    unsigned allowed = VIR_DOMAIN_AFFECT_LIVE | VIR_DOMAIN_AFFECT_CONFIG | VIR_DOMAIN_VCPU_MAXIMUM;
+    if (a->flags & ~allowed) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    a->flags & ~allowed);
+        return false;
+    }
+    WITH_SUMMARY(call, &a->dom, s, error);
+    r->value = s.vcpus;
+    domain_summary_clear(&s);
+    return true;
+}
+
+/* No managed save and no snapshots exist in this version of vsnap. */
+static bool do_zero(struct rpc_call *call, struct dom_flags_args *a, struct int_val *r,
+                    GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    r->value = 0;
+    return dom != NULL;
+}
+
+static bool do_get_messages(struct rpc_call *call, struct dom_flags_args *a,
+                            struct wire_string_list *r, GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom != NULL;   /* no tainting or deprecation messages to report */
+}
+
+static bool do_get_vcpus(struct rpc_call *call, struct vcpus_args *a, struct vcpus_ret *r,
+                         GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    if (!dom)
+        return false;
+    if (a->maxinfo < 0 || a->maxinfo > VCPUINFO_MAX || a->maplen < 0 ||
+        (int64_t)a->maxinfo * a->maplen > CPUMAPS_MAX) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_RPC, "vCPU info request too large");
+        return false;
+    }
+    g_mutex_lock(&dom->lock);
+    pid_t pid = dom->run ? dom->run->pid : -1;
+    unsigned vcpus = dom->def->vcpus;
+    g_mutex_unlock(&dom->lock);
+    if (pid < 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "cannot list vcpu pinning for an inactive domain");
+        return false;
+    }
+    unsigned n = MIN(vcpus, (unsigned)a->maxinfo);
+    g_autofree struct vcpu_stat *stats = g_new0(struct vcpu_stat, MAX(n, 1));
+    process_vcpu_stats(pid, stats, n);
+    r->info_len = n;
+    r->info = calloc(MAX(n, 1), sizeof(struct vcpu_info));
+    for (unsigned i = 0; i < n; i++) {
+        r->info[i].number = i;
+        r->info[i].state = VIR_VCPU_RUNNING;
+        r->info[i].cpu_time = stats[i].cpu_time_ns;
+        r->info[i].cpu = stats[i].found ? stats[i].cpu : -1;
+    }
+    /* No pinning: every vCPU may run on every host CPU. */
+    r->maps_len = (unsigned)(n * a->maplen);
+    r->maps = calloc(MAX(r->maps_len, 1), 1);
+    long host_cpus = sysconf(_SC_NPROCESSORS_CONF);
+    for (unsigned i = 0; i < n; i++)
+        for (long c = 0; c < host_cpus && c / 8 < a->maplen; c++)
+            r->maps[i * a->maplen + c / 8] |= (char)(1 << (c % 8));
+    return true;
+}
+
+/* state.*, balloon.*, vcpu.* as libvirt names them, plus vsnap.ready and
+ * vsnap.generation (readiness pushed by the guest; VM starts so far). */
+static void fill_stats(struct stats_record *rec, const struct domain_summary *s, unsigned stats)
+{
+    bool all = stats == 0;
+    struct wire_typed_param *p = calloc(8, sizeof(*p));
+    unsigned n = 0;
+    if (all || (stats & VIR_DOMAIN_STATS_STATE)) {
+        wire_param_int(&p[n++], "state.state", s->state);
+        wire_param_int(&p[n++], "state.reason", s->reason);
+        wire_param_bool(&p[n++], "vsnap.ready", s->ready);
+        wire_param_ullong(&p[n++], "vsnap.generation", s->generation);
+    }
+    if (all || (stats & VIR_DOMAIN_STATS_BALLOON)) {
+        wire_param_ullong(&p[n++], "balloon.current", s->cur_mem_kib);
+        wire_param_ullong(&p[n++], "balloon.maximum", s->max_mem_kib);
+    }
+    if (all || (stats & VIR_DOMAIN_STATS_VCPU)) {
+        wire_param_uint(&p[n++], "vcpu.current", s->vcpus);
+        wire_param_uint(&p[n++], "vcpu.maximum", s->vcpus);
+    }
+    rec->params.len = n;
+    rec->params.val = p;
+}
+
+static bool do_all_domain_stats(struct rpc_call *call, struct stats_args *a, struct stats_ret *r,
+                                GError **error)
+{
+    unsigned list_flags = a->flags & 0xffff;   /* the VIR_CONNECT_LIST_DOMAINS_* part */
+    g_autoptr(GPtrArray) doms = NULL;
+    if (a->doms.len > 0) {
+        doms = g_ptr_array_new_with_free_func((GDestroyNotify)vsnap_domain_unref);
+        for (unsigned i = 0; i < a->doms.len; i++) {
+            struct vsnap_domain *dom = lookup(call, &a->doms.val[i], error);
+            if (!dom)
+                return false;
+            g_ptr_array_add(doms, dom);
+        }
+    } else {
+        doms = driver_list(call->driver, list_flags);
+    }
+    r->len = doms->len;
+    r->records = calloc(MAX(doms->len, 1), sizeof(struct stats_record));
+    for (guint i = 0; i < doms->len; i++) {
+        struct domain_summary s = {0};
+        driver_summary(call->driver, doms->pdata[i], &s);
+        wire_domain_set(&r->records[i].dom, s.name, s.uuid, s.id);
+        fill_stats(&r->records[i], &s, a->stats);
+        domain_summary_clear(&s);
+    }
+    return true;
+}
+
+#define P RPC_PROC
+const struct proc_entry rpc_domain_procs[] = {
+    P(PROC_DOMAIN_LOOKUP_BY_NAME, struct string_arg, xdr_string_arg, struct dom_ret, xdr_dom_ret,
+      do_lookup_name, 0),
+    P(PROC_DOMAIN_LOOKUP_BY_UUID, struct uuid_args, xdr_uuid_args, struct dom_ret, xdr_dom_ret,
+      do_lookup_uuid, 0),
+    P(PROC_DOMAIN_LOOKUP_BY_ID, struct int_val, xdr_int_val, struct dom_ret, xdr_dom_ret,
+      do_lookup_id, 0),
+    P(PROC_DOMAIN_DEFINE_XML, struct string_arg, xdr_string_arg, struct dom_ret, xdr_dom_ret,
+      do_define, PROC_WRITE),
+    P(PROC_DOMAIN_DEFINE_XML_FLAGS, struct xml_flags_args, xdr_xml_flags_args, struct dom_ret,
+      xdr_dom_ret, do_define_flags, PROC_WRITE),
+    P(PROC_DOMAIN_CREATE_XML, struct xml_flags_args, xdr_xml_flags_args, struct dom_ret,
+      xdr_dom_ret, do_create_xml, PROC_WRITE),
+    P(PROC_DOMAIN_UNDEFINE, struct dom_args, xdr_dom_args, struct rpc_void, xdr_rpc_void,
+      do_undefine, PROC_WRITE),
+    P(PROC_DOMAIN_UNDEFINE_FLAGS, struct dom_flags_args, xdr_dom_flags_args, struct rpc_void,
+      xdr_rpc_void, do_undefine_flags, PROC_WRITE),
+    P(PROC_DOMAIN_GET_XML_DESC, struct dom_flags_args, xdr_dom_flags_args, struct string_arg,
+      xdr_string_arg, do_get_xml, 0),
+    P(PROC_DOMAIN_CREATE, struct dom_args, xdr_dom_args, struct rpc_void, xdr_rpc_void,
+      do_create, PROC_WRITE),
+    P(PROC_DOMAIN_CREATE_WITH_FLAGS, struct dom_flags_args, xdr_dom_flags_args, struct dom_ret,
+      xdr_dom_ret, do_create_with_flags, PROC_WRITE),
+    P(PROC_DOMAIN_DESTROY, struct dom_args, xdr_dom_args, struct rpc_void, xdr_rpc_void,
+      do_destroy, PROC_WRITE),
+    P(PROC_DOMAIN_DESTROY_FLAGS, struct dom_flags_args, xdr_dom_flags_args, struct rpc_void,
+      xdr_rpc_void, do_destroy_flags, PROC_WRITE),
+    P(PROC_DOMAIN_SHUTDOWN, struct dom_args, xdr_dom_args, struct rpc_void, xdr_rpc_void,
+      do_shutdown, PROC_WRITE),
+    P(PROC_DOMAIN_SHUTDOWN_FLAGS, struct dom_flags_args, xdr_dom_flags_args, struct rpc_void,
+      xdr_rpc_void, do_shutdown_flags, PROC_WRITE),
+    P(PROC_DOMAIN_REBOOT, struct dom_flags_args, xdr_dom_flags_args, struct rpc_void,
+      xdr_rpc_void, do_reboot, PROC_WRITE),
+    P(PROC_DOMAIN_SUSPEND, struct dom_args, xdr_dom_args, struct rpc_void, xdr_rpc_void,
+      do_suspend, PROC_WRITE),
+    P(PROC_DOMAIN_RESUME, struct dom_args, xdr_dom_args, struct rpc_void, xdr_rpc_void,
+      do_resume, PROC_WRITE),
+    P(PROC_DOMAIN_SET_AUTOSTART, struct dom_int_args, xdr_dom_int_args, struct rpc_void,
+      xdr_rpc_void, do_set_autostart, PROC_WRITE),
+    P(PROC_DOMAIN_GET_INFO, struct dom_args, xdr_dom_args, struct info_ret, xdr_info_ret,
+      do_get_info, 0),
+    P(PROC_DOMAIN_GET_STATE, struct dom_flags_args, xdr_dom_flags_args, struct state_ret,
+      xdr_state_ret, do_get_state, 0),
+    P(PROC_DOMAIN_GET_OS_TYPE, struct dom_args, xdr_dom_args, struct string_arg, xdr_string_arg,
+      do_get_os_type, 0),
+    P(PROC_DOMAIN_IS_ACTIVE, struct dom_args, xdr_dom_args, struct int_val, xdr_int_val,
+      do_is_active, 0),
+    P(PROC_DOMAIN_IS_PERSISTENT, struct dom_args, xdr_dom_args, struct int_val, xdr_int_val,
+      do_is_persistent, 0),
+    P(PROC_DOMAIN_GET_AUTOSTART, struct dom_args, xdr_dom_args, struct int_val, xdr_int_val,
+      do_get_autostart, 0),
+    P(PROC_DOMAIN_GET_MAX_MEMORY, struct dom_args, xdr_dom_args, struct u64_val, xdr_u64_val,
+      do_get_max_memory, 0),
+    P(PROC_DOMAIN_GET_MAX_VCPUS, struct dom_args, xdr_dom_args, struct int_val, xdr_int_val,
+      do_get_max_vcpus, 0),
+    P(PROC_DOMAIN_GET_VCPUS_FLAGS, struct dom_flags_args, xdr_dom_flags_args, struct int_val,
+      xdr_int_val, do_get_vcpus_flags, 0),
+    P(PROC_DOMAIN_GET_VCPUS, struct vcpus_args, xdr_vcpus_args, struct vcpus_ret, xdr_vcpus_ret,
+      do_get_vcpus, 0),
+    P(PROC_DOMAIN_HAS_MANAGED_SAVE_IMAGE, struct dom_flags_args, xdr_dom_flags_args,
+      struct int_val, xdr_int_val, do_zero, 0),
+    P(PROC_DOMAIN_SNAPSHOT_NUM, struct dom_flags_args, xdr_dom_flags_args, struct int_val,
+      xdr_int_val, do_zero, 0),
+    P(PROC_DOMAIN_GET_MESSAGES, struct dom_flags_args, xdr_dom_flags_args,
+      struct wire_string_list, xdr_wire_string_list, do_get_messages, 0),
+    P(PROC_CONNECT_GET_ALL_DOMAIN_STATS, struct stats_args, xdr_stats_args, struct stats_ret,
+      xdr_stats_ret, do_all_domain_stats, 0),
+};
+const size_t rpc_domain_procs_count = G_N_ELEMENTS(rpc_domain_procs);

@@ -1,0 +1,217 @@
+#include "shim-events.h"
+
+#include <errno.h>
+#include <json-glib/json-glib.h>
+#include <libvirt/libvirt.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "monitor.h"
+#include "process.h"
+
+struct watcher {
+    struct vsnap_driver *drv;
+    struct vsnap_domain *dom;
+    struct domain_run *run;
+    GString *pending;    /* an incomplete line */
+};
+
+/* True while this run is the domain's current one and nobody stops it. */
+static bool run_is_current_locked(struct watcher *w)
+{
+    return w->dom->run == w->run && !w->run->stopping;
+}
+
+static void on_guest_ready(struct watcher *w)
+{
+    struct vsnap_domain *dom = w->dom;
+    g_mutex_lock(&dom->lock);
+    if (dom->run == w->run && !w->run->ready) {
+        w->run->ready = true;
+        process_write_status_locked(dom);
+        event_queue_agent(w->drv->events, dom, VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED,
+                          VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_REASON_CHANNEL);
+    }
+    g_mutex_unlock(&dom->lock);
+}
+
+/* Why the VM stopped, from vm.info's vsnap.last_stop_reason. */
+static bool guest_crashed(struct domain_run *run)
+{
+    g_autoptr(GError) error = NULL;
+    struct vm_info info = {0};
+    bool crashed = false;
+    if (monitor_vm_info(run->api_socket, &info, &error))
+        crashed = info.last_stop_reason && g_str_equal(info.last_stop_reason, "crash");
+    vm_info_clear(&info);
+    return crashed;
+}
+
+/* The guest stopped its VM: finish the job the way libvirt does for a
+ * guest-initiated poweroff: shutdown event, then stopped. Returns true when
+ * the watcher is done. */
+static bool on_vm_shutdown(struct watcher *w)
+{
+    struct vsnap_domain *dom = w->dom;
+    g_mutex_lock(&dom->job);
+    g_mutex_lock(&dom->lock);
+    bool current = run_is_current_locked(w);
+    g_mutex_unlock(&dom->lock);
+    if (!current) {
+        g_mutex_unlock(&dom->job);
+        return false;
+    }
+    bool crashed = guest_crashed(w->run);
+    int reason = crashed ? VIR_DOMAIN_SHUTOFF_CRASHED : VIR_DOMAIN_SHUTOFF_SHUTDOWN;
+    g_autoptr(GError) error = NULL;
+    bool stopped = process_stop(w->drv, dom, reason, false, &error);
+    if (stopped) {
+        g_mutex_lock(&dom->lock);
+        if (!crashed)
+            event_queue_lifecycle(w->drv->events, dom, VIR_DOMAIN_EVENT_SHUTDOWN,
+                                  VIR_DOMAIN_EVENT_SHUTDOWN_GUEST);
+        event_queue_lifecycle(w->drv->events, dom, VIR_DOMAIN_EVENT_STOPPED,
+                              crashed ? VIR_DOMAIN_EVENT_STOPPED_CRASHED
+                                      : VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN);
+        bool transient = !dom->persistent;
+        g_mutex_unlock(&dom->lock);
+        if (transient)
+            domain_list_remove(w->drv->domains, dom);
+    } else {
+        g_warning("domain %s: the guest powered off but the shim does not stop: %s", dom->name,
+                  error->message);
+    }
+    g_mutex_unlock(&dom->job);
+    return stopped;
+}
+
+static bool on_vm_rebooted(struct watcher *w)
+{
+    struct vsnap_domain *dom = w->dom;
+    g_mutex_lock(&dom->lock);
+    bool current = run_is_current_locked(w);
+    bool destroy = current && dom->def->on_reboot == DOMAIN_ACTION_DESTROY;
+    if (current) {
+        dom->generation++;
+        w->run->ready = false;
+        process_write_status_locked(dom);
+        event_queue_reboot(w->drv->events, dom);
+    }
+    g_mutex_unlock(&dom->lock);
+    /* on_reboot=destroy: the reboot ends the domain like a poweroff. */
+    return destroy && on_vm_shutdown(w);
+}
+
+/* Shim exited and no stop was under way: the VM is lost. */
+static void on_shim_exit(struct watcher *w)
+{
+    struct vsnap_domain *dom = w->dom;
+    g_mutex_lock(&dom->job);
+    g_mutex_lock(&dom->lock);
+    bool current = run_is_current_locked(w);
+    g_mutex_unlock(&dom->lock);
+    if (current) {
+        g_message("domain %s: shim %d exited unexpectedly", dom->name, w->run->pid);
+        process_cleanup(w->drv, dom, w->run, VIR_DOMAIN_SHUTOFF_CRASHED);
+        g_mutex_lock(&dom->lock);
+        event_queue_lifecycle(w->drv->events, dom, VIR_DOMAIN_EVENT_STOPPED,
+                              VIR_DOMAIN_EVENT_STOPPED_CRASHED);
+        bool transient = !dom->persistent;
+        g_mutex_unlock(&dom->lock);
+        if (transient)
+            domain_list_remove(w->drv->domains, dom);
+    }
+    g_mutex_unlock(&dom->job);
+}
+
+/* Returns true when the watcher is done. */
+static bool handle_line(struct watcher *w, const char *line)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (!*line)
+        return false;
+    if (!json_parser_load_from_data(parser, line, -1, NULL) ||
+        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
+        g_message("domain %s: ignoring a malformed event line: %.120s", w->dom->name, line);
+        return false;
+    }
+    JsonObject *obj = json_node_get_object(json_parser_get_root(parser));
+    const char *source = json_object_get_string_member_with_default(obj, "source", "");
+    const char *event = json_object_get_string_member_with_default(obj, "event", "");
+    if (g_str_equal(source, "guest") && g_str_equal(event, "ready"))
+        on_guest_ready(w);
+    else if (g_str_equal(source, "vm") && g_str_equal(event, "shutdown"))
+        return on_vm_shutdown(w);
+    else if (g_str_equal(source, "vm") && g_str_equal(event, "rebooted"))
+        return on_vm_rebooted(w);
+    return false;
+}
+
+static bool read_events(struct watcher *w)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = read(w->run->fifo_fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        g_string_append_len(w->pending, buf, n);
+    }
+    char *nl;
+    while ((nl = memchr(w->pending->str, '\n', w->pending->len))) {
+        g_autofree char *line = g_strndup(w->pending->str, nl - w->pending->str);
+        g_string_erase(w->pending, 0, nl - w->pending->str + 1);
+        if (handle_line(w, g_strstrip(line)))
+            return true;
+    }
+    if (w->pending->len > 1024 * 1024)
+        g_string_truncate(w->pending, 0);   /* no newline in 1 MiB: not our format */
+    return false;
+}
+
+static gpointer watch_thread(gpointer data)
+{
+    struct watcher *w = data;
+    for (;;) {
+        struct pollfd fds[3] = {
+            {.fd = w->run->fifo_fd, .events = POLLIN},
+            {.fd = w->run->pidfd, .events = POLLIN},
+            {.fd = w->run->wake_fd, .events = POLLIN},
+        };
+        if (poll(fds, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            g_warning("domain %s: poll: %s", w->dom->name, g_strerror(errno));
+            break;
+        }
+        if (fds[2].revents)
+            break;
+        /* Events first: a shutdown event explains an exit seen at once. */
+        if ((fds[0].revents & POLLIN) && read_events(w))
+            break;
+        if (fds[1].revents) {
+            read_events(w);
+            on_shim_exit(w);
+            break;
+        }
+    }
+    g_string_free(w->pending, TRUE);
+    domain_run_unref(w->run);
+    vsnap_domain_unref(w->dom);
+    g_free(w);
+    return NULL;
+}
+
+void shim_events_watch(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                       struct domain_run *run)
+{
+    struct watcher *w = g_new0(struct watcher, 1);
+    w->drv = drv;
+    w->dom = vsnap_domain_ref(dom);
+    w->run = domain_run_ref(run);
+    w->pending = g_string_new(NULL);
+    g_autofree char *name = g_strdup_printf("watch-%.8s", dom->name);
+    g_thread_unref(g_thread_new(name, watch_thread, w));
+}
