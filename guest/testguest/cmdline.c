@@ -98,6 +98,8 @@ static bool apply_word(const struct word *w, struct options *opts)
         return parse_flag(w, &opts->halt_after_ready);
     if (key_is(w, "reboot_after_ready"))
         return parse_flag(w, &opts->reboot_after_ready);
+    if (key_is(w, "fault_after_ready"))
+        return parse_flag(w, &opts->fault_after_ready);
     report("warning", w, "unknown option, ignored");
     return true;
 }
@@ -139,8 +141,9 @@ bool cmdline_parse(const char *cmdline, struct options *opts)
         }
         p += len;
     }
-    if (ok && opts->halt_after_ready && opts->reboot_after_ready) {
-        serial_log("error: vsnap.halt_after_ready and vsnap.reboot_after_ready exclude each other");
+    if (ok && opts->halt_after_ready + opts->reboot_after_ready + opts->fault_after_ready > 1) {
+        serial_log("error: only one of vsnap.halt_after_ready, vsnap.reboot_after_ready and "
+                   "vsnap.fault_after_ready can be set");
         ok = false;
     }
     return ok;

@@ -13,6 +13,7 @@ struct options {
     bool idle_spin;          /* vsnap.idle_spin=1: busy idle loop instead of HLT with the LAPIC timer */
     bool halt_after_ready;   /* vsnap.halt_after_ready=1: power off after "ready" */
     bool reboot_after_ready; /* vsnap.reboot_after_ready=1: reset after "ready" */
+    bool fault_after_ready;  /* vsnap.fault_after_ready=1: read unmapped memory after "ready" (tests the IDT) */
 };
 
 /* Fill opts from cmdline. On a bad value it prints an error line naming the

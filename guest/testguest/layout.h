@@ -12,6 +12,9 @@
 #define GUEST_MMIO_BASE 0xd0000000ull
 #define GUEST_MMIO_END 0xe0000000ull
 
+/* Never mapped (the page tables stop at 65 GiB): vsnap.fault_after_ready reads it. */
+#define GUEST_UNMAPPED_ADDR 0x4000000000ull /* 256 GiB */
+
 /* Segment selectors of the guest's own GDT (cpl0.c). */
 #define SEL_KERNEL_CODE 0x10 /* same as the boot protocol's __BOOT_CS */
 #define SEL_KERNEL_DATA 0x18

@@ -117,6 +117,10 @@ void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info)
         serial_log("halt_after_ready, powering off");
         power_off(&g);
     }
+    if (g.opts.fault_after_ready) {
+        serial_log("fault_after_ready, reading unmapped memory");
+        (void)*(volatile uint64_t *)(uintptr_t)GUEST_UNMAPPED_ADDR; /* #PF: cpl0_exception powers off */
+    }
     if (g.opts.reboot_after_ready) {
         serial_log("reboot_after_ready, resetting");
         stop(&g, i8042_request_reset, "i8042 reset");

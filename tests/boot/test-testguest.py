@@ -134,6 +134,35 @@ class Boot(GuestTestCase):
         self.wait_powered_off(vm)
         self.assertNotIn("ready", vm.serial())
 
+    def test_command_line_forms(self):
+        cases = [
+            # (cmdline, a line that must appear, whether it reaches "ready")
+            ("root=/dev/vda ro quiet vsnap.fill_mib=1 vsnap.seed=0x7 vsnap.halt_after_ready=1",
+             "ready sum=" + pattern_checksum(PATTERN, 7, MIB), True),
+            ("vsnap.future_option=3 vsnap.halt_after_ready=1",
+             "warning: option vsnap.future_option=3: unknown option, ignored", True),
+            ("vsnap.halt_after_ready=2", "error: option vsnap.halt_after_ready=2: expected 0 or 1", False),
+            ("vsnap.seed", "error: option vsnap.seed: expected a decimal", False),
+            ("vsnap.seed=99999999999999999999 vsnap.halt_after_ready=1",
+             "error: option vsnap.seed=99999999999999999999: ", False),
+            ("vsnap.halt_after_ready=1 vsnap.reboot_after_ready=1", "error: only one of", False),
+        ]
+        for cmdline, line, ready in cases:
+            with self.subTest(cmdline=cmdline):
+                vm = self.shim(cmdline)
+                vm.wait_for_serial("^" + re.escape(PREFIX + line), BOOT_TIMEOUT)
+                self.wait_powered_off(vm)
+                self.assertEqual("ready sum=" in vm.serial(), ready, vm.describe())
+
+    def test_page_fault_is_reported(self):
+        # Exercises the IDT, the TSS stack switch from CPL3 and the report.
+        vm = self.shim("vsnap.fault_after_ready=1")
+        m = vm.wait_for_serial(r"^vsnap-testguest: exception 14 error=([0-9a-f]{16}) rip=[0-9a-f]{16} "
+                               r"rsp=[0-9a-f]{16} cr2=([0-9a-f]{16}), powering off$", BOOT_TIMEOUT)
+        self.assertEqual(int(m.group(1), 16), 4, "error code: a user-mode read of a not-present page")
+        self.assertEqual(m.group(2), "0000004000000000")
+        self.wait_powered_off(vm)
+
     def test_fill_beyond_ram_is_refused(self):
         vm = self.shim("vsnap.fill_mib=600 vsnap.halt_after_ready=1", memory="512M")
         vm.wait_for_serial(r"^vsnap-testguest: error: vsnap\.fill_mib=600: ", BOOT_TIMEOUT)
