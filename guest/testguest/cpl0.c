@@ -26,7 +26,6 @@
 #define PTE_RAM_2M (PTE_PRESENT | PTE_WRITE | PTE_USER | PTE_HUGE)
 #define PTE_MMIO_2M (PTE_RAM_2M | PTE_PWT | PTE_PCD)
 
-#define STACK_SIZE 16384
 #define IST_STACK_SIZE 4096
 #define IDT_VECTORS 256
 #define ISR_STUB_SIZE 16 /* isr.S aligns each vector's stub to this */

@@ -1,7 +1,9 @@
 /* One stub per interrupt vector, ISR_STUB_SIZE (16) bytes apart so cpl0.c can
  * compute each address. Each pushes an error code (0 where the CPU pushes none)
  * and the vector number, then calls cpl0_exception with a struct trap_frame.
- * The guest runs with interrupts off, so any vector that arrives is a fault.
+ * Interrupts are only enabled inside cpl0_halt, and the vectors expected there
+ * (LAPIC timer, spurious) and #UD have their own handlers below; anything else
+ * that arrives is a fault.
  */
 #include "layout.h"
 
