@@ -34,6 +34,7 @@ struct serial_backend {
 
     int wake[2]; /* pipe: quit or "FIFO has room" */
     bool quit;
+    bool input_ended; /* in_fd reached end of file: stop polling it */
     GThread *thread;
     uint8_t pending[INPUT_CHUNK]; /* input read but not yet accepted by the UART */
     size_t npending;
@@ -159,8 +160,11 @@ static bool read_input(struct serial_backend *b, int fd)
     ssize_t n = read(fd, b->pending, sizeof(b->pending));
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return true;
-    if (n <= 0)
+    if (n <= 0) {
+        if (b->mode != CONSOLE_MODE_SOCKET)
+            b->input_ended = true; /* end of stdin, even without POLLHUP */
         return false;
+    }
     b->npending = (size_t)n;
     flush_pending(b);
     return true;
@@ -198,7 +202,7 @@ static gpointer input_thread(gpointer data)
         bool room = flush_pending(b);
         if (room && b->mode == CONSOLE_MODE_SOCKET)
             p[1].fd = b->client_fd >= 0 ? b->client_fd : b->listen_fd;
-        else if (room)
+        else if (room && !b->input_ended)
             p[1].fd = b->in_fd;
         p[1].events = POLLIN;
         if (poll(p, 2, -1) < 0 && errno != EINTR)
@@ -212,7 +216,7 @@ static gpointer input_thread(gpointer data)
         else if (!read_input(b, p[1].fd) && b->mode == CONSOLE_MODE_SOCKET)
             drop_client(b);
         else if (p[1].revents & (POLLHUP | POLLERR | POLLNVAL) && b->mode != CONSOLE_MODE_SOCKET)
-            b->in_fd = -1; /* stdin went away: keep the guest running without input */
+            b->input_ended = true; /* stdin went away: the guest goes on without input */
     }
     return NULL;
 }

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <termios.h>
@@ -274,6 +275,49 @@ static void test_pty(void)
     serial_free(s);
 }
 
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* Tty with stdin and stdout being pipes (how a supervisor runs the shim):
+ * input arrives, output leaves, and end of input does not make the input
+ * thread spin. */
+static void test_tty_pipes(void)
+{
+    int in[2], out[2];
+    g_assert_cmpint(pipe(in), ==, 0);
+    g_assert_cmpint(pipe(out), ==, 0);
+    int saved_in = dup(STDIN_FILENO), saved_out = dup(STDOUT_FILENO);
+    dup2(in[0], STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    close(in[0]);
+    close(out[1]);
+    struct console_config cfg = { .mode = CONSOLE_MODE_TTY };
+    struct line_watch w;
+    struct serial *s = new_serial(&cfg, &w);
+    dup2(saved_in, STDIN_FILENO); /* the serial port holds its own copies */
+    dup2(saved_out, STDOUT_FILENO);
+    close(saved_in);
+    close(saved_out);
+
+    g_assert_cmpint(write(in[1], "typed", 5), ==, 5);
+    close(in[1]); /* end of input */
+    g_autoptr(GString) got = drain_receive(s, 5, 2000);
+    g_assert_cmpstr(got->str, ==, "typed");
+    double before = cpu_seconds();
+    g_usleep(200 * 1000);
+    g_assert_cmpfloat(cpu_seconds() - before, <, 0.1);
+    serial_write_reg(s, THR, 'o');
+    char c;
+    read_exactly(out[0], &c, 1);
+    g_assert_cmpint(c, ==, 'o');
+    serial_free(s);
+    close(out[0]);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -285,5 +329,6 @@ int main(int argc, char **argv)
     g_test_add_func("/serial/bad-configs", test_bad_configs);
     g_test_add_func("/serial/socket", test_socket);
     g_test_add_func("/serial/pty", test_pty);
+    g_test_add_func("/serial/tty-pipes", test_tty_pipes);
     return g_test_run();
 }
