@@ -177,26 +177,37 @@ static bool attach_failed(GError **error, const char *device)
     return false;
 }
 
+static bool setup_serial(struct vm *vm, const struct console_config *cfg, GError **error)
+{
+    if (cfg->mode == CONSOLE_MODE_OFF)
+        return true; /* Cloud Hypervisor's Off: no UART at all, the port reads all ones */
+    struct irq_line irq = irq_line_for(vm, SERIAL_COM1_IRQ);
+    vm->serial = serial_new(cfg, &irq, error);
+    if (!vm->serial)
+        return false;
+    return serial_attach(vm->serial, &vm->pio, SERIAL_COM1_PORT) || attach_failed(error, "the serial port");
+}
+
+static bool setup_i8042(struct vm *vm, GError **error)
+{
+    struct irq_line kbd = irq_line_for(vm, I8042_KBD_IRQ), aux = irq_line_for(vm, I8042_AUX_IRQ);
+    struct i8042_callbacks cb = { .on_reset = on_i8042_reset, .opaque = vm };
+    vm->i8042 = i8042_new(&kbd, &aux, &cb);
+    return i8042_attach(vm->i8042, &vm->pio) || attach_failed(error, "the i8042 controller");
+}
+
+static bool setup_acpi_pm(struct vm *vm, GError **error)
+{
+    struct irq_line sci = irq_line_for(vm, ACPI_SCI_IRQ);
+    struct acpi_pm_callbacks cb = { .on_poweroff = on_device_poweroff, .on_reset = on_acpi_reset, .opaque = vm };
+    vm->acpi_pm = acpi_pm_new(&sci, &cb);
+    return acpi_pm_attach(vm->acpi_pm, &vm->pio) || attach_failed(error, "the ACPI PM registers");
+}
+
 static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
-    if (cfg->serial.mode != CONSOLE_MODE_OFF) {
-        struct irq_line irq = irq_line_for(vm, SERIAL_COM1_IRQ);
-        vm->serial = serial_new(&cfg->serial, &irq, error);
-        if (!vm->serial)
-            return false;
-        if (!serial_attach(vm->serial, &vm->pio, SERIAL_COM1_PORT))
-            return attach_failed(error, "the serial port");
-    }
-    struct irq_line kbd = irq_line_for(vm, I8042_KBD_IRQ), aux = irq_line_for(vm, I8042_AUX_IRQ);
-    struct i8042_callbacks i8042_cb = { .on_reset = on_i8042_reset, .opaque = vm };
-    vm->i8042 = i8042_new(&kbd, &aux, &i8042_cb);
-    if (!i8042_attach(vm->i8042, &vm->pio))
-        return attach_failed(error, "the i8042 controller");
-    struct irq_line sci = irq_line_for(vm, ACPI_SCI_IRQ);
-    struct acpi_pm_callbacks pm_cb = { .on_poweroff = on_device_poweroff, .on_reset = on_acpi_reset, .opaque = vm };
-    vm->acpi_pm = acpi_pm_new(&sci, &pm_cb);
-    if (!acpi_pm_attach(vm->acpi_pm, &vm->pio))
-        return attach_failed(error, "the ACPI PM registers");
+    if (!setup_serial(vm, &cfg->serial, error) || !setup_i8042(vm, error) || !setup_acpi_pm(vm, error))
+        return false;
     if (!bus_register(&vm->pio, PORT_POST_CODE, 1, &sink_ops, NULL, "post-code"))
         return attach_failed(error, "the port 0x80 sink");
     /* vsock (virtio-mmio device 0): begin */
