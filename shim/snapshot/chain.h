@@ -9,11 +9,13 @@
 
 #include "layer.h"
 
-#define SNAP_MAX_CHAIN 4096u
+#define SNAP_MAX_CHAIN 4096u /* < SNAP_INDEX_ZERO - 1 */
 
-/* Page index entries: a layer number, or one of these. */
-#define SNAP_INDEX_ABSENT 0xffffu /* no layer holds the page (zero in a full chain) */
-#define SNAP_INDEX_ZERO 0xfffeu   /* the topmost layer holding it says zero */
+/* Page index entries: layer number + 1, or one of these. Absent is 0 so the
+ * table starts as untouched zeroed memory and building it touches only the
+ * entries of stored pages: restore setup does not grow with RAM size. */
+#define SNAP_INDEX_ABSENT 0u      /* no layer holds the page (zero in a full chain) */
+#define SNAP_INDEX_ZERO 0xffffu   /* the topmost layer holding it says zero */
 
 struct snap_chain {
     unsigned nlayers;
@@ -38,6 +40,13 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(snap_chain, snap_chain_free)
 
 /* The top layer's id: what a diff taken after restoring this chain names as parent. */
 const snap_id *snap_chain_top_id(const struct snap_chain *chain);
+
+/* True if the chain stores data for RAM page `page` (not zero, not absent). */
+static inline bool snap_chain_page_has_data(const struct snap_chain *chain, uint64_t page)
+{
+    uint16_t e = chain->page_layer[page];
+    return e != SNAP_INDEX_ABSENT && e != SNAP_INDEX_ZERO;
+}
 
 /* Fill chain->page_layer from the layers' indexes (page-index.c). */
 void snap_page_index_build(struct snap_chain *chain);

@@ -1,19 +1,18 @@
 /* The flat page -> layer index: one 16-bit entry per RAM page (4 MiB for 8 GiB
- * of RAM), filled from the layers' run lists base first so later layers
- * overwrite earlier ones. Lookups of the data position go back to the layer's
+ * of RAM, allocated zeroed and so left untouched where no layer has data),
+ * filled from the layers' run lists base first so later layers overwrite
+ * earlier ones. Lookups of the data position go back to the layer's
  * own index (a binary search), which keeps this table small. */
 #include "chain.h"
 
 void snap_page_index_build(struct snap_chain *c)
 {
-    c->page_layer = g_new(uint16_t, c->npages ? c->npages : 1);
-    for (uint64_t p = 0; p < c->npages; p++)
-        c->page_layer[p] = SNAP_INDEX_ABSENT;
+    c->page_layer = g_new0(uint16_t, c->npages ? c->npages : 1); /* all SNAP_INDEX_ABSENT */
     for (unsigned i = 0; i < c->nlayers; i++) {
         const struct snap_layer *l = c->layers[i];
         for (uint64_t r = 0; r < l->hdr.run_count; r++) {
             const struct snap_layer_run *run = &l->runs[r];
-            uint16_t v = run->kind == SNAP_RUN_ZERO ? SNAP_INDEX_ZERO : (uint16_t)i;
+            uint16_t v = run->kind == SNAP_RUN_ZERO ? SNAP_INDEX_ZERO : (uint16_t)(i + 1);
             uint16_t *e = c->page_layer + run->first_page;
             for (uint32_t k = 0; k < run->npages; k++)
                 e[k] = v;
@@ -36,8 +35,8 @@ enum snap_page_kind snap_chain_find(const struct snap_chain *c, uint64_t page, u
     uint16_t e = c->page_layer[page];
     enum snap_page_kind kind = entry_kind(c, e);
     if (kind == SNAP_PAGE_KIND_DATA) {
-        *layer = e;
-        snap_layer_find(c->layers[e], page, data_page);
+        *layer = e - 1u;
+        snap_layer_find(c->layers[e - 1u], page, data_page);
     }
     return kind;
 }
@@ -56,7 +55,7 @@ uint64_t snap_chain_run(const struct snap_chain *c, uint64_t page, uint64_t max_
     }
     /* Same layer and consecutive in its data area: inside one run of the layer,
      * and not covered by a later layer. */
-    const struct snap_layer *l = c->layers[e];
+    const struct snap_layer *l = c->layers[e - 1u];
     const struct snap_layer_run *run = &l->runs[snap_layer_find_run(l, page)];
     end = MIN(end, run->first_page + run->npages);
     while (page + n < end && c->page_layer[page + n] == e)

@@ -180,7 +180,7 @@ static bool fill_range(struct snap_uffd *u, uint64_t off, uint64_t len, const ui
 
 static bool page_has_data(struct snap_uffd *u, uint64_t p)
 {
-    return u->chain->page_layer[p] < SNAP_INDEX_ZERO;
+    return snap_chain_page_has_data(u->chain, p);
 }
 
 /* Serve the pages of [first, end) not served yet, each from its own layer;

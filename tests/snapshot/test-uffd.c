@@ -123,7 +123,7 @@ static uint64_t data_pages(const struct snap_chain *c)
 {
     uint64_t n = 0;
     for (uint64_t p = 0; p < c->npages; p++)
-        n += c->page_layer[p] < SNAP_INDEX_ZERO;
+        n += snap_chain_page_has_data(c, p);
     return n;
 }
 
