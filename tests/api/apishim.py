@@ -36,8 +36,8 @@ class ApiShim:
         self.kill()
         return False
 
-    def start(self, timeout=10):
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+    def start(self, timeout=10, pass_fds=()):
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, pass_fds=pass_fds,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while True:

@@ -160,6 +160,24 @@ class Running(unittest.TestCase):
                 proc.kill()
                 proc.wait()
 
+    def test_event_pipe_closed_by_reader_is_survived(self):
+        r, w = os.pipe()
+        os.close(r)  # every event write gets EPIPE (and SIGPIPE, which is ignored)
+        workdir = tempfile.mkdtemp(prefix="vsnap-cli-")
+        shim = ApiShim(SHIM, workdir=workdir)
+        shim.argv += ["--event-monitor", f"fd={w}"]
+        shim.proc = None
+        try:
+            shim.start(pass_fds=[w])
+            os.close(w)
+            shim.alive()
+            shim.expect("PUT", "vm.delete", 204)
+            shim.alive()
+            self.assertIn("event dropped", shim.log())
+            self.assertEqual(shim.terminate(), 0)
+        finally:
+            shim.kill()
+
     def test_event_fifo_without_reader_does_not_block(self):
         workdir = tempfile.mkdtemp(prefix="vsnap-cli-")
         fifo = os.path.join(workdir, "events")

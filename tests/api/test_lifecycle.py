@@ -5,6 +5,7 @@ monitor's lines in order, vm.counters, SIGTERM with a running VM."""
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -16,6 +17,9 @@ from apishim import ApiShim
 SHIM = sys.argv[1]
 GUEST = sys.argv[2] if len(sys.argv) > 2 else None
 BOOTED = "vsnap-testguest: booted"
+# Guests that must keep running spin when idle: these tests are about the API,
+# not about the guest's HLT/LAPIC-timer idle path (tests/boot covers that).
+SPIN = "vsnap.idle_spin=1"
 
 
 class EventReader:
@@ -57,6 +61,8 @@ def serial_text(path):
 def wait_serial(path, regex, count=1, timeout=60):
     deadline = time.monotonic() + timeout
     while len(re.findall(regex, serial_text(path))) < count:
+        if "vsnap-testguest: exception" in serial_text(path):
+            raise AssertionError(f"the guest crashed waiting for {regex!r}:\n{serial_text(path)}")
         if time.monotonic() > deadline:
             raise AssertionError(f"serial never showed {count}x {regex!r}:\n{serial_text(path)}")
         time.sleep(0.05)
@@ -89,7 +95,7 @@ class Lifecycle(unittest.TestCase):
 
     def test_lifecycle(self):
         s = self.shim
-        s.expect("PUT", "vm.create", 204, body=self.config("vsnap.heartbeat_ms=20"))
+        s.expect("PUT", "vm.create", 204, body=self.config(SPIN + " vsnap.heartbeat_ms=20"))
         s.expect("PUT", "vm.boot", 204)
         self.assertEqual(self.info()["state"], "Running")
         wait_serial(self.serial, BOOTED)
@@ -165,7 +171,7 @@ class Lifecycle(unittest.TestCase):
 
     def test_serial_pty_in_vm_info(self):
         s = self.shim
-        cfg = self.config("vsnap.heartbeat_ms=20")
+        cfg = self.config(SPIN + " vsnap.heartbeat_ms=20")
         cfg["serial"] = {"mode": "Pty"}
         s.expect("PUT", "vm.create", 204, body=cfg)
         self.assertIsNone(self.info()["vsnap"]["serial_pty"])
@@ -194,11 +200,58 @@ class Lifecycle(unittest.TestCase):
 
         # SIGTERM with a running VM: torn down cleanly, exit 0, socket gone.
         s.expect("PUT", "vm.delete", 204)
-        s.expect("PUT", "vm.create", 204, body=self.config("vsnap.heartbeat_ms=50"))
+        s.expect("PUT", "vm.create", 204, body=self.config(SPIN + " vsnap.heartbeat_ms=50"))
         s.expect("PUT", "vm.boot", 204)
         wait_serial(self.serial, r"tick \d+")
         self.assertEqual(s.terminate(), 0, s.describe())
         self.assertFalse(os.path.exists(s.socket_path))
+
+
+@unittest.skipUnless(GUEST and os.path.exists(GUEST), "the test guest is not built")
+class DirectMode(unittest.TestCase):
+    """--kernel creates and boots at once, as Cloud Hypervisor's command line."""
+
+    def argv(self, workdir, cmdline):
+        return [SHIM, "--kernel", GUEST, "--cmdline", cmdline, "--memory", "size=64M",
+                "--cpus", "boot=1", "--serial", f"file={workdir}/serial.log", "--console", "off"]
+
+    def test_exits_0_when_the_guest_powers_off(self):
+        workdir = tempfile.mkdtemp(prefix="vsnap-direct-")
+        res = subprocess.run(self.argv(workdir, "vsnap.halt_after_ready=1"),
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        text = serial_text(f"{workdir}/serial.log")
+        self.assertIn(BOOTED, text)
+        self.assertIn("halt_after_ready, powering off", text)
+
+    def test_with_api_socket_is_running_at_once(self):
+        workdir = tempfile.mkdtemp(prefix="vsnap-direct-")
+        shim = ApiShim(SHIM, workdir=workdir)
+        shim.argv = self.argv(workdir, SPIN + " vsnap.heartbeat_ms=50") + shim.argv[1:]
+        shim.start()
+        try:
+            info = shim.expect("GET", "vm.info", 200)
+            self.assertEqual(info["state"], "Running")
+            self.assertEqual(info["config"]["memory"]["size"], 64 << 20)
+            self.assertEqual(info["config"]["payload"]["cmdline"], SPIN + " vsnap.heartbeat_ms=50")
+            wait_serial(f"{workdir}/serial.log", BOOTED)
+            # With an API the process outlives the guest: it can be booted again.
+            shim.expect("PUT", "vm.power-button", 204)
+            shim.wait_state("Shutdown")
+            shim.alive()
+            self.assertEqual(shim.terminate(), 0)
+        finally:
+            shim.kill()
+
+    def test_boot_failure_exits_1(self):
+        workdir = tempfile.mkdtemp(prefix="vsnap-direct-")
+        fake = os.path.join(workdir, "fake-kernel")
+        with open(fake, "wb") as f:
+            f.write(b"\0" * 8192)
+        res = subprocess.run([SHIM, "--kernel", fake], capture_output=True, text=True,
+                             timeout=30)
+        self.assertEqual(res.returncode, 1)
+        self.assertIn(fake, res.stderr)
 
 
 if __name__ == "__main__":

@@ -127,7 +127,8 @@ def one_run(shim, guest, workdir):
         wait_api_ready(sock, proc)
         api_ready = time.monotonic() - start
 
-        config = {"payload": {"kernel": guest, "cmdline": ""},
+        # The guest spins when idle, so it is still running when smaps is read.
+        config = {"payload": {"kernel": guest, "cmdline": "vsnap.idle_spin=1"},
                   "memory": {"size": RAM_MIB << 20},
                   "serial": {"mode": "File", "file": serial}, "console": {"mode": "Off"}}
         status, body = http(sock, "PUT", "vm.create", config)
@@ -143,7 +144,8 @@ def one_run(shim, guest, workdir):
         time.sleep(0.05)
         overhead, private, guest_rss = rss_overhead_bytes(proc.pid, RAM_MIB << 20)
         if guest_rss == 0:
-            raise RuntimeError("no guest RAM mapping found in smaps")
+            with open(serial, errors="replace") as f:
+                raise RuntimeError("no guest RAM mapping found in smaps; serial:\n" + f.read())
         return (api_ready * 1000, booted * 1000, overhead / (1 << 20), private / (1 << 20),
                 guest_rss)
     finally:
