@@ -482,6 +482,16 @@ static void test_testguest_halt(void)
     clear_testguest_vm(&t, serial);
 }
 
+static void test_prefault(void)
+{
+    struct test_vm t;
+    test_vm_init(&t, prog_cli_hlt, prog_cli_hlt_end, 1, 64ull << 20);
+    t.cfg->memory.prefault = true;
+    test_vm_build(&t);
+    g_assert_cmpuint(vm_ram_resident_bytes(t.vm), ==, 64ull << 20);
+    test_vm_clear(&t);
+}
+
 static void expect_refused(void (*tweak)(struct vm_config *), const char *words)
 {
     struct test_vm t;
@@ -512,8 +522,20 @@ static void want_bad_serial_file(struct vm_config *cfg)
     cfg->serial.file = g_strdup("/nonexistent-dir/serial.log");
 }
 
+static void want_hugepages(struct vm_config *cfg)
+{
+    cfg->memory.hugepages = true;
+}
+
+static void want_too_many_vcpus(struct vm_config *cfg)
+{
+    cfg->cpus.boot_vcpus = cfg->cpus.max_vcpus = VSNAP_MAX_VCPUS + 1;
+}
+
 static void test_refusals(void)
 {
+    expect_refused(want_hugepages, "hugepages");
+    expect_refused(want_too_many_vcpus, "boot_vcpus");
     expect_refused(want_firmware, "firmware");
     expect_refused(want_missing_kernel, "/nonexistent/vmlinux");
     expect_refused(want_bad_serial_file, "/nonexistent-dir/serial.log");
@@ -537,6 +559,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vm/big-vm", test_big_vm);
     g_test_add_func("/vm/vmm-dirty-bitmap", test_vmm_dirty_bitmap);
     g_test_add_func("/vm/serial-pty-path", test_serial_pty_path);
+    g_test_add_func("/vm/prefault", test_prefault);
     g_test_add_func("/vm/refusals", test_refusals);
     g_test_add_func("/vm/testguest-halt", test_testguest_halt);
     return g_test_run();
