@@ -30,6 +30,7 @@ extern const uint8_t prog_count[], prog_count_end[];
 extern const uint8_t prog_cli_hlt[], prog_cli_hlt_end[];
 extern const uint8_t prog_cpuid[], prog_cpuid_end[];
 extern const uint8_t prog_power_button[], prog_power_button_end[];
+extern const uint8_t prog_start_ap[], prog_start_ap_end[];
 asm(".pushsection .rodata\n.code64\n"
     "prog_hello_poweroff:\n"
     "  mov $0x3f8, %dx\n  mov $'O', %al\n  out %al, %dx\n  mov $'K', %al\n  out %al, %dx\n"
@@ -46,6 +47,23 @@ asm(".pushsection .rodata\n.code64\n"
     "  mov $0x100, %ax\n  out %ax, %dx\n"
     GUEST_POWEROFF
     "prog_power_button_end:\n"
+    /* Start the AP (APIC id 1) the way Linux does, with INIT and SIPI through
+     * the LAPIC's ICR; its real-mode code (copied to 0x10000, SIPI vector
+     * 0x10) writes 1 to 0x5000; then power off. */
+    "prog_start_ap:\n"
+    "  lea 5f(%rip), %rsi\n  mov $0x10000, %rdi\n  mov $(6f - 5f), %ecx\n"
+    "1: mov (%rsi), %al\n  mov %al, (%rdi)\n  inc %rsi\n  inc %rdi\n  dec %ecx\n  jnz 1b\n"
+    "  mov $0xfee00000, %ebx\n"
+    "  movl $0x01000000, 0x310(%rbx)\n" /* ICR high: destination APIC id 1 */
+    "  movl $0x00004500, 0x300(%rbx)\n" /* INIT, level assert */
+    "  movl $0x00004610, 0x300(%rbx)\n" /* SIPI, vector 0x10 */
+    "2: cmpb $1, 0x5000\n  jne 2b\n"
+    GUEST_POWEROFF
+    ".code16\n"
+    "5: xor %ax, %ax\n  mov %ax, %ds\n  movb $1, 0x5000\n  cli\n3: hlt\n  jmp 3b\n"
+    "6:\n"
+    ".code64\n"
+    "prog_start_ap_end:\n"
     "prog_cpuid:\n"
     "  mov $0x40000000, %eax\n  cpuid\n"
     "  mov %ebx, 0x300000\n  mov %ecx, 0x300004\n  mov %edx, 0x300008\n  mov %eax, 0x30000c\n"
@@ -244,6 +262,18 @@ static void test_power_button(void)
     g_assert_cmpint(t.watch.count, ==, 0); /* polling, not stopped */
     vm_power_button(t.vm);
     expect_stop(&t, VM_STOP_POWEROFF);
+    test_vm_clear(&t);
+}
+
+/* vCPU 1 waits for SIPI and answers to APIC id 1. */
+static void test_start_ap(void)
+{
+    struct test_vm t;
+    test_vm_init(&t, prog_start_ap, prog_start_ap_end, 2, 32ull << 20);
+    test_vm_build(&t);
+    test_vm_start(&t);
+    expect_stop(&t, VM_STOP_POWEROFF);
+    g_assert_cmpuint(*(uint8_t *)guest_memory_ptr(vm_memory(t.vm), 0x5000, 1), ==, 1);
     test_vm_clear(&t);
 }
 
@@ -553,6 +583,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vm/reset-acpi", test_reset_acpi);
     g_test_add_func("/vm/triple-fault", test_triple_fault);
     g_test_add_func("/vm/power-button", test_power_button);
+    g_test_add_func("/vm/start-ap", test_start_ap);
     g_test_add_func("/vm/pause-resume-2-vcpus", test_pause_resume);
     g_test_add_func("/vm/pause-halted", test_pause_halted);
     g_test_add_func("/vm/cpuid", test_cpuid);
