@@ -344,8 +344,11 @@ static void serve(struct client *c)
             vsock_poll();
         acpi_request_power_off();
     }
+    /* Done when reset, or when the host has sent everything and what we
+     * still hold for it is either out or unwanted. */
+    bool flushed = c->out_len == 0 || vsock_peer_stopped_reading(c->sock);
     bool gone = vsock_socket_state(c->sock) == VS_RESET ||
-                (vsock_eof(c->sock) && c->out_len == 0 && c->mode != MODE_DIAL);
+                (vsock_eof(c->sock) && flushed && c->mode != MODE_DIAL);
     if (gone) {
         if (c->mode == MODE_DIAL && c->dial.sock)
             vsock_close(c->dial.sock);

@@ -529,6 +529,11 @@ bool vsock_eof(const struct vsock_socket *s)
     return s->rx_count == 0 && (s->peer_shut_send || s->state == VS_RESET);
 }
 
+bool vsock_peer_stopped_reading(const struct vsock_socket *s)
+{
+    return s->peer_shut_recv;
+}
+
 void vsock_shutdown_send(struct vsock_socket *s)
 {
     if (s->state == VS_ESTABLISHED && !s->shut_send_sent &&

@@ -51,6 +51,8 @@ size_t vsock_recv(struct vsock_socket *s, void *data, size_t len);
 size_t vsock_readable(const struct vsock_socket *s);
 /* The peer will send no more, and everything it sent was read. */
 bool vsock_eof(const struct vsock_socket *s);
+/* The peer will read no more (it shut down its receiving side). */
+bool vsock_peer_stopped_reading(const struct vsock_socket *s);
 /* Stop sending (SHUTDOWN SEND) but keep receiving. */
 void vsock_shutdown_send(struct vsock_socket *s);
 /* Orderly close; the slot frees itself once the peer confirms (or after a

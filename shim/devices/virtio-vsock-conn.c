@@ -187,7 +187,11 @@ static void from_guest_to_unix(struct virtio_vsock *dev, struct vsock_conn *conn
                                const struct iovec *iov, unsigned niov, size_t len)
 {
     ssize_t written = 0;
-    if (conn->to_host->len == 0 && !conn->hup) {
+    if (conn->hup) {
+        vsock_conn_reset(dev, conn); /* the host side is gone: nobody will read it */
+        return;
+    }
+    if (conn->to_host->len == 0) {
         written = write_some(conn->fd, iov, niov);
         if (written < 0) {
             /* The host side is gone (EPIPE, ECONNRESET): the stream is dead. */
@@ -288,7 +292,8 @@ void vsock_conn_handle_fd_event(struct virtio_vsock *dev, struct vsock_conn *con
          * cannot stay in epoll: EPOLLHUP would fire forever. */
         vsock_epoll_remove(dev, conn->fd, &conn->epoll_events);
         conn->hup = true;
-        if (conn->state == CONN_CONNECTING)
+        /* Bytes still held for the host can never be delivered: say so. */
+        if (conn->state == CONN_CONNECTING || conn->to_host->len > 0)
             vsock_conn_reset(dev, conn);
         else if (conn->host_eof)
             vsock_conn_start_close(dev, conn);

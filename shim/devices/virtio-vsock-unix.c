@@ -130,6 +130,11 @@ static void refuse(struct virtio_vsock *dev, struct vsock_handshake *hs, const c
     g_autofree char *line = g_strdup_printf("ERR %s\n", why);
     if (send(hs->fd, line, strlen(line), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
         g_debug("virtio-vsock: could not tell a client '%s': %s", why, g_strerror(errno));
+    /* Closing a UNIX socket with unread input resets it, and the client
+     * would lose the line above: read out what is there (bounded). */
+    char sink[256];
+    for (int i = 0; i < 16 && recv(hs->fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+        ;
     vsock_unix_handshake_free(dev, hs);
 }
 

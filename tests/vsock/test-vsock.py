@@ -1,0 +1,389 @@
+#!/usr/bin/python3
+"""virtio-vsock end to end: the real vsnap-shim on KVM, the test guest's polled
+driver, the hybrid UNIX socket.
+
+    test-vsock.py <vsnap-shim> <vsnap-testguest> <vsock-stream> <vsnap-pattern> <lib dir> <case>
+
+Each case boots its own VM (a few hundred ms) so the cases are independent and
+meson can run them in parallel.
+"""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+SHIM, GUEST, STREAM, PATTERN, LIBDIR, CASE = sys.argv[1:7]
+sys.path.insert(0, LIBDIR)
+from vsnaptest import Shim, ShimError, pattern_checksum  # noqa: E402
+
+CMD_PORT = 5000
+READY_PORT = 1024
+MIB = 1 << 20
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+# --- helpers ----------------------------------------------------------------
+
+def vsock_shim(delay_ms=0, api=True, extra_cmdline="", readiness_port=None, workdir=None):
+    """A shim with the test guest and a vsock device; returns (Shim, socket path)."""
+    shim = Shim(SHIM, GUEST, cmdline=f"console=ttyS0 vsnap.delay_ms={delay_ms} {extra_cmdline}",
+                memory="256M", api=api, workdir=workdir)
+    path = os.path.join(shim.workdir, "vsock.sock")
+    spec = f"cid=3,socket={path}"
+    if readiness_port:
+        spec += f",readiness_port={readiness_port}"
+    shim.argv += ["--vsock", spec]
+    return shim, path
+
+
+class Conn:
+    """A host-initiated connection: CONNECT <port> on the VM's socket."""
+
+    def __init__(self, path, port=CMD_PORT, timeout=5):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.sock.sendall(b"CONNECT %d\n" % port)
+        self.buf = b""
+        self.ok = self.line()
+
+    def line(self):
+        while b"\n" not in self.buf:
+            data = self.sock.recv(4096)
+            if not data:
+                raise Fail(f"connection closed, partial line {self.buf!r}")
+            self.buf += data
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode()
+
+    def cmd(self, text):
+        self.sock.sendall(text.encode() + b"\n")
+        return self.line()
+
+    def close(self):
+        self.sock.close()
+
+
+def wait_guest_serving(path, timeout=20):
+    """Until the guest listens on its command port (it does once ready)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            c = Conn(path)
+            if c.ok.startswith("OK "):
+                return c
+            c.close()
+        except (OSError, Fail):
+            pass
+        if time.monotonic() > deadline:
+            raise Fail("the guest's command port never answered")
+        time.sleep(0.05)
+
+
+def http_get_unix(sock_path, target, timeout):
+    """GET over the API socket without a subprocess, so the return instant is
+    measured in this process. Returns (status, body, realtime ns at return)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(sock_path)
+    s.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+        head, sep, body = data.partition(b"\r\n\r\n")
+        m = re.search(rb"content-length:\s*(\d+)", head, re.I)
+        if sep and m and len(body) >= int(m.group(1)):
+            break
+    returned = time.time_ns()
+    s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, body.decode(), returned
+
+
+def counters(shim):
+    status, body = shim.api("GET", "vm.counters")
+    check(status == 200, f"vm.counters answered {status}")
+    return body.get("vsock", {})
+
+
+def wait_open_connections(shim, want, timeout=5):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = counters(shim).get("open_connections")
+        if got == want:
+            return
+        if time.monotonic() > deadline:
+            raise Fail(f"open vsock connections stayed at {got}, expected {want}")
+        time.sleep(0.05)
+
+
+def run_stream(*args, timeout=120):
+    res = subprocess.run([STREAM, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    if res.returncode != 0:
+        raise Fail(f"vsock-stream {' '.join(map(str, args))}: {res.stderr.strip()}")
+    print(res.stdout.strip())
+    return json.loads(res.stdout)
+
+
+# --- cases ------------------------------------------------------------------
+
+def case_readiness():
+    """READY is pushed: wait-ready answers within 5 ms of the shim seeing it."""
+    shim, _ = vsock_shim(delay_ms=300)
+    with shim:
+        status, body, returned = http_get_unix(shim.api_socket, "/api/v1/vm.wait-ready?timeout_ms=20000", 25)
+        check(status == 200, f"wait-ready answered {status}: {body}")
+        info = json.loads(body)
+        check(info.get("ready") is True and info.get("generation") == 0, f"ready info {info}")
+        check(re.fullmatch(r"[0-9a-f]{16}", info.get("boot_id", "")), f"boot_id in {info}")
+        check(info.get("port") == READY_PORT and info["guest"].get("cid") == 3, f"ready info {info}")
+        lag_ms = (returned - info["ready_ns"]) / 1e6
+        print(f"wait-ready returned {lag_ms:.3f} ms after the shim received READY")
+        check(0 <= lag_ms < 5, f"wait-ready returned {lag_ms:.3f} ms after READY (limit 5 ms)")
+        shim.wait_for_serial(r"readiness acknowledged generation=0", timeout=5)
+        # Already ready: a second wait answers at once with the same announcement.
+        status, body, _ = http_get_unix(shim.api_socket, "/api/v1/vm.wait-ready?timeout_ms=1000", 5)
+        check(status == 200 and json.loads(body)["boot_id"] == info["boot_id"], f"second wait: {status} {body}")
+
+
+def case_never_ready():
+    """A guest that is not ready in time: wait-ready gives 504 with a reason."""
+    shim, _ = vsock_shim(delay_ms=60000)
+    with shim:
+        shim.wait_for_serial(r"vsock cid=3", timeout=20)
+        start = time.monotonic()
+        status, body, _ = http_get_unix(shim.api_socket, "/api/v1/vm.wait-ready?timeout_ms=300", 10)
+        took = time.monotonic() - start
+        check(status == 504, f"wait-ready of a guest that is not ready answered {status}: {body}")
+        check(len(body.strip()) > 0, "504 without a body")
+        check(0.25 < took < 3, f"the 300 ms wait took {took:.3f} s")
+
+
+def case_custom_readiness_port():
+    shim, _ = vsock_shim(readiness_port=1100, extra_cmdline="vsnap.ready_port=1100")
+    with shim:
+        status, body, _ = http_get_unix(shim.api_socket, "/api/v1/vm.wait-ready?timeout_ms=20000", 25)
+        check(status == 200 and json.loads(body)["port"] == 1100, f"wait-ready: {status} {body}")
+
+
+def case_host_initiated():
+    shim, path = vsock_shim()
+    with shim:
+        c = wait_guest_serving(path)
+        m = re.fullmatch(r"OK (\d+)", c.ok)
+        check(m and int(m.group(1)) >= 1 << 30, f"CONNECT answered {c.ok!r}")
+        check(c.cmd("PING") == "PONG", "PING")
+        base, length, seed = 16 * MIB, 4 * MIB, 7
+        check(c.cmd(f"FILL {base:#x} {length} {seed}") == "OK", "FILL")
+        want = pattern_checksum(PATTERN, seed, length)
+        check(c.cmd(f"SUM {base:#x} {length}") == f"SUM {want}", "SUM after FILL")
+        check(c.cmd(f"TOUCH {base} {length}") == "OK", "TOUCH")
+        check(c.cmd(f"ZERO {base} {length}") == "OK", "ZERO")
+        zero = pattern_checksum(PATTERN, 0, 0)
+        check(c.cmd(f"SUM {base} 0") == f"SUM {zero}", "SUM of nothing")
+        check(c.cmd("FILL 0x1000 8 1").startswith("ERR "), "FILL over the guest itself must fail")
+        check(c.cmd("NOPE").startswith("ERR "), "unknown command")
+        check(c.cmd("PING") == "PONG", "PING after errors")
+        # Bytes sent right behind the CONNECT line belong to the stream.
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(5)
+        s.connect(path)
+        s.sendall(b"CONNECT 5000\nPING\n")
+        data = b""
+        while data.count(b"\n") < 2:
+            data += s.recv(100)
+        check(re.fullmatch(rb"OK \d+\nPONG\n", data), f"pipelined CONNECT+PING gave {data!r}")
+        s.close()
+
+
+def case_guest_initiated():
+    shim, path = vsock_shim()
+    with shim:
+        wait_guest_serving(path).close()
+        run_stream("dial", path, CMD_PORT, 6000, 8192, 1, 2)
+
+
+def case_data_64mib():
+    """64 MiB both ways, checked: host-initiated echo and a guest-initiated stream."""
+    shim, path = vsock_shim()
+    with shim:
+        wait_guest_serving(path).close()
+        run_stream("echo", path, CMD_PORT, 1, 64 * MIB, 7)
+        run_stream("dial", path, CMD_PORT, 6000, 64 * MIB, 3, 4)
+        # Everything the device wrote into guest RAM went through vm_mark_dirty;
+        # the stream checksums above show the data itself arrived intact.
+
+
+def case_many_connections():
+    """32 connections open at once, interleaved commands, then 32 parallel echoes."""
+    shim, path = vsock_shim()
+    with shim:
+        wait_guest_serving(path).close()
+        conns = [Conn(path) for _ in range(32)]
+        for c in conns:
+            check(c.ok.startswith("OK "), f"CONNECT answered {c.ok!r}")
+        ports = {c.ok for c in conns}
+        check(len(ports) == 32, "host ports of simultaneous connections must differ")
+        for c in conns:
+            c.sock.sendall(b"PING\n")
+        for c in conns:
+            check(c.line() == "PONG", "PONG on one of 32 connections")
+        for c in conns:
+            c.close()
+        run_stream("echo", path, CMD_PORT, 32, 1 * MIB, 100)
+
+
+def case_peer_closes():
+    """The host side vanishes mid-transfer, both directions; the guest goes on."""
+    shim, path = vsock_shim()
+    with shim:
+        cmd = wait_guest_serving(path)
+        base = counters(shim)["open_connections"]  # readiness + this one
+        # Host-initiated: 8 MiB into an echo, never reading, then close.
+        c = Conn(path)
+        check(c.cmd("ECHO") == "OK", "ECHO")
+        c.sock.setblocking(False)
+        sent = 0
+        chunk = b"\x5a" * 65536
+        deadline = time.monotonic() + 10
+        while sent < 8 * MIB and time.monotonic() < deadline:
+            try:
+                sent += c.sock.send(chunk)
+            except BlockingIOError:
+                time.sleep(0.001)
+        c.sock.close()
+        print(f"closed an echo after sending {sent} bytes without reading")
+        # Guest-initiated: the host accepts, reads 1 MiB, closes.
+        lpath = f"{path}_6001"
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(lpath)
+        listener.listen(1)
+        listener.settimeout(5)
+        cmd.sock.sendall(b"DIAL 6001 67108864 5\n")
+        peer, _ = listener.accept()
+        got = 0
+        while got < MIB:
+            got += len(peer.recv(65536))
+        peer.close()
+        answer = cmd.line()
+        print(f"guest after the host closed its dial: {answer}")
+        check(answer.startswith("DIALED ") or answer.startswith("ERR "), f"DIAL answered {answer!r}")
+        check(cmd.cmd("PING") == "PONG", "PING after both closes")
+        wait_open_connections(shim, base)
+        c2 = Conn(path)
+        check(c2.cmd("PING") == "PONG", "a new connection after the closes")
+
+
+def case_refused():
+    shim, path = vsock_shim()
+    with shim:
+        cmd = wait_guest_serving(path)
+        # Guest connects to a host port where nobody listens: RST, guest survives.
+        answer = cmd.cmd("DIAL 7777 8 1")
+        check(answer.startswith("ERR "), f"DIAL to nobody answered {answer!r}")
+        check(cmd.cmd("PING") == "PONG", "PING after the refused DIAL")
+        # Host connects to a guest port nobody listens on: closed, no OK, within 1 s.
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(3)
+        s.connect(path)
+        start = time.monotonic()
+        s.sendall(b"CONNECT 4444\n")
+        data = s.recv(100)
+        took = time.monotonic() - start
+        check(data == b"", f"CONNECT to a closed guest port answered {data!r}")
+        check(took < 1.0, f"closing took {took:.3f} s (limit 1 s)")
+        print(f"CONNECT to a closed guest port: closed after {took * 1000:.1f} ms")
+        check(cmd.cmd("PING") == "PONG", "PING after the refused CONNECT")
+
+
+def case_malformed_connect():
+    shim, path = vsock_shim()
+    with shim:
+        wait_guest_serving(path).close()
+        bad = [b"HELLO\n", b"CONNECT\n", b"CONNECT \n", b"CONNECT abc\n", b"CONNECT -1\n",
+               b"CONNECT 99999999999\n", b"connect 5000\n", b"CONNECT 5000 6000\n",
+               b"\x00\xff\xfe\n", b"X" * 100]
+        for line in bad:
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(7)
+            s.connect(path)
+            s.sendall(line)
+            data = b""
+            while True:
+                chunk = s.recv(200)
+                if not chunk:
+                    break
+                data += chunk
+            s.close()
+            check(data.startswith(b"ERR "), f"{line[:20]!r} answered {data!r}, expected ERR then close")
+        # A client that connects and says nothing does not block others.
+        idle = socket.socket(socket.AF_UNIX)
+        idle.connect(path)
+        c = Conn(path)
+        check(c.cmd("PING") == "PONG", "the socket still serves after malformed lines")
+        idle.close()
+
+
+def case_socket_lifecycle():
+    # A stale socket file (its listener died) is replaced at bind.
+    shim, path = vsock_shim(api=False)
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(path)
+    stale.close()
+    check(os.path.exists(path), "the stale socket file exists")
+    with shim:
+        c = wait_guest_serving(path)
+        check(c.cmd("PING") == "PONG", "PING over a replaced stale socket")
+        c.close()
+        # Unlinked on exit (SIGTERM is a clean shutdown).
+        shim.proc.send_signal(signal.SIGTERM)
+        rc = shim.wait_exit(10)
+        check(not os.path.exists(path), f"socket still there after the shim exited ({rc})")
+    # A socket a live process listens on is not stolen.
+    shim, path = vsock_shim(api=False)
+    live = socket.socket(socket.AF_UNIX)
+    live.bind(path)
+    live.listen(1)
+    with shim:
+        rc = shim.wait_exit(10)
+        check(rc != 0 and "in use" in shim.shim_output(), f"live socket: rc={rc} {shim.shim_output()}")
+    live.close()
+    # Nor is a file that is not a socket removed.
+    shim, path = vsock_shim(api=False)
+    with open(path, "w") as f:
+        f.write("keep me")
+    with shim:
+        rc = shim.wait_exit(10)
+        check(rc != 0 and "not a socket" in shim.shim_output(), f"regular file: rc={rc} {shim.shim_output()}")
+        check(open(path).read() == "keep me", "the regular file was touched")
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+if __name__ == "__main__":
+    if CASE not in CASES:
+        sys.exit(f"unknown case {CASE}; cases: {' '.join(CASES)}")
+    try:
+        CASES[CASE]()
+    except (Fail, ShimError) as e:
+        print(f"FAIL {CASE}: {e}", file=sys.stderr)
+        sys.exit(1)
+    print(f"ok {CASE}")
