@@ -513,6 +513,20 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
     json_builder_end_object(b);
 }
 
+/* Cloud Hypervisor reports a serial PTY's path as config.serial.file, which is
+ * where libvirt's ch driver reads it. */
+static JsonNode *config_with_pty(struct vmm *vmm)
+{
+    JsonNode *config = vm_config_to_json(vmm->config);
+    const char *pty = vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL;
+
+    if (pty) {
+        JsonObject *serial = json_object_get_object_member(json_node_get_object(config), "serial");
+        json_object_set_string_member(serial, "file", pty);
+    }
+    return config;
+}
+
 JsonNode *vmm_info(struct vmm *vmm, GError **error)
 {
     if (!require_created(vmm, error))
@@ -521,7 +535,7 @@ JsonNode *vmm_info(struct vmm *vmm, GError **error)
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "config");
-    json_builder_add_value(b, vm_config_to_json(vmm->config));
+    json_builder_add_value(b, config_with_pty(vmm));
     json_builder_set_member_name(b, "state");
     json_builder_add_string_value(b, vmm_state_to_string(vmm->state));
     json_builder_set_member_name(b, "memory_actual_size");

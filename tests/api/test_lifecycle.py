@@ -176,8 +176,11 @@ class Lifecycle(unittest.TestCase):
         s.expect("PUT", "vm.create", 204, body=cfg)
         self.assertIsNone(self.info()["vsnap"]["serial_pty"])
         s.expect("PUT", "vm.boot", 204)
-        pty = self.info()["vsnap"]["serial_pty"]
+        info = self.info()
+        pty = info["vsnap"]["serial_pty"]
         self.assertRegex(pty or "", r"^/dev/pts/\d+$")
+        # Where Cloud Hypervisor reports it (and libvirt's ch driver reads it).
+        self.assertEqual(info["config"]["serial"]["file"], pty)
         fd = os.open(pty, os.O_RDONLY | os.O_NOCTTY)
         try:
             seen = b""
