@@ -172,6 +172,10 @@ struct snap_layer *snap_layer_open(const char *path, GError **error)
         !check_header(&l->hdr, (uint64_t)st.st_size, path, error) || !read_index(l, error) ||
         !map_data(l, error))
         return NULL;
+    /* The mapping keeps the file; dropping the fd lets long chains stay far
+     * below the process's file limit. */
+    close(l->fd);
+    l->fd = -1;
     return g_steal_pointer(&l);
 }
 

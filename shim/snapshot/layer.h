@@ -102,7 +102,7 @@ struct snap_layer_run {
 /* One open, verified (header + index) layer. Fields are read-only for users. */
 struct snap_layer {
     char *path;
-    int fd;
+    int fd;                    /* -1 once open: data is reached through the mapping */
     struct snap_layer_header hdr;
     struct snap_layer_run *runs;
     uint64_t *run_data_page;   /* data page where each data run starts */

@@ -149,10 +149,22 @@ static void replay_long_chain(uint8_t *img)
     }
 }
 
+static unsigned open_fds(void)
+{
+    g_autoptr(GDir) d = g_dir_open("/proc/self/fd", 0, NULL);
+    unsigned n = 0;
+    while (g_dir_read_name(d))
+        n++;
+    return n;
+}
+
 static void test_long_chain(void)
 {
     struct long_chain lc;
     build_long_chain(&lc);
+    unsigned fds = open_fds();
+    g_autoptr(snap_chain) held = test_open_chain(lc.paths, LONG_LAYERS);
+    g_assert_cmpuint(open_fds(), ==, fds); /* layers hold mappings, not descriptors */
     g_autofree uint8_t *replayed = g_malloc0(LONG_RAM);
     replay_long_chain(replayed);
     test_assert_ram_equal(lc.expected, replayed, LONG_RAM, "64-layer copy");
