@@ -14,6 +14,7 @@
 #include "layout.h"
 #include "pattern.h"
 #include "serial.h"
+#include "vsock-service.h"
 
 #define MIB (1ull << 20)
 #define POWER_BUTTON_POLL_MS 10
@@ -84,7 +85,10 @@ static void __attribute__((noreturn)) idle(const struct guest *g)
     uint64_t next_tick = rdtsc() + clock_ms_to_ticks(&g->clock, g->opts.heartbeat_ms);
     uint64_t ticks = 0;
     for (;;) {
-        clock_sleep_ms(&g->clock, POWER_BUTTON_POLL_MS);
+        if (vsock_service_active()) /* vsock: poll the rings while idle */
+            vsock_service_idle(&g->clock, POWER_BUTTON_POLL_MS);
+        else
+            clock_sleep_ms(&g->clock, POWER_BUTTON_POLL_MS);
         if (acpi_power_button_pressed()) {
             serial_log("power button, powering off");
             power_off(g);
@@ -105,9 +109,11 @@ void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info)
     g.clock.can_halt = !g.opts.idle_spin;
 
     uint64_t sum;
+    vsock_service_init(boot_params, g.clock.tsc_khz); /* vsock: no-op without the device */
     if (!fill_region(&g, &sum))
         power_off(&g);
     clock_busy_wait_ms(&g.clock, g.opts.delay_ms);
+    vsock_service_ready(); /* vsock: READY goes out before the (slow) serial line */
 
     serial_puts("vsnap-testguest: ready sum=");
     serial_put_hex64(sum);
