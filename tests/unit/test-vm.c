@@ -7,6 +7,8 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "boot/boot.h"
@@ -31,6 +33,7 @@ extern const uint8_t prog_cli_hlt[], prog_cli_hlt_end[];
 extern const uint8_t prog_cpuid[], prog_cpuid_end[];
 extern const uint8_t prog_power_button[], prog_power_button_end[];
 extern const uint8_t prog_start_ap[], prog_start_ap_end[];
+extern const uint8_t prog_serial_irq[], prog_serial_irq_end[];
 asm(".pushsection .rodata\n.code64\n"
     "prog_hello_poweroff:\n"
     "  mov $0x3f8, %dx\n  mov $'O', %al\n  out %al, %dx\n  mov $'K', %al\n  out %al, %dx\n"
@@ -64,6 +67,33 @@ asm(".pushsection .rodata\n.code64\n"
     "6:\n"
     ".code64\n"
     "prog_start_ap_end:\n"
+    /* Interrupt-driven serial input, the way Linux takes it: IOAPIC pin 4 ->
+     * vector 0x30, UART IER.RDI; the handler drains the FIFO while LSR.DR,
+     * counting bytes at 0x5004 and keeping the last at 0x5000; 'q' powers
+     * off. 0x5008 = 1 says the guest is ready for input. */
+    "prog_serial_irq:\n"
+    "  mov $0xff, %al\n  out %al, $0x21\n  out %al, $0xa1\n" /* mask the 8259s */
+    "  lea 7f(%rip), %rax\n  mov $0x6300, %rdi\n" /* IDT at 0x6000, entry 0x30 */
+    "  mov %ax, (%rdi)\n  movw $0x10, 2(%rdi)\n  movw $0x8e00, 4(%rdi)\n"
+    "  shr $16, %rax\n  mov %ax, 6(%rdi)\n  shr $16, %rax\n  mov %eax, 8(%rdi)\n  movl $0, 12(%rdi)\n"
+    "  lidt 8f(%rip)\n"
+    "  mov $0xfee00000, %ebx\n  movl $0x1ff, 0xf0(%rbx)\n" /* LAPIC on */
+    "  mov $0xfec00000, %ebx\n"
+    "  movl $0x19, (%rbx)\n  movl $0, 0x10(%rbx)\n"    /* pin 4 -> APIC id 0 */
+    "  movl $0x18, (%rbx)\n  movl $0x30, 0x10(%rbx)\n" /* fixed, edge, vector 0x30 */
+    "  mov $0x3fc, %dx\n  mov $0x08, %al\n  out %al, %dx\n" /* MCR.OUT2 */
+    "  mov $0x3f9, %dx\n  mov $0x01, %al\n  out %al, %dx\n" /* IER.RDI */
+    "  movb $1, 0x5008\n"
+    "  sti\n"
+    "1: hlt\n  cmpb $'q', 0x5000\n  jne 1b\n"
+    GUEST_POWEROFF
+    "7: push %rax\n  push %rdx\n"
+    "2: mov $0x3fd, %dx\n  in %dx, %al\n  test $1, %al\n  jz 3f\n"
+    "  mov $0x3f8, %dx\n  in %dx, %al\n  mov %al, 0x5000\n  incl 0x5004\n  jmp 2b\n"
+    "3: mov $0xfee000b0, %edx\n  movl $0, (%rdx)\n" /* EOI */
+    "  pop %rdx\n  pop %rax\n  iretq\n"
+    "8: .word 0xfff\n  .quad 0x6000\n"
+    "prog_serial_irq_end:\n"
     "prog_cpuid:\n"
     "  mov $0x40000000, %eax\n  cpuid\n"
     "  mov %ebx, 0x300000\n  mov %ecx, 0x300004\n  mov %edx, 0x300008\n  mov %eax, 0x30000c\n"
@@ -275,6 +305,49 @@ static void test_start_ap(void)
     expect_stop(&t, VM_STOP_POWEROFF);
     g_assert_cmpuint(*(uint8_t *)guest_memory_ptr(vm_memory(t.vm), 0x5000, 1), ==, 1);
     test_vm_clear(&t);
+}
+
+static int connect_unix(const char *path)
+{
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    g_strlcpy(addr.sun_path, path, sizeof(addr.sun_path));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), ==, 0);
+    return fd;
+}
+
+static void wait_guest_byte(struct vm *vm, uint64_t gpa, uint8_t value)
+{
+    volatile uint8_t *p = guest_memory_ptr(vm_memory(vm), gpa, 1);
+    gint64 deadline = g_get_monotonic_time() + STOP_TIMEOUT_US;
+    while (*p != value && g_get_monotonic_time() < deadline)
+        g_usleep(1000);
+    g_assert_cmpuint(*p, ==, value);
+}
+
+/* Bytes from a Socket client reach the guest through IRQ 4 and the IOAPIC. */
+static void test_serial_interrupt_input(void)
+{
+    struct test_vm t;
+    test_vm_init(&t, prog_serial_irq, prog_serial_irq_end, 1, 32ull << 20);
+    g_autofree char *dir = g_dir_make_tmp("vsnap-test-vm-XXXXXX", NULL);
+    g_autofree char *sock = g_build_filename(dir, "serial.sock", NULL);
+    t.cfg->serial.mode = CONSOLE_MODE_SOCKET;
+    t.cfg->serial.socket = g_strdup(sock);
+    test_vm_build(&t);
+    test_vm_start(&t);
+    wait_guest_byte(t.vm, 0x5008, 1);
+    int client = connect_unix(sock);
+    g_assert_cmpint(write(client, "ab", 2), ==, 2);
+    g_usleep(20 * 1000);
+    g_assert_cmpint(write(client, "q", 1), ==, 1);
+    expect_stop(&t, VM_STOP_POWEROFF);
+    const uint32_t *count = guest_memory_ptr(vm_memory(t.vm), 0x5004, 4);
+    g_assert_cmpuint(*count, ==, 3);
+    close(client);
+    test_vm_clear(&t);
+    g_rmdir(dir);
 }
 
 static uint64_t read_guest_u64(struct vm *vm, uint64_t gpa)
@@ -584,6 +657,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vm/triple-fault", test_triple_fault);
     g_test_add_func("/vm/power-button", test_power_button);
     g_test_add_func("/vm/start-ap", test_start_ap);
+    g_test_add_func("/vm/serial-interrupt-input", test_serial_interrupt_input);
     g_test_add_func("/vm/pause-resume-2-vcpus", test_pause_resume);
     g_test_add_func("/vm/pause-halted", test_pause_halted);
     g_test_add_func("/vm/cpuid", test_cpuid);
