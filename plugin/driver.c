@@ -480,6 +480,7 @@ static bool pause_after_start(struct vsnap_driver *drv, struct vsnap_domain *dom
         return false;
     g_mutex_lock(&dom->lock);
     vsnap_domain_set_state_locked(dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER);
+    process_write_status_locked(dom);
     event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_SUSPENDED,
                           VIR_DOMAIN_EVENT_SUSPENDED_PAUSED);
     g_mutex_unlock(&dom->lock);
@@ -636,6 +637,7 @@ bool driver_suspend(struct vsnap_driver *drv, struct vsnap_domain *dom, GError *
         if (ok) {
             g_mutex_lock(&dom->lock);
             vsnap_domain_set_state_locked(dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER);
+            process_write_status_locked(dom);
             event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_SUSPENDED,
                                   VIR_DOMAIN_EVENT_SUSPENDED_PAUSED);
             g_mutex_unlock(&dom->lock);
@@ -653,6 +655,7 @@ bool driver_resume(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **
     if (ok) {
         g_mutex_lock(&dom->lock);
         vsnap_domain_set_state_locked(dom, VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNPAUSED);
+        process_write_status_locked(dom);
         event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_RESUMED,
                               VIR_DOMAIN_EVENT_RESUMED_UNPAUSED);
         g_mutex_unlock(&dom->lock);

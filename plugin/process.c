@@ -280,6 +280,8 @@ void process_write_status_locked(struct vsnap_domain *dom)
     g_key_file_set_uint64(kf, "domain", "generation", dom->generation);
     g_key_file_set_boolean(kf, "domain", "ready", run->ready);
     g_key_file_set_integer(kf, "domain", "pid", run->pid);
+    g_key_file_set_integer(kf, "domain", "state", dom->state);
+    g_key_file_set_integer(kf, "domain", "reason", dom->reason);
     g_autofree char *text = g_key_file_to_data(kf, NULL, NULL);
     g_autoptr(GError) error = NULL;
     if (!write_file_atomic(run->status_path, text, &error))
@@ -490,15 +492,24 @@ void process_vcpu_stats(pid_t pid, struct vcpu_stat *stats, unsigned n)
 
 /* ---- reattach after a daemon restart ---- */
 
-static bool read_status(struct domain_run *run, int *id, uint64_t *generation, bool *ready)
+struct saved_status {
+    int id;
+    uint64_t generation;
+    bool ready;
+    int state, reason;   /* as last written; the reason survives a restart */
+};
+
+static bool read_status(struct domain_run *run, struct saved_status *st)
 {
     g_autoptr(GKeyFile) kf = g_key_file_new();
     if (!g_key_file_load_from_file(kf, run->status_path, 0, NULL))
         return false;
-    *id = g_key_file_get_integer(kf, "domain", "id", NULL);
-    *generation = g_key_file_get_uint64(kf, "domain", "generation", NULL);
-    *ready = g_key_file_get_boolean(kf, "domain", "ready", NULL);
-    return *id > 0;
+    st->id = g_key_file_get_integer(kf, "domain", "id", NULL);
+    st->generation = g_key_file_get_uint64(kf, "domain", "generation", NULL);
+    st->ready = g_key_file_get_boolean(kf, "domain", "ready", NULL);
+    st->state = g_key_file_get_integer(kf, "domain", "state", NULL);
+    st->reason = g_key_file_get_integer(kf, "domain", "reason", NULL);
+    return st->id > 0;
 }
 
 static pid_t read_pid(const char *path)
@@ -532,32 +543,45 @@ static struct vsnap_domain *domain_for_live(struct vsnap_driver *drv, struct dom
     return dom;
 }
 
-static int state_from_info(const char *state, int *reason)
+/* The state the shim reports; the saved reason when it still applies. */
+static int state_from_info(const char *state, const struct saved_status *st, int *reason)
 {
-    if (g_str_equal(state, "Running")) {
-        *reason = VIR_DOMAIN_RUNNING_UNKNOWN;
-        return VIR_DOMAIN_RUNNING;
-    }
-    if (g_str_equal(state, "Paused")) {
-        *reason = VIR_DOMAIN_PAUSED_USER;
-        return VIR_DOMAIN_PAUSED;
-    }
-    return -1;
+    int vir_state = g_str_equal(state, "Running")  ? VIR_DOMAIN_RUNNING
+                    : g_str_equal(state, "Paused") ? VIR_DOMAIN_PAUSED
+                                                   : -1;
+    if (vir_state == VIR_DOMAIN_RUNNING)
+        *reason = st->state == vir_state ? st->reason : VIR_DOMAIN_RUNNING_UNKNOWN;
+    else if (vir_state == VIR_DOMAIN_PAUSED)
+        *reason = st->state == vir_state ? st->reason : VIR_DOMAIN_PAUSED_USER;
+    return vir_state;
+}
+
+/* The shim died while no daemon watched: its domain crashed. */
+static void mark_crashed(struct vsnap_driver *drv, const char *name)
+{
+    g_autoptr(vsnap_domain) dom = domain_list_find_name(drv->domains, name);
+    if (!dom)
+        return;
+    g_mutex_lock(&dom->lock);
+    if (!dom->run)
+        vsnap_domain_set_state_locked(dom, VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_CRASHED);
+    g_mutex_unlock(&dom->lock);
 }
 
 /* The shim answered and its VM runs: adopt it. */
 static void adopt(struct vsnap_driver *drv, struct domain_run *run, struct domain_def *live,
-                  int state, int reason, int id, uint64_t generation, bool ready)
+                  int state, int reason, const struct saved_status *st)
 {
+    int id = st->id;
     struct vsnap_domain *dom = domain_for_live(drv, live);
     if (!dom)
         return;
     domain_list_note_id(drv->domains, id);
     g_mutex_lock(&dom->lock);
-    run->ready = ready;
+    run->ready = st->ready;
     dom->run = domain_run_ref(run);
     dom->id = id;
-    dom->generation = generation;
+    dom->generation = st->generation;
     vsnap_domain_set_state_locked(dom, state, reason);
     g_mutex_unlock(&dom->lock);
     g_message("reattached to domain %s (id %d, shim pid %d)", dom->name, id, run->pid);
@@ -568,9 +592,8 @@ static void adopt(struct vsnap_driver *drv, struct domain_run *run, struct domai
 static void reattach_one(struct vsnap_driver *drv, const char *name)
 {
     struct domain_run *run = run_new(drv, name);
-    int id = 0, state, reason;
-    uint64_t generation = 0;
-    bool ready = false;
+    struct saved_status st = {0};
+    int state, reason;
     g_autofree char *xml = NULL;
     g_autoptr(GError) error = NULL;
     struct vm_info info = {0};
@@ -579,20 +602,24 @@ static void reattach_one(struct vsnap_driver *drv, const char *name)
     run->pid = read_pid(run->pid_path);
     if (run->pid > 0)
         run->pidfd = pidfd_open(run->pid, 0);
-    if (run->pidfd < 0 || !read_status(run, &id, &generation, &ready) ||
+    if (run->pidfd < 0 || !read_status(run, &st) ||
         !g_file_get_contents(run->xml_path, &xml, NULL, NULL)) {
         g_message("domain %s: its shim is gone; cleaning up %s", name, run->dir);
+        mark_crashed(drv, name);
         goto discard;
     }
     live = domain_def_parse_string(xml, drv->paths.schema_dir, &error);
     if (!live || !monitor_vm_info(run->api_socket, &info, &error) ||
-        (state = state_from_info(info.state, &reason)) < 0 || !open_event_fifo(run, &error)) {
+        (state = state_from_info(info.state, &st, &reason)) < 0 || !open_event_fifo(run, &error)) {
         g_message("domain %s: cannot reattach (%s); stopping its shim", name,
                   error ? error->message : info.state);
         terminate(run, false);
+        mark_crashed(drv, name);
         goto discard;
     }
-    adopt(drv, run, g_steal_pointer(&live), state, reason, id, generation, ready);
+    /* Readiness announced while no daemon listened is in vm.info. */
+    st.ready = st.ready || info.ready;
+    adopt(drv, run, g_steal_pointer(&live), state, reason, &st);
     vm_info_clear(&info);
     domain_run_unref(run);
     return;

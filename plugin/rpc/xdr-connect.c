@@ -1,7 +1,9 @@
 /* Connection-level procedures: handshake, identity of the driver and host,
  * domain listings. */
 #include <libvirt/libvirt.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dispatch.h"
 #include "driver.h"
@@ -109,6 +111,27 @@ static bool_t xdr_security_model_ret(XDR *x, struct security_model_ret *r)
 {
     return xdr_array(x, &r->model, &r->model_len, 256, sizeof(char), XDR_PROC(xdr_char)) &&
            xdr_array(x, &r->doi, &r->doi_len, 256, sizeof(char), XDR_PROC(xdr_char));
+}
+
+struct cpu_map_args {
+    int32_t need_map, need_online;
+    uint32_t flags;
+};
+static bool_t xdr_cpu_map_args(XDR *x, struct cpu_map_args *a)
+{
+    return xdr_int(x, &a->need_map) && xdr_int(x, &a->need_online) && xdr_u_int(x, &a->flags);
+}
+
+struct cpu_map_ret {
+    unsigned map_len;
+    char *map;
+    uint32_t online;
+    int32_t ret;
+};
+static bool_t xdr_cpu_map_ret(XDR *x, struct cpu_map_ret *r)
+{
+    return xdr_bytes(x, &r->map, &r->map_len, 2048) && xdr_u_int(x, &r->online) &&
+           xdr_int(x, &r->ret);
 }
 
 /* ---- handlers ---- */
@@ -334,7 +357,38 @@ static bool do_security_model(struct rpc_call *call, struct rpc_void *args,
     return true;
 }
 
+/* Host CPUs: count, and a bitmap of the online ones (python's vcpus() asks). */
+static bool do_node_cpu_map(struct rpc_call *call, struct cpu_map_args *args,
+                            struct cpu_map_ret *ret, GError **error)
+{
+    int configured = (int)sysconf(_SC_NPROCESSORS_CONF);
+    g_autofree char *online_text = NULL;
+    ret->ret = configured;
+    ret->map_len = args->need_map ? (unsigned)(configured + 7) / 8 : 0;
+    ret->map = calloc(MAX(ret->map_len, 1), 1);
+    /* /sys/devices/system/cpu/online is a list like "0-3,6". */
+    if (g_file_get_contents("/sys/devices/system/cpu/online", &online_text, NULL, NULL)) {
+        g_auto(GStrv) ranges = g_strsplit(g_strstrip(online_text), ",", -1);
+        for (char **r = ranges; *r; r++) {
+            unsigned lo = 0, hi = 0;
+            int n = sscanf(*r, "%u-%u", &lo, &hi);
+            if (n < 1)
+                continue;
+            if (n == 1)
+                hi = lo;
+            for (unsigned c = lo; c <= hi && c < (unsigned)configured; c++) {
+                ret->online++;
+                if (args->need_map)
+                    ret->map[c / 8] |= (char)(1 << (c % 8));
+            }
+        }
+    }
+    return true;
+}
+
 const struct proc_entry rpc_connect_procs[] = {
+    RPC_PROC(PROC_NODE_GET_CPU_MAP, struct cpu_map_args, xdr_cpu_map_args, struct cpu_map_ret,
+             xdr_cpu_map_ret, do_node_cpu_map, 0),
     RPC_PROC(PROC_AUTH_LIST, struct rpc_void, xdr_rpc_void, struct auth_list_ret,
              xdr_auth_list_ret, do_auth_list, PROC_BEFORE_OPEN),
     RPC_PROC(PROC_CONNECT_SUPPORTS_FEATURE, struct int_value, xdr_int_value, struct int_value,

@@ -1,0 +1,145 @@
+"""Running domains: start, state, suspend/resume, guest shutdown on the power
+button, destroy, through virsh and through python3-libvirt; crash of a shim;
+errors that must leave the state as it was."""
+
+import os
+import signal
+import unittest
+
+import libvirt
+
+from vsnapd import DaemonTest, domain_xml, needs_guest, wait_for
+
+
+@needs_guest
+class LifecycleTest(DaemonTest):
+    def test_virsh_lifecycle(self):
+        v = self.daemon.virsh
+        self.define("v1")
+        v("start", "v1")
+        self.assertEqual(self.state("v1"), "running (booted)")
+        self.assertEqual(v("list", "--name").stdout.split(), ["v1"])
+        info = v("dominfo", "v1").stdout
+        self.assertIn("running", info)
+        self.assertRegex(info, r"Id:\s+1\b")
+        live = v("dumpxml", "v1").stdout
+        self.assertIn("<domain type='kvm' id='1'>", live)
+        self.assertIn("State:          running", v("vcpuinfo", "v1").stdout)
+        v("suspend", "v1")
+        self.assertEqual(self.state("v1"), "paused (user)")
+        v("resume", "v1")
+        self.assertEqual(self.state("v1"), "running (unpaused)")
+        v("shutdown", "v1")
+        wait_for(lambda: self.state("v1") == "shut off (shutdown)", what="guest poweroff")
+        self.assertEqual(self.daemon.shim_pids(), {})
+        v("start", "v1")
+        v("destroy", "v1")
+        self.assertEqual(self.state("v1"), "shut off (destroyed)")
+        v("undefine", "v1")
+        self.assertEqual(v("list", "--all", "--name").stdout.split(), [])
+
+    def test_python_lifecycle(self):
+        conn = self.daemon.connect()
+        dom = conn.defineXML(domain_xml("p1", vcpus=2))
+        dom.create()
+        self.assertTrue(dom.isActive())
+        self.assertGreater(dom.ID(), 0)
+        self.assertEqual(dom.state(), [libvirt.VIR_DOMAIN_RUNNING,
+                                       libvirt.VIR_DOMAIN_RUNNING_BOOTED])
+        state, maxmem, mem, ncpu, cputime = dom.info()
+        self.assertEqual((state, maxmem, ncpu), (libvirt.VIR_DOMAIN_RUNNING, 64 * 1024, 2))
+        vcpus, maps = dom.vcpus()
+        self.assertEqual([v[0] for v in vcpus], [0, 1])
+        dom.suspend()
+        self.assertEqual(dom.state(), [libvirt.VIR_DOMAIN_PAUSED, libvirt.VIR_DOMAIN_PAUSED_USER])
+        dom.resume()
+        stats = conn.getAllDomainStats()
+        self.assertEqual(len(stats), 1)
+        params = stats[0][1]
+        self.assertEqual(params["state.state"], libvirt.VIR_DOMAIN_RUNNING)
+        self.assertEqual(params["vcpu.current"], 2)
+        self.assertEqual(params["balloon.maximum"], 64 * 1024)
+        self.assertEqual(params["vsnap.generation"], 1)
+        self.assertIn("vsnap.ready", params)
+        dom.shutdown()
+        wait_for(lambda: dom.state() == [libvirt.VIR_DOMAIN_SHUTOFF,
+                                         libvirt.VIR_DOMAIN_SHUTOFF_SHUTDOWN],
+                 what="guest poweroff")
+        dom.create()
+        self.assertEqual(conn.getAllDomainStats()[0][1]["vsnap.generation"], 2)
+        dom.destroy()
+        self.assertEqual(dom.state(), [libvirt.VIR_DOMAIN_SHUTOFF,
+                                       libvirt.VIR_DOMAIN_SHUTOFF_DESTROYED])
+        dom.undefine()
+        conn.close()
+
+    def test_transient_domain(self):
+        conn = self.daemon.connect()
+        dom = conn.createXML(domain_xml("tr"))
+        self.assertTrue(dom.isActive())
+        self.assertFalse(dom.isPersistent())
+        self.assertFalse(os.path.exists(os.path.join(self.daemon.state, "domains", "tr.xml")))
+        dom.destroy()
+        with self.assertRaises(libvirt.libvirtError) as ctx:
+            conn.lookupByName("tr")
+        self.assertEqual(ctx.exception.get_error_code(), libvirt.VIR_ERR_NO_DOMAIN)
+        conn.close()
+
+    def test_guest_poweroff_by_itself(self):
+        conn = self.daemon.connect()
+        dom = conn.defineXML(domain_xml("halt", cmdline="vsnap.fill_mib=1 vsnap.halt_after_ready=1"))
+        dom.create()
+        wait_for(lambda: dom.state() == [libvirt.VIR_DOMAIN_SHUTOFF,
+                                         libvirt.VIR_DOMAIN_SHUTOFF_SHUTDOWN],
+                 what="guest-initiated poweroff")
+        self.assertEqual(self.daemon.shim_pids(), {})
+        dom.undefine()
+        conn.close()
+
+    def test_killed_shim_is_crashed(self):
+        self.define("k1")
+        self.daemon.virsh("start", "k1")
+        pid = self.daemon.shim_pids()["k1"]
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: self.state("k1") == "shut off (crashed)", what="crash detection")
+        self.assertFalse(os.path.exists(os.path.join(self.daemon.state, "run", "k1")))
+        self.daemon.virsh("start", "k1")   # and it starts again
+        self.daemon.virsh("destroy", "k1")
+
+    def test_invalid_transitions_keep_state(self):
+        conn = self.daemon.connect()
+        dom = conn.defineXML(domain_xml("s1"))
+        cases = [(dom.resume, libvirt.VIR_ERR_OPERATION_INVALID),
+                 (dom.destroy, libvirt.VIR_ERR_OPERATION_INVALID),
+                 (dom.suspend, libvirt.VIR_ERR_OPERATION_INVALID),
+                 (dom.shutdown, libvirt.VIR_ERR_OPERATION_INVALID)]
+        for call, code in cases:
+            with self.assertRaises(libvirt.libvirtError) as ctx:
+                call()
+            self.assertEqual(ctx.exception.get_error_code(), code, call.__name__)
+            self.assertEqual(dom.state()[0], libvirt.VIR_DOMAIN_SHUTOFF)
+        dom.create()
+        pid = self.daemon.shim_pids()["s1"]
+        with self.assertRaises(libvirt.libvirtError) as ctx:
+            dom.create()
+        self.assertEqual(ctx.exception.get_error_code(), libvirt.VIR_ERR_OPERATION_INVALID)
+        self.assertIn("already running", ctx.exception.get_error_message())
+        with self.assertRaises(libvirt.libvirtError) as ctx:
+            dom.resume()
+        self.assertEqual(ctx.exception.get_error_code(), libvirt.VIR_ERR_OPERATION_INVALID)
+        with self.assertRaises(libvirt.libvirtError) as ctx:
+            dom.setMemory(32 * 1024)
+        self.assertEqual(ctx.exception.get_error_code(), libvirt.VIR_ERR_NO_SUPPORT)
+        self.assertEqual(dom.state()[0], libvirt.VIR_DOMAIN_RUNNING)
+        self.assertEqual(self.daemon.shim_pids(), {"s1": pid})
+        # Undefine while running: the domain lives on as transient until it stops.
+        dom.undefine()
+        self.assertFalse(dom.isPersistent())
+        self.assertTrue(dom.isActive())
+        dom.destroy()
+        self.assertEqual(conn.listAllDomains(), [])
+        conn.close()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,246 @@
+"""Helpers for the virtvsnapd tests: a daemon on a private socket directory,
+real virsh, real python3-libvirt, and a raw libvirt-RPC client for what
+those clients never send (bad packets, unknown procedures, lying read-only
+clients). Never touches /run/libvirt: every daemon gets its own directory.
+
+Paths come from the environment meson sets: VIRTVSNAPD, VSNAP_SHIM,
+VSNAP_TESTGUEST, VSNAP_SCHEMA_DIR."""
+
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import unittest
+import uuid as uuidlib
+
+import libvirt
+
+VIRTVSNAPD = os.environ.get("VIRTVSNAPD", "")
+SHIM = os.environ.get("VSNAP_SHIM", "")
+TESTGUEST = os.environ.get("VSNAP_TESTGUEST", "")
+SCHEMA_DIR = os.environ.get("VSNAP_SCHEMA_DIR", "")
+
+
+def have_guest():
+    return bool(SHIM and TESTGUEST and os.access(SHIM, os.X_OK) and os.path.exists(TESTGUEST))
+
+
+needs_guest = unittest.skipUnless(have_guest(), "vsnap-shim or the test guest is not built")
+
+# libvirt's own messages go to stderr for every error; the tests check codes.
+libvirt.registerErrorHandler(lambda ctx, err: None, None)
+
+
+def domain_xml(name, uuid=None, cmdline="vsnap.fill_mib=1 vsnap.seed=1", memory_mib=64,
+               vcpus=1, kernel=None, extra_devices="", on_reboot="restart"):
+    uuid = uuid or str(uuidlib.uuid4())
+    kernel = kernel or TESTGUEST or "/nonexistent/vsnap-testguest"
+    return f"""<domain type='kvm'>
+  <name>{name}</name>
+  <uuid>{uuid}</uuid>
+  <memory unit='MiB'>{memory_mib}</memory>
+  <vcpu>{vcpus}</vcpu>
+  <os>
+    <type>hvm</type>
+    <kernel>{kernel}</kernel>
+    <cmdline>{cmdline}</cmdline>
+  </os>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>{on_reboot}</on_reboot>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <vsock model='virtio'><cid auto='yes'/></vsock>
+{extra_devices}  </devices>
+</domain>
+"""
+
+
+class Daemon:
+    """One virtvsnapd on a private directory."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="vsnapd-test-")
+        self.sock = os.path.join(self.dir, "virtvsnapd-sock")
+        self.sock_ro = self.sock + "-ro"
+        self.state = os.path.join(self.dir, "state")
+        self.log_path = os.path.join(self.dir, "daemon.log")
+        self.proc = None
+        self.uri = f"vsnap:///system?socket={self.sock}"
+        self.ro_uri = f"vsnap:///system?socket={self.sock_ro}"
+
+    def start(self, extra=()):
+        argv = [VIRTVSNAPD, "--socket-dir", self.dir, "--state-dir", self.state]
+        if SHIM:
+            argv += ["--shim", SHIM]
+        if SCHEMA_DIR:
+            argv += ["--schema-dir", SCHEMA_DIR]
+        log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(argv + list(extra), stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("virtvsnapd exited at start:\n" + self.log())
+            try:
+                with socket.socket(socket.AF_UNIX) as s:
+                    s.connect(self.sock_ro)
+                return self
+            except OSError:
+                time.sleep(0.01)
+        raise AssertionError("virtvsnapd never listened:\n" + self.log())
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=20)
+        self.proc = None
+
+    def shim_pids(self):
+        """pid of every shim this daemon's domains run in."""
+        pids = {}
+        run = os.path.join(self.state, "run")
+        for name in os.listdir(run) if os.path.isdir(run) else []:
+            try:
+                with open(os.path.join(run, name, "pid")) as f:
+                    pids[name] = int(f.read())
+            except (OSError, ValueError):
+                pass
+        return pids
+
+    def cleanup(self):
+        """Stop the daemon and every shim it started (by pid), remove files."""
+        self.stop()
+        for pid in self.shim_pids().values():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def log(self):
+        try:
+            with open(self.log_path) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def virsh(self, *args, ro=False, check=True, timeout=60):
+        argv = ["virsh", "-q", "-c", self.ro_uri if ro else self.uri] + list(args)
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            raise AssertionError(f"{' '.join(argv)} failed ({res.returncode}):\n{res.stderr}"
+                                 f"\ndaemon log:\n{self.log()}")
+        return res
+
+    def connect(self, readonly=False):
+        if readonly:
+            return libvirt.openReadOnly(self.ro_uri)
+        return libvirt.open(self.uri)
+
+
+def wait_for(predicate, timeout=20, interval=0.02, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class DaemonTest(unittest.TestCase):
+    """A fresh daemon per test."""
+
+    def setUp(self):
+        if not VIRTVSNAPD:
+            self.skipTest("VIRTVSNAPD is not set")
+        self.daemon = Daemon().start()
+
+    def tearDown(self):
+        self.daemon.cleanup()
+
+    def define(self, name, **kw):
+        xml = domain_xml(name, **kw)
+        path = os.path.join(self.daemon.dir, name + ".xml")
+        with open(path, "w") as f:
+            f.write(xml)
+        self.daemon.virsh("define", path)
+        return path
+
+    def state(self, name):
+        return self.daemon.virsh("domstate", name, "--reason").stdout.strip()
+
+
+# ---- raw libvirt RPC (XDR by hand) ----
+
+REMOTE_PROGRAM = 0x20008086
+KEEPALIVE_PROGRAM = 0x6B656570
+CALL, REPLY, MESSAGE = 0, 1, 2
+
+
+def xdr_string(text):
+    data = text.encode()
+    return struct.pack(">I", len(data)) + data + b"\0" * (-len(data) % 4)
+
+
+def xdr_opt_string(text):
+    return struct.pack(">I", 0) if text is None else struct.pack(">I", 1) + xdr_string(text)
+
+
+def decode_error(body):
+    """(code, domain, message) of a remote_error."""
+    code, domain, present = struct.unpack(">iiI", body[:12])
+    message = None
+    if present:
+        (n,) = struct.unpack(">I", body[12:16])
+        message = body[16:16 + n].decode()
+    return code, domain, message
+
+
+class RawClient:
+    def __init__(self, path, timeout=10):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.serial = 0
+
+    def close(self):
+        self.sock.close()
+
+    def send_packet(self, prog, vers, proc, typ, serial, status, body=b""):
+        header = struct.pack(">IIiIII", prog, vers, proc, typ, serial, status)
+        self.sock.sendall(struct.pack(">I", 4 + len(header) + len(body)) + header + body)
+
+    def recv_exact(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("connection closed by the daemon")
+            data += chunk
+        return data
+
+    def recv_packet(self):
+        (length,) = struct.unpack(">I", self.recv_exact(4))
+        data = self.recv_exact(length - 4)
+        return struct.unpack(">IIiIII", data[:24]), data[24:]
+
+    def call(self, proc, body=b""):
+        """(status, body) of the reply to one call."""
+        self.serial += 1
+        self.send_packet(REMOTE_PROGRAM, 1, proc, CALL, self.serial, 0, body)
+        while True:
+            hdr, rbody = self.recv_packet()
+            if hdr[3] == REPLY and hdr[4] == self.serial:
+                return hdr[5], rbody
+
+    def open(self, flags=0):
+        status, _ = self.call(66)    # AUTH_LIST
+        assert status == 0
+        status, body = self.call(1, xdr_opt_string("vsnap:///system") + struct.pack(">I", flags))
+        assert status == 0, decode_error(body)
