@@ -34,6 +34,7 @@ extern const uint8_t prog_cpuid[], prog_cpuid_end[];
 extern const uint8_t prog_power_button[], prog_power_button_end[];
 extern const uint8_t prog_start_ap[], prog_start_ap_end[];
 extern const uint8_t prog_serial_irq[], prog_serial_irq_end[];
+extern const uint8_t prog_sci[], prog_sci_end[];
 asm(".pushsection .rodata\n.code64\n"
     "prog_hello_poweroff:\n"
     "  mov $0x3f8, %dx\n  mov $'O', %al\n  out %al, %dx\n  mov $'K', %al\n  out %al, %dx\n"
@@ -94,6 +95,31 @@ asm(".pushsection .rodata\n.code64\n"
     "  pop %rdx\n  pop %rax\n  iretq\n"
     "8: .word 0xfff\n  .quad 0x6000\n"
     "prog_serial_irq_end:\n"
+    /* The power button as an interrupt: IOAPIC pin 9 level-triggered ->
+     * vector 0x31, PM1 PWRBTN_EN set; the handler clears PWRBTN_STS (which
+     * drops the SCI) before its EOI, counts at 0x5004 and flags 0x5000. */
+    "prog_sci:\n"
+    "  mov $0xff, %al\n  out %al, $0x21\n  out %al, $0xa1\n"
+    "  lea 7f(%rip), %rax\n  mov $0x6310, %rdi\n"
+    "  mov %ax, (%rdi)\n  movw $0x10, 2(%rdi)\n  movw $0x8e00, 4(%rdi)\n"
+    "  shr $16, %rax\n  mov %ax, 6(%rdi)\n  shr $16, %rax\n  mov %eax, 8(%rdi)\n  movl $0, 12(%rdi)\n"
+    "  lidt 8f(%rip)\n"
+    "  mov $0xfee00000, %ebx\n  movl $0x1ff, 0xf0(%rbx)\n"
+    "  mov $0xfec00000, %ebx\n"
+    "  movl $0x23, (%rbx)\n  movl $0, 0x10(%rbx)\n"
+    "  movl $0x22, (%rbx)\n  movl $0x8031, 0x10(%rbx)\n" /* level, vector 0x31 */
+    "  mov $0x602, %dx\n  mov $0x100, %ax\n  out %ax, %dx\n" /* PWRBTN_EN */
+    "  movb $1, 0x5008\n"
+    "  sti\n"
+    "1: hlt\n  cmpb $1, 0x5000\n  jne 1b\n"
+    GUEST_POWEROFF
+    "7: push %rax\n  push %rdx\n"
+    "  mov $0x600, %dx\n  in %dx, %ax\n  test $0x100, %ax\n  jz 3f\n"
+    "  mov $0x100, %ax\n  out %ax, %dx\n  movb $1, 0x5000\n  incl 0x5004\n"
+    "3: mov $0xfee000b0, %edx\n  movl $0, (%rdx)\n"
+    "  pop %rdx\n  pop %rax\n  iretq\n"
+    "8: .word 0xfff\n  .quad 0x6000\n"
+    "prog_sci_end:\n"
     "prog_cpuid:\n"
     "  mov $0x40000000, %eax\n  cpuid\n"
     "  mov %ebx, 0x300000\n  mov %ecx, 0x300004\n  mov %edx, 0x300008\n  mov %eax, 0x30000c\n"
@@ -348,6 +374,21 @@ static void test_serial_interrupt_input(void)
     close(client);
     test_vm_clear(&t);
     g_rmdir(dir);
+}
+
+/* vm_power_button raises the level-triggered SCI; one interrupt, one press. */
+static void test_power_button_sci(void)
+{
+    struct test_vm t;
+    test_vm_init(&t, prog_sci, prog_sci_end, 1, 32ull << 20);
+    test_vm_build(&t);
+    test_vm_start(&t);
+    wait_guest_byte(t.vm, 0x5008, 1);
+    vm_power_button(t.vm);
+    expect_stop(&t, VM_STOP_POWEROFF);
+    const uint32_t *count = guest_memory_ptr(vm_memory(t.vm), 0x5004, 4);
+    g_assert_cmpuint(*count, ==, 1);
+    test_vm_clear(&t);
 }
 
 static uint64_t read_guest_u64(struct vm *vm, uint64_t gpa)
@@ -658,6 +699,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vm/power-button", test_power_button);
     g_test_add_func("/vm/start-ap", test_start_ap);
     g_test_add_func("/vm/serial-interrupt-input", test_serial_interrupt_input);
+    g_test_add_func("/vm/power-button-sci", test_power_button_sci);
     g_test_add_func("/vm/pause-resume-2-vcpus", test_pause_resume);
     g_test_add_func("/vm/pause-halted", test_pause_halted);
     g_test_add_func("/vm/cpuid", test_cpuid);
