@@ -7,6 +7,10 @@
  * thread; the receiver must hop to the main thread (g_main_context_invoke)
  * before tearing the VM down. vm_* functions below are called from the main
  * thread only.
+ *
+ * Signals: vm_new installs a no-op SIGUSR1 handler (without SA_RESTART); the
+ * VM sends SIGUSR1 to its vCPU threads to throw them out of KVM_RUN. Nothing
+ * else in the shim may use SIGUSR1. vCPU threads block every other signal.
  */
 #pragma once
 
