@@ -1,0 +1,88 @@
+"""The daemon restarts (or dies) while domains run: no VM is lost, the new
+daemon reattaches, and what happened meanwhile is reconciled."""
+
+import os
+import signal
+import unittest
+
+import libvirt
+
+from vsnapd import DaemonTest, domain_xml, needs_guest, wait_for
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+@needs_guest
+class RestartTest(DaemonTest):
+    def test_domains_survive_restart(self):
+        v = self.daemon.virsh
+        self.define("r1")
+        self.define("r2")
+        v("start", "r1")
+        v("start", "r2")
+        v("suspend", "r2")
+        ids = {n: v("domid", n).stdout.strip() for n in ("r1", "r2")}
+        pids = self.daemon.shim_pids()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            self.daemon.stop(sig)
+            self.assertTrue(all(alive(p) for p in pids.values()))
+            self.daemon.start()
+            self.assertEqual(self.daemon.shim_pids(), pids)
+            self.assertEqual({n: v("domid", n).stdout.strip() for n in ("r1", "r2")}, ids)
+            self.assertEqual(self.state("r1"), "running (booted)")
+            self.assertEqual(self.state("r2"), "paused (user)")
+        # The new daemon drives them and watches them.
+        v("resume", "r2")
+        v("shutdown", "r2")
+        wait_for(lambda: self.state("r2") == "shut off (shutdown)", what="poweroff after restart")
+        os.kill(pids["r1"], signal.SIGKILL)
+        wait_for(lambda: self.state("r1") == "shut off (crashed)", what="crash after restart")
+        # A new domain gets a fresh id.
+        v("start", "r2")
+        self.assertGreater(int(v("domid", "r2").stdout), max(int(i) for i in ids.values()))
+        v("destroy", "r2")
+
+    def test_shim_dies_while_daemon_is_down(self):
+        self.define("gone")
+        self.daemon.virsh("start", "gone")
+        pid = self.daemon.shim_pids()["gone"]
+        self.daemon.stop()
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not alive(pid), what="shim exit")
+        self.daemon.start()
+        self.assertEqual(self.state("gone"), "shut off (crashed)")
+        self.assertEqual(self.daemon.shim_pids(), {})
+
+    def test_transient_domain_survives_restart(self):
+        conn = self.daemon.connect()
+        conn.createXML(domain_xml("tr"))
+        conn.close()
+        self.daemon.stop()
+        self.daemon.start()
+        conn = self.daemon.connect()
+        dom = conn.lookupByName("tr")
+        self.assertTrue(dom.isActive())
+        self.assertFalse(dom.isPersistent())
+        dom.destroy()
+        self.assertEqual(conn.listAllDomains(), [])
+        conn.close()
+
+    def test_autostart(self):
+        self.define("auto")
+        self.define("manual")
+        self.daemon.virsh("autostart", "auto")
+        self.daemon.stop()
+        self.daemon.start()
+        wait_for(lambda: self.state("auto") == "running (booted)", what="autostart")
+        self.assertTrue(self.state("manual").startswith("shut off"))
+        self.daemon.virsh("destroy", "auto")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
