@@ -65,14 +65,20 @@ static bool open_file_output(struct serial_backend *b, const char *path, GError 
     return b->out_fd >= 0 || set_errno_error(error, "open", path);
 }
 
-static void make_raw(int fd, struct termios *saved)
+/* Raw input: keys reach the guest unprocessed (Ctrl-C included). keep_output
+ * leaves output processing on, so a guest's bare "\n" still starts a new
+ * line on the shim's own terminal. */
+static void make_raw(int fd, struct termios *saved, bool keep_output)
 {
     struct termios t;
     if (tcgetattr(fd, &t) < 0)
         return;
     if (saved)
         *saved = t;
+    tcflag_t oflag = t.c_oflag;
     cfmakeraw(&t);
+    if (keep_output)
+        t.c_oflag = oflag;
     tcsetattr(fd, TCSANOW, &t);
 }
 
@@ -92,7 +98,7 @@ static bool open_tty(struct serial_backend *b, GError **error)
     if (b->in_fd < 0)
         return set_errno_error(error, "duplicate stdin", NULL);
     if (is_tty) {
-        make_raw(b->in_fd, &b->saved_tty);
+        make_raw(b->in_fd, &b->saved_tty, true);
         b->restore_tty = true;
     }
     return true;
@@ -110,7 +116,7 @@ static bool open_pty(struct serial_backend *b, GError **error)
     fcntl(master, F_SETFD, FD_CLOEXEC);
     fcntl(slave, F_SETFD, FD_CLOEXEC);
     fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
-    make_raw(slave, NULL);
+    make_raw(slave, NULL, false);
     b->out_fd = master;
     b->in_fd = master;
     b->pty_slave_fd = slave;

@@ -5,6 +5,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <poll.h>
+#include <pty.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -318,6 +319,37 @@ static void test_tty_pipes(void)
     close(out[0]);
 }
 
+/* Tty with a terminal on stdin: raw input while the VM lives (output
+ * processing kept), the terminal's settings restored afterwards. */
+static void test_tty_terminal(void)
+{
+    int master, slave;
+    g_assert_cmpint(openpty(&master, &slave, NULL, NULL, NULL), ==, 0);
+    struct termios before;
+    tcgetattr(slave, &before);
+    g_assert_cmpuint(before.c_lflag & ICANON, !=, 0);
+    int saved_in = dup(STDIN_FILENO);
+    dup2(slave, STDIN_FILENO);
+    struct console_config cfg = { .mode = CONSOLE_MODE_TTY };
+    struct line_watch w;
+    struct serial *s = new_serial(&cfg, &w);
+    struct termios during;
+    tcgetattr(slave, &during);
+    g_assert_cmpuint(during.c_lflag & (ICANON | ECHO | ISIG), ==, 0);
+    g_assert_cmpuint(during.c_oflag & OPOST, ==, before.c_oflag & OPOST);
+    g_assert_cmpint(write(master, "x", 1), ==, 1);
+    g_autoptr(GString) got = drain_receive(s, 1, 2000);
+    g_assert_cmpstr(got->str, ==, "x");
+    serial_free(s);
+    struct termios after;
+    tcgetattr(slave, &after);
+    g_assert_cmpuint(after.c_lflag, ==, before.c_lflag);
+    dup2(saved_in, STDIN_FILENO);
+    close(saved_in);
+    close(slave);
+    close(master);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -330,5 +362,6 @@ int main(int argc, char **argv)
     g_test_add_func("/serial/socket", test_socket);
     g_test_add_func("/serial/pty", test_pty);
     g_test_add_func("/serial/tty-pipes", test_tty_pipes);
+    g_test_add_func("/serial/tty-terminal", test_tty_terminal);
     return g_test_run();
 }
