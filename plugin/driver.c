@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "conf/capabilities.h"
 #include "monitor.h"
-#include "node.h"
 #include "process.h"
 #include "virt-error.h"
 
@@ -91,7 +91,7 @@ struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error
     drv->paths.state_dir = g_strdup(paths->state_dir);
     drv->paths.run_dir = g_strdup(paths->run_dir);
     drv->paths.log_dir = g_strdup(paths->log_dir);
-    drv->paths.shim_path = g_strdup(paths->shim_path);
+    drv->paths.shim_path = g_canonicalize_filename(paths->shim_path, NULL);
     drv->paths.schema_dir = g_strdup(paths->schema_dir);
     drv->domains = domain_list_new();
     drv->events = event_queue_new();
@@ -688,5 +688,13 @@ bool driver_set_autostart(struct vsnap_driver *drv, struct vsnap_domain *dom, bo
 
 char *driver_capabilities(struct vsnap_driver *drv, GError **error)
 {
-    return node_capabilities_xml(error);
+    return capabilities_get_xml(drv->paths.shim_path, error);
+}
+
+char *driver_domain_capabilities(struct vsnap_driver *drv, const char *emulatorbin,
+                                 const char *arch, const char *machine, const char *virttype,
+                                 GError **error)
+{
+    return domain_capabilities_format(drv->paths.shim_path, emulatorbin, arch, machine, virttype,
+                                      error);
 }

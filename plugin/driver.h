@@ -83,3 +83,6 @@ bool driver_resume(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **
 bool driver_set_autostart(struct vsnap_driver *drv, struct vsnap_domain *dom, bool autostart,
                           GError **error);
 char *driver_capabilities(struct vsnap_driver *drv, GError **error);
+char *driver_domain_capabilities(struct vsnap_driver *drv, const char *emulatorbin,
+                                 const char *arch, const char *machine, const char *virttype,
+                                 GError **error);

@@ -1,7 +1,9 @@
-/* Facts about the host: virNodeInfo and the capabilities XML. */
+/* Facts about the host for NODE_GET_INFO and the capabilities documents,
+ * from plugin/conf's host probe. */
 #pragma once
 
 #include <glib.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct node_info {
@@ -10,5 +12,4 @@ struct node_info {
     int cpus, mhz, nodes, sockets, cores, threads;
 };
 
-void node_get_info(struct node_info *info);
-char *node_capabilities_xml(GError **error);
+bool node_get_info(struct node_info *info, GError **error);

@@ -64,7 +64,6 @@ static const char *unserved_name(int proc)
         {PROC_DOMAIN_SNAPSHOT_DELETE, "virDomainSnapshotDelete"},
         {PROC_DOMAIN_OPEN_CONSOLE, "virDomainOpenConsole"},
         {PROC_DOMAIN_RESET, "virDomainReset"},
-        {PROC_CONNECT_GET_DOMAIN_CAPABILITIES, "virConnectGetDomainCapabilities"},
         {PROC_CONNECT_LIST_ALL_STORAGE_POOLS, "virConnectListAllStoragePools"},
         {PROC_CONNECT_LIST_ALL_NETWORKS, "virConnectListAllNetworks"},
         {PROC_CONNECT_LIST_ALL_INTERFACES, "virConnectListAllInterfaces"},

@@ -134,6 +134,17 @@ static bool_t xdr_cpu_map_ret(XDR *x, struct cpu_map_ret *r)
            xdr_int(x, &r->ret);
 }
 
+struct domcaps_args {
+    char *emulatorbin, *arch, *machine, *virttype;
+    uint32_t flags;
+};
+static bool_t xdr_domcaps_args(XDR *x, struct domcaps_args *a)
+{
+    return xdr_wire_opt_string(x, &a->emulatorbin) && xdr_wire_opt_string(x, &a->arch) &&
+           xdr_wire_opt_string(x, &a->machine) && xdr_wire_opt_string(x, &a->virttype) &&
+           xdr_u_int(x, &a->flags);
+}
+
 /* ---- handlers ---- */
 
 static bool do_auth_list(struct rpc_call *call, struct rpc_void *args, struct auth_list_ret *ret,
@@ -236,11 +247,28 @@ static bool do_get_capabilities(struct rpc_call *call, struct rpc_void *args,
     return true;
 }
 
+static bool do_domain_capabilities(struct rpc_call *call, struct domcaps_args *args,
+                                   struct string_value *ret, GError **error)
+{
+    if (args->flags) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    args->flags);
+        return false;
+    }
+    g_autofree char *xml = driver_domain_capabilities(call->driver, args->emulatorbin, args->arch,
+                                                      args->machine, args->virttype, error);
+    if (!xml)
+        return false;
+    ret->value = strdup(xml);
+    return true;
+}
+
 static bool do_node_get_info(struct rpc_call *call, struct rpc_void *args,
                              struct node_info_ret *ret, GError **error)
 {
     struct node_info info;
-    node_get_info(&info);
+    if (!node_get_info(&info, error))
+        return false;
     memcpy(ret->model, info.model, sizeof(ret->model));
     ret->memory = info.memory_kib;
     ret->cpus = info.cpus;
@@ -387,6 +415,8 @@ static bool do_node_cpu_map(struct rpc_call *call, struct cpu_map_args *args,
 }
 
 const struct proc_entry rpc_connect_procs[] = {
+    RPC_PROC(PROC_CONNECT_GET_DOMAIN_CAPABILITIES, struct domcaps_args, xdr_domcaps_args,
+             struct string_value, xdr_string_value, do_domain_capabilities, 0),
     RPC_PROC(PROC_NODE_GET_CPU_MAP, struct cpu_map_args, xdr_cpu_map_args, struct cpu_map_ret,
              xdr_cpu_map_ret, do_node_cpu_map, 0),
     RPC_PROC(PROC_AUTH_LIST, struct rpc_void, xdr_rpc_void, struct auth_list_ret,

@@ -32,6 +32,13 @@ class ConnectTest(DaemonTest):
         self.assertIsNotNone(root.find("host/cpu/arch"))
         self.assertEqual(root.find("guest/os_type").text, "hvm")
 
+    def test_domain_capabilities(self):
+        root = ET.fromstring(self.daemon.virsh("domcapabilities").stdout)
+        self.assertEqual(root.tag, "domainCapabilities")
+        res = self.daemon.virsh("domcapabilities", "--arch", "aarch64", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("aarch64", res.stderr)
+
     def test_python(self):
         conn = self.daemon.connect()
         self.assertEqual(conn.getType(), "vsnap")
