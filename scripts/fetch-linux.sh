@@ -42,8 +42,7 @@ fi
 
 work=$(mktemp -d "$CACHE/.fetch.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-# apt's sandbox user must be able to write where the .deb lands.
-chmod 755 "$work"
+# As root into a root-only directory: apt's _apt sandbox user could not write there.
 (cd "$work" && apt-get -o APT::Sandbox::User=root download -q "$pkg" >&2)
 dpkg-deb -x "$work"/"$pkg"_*.deb "$work/root"
 

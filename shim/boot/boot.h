@@ -79,8 +79,9 @@ struct boot_entry {
 };
 
 /* Parse the kernel, load everything into RAM, fill boot_params, e820, MP table
- * and ACPI tables. Errors name the file and the problem ("not a Linux kernel",
- * "initramfs does not fit below ...").
+ * and ACPI tables (and the GDT and page tables, as boot_write_gdt_and_page_tables
+ * does). Errors (domain BOOT_ERROR) name the file and the problem ("not a Linux
+ * kernel", "initramfs ... does not fit ..."). Safe to call again on a reboot.
  */
 bool boot_load_linux(struct guest_memory *mem, const struct boot_input *in,
                      struct boot_entry *out, GError **error);
