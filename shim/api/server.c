@@ -19,6 +19,8 @@
 struct api_server {
     struct vmm *vmm;
     SoupServer *soup;
+    GSocket *listener;
+    GSource *accept_source;
     char *path; /* the socket we bound, removed at the end; NULL for fd= */
 };
 
@@ -230,6 +232,31 @@ static GSocket *open_api_socket(const char *spec, char **bound_path, GError **er
     return bind_socket_path(path, error);
 }
 
+/* We accept connections ourselves and hand each to libsoup as a stream:
+ * libsoup 3.2's own listener leaks every accepted socket object. */
+static gboolean accept_client(GSocket *listener, GIOCondition cond, gpointer data)
+{
+    struct api_server *server = data;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GSocket) client = g_socket_accept(listener, NULL, &error);
+
+    if (!client) {
+        if (!g_error_matches(error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
+            g_warning("API socket: accept failed: %s", error->message);
+        return G_SOURCE_CONTINUE;
+    }
+    g_autoptr(GSocketConnection) conn = g_socket_connection_factory_create_connection(client);
+    g_autoptr(GSocketAddress) local = g_socket_get_local_address(client, NULL);
+    g_autoptr(GSocketAddress) remote = g_socket_get_remote_address(client, NULL);
+    if (!local || !remote) {
+        g_warning("API socket: a client went away while being accepted");
+        return G_SOURCE_CONTINUE;
+    }
+    if (!soup_server_accept_iostream(server->soup, G_IO_STREAM(conn), local, remote, &error))
+        g_warning("API socket: cannot serve a client: %s", error->message);
+    return G_SOURCE_CONTINUE;
+}
+
 struct api_server *api_server_new(struct vmm *vmm, const char *spec, GError **error)
 {
     g_autoptr(api_server) server = g_new0(struct api_server, 1);
@@ -241,10 +268,11 @@ struct api_server *api_server_new(struct vmm *vmm, const char *spec, GError **er
     server->soup = soup_server_new("server-header", "vsnap-shim", NULL);
     soup_server_add_early_handler(server->soup, NULL, check_body_size, server, NULL);
     soup_server_add_handler(server->soup, NULL, handle_request, server, NULL);
-    if (!soup_server_listen_socket(server->soup, sock, 0, error)) {
-        g_prefix_error(error, "cannot serve the API: ");
-        return NULL;
-    }
+    server->listener = g_steal_pointer(&sock);
+    g_socket_set_blocking(server->listener, FALSE);
+    server->accept_source = g_socket_create_source(server->listener, G_IO_IN, NULL);
+    g_source_set_callback(server->accept_source, G_SOURCE_FUNC(accept_client), server, NULL);
+    g_source_attach(server->accept_source, NULL);
     g_info("API listening on %s", server->path ? server->path : spec);
     return g_steal_pointer(&server);
 }
@@ -253,10 +281,15 @@ void api_server_free(struct api_server *server)
 {
     if (!server)
         return;
+    if (server->accept_source) {
+        g_source_destroy(server->accept_source);
+        g_source_unref(server->accept_source);
+    }
     if (server->soup) {
         soup_server_disconnect(server->soup);
         g_object_unref(server->soup);
     }
+    g_clear_object(&server->listener);
     /* Only remove the path if we bound it (a failed bind leaves someone else's). */
     if (server->path && server->soup)
         unlink(server->path);
