@@ -1,0 +1,116 @@
+"""Who may do what: the read-write socket is for its owner (root) only, the
+read-only socket for anyone, and session mode for a normal user."""
+
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import libvirt
+
+from vsnapd import VIRTVSNAPD, SCHEMA_DIR, DaemonTest, RawClient, decode_error, domain_xml, \
+    wait_for, xdr_string
+
+NOBODY = pwd.getpwnam("nobody")
+
+
+def as_nobody():
+    os.setgid(NOBODY.pw_gid)
+    os.setgroups([])
+    os.setuid(NOBODY.pw_uid)
+
+
+RAW_CLIENT = r"""
+import struct, sys
+sys.path.insert(0, sys.argv[1])
+from vsnapd import RawClient, decode_error, xdr_string, domain_xml
+c = RawClient(sys.argv[2])
+try:
+    c.open()
+except (ConnectionError, OSError) as e:
+    print("closed"); sys.exit(0)
+status, body = c.call(273, struct.pack(">iI", 1, 0))      # LIST_ALL_DOMAINS
+print("list", status, struct.unpack(">I", body[:4])[0] if status == 0 else decode_error(body)[0])
+status, body = c.call(11, xdr_string(domain_xml("nobodys")))   # DEFINE_XML
+print("define", status, decode_error(body)[0] if status else 0)
+"""
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root to switch to nobody")
+class AccessTest(DaemonTest):
+    def run_as_nobody(self, socket_path):
+        here = os.path.dirname(os.path.abspath(__file__))
+        res = subprocess.run(["/usr/bin/python3", "-c", RAW_CLIENT, here, socket_path],
+                             preexec_fn=as_nobody, capture_output=True, text=True, timeout=30)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        return res.stdout.split("\n")
+
+    def test_nobody_reads_but_does_not_write(self):
+        os.chmod(self.daemon.dir, 0o755)
+        self.define("mine")
+        out = self.run_as_nobody(self.daemon.sock_ro)
+        self.assertEqual(out[0], "list 0 1")
+        self.assertEqual(out[1], f"define 1 {libvirt.VIR_ERR_OPERATION_DENIED}")
+        # Even when the file mode lets nobody reach the read-write socket, the
+        # daemon checks the peer's credentials and hangs up.
+        os.chmod(self.daemon.sock, 0o777)
+        self.assertEqual(self.run_as_nobody(self.daemon.sock)[0], "closed")
+        self.assertEqual(self.daemon.virsh("list", "--all", "--name").stdout.split(), ["mine"])
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root to switch to nobody")
+class SessionTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="vsnapd-session-")
+        os.chmod(self.dir, 0o755)
+        self.runtime = os.path.join(self.dir, "run")
+        self.home = os.path.join(self.dir, "home")
+        for d in (self.runtime, self.home):
+            os.mkdir(d, 0o700)
+            os.chown(d, NOBODY.pw_uid, NOBODY.pw_gid)
+        self.env = dict(os.environ, XDG_RUNTIME_DIR=self.runtime, HOME=self.home)
+        self.env.pop("XDG_DATA_HOME", None)
+        self.env.pop("XDG_CONFIG_HOME", None)
+        self.proc = None
+
+    def tearDown(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def virsh(self, *args):
+        return subprocess.run(["virsh", "-q", "-c", "vsnap:///session"] + list(args),
+                              preexec_fn=as_nobody, env=self.env, capture_output=True,
+                              text=True, timeout=30)
+
+    def test_session_daemon(self):
+        argv = [VIRTVSNAPD, "--timeout", "2"]
+        if SCHEMA_DIR:
+            argv += ["--schema-dir", SCHEMA_DIR]
+        self.proc = subprocess.Popen(argv, preexec_fn=as_nobody, env=self.env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        sock = os.path.join(self.runtime, "libvirt", "virtvsnapd-sock")
+        wait_for(lambda: os.path.exists(sock) or self.proc.poll() is not None, what="socket")
+        self.assertIsNone(self.proc.poll())
+        # Plain vsnap:///session finds the daemon through XDG_RUNTIME_DIR.
+        xml_path = os.path.join(self.dir, "s.xml")
+        with open(xml_path, "w") as f:
+            f.write(domain_xml("sess"))
+        res = self.virsh("define", xml_path)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertEqual(self.virsh("list", "--all", "--name").stdout.split(), ["sess"])
+        self.assertEqual(self.virsh("uri").stdout.strip(), "vsnap:///session")
+        self.assertTrue(os.path.exists(
+            os.path.join(self.home, ".local", "share", "vsnap", "domains", "sess.xml")))
+        # Idle (no client, nothing running) for --timeout seconds: it exits.
+        self.assertEqual(self.proc.wait(timeout=15), 0, self.proc.stdout.read())
+        self.assertFalse(os.path.exists(sock))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
