@@ -115,6 +115,14 @@ class Running(unittest.TestCase):
             self.assertIn("in use", res.stderr)
             shim.alive()
 
+    def test_api_socket_bare_path(self):
+        # Cloud Hypervisor also takes the path without "path=".
+        workdir = tempfile.mkdtemp(prefix="vsnap-cli-")
+        shim = ApiShim(SHIM, workdir=workdir)
+        shim.argv[2] = shim.socket_path
+        with shim:
+            shim.alive()
+
     def test_api_socket_fd(self):
         workdir = tempfile.mkdtemp(prefix="vsnap-cli-")
         path = os.path.join(workdir, "handed.sock")

@@ -246,6 +246,27 @@ class DirectMode(unittest.TestCase):
         finally:
             shim.kill()
 
+    def test_serial_tty_goes_to_stdout(self):
+        argv = [SHIM, "--kernel", GUEST, "--cmdline", "vsnap.halt_after_ready=1",
+                "--memory", "size=32M", "--serial", "tty", "--console", "off"]
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assertIn(BOOTED, res.stdout)
+
+    def test_vsock_option_reaches_the_config(self):
+        workdir = tempfile.mkdtemp(prefix="vsnap-direct-")
+        shim = ApiShim(SHIM, workdir=workdir)
+        shim.argv = (self.argv(workdir, SPIN) + ["--vsock", f"cid=7,socket={workdir}/v.sock"]
+                     + shim.argv[1:])
+        shim.start()
+        try:
+            info = shim.expect("GET", "vm.info", 200)
+            self.assertEqual(info["state"], "Running")
+            self.assertEqual(info["config"]["vsock"],
+                             {"cid": 7, "socket": f"{workdir}/v.sock", "readiness_port": 1024})
+        finally:
+            shim.kill()
+
     def test_boot_failure_exits_1(self):
         workdir = tempfile.mkdtemp(prefix="vsnap-direct-")
         fake = os.path.join(workdir, "fake-kernel")
