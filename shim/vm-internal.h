@@ -89,5 +89,8 @@ bool vcpu_start_thread(struct vcpu *vcpu, GError **error);
 void vcpu_kick(struct vcpu *vcpu); /* with vm->run_lock held */
 void vcpu_install_kick_handler(void);
 
-/* vm.c: a vCPU or device saw the guest stop; the first report wins. */
+/* vm-run.c: a vCPU or device saw the guest stop; the first report wins. */
 void vm_report_guest_stop(struct vm *vm, enum vm_stop_reason reason, const char *detail);
+/* vm-run.c: end every vCPU thread (for vm_free); and whether we are on one. */
+void vm_stop_vcpu_threads(struct vm *vm);
+bool vm_on_vcpu_thread(struct vm *vm);

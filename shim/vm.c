@@ -20,8 +20,6 @@
 #define KVM_TSS_ADDR 0xfffbd000ull          /* 3 pages below the identity map, under 4 GiB */
 #define KVM_IDENTITY_MAP_ADDR 0xfffbc000ull
 #define PORT_POST_CODE 0x80                  /* POST diagnostics: written a lot, by Linux's io delay too */
-#define PAUSE_TIMEOUT_US (10 * G_USEC_PER_SEC)
-#define PAUSE_REKICK_US (100 * 1000)
 
 const char *vm_stop_reason_to_string(enum vm_stop_reason reason)
 {
@@ -289,142 +287,15 @@ struct vm *vm_new(const struct vm_config *cfg, const struct vm_callbacks *cb, GE
     return vm;
 }
 
-/* ---- lifecycle ---- */
-
-bool vm_start(struct vm *vm, GError **error)
-{
-    g_mutex_lock(&vm->run_lock);
-    bool ok = vm->state == VM_RUN_CREATED;
-    if (!ok)
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "the VM was already started");
-    vm->state = VM_RUN_RUNNING;
-    for (unsigned i = 0; ok && i < vm->nvcpus; i++)
-        ok = vcpu_start_thread(&vm->vcpus[i], error);
-    if (!ok && vm->state == VM_RUN_RUNNING)
-        vm->state = VM_RUN_PAUSED; /* threads that did start park; vm_free ends them */
-    g_mutex_unlock(&vm->run_lock);
-    return ok;
-}
-
-static unsigned started_threads(struct vm *vm)
-{
-    unsigned n = 0;
-    for (unsigned i = 0; i < vm->nvcpus; i++)
-        n += vm->vcpus[i].thread_started;
-    return n;
-}
-
-static void kick_all_locked(struct vm *vm)
-{
-    for (unsigned i = 0; i < vm->nvcpus; i++)
-        vcpu_kick(&vm->vcpus[i]);
-}
-
-/* Wait, re-kicking now and then, until every started vCPU is parked. */
-static bool wait_all_parked_locked(struct vm *vm, GError **error)
-{
-    gint64 deadline = g_get_monotonic_time() + PAUSE_TIMEOUT_US;
-    unsigned expected = started_threads(vm);
-    while (vm->nparked < expected) {
-        gint64 now = g_get_monotonic_time();
-        if (now >= deadline) {
-            g_set_error(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
-                        "only %u of %u vCPUs stopped within %d s (a device may be blocked)", vm->nparked,
-                        expected, (int)(PAUSE_TIMEOUT_US / G_USEC_PER_SEC));
-            return false;
-        }
-        if (!g_cond_wait_until(&vm->run_cond, &vm->run_lock, MIN(deadline, now + PAUSE_REKICK_US)))
-            kick_all_locked(vm);
-    }
-    return true;
-}
-
-bool vm_pause(struct vm *vm, GError **error)
-{
-    g_mutex_lock(&vm->run_lock);
-    bool ok = true;
-    switch (vm->state) {
-    case VM_RUN_RUNNING:
-        vm->state = VM_RUN_PAUSED;
-        kick_all_locked(vm);
-        /* fall through */
-    case VM_RUN_PAUSED:
-    case VM_RUN_GUEST_STOPPED:
-        ok = wait_all_parked_locked(vm, error);
-        break;
-    case VM_RUN_CREATED:
-    case VM_RUN_QUIT:
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "the VM is not running");
-        ok = false;
-        break;
-    }
-    g_mutex_unlock(&vm->run_lock);
-    return ok;
-}
-
-bool vm_resume(struct vm *vm, GError **error)
-{
-    g_mutex_lock(&vm->run_lock);
-    bool ok = vm->state == VM_RUN_PAUSED || vm->state == VM_RUN_RUNNING;
-    if (ok) {
-        vm->state = VM_RUN_RUNNING;
-        g_cond_broadcast(&vm->run_cond);
-    } else {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "the VM cannot resume: %s",
-                    vm->state == VM_RUN_GUEST_STOPPED ? "the guest has stopped" : "it is not running");
-    }
-    g_mutex_unlock(&vm->run_lock);
-    return ok;
-}
-
-void vm_report_guest_stop(struct vm *vm, enum vm_stop_reason reason, const char *detail)
-{
-    if (atomic_exchange(&vm->stop_reported, true))
-        return;
-    g_mutex_lock(&vm->run_lock);
-    if (vm->state == VM_RUN_RUNNING || vm->state == VM_RUN_PAUSED) {
-        vm->state = VM_RUN_GUEST_STOPPED;
-        kick_all_locked(vm);
-        g_cond_broadcast(&vm->run_cond);
-    }
-    g_mutex_unlock(&vm->run_lock);
-    g_debug("guest stopped (%s): %s", vm_stop_reason_to_string(reason), detail);
-    if (vm->cb.on_guest_stop)
-        vm->cb.on_guest_stop(vm->cb.opaque, reason, detail);
-}
-
-static bool on_vcpu_thread(struct vm *vm)
-{
-    for (unsigned i = 0; i < vm->nvcpus; i++) {
-        if (vm->vcpus[i].thread_started && pthread_equal(vm->vcpus[i].thread, pthread_self()))
-            return true;
-    }
-    return false;
-}
-
-static void stop_vcpu_threads(struct vm *vm)
-{
-    g_mutex_lock(&vm->run_lock);
-    vm->state = VM_RUN_QUIT;
-    kick_all_locked(vm);
-    g_cond_broadcast(&vm->run_cond);
-    g_mutex_unlock(&vm->run_lock);
-    for (unsigned i = 0; i < vm->nvcpus; i++) {
-        if (vm->vcpus[i].thread_started)
-            pthread_join(vm->vcpus[i].thread, NULL);
-        vm->vcpus[i].thread_started = false;
-    }
-}
-
 void vm_free(struct vm *vm)
 {
     if (!vm)
         return;
-    if (on_vcpu_thread(vm)) {
+    if (vm_on_vcpu_thread(vm)) {
         g_critical("vm_free called on a vCPU thread: hop to the main thread first (see vm.h); VM leaked");
         return;
     }
-    stop_vcpu_threads(vm);
+    vm_stop_vcpu_threads(vm);
     for (unsigned i = 0; i < vm->nvcpus; i++)
         vcpu_destroy(&vm->vcpus[i]);
     g_free(vm->vcpus);

@@ -430,6 +430,8 @@ static void test_pause_resume(void)
         g_usleep(50 * 1000);
         g_assert_cmpuint(read_guest_u64(t.vm, GUEST_DATA_ADDR), ==, paused);
         g_assert_true(vm_pause(t.vm, &error)); /* pausing a paused VM is fine */
+    g_assert_false(vm_start(t.vm, &error));   /* starting twice is not */
+    g_clear_error(&error);
         g_assert_true(vm_resume(t.vm, &error));
         g_assert_no_error(error);
         before = wait_counter_above(t.vm, paused);

@@ -1,0 +1,141 @@
+/* Running a VM: starting its vCPU threads, pausing and resuming them, the
+ * guest stopping itself, and ending the threads. The vCPU side of the same
+ * protocol (parking, immediate_exit, the kick signal) is in vcpu.c.
+ *
+ * vm->state and every vCPU's parked flag change only under vm->run_lock;
+ * vm->run_cond is broadcast on every change.
+ */
+#include <gio/gio.h>
+
+#include "vm-internal.h"
+
+#define PAUSE_TIMEOUT_US (10 * G_USEC_PER_SEC)
+#define PAUSE_REKICK_US (100 * 1000)
+
+bool vm_start(struct vm *vm, GError **error)
+{
+    g_mutex_lock(&vm->run_lock);
+    if (vm->state != VM_RUN_CREATED) {
+        g_mutex_unlock(&vm->run_lock);
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "the VM was already started");
+        return false;
+    }
+    vm->state = VM_RUN_RUNNING;
+    bool ok = true;
+    for (unsigned i = 0; ok && i < vm->nvcpus; i++)
+        ok = vcpu_start_thread(&vm->vcpus[i], error);
+    if (!ok && vm->state == VM_RUN_RUNNING)
+        vm->state = VM_RUN_PAUSED; /* threads that did start park; vm_free ends them */
+    g_mutex_unlock(&vm->run_lock);
+    return ok;
+}
+
+static unsigned started_threads(struct vm *vm)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < vm->nvcpus; i++)
+        n += vm->vcpus[i].thread_started;
+    return n;
+}
+
+static void kick_all_locked(struct vm *vm)
+{
+    for (unsigned i = 0; i < vm->nvcpus; i++)
+        vcpu_kick(&vm->vcpus[i]);
+}
+
+/* Wait, re-kicking now and then, until every started vCPU is parked. */
+static bool wait_all_parked_locked(struct vm *vm, GError **error)
+{
+    gint64 deadline = g_get_monotonic_time() + PAUSE_TIMEOUT_US;
+    unsigned expected = started_threads(vm);
+    while (vm->nparked < expected) {
+        gint64 now = g_get_monotonic_time();
+        if (now >= deadline) {
+            g_set_error(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+                        "only %u of %u vCPUs stopped within %d s (a device may be blocked)", vm->nparked,
+                        expected, (int)(PAUSE_TIMEOUT_US / G_USEC_PER_SEC));
+            return false;
+        }
+        if (!g_cond_wait_until(&vm->run_cond, &vm->run_lock, MIN(deadline, now + PAUSE_REKICK_US)))
+            kick_all_locked(vm);
+    }
+    return true;
+}
+
+bool vm_pause(struct vm *vm, GError **error)
+{
+    g_mutex_lock(&vm->run_lock);
+    bool ok = true;
+    switch (vm->state) {
+    case VM_RUN_RUNNING:
+        vm->state = VM_RUN_PAUSED;
+        kick_all_locked(vm);
+        /* fall through */
+    case VM_RUN_PAUSED:
+    case VM_RUN_GUEST_STOPPED:
+        ok = wait_all_parked_locked(vm, error);
+        break;
+    case VM_RUN_CREATED:
+    case VM_RUN_QUIT:
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "the VM is not running");
+        ok = false;
+        break;
+    }
+    g_mutex_unlock(&vm->run_lock);
+    return ok;
+}
+
+bool vm_resume(struct vm *vm, GError **error)
+{
+    g_mutex_lock(&vm->run_lock);
+    bool ok = vm->state == VM_RUN_PAUSED || vm->state == VM_RUN_RUNNING;
+    if (ok) {
+        vm->state = VM_RUN_RUNNING;
+        g_cond_broadcast(&vm->run_cond);
+    } else {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "the VM cannot resume: %s",
+                    vm->state == VM_RUN_GUEST_STOPPED ? "the guest has stopped" : "it is not running");
+    }
+    g_mutex_unlock(&vm->run_lock);
+    return ok;
+}
+
+void vm_report_guest_stop(struct vm *vm, enum vm_stop_reason reason, const char *detail)
+{
+    if (atomic_exchange(&vm->stop_reported, true))
+        return;
+    g_mutex_lock(&vm->run_lock);
+    if (vm->state == VM_RUN_RUNNING || vm->state == VM_RUN_PAUSED) {
+        vm->state = VM_RUN_GUEST_STOPPED;
+        kick_all_locked(vm);
+        g_cond_broadcast(&vm->run_cond);
+    }
+    g_mutex_unlock(&vm->run_lock);
+    g_debug("guest stopped (%s): %s", vm_stop_reason_to_string(reason), detail);
+    if (vm->cb.on_guest_stop)
+        vm->cb.on_guest_stop(vm->cb.opaque, reason, detail);
+}
+
+bool vm_on_vcpu_thread(struct vm *vm)
+{
+    for (unsigned i = 0; i < vm->nvcpus; i++) {
+        if (vm->vcpus[i].thread_started && pthread_equal(vm->vcpus[i].thread, pthread_self()))
+            return true;
+    }
+    return false;
+}
+
+void vm_stop_vcpu_threads(struct vm *vm)
+{
+    g_mutex_lock(&vm->run_lock);
+    vm->state = VM_RUN_QUIT;
+    kick_all_locked(vm);
+    g_cond_broadcast(&vm->run_cond);
+    g_mutex_unlock(&vm->run_lock);
+    for (unsigned i = 0; i < vm->nvcpus; i++) {
+        if (vm->vcpus[i].thread_started)
+            pthread_join(vm->vcpus[i].thread, NULL);
+        vm->vcpus[i].thread_started = false;
+    }
+}
