@@ -84,11 +84,12 @@ void readiness_start(struct readiness *r, uint32_t port, uint64_t tsc_khz, uint6
 
 static void read_ack(struct readiness *r)
 {
-    while (vsock_readable(r->sock) && r->reply_len < sizeof r->reply - 1) {
+    while (vsock_readable(r->sock)) {
         char c;
         vsock_recv(r->sock, &c, 1);
         if (c != '\n') {
-            r->reply[r->reply_len++] = c;
+            if (r->reply_len < sizeof r->reply - 1)
+                r->reply[r->reply_len++] = c;
             continue;
         }
         r->reply[r->reply_len] = '\0';

@@ -17,7 +17,7 @@ struct readiness {
     int phase;              /* see readiness.c */
     uint64_t retry_at_tsc;
     uint64_t resets_seen;   /* transport resets already acted on */
-    char reply[128];
+    char reply[256];      /* the start of the answer line (longer lines are cut) */
     unsigned reply_len;
 };
 

@@ -3,18 +3,23 @@
  * The guest sends one line per announcement:
  *     READY {"boot_id":"...","generation":G,"mono_ns":N,...}\n
  * and gets
- *     ACK {"host_realtime_ns":T,"generation":G}\n
+ *     ACK {"host_realtime_ns":T,"generation":G,"entropy":"<64 hex>"}\n
  * T is the host's wall clock at the instant the line was read, which a guest
- * restored from a snapshot uses to set its clock. The same instant is the
+ * restored from a snapshot uses to set its clock; entropy is fresh random
+ * bytes from the host for the guest's pool. The same instant is the
  * "ready_ns" passed to vm_callbacks.on_guest_ready. A malformed line gets
  * "ERR <why>\n" and the connection stays usable.
  */
 #include <json-glib/json-glib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "virtio-vsock-priv.h"
 #include "vm.h"
+
+#define READY_ENTROPY_BYTES 32
 
 static gint64 realtime_ns(void)
 {
@@ -28,6 +33,21 @@ void vsock_ready_session_clear(struct vsock_ready_session *session)
     if (session->line)
         g_string_free(session->line, TRUE);
     session->line = NULL;
+}
+
+/* Random bytes for the guest to mix into its pool: a VM restored from a
+ * snapshot (or cloned) would otherwise continue the same RNG state. */
+static void fresh_entropy_hex(char out[2 * READY_ENTROPY_BYTES + 1])
+{
+    uint8_t bytes[READY_ENTROPY_BYTES];
+    if (getrandom(bytes, sizeof bytes, 0) != (ssize_t)sizeof bytes) {
+        /* Not expected for 32 bytes once the host has booted; the guest then
+         * gets the ACK without fresh entropy rather than a weak value. */
+        out[0] = '\0';
+        return;
+    }
+    for (unsigned i = 0; i < sizeof bytes; i++)
+        snprintf(out + 2 * i, 3, "%02x", bytes[i]);
 }
 
 static void reply(struct vsock_conn *conn, const char *text)
@@ -104,9 +124,12 @@ static void handle_ready(struct virtio_vsock *dev, struct vsock_conn *conn, cons
         return;
     }
     gint64 generation = json_object_get_int_member(guest, "generation");
+    char entropy[2 * READY_ENTROPY_BYTES + 1];
+    fresh_entropy_hex(entropy);
     g_autofree char *ack = g_strdup_printf(
-        "ACK {\"host_realtime_ns\":%" G_GINT64_FORMAT ",\"generation\":%" G_GINT64_FORMAT "}\n",
-        ready_ns, generation);
+        "ACK {\"host_realtime_ns\":%" G_GINT64_FORMAT ",\"generation\":%" G_GINT64_FORMAT
+        ",\"entropy\":\"%s\"}\n",
+        ready_ns, generation, entropy);
     reply(conn, ack);
     g_autofree char *info = build_info(dev, guest, ready_ns);
     json_object_unref(guest);
