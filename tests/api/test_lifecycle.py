@@ -193,6 +193,77 @@ class Lifecycle(unittest.TestCase):
         s.expect("PUT", "vm.shutdown", 204)
         self.assertIsNone(self.info()["vsnap"]["serial_pty"])
 
+    def vsock_config(self, cmdline):
+        cfg = self.config(SPIN + " " + cmdline)
+        cfg["vsock"] = {"cid": 3, "socket": os.path.join(self.dir, "vsock.sock")}
+        return cfg
+
+    def long_poll(self, query):
+        """Start GET vm.wait-ready on a thread; returns a function giving
+        (status, reply, seconds)."""
+        result = {}
+
+        def call():
+            start = time.monotonic()
+            result["reply"] = self.shim.api("GET", "vm.wait-ready", query=query, timeout=60)
+            result["seconds"] = time.monotonic() - start
+
+        thread = threading.Thread(target=call)
+        thread.start()
+
+        def join():
+            thread.join(timeout=90)
+            status, reply = result["reply"]
+            return status, reply, result["seconds"]
+        return join
+
+    def test_readiness_pushed_over_vsock(self):
+        s = self.shim
+        s.expect("PUT", "vm.create", 204, body=self.vsock_config("vsnap.delay_ms=500"))
+        s.expect("PUT", "vm.boot", 204)
+        self.assertIsNone(self.info()["vsnap"]["ready"])
+        join = self.long_poll("?timeout_ms=30000")
+        for _ in range(5):  # the long-poll blocks nobody else
+            start = time.monotonic()
+            s.alive()
+            self.assertLess(time.monotonic() - start, 1.0)
+        status, reply, _ = join()
+        self.assertEqual(status, 200, reply)
+        self.assertTrue(reply["ready"])
+        self.assertEqual(reply["port"], 1024)
+        self.assertEqual(self.info()["vsnap"]["ready"], reply)
+        self.events.wait_for("guest", "ready")
+        ready_event = [e for e in self.events.events if e["source"] == "guest"][0]
+        self.assertEqual(ready_event["properties"], reply)
+        # Already ready: answered at once.
+        status, again, seconds = self.long_poll("?timeout_ms=30000")()
+        self.assertEqual((status, again), (200, reply))
+        self.assertLess(seconds, 2)
+
+        # A reboot is a new guest: readiness starts over.
+        s.expect("PUT", "vm.reboot", 204)
+        status, after, _ = self.long_poll("?timeout_ms=30000")()
+        self.assertEqual(status, 200, after)
+        self.assertNotEqual(after["boot_id"], reply["boot_id"])
+        self.events.wait_for("guest", "ready", count=2)
+        s.expect("PUT", "vm.shutdown", 204)
+        self.assertIsNone(self.info()["vsnap"]["ready"])
+
+    def test_wait_ready_ends_when_the_vm_stops_or_times_out(self):
+        s = self.shim
+        s.expect("PUT", "vm.create", 204, body=self.vsock_config("vsnap.delay_ms=20000"))
+        s.expect("PUT", "vm.boot", 204)
+        status, reply, seconds = self.long_poll("?timeout_ms=300")()
+        self.assertEqual(status, 408, reply)
+        self.assertLess(seconds, 5)
+        join = self.long_poll("?timeout_ms=30000")
+        time.sleep(0.3)
+        s.expect("PUT", "vm.shutdown", 204)
+        status, reply, seconds = join()
+        self.assertEqual(status, 405, reply)
+        self.assertIn("stopped", reply["error"])
+        self.assertLess(seconds, 10)
+
     def test_guest_poweroff_and_sigterm(self):
         s = self.shim
         s.expect("PUT", "vm.create", 204, body=self.config("vsnap.halt_after_ready=1"))
