@@ -72,7 +72,8 @@ static uint64_t choose_load_addr(const struct guest_memory *mem, const struct se
 {
     uint64_t pref = hdr->version >= PROTOCOL_INIT_SIZE ? hdr->pref_address : 0;
     bool relocatable = hdr->relocatable_kernel != 0;
-    if (relocatable && pref >= BOOT_KERNEL_ADDR && pref + need <= boot_low_ram_end(mem))
+    uint64_t low_end = boot_low_ram_end(mem);
+    if (relocatable && pref >= BOOT_KERNEL_ADDR && pref <= low_end && need <= low_end - pref)
         return pref;
     return BOOT_KERNEL_ADDR;
 }
@@ -104,7 +105,7 @@ bool bzimage_load(struct guest_memory *mem, const char *path, const uint8_t *dat
      * early allocations: nothing else may be placed there. */
     uint64_t need = MAX((uint64_t)hdr->init_size, (uint64_t)pm_size);
     uint64_t load = choose_load_addr(mem, hdr, need);
-    if (load + need > boot_low_ram_end(mem)) {
+    if (need > boot_low_ram_end(mem) - load) { /* load <= low end: 1 MiB or a checked pref */
         g_set_error(error, BOOT_ERROR, BOOT_ERROR_NO_ROOM,
                     "kernel '%s' does not fit in guest RAM: it needs %" PRIu64 " MiB from 0x%" PRIx64
                     " and the guest has %" PRIu64 " MiB below 3 GiB",

@@ -120,7 +120,9 @@ bool elf_kernel_load(struct guest_memory *mem, const char *path, const uint8_t *
     if (!check_ehdr(path, data, size, error))
         return false;
     const Elf64_Ehdr *eh = (const Elf64_Ehdr *)data;
-    const Elf64_Phdr *phdrs = (const Elf64_Phdr *)(data + eh->e_phoff);
+    /* A copy: e_phoff need not be aligned in a file we did not make. */
+    g_autofree Elf64_Phdr *phdrs = g_new(Elf64_Phdr, eh->e_phnum);
+    memcpy(phdrs, data + eh->e_phoff, eh->e_phnum * sizeof(Elf64_Phdr));
     uint64_t low = UINT64_MAX, high = 0;
     for (unsigned i = 0; i < eh->e_phnum; i++) {
         if (phdrs[i].p_type != PT_LOAD)
