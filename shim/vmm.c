@@ -492,6 +492,28 @@ static void add_optional_string(JsonBuilder *b, const char *name, const char *va
         json_builder_add_null_value(b);
 }
 
+/* The guest's announcement is the readiness part of the "vsnap" object (vm.h):
+ * {"ready": true, "boot_id": ..., "generation": ..., ...}; before it, just
+ * "ready": false. */
+static void add_ready_members(struct vmm *vmm, JsonBuilder *b)
+{
+    g_autoptr(JsonNode) info = vmm->ready_info ? parse_json_or_string(vmm->ready_info) : NULL;
+
+    if (!info || !JSON_NODE_HOLDS_OBJECT(info)) {
+        json_builder_set_member_name(b, "ready");
+        json_builder_add_boolean_value(b, info != NULL);
+        return;
+    }
+    JsonObjectIter iter;
+    const char *name;
+    JsonNode *member;
+    json_object_iter_init(&iter, json_node_get_object(info));
+    while (json_object_iter_next(&iter, &name, &member)) {
+        json_builder_set_member_name(b, name);
+        json_builder_add_value(b, json_node_copy(member));
+    }
+}
+
 static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
 {
     json_builder_set_member_name(b, "vsnap");
@@ -505,11 +527,7 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
     json_builder_set_member_name(b, "ram_resident_bytes");
     json_builder_add_int_value(b, vmm->vm ? (gint64)vm_ram_resident_bytes(vmm->vm) : 0);
     add_optional_string(b, "serial_pty", vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL);
-    json_builder_set_member_name(b, "ready");
-    if (vmm->ready_info)
-        json_builder_add_value(b, parse_json_or_string(vmm->ready_info));
-    else
-        json_builder_add_null_value(b);
+    add_ready_members(vmm, b);
     json_builder_end_object(b);
 }
 

@@ -221,7 +221,7 @@ class Lifecycle(unittest.TestCase):
         s = self.shim
         s.expect("PUT", "vm.create", 204, body=self.vsock_config("vsnap.delay_ms=500"))
         s.expect("PUT", "vm.boot", 204)
-        self.assertIsNone(self.info()["vsnap"]["ready"])
+        self.assertIs(self.info()["vsnap"]["ready"], False)
         join = self.long_poll("?timeout_ms=30000")
         for _ in range(5):  # the long-poll blocks nobody else
             start = time.monotonic()
@@ -231,7 +231,10 @@ class Lifecycle(unittest.TestCase):
         self.assertEqual(status, 200, reply)
         self.assertTrue(reply["ready"])
         self.assertEqual(reply["port"], 1024)
-        self.assertEqual(self.info()["vsnap"]["ready"], reply)
+        # The announcement's members are vm.info's vsnap object's readiness part.
+        vsnap = self.info()["vsnap"]
+        for key, value in reply.items():
+            self.assertEqual(vsnap[key], value, key)
         self.events.wait_for("guest", "ready")
         ready_event = [e for e in self.events.events if e["source"] == "guest"][0]
         self.assertEqual(ready_event["properties"], reply)
@@ -247,7 +250,7 @@ class Lifecycle(unittest.TestCase):
         self.assertNotEqual(after["boot_id"], reply["boot_id"])
         self.events.wait_for("guest", "ready", count=2)
         s.expect("PUT", "vm.shutdown", 204)
-        self.assertIsNone(self.info()["vsnap"]["ready"])
+        self.assertIs(self.info()["vsnap"]["ready"], False)
 
     def test_wait_ready_ends_when_the_vm_stops_or_times_out(self):
         s = self.shim
