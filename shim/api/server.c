@@ -3,13 +3,10 @@
 
 #include "api/api.h"
 
-#include <errno.h>
-#include <gio/gunixsocketaddress.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/options.h"
+#include "api/api-socket.h"
 #include "api/routes.h"
 
 #define API_PREFIX "/api/v1/"
@@ -34,12 +31,11 @@ void reply_error_message(SoupServerMessage *msg, unsigned status, const char *me
     json_builder_add_string_value(b, message);
     json_builder_end_object(b);
     g_autoptr(JsonNode) root = json_builder_get_root(b);
-    gsize len;
     char *text = json_to_string(root, FALSE);
-    len = strlen(text);
 
     soup_server_message_set_status(msg, status, NULL);
-    soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE, text, len);
+    soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE, text,
+                                     strlen(text));
 }
 
 void reply_error(struct api_request *req, const GError *error)
@@ -74,7 +70,9 @@ void reply_result(struct api_request *req, bool ok, const GError *error)
 
 /* ---- dispatch ---------------------------------------------------------------- */
 
-static const struct route *const route_tables[] = { vmm_routes, vm_routes, info_routes, ready_routes };
+static const struct route *const route_tables[] = {
+    vmm_routes, vm_routes, info_routes, ready_routes,
+};
 
 /* The route for path, and whether some route has that path at all. */
 static const struct route *find_route(const char *name, const char *method, bool *path_known)
@@ -142,96 +140,6 @@ static void check_body_size(SoupServer *soup, SoupServerMessage *msg, const char
         reply_error_message(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "request body too large");
 }
 
-/* ---- the socket ------------------------------------------------------------- */
-
-/* A socket file nobody listens on is what a killed shim leaves behind: replace
- * it. One somebody answers on belongs to a live process: refuse. */
-static bool remove_stale_socket(const char *path, GError **error)
-{
-    struct stat st;
-
-    if (lstat(path, &st) != 0)
-        return true;
-    if (!S_ISSOCK(st.st_mode)) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_EXISTS,
-                    "--api-socket: %s exists and is not a socket", path);
-        return false;
-    }
-    g_autoptr(GSocket) probe = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, 0, NULL);
-    g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(path);
-    if (probe && g_socket_connect(probe, addr, NULL, NULL)) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE,
-                    "--api-socket: %s is in use by another process", path);
-        return false;
-    }
-    if (unlink(path) != 0 && errno != ENOENT) {
-        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
-                    "--api-socket: cannot remove the stale socket %s: %s", path, g_strerror(errno));
-        return false;
-    }
-    return true;
-}
-
-static GSocket *bind_socket_path(const char *path, GError **error)
-{
-    if (!remove_stale_socket(path, error))
-        return NULL;
-    g_autoptr(GSocket) sock = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, 0, error);
-    g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(path);
-    if (!sock || !g_socket_bind(sock, addr, FALSE, error) || !g_socket_listen(sock, error)) {
-        g_prefix_error(error, "--api-socket %s: ", path);
-        return NULL;
-    }
-    return g_steal_pointer(&sock);
-}
-
-static GSocket *adopt_socket_fd(const char *text, GError **error)
-{
-    uint64_t fd;
-
-    if (!parse_uint(text, G_MAXINT, &fd, error)) {
-        g_prefix_error(error, "--api-socket fd=: ");
-        return NULL;
-    }
-    struct stat st;
-    if (fstat((int)fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                    "--api-socket fd=%d: not an open socket", (int)fd);
-        return NULL;
-    }
-    g_autoptr(GSocket) sock = g_socket_new_from_fd((int)fd, error);
-    if (!sock || !g_socket_listen(sock, error)) {
-        g_prefix_error(error, "--api-socket fd=%d: ", (int)fd);
-        return NULL;
-    }
-    return g_steal_pointer(&sock);
-}
-
-/* "path=P", "fd=N", or a bare path as Cloud Hypervisor also accepts. */
-static GSocket *open_api_socket(const char *spec, char **bound_path, GError **error)
-{
-    static const char *const keys[] = { "path", "fd", NULL };
-
-    if (spec && !strchr(spec, '=')) {
-        *bound_path = g_strdup(spec);
-        return bind_socket_path(spec, error);
-    }
-    g_autoptr(option_list) opts = option_list_parse("--api-socket", spec, keys, error);
-    if (!opts)
-        return NULL;
-    const char *path = option_list_get(opts, "path");
-    const char *fd = option_list_get(opts, "fd");
-    if ((path == NULL) == (fd == NULL) || (path && !*path)) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                    "--api-socket: give exactly one of path=<socket> or fd=<n>");
-        return NULL;
-    }
-    if (fd)
-        return adopt_socket_fd(fd, error);
-    *bound_path = g_strdup(path);
-    return bind_socket_path(path, error);
-}
-
 /* We accept connections ourselves and hand each to libsoup as a stream:
  * libsoup 3.2's own listener leaks every accepted socket object. */
 static gboolean accept_client(GSocket *listener, GIOCondition cond, gpointer data)
@@ -262,7 +170,7 @@ struct api_server *api_server_new(struct vmm *vmm, const char *spec, GError **er
     g_autoptr(api_server) server = g_new0(struct api_server, 1);
     server->vmm = vmm;
 
-    g_autoptr(GSocket) sock = open_api_socket(spec, &server->path, error);
+    g_autoptr(GSocket) sock = api_socket_open(spec, &server->path, error);
     if (!sock)
         return NULL;
     server->soup = soup_server_new("server-header", "vsnap-shim", NULL);
