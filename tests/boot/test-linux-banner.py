@@ -3,7 +3,8 @@
 The shim boots in direct mode (create + boot from the command line):
 - the ELF vmlinux: the kernel's first console lines must reach the serial
   file: the "Linux version" banner, the command line we passed, and the e820
-  map the shim built;
+  map the shim built; then (seconds later) the lines saying Linux found the
+  shim's MP table and every ACPI table, and what it read from the MADT and FADT;
 - the bzImage: its decompressor, entered at the 64-bit entry, must print that
   it read "nokaslr" from our command line (decompressing the whole kernel in
   emulated kernel mode takes far too long here).
@@ -24,7 +25,9 @@ import tempfile
 import time
 
 BANNER_TIMEOUT = 90  # s; the banner takes 5-45 s here, depending on load
-STUB_TIMEOUT = 30    # s; the bzImage decompressor speaks after about 2 s
+STUB_TIMEOUT = 20    # s; the bzImage decompressor speaks after about 2 s
+TABLES_TIMEOUT = 20  # s more after the banner for the MP/ACPI table lines (~1 s)
+MADT_TIMEOUT = 40    # s more for the lines from the MADT and FADT (6-15 s)
 EXIT_TIMEOUT = 15    # s for the shim to stop after SIGTERM
 CMDLINE = "console=ttyS0 earlyprintk=serial,ttyS0 nokaslr"
 # What the e820 of a 512 MiB guest must look like in the kernel's own words.
@@ -34,6 +37,23 @@ VMLINUX_LINES = [
     "BIOS-e820: [mem 0x0000000000000000-0x000000000009fbff] usable",
     "BIOS-e820: [mem 0x000000000009fc00-0x00000000000fffff] reserved",
     "BIOS-e820: [mem 0x0000000000100000-0x000000001fffffff] usable",
+]
+TABLE_LINES = [
+    "found SMP MP-table at [mem 0x0009fc00-0x0009fc0f]",
+    "ACPI: RSDP 0x00000000000E0000 000024 (v02 VSNAP )",
+    "ACPI: XSDT 0x",
+    "ACPI: FACP 0x",
+    "ACPI: DSDT 0x",
+    "ACPI: FACS 0x",
+    "ACPI: APIC 0x",
+]
+MADT_LINES = [
+    "ACPI: PM-Timer IO Port: 0x608",
+    "ACPI: LAPIC_NMI (acpi_id[0xff] dfl dfl lint[0x1])",
+    "IOAPIC[0]: apic_id 1, version 17, address 0xfec00000, GSI 0-23",
+    "ACPI: INT_SRC_OVR (bus 0 bus_irq 0 global_irq 2 dfl dfl)",
+    "ACPI: INT_SRC_OVR (bus 0 bus_irq 9 global_irq 9 high level)",
+    "ACPI: Using ACPI (MADT) for SMP configuration information",
 ]
 BZIMAGE_LINES = ["KASLR disabled: 'nokaslr' on cmdline."]
 
@@ -98,8 +118,10 @@ def stop_shim(shim, log):
         fail(f"the shim exited with status {status} after SIGTERM:\n{read(log)}")
 
 
-def boot_until(shim_path, kernel, expected, timeout):
-    """Boot kernel, wait for the expected serial lines, stop with SIGTERM."""
+def boot_until(shim_path, kernel, stages):
+    """Boot kernel, wait for each stage's serial lines (a list of (lines,
+    timeout) pairs, each timeout counted from the previous stage), stop with
+    SIGTERM."""
     with tempfile.TemporaryDirectory(prefix="vsnap-banner-") as tmp:
         serial = os.path.join(tmp, "serial.txt")
         log = os.path.join(tmp, "shim.log")
@@ -109,10 +131,14 @@ def boot_until(shim_path, kernel, expected, timeout):
                  "--cpus", "boot=1", "--serial", "file=" + serial, "--console", "off"],
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
-            seconds = wait_for_lines(shim, serial, log, expected, timeout)
-            print(f"{os.path.basename(kernel)}: expected lines on the serial port after {seconds:.1f} s:")
-            for line in read(serial).splitlines()[:12]:
-                if line.strip():
+            seconds = 0
+            for expected, timeout in stages:
+                seconds += wait_for_lines(shim, serial, log, expected, timeout)
+                print(f"{os.path.basename(kernel)}: {len(expected)} expected lines on the serial port "
+                      f"after {seconds:.1f} s")
+            text = read(serial).splitlines()
+            for line in text:
+                if any(e in line for lines, _ in stages for e in lines):
                     print("  " + line)
             stop_shim(shim, log)
         finally:
@@ -128,9 +154,11 @@ def main():
     if not os.access(shim_path, os.X_OK):
         fail(f"no shim at {shim_path}")
     bzimage, vmlinux = fetch_kernel(source_root)
-    boot_until(shim_path, bzimage, BZIMAGE_LINES, STUB_TIMEOUT)
-    boot_until(shim_path, vmlinux, VMLINUX_LINES, BANNER_TIMEOUT)
-    print("ok: bzImage decompressor and vmlinux banner reached; shim stopped cleanly on SIGTERM")
+    boot_until(shim_path, bzimage, [(BZIMAGE_LINES, STUB_TIMEOUT)])
+    boot_until(shim_path, vmlinux, [(VMLINUX_LINES, BANNER_TIMEOUT), (TABLE_LINES, TABLES_TIMEOUT),
+                                          (MADT_LINES, MADT_TIMEOUT)])
+    print("ok: bzImage decompressor, vmlinux banner, e820, MP and ACPI tables; "
+          "shim stopped cleanly on SIGTERM each time")
 
 
 if __name__ == "__main__":
