@@ -4,6 +4,8 @@
 #include <glib/gstdio.h>
 #include <libvirt/libvirt.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "conf/capabilities.h"
@@ -684,6 +686,41 @@ bool driver_set_autostart(struct vsnap_driver *drv, struct vsnap_domain *dom, bo
     }
     g_mutex_unlock(&dom->job);
     return ok;
+}
+
+int driver_console_connect(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                           const char *dev_name, GError **error)
+{
+    if (dev_name && !g_str_equal(dev_name, "serial0") && !g_str_equal(dev_name, "console0")) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INTERNAL_ERROR,
+                    "cannot find character device %s (vsnap domains have serial0/console0)",
+                    dev_name);
+        return -1;
+    }
+    g_mutex_lock(&dom->lock);
+    g_autofree char *path = dom->run ? g_strdup(dom->run->serial_socket) : NULL;
+    g_mutex_unlock(&dom->lock);
+    if (!path) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+        return -1;
+    }
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    g_strlcpy(addr.sun_path, path, sizeof(addr.sun_path));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        if (err == ENOENT)
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                        "domain '%s' has no serial console (add <serial type='pty'/>)",
+                        dom->name);
+        else
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR,
+                        "cannot connect to the serial port at %s: %s", path, g_strerror(err));
+        return -1;
+    }
+    return fd;
 }
 
 char *driver_capabilities(struct vsnap_driver *drv, GError **error)

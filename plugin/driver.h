@@ -82,6 +82,10 @@ bool driver_suspend(struct vsnap_driver *drv, struct vsnap_domain *dom, GError *
 bool driver_resume(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
 bool driver_set_autostart(struct vsnap_driver *drv, struct vsnap_domain *dom, bool autostart,
                           GError **error);
+/* A connected socket to the guest's serial port (the shim's Socket serial
+ * backend), for a console stream. dev_name: NULL, "serial0" or "console0". */
+int driver_console_connect(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                           const char *dev_name, GError **error);
 char *driver_capabilities(struct vsnap_driver *drv, GError **error);
 char *driver_domain_capabilities(struct vsnap_driver *drv, const char *emulatorbin,
                                  const char *arch, const char *machine, const char *virttype,

@@ -46,6 +46,10 @@ void rpc_client_unref(struct rpc_client *client);
 bool rpc_client_send(struct rpc_client *client, const struct wire_header *hdr,
                      xdrproc_t body_filter, void *body);
 
+/* Send one packet whose body is raw bytes (stream data). */
+bool rpc_client_send_raw(struct rpc_client *client, const struct wire_header *hdr,
+                         const void *data, size_t len);
+
 /* Mark the client read-only / opened (used by CONNECT_OPEN). */
 void rpc_client_set_opened(struct rpc_client *client, bool readonly);
 bool rpc_client_is_readonly(struct rpc_client *client);

@@ -62,7 +62,6 @@ static const char *unserved_name(int proc)
         {PROC_DOMAIN_SNAPSHOT_LOOKUP_BY_NAME, "virDomainSnapshotLookupByName"},
         {PROC_DOMAIN_REVERT_TO_SNAPSHOT, "virDomainRevertToSnapshot"},
         {PROC_DOMAIN_SNAPSHOT_DELETE, "virDomainSnapshotDelete"},
-        {PROC_DOMAIN_OPEN_CONSOLE, "virDomainOpenConsole"},
         {PROC_DOMAIN_RESET, "virDomainReset"},
         {PROC_CONNECT_LIST_ALL_STORAGE_POOLS, "virConnectListAllStoragePools"},
         {PROC_CONNECT_LIST_ALL_NETWORKS, "virConnectListAllNetworks"},
@@ -207,7 +206,9 @@ void rpc_dispatch_call(struct rpc_server *server, struct rpc_client *client,
             struct wire_header reply = *hdr;
             reply.type = RPC_REPLY;
             reply.status = RPC_STATUS_OK;
-            rpc_client_send(client, &reply, entry->ret_filter, ret);
+            bool sent = rpc_client_send(client, &reply, entry->ret_filter, ret);
+            if (call.after_reply)
+                call.after_reply(&call, sent, call.after_data);
         } else {
             g_assert(error);
             send_gerror(client, hdr, error);

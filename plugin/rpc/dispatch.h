@@ -20,6 +20,10 @@ struct rpc_call {
     struct rpc_client *client;
     struct vsnap_driver *driver;
     const struct wire_header *hdr;
+    /* Set by a handler to act once its reply is on the wire (a stream must
+     * not send data before the reply to the call that opened it). */
+    void (*after_reply)(struct rpc_call *call, bool sent, void *data);
+    void *after_data;
 };
 
 typedef bool (*rpc_handler)(struct rpc_call *call, void *args, void *ret, GError **error);

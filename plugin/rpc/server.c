@@ -13,6 +13,7 @@
 #include "client.h"
 #include "dispatch.h"
 #include "events-registry.h"
+#include "stream.h"
 
 /* How long a send may wait for a client that does not read before the
  * client is dropped; keeps one stuck client from holding a worker forever. */
@@ -35,6 +36,7 @@ struct rpc_server {
     uid_t owner_uid;
     GThreadPool *pool;
     struct event_registry *events;
+    struct stream_registry *streams;
 };
 
 struct rpc_job {
@@ -160,6 +162,30 @@ bool rpc_client_send(struct rpc_client *client, const struct wire_header *hdr,
     return ok;
 }
 
+bool rpc_client_send_raw(struct rpc_client *client, const struct wire_header *hdr,
+                         const void *data, size_t len)
+{
+    if (len > RPC_MESSAGE_MAX - RPC_HEADER_SIZE)
+        return false;
+    g_autofree uint8_t *buf = g_malloc(RPC_LEN_WORD_SIZE + RPC_HEADER_SIZE + len);
+    XDR xdrs;
+    uint32_t total = RPC_LEN_WORD_SIZE + RPC_HEADER_SIZE + len;
+    struct wire_header h = *hdr;
+    xdrmem_create(&xdrs, (char *)buf, RPC_LEN_WORD_SIZE + RPC_HEADER_SIZE, XDR_ENCODE);
+    bool ok = xdr_u_int(&xdrs, &total) && xdr_wire_header(&xdrs, &h);
+    xdr_destroy(&xdrs);
+    if (!ok)
+        return false;
+    if (len)
+        memcpy(buf + RPC_LEN_WORD_SIZE + RPC_HEADER_SIZE, data, len);
+    g_mutex_lock(&client->lock);
+    ok = !client->closed && write_all(client->fd, buf, total);
+    g_mutex_unlock(&client->lock);
+    if (!ok)
+        client_close(client);
+    return ok;
+}
+
 /* ---- reading and framing (main loop) ---- */
 
 static void client_close(struct rpc_client *client)
@@ -184,6 +210,7 @@ static void client_remove(struct rpc_client *client)
         client->source = NULL;
     }
     event_registry_remove_client(server->events, client);
+    stream_registry_remove_client(server->streams, client);
     g_mutex_lock(&server->lock);
     bool found = g_ptr_array_remove(server->clients, client);
     g_mutex_unlock(&server->lock);
@@ -233,11 +260,13 @@ static bool handle_packet(struct rpc_client *client, uint8_t *msg, size_t len)
         answer_keepalive(client, &hdr);
         return true;
     }
-    if (hdr.type != RPC_CALL) {
-        /* Stream packets belong to consoles, which we do not offer; anything
-         * else from a client is a protocol violation. */
-        return hdr.type == RPC_STREAM;
+    if (hdr.type == RPC_STREAM && hdr.prog == REMOTE_PROGRAM) {
+        stream_handle_packet(client->server->streams, client, &hdr, msg + RPC_HEADER_SIZE,
+                             len - RPC_HEADER_SIZE);
+        return true;
     }
+    if (hdr.type != RPC_CALL)
+        return false;   /* anything else from a client is a protocol violation */
     if (hdr.prog != REMOTE_PROGRAM || hdr.vers != REMOTE_PROTOCOL_VERSION) {
         g_autofree char *text = g_strdup_printf(
             "unknown program 0x%x version %u (virtvsnapd serves 0x%x version %u)", hdr.prog,
@@ -439,6 +468,7 @@ struct rpc_server *rpc_server_new(struct vsnap_driver *driver)
     g_mutex_init(&server->lock);
     server->pool = g_thread_pool_new(worker, server, WORKER_THREADS, FALSE, NULL);
     server->events = event_registry_new(driver);
+    server->streams = stream_registry_new();
     return server;
 }
 
@@ -458,6 +488,7 @@ void rpc_server_free(struct rpc_server *server)
         client_remove(server->clients->pdata[0]);
     g_thread_pool_free(server->pool, FALSE, TRUE);
     event_registry_free(server->events);
+    stream_registry_free(server->streams);
     g_ptr_array_free(server->clients, TRUE);
     g_mutex_clear(&server->lock);
     g_free(server);
@@ -479,6 +510,11 @@ struct vsnap_driver *rpc_server_driver(struct rpc_server *server)
 struct event_registry *rpc_server_events(struct rpc_server *server)
 {
     return server->events;
+}
+
+struct stream_registry *rpc_server_streams(struct rpc_server *server)
+{
+    return server->streams;
 }
 
 void rpc_server_set_owner_uid(struct rpc_server *server, uid_t uid)

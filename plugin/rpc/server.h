@@ -8,6 +8,7 @@
 struct vsnap_driver;
 struct rpc_server;
 struct event_registry;
+struct stream_registry;
 
 struct rpc_server *rpc_server_new(struct vsnap_driver *driver);
 void rpc_server_free(struct rpc_server *server);
@@ -23,6 +24,7 @@ bool rpc_server_listen_fd(struct rpc_server *server, int fd, bool readonly, GErr
 unsigned rpc_server_client_count(struct rpc_server *server);
 struct vsnap_driver *rpc_server_driver(struct rpc_server *server);
 struct event_registry *rpc_server_events(struct rpc_server *server);
+struct stream_registry *rpc_server_streams(struct rpc_server *server);
 /* Only this uid may use read-write sockets (root in system mode, the user in
  * session mode). */
 void rpc_server_set_owner_uid(struct rpc_server *server, uid_t uid);

@@ -3,10 +3,13 @@
  * domain up by uuid, calls the driver and fills the reply. */
 #include <libvirt/libvirt.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dispatch.h"
 #include "driver.h"
 #include "process.h"
+#include "server.h"
+#include "stream.h"
 #include "virt-error.h"
 
 /* ---- types ---- */
@@ -355,6 +358,64 @@ static bool do_set_autostart(struct rpc_call *call, struct dom_int_args *a, stru
     return dom && driver_set_autostart(call->driver, dom, a->value != 0, error);
 }
 
+/* ---- console ---- */
+
+struct console_args {
+    struct wire_domain dom;
+    char *dev_name;
+    uint32_t flags;
+};
+static bool_t xdr_console_args(XDR *x, struct console_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_wire_opt_string(x, &a->dev_name) &&
+           xdr_u_int(x, &a->flags);
+}
+
+struct console_start {
+    int fd;
+    unsigned char uuid[16];
+};
+
+static void start_console(struct rpc_call *call, bool sent, void *data)
+{
+    struct console_start *cs = data;
+    if (sent)
+        stream_start(rpc_server_streams(call->server), call->client, call->hdr, cs->fd, cs->uuid);
+    else
+        close(cs->fd);
+    g_free(cs);
+}
+
+static bool do_open_console(struct rpc_call *call, struct console_args *a, struct rpc_void *r,
+                            GError **error)
+{
+    unsigned allowed = VIR_DOMAIN_CONSOLE_FORCE | VIR_DOMAIN_CONSOLE_SAFE;
+    if (a->flags & ~allowed) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    a->flags & ~allowed);
+        return false;
+    }
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    if (!dom)
+        return false;
+    /* The shim serves one serial client at a time. */
+    if (stream_registry_console_busy(rpc_server_streams(call->server), dom->uuid,
+                                     a->flags & VIR_DOMAIN_CONSOLE_FORCE)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "Active console session exists for this domain");
+        return false;
+    }
+    int fd = driver_console_connect(call->driver, dom, a->dev_name, error);
+    if (fd < 0)
+        return false;
+    struct console_start *cs = g_new0(struct console_start, 1);
+    cs->fd = fd;
+    memcpy(cs->uuid, dom->uuid, 16);
+    call->after_reply = start_console;
+    call->after_data = cs;
+    return true;
+}
+
 /* ---- information ---- */
 
 /* Run fn on the summary of the domain named in the call. */
@@ -633,6 +694,8 @@ const struct proc_entry rpc_domain_procs[] = {
       xdr_int_val, do_zero, 0),
     P(PROC_DOMAIN_GET_MESSAGES, struct dom_flags_args, xdr_dom_flags_args,
       struct wire_string_list, xdr_wire_string_list, do_get_messages, 0),
+    P(PROC_DOMAIN_OPEN_CONSOLE, struct console_args, xdr_console_args, struct rpc_void,
+      xdr_rpc_void, do_open_console, PROC_WRITE),
     P(PROC_CONNECT_GET_ALL_DOMAIN_STATS, struct stats_args, xdr_stats_args, struct stats_ret,
       xdr_stats_ret, do_all_domain_stats, 0),
 };
