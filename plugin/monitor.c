@@ -126,6 +126,12 @@ bool monitor_vmm_shutdown(const char *api_socket, GError **error)
     return request(api_socket, "PUT", "vmm.shutdown", NULL, QUICK_TIMEOUT_MS, NULL, error);
 }
 
+bool monitor_vm_put_json(const char *api_socket, const char *endpoint, const char *json,
+                         long timeout_ms, GError **error)
+{
+    return request(api_socket, "PUT", endpoint, json, timeout_ms, NULL, error);
+}
+
 void vm_info_clear(struct vm_info *info)
 {
     g_clear_pointer(&info->state, g_free);

@@ -26,3 +26,8 @@ bool monitor_vm_reboot(const char *api_socket, GError **error);
 bool monitor_vm_shutdown(const char *api_socket, GError **error);
 bool monitor_vmm_shutdown(const char *api_socket, GError **error);
 bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **error);
+/* PUT a JSON body to any endpoint (vm.snapshot, vm.restore: their bodies are
+ * built by the snapshot code). timeout_ms 0 means no limit: a snapshot or
+ * restore of a large VM may take long. */
+bool monitor_vm_put_json(const char *api_socket, const char *endpoint, const char *json,
+                         long timeout_ms, GError **error);

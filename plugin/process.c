@@ -324,7 +324,8 @@ static int open_log(struct domain_run *run, GError **error)
 
 /* Launch and boot; on failure the shim is stopped and the run freed. */
 static bool launch(struct vsnap_driver *drv, struct domain_run *run,
-                   const struct domain_def *live, GError **error)
+                   const struct domain_def *live, const struct process_start_how *how,
+                   GError **error)
 {
     g_autofree char *json = domain_def_to_vm_config_json(live, run->vsock_socket,
                                                          run->serial_socket, error);
@@ -347,7 +348,10 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run,
     g_autofree char *pid_text = g_strdup_printf("%d\n", run->pid);
     if (!write_file_atomic(run->pid_path, pid_text, error) || !wait_for_api(run, error))
         return false;
-    if (!monitor_vm_create(run->api_socket, json, error) || !monitor_vm_boot(run->api_socket, error)) {
+    bool alive = how ? how->setup_vm(run, live, how->data, error)
+                     : monitor_vm_create(run->api_socket, json, error) &&
+                           monitor_vm_boot(run->api_socket, error);
+    if (!alive) {
         g_autofree char *tail = log_tail(run->log_path);
         g_prefix_error(error, "cannot start the VM: ");
         g_debug("shim log tail: %s", tail);
@@ -359,15 +363,21 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run,
 
 bool process_start(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
 {
+    return process_start_with(drv, dom, NULL, error);
+}
+
+bool process_start_with(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                        const struct process_start_how *how, GError **error)
+{
     g_mutex_lock(&dom->lock);
-    g_autoptr(domain_def) live = domain_def_copy(dom->def);
+    g_autoptr(domain_def) live = domain_def_copy(how && how->def ? how->def : dom->def);
     g_mutex_unlock(&dom->lock);
     int id = domain_list_next_id(drv->domains);
     if (live->vsock.present && live->vsock.auto_cid)
         live->vsock.cid = 2 + (uint32_t)id;   /* guest CIDs start at 3 */
 
     struct domain_run *run = run_new(drv, dom->name);
-    if (!launch(drv, run, live, error)) {
+    if (!launch(drv, run, live, how, error)) {
         if (run->pidfd >= 0)
             terminate(run, false);
         remove_runtime_files(run);
@@ -380,10 +390,16 @@ bool process_start(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **
     dom->generation++;
     domain_def_free(dom->def);
     dom->def = g_steal_pointer(&live);
-    vsnap_domain_set_state_locked(dom, VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED);
-    process_write_status_locked(dom);
-    event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_STARTED,
-                          VIR_DOMAIN_EVENT_STARTED_BOOTED);
+    if (how) {
+        vsnap_domain_set_state_locked(dom, how->state, how->reason);
+        process_write_status_locked(dom);
+        event_queue_lifecycle(drv->events, dom, how->event, how->detail);
+    } else {
+        vsnap_domain_set_state_locked(dom, VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED);
+        process_write_status_locked(dom);
+        event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_STARTED,
+                              VIR_DOMAIN_EVENT_STARTED_BOOTED);
+    }
     g_mutex_unlock(&dom->lock);
     shim_events_watch(drv, dom, run);
     return true;

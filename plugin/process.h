@@ -33,6 +33,22 @@ void domain_run_unref(struct domain_run *run);
 
 /* Launch a shim, create and boot the VM; on success dom is running. */
 bool process_start(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
+
+/* A start that restores instead of booting (snapshot revert, restore, managed
+ * save): setup_vm brings the new shim's VM to life (vm.restore) in place of
+ * vm.create + vm.boot; def, when given, is the live definition to run (the one
+ * saved with the image); state/reason and event/detail are what the domain
+ * becomes and announces. */
+struct process_start_how {
+    const struct domain_def *def;
+    bool (*setup_vm)(struct domain_run *run, const struct domain_def *live, void *data,
+                     GError **error);
+    void *data;
+    int state, reason;
+    int event, detail;
+};
+bool process_start_with(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                        const struct process_start_how *how, GError **error);
 /* Stop the shim (SIGTERM, then SIGKILL unless graceful) and mark dom shut
  * off with reason. The caller emits the event. */
 bool process_stop(struct vsnap_driver *drv, struct vsnap_domain *dom, int reason,
