@@ -11,28 +11,9 @@
 #define EXTRA_ENTRIES 16 /* leaves this file adds on top of KVM's */
 
 /* Leaf 1 ECX */
-#define L1_ECX_PCLMUL (1u << 1)
-#define L1_ECX_SSSE3 (1u << 9)
-#define L1_ECX_FMA (1u << 12)
-#define L1_ECX_CX16 (1u << 13)
-#define L1_ECX_PCID (1u << 17)
-#define L1_ECX_SSE41 (1u << 19)
-#define L1_ECX_SSE42 (1u << 20)
-#define L1_ECX_MOVBE (1u << 22)
-#define L1_ECX_POPCNT (1u << 23)
-#define L1_ECX_AES (1u << 25)
-#define L1_ECX_XSAVE (1u << 26)
-#define L1_ECX_OSXSAVE (1u << 27)
-#define L1_ECX_AVX (1u << 28)
-#define L1_ECX_F16C (1u << 29)
-#define L1_ECX_RDRAND (1u << 30)
 #define L1_ECX_HYPERVISOR (1u << 31)
 #define L1_EDX_HTT (1u << 28)
-#define EXT1_EDX_RDTSCP (1u << 27)
 #define EXT1_ECX_CMP_LEGACY (1u << 1)
-#define EXT1_ECX_SSE4A (1u << 6)
-#define EXT1_ECX_MISALIGNSSE (1u << 7)
-#define EXT1_ECX_TOPOEXT (1u << 22)
 
 struct kvm_cpuid2 *cpuid_get_supported(int kvm_fd, GError **error)
 {
@@ -206,36 +187,12 @@ static void set_hypervisor_leaves(struct kvm_cpuid2 *t, uint32_t tsc_khz)
     }
 }
 
-/* On these hosts guest CPL0 code runs through KVM's instruction emulator,
- * which lacks SSE/AVX, XSAVE/XRSTOR, CMPXCHG16B and friends (FINDINGS.md):
- * a Linux kernel that sees these features uses them in kernel mode (XSAVE
- * for context switches, alternatives patching in SSE4/POPCNT/MOVBE code) and
- * dies with an emulation failure before its first console lines. Hiding them
- * is what got a stock kernel furthest. User mode runs natively and is not
- * affected by the mask. */
-static void hide_unemulated_features(struct kvm_cpuid2 *t)
-{
-    struct kvm_cpuid_entry2 *e = cpuid_find(t, 1, 0);
-    if (e)
-        e->ecx &= ~(L1_ECX_PCLMUL | L1_ECX_SSSE3 | L1_ECX_FMA | L1_ECX_CX16 | L1_ECX_PCID | L1_ECX_SSE41 |
-                    L1_ECX_SSE42 | L1_ECX_MOVBE | L1_ECX_POPCNT | L1_ECX_AES | L1_ECX_XSAVE | L1_ECX_OSXSAVE |
-                    L1_ECX_AVX | L1_ECX_F16C | L1_ECX_RDRAND);
-    for (unsigned i = 0; i < t->nent; i++) {
-        e = &t->entries[i];
-        if (e->function == 7) {
-            e->ebx = e->ecx = e->edx = 0;
-            if (e->index >= 1)
-                e->eax = 0;
-        } else if (e->function == 0xd) {
-            e->eax = e->ebx = e->ecx = e->edx = 0;
-        }
-    }
-    e = cpuid_find(t, 0x80000001, 0);
-    if (e) {
-        e->edx &= ~EXT1_EDX_RDTSCP;
-        e->ecx &= ~(EXT1_ECX_SSE4A | EXT1_ECX_MISALIGNSSE);
-    }
-}
+/* No feature is hidden. FINDINGS.md suggested masking what KVM's CPL0
+ * emulator lacks (XSAVE, AVX, SSE4, ...), but on these kvm_pvm hosts
+ * KVM_SET_CPUID2 keeps the host's bits in leaves 1, 7 and 0xd whatever the
+ * table says (KVM_GET_CPUID2 returns them, and a CPL0 guest reads them), so a
+ * mask changes nothing here, while on VMX/SVM hosts it would only take
+ * features away from guests. Topology and hypervisor leaves are honoured. */
 
 struct kvm_cpuid2 *cpuid_for_vcpu(const struct kvm_cpuid2 *supported, unsigned index, unsigned ncpus,
                                   uint32_t tsc_khz)
@@ -253,7 +210,6 @@ struct kvm_cpuid2 *cpuid_for_vcpu(const struct kvm_cpuid2 *supported, unsigned i
     if (is_amd(t))
         set_amd_topology(t, apic_id, ncpus);
     set_hypervisor_leaves(t, tsc_khz);
-    hide_unemulated_features(t);
     return t;
 }
 

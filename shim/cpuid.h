@@ -1,7 +1,7 @@
 /* The CPUID table each vCPU gets: what KVM supports, with this VM's topology
- * (one socket, one thread per core, APIC id = vCPU index), the hypervisor
- * leaves (vsnap's signature and the TSC frequency) and the features KVM's
- * CPL0 instruction emulator cannot execute hidden (see cpuid.c). */
+ * (one socket, one thread per core, APIC id = vCPU index) and the hypervisor
+ * leaves (vsnap's signature and the TSC frequency). Nothing is hidden (see
+ * cpuid.c for why). */
 #pragma once
 
 #include <glib.h>
