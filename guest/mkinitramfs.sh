@@ -1,0 +1,78 @@
+#!/bin/bash
+# Build an initramfs (cpio "newc", optionally gzip-compressed) whose /init is
+# vsnap-agent, for Linux guests on a real KVM host:
+#
+#   guest/mkinitramfs.sh -o OUT.cpio [-a AGENT] [-b BUSYBOX] [-z]
+#
+#   -a AGENT    the static vsnap-agent (default: build/guest/agent/vsnap-agent)
+#   -b BUSYBOX  also add a static busybox as /bin/busybox with /bin/sh; "auto"
+#               takes /bin/busybox if it is there (package busybox-static)
+#   -z          gzip the archive
+#
+# The archive is written directly (no staging directory, no root needed for
+# the /dev/console node the kernel opens before it runs /init).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+out= agent="$here/../build/guest/agent/vsnap-agent" busybox= gzip=0
+usage() { sed -n '2,13s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+while getopts "o:a:b:zh" opt; do
+  case $opt in
+    o) out=$OPTARG ;;
+    a) agent=$OPTARG ;;
+    b) busybox=$OPTARG ;;
+    z) gzip=1 ;;
+    *) usage ;;
+  esac
+done
+[ -n "$out" ] || usage
+[ -f "$agent" ] || { echo "mkinitramfs: agent '$agent' not found (build it first)" >&2; exit 1; }
+if [ "$busybox" = auto ]; then
+  busybox=; [ -x /bin/busybox ] && busybox=/bin/busybox
+fi
+if [ -n "$busybox" ] && ! file -L "$busybox" 2>/dev/null | grep -q "statically linked"; then
+  echo "mkinitramfs: '$busybox' is not a static program (install busybox-static)" >&2
+  exit 1
+fi
+
+tmp=$(mktemp "${out}.XXXXXX")
+trap 'rm -f "$tmp"' EXIT
+/usr/bin/python3 - "$tmp" "$agent" "$busybox" <<'PY'
+# Entries of a newc archive: a 110-byte ASCII header, the NUL-terminated name,
+# padding to 4 bytes, the data, padding to 4 bytes; "TRAILER!!!" ends it.
+import os, stat, sys
+
+out_path, agent, busybox = sys.argv[1], sys.argv[2], sys.argv[3]
+entries = [
+    ("dev", stat.S_IFDIR | 0o755, b"", 0, 0),
+    ("dev/console", stat.S_IFCHR | 0o600, b"", 5, 1),
+    ("dev/null", stat.S_IFCHR | 0o666, b"", 1, 3),
+    ("proc", stat.S_IFDIR | 0o755, b"", 0, 0),
+    ("sys", stat.S_IFDIR | 0o755, b"", 0, 0),
+    ("tmp", stat.S_IFDIR | 0o1777, b"", 0, 0),
+    ("init", stat.S_IFREG | 0o755, open(agent, "rb").read(), 0, 0),
+]
+if busybox:
+    entries += [
+        ("bin", stat.S_IFDIR | 0o755, b"", 0, 0),
+        ("bin/busybox", stat.S_IFREG | 0o755, open(busybox, "rb").read(), 0, 0),
+        ("bin/sh", stat.S_IFLNK | 0o777, b"busybox", 0, 0),
+    ]
+
+def pad(n):
+    return b"\0" * (-n % 4)
+
+with open(out_path, "wb") as out:
+    for ino, (name, mode, data, rmaj, rmin) in enumerate(entries + [("TRAILER!!!", 0, b"", 0, 0)], 1):
+        nlink = 2 if stat.S_ISDIR(mode) else 1
+        fields = (ino, mode, 0, 0, nlink, 0, len(data), 0, 0, rmaj, rmin, len(name) + 1, 0)
+        header = b"070701" + b"".join(b"%08X" % f for f in fields) + name.encode() + b"\0"
+        out.write(header + pad(len(header)) + data + pad(len(data)))
+    out.write(b"\0" * (-out.tell() % 512))
+PY
+if [ "$gzip" = 1 ]; then
+  gzip -9 -n -c "$tmp" > "$out"
+else
+  cp "$tmp" "$out"
+fi
+echo "mkinitramfs: wrote $out (/init = $(basename "$agent")${busybox:+, busybox})"
