@@ -112,7 +112,10 @@ void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info)
     vsock_service_init(boot_params, g.clock.tsc_khz); /* vsock: no-op without the device */
     if (!fill_region(&g, &sum))
         power_off(&g);
-    clock_busy_wait_ms(&g.clock, g.opts.delay_ms);
+    if (vsock_service_active()) /* vsock: refuse early connections while busy, as a kernel would */
+        vsock_service_busy_wait(&g.clock, g.opts.delay_ms);
+    else
+        clock_busy_wait_ms(&g.clock, g.opts.delay_ms);
     vsock_service_ready(); /* vsock: READY goes out before the (slow) serial line */
 
     serial_puts("vsnap-testguest: ready sum=");

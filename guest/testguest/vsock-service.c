@@ -101,6 +101,13 @@ bool vsock_service_poll(void)
     return busy;
 }
 
+void vsock_service_busy_wait(const struct clock *clock, uint64_t ms)
+{
+    uint64_t end = rdtsc() + clock_ms_to_ticks(clock, ms);
+    while (rdtsc() < end)
+        vsock_poll();
+}
+
 void vsock_service_idle(const struct clock *clock, uint64_t ms)
 {
     uint64_t now = rdtsc();

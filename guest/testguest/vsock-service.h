@@ -15,9 +15,13 @@ bool vsock_service_init(const uint8_t *boot_params, uint64_t tsc_khz);
 bool vsock_service_active(void);
 /* Announce READY on the readiness port and start serving the command port. */
 void vsock_service_ready(void);
+/* Busy for ms milliseconds (the guest's start-up work), still taking what
+ * the device delivers, as a guest kernel would: a connection to a port that
+ * nobody listens on yet is refused at once rather than left hanging. */
+struct clock;
+void vsock_service_busy_wait(const struct clock *clock, uint64_t ms);
 /* Poll once; true if packets arrived. */
 bool vsock_service_poll(void);
 /* Serve vsock for ms milliseconds: spin while there is traffic, sleep in
  * short slices (LAPIC timer) when there has been none for a while. */
-struct clock;
 void vsock_service_idle(const struct clock *clock, uint64_t ms);
