@@ -60,7 +60,8 @@ static gboolean on_timeout(gpointer data)
 {
     struct ready_wait *wait = data;
     wait->timeout_id = 0;
-    finish_wait(wait, SOUP_STATUS_REQUEST_TIMEOUT, NULL,
+    /* 504, not 408: the client was on time, the guest was not. */
+    finish_wait(wait, SOUP_STATUS_GATEWAY_TIMEOUT, NULL,
                 "the guest did not announce readiness in time");
     return G_SOURCE_REMOVE;
 }

@@ -257,7 +257,7 @@ class Lifecycle(unittest.TestCase):
         s.expect("PUT", "vm.create", 204, body=self.vsock_config("vsnap.delay_ms=20000"))
         s.expect("PUT", "vm.boot", 204)
         status, reply, seconds = self.long_poll("?timeout_ms=300")()
-        self.assertEqual(status, 408, reply)
+        self.assertEqual(status, 504, reply)
         self.assertLess(seconds, 5)
         join = self.long_poll("?timeout_ms=30000")
         time.sleep(0.3)
