@@ -82,11 +82,16 @@ class EventsTest(DaemonTest):
                 None, libvirt.VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE,
                 lambda conn, dom, state, reason, opaque: seen["agent"].append(state), None),
         ]
-        dom = a.defineXML(domain_xml(
-            "e2", cmdline="vsnap.fill_mib=1 vsnap.reboot_after_ready=1"))
+        dom = a.defineXML(domain_xml("e2"))
         dom.create()
-        # The guest resets itself after `ready`; on_reboot=restart keeps it going.
+        # The guest pushes readiness over vsock: agent-lifecycle "connected".
+        wait_for(lambda: seen["agent"], what="agent-lifecycle event")
+        self.assertEqual(seen["agent"],
+                         [libvirt.VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED])
+        dom.reboot()
         wait_for(lambda: len(seen["reboot"]) >= 1, what="reboot event")
+        # The rebooted guest announces readiness again.
+        wait_for(lambda: len(seen["agent"]) >= 2, what="readiness after the reboot")
         dom.destroy()
         dom.undefine()
         expected = [("e2", libvirt.VIR_DOMAIN_EVENT_DEFINED, libvirt.VIR_DOMAIN_EVENT_DEFINED_ADDED),
@@ -103,6 +108,33 @@ class EventsTest(DaemonTest):
             conn.domainEventDeregisterAny(cid)
         a.close()
         b.close()
+
+    def test_guest_reset_and_on_reboot(self):
+        v = self.daemon.virsh
+        watcher = subprocess.Popen(["virsh", "-c", self.daemon.uri, "event", "--loop", "--all",
+                                    "--timeout", "60"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            time.sleep(1)
+            # on_reboot=restart: the guest resets itself after `ready` and keeps going.
+            self.define("g1", cmdline="vsnap.fill_mib=1 vsnap.reboot_after_ready=1")
+            v("start", "g1")
+            # on_reboot=destroy: the guest's reset ends the domain.
+            self.define("g2", cmdline="vsnap.fill_mib=1 vsnap.reboot_after_ready=1",
+                        on_reboot="destroy")
+            v("start", "g2")
+            wait_for(lambda: self.state("g2") == "shut off (shutdown)", what="reset as poweroff")
+            v("destroy", "g1")
+            time.sleep(0.5)
+        finally:
+            watcher.terminate()
+            out, _ = watcher.communicate(timeout=10)
+        self.assertIn("event 'reboot' for domain 'g1'", out)
+        self.assertIn("event 'reboot' for domain 'g2'", out)
+        g2 = [l.split(": ", 1)[1] for l in out.splitlines()
+              if l.startswith("event 'lifecycle' for domain 'g2'")]
+        self.assertEqual(g2, ["Defined Added", "Started Booted",
+                              "Shutdown Finished after guest request", "Stopped Shutdown"], out)
 
     def test_domain_filter(self):
         EventLoop.ensure()

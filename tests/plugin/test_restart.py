@@ -28,6 +28,7 @@ class RestartTest(DaemonTest):
         v("start", "r2")
         v("suspend", "r2")
         ids = {n: v("domid", n).stdout.strip() for n in ("r1", "r2")}
+        wait_for(lambda: "vsnap.ready=yes" in v("domstats", "r1").stdout, what="readiness")
         pids = self.daemon.shim_pids()
         for sig in (signal.SIGTERM, signal.SIGKILL):
             self.daemon.stop(sig)
@@ -37,6 +38,7 @@ class RestartTest(DaemonTest):
             self.assertEqual({n: v("domid", n).stdout.strip() for n in ("r1", "r2")}, ids)
             self.assertEqual(self.state("r1"), "running (booted)")
             self.assertEqual(self.state("r2"), "paused (user)")
+            self.assertIn("vsnap.ready=yes", v("domstats", "r1").stdout)
         # The new daemon drives them and watches them.
         v("resume", "r2")
         v("shutdown", "r2")
