@@ -61,6 +61,22 @@ class RestartTest(DaemonTest):
         self.assertEqual(self.state("gone"), "shut off (crashed)")
         self.assertEqual(self.daemon.shim_pids(), {})
 
+    def test_readiness_while_daemon_is_down(self):
+        # The guest announces readiness 1.5 s after boot, while no daemon reads
+        # the event FIFO: the shim must survive writing to it, and the next
+        # daemon learns readiness from vm.info.
+        self.define("late", cmdline="vsnap.fill_mib=1 vsnap.delay_ms=1500")
+        self.daemon.virsh("start", "late")
+        pid = self.daemon.shim_pids()["late"]
+        self.daemon.stop()
+        import time
+        time.sleep(3)
+        self.assertTrue(alive(pid))
+        self.daemon.start()
+        self.assertEqual(self.state("late"), "running (booted)")
+        self.assertIn("vsnap.ready=yes", self.daemon.virsh("domstats", "late").stdout)
+        self.daemon.virsh("destroy", "late")
+
     def test_transient_domain_survives_restart(self):
         conn = self.daemon.connect()
         conn.createXML(domain_xml("tr"))
