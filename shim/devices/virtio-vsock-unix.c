@@ -6,7 +6,6 @@
  * "<socket>_<port>".
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <gio/gio.h>
 #include <stdio.h>
 #include <string.h>
@@ -254,15 +253,13 @@ int vsock_unix_dial(struct virtio_vsock *dev, uint32_t port)
         g_message("virtio-vsock: guest connection to port %u: %s", port, error->message);
         return -1;
     }
-    /* Blocking connect: a UNIX connect completes at once or fails at once. */
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Non-blocking: a UNIX connect completes at once, or fails at once with
+     * EAGAIN when the listener's backlog is full. A blocking one would stall
+     * the device thread (and with it every vCPU touching the device). */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
         if (fd >= 0)
             close(fd);
-        return -1;
-    }
-    if (fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
-        close(fd);
         return -1;
     }
     return fd;
