@@ -63,6 +63,25 @@ bool guest_memory_init(struct guest_memory *mem, uint64_t size, GError **error)
     return true;
 }
 
+/* persist: begin */
+bool guest_memory_adopt(struct guest_memory *mem, uint8_t *host, uint64_t size, int fd, GError **error)
+{
+    memset(mem, 0, sizeof(*mem));
+    mem->fd = -1;
+    if (!host || size == 0 || size % GUEST_PAGE_SIZE != 0) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "guest memory of %" G_GUINT64_FORMAT " bytes is not a positive multiple of 4 KiB", size);
+        return false;
+    }
+    madvise(host, size, MADV_DONTDUMP);
+    mem->host = host;
+    mem->size = size;
+    mem->fd = fd;
+    layout_regions(mem);
+    return true;
+}
+/* persist: end */
+
 void guest_memory_release(struct guest_memory *mem)
 {
     if (mem->host)

@@ -39,6 +39,9 @@ struct guest_memory {
 /* Allocate RAM of size bytes (not touched). */
 bool guest_memory_init(struct guest_memory *mem, uint64_t size, GError **error);
 void guest_memory_release(struct guest_memory *mem);
+/* persist: take over a mapping made elsewhere (a restore's merged RAM image):
+ * host is size bytes, fd backs it or is -1; released like RAM of init. */
+bool guest_memory_adopt(struct guest_memory *mem, uint8_t *host, uint64_t size, int fd, GError **error);
 
 /* Host pointer for [gpa, gpa + len) if it lies inside one RAM region, else NULL. */
 void *guest_memory_ptr(const struct guest_memory *mem, uint64_t gpa, uint64_t len);

@@ -74,6 +74,10 @@ struct vm {
     struct acpi_pm *acpi_pm;
     struct virtio_vsock *vsock; /* NULL without a vsock config */
 
+    /* persist: snapshot state kept with the VM (shim/persist/), released by vm_free */
+    void *persist;
+    void (*persist_release)(void *persist);
+
     _Atomic uint64_t *vmm_dirty; /* one bit per RAM page, by RAM offset */
     size_t vmm_dirty_words;
 

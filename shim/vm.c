@@ -117,14 +117,22 @@ static bool create_kvm_vm(struct vm *vm, GError **error)
 
 /* RAM: one memfd mapping, one KVM memory slot per region (slot n is
  * mem.regions[n], which is what dirty-log users need to know). */
-static bool setup_memory(struct vm *vm, const struct memory_config *cfg, GError **error)
+static bool setup_memory(struct vm *vm, const struct memory_config *cfg, struct guest_memory *restored,
+                         GError **error)
 {
-    if (!guest_memory_init(&vm->mem, cfg->size, error))
+    /* persist: begin (a restore hands over RAM it prepared: fresh, copied or merged) */
+    if (restored) {
+        vm->mem = *restored;
+        *restored = (struct guest_memory){ .fd = -1 };
+    } else if (!guest_memory_init(&vm->mem, cfg->size, error)) {
         return false;
+    }
+    /* persist: end */
     for (unsigned i = 0; i < vm->mem.nregions; i++) {
         const struct guest_region *r = &vm->mem.regions[i];
         struct kvm_userspace_memory_region slot = {
             .slot = i,
+            .flags = KVM_MEM_LOG_DIRTY_PAGES, /* persist: diff snapshots need the dirty log from boot on */
             .guest_phys_addr = r->gpa,
             .memory_size = r->size,
             .userspace_addr = (uint64_t)(uintptr_t)(vm->mem.host + r->ram_offset),
@@ -261,10 +269,9 @@ static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **er
     return boot_setup_bsp(vm->vcpus[0].fd, &entry, error);
 }
 
-struct vm *vm_new(const struct vm_config *cfg, const struct vm_callbacks *cb, GError **error)
+/* persist: begin (vm_new and vm_new_for_restore share the empty VM) */
+static struct vm *vm_alloc(const struct vm_callbacks *cb)
 {
-    if (!check_config(cfg, error))
-        return NULL;
     struct vm *vm = g_new0(struct vm, 1);
     vm->kvm_fd = vm->vm_fd = -1;
     vm->mem.fd = -1;
@@ -278,7 +285,15 @@ struct vm *vm_new(const struct vm_config *cfg, const struct vm_callbacks *cb, GE
     bus_init(&vm->mmio);
     vm->state = VM_RUN_CREATED;
     vcpu_install_kick_handler();
-    if (!open_kvm(vm, error) || !create_kvm_vm(vm, error) || !setup_memory(vm, &cfg->memory, error) ||
+    return vm;
+}
+
+struct vm *vm_new(const struct vm_config *cfg, const struct vm_callbacks *cb, GError **error)
+{
+    if (!check_config(cfg, error))
+        return NULL;
+    struct vm *vm = vm_alloc(cb);
+    if (!open_kvm(vm, error) || !create_kvm_vm(vm, error) || !setup_memory(vm, &cfg->memory, NULL, error) ||
         !setup_devices(vm, cfg, error) || !create_vcpus(vm, cfg->cpus.boot_vcpus, error) ||
         !load_payload(vm, cfg, error)) {
         vm_free(vm);
@@ -286,6 +301,27 @@ struct vm *vm_new(const struct vm_config *cfg, const struct vm_callbacks *cb, GE
     }
     return vm;
 }
+
+struct vm *vm_new_for_restore(const struct vm_config *cfg, const struct vm_callbacks *cb,
+                              struct guest_memory *ram, GError **error)
+{
+    if (!check_config(cfg, error))
+        return NULL;
+    if (ram->size != cfg->memory.size) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "restored RAM has %" G_GUINT64_FORMAT " bytes, the config says %" G_GUINT64_FORMAT,
+                    ram->size, cfg->memory.size);
+        return NULL;
+    }
+    struct vm *vm = vm_alloc(cb);
+    if (!open_kvm(vm, error) || !create_kvm_vm(vm, error) || !setup_memory(vm, &cfg->memory, ram, error) ||
+        !setup_devices(vm, cfg, error) || !create_vcpus(vm, cfg->cpus.boot_vcpus, error)) {
+        vm_free(vm);
+        return NULL;
+    }
+    return vm;
+}
+/* persist: end */
 
 void vm_free(struct vm *vm)
 {
@@ -296,6 +332,9 @@ void vm_free(struct vm *vm)
         return;
     }
     vm_stop_vcpu_threads(vm);
+    /* persist: snapshot state (an on-demand RAM server) goes before devices and RAM */
+    if (vm->persist_release)
+        vm->persist_release(vm->persist);
     for (unsigned i = 0; i < vm->nvcpus; i++)
         vcpu_destroy(&vm->vcpus[i]);
     g_free(vm->vcpus);

@@ -46,6 +46,16 @@ struct guest_memory;
  * CPUID/MSRs, devices, payload loaded. vCPUs are not running yet. */
 struct vm *vm_new(const struct vm_config *cfg, const struct vm_callbacks *cb, GError **error);
 
+/* persist: begin */
+/* Build the VM of cfg for a restore: the same KVM VM, devices and vCPUs as
+ * vm_new, but no payload is loaded and guest RAM is `ram`, prepared by the
+ * caller (fresh, filled by copy, a merged image, or registered for on-demand
+ * filling), which the VM takes over (*ram is left empty). The caller then
+ * loads the vCPU, VM and device state before any vCPU runs (shim/persist/). */
+struct vm *vm_new_for_restore(const struct vm_config *cfg, const struct vm_callbacks *cb,
+                              struct guest_memory *ram, GError **error);
+/* persist: end */
+
 /* Start the vCPU threads (first boot). */
 bool vm_start(struct vm *vm, GError **error);
 

@@ -368,6 +368,63 @@ void vmm_request_exit(struct vmm *vmm)
         vmm->exit_requested(vmm->exit_data);
 }
 
+/* persist: begin ---------------------------------------------------------------- */
+
+struct vm *vmm_get_vm(struct vmm *vmm)
+{
+    return vmm->vm;
+}
+
+const struct vm_config *vmm_get_config(const struct vmm *vmm)
+{
+    return vmm->config;
+}
+
+static struct vm_link *new_link(struct vmm *vmm)
+{
+    struct vm_link *link = g_new0(struct vm_link, 1);
+    link->vmm = vmm;
+    link->generation = vmm->generation;
+    link->callbacks = (struct vm_callbacks){
+        .on_guest_stop = on_guest_stop,
+        .on_guest_ready = on_guest_ready,
+        .opaque = link,
+    };
+    return link;
+}
+
+bool vmm_restore(struct vmm *vmm, vmm_vm_builder build, void *data, bool resume, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    struct vm_config *cfg = NULL;
+
+    if (vmm->state != VMM_STATE_NOT_CREATED) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE,
+                    "cannot restore: a VM exists already (%s); restore into a shim without a VM, or "
+                    "vm.delete first", vmm_state_to_string(vmm->state));
+        return false;
+    }
+    emit(vmm, "restoring");
+    struct vm_link *link = new_link(vmm);
+    struct vm *vm = build(data, &link->callbacks, &cfg, &local);
+    if (!vm) {
+        g_free(link);
+        g_free(vmm->last_error);
+        vmm->last_error = g_strdup(local->message);
+        g_propagate_error(error, g_steal_pointer(&local));
+        return false;
+    }
+    vmm->vm = vm;
+    vmm->link = link;
+    vmm->config = cfg;
+    vmm->state = VMM_STATE_PAUSED;
+    g_clear_pointer(&vmm->last_error, g_free);
+    emit(vmm, "restored");
+    return !resume || vmm_resume(vmm, error);
+}
+
+/* persist: end ------------------------------------------------------------------ */
+
 /* ---- what the guest did (arrives on vCPU / device threads) --------------------- */
 
 struct guest_stop {

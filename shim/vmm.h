@@ -55,6 +55,21 @@ void vmm_request_exit(struct vmm *vmm);
 JsonNode *vmm_info(struct vmm *vmm, GError **error);
 JsonNode *vmm_counters(struct vmm *vmm, GError **error);
 
+/* persist: begin (vm.snapshot / vm.restore: api/snapshot.c and shim/persist/) */
+struct vm;
+struct vm_callbacks;
+/* The VM (NULL when none is built) and its config (NULL when not created). */
+struct vm *vmm_get_vm(struct vmm *vmm);
+const struct vm_config *vmm_get_config(const struct vmm *vmm);
+/* Builds a VM some other way than booting (a restore): returns it with its
+ * vCPUs parked and *cfg set to the config it runs with. */
+typedef struct vm *(*vmm_vm_builder)(void *data, const struct vm_callbacks *cb, struct vm_config **cfg,
+                                     GError **error);
+/* Only without a VM (405 otherwise). Emits restoring/restored; the VM is then
+ * Paused, or resumed (resuming/resumed) when resume is true. */
+bool vmm_restore(struct vmm *vmm, vmm_vm_builder build, void *data, bool resume, GError **error);
+/* persist: end */
+
 /* Readiness (for GET vm.wait-ready): the guest's announcement since the last
  * boot, as JSON text, or NULL. A watch is called once, on the main thread, with
  * the announcement, or with NULL when the VM stops before announcing; it is

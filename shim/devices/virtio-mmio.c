@@ -332,3 +332,116 @@ char *virtio_mmio_cmdline_entry(const struct virtio_mmio *t)
 {
     return g_strdup_printf("virtio_mmio.device=4K@0x%" G_GINT64_MODIFIER "x:%u", t->base, t->gsi);
 }
+
+/* persist: begin */
+static void add_int(JsonBuilder *b, const char *name, gint64 value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, value);
+}
+
+void virtio_mmio_save_state(const struct virtio_mmio *t, JsonBuilder *b)
+{
+    json_builder_begin_object(b);
+    add_int(b, "status", t->status);
+    add_int(b, "device_features_sel", t->device_features_sel);
+    add_int(b, "driver_features_sel", t->driver_features_sel);
+    add_int(b, "driver_features_lo", (uint32_t)t->driver_features);
+    add_int(b, "driver_features_hi", (uint32_t)(t->driver_features >> 32));
+    add_int(b, "queue_sel", t->queue_sel);
+    add_int(b, "interrupt_status", t->interrupt_status);
+    add_int(b, "config_generation", t->config_generation);
+    json_builder_set_member_name(b, "queues");
+    json_builder_begin_array(b);
+    for (unsigned i = 0; i < t->ops->nqueues; i++) {
+        const struct virtq *q = &t->queues[i];
+        json_builder_begin_object(b);
+        add_int(b, "size", q->size);
+        add_int(b, "ready", q->ready);
+        add_int(b, "desc_gpa", (gint64)q->desc_gpa);
+        add_int(b, "avail_gpa", (gint64)q->avail_gpa);
+        add_int(b, "used_gpa", (gint64)q->used_gpa);
+        add_int(b, "last_avail_idx", q->last_avail_idx);
+        add_int(b, "used_idx", q->used_idx);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+}
+
+static bool get_int(JsonObject *obj, const char *name, uint64_t max, uint64_t *out, GError **error)
+{
+    JsonNode *node = json_object_get_member(obj, name);
+    if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_INT64 ||
+        json_node_get_int(node) < 0 || (uint64_t)json_node_get_int(node) > max) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                    "virtio-mmio state: \"%s\" is missing or out of range", name);
+        return false;
+    }
+    *out = (uint64_t)json_node_get_int(node);
+    return true;
+}
+
+static bool restore_queue(struct virtq *q, JsonObject *obj, unsigned index, GError **error)
+{
+    uint64_t size, ready, desc, avail, used, last_avail, used_idx;
+    if (!get_int(obj, "size", VIRTQ_MAX_SIZE, &size, error) || !get_int(obj, "ready", 1, &ready, error) ||
+        !get_int(obj, "desc_gpa", G_MAXINT64, &desc, error) || !get_int(obj, "avail_gpa", G_MAXINT64, &avail, error) ||
+        !get_int(obj, "used_gpa", G_MAXINT64, &used, error) ||
+        !get_int(obj, "last_avail_idx", G_MAXUINT16, &last_avail, error) ||
+        !get_int(obj, "used_idx", G_MAXUINT16, &used_idx, error))
+        return false;
+    q->size = (uint16_t)size;
+    q->desc_gpa = desc;
+    q->avail_gpa = avail;
+    q->used_gpa = used;
+    q->last_avail_idx = (uint16_t)last_avail;
+    q->used_idx = (uint16_t)used_idx;
+    q->ready = false;
+    if (ready && !virtq_validate(q, error)) {
+        g_prefix_error(error, "virtio-mmio state: queue %u: ", index);
+        return false;
+    }
+    q->ready = ready;
+    return true;
+}
+
+bool virtio_mmio_restore_state(struct virtio_mmio *t, JsonObject *obj, GError **error)
+{
+    uint64_t status, dfs, drfs, lo, hi, sel, isr, gen;
+    if (!get_int(obj, "status", 0xff, &status, error) || !get_int(obj, "device_features_sel", G_MAXUINT32, &dfs, error) ||
+        !get_int(obj, "driver_features_sel", G_MAXUINT32, &drfs, error) ||
+        !get_int(obj, "driver_features_lo", G_MAXUINT32, &lo, error) ||
+        !get_int(obj, "driver_features_hi", G_MAXUINT32, &hi, error) ||
+        !get_int(obj, "queue_sel", G_MAXUINT32, &sel, error) ||
+        !get_int(obj, "interrupt_status", G_MAXUINT32, &isr, error) ||
+        !get_int(obj, "config_generation", G_MAXUINT32, &gen, error))
+        return false;
+    JsonNode *node = json_object_get_member(obj, "queues");
+    JsonArray *queues = node && JSON_NODE_HOLDS_ARRAY(node) ? json_node_get_array(node) : NULL;
+    if (!queues || json_array_get_length(queues) != t->ops->nqueues) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                    "virtio-mmio state: %s needs %u queues", t->ops->name, t->ops->nqueues);
+        return false;
+    }
+    for (unsigned i = 0; i < t->ops->nqueues; i++) {
+        JsonNode *qn = json_array_get_element(queues, i);
+        if (!JSON_NODE_HOLDS_OBJECT(qn)) {
+            g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "virtio-mmio state: queue %u is not an object", i);
+            return false;
+        }
+        if (!restore_queue(&t->queues[i], json_node_get_object(qn), i, error))
+            return false;
+    }
+    t->device_features_sel = (uint32_t)dfs;
+    t->driver_features_sel = (uint32_t)drfs;
+    t->driver_features = lo | (hi << 32);
+    t->queue_sel = (uint32_t)sel;
+    t->interrupt_status = (uint32_t)isr;
+    t->config_generation = (uint32_t)gen;
+    t->status = (uint32_t)status;
+    if (virtio_mmio_is_active(t))
+        t->ops->activate(t->opaque);
+    return true;
+}
+/* persist: end */

@@ -320,3 +320,38 @@ void virtio_vsock_transport_reset(struct virtio_vsock *dev)
         vsock_process_event(dev);
     g_mutex_unlock(&dev->transport.lock);
 }
+
+/* persist: begin */
+void virtio_vsock_quiesce(struct virtio_vsock *dev)
+{
+    g_mutex_lock(&dev->transport.lock);
+}
+
+void virtio_vsock_unquiesce(struct virtio_vsock *dev)
+{
+    g_mutex_unlock(&dev->transport.lock);
+}
+
+void virtio_vsock_save_state(struct virtio_vsock *dev, JsonBuilder *b)
+{
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "guest_cid");
+    json_builder_add_int_value(b, (gint64)dev->guest_cid);
+    json_builder_set_member_name(b, "transport");
+    virtio_mmio_save_state(&dev->transport, b);
+    json_builder_end_object(b);
+}
+
+bool virtio_vsock_restore_state(struct virtio_vsock *dev, JsonObject *obj, GError **error)
+{
+    JsonNode *node = json_object_get_member(obj, "transport");
+    if (!node || !JSON_NODE_HOLDS_OBJECT(node)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "virtio-vsock state: \"transport\" is missing");
+        return false;
+    }
+    g_mutex_lock(&dev->transport.lock);
+    bool ok = virtio_mmio_restore_state(&dev->transport, json_node_get_object(node), error);
+    g_mutex_unlock(&dev->transport.lock);
+    return ok;
+}
+/* persist: end */

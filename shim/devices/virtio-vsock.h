@@ -41,3 +41,14 @@ void virtio_vsock_add_counters(struct virtio_vsock *dev, JsonBuilder *builder);
  * guest, as after a restore: the guest's sockets see a reset and its agent
  * announces readiness again. */
 void virtio_vsock_transport_reset(struct virtio_vsock *dev);
+
+/* persist: begin (snapshots). quiesce holds the device still (its thread waits,
+ * nothing is written into guest RAM) until unquiesce; save_state runs between
+ * the two. restore_state loads the transport and queues of a snapshot into a
+ * fresh device; connections are not restored: call
+ * virtio_vsock_transport_reset afterwards. */
+void virtio_vsock_quiesce(struct virtio_vsock *dev);
+void virtio_vsock_unquiesce(struct virtio_vsock *dev);
+void virtio_vsock_save_state(struct virtio_vsock *dev, JsonBuilder *b);
+bool virtio_vsock_restore_state(struct virtio_vsock *dev, JsonObject *obj, GError **error);
+/* persist: end */

@@ -1,0 +1,233 @@
+/* vm.snapshot and vm.restore (Cloud Hypervisor's bodies plus vsnap's optional
+ * fields), on top of shim/persist/.
+ *
+ *   PUT vm.snapshot {"destination_url": "file:///dir",
+ *                    "mode": "full" | "diff", "parent_url": "file:///parent"}
+ *   PUT vm.restore  {"source_url": "file:///dir", "prefault": false, "resume": false,
+ *                    "memory_restore_mode": "copy" | "ondemand" | "merge",
+ *                    "ondemand_block_size": 65536, "prefetch": false,
+ *                    "config_overrides": {"vsock": {"socket"}, "serial": {...}, "console": {...}}}
+ */
+#define G_LOG_DOMAIN "vsnap-shim"
+
+#include "api/routes.h"
+#include "persist/persist.h"
+
+#define MAX_BLOCK_SIZE (2u << 20)
+#define MIN_BLOCK_SIZE 4096u
+
+/* persist's errors say whose fault it was: the request's (400) or not (500). */
+static void to_shim_error(GError **error)
+{
+    if (!error || !*error || (*error)->domain == SHIM_ERROR)
+        return;
+    int code = (*error)->domain == PERSIST_ERROR && (*error)->code == PERSIST_ERROR_INVALID ? SHIM_ERROR_INVALID
+                                                                                           : SHIM_ERROR_FAILED;
+    GError *shim = g_error_new_literal(SHIM_ERROR, code, (*error)->message);
+    g_clear_error(error);
+    *error = shim;
+}
+
+static JsonObject *parse_body(struct api_request *req, const char *endpoint, GError **error,
+                              JsonParser *parser)
+{
+    gsize len;
+    const char *text = g_bytes_get_data(req->body, &len);
+    if (len == 0) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "%s needs a JSON body", endpoint);
+        return NULL;
+    }
+    g_autoptr(GError) local = NULL;
+    if (!json_parser_load_from_data(parser, text, (gssize)len, &local)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "%s: bad JSON: %s", endpoint, local->message);
+        return NULL;
+    }
+    JsonNode *root = json_parser_get_root(parser);
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "%s: the body must be a JSON object", endpoint);
+        return NULL;
+    }
+    return json_node_get_object(root);
+}
+
+static bool check_members(JsonObject *obj, const char *endpoint, const char *const *known, GError **error)
+{
+    g_autoptr(GList) members = json_object_get_members(obj);
+    for (GList *l = members; l; l = l->next) {
+        if (!g_strv_contains(known, l->data)) {
+            g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "%s: unknown field \"%s\"", endpoint,
+                        (const char *)l->data);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool get_string(JsonObject *obj, const char *name, bool required, const char **out, GError **error)
+{
+    JsonNode *node = json_object_get_member(obj, name);
+    *out = NULL;
+    if (!node || JSON_NODE_HOLDS_NULL(node)) {
+        if (required)
+            g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "field \"%s\" is required", name);
+        return !required;
+    }
+    if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "field \"%s\" must be a string", name);
+        return false;
+    }
+    *out = json_node_get_string(node);
+    return true;
+}
+
+static bool get_bool(JsonObject *obj, const char *name, bool *out, GError **error)
+{
+    JsonNode *node = json_object_get_member(obj, name);
+    *out = false;
+    if (!node || JSON_NODE_HOLDS_NULL(node))
+        return true;
+    if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_BOOLEAN) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "field \"%s\" must be true or false", name);
+        return false;
+    }
+    *out = json_node_get_boolean(node);
+    return true;
+}
+
+/* ---- vm.snapshot ---- */
+
+static bool parse_snapshot(JsonObject *obj, struct persist_snapshot_request *out, GError **error)
+{
+    static const char *const known[] = { "destination_url", "mode", "parent_url", NULL };
+    const char *mode = NULL;
+    if (!check_members(obj, "vm.snapshot", known, error) ||
+        !get_string(obj, "destination_url", true, &out->destination_url, error) ||
+        !get_string(obj, "mode", false, &mode, error) || !get_string(obj, "parent_url", false, &out->parent_url, error))
+        return false;
+    if (mode && g_strcmp0(mode, "full") && g_strcmp0(mode, "diff")) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "field \"mode\" must be \"full\" or \"diff\", not \"%s\"",
+                    mode);
+        return false;
+    }
+    out->diff = !g_strcmp0(mode, "diff");
+    if (out->diff && !out->parent_url) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "a diff snapshot needs \"parent_url\"");
+        return false;
+    }
+    return true;
+}
+
+static bool require_paused(struct vmm *vmm, GError **error)
+{
+    enum vmm_state state = vmm_get_state(vmm);
+    if (state == VMM_STATE_NOT_CREATED) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_CREATED, "no VM: create or restore one first");
+        return false;
+    }
+    if (state != VMM_STATE_PAUSED) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "cannot snapshot: the VM is %s (pause it first)",
+                    vmm_state_to_string(state));
+        return false;
+    }
+    return true;
+}
+
+static void handle_snapshot(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    struct persist_snapshot_request sreq = { 0 };
+    struct persist_snapshot_result result = { 0 };
+    JsonObject *obj = parse_body(req, "vm.snapshot", &error, parser);
+    bool ok = obj && parse_snapshot(obj, &sreq, &error) && require_paused(req->vmm, &error);
+    if (ok) {
+        struct events *events = vmm_get_events(req->vmm);
+        events_emit(events, "vm", "snapshotting", NULL);
+        ok = persist_snapshot(vmm_get_vm(req->vmm), vmm_get_config(req->vmm), &sreq, &result, &error);
+        to_shim_error(&error);
+        if (ok) {
+            g_info("snapshot %s: %" G_GUINT64_FORMAT " pages, %" G_GUINT64_FORMAT " bytes in %.3f ms", result.id,
+                   result.data_pages, result.file_bytes, result.elapsed_ns / 1e6);
+            events_emit_strings(events, "vm", "snapshotted", "id", result.id, NULL);
+        }
+    }
+    reply_result(req, ok, error);
+}
+
+/* ---- vm.restore ---- */
+
+static bool parse_block_size(JsonObject *obj, uint64_t *out, GError **error)
+{
+    JsonNode *node = json_object_get_member(obj, "ondemand_block_size");
+    *out = 0;
+    if (!node || JSON_NODE_HOLDS_NULL(node))
+        return true;
+    gint64 v = JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_INT64 ? json_node_get_int(node) : -1;
+    if (v < MIN_BLOCK_SIZE || v > MAX_BLOCK_SIZE || (v & (v - 1))) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "field \"ondemand_block_size\" must be a power of two from 4096 to 2097152 bytes");
+        return false;
+    }
+    *out = (uint64_t)v;
+    return true;
+}
+
+struct restore_body {
+    struct persist_restore_request req;
+    bool resume;
+};
+
+static bool parse_restore(JsonObject *obj, struct restore_body *out, GError **error)
+{
+    static const char *const known[] = { "source_url", "prefault", "resume", "memory_restore_mode",
+                                         "ondemand_block_size", "prefetch", "config_overrides", NULL };
+    const char *mode = NULL;
+    if (!check_members(obj, "vm.restore", known, error) ||
+        !get_string(obj, "source_url", true, &out->req.source_url, error) ||
+        !get_string(obj, "memory_restore_mode", false, &mode, error) ||
+        !get_bool(obj, "prefault", &out->req.prefault, error) || !get_bool(obj, "resume", &out->resume, error) ||
+        !get_bool(obj, "prefetch", &out->req.prefetch, error) || !parse_block_size(obj, &out->req.block_size, error))
+        return false;
+    g_autoptr(GError) local = NULL;
+    if (!snap_restore_mode_parse(mode, &out->req.mode, &local)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "field \"memory_restore_mode\": %s", local->message);
+        return false;
+    }
+    if (out->req.mode != SNAP_RESTORE_ONDEMAND && (out->req.block_size || out->req.prefetch)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "\"ondemand_block_size\" and \"prefetch\" are for memory_restore_mode \"ondemand\"");
+        return false;
+    }
+    JsonNode *over = json_object_get_member(obj, "config_overrides");
+    if (over && !JSON_NODE_HOLDS_NULL(over) && !JSON_NODE_HOLDS_OBJECT(over)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "field \"config_overrides\" must be an object");
+        return false;
+    }
+    out->req.config_overrides = over && JSON_NODE_HOLDS_OBJECT(over) ? json_node_get_object(over) : NULL;
+    return true;
+}
+
+static struct vm *build_restored(void *data, const struct vm_callbacks *cb, struct vm_config **cfg, GError **error)
+{
+    const struct restore_body *body = data;
+    struct vm *vm = persist_restore(&body->req, cb, cfg, error);
+    to_shim_error(error);
+    return vm;
+}
+
+static void handle_restore(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    struct restore_body body = { 0 };
+    JsonObject *obj = parse_body(req, "vm.restore", &error, parser);
+    bool ok = obj && parse_restore(obj, &body, &error) &&
+              vmm_restore(req->vmm, build_restored, &body, body.resume, &error);
+    reply_result(req, ok, error);
+}
+
+const struct route snapshot_routes[] = {
+    { "vm.snapshot", "PUT", true, handle_snapshot },
+    { "vm.restore", "PUT", true, handle_restore },
+    { 0 },
+};

@@ -1,0 +1,21 @@
+/* Device state in state.json ("devices"): each device saves and restores its
+ * own state through functions in its file (devices/); this file only knows
+ * which devices the VM has. Devices without state of their own worth keeping
+ * (serial, i8042, ACPI PM: the test guest and Linux re-read them) start fresh. */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <stdbool.h>
+
+struct vm;
+
+/* Hold every device still (no writes into guest RAM) while a snapshot is taken. */
+void devices_quiesce(struct vm *vm);
+void devices_unquiesce(struct vm *vm);
+/* Member "devices"; between quiesce and unquiesce. */
+void devices_state_save(struct vm *vm, JsonBuilder *b);
+bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error);
+/* After a restore: tell the guest its vsock connections are gone
+ * (VIRTIO_VSOCK_EVENT_TRANSPORT_RESET), so it reconnects and says READY again. */
+void devices_after_restore(struct vm *vm);

@@ -1,0 +1,66 @@
+/* vm.snapshot and vm.restore below the API: Cloud Hypervisor's snapshot
+ * directory (config.json, state.json, memory-ranges) with vsnap's memory
+ * layers (shim/snapshot/): full or diff, and restore by copy, merge or on
+ * demand.
+ *
+ * Directory contents:
+ *   config.json    the VmConfig (api/config-json.h), as vm.info shows it
+ *   state.json     {"vsnap_state_version": 1,
+ *                   "memory": {"layer": "memory-ranges", "kind": "full"|"diff",
+ *                              "id", "parent_id", "parent_url", "ram_size"},
+ *                   "kvm": {...}, "vcpus": [...], "devices": {...}}
+ *   memory-ranges  the layer (shim/snapshot/layer.h), a diff naming its parent
+ *
+ * A snapshot is written into a temporary directory beside the destination and
+ * renamed into place once complete and fsynced: on any error nothing of it
+ * remains, the VM is as it was and its dirty pages are kept for the next try.
+ */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "persist/state-json.h"
+#include "snapshot/restore-mode.h"
+#include "vm.h"
+
+#define PERSIST_LAYER_FILE "memory-ranges"
+#define PERSIST_STATE_VERSION 1
+
+struct persist_snapshot_request {
+    const char *destination_url; /* file:///dir: must not exist or be an empty directory */
+    bool diff;
+    const char *parent_url;      /* diff: the VM's last snapshot */
+};
+
+struct persist_snapshot_result {
+    char id[37];
+    uint64_t data_pages;
+    uint64_t file_bytes;
+    uint64_t elapsed_ns;
+};
+
+/* The VM must be paused. result may be NULL. */
+bool persist_snapshot(struct vm *vm, const struct vm_config *cfg, const struct persist_snapshot_request *req,
+                      struct persist_snapshot_result *result, GError **error);
+
+struct persist_restore_request {
+    const char *source_url;
+    enum snap_restore_mode mode;
+    bool prefault;             /* bring every page in before the vCPUs run */
+    uint64_t block_size;       /* on demand: fault block, 0 = default (64 KiB) */
+    bool prefetch;             /* on demand: background prefetch once running */
+    JsonObject *config_overrides; /* NULL or {vsock: {socket}, serial: {...}, console: {...}} */
+};
+
+/* Build the VM of the snapshot at source_url, paused (vCPU threads parked):
+ * vm_resume runs it. *cfg_out receives the config it runs with (overrides
+ * applied). */
+struct vm *persist_restore(const struct persist_restore_request *req, const struct vm_callbacks *cb,
+                           struct vm_config **cfg_out, GError **error);
+
+/* Parse a file:// URL (or a plain absolute path) into a path. */
+char *persist_path_from_url(const char *url, const char *field, GError **error);

@@ -1,0 +1,319 @@
+/* vm.restore: config.json + state.json of the top snapshot, the chain of
+ * memory layers down to the base, RAM by copy, merge or on demand, then the
+ * VM built without booting, its state loaded, vCPUs parked. See persist.h. */
+#define G_LOG_DOMAIN "vsnap-shim"
+
+#include "persist/persist.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+
+#include "api/config-json.h"
+#include "persist/cpu-state.h"
+#include "persist/devices-state.h"
+#include "persist/snapshot-dir.h"
+#include "persist/vm-persist.h"
+#include "snapshot/restore.h"
+#include "vm-internal.h"
+
+/* ---- config.json and its overrides ---- */
+
+static bool override_section(JsonObject *config, JsonObject *overrides, const char *section,
+                             const char *const *allowed, GError **error)
+{
+    JsonNode *node = json_object_get_member(overrides, section);
+    if (!node)
+        return true;
+    if (!JSON_NODE_HOLDS_OBJECT(node)) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "config_overrides.%s must be an object", section);
+        return false;
+    }
+    JsonObject *over = json_node_get_object(node);
+    if (!json_object_has_member(config, section) || !JSON_NODE_HOLDS_OBJECT(json_object_get_member(config, section)))
+        json_object_set_object_member(config, section, json_object_new());
+    JsonObject *target = json_object_get_object_member(config, section);
+    g_autoptr(GList) members = json_object_get_members(over);
+    for (GList *l = members; l; l = l->next) {
+        if (!g_strv_contains(allowed, l->data)) {
+            g_autofree char *list = g_strjoinv(", ", (char **)allowed);
+            g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                        "config_overrides.%s.%s cannot be overridden (only %s)", section, (const char *)l->data,
+                        list);
+            return false;
+        }
+        json_object_set_member(target, l->data, json_node_copy(json_object_get_member(over, l->data)));
+    }
+    return true;
+}
+
+static bool apply_overrides(JsonObject *config, JsonObject *overrides, GError **error)
+{
+    static const char *const console_fields[] = { "mode", "file", "socket", NULL };
+    static const char *const vsock_fields[] = { "socket", NULL };
+    static const char *const sections[] = { "serial", "console", "vsock", NULL };
+    g_autoptr(GList) members = json_object_get_members(overrides);
+    for (GList *l = members; l; l = l->next) {
+        if (!g_strv_contains(sections, l->data)) {
+            g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                        "config_overrides.%s is not supported (serial, console and vsock are)", (const char *)l->data);
+            return false;
+        }
+    }
+    if (json_object_has_member(overrides, "vsock") && !json_object_has_member(config, "vsock")) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                    "config_overrides.vsock: the snapshot's VM has no vsock device");
+        return false;
+    }
+    return override_section(config, overrides, "serial", console_fields, error) &&
+           override_section(config, overrides, "console", console_fields, error) &&
+           override_section(config, overrides, "vsock", vsock_fields, error);
+}
+
+static struct vm_config *load_config(const char *dir, JsonObject *overrides, GError **error)
+{
+    g_autofree char *path = g_build_filename(dir, "config.json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) local = NULL;
+    if (!json_parser_load_from_mapped_file(parser, path, &local)) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "snapshot %s: cannot read config.json: %s", dir,
+                    local->message);
+        return NULL;
+    }
+    JsonNode *root = json_parser_get_root(parser);
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "snapshot %s: config.json is not an object", dir);
+        return NULL;
+    }
+    if (overrides && !apply_overrides(json_node_get_object(root), overrides, error))
+        return NULL;
+    struct vm_config *cfg = vm_config_from_json(root, &local);
+    if (!cfg) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "snapshot %s: config.json%s: %s", dir,
+                    overrides ? " with config_overrides" : "", local->message);
+        return NULL;
+    }
+    return cfg;
+}
+
+/* ---- the chain ---- */
+
+/* Layer paths base first, following parent_url from the top snapshot down.
+ * Ids are checked pairwise here (a parent_url that names another snapshot
+ * than the one the diff was taken on) and again by snap_chain_open. */
+static GPtrArray *chain_paths(const struct snapshot_meta *top, GError **error)
+{
+    g_autoptr(GPtrArray) paths = g_ptr_array_new_with_free_func(g_free);
+    struct snapshot_meta cur = { 0 };
+    cur.diff = top->diff;
+    cur.parent_id = top->parent_id;
+    cur.parent_url = g_strdup(top->parent_url);
+    g_ptr_array_add(paths, g_strdup(top->layer_path));
+    bool ok = true;
+    while (ok && cur.diff) {
+        if (paths->len >= SNAP_MAX_CHAIN) {
+            g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                        "the snapshot chain is longer than %u layers (a parent_url loop?)", SNAP_MAX_CHAIN);
+            ok = false;
+            break;
+        }
+        g_autofree char *dir = persist_path_from_url(cur.parent_url, "parent_url in state.json", error);
+        struct snapshot_meta parent;
+        ok = dir && snapshot_dir_read(dir, &parent, NULL, error);
+        if (!ok)
+            break;
+        if (!snap_id_equal(&parent.id, &cur.parent_id)) {
+            char want[37], got[37];
+            snap_id_to_string(&cur.parent_id, want);
+            snap_id_to_string(&parent.id, got);
+            g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                        "snapshot %s is %s, but the diff above it was taken on %s (wrong parent)", dir, got, want);
+            snapshot_meta_clear(&parent);
+            ok = false;
+            break;
+        }
+        g_ptr_array_add(paths, g_strdup(parent.layer_path));
+        snapshot_meta_clear(&cur);
+        cur = parent;
+    }
+    snapshot_meta_clear(&cur);
+    if (!ok)
+        return NULL;
+    /* Base first. */
+    for (guint i = 0, j = paths->len - 1; i < j; i++, j--) {
+        gpointer t = paths->pdata[i];
+        paths->pdata[i] = paths->pdata[j];
+        paths->pdata[j] = t;
+    }
+    return g_steal_pointer(&paths);
+}
+
+static struct snap_chain *open_chain(const struct snapshot_meta *top, uint64_t ram_size, GError **error)
+{
+    g_autoptr(GPtrArray) paths = chain_paths(top, error);
+    if (!paths)
+        return NULL;
+    g_autoptr(GError) local = NULL;
+    struct snap_chain *chain = snap_chain_open((const char *const *)paths->pdata, paths->len, SNAP_CHAIN_DEFAULT,
+                                               &local);
+    if (!chain) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "%s", local->message);
+        return NULL;
+    }
+    if (chain->ram_size != ram_size) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                    "the memory layers hold %" G_GUINT64_FORMAT " bytes of RAM, config.json says %" G_GUINT64_FORMAT,
+                    chain->ram_size, ram_size);
+        snap_chain_free(chain);
+        return NULL;
+    }
+    return chain;
+}
+
+/* ---- RAM ---- */
+
+static bool snap_failed(GError **error, GError *local, const char *what)
+{
+    int code = local->domain == SNAP_ERROR && local->code != SNAP_ERROR_IO && local->code != SNAP_ERROR_UFFD
+                   ? PERSIST_ERROR_INVALID : PERSIST_ERROR_FAILED;
+    g_set_error(error, PERSIST_ERROR, code, "%s: %s", what, local->message);
+    return false;
+}
+
+/* RAM for the VM before it exists: filled (copy, merge) or fresh (on demand). */
+static bool prepare_ram(struct snap_chain *chain, enum snap_restore_mode mode, struct guest_memory *ram,
+                        GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    if (mode == SNAP_RESTORE_MERGE) {
+        struct snap_merged_ram merged;
+        if (!snap_restore_merge(chain, NULL, &merged, &local))
+            return snap_failed(error, local, "restore by merge");
+        if (!guest_memory_adopt(ram, merged.host, merged.size, merged.fd, error)) {
+            snap_merged_ram_release(&merged);
+            return false;
+        }
+        return true;
+    }
+    if (!guest_memory_init(ram, chain->ram_size, error))
+        return false;
+    if (mode == SNAP_RESTORE_COPY && !snap_restore_copy(chain, ram->host, ram->size, &local)) {
+        guest_memory_release(ram);
+        return snap_failed(error, local, "restore by copy");
+    }
+    return true;
+}
+
+/* A data block failed its checksum while being served: the guest must never
+ * see it, so the VM stops (from the handler thread; the vCPUs waiting on the
+ * fault are kicked by the stop). */
+static void on_demand_failed(void *opaque, const GError *error)
+{
+    struct persist_vm *p = opaque;
+    g_autofree char *detail = g_strdup_printf("on-demand restore failed, the VM is stopped: %s", error->message);
+    g_warning("%s", detail);
+    vm_report_guest_stop(p->vm, VM_STOP_CRASH, detail);
+}
+
+static bool start_on_demand(struct persist_vm *p, struct snap_chain **chain, const struct persist_restore_request *req,
+                            GError **error)
+{
+    struct vm *vm = p->vm;
+    struct snap_uffd_config config = {
+        .chain = *chain, .host = vm->mem.host, .size = vm->mem.size, .block_size = req->block_size,
+        .on_error = on_demand_failed, .opaque = p,
+    };
+    g_autoptr(GError) local = NULL;
+    p->uffd = snap_uffd_start(&config, &local);
+    if (!p->uffd)
+        return snap_failed(error, local, "restore on demand");
+    p->chain = g_steal_pointer(chain);
+    if (req->prefault && !snap_uffd_fill_all(p->uffd, &local))
+        return snap_failed(error, local, "restore on demand (prefault)");
+    return true;
+}
+
+static bool prefault_ram(struct vm *vm, GError **error)
+{
+    if (madvise(vm->mem.host, vm->mem.size, MADV_POPULATE_WRITE) == 0)
+        return true;
+    int e = errno;
+    g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_FAILED, "prefaulting restored RAM: %s", g_strerror(e));
+    return false;
+}
+
+/* ---- the VM ---- */
+
+/* vCPU threads start parked: vm_resume (vm.resume or resume=true) runs them. */
+static bool start_paused(struct vm *vm, GError **error)
+{
+    g_mutex_lock(&vm->run_lock);
+    vm->state = VM_RUN_PAUSED;
+    bool ok = true;
+    for (unsigned i = 0; ok && i < vm->nvcpus; i++)
+        ok = vcpu_start_thread(&vm->vcpus[i], error);
+    g_mutex_unlock(&vm->run_lock);
+    return ok;
+}
+
+static struct vm *build_vm(const struct vm_config *cfg, const struct vm_callbacks *cb, struct snap_chain **chain,
+                           const snap_id *top_id, const struct persist_restore_request *req, GError **error)
+{
+    struct guest_memory ram = { .fd = -1 };
+    if (!prepare_ram(*chain, req->mode, &ram, error))
+        return NULL;
+    /* Prefaulting is done here per mode; vm_new must not populate RAM that
+     * userfaultfd is about to manage. */
+    g_autoptr(vm_config) vm_cfg = vm_config_copy(cfg);
+    vm_cfg->memory.prefault = false;
+    struct vm *vm = vm_new_for_restore(vm_cfg, cb, &ram, error);
+    guest_memory_release(&ram); /* empty unless vm_new_for_restore failed early */
+    if (!vm)
+        return NULL;
+    struct persist_vm *p = persist_vm_get(vm);
+    p->restored = true;
+    p->restore_mode = req->mode;
+    p->last_id = *top_id;
+    p->has_layer = true;
+    bool ok = req->mode == SNAP_RESTORE_ONDEMAND ? start_on_demand(p, chain, req, error)
+                                                 : !req->prefault || prefault_ram(vm, error);
+    if (!ok) {
+        vm_free(vm);
+        return NULL;
+    }
+    return vm;
+}
+
+struct vm *persist_restore(const struct persist_restore_request *req, const struct vm_callbacks *cb,
+                           struct vm_config **cfg_out, GError **error)
+{
+    g_autofree char *dir = persist_path_from_url(req->source_url, "source_url", error);
+    if (!dir)
+        return NULL;
+    struct snapshot_meta top;
+    g_autoptr(JsonParser) state = NULL;
+    if (!snapshot_dir_read(dir, &top, &state, error))
+        return NULL;
+    g_autoptr(vm_config) cfg = load_config(dir, req->config_overrides, error);
+    struct snap_chain *chain = cfg ? open_chain(&top, cfg->memory.size, error) : NULL;
+    struct vm *vm = chain ? build_vm(cfg, cb, &chain, &top.id, req, error) : NULL;
+    snap_chain_free(chain); /* NULL if the on-demand server took it */
+    snapshot_meta_clear(&top);
+    if (!vm)
+        return NULL;
+    JsonObject *root = json_node_get_object(json_parser_get_root(state));
+    if (!cpu_state_restore(vm, root, error) || !devices_state_restore(vm, root, error) ||
+        !start_paused(vm, error)) {
+        vm_free(vm);
+        return NULL;
+    }
+    struct persist_vm *p = persist_vm_get(vm);
+    g_autoptr(GError) local = NULL;
+    if (p->uffd && req->prefetch && !snap_uffd_start_prefetch(p->uffd, &local)) {
+        snap_failed(error, local, "restore on demand (prefetch)");
+        vm_free(vm);
+        return NULL;
+    }
+    devices_after_restore(vm);
+    *cfg_out = g_steal_pointer(&cfg);
+    return vm;
+}

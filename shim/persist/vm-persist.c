@@ -1,0 +1,99 @@
+/* Per-VM snapshot state and dirty tracking (see vm-persist.h). */
+#include "persist/vm-persist.h"
+
+#include <errno.h>
+#include <sys/ioctl.h>
+
+#include "persist/state-json.h"
+#include "snapshot/dirty-bitmap.h"
+#include "vm-internal.h"
+
+static void persist_vm_release(void *opaque)
+{
+    struct persist_vm *p = opaque;
+    /* The vCPUs have stopped (vm_free): a vCPU blocked in a fault was kicked
+     * out of it, so the server can go before RAM is unmapped. */
+    snap_uffd_stop(p->uffd);
+    snap_chain_free(p->chain);
+    g_free(p->carry);
+    g_free(p);
+}
+
+struct persist_vm *persist_vm_get(struct vm *vm)
+{
+    if (!vm->persist) {
+        struct persist_vm *p = g_new0(struct persist_vm, 1);
+        p->vm = vm;
+        vm->persist = p;
+        vm->persist_release = persist_vm_release;
+    }
+    return vm->persist;
+}
+
+/* KVM_GET_DIRTY_LOG without manual protection returns the slot's log and
+ * clears it (write-protecting the pages again) in one step. */
+static bool fetch_slot_log(struct vm *vm, unsigned slot, uint64_t *ram_bitmap, GError **error)
+{
+    const struct guest_region *r = &vm->mem.regions[slot];
+    uint64_t pages = r->size / GUEST_PAGE_SIZE;
+    g_autofree uint64_t *log = g_new0(uint64_t, (pages + 63) / 64);
+    struct kvm_dirty_log request = { .slot = slot, .dirty_bitmap = log };
+    if (ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &request) < 0) {
+        int e = errno;
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_FAILED, "KVM_GET_DIRTY_LOG of memory slot %u failed: %s",
+                    slot, g_strerror(e));
+        return false;
+    }
+    snap_dirty_bitmap_or_slot(ram_bitmap, r->ram_offset, log, pages);
+    return true;
+}
+
+uint64_t *persist_dirty_collect(struct persist_vm *p, GError **error)
+{
+    struct vm *vm = p->vm;
+    uint64_t *dirty = snap_dirty_bitmap_new(vm->mem.size);
+    uint64_t words = snap_dirty_bitmap_words(vm->mem.size);
+    for (unsigned slot = 0; slot < vm->mem.nregions; slot++) {
+        if (!fetch_slot_log(vm, slot, dirty, error)) {
+            /* Slots fetched so far were cleared in KVM: keep their bits. */
+            persist_dirty_settle(p, dirty, false);
+            return NULL;
+        }
+    }
+    size_t vmm_words = 0;
+    g_autofree uint64_t *vmm = vm_fetch_and_clear_vmm_dirty(vm, &vmm_words);
+    for (uint64_t w = 0; w < MIN(words, (uint64_t)vmm_words); w++)
+        dirty[w] |= vmm[w];
+    if (p->carry) {
+        for (uint64_t w = 0; w < words; w++)
+            dirty[w] |= p->carry[w];
+        g_clear_pointer(&p->carry, g_free);
+    }
+    return dirty;
+}
+
+void persist_dirty_settle(struct persist_vm *p, uint64_t *dirty, bool snapshot_ok)
+{
+    if (snapshot_ok) {
+        g_free(dirty);
+        return;
+    }
+    if (p->carry) {
+        uint64_t words = snap_dirty_bitmap_words(p->vm->mem.size);
+        for (uint64_t w = 0; w < words; w++)
+            dirty[w] |= p->carry[w];
+        g_free(p->carry);
+    }
+    p->carry = dirty;
+}
+
+bool persist_vm_fill_all(struct persist_vm *p, GError **error)
+{
+    if (!p->uffd)
+        return true;
+    if (!snap_uffd_fill_all(p->uffd, error)) {
+        g_prefix_error(error, "bringing in the rest of the restored RAM: ");
+        return false;
+    }
+    return true;
+}

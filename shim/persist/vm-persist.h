@@ -1,0 +1,50 @@
+/* What the snapshot code keeps with a VM (struct vm's persist slot, released by
+ * vm_free after the vCPUs stopped and before devices and RAM go):
+ *
+ *  - dirty tracking between snapshots: KVM's dirty log of every memory slot
+ *    (KVM_MEM_LOG_DIRTY_PAGES is set from boot and from restore) ORed with the
+ *    pages the VMM wrote itself (vm_mark_dirty), plus pages already fetched for
+ *    a snapshot that then failed ("carry"), so a failed snapshot loses nothing;
+ *  - the id of the layer the RAM currently matches (the last snapshot taken or
+ *    the top of the chain restored): the only valid parent of a diff;
+ *  - for a VM restored on demand, the userfaultfd server and its chain.
+ *
+ * Main thread only, except the on-demand error callback.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "snapshot/chain.h"
+#include "snapshot/restore-mode.h"
+#include "snapshot/uffd.h"
+
+struct vm;
+
+struct persist_vm {
+    struct vm *vm;
+    bool has_layer;       /* last_id is valid */
+    snap_id last_id;
+    uint64_t *carry;      /* RAM-offset bitmap, or NULL */
+
+    bool restored;
+    enum snap_restore_mode restore_mode;
+    struct snap_chain *chain; /* on demand: the chain the server reads */
+    struct snap_uffd *uffd;
+};
+
+/* The VM's persist state, created on first use. */
+struct persist_vm *persist_vm_get(struct vm *vm);
+
+/* Every page written since the last reset: KVM's logs (fetching clears them),
+ * the VMM's own writes and the carry. g_free the result. The VM must be paused. */
+uint64_t *persist_dirty_collect(struct persist_vm *p, GError **error);
+/* A snapshot with `dirty` succeeded (dirty is freed) or failed (dirty becomes
+ * the carry, so the next snapshot still sees those pages). */
+void persist_dirty_settle(struct persist_vm *p, uint64_t *dirty, bool snapshot_ok);
+
+/* On demand: make every page the chain holds resident (before a full snapshot,
+ * or for prefault), then the server may stop. No-op otherwise. */
+bool persist_vm_fill_all(struct persist_vm *p, GError **error);
