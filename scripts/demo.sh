@@ -54,7 +54,7 @@ grep "vsnap-testguest: ready" "$work/serial.log"
 
 t0=$(now_ms); api PUT vm.pause; step "vm.pause" $(( $(now_ms) - t0 ))
 t0=$(now_ms); api PUT vm.resume; step "vm.resume" $(( $(now_ms) - t0 ))
-api GET vm.info | /usr/bin/python3 -c 'import json,sys; i=json.load(sys.stdin); print("vm.info: state=%s, guest RAM touched=%d MiB" % (i["state"], i["memory_actual_size"] >> 20))'
+api GET vm.info | /usr/bin/python3 -c 'import json,sys; i=json.load(sys.stdin); print("vm.info: state=%s, RAM %d MiB, resident %d MiB" % (i["state"], i["memory_actual_size"] >> 20, i["vsnap"]["ram_resident_bytes"] >> 20))'
 
 t0=$(now_ms); api PUT vm.power-button
 until api GET vm.info 2>/dev/null | grep -q '"Shutdown"'; do sleep 0.005; done
