@@ -207,10 +207,17 @@ static void cmd_halt(struct client *c, char **args)
     c->mode = MODE_HALT;
 }
 
+static void cmd_badpkt(struct client *c, char **args)
+{
+    char text[32] = "OK ";
+    format_dec(vsock_send_malformed(), text + 3);
+    reply(c, text);
+}
+
 static const struct command commands[] = {
     {"PING", 0, cmd_ping},   {"FILL", 3, cmd_fill}, {"ZERO", 2, cmd_zero},
     {"SUM", 2, cmd_sum},     {"TOUCH", 2, cmd_touch}, {"HALT", 0, cmd_halt},
-    {"ECHO", 0, cmd_echo},   {"DIAL", 3, cmd_dial},
+    {"ECHO", 0, cmd_echo},   {"DIAL", 3, cmd_dial},  {"BADPKT", 0, cmd_badpkt},
 };
 
 static bool same(const char *a, const char *b)

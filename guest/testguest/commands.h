@@ -12,6 +12,8 @@
  *                                read until EOF, then
  *                                DIALED <sent> <received> <16 hex FNV of received>
  *                                or ERR <why>
+ *   BADPKT                    -> OK <n>   n malformed packets sent to the device
+ *                                          (its robustness test)
  * Numbers are decimal or 0x hex. Regions must lie in RAM at or above 16 MiB
  * and be 8-byte aligned. Errors answer "ERR <why>" and the connection stays.
  */

@@ -377,6 +377,50 @@ unsigned vsock_poll(void)
     return packets;
 }
 
+/* ---- robustness test ---- */
+
+/* One malformed packet in a TX slot; fix(h, &len, &addr) spoils it. */
+static bool send_spoiled(void (*spoil)(struct pkt_hdr *h, uint32_t *len, uint64_t *addr))
+{
+    int slot = take_tx_slot(true);
+    if (slot < 0)
+        return false;
+    struct pkt_hdr *h = (struct pkt_hdr *)tx_slots[slot];
+    fill_hdr(h, 0x7777, 0x8888, OP_RW);
+    h->len = 16;
+    uint32_t len = sizeof *h + 16;
+    uint64_t addr = (uintptr_t)tx_slots[slot];
+    spoil(h, &len, &addr);
+    tx_desc[slot].addr = addr;
+    tx_desc[slot].len = len;
+    tx_desc[slot].flags = 0;
+    tx_desc[slot].next = 0;
+    vq_publish(&drv.tx, (uint16_t)slot);
+    return true;
+}
+
+static void short_header(struct pkt_hdr *h, uint32_t *len, uint64_t *addr) { *len = 10; }
+static void unknown_connection(struct pkt_hdr *h, uint32_t *len, uint64_t *addr) { }
+static void wrong_type(struct pkt_hdr *h, uint32_t *len, uint64_t *addr) { h->type = 2; h->op = OP_REQUEST; }
+static void length_beyond_buffer(struct pkt_hdr *h, uint32_t *len, uint64_t *addr) { h->len = 1u << 20; }
+static void spoofed_cid(struct pkt_hdr *h, uint32_t *len, uint64_t *addr) { h->src_cid = 77; h->op = OP_REQUEST; }
+static void unknown_op(struct pkt_hdr *h, uint32_t *len, uint64_t *addr) { h->op = 99; }
+static void outside_ram(struct pkt_hdr *h, uint32_t *len, uint64_t *addr) { *addr = 0x7fff00000000ull; }
+static void zero_length(struct pkt_hdr *h, uint32_t *len, uint64_t *addr) { *len = 0; }
+
+unsigned vsock_send_malformed(void)
+{
+    void (*spoilers[])(struct pkt_hdr *, uint32_t *, uint64_t *) = {
+        short_header, unknown_connection, wrong_type, length_beyond_buffer,
+        spoofed_cid, unknown_op, outside_ram, zero_length,
+    };
+    unsigned sent = 0;
+    for (unsigned i = 0; i < sizeof spoilers / sizeof spoilers[0]; i++)
+        sent += send_spoiled(spoilers[i]);
+    vq_flush(&drv.dev, &drv.tx);
+    return sent;
+}
+
 /* ---- set-up ---- */
 
 static bool setup_queues(void)

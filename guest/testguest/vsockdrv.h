@@ -61,5 +61,10 @@ void vsock_close(struct vsock_socket *s);
 /* Give back a VS_RESET socket. */
 void vsock_release(struct vsock_socket *s);
 
+/* For the device's robustness test: publish a batch of malformed packets
+ * (short header, unknown connection, wrong type, length beyond the buffer,
+ * spoofed CID, unknown op, buffer outside RAM). Returns how many. */
+unsigned vsock_send_malformed(void);
+
 /* Number of VIRTIO_VSOCK_EVENT_TRANSPORT_RESET events seen so far. */
 uint64_t vsock_transport_resets(void);

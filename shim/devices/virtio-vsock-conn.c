@@ -228,8 +228,8 @@ void vsock_conn_from_guest(struct virtio_vsock *dev, struct vsock_conn *conn,
         return;
     }
     if (conn->to_host->len + len > VSOCK_CONN_BUF_ALLOC) {
-        g_message("virtio-vsock: guest port %u overran its credit; connection reset",
-                  conn->peer_port);
+        vsock_log_guest_error(dev, "guest port %u overran its credit; connection reset",
+                              conn->peer_port);
         vsock_conn_reset(dev, conn);
         return;
     }
@@ -318,8 +318,8 @@ void vsock_conn_start_close(struct virtio_vsock *dev, struct vsock_conn *conn)
 static void handle_timeout(struct virtio_vsock *dev, struct vsock_conn *conn)
 {
     if (conn->state == CONN_CONNECTING)
-        g_message("virtio-vsock: guest did not answer a connection to port %u in time",
-                  conn->peer_port);
+        vsock_log_guest_error(dev, "guest did not answer a connection to port %u in time",
+                              conn->peer_port);
     vsock_conn_reset(dev, conn);
 }
 

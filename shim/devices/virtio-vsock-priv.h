@@ -121,6 +121,7 @@ struct vsock_counters {
     uint64_t rx_packets, tx_packets;
     uint64_t connections_host, connections_guest, resets;
     uint64_t ready_events;
+    uint64_t guest_errors; /* malformed packets or buffers from the guest */
 };
 
 struct virtio_vsock {
@@ -154,6 +155,9 @@ void vsock_epoll_set(struct virtio_vsock *dev, int fd, struct vsock_watch *watch
 void vsock_epoll_remove(struct virtio_vsock *dev, int fd, uint32_t *current);
 
 void vsock_free_dead(struct virtio_vsock *dev);
+/* Log what a guest did wrong, but only the first few times: a guest must not
+ * be able to flood the host's log. Counted in counters.guest_errors. */
+void vsock_log_guest_error(struct virtio_vsock *dev, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 
 /* virtio-vsock-rxtx.c */
 void vsock_process_tx(struct virtio_vsock *dev);

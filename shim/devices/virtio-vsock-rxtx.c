@@ -123,14 +123,19 @@ static void handle_conn_packet(struct virtio_vsock *dev, struct vsock_conn *conn
 static void handle_packet(struct virtio_vsock *dev, const struct virtq_chain *chain)
 {
     struct virtio_vsock_hdr hdr;
-    if (virtq_chain_read(chain, 0, &hdr, sizeof hdr) < sizeof hdr)
+    if (virtq_chain_read(chain, 0, &hdr, sizeof hdr) < sizeof hdr) {
+        vsock_log_guest_error(dev, "TX packet of %zu bytes is shorter than a header", chain->read_len);
         return; /* too short to even answer */
+    }
     dev->counters.tx_packets++;
     /* Packets not from our guest to the host are dropped (spec 5.10.6.6). */
     if (hdr.src_cid != dev->guest_cid || hdr.dst_cid != VSOCK_HOST_CID)
         return;
     struct vsock_conn *conn = vsock_conn_lookup(dev, hdr.dst_port, hdr.src_port);
     bool bad_length = hdr.len > chain->read_len - VSOCK_HDR_SIZE || hdr.len > VSOCK_MAX_PKT_PAYLOAD;
+    if (bad_length)
+        vsock_log_guest_error(dev, "TX packet claims %u payload bytes in a %zu-byte buffer",
+                              hdr.len, chain->read_len);
     if (hdr.type != VIRTIO_VSOCK_TYPE_STREAM || bad_length) {
         if (conn)
             vsock_conn_reset(dev, conn);
@@ -162,7 +167,7 @@ void vsock_process_tx(struct virtio_vsock *dev)
             if (r > 0)
                 handle_packet(dev, &chain);
             else
-                g_message("virtio-vsock: dropped a TX chain: %s", error->message);
+                vsock_log_guest_error(dev, "dropped a TX chain: %s", error->message);
             g_clear_error(&error);
             virtq_push(txq, chain.head, 0);
             used = true;
@@ -319,8 +324,8 @@ void vsock_process_rx(struct virtio_vsock *dev)
             continue;
         }
         if (r < 0 || chain.write_len < VSOCK_HDR_SIZE || chain.nread > 0) {
-            g_message("virtio-vsock: dropped an unusable RX buffer: %s",
-                      error ? error->message : "too small or device-readable");
+            vsock_log_guest_error(dev, "dropped an unusable RX buffer: %s",
+                                  error ? error->message : "too small or device-readable");
             virtq_push(rxq, chain.head, 0);
             used = true;
             continue;

@@ -250,7 +250,7 @@ int vsock_unix_dial(struct virtio_vsock *dev, uint32_t port)
     struct sockaddr_un addr;
     g_autoptr(GError) error = NULL;
     if (!make_address(path, &addr, &error)) {
-        g_message("virtio-vsock: guest connection to port %u: %s", port, error->message);
+        vsock_log_guest_error(dev, "guest connection to port %u: %s", port, error->message);
         return -1;
     }
     /* Non-blocking: a UNIX connect completes at once, or fails at once with

@@ -396,6 +396,26 @@ def case_socket_lifecycle():
         check(open(path).read() == "keep me", "the regular file was touched")
 
 
+def case_malformed_packets():
+    """Garbage from the guest driver: the device answers or drops each packet,
+    the VM and every other connection go on."""
+    shim, path = vsock_shim()
+    with shim:
+        cmd = wait_guest_serving(path)
+        for _ in range(3):
+            answer = cmd.cmd("BADPKT")
+            check(answer == "OK 8", f"BADPKT answered {answer!r}")
+        check(cmd.cmd("PING") == "PONG", "PING after malformed packets")
+        c = Conn(path)
+        check(c.cmd("PING") == "PONG", "a new connection after malformed packets")
+        run_stream("echo", path, CMD_PORT, 2, MIB, 9)
+        # Short header, bad length, buffer outside RAM, empty buffer: 4 per batch.
+        errors = counters(shim).get("guest_errors")
+        check(errors == 12, f"vm.counters vsock.guest_errors is {errors}, expected 12")
+        status, info = shim.api("GET", "vm.info")
+        check(status == 200 and info.get("state") == "Running", f"vm.info after malformed packets: {info}")
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":
