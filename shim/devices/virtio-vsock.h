@@ -10,6 +10,14 @@
  *    itself: "READY {json}\n" -> "ACK {json}\n" and vm_callbacks.on_guest_ready.
  *
  * The device runs one thread (epoll over the sockets and the queue eventfds).
+ *
+ * Snapshots (not implemented yet; the plan the state is shaped for): the
+ * transport's registers and each queue's struct virtq (addresses, size,
+ * last_avail_idx, used_idx) are all that must be saved; rings and buffers are
+ * guest RAM, and every device write to them went through vm_mark_dirty. Host
+ * sockets cannot be saved, so a restored device starts with an empty
+ * connection table and calls virtio_vsock_transport_reset(): the guest's
+ * sockets see a reset and its agent announces readiness with generation + 1.
  */
 #pragma once
 
