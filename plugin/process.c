@@ -528,6 +528,22 @@ static bool read_status(struct domain_run *run, struct saved_status *st)
     return st->id > 0;
 }
 
+/* A pid file may outlive its process and the pid be reused: only a process
+ * whose command line names this run's API socket is ours to adopt or kill. */
+static bool is_our_shim(struct domain_run *run)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/cmdline", run->pid);
+    g_autofree char *cmdline = NULL;
+    gsize len = 0;
+    if (!g_file_get_contents(path, &cmdline, &len, NULL))
+        return false;
+    g_autofree char *api_arg = g_strdup_printf("path=%s", run->api_socket);
+    for (gsize off = 0; off < len; off += strlen(cmdline + off) + 1)
+        if (g_str_equal(cmdline + off, api_arg))
+            return true;
+    return false;
+}
+
 static pid_t read_pid(const char *path)
 {
     g_autofree char *text = NULL;
@@ -616,12 +632,17 @@ static void reattach_one(struct vsnap_driver *drv, const char *name)
     g_autoptr(domain_def) live = NULL;
 
     run->pid = read_pid(run->pid_path);
-    if (run->pid > 0)
+    if (run->pid > 0 && is_our_shim(run))
         run->pidfd = pidfd_open(run->pid, 0);
-    if (run->pidfd < 0 || !read_status(run, &st) ||
-        !g_file_get_contents(run->xml_path, &xml, NULL, NULL)) {
+    if (run->pidfd < 0) {
         g_message("domain %s: its shim is gone; cleaning up %s", name, run->dir);
         mark_crashed(drv, name);
+        goto discard;
+    }
+    if (!read_status(run, &st) || !g_file_get_contents(run->xml_path, &xml, NULL, NULL)) {
+        /* The previous daemon died in the middle of starting it. */
+        g_message("domain %s: shim %d never finished starting; stopping it", name, run->pid);
+        terminate(run, false);
         goto discard;
     }
     live = domain_def_parse_string(xml, drv->paths.schema_dir, &error);

@@ -48,6 +48,24 @@ static bool guest_crashed(struct domain_run *run)
     return crashed;
 }
 
+/* on_poweroff / on_crash = restart: a fresh VM from the same definition
+ * (the caller holds the job). Otherwise a transient domain ends here. */
+static void restart_if_wanted(struct watcher *w, enum domain_lifecycle_action action)
+{
+    struct vsnap_domain *dom = w->dom;
+    bool restart = action == DOMAIN_ACTION_RESTART || action == DOMAIN_ACTION_RENAME_RESTART ||
+                   action == DOMAIN_ACTION_COREDUMP_RESTART;
+    g_autoptr(GError) error = NULL;
+    if (restart && !process_start(w->drv, dom, &error))
+        g_warning("domain %s: restart after the guest stopped failed: %s", dom->name,
+                  error->message);
+    g_mutex_lock(&dom->lock);
+    bool forget = !dom->persistent && !dom->run;
+    g_mutex_unlock(&dom->lock);
+    if (forget)
+        domain_list_remove(w->drv->domains, dom);
+}
+
 /* The guest stopped its VM: finish the job the way libvirt does for a
  * guest-initiated poweroff: shutdown event, then stopped. Returns true when
  * the watcher is done. */
@@ -64,6 +82,9 @@ static bool on_vm_shutdown(struct watcher *w)
     }
     bool crashed = guest_crashed(w->run);
     int reason = crashed ? VIR_DOMAIN_SHUTOFF_CRASHED : VIR_DOMAIN_SHUTOFF_SHUTDOWN;
+    g_mutex_lock(&dom->lock);
+    enum domain_lifecycle_action action = crashed ? dom->def->on_crash : dom->def->on_poweroff;
+    g_mutex_unlock(&dom->lock);
     g_autoptr(GError) error = NULL;
     bool stopped = process_stop(w->drv, dom, reason, false, &error);
     if (stopped) {
@@ -74,10 +95,8 @@ static bool on_vm_shutdown(struct watcher *w)
         event_queue_lifecycle(w->drv->events, dom, VIR_DOMAIN_EVENT_STOPPED,
                               crashed ? VIR_DOMAIN_EVENT_STOPPED_CRASHED
                                       : VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN);
-        bool transient = !dom->persistent;
         g_mutex_unlock(&dom->lock);
-        if (transient)
-            domain_list_remove(w->drv->domains, dom);
+        restart_if_wanted(w, action);
     } else {
         g_warning("domain %s: the guest powered off but the shim does not stop: %s", dom->name,
                   error->message);

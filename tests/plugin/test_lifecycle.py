@@ -97,6 +97,22 @@ class LifecycleTest(DaemonTest):
         dom.undefine()
         conn.close()
 
+    def test_on_poweroff_restart(self):
+        conn = self.daemon.connect()
+        dom = conn.defineXML(domain_xml("again", on_poweroff="restart"))
+        dom.create()
+        first_id, first_pid = dom.ID(), self.daemon.shim_pids()["again"]
+        dom.shutdown()
+        # A handle's id is fixed when it is looked up: look the domain up anew.
+        wait_for(lambda: conn.lookupByName("again").ID() not in (-1, first_id),
+                 what="restart after poweroff")
+        self.assertEqual(dom.state(), [libvirt.VIR_DOMAIN_RUNNING,
+                                       libvirt.VIR_DOMAIN_RUNNING_BOOTED])
+        self.assertNotEqual(self.daemon.shim_pids()["again"], first_pid)
+        self.assertEqual(conn.getAllDomainStats()[0][1]["vsnap.generation"], 2)
+        dom.destroy()
+        conn.close()
+
     def test_killed_shim_is_crashed(self):
         self.define("k1")
         self.daemon.virsh("start", "k1")

@@ -3,6 +3,7 @@ daemon reattaches, and what happened meanwhile is reconciled."""
 
 import os
 import signal
+import subprocess
 import unittest
 
 import libvirt
@@ -76,6 +77,28 @@ class RestartTest(DaemonTest):
         self.assertEqual(self.state("late"), "running (booted)")
         self.assertIn("vsnap.ready=yes", self.daemon.virsh("domstats", "late").stdout)
         self.daemon.virsh("destroy", "late")
+
+    def test_stale_pid_file_is_not_trusted(self):
+        # A run directory left behind whose pid now belongs to someone else:
+        # the daemon must neither adopt nor kill that process.
+        self.define("stale")
+        self.daemon.virsh("start", "stale")
+        run = os.path.join(self.daemon.state, "run", "stale")
+        pid = self.daemon.shim_pids()["stale"]
+        self.daemon.stop()
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not alive(pid), what="shim exit")
+        bystander = subprocess.Popen(["sleep", "60"])
+        try:
+            with open(os.path.join(run, "pid"), "w") as f:
+                f.write(f"{bystander.pid}\n")
+            self.daemon.start()
+            self.assertEqual(self.state("stale"), "shut off (crashed)")
+            self.assertIsNone(bystander.poll())
+            self.assertFalse(os.path.exists(run))
+        finally:
+            bystander.kill()
+            bystander.wait()
 
     def test_transient_domain_survives_restart(self):
         conn = self.daemon.connect()
