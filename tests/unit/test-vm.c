@@ -410,8 +410,19 @@ static uint64_t wait_counter_above(struct vm *vm, uint64_t value)
 
 /* vCPU 0 counts in guest RAM, vCPU 1 sits in wait-for-SIPI: pausing must stop
  * both, and the counter must not move while paused. */
+static unsigned open_fds(void)
+{
+    g_autoptr(GDir) dir = g_dir_open("/proc/self/fd", 0, NULL);
+    g_assert_nonnull(dir);
+    unsigned n = 0;
+    while (g_dir_read_name(dir))
+        n++;
+    return n;
+}
+
 static void test_pause_resume(void)
 {
+    unsigned fds_before = open_fds();
     struct test_vm t;
     test_vm_init(&t, prog_count, prog_count_end, 2, 64ull << 20);
     test_vm_build(&t);
@@ -438,6 +449,7 @@ static void test_pause_resume(void)
     }
     g_assert_cmpuint(t.watch.count, ==, 0);
     test_vm_clear(&t); /* frees a running VM */
+    g_assert_cmpuint(open_fds(), ==, fds_before);
 }
 
 /* A vCPU halted with interrupts off sleeps inside KVM: pause must still work. */
@@ -680,11 +692,13 @@ static void want_too_many_vcpus(struct vm_config *cfg)
 
 static void test_refusals(void)
 {
+    unsigned fds_before = open_fds();
     expect_refused(want_hugepages, "hugepages");
     expect_refused(want_too_many_vcpus, "boot_vcpus");
     expect_refused(want_firmware, "firmware");
     expect_refused(want_missing_kernel, "/nonexistent/vmlinux");
     expect_refused(want_bad_serial_file, "/nonexistent-dir/serial.log");
+    g_assert_cmpuint(open_fds(), ==, fds_before); /* half-built VMs leave nothing open */
 }
 
 int main(int argc, char **argv)
