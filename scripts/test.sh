@@ -1,32 +1,53 @@
 #!/bin/bash
-# The test command: installs, builds and runs the whole suite (meson test),
-# then prints the plain summary line "N passed, N failed".
+# The test command: installs, builds and runs the whole suite (meson test) in
+# build/, then the fast suites again in build-sanitize/ (AddressSanitizer +
+# UBSan), and prints the plain summary line "N passed, N failed" counted from
+# meson's own logs of both runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
 BUILD=${BUILD:-build}
+SAN=${SAN_BUILD:-build-sanitize}
 
 meson test -C "$BUILD" --print-errorlogs --num-processes 2 "$@"
 rc=$?
 
-# Counts from meson's own log (one JSON object per test).
-read -r passed failed < <(/usr/bin/python3 - "$BUILD/meson-logs/testlog.json" <<'PY'
-import json, sys
+san_rc=0
+if [ $# -eq 0 ] && [ "${VSNAP_NO_SANITIZE:-0}" != 1 ]; then
+  echo "== sanitizer build (address, undefined) =="
+  if [ ! -f "$SAN/build.ninja" ]; then
+    meson setup "$SAN" -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+  fi
+  if ninja -C "$SAN" >/dev/null; then
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    meson test -C "$SAN" --print-errorlogs --num-processes 2 \
+      --suite unit --suite lib --suite snapshot --suite conf --suite api --suite vsock
+    san_rc=$?
+  else
+    echo "sanitizer build failed"; san_rc=1
+  fi
+else
+  rm -f "$SAN/meson-logs/testlog.json"
+fi
+
+# Counts from meson's own logs (one JSON object per test).
+read -r passed failed < <(/usr/bin/python3 - "$BUILD/meson-logs/testlog.json" "$SAN/meson-logs/testlog.json" "$san_rc" <<'PY'
+import json, os, sys
 p = f = 0
-try:
-    for line in open(sys.argv[1]):
+for i, path in enumerate(sys.argv[1:3]):
+    if not os.path.exists(path):
+        if i == 0 or sys.argv[3] != "0":
+            f += 1   # no log where one was expected: count as a failure
+        continue
+    for line in open(path):
         r = json.loads(line).get("result")
         if r in ("OK", "EXPECTEDFAIL"):
             p += 1
-        elif r in ("SKIP",):
-            pass
-        else:
+        elif r != "SKIP":
             f += 1
-except FileNotFoundError:
-    f = 1
 print(p, f)
 PY
 )
 echo "${passed} passed, ${failed} failed"
-[ "$rc" -eq 0 ] && [ "$failed" -eq 0 ]
+[ "$rc" -eq 0 ] && [ "$san_rc" -eq 0 ] && [ "$failed" -eq 0 ]
