@@ -153,8 +153,7 @@ int virtq_pop(struct virtq *q, struct virtq_chain *chain, GError **error)
     if (head >= q->size) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
                     "available ring names descriptor %u of a %u-entry queue", head, q->size);
-        chain->head = 0;
-        return -1;
+        return -1; /* chain->head stays out of range: virtq_push ignores it */
     }
     return walk_chain(q, head, chain, error) ? 1 : -1;
 }
@@ -166,6 +165,8 @@ void virtq_unpop(struct virtq *q)
 
 void virtq_push(struct virtq *q, uint16_t head, uint32_t written)
 {
+    if (head >= q->size)
+        return;
     uint64_t elem_gpa = q->used_gpa + USED_RING_OFF + USED_ELEM_SIZE * (q->used_idx % q->size);
     struct vring_used_elem *elem = gpa_ptr(q, elem_gpa, USED_ELEM_SIZE);
     elem->id = head;

@@ -56,12 +56,15 @@ bool virtq_validate(const struct virtq *q, GError **error);
 bool virtq_has_available(const struct virtq *q);
 
 /* Take the next chain. Returns 0 with nothing available, 1 with *chain filled,
- * -1 if the chain is malformed (set *error; the head is still consumed and
- * chain->head is valid so the caller can return it with length 0). */
+ * -1 if the chain is malformed (set *error; the entry is consumed, and the
+ * caller still returns it with virtq_push and length 0 so the driver gets its
+ * descriptors back). */
 int virtq_pop(struct virtq *q, struct virtq_chain *chain, GError **error);
 
 /* Hand a chain back, with the number of bytes the device wrote into it. The
- * used ring entry and index are marked dirty. */
+ * used ring entry and index are marked dirty. A head that is not a descriptor
+ * index (from a corrupt available ring) is not handed back: the driver never
+ * owned such a chain. */
 void virtq_push(struct virtq *q, uint16_t head, uint32_t written);
 
 /* Put the chain back at the front of the available ring (the device took it
