@@ -59,7 +59,8 @@ static bool apply_overrides(JsonObject *config, JsonObject *overrides, GError **
             return false;
         }
     }
-    if (json_object_has_member(overrides, "vsock") && !json_object_has_member(config, "vsock")) {
+    JsonNode *vsock = json_object_get_member(config, "vsock");
+    if (json_object_has_member(overrides, "vsock") && (!vsock || !JSON_NODE_HOLDS_OBJECT(vsock))) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
                     "config_overrides.vsock: the snapshot's VM has no vsock device");
         return false;
@@ -214,19 +215,17 @@ static void on_demand_failed(void *opaque, const GError *error)
     vm_report_guest_stop(p->vm, VM_STOP_CRASH, detail);
 }
 
-static bool start_on_demand(struct persist_vm *p, struct snap_chain **chain, const struct persist_restore_request *req,
-                            GError **error)
+static bool start_on_demand(struct persist_vm *p, const struct persist_restore_request *req, GError **error)
 {
     struct vm *vm = p->vm;
     struct snap_uffd_config config = {
-        .chain = *chain, .host = vm->mem.host, .size = vm->mem.size, .block_size = req->block_size,
+        .chain = p->chain, .host = vm->mem.host, .size = vm->mem.size, .block_size = req->block_size,
         .on_error = on_demand_failed, .opaque = p,
     };
     g_autoptr(GError) local = NULL;
     p->uffd = snap_uffd_start(&config, &local);
     if (!p->uffd)
         return snap_failed(error, local, "restore on demand");
-    p->chain = g_steal_pointer(chain);
     if (req->prefault && !snap_uffd_fill_all(p->uffd, &local))
         return snap_failed(error, local, "restore on demand (prefault)");
     return true;
@@ -274,7 +273,10 @@ static struct vm *build_vm(const struct vm_config *cfg, const struct vm_callback
     p->restore_mode = req->mode;
     p->last_id = *top_id;
     p->has_layer = true;
-    bool ok = req->mode == SNAP_RESTORE_ONDEMAND ? start_on_demand(p, chain, req, error)
+    /* The VM keeps the chain: the on-demand server reads it, and later diffs
+     * leave out pages that still hold its content. */
+    persist_set_reference(p, g_steal_pointer(chain));
+    bool ok = req->mode == SNAP_RESTORE_ONDEMAND ? start_on_demand(p, req, error)
                                                  : !req->prefault || prefault_ram(vm, error);
     if (!ok) {
         vm_free(vm);
@@ -296,7 +298,7 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
     g_autoptr(vm_config) cfg = load_config(dir, req->config_overrides, error);
     struct snap_chain *chain = cfg ? open_chain(&top, cfg->memory.size, error) : NULL;
     struct vm *vm = chain ? build_vm(cfg, cb, &chain, &top.id, req, error) : NULL;
-    snap_chain_free(chain); /* NULL if the on-demand server took it */
+    snap_chain_free(chain); /* NULL once the VM took it */
     snapshot_meta_clear(&top);
     if (!vm)
         return NULL;

@@ -184,13 +184,21 @@ static bool take_snapshot(struct vm *vm, const struct vm_config *cfg, const stru
     if (!tmp)
         return false;
     uint64_t *dirty = persist_dirty_collect(p, error);
+    if (dirty && req->diff)
+        persist_dirty_drop_unchanged(p, dirty);
     struct snap_save_stats stats = { 0 };
     bool ok = dirty && write_snapshot(vm, cfg, req, tmp, dest, dirty, &id, parent, &stats, error);
+    if (ok && req->diff)
+        persist_note_diff(p, dirty);
     if (dirty)
         persist_dirty_settle(p, dirty, ok);
     if (!ok) {
         snapshot_dir_remove(tmp);
         return false;
+    }
+    if (!req->diff) {
+        g_autofree char *layer = g_build_filename(dest, PERSIST_LAYER_FILE, NULL);
+        persist_note_full(p, layer);
     }
     p->last_id = id;
     p->has_layer = true;

@@ -2,6 +2,7 @@
 #include "persist/vm-persist.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/ioctl.h>
 
 #include "persist/state-json.h"
@@ -15,6 +16,7 @@ static void persist_vm_release(void *opaque)
      * out of it, so the server can go before RAM is unmapped. */
     snap_uffd_stop(p->uffd);
     snap_chain_free(p->chain);
+    g_free(p->in_diffs);
     g_free(p->carry);
     g_free(p);
 }
@@ -96,4 +98,80 @@ bool persist_vm_fill_all(struct persist_vm *p, GError **error)
         return false;
     }
     return true;
+}
+
+/* ---- the reference ---- */
+
+static bool page_is_zero(const uint8_t *page)
+{
+    static const uint8_t zero[GUEST_PAGE_SIZE];
+    return memcmp(page, zero, GUEST_PAGE_SIZE) == 0;
+}
+
+/* Whether RAM page `page` holds what the reference chain holds. A block that
+ * fails its checksum counts as changed: the page stays in the diff. */
+static bool page_matches_reference(struct snap_chain *c, const uint8_t *ram, uint64_t page)
+{
+    unsigned layer = 0;
+    uint64_t data_page = 0;
+    enum snap_page_kind kind = snap_chain_find(c, page, &layer, &data_page);
+    if (kind != SNAP_PAGE_KIND_DATA)
+        return kind != SNAP_PAGE_KIND_ABSENT && page_is_zero(ram);
+    struct snap_layer *l = c->layers[layer];
+    if (!snap_layer_verify_data(l, data_page, 1, NULL))
+        return false;
+    return memcmp(ram, snap_layer_data_page(l, data_page), GUEST_PAGE_SIZE) == 0;
+}
+
+void persist_dirty_drop_unchanged(struct persist_vm *p, uint64_t *dirty)
+{
+    if (!p->chain || p->chain->partial)
+        return;
+    uint64_t words = snap_dirty_bitmap_words(p->vm->mem.size);
+    for (uint64_t w = 0; w < words; w++) {
+        uint64_t candidates = dirty[w] & ~(p->in_diffs ? p->in_diffs[w] : 0);
+        while (candidates) {
+            unsigned bit = (unsigned)__builtin_ctzll(candidates);
+            candidates &= candidates - 1;
+            uint64_t page = w * 64 + bit;
+            if (page < p->chain->npages &&
+                page_matches_reference(p->chain, p->vm->mem.host + page * GUEST_PAGE_SIZE, page))
+                dirty[w] &= ~(1ull << bit);
+        }
+    }
+}
+
+void persist_note_diff(struct persist_vm *p, const uint64_t *dirty)
+{
+    if (!p->chain)
+        return;
+    uint64_t words = snap_dirty_bitmap_words(p->vm->mem.size);
+    if (!p->in_diffs)
+        p->in_diffs = snap_dirty_bitmap_new(p->vm->mem.size);
+    for (uint64_t w = 0; w < words; w++)
+        p->in_diffs[w] |= dirty[w];
+}
+
+void persist_set_reference(struct persist_vm *p, struct snap_chain *chain)
+{
+    if (p->chain != chain) {
+        snap_chain_free(p->chain);
+        p->chain = chain;
+    }
+    g_clear_pointer(&p->in_diffs, g_free);
+}
+
+void persist_note_full(struct persist_vm *p, const char *layer_path)
+{
+    /* The server is complete (persist_vm_fill_all ran before the full
+     * snapshot), so it and its chain may go while the VM runs on. */
+    g_clear_pointer(&p->uffd, snap_uffd_stop);
+    g_autoptr(GError) error = NULL;
+    const char *paths[] = { layer_path };
+    struct snap_chain *chain = snap_chain_open(paths, 1, SNAP_CHAIN_DEFAULT, &error);
+    if (!chain) /* not fatal: later diffs are then just larger */
+        g_warning("snapshot: cannot reopen %s as the reference for later diffs: %s", layer_path, error->message);
+    snap_chain_free(p->chain);
+    p->chain = chain;
+    g_clear_pointer(&p->in_diffs, g_free);
 }

@@ -31,8 +31,18 @@ struct persist_vm {
 
     bool restored;
     enum snap_restore_mode restore_mode;
-    struct snap_chain *chain; /* on demand: the chain the server reads */
-    struct snap_uffd *uffd;
+    struct snap_uffd *uffd;   /* on demand: the server, reading `chain` */
+
+    /* The reference: a chain whose content RAM had at one instant (the chain
+     * restored, or the last full snapshot), and the pages put in diffs since
+     * then. KVM logs more than the guest wrote: on a shadow-paging host a
+     * page's first access after its mapping was created (after a restore,
+     * every page) is logged when the guest's PTE is already dirty. A logged
+     * page that is in no diff since the reference and still holds the
+     * reference's content is unchanged in the parent chain too: it is left
+     * out of the next diff. */
+    struct snap_chain *chain;
+    uint64_t *in_diffs;       /* RAM-offset bitmap */
 };
 
 /* The VM's persist state, created on first use. */
@@ -44,6 +54,15 @@ uint64_t *persist_dirty_collect(struct persist_vm *p, GError **error);
 /* A snapshot with `dirty` succeeded (dirty is freed) or failed (dirty becomes
  * the carry, so the next snapshot still sees those pages). */
 void persist_dirty_settle(struct persist_vm *p, uint64_t *dirty, bool snapshot_ok);
+
+/* Drop from dirty the pages unchanged since the reference (see above). */
+void persist_dirty_drop_unchanged(struct persist_vm *p, uint64_t *dirty);
+/* A snapshot succeeded: a diff's pages join in_diffs; a full layer at path
+ * becomes the new reference (the on-demand server, complete by then, stops). */
+void persist_note_diff(struct persist_vm *p, const uint64_t *dirty);
+void persist_note_full(struct persist_vm *p, const char *layer_path);
+/* A restore: the chain restored is the reference (the VM keeps it open). */
+void persist_set_reference(struct persist_vm *p, struct snap_chain *chain);
 
 /* On demand: make every page the chain holds resident (before a full snapshot,
  * or for prefault), then the server may stop. No-op otherwise. */

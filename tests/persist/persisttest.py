@@ -1,0 +1,200 @@
+"""Helpers for the snapshot/restore tests: shims driven through the API only
+(a source VM created with vm.create + vm.boot, restore targets with no VM),
+vsock command connections to the test guest, and snapshot calls.
+Python 3 stdlib only; curl talks to the API as libvirt's ch driver would."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+CMD_PORT = 5000
+MIB = 1 << 20
+FILL_BASE = 16 * MIB
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+class ApiShim:
+    """vsnap-shim with an API socket and an event monitor file, no VM yet.
+    Killed (by its pid) and its directory removed on close()."""
+
+    def __init__(self, shim_path, workdir=None, name="shim"):
+        self.own_dir = workdir is None
+        self.dir = workdir or tempfile.mkdtemp(prefix="vsnap-persist-")
+        self.name = name
+        self.sock = os.path.join(self.dir, f"{name}.api")
+        self.events_path = os.path.join(self.dir, f"{name}.events")
+        self.log_path = os.path.join(self.dir, f"{name}.log")
+        self.serial_path = os.path.join(self.dir, f"{name}.serial")
+        self.vsock_path = os.path.join(self.dir, f"{name}.vsock")
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([shim_path, "-v", "--api-socket", f"path={self.sock}",
+                                      "--event-monitor", f"path={self.events_path}"],
+                                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.sock):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise Fail(f"{name}: no API socket" + self.describe())
+            time.sleep(0.02)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self._log.close()
+        if self.own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def read(self, path):
+        try:
+            with open(path, "r", errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def serial(self):
+        return self.read(self.serial_path)
+
+    def events(self):
+        return [json.loads(line) for line in self.read(self.events_path).splitlines() if line.strip()]
+
+    def describe(self):
+        return (f"\n--- {self.name} exit code: {self.proc.poll()}\n--- log:\n{self.read(self.log_path)[-4000:]}"
+                f"\n--- serial (tail):\n{self.serial()[-2000:]}")
+
+    def api(self, method, endpoint, body=None, timeout=60):
+        argv = ["curl", "-sS", "--max-time", str(timeout), "--unix-socket", self.sock, "-X", method,
+                "-w", "\n%{http_code}", f"http://localhost/api/v1/{endpoint}"]
+        if body is not None:
+            argv += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 5)
+        if res.returncode != 0:
+            raise Fail(f"curl {method} {endpoint}: {res.stderr.strip()}" + self.describe())
+        text, _, status = res.stdout.rpartition("\n")
+        return int(status), (json.loads(text) if text.strip() else None)
+
+    def ok(self, method, endpoint, body=None, timeout=60):
+        status, reply = self.api(method, endpoint, body, timeout)
+        if status not in (200, 204):
+            raise Fail(f"{self.name}: {endpoint} -> {status} {reply}" + self.describe())
+        return reply
+
+    # --- VM ---------------------------------------------------------------
+
+    def boot(self, guest, cmdline, memory_mib=256, vsock=True):
+        config = {"payload": {"kernel": guest, "cmdline": cmdline},
+                  "memory": {"size": memory_mib * MIB}, "cpus": {"boot_vcpus": 1},
+                  "serial": {"mode": "File", "file": self.serial_path}, "console": {"mode": "Off"}}
+        if vsock:
+            config["vsock"] = {"cid": 3, "socket": self.vsock_path}
+        self.ok("PUT", "vm.create", config)
+        self.ok("PUT", "vm.boot")
+
+    def wait_ready(self, timeout_s=30):
+        return self.ok("GET", f"vm.wait-ready?timeout_ms={int(timeout_s * 1000)}", timeout=timeout_s + 5)
+
+    def state(self):
+        return self.ok("GET", "vm.info")["state"]
+
+    def snapshot(self, dest, parent=None):
+        body = {"destination_url": "file://" + dest}
+        if parent:
+            body.update(mode="diff", parent_url="file://" + parent)
+        return self.api("PUT", "vm.snapshot", body)
+
+    def snapshot_paused(self, dest, parent=None):
+        """Pause, snapshot, resume (what libvirt's snapshot-create does)."""
+        self.ok("PUT", "vm.pause")
+        status, reply = self.snapshot(dest, parent)
+        self.ok("PUT", "vm.resume")
+        if status != 204:
+            raise Fail(f"{self.name}: vm.snapshot -> {status} {reply}" + self.describe())
+
+    def restore(self, source, mode="copy", resume=True, **extra):
+        body = {"source_url": "file://" + source, "memory_restore_mode": mode, "resume": resume,
+                "config_overrides": {"serial": {"mode": "File", "file": self.serial_path}}}
+        config_path = os.path.join(source, "config.json")
+        if os.path.exists(config_path) and json.load(open(config_path)).get("vsock"):
+            body["config_overrides"]["vsock"] = {"socket": self.vsock_path}
+        body.update(extra)
+        return self.api("PUT", "vm.restore", body)
+
+    def ticks(self):
+        return [int(line.rsplit(" ", 1)[1]) for line in self.serial().splitlines()
+                if line.startswith("vsnap-testguest: tick ")]
+
+    def wait_tick_above(self, value, timeout_s=10):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            ticks = self.ticks()
+            if ticks and ticks[-1] > value:
+                return ticks[-1]
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise Fail(f"{self.name}: no heartbeat tick above {value} within {timeout_s}s" + self.describe())
+
+
+class Conn:
+    """A host-initiated connection to the guest's command port."""
+
+    def __init__(self, vsock_path, port=CMD_PORT, timeout=30):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(vsock_path)
+        self.sock.sendall(b"CONNECT %d\n" % port)
+        self.buf = b""
+        ok = self.line()
+        if not ok.startswith("OK "):
+            raise Fail(f"CONNECT {port}: {ok!r}")
+
+    def line(self):
+        while b"\n" not in self.buf:
+            data = self.sock.recv(4096)
+            if not data:
+                raise Fail(f"connection closed, partial line {self.buf!r}")
+            self.buf += data
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode()
+
+    def cmd(self, text):
+        self.sock.sendall(text.encode() + b"\n")
+        return self.line()
+
+    def ok(self, text):
+        reply = self.cmd(text)
+        if reply != "OK":
+            raise Fail(f"{text!r} -> {reply!r}")
+
+    def sum(self, gpa, length):
+        reply = self.cmd(f"SUM {gpa:#x} {length:#x}")
+        if not reply.startswith("SUM "):
+            raise Fail(f"SUM -> {reply!r}")
+        return reply[4:]
+
+    def close(self):
+        self.sock.close()
+
+
+def connect(shim, timeout_s=30):
+    """A command connection once the guest is ready (it listens only then)."""
+    shim.wait_ready(timeout_s)
+    return Conn(shim.vsock_path)

@@ -1,0 +1,408 @@
+#!/usr/bin/python3
+"""vm.snapshot / vm.restore end to end: the real vsnap-shim on KVM, the test
+guest, its vsock command port (FILL/ZERO/SUM) and heartbeat ticks.
+
+    test-persist.py <vsnap-shim> <vsnap-testguest> <vsnap-pattern> <case>
+
+One meson test per case, each with its own VMs, so they run in parallel and
+fail separately. Every expected checksum is either computed on the host
+(vsnap-pattern) or read from the source VM right before the snapshot, so a
+restore is checked against exactly what the guest held at that instant.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+SHIM, GUEST, PATTERN, CASE = sys.argv[1:5]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from persisttest import ApiShim, Conn, Fail, FILL_BASE, MIB, check, connect  # noqa: E402
+
+MODES = ("copy", "merge", "ondemand")
+# Regions the chain test checks, as (gpa, length): A is the boot-time fill.
+REGION_A = (FILL_BASE, 64 * MIB)
+REGION_B = (80 * MIB, 16 * MIB)
+REGION_C = (96 * MIB, 16 * MIB)
+REGIONS = (REGION_A, REGION_B, REGION_C, (20 * MIB, 4 * MIB), (84 * MIB, 4 * MIB))
+
+
+def host_sum(seed, length):
+    return subprocess.run([PATTERN, str(seed), str(length)], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def sums(conn):
+    return [conn.sum(gpa, length) for gpa, length in REGIONS]
+
+
+def guest_cmdline(extra=""):
+    return f"vsnap.fill_mib=64 vsnap.seed=7 vsnap.heartbeat_ms=100 {extra}"
+
+
+class Chain:
+    """A source VM and snapshots base, d1, d2 of it with the region sums the
+    guest reported right before each snapshot."""
+
+    def __init__(self, workdir):
+        self.dir = workdir
+        self.src = ApiShim(SHIM, workdir=workdir, name="src")
+        self.src.boot(GUEST, guest_cmdline())
+        self.conn = connect(self.src)
+        self.expected = {}
+        self.paths = {name: os.path.join(workdir, name) for name in ("base", "d1", "d2")}
+
+    def take(self, name, parent=None):
+        self.expected[name] = sums(self.conn)
+        self.src.snapshot_paused(self.paths[name], self.paths[parent] if parent else None)
+
+    def build(self):
+        c = self.conn
+        check(c.sum(*REGION_A) == host_sum(7, 64 * MIB), "boot fill differs from the host reference")
+        self.take("base")
+        c.ok(f"FILL {REGION_B[0]:#x} {REGION_B[1]:#x} 11")
+        c.ok(f"FILL {20 * MIB:#x} {4 * MIB:#x} 13")         # overwrite pages of the base
+        self.take("d1", "base")
+        c.ok(f"FILL {REGION_C[0]:#x} {REGION_C[1]:#x} 17")
+        c.ok(f"ZERO {84 * MIB:#x} {4 * MIB:#x}")             # zero over non-zero pages of d1
+        c.ok(f"FILL {20 * MIB:#x} {1 * MIB:#x} 19")          # overwrite pages of d1
+        self.take("d2", "d1")
+        e = self.expected
+        check(len({tuple(v) for v in e.values()}) == 3, f"the three snapshots should differ: {e}")
+        check(e["base"][0] == host_sum(7, 64 * MIB), "base region A")
+        check(e["d1"][1] == host_sum(11, 16 * MIB), "d1 region B")
+        check(e["d2"][2] == host_sum(17, 16 * MIB), "d2 region C")
+
+    def close(self):
+        self.conn.close()
+        self.src.close()
+
+
+def restored(workdir, name, source, mode, **extra):
+    shim = ApiShim(SHIM, workdir=workdir, name=name)
+    status, reply = shim.restore(source, mode, **extra)
+    if status != 204:
+        shim.close()
+        raise Fail(f"restore {source} ({mode}) -> {status} {reply}")
+    return shim
+
+
+# --- cases -------------------------------------------------------------------
+
+def case_heartbeat(workdir):
+    """Snapshot a running-then-paused guest without vsock, restore by copy in a
+    fresh shim: paused until resumed, then the heartbeat goes on from where it
+    was (LAPIC timer, HLT idle and TSC came back)."""
+    with ApiShim(SHIM, workdir=workdir, name="src") as src:
+        src.boot(GUEST, guest_cmdline(), vsock=False)
+        last = src.wait_tick_above(3)
+        status, _ = src.snapshot(os.path.join(workdir, "early"))
+        check(status == 405, f"snapshot of a running VM must be 405, got {status}")
+        src.ok("PUT", "vm.pause")
+        at_pause = src.ticks()[-1]
+        snap = os.path.join(workdir, "snap")
+        status, reply = src.snapshot(snap)
+        check(status == 204, f"vm.snapshot -> {status} {reply}")
+        check(sorted(os.listdir(snap)) == ["config.json", "memory-ranges", "state.json"],
+              f"snapshot dir holds {os.listdir(snap)}")
+        names = [e["event"] for e in src.events()]
+        check(names[-2:] == ["snapshotting", "snapshotted"], f"events: {names}")
+        check(not [n for n in os.listdir(workdir) if ".partial" in n], "temporary directory left behind")
+        size = os.path.getsize(os.path.join(snap, "memory-ranges"))
+        check(64 * MIB <= size < 70 * MIB, f"full layer of a 64 MiB fill is {size} bytes")
+        src.ok("PUT", "vm.resume")
+        src.wait_tick_above(last + 2)
+    with restored(workdir, "dst", snap, "copy", resume=False) as dst:
+        check(dst.state() == "Paused", "a restored VM must come up paused")
+        time.sleep(0.5)
+        check(not dst.ticks(), "a paused restored VM printed ticks")
+        dst.ok("PUT", "vm.resume")
+        first = dst.wait_tick_above(at_pause)
+        check(first <= at_pause + 2, f"ticks restarted at {first}, the snapshot was at {at_pause}")
+        dst.wait_tick_above(first + 3)
+        names = [e["event"] for e in dst.events() if e["source"] == "vm"]
+        check(names[:2] == ["restoring", "restored"], f"events: {names}")
+
+
+def case_chain(workdir, mode):
+    """Base, d1, d2 restored in one mode; each must hold what the guest held at
+    that snapshot. Then a VM restored from [base, d1] takes d2' with parent d1
+    (tracking restarts at restore), which restores too."""
+    chain = Chain(workdir)
+    try:
+        chain.build()
+        for name in ("base", "d1", "d2"):
+            with restored(workdir, f"{mode}-{name}", chain.paths[name], mode) as dst:
+                conn = connect(dst)
+                got = sums(conn)
+                check(got == chain.expected[name], f"{mode} restore of {name}: {got} != {chain.expected[name]}")
+                if name == "d1":
+                    conn.ok(f"FILL {REGION_C[0]:#x} {4 * MIB:#x} 23")
+                    expected_d2x = sums(conn)
+                    d2x = os.path.join(workdir, f"{mode}-d2x")
+                    dst.snapshot_paused(d2x, chain.paths["d1"])
+                    size = os.path.getsize(os.path.join(d2x, "memory-ranges"))
+                    check(size < 6 * MIB, f"diff after restore holds {size} bytes for a 4 MiB write")
+                conn.close()
+        with restored(workdir, f"{mode}-d2x", d2x, "copy") as dst:
+            got = sums(connect(dst))
+            check(got == expected_d2x, f"restore of d2' taken after a {mode} restore: {got} != {expected_d2x}")
+    finally:
+        chain.close()
+
+
+def case_twins(workdir):
+    """Two shims restored from one snapshot at once (config_overrides give each
+    its own vsock socket and serial file); each diverges and stays correct."""
+    with ApiShim(SHIM, workdir=workdir, name="src") as src:
+        src.boot(GUEST, guest_cmdline())
+        conn = connect(src)
+        expected = sums(conn)
+        snap = os.path.join(workdir, "snap")
+        src.snapshot_paused(snap)
+        conn.close()
+    twins = [restored(workdir, f"twin{i}", snap, mode) for i, mode in enumerate(("ondemand", "copy"))]
+    try:
+        conns = [connect(t) for t in twins]
+        for i, c in enumerate(conns):
+            check(sums(c) == expected, f"twin {i} right after restore")
+            c.ok(f"FILL {REGION_B[0]:#x} {REGION_B[1]:#x} {100 + i}")
+        for i, c in enumerate(conns):
+            check(c.sum(*REGION_B) == host_sum(100 + i, REGION_B[1]), f"twin {i} after diverging")
+            check(c.sum(*REGION_A) == expected[0], f"twin {i} region A")
+    finally:
+        for t in twins:
+            t.close()
+
+
+def case_sparse_8g(workdir):
+    """A 8 GiB VM that used 64 MiB writes a layer of about 64 MiB."""
+    with ApiShim(SHIM, workdir=workdir, name="src") as src:
+        src.boot(GUEST, guest_cmdline(), memory_mib=8192, vsock=False)
+        src.wait_tick_above(0, timeout_s=30)
+        src.ok("PUT", "vm.pause")
+        snap = os.path.join(workdir, "snap")
+        t0 = time.monotonic()
+        status, reply = src.snapshot(snap)
+        elapsed = time.monotonic() - t0
+        check(status == 204, f"vm.snapshot -> {status} {reply}")
+        size = os.path.getsize(os.path.join(snap, "memory-ranges"))
+        print(f"8 GiB VM, 64 MiB used: layer {size / MIB:.1f} MiB in {elapsed:.2f} s")
+        check(64 * MIB <= size < 72 * MIB, f"layer is {size} bytes")
+    with restored(workdir, "dst", snap, "ondemand") as dst:
+        dst.wait_tick_above(0)
+
+
+def expect_refused(shim, source, what, mode="copy", needle=None):
+    status, reply = shim.restore(source, mode)
+    check(status == 400, f"{what}: restore -> {status} {reply}")
+    message = (reply or {}).get("error", "")
+    if needle:
+        check(needle in message, f"{what}: error {message!r} does not mention {needle!r}")
+    check(shim.api("GET", "vmm.ping")[0] == 200, f"{what}: the shim stopped serving")
+    status, _ = shim.api("GET", "vm.info")
+    check(status == 404, f"{what}: a failed restore left a VM behind")
+    print(f"{what}: 400 {message}")
+
+
+def copy_snapshot(src, dst):
+    os.makedirs(dst)
+    for name in os.listdir(src):
+        with open(os.path.join(src, name), "rb") as f, open(os.path.join(dst, name), "wb") as g:
+            g.write(f.read())
+
+
+def case_bad_input(workdir):
+    """Refusals with a clear error: wrong state, bad bodies, truncated layer,
+    flipped byte, wrong parent, missing file, parent that is not the VM's last
+    snapshot, an existing destination. The shims keep serving."""
+    with ApiShim(SHIM, workdir=workdir, name="src") as src:
+        check(src.snapshot(os.path.join(workdir, "x"))[0] == 404, "snapshot without a VM must be 404")
+        src.boot(GUEST, guest_cmdline())
+        conn = connect(src)
+        base, d1, base2, other = (os.path.join(workdir, n) for n in ("base", "d1", "base2", "other"))
+        src.snapshot_paused(base)
+        conn.ok(f"FILL {REGION_B[0]:#x} {REGION_B[1]:#x} 11")
+        src.snapshot_paused(d1, base)
+        src.snapshot_paused(base2)
+        src.ok("PUT", "vm.pause")
+        for body, what in (({}, "no destination"), ({"destination_url": "http://x/y"}, "not a file URL"),
+                           ({"destination_url": "file://" + other, "bogus": 1}, "unknown field"),
+                           ({"destination_url": "file://" + other, "mode": "diff"}, "diff without parent"),
+                           ({"destination_url": "file://" + other, "mode": "diff", "parent_url": "file://" + base},
+                            "parent that is not the last snapshot"),
+                           ({"destination_url": "file://" + base}, "existing destination"),
+                           ({"destination_url": "file:///nonexistent-dir/x"}, "missing parent directory")):
+            status, reply = src.api("PUT", "vm.snapshot", body)
+            check(status == 400, f"vm.snapshot with {what}: {status} {reply}")
+            print(f"snapshot, {what}: {reply['error']}")
+        check(not os.path.exists(other), "a refused snapshot left its destination behind")
+        src.ok("PUT", "vm.resume")
+        check(src.api("PUT", "vm.restore", {"source_url": "file://" + base})[0] == 405,
+              "restore into a shim that has a VM must be 405")
+        conn.close()
+
+    bad = {}
+    bad["truncated"] = os.path.join(workdir, "truncated")
+    copy_snapshot(base, bad["truncated"])
+    layer = os.path.join(bad["truncated"], "memory-ranges")
+    os.truncate(layer, os.path.getsize(layer) - 4096)
+    bad["flipped"] = os.path.join(workdir, "flipped")
+    copy_snapshot(base, bad["flipped"])
+    with open(os.path.join(bad["flipped"], "memory-ranges"), "r+b") as f:
+        f.seek(4096 + 12345)           # inside the page data
+        byte = f.read(1)
+        f.seek(4096 + 12345)
+        f.write(bytes([byte[0] ^ 0x40]))
+    bad["missing"] = os.path.join(workdir, "missing")
+    copy_snapshot(base, bad["missing"])
+    os.unlink(os.path.join(bad["missing"], "memory-ranges"))
+    bad["no_state"] = os.path.join(workdir, "no_state")
+    copy_snapshot(base, bad["no_state"])
+    os.unlink(os.path.join(bad["no_state"], "state.json"))
+    # d1 whose parent_url names another full snapshot (same VM, other id).
+    bad["wrong_parent"] = os.path.join(workdir, "wrong_parent")
+    copy_snapshot(d1, bad["wrong_parent"])
+    state_path = os.path.join(bad["wrong_parent"], "state.json")
+    state = json.load(open(state_path))
+    state["memory"]["parent_url"] = "file://" + base2  # a base of the same VM, but not d1's
+    json.dump(state, open(state_path, "w"))
+    bad["parent_gone"] = os.path.join(workdir, "parent_gone")
+    copy_snapshot(d1, bad["parent_gone"])
+    state_path = os.path.join(bad["parent_gone"], "state.json")
+    state = json.load(open(state_path))
+    state["memory"]["parent_url"] = "file://" + os.path.join(workdir, "no-such-snapshot")
+    json.dump(state, open(state_path, "w"))
+
+    with ApiShim(SHIM, workdir=workdir, name="dst") as dst:
+        expect_refused(dst, bad["truncated"], "truncated layer", needle="memory-ranges")
+        expect_refused(dst, bad["flipped"], "flipped data byte (copy)", needle="checksum")
+        expect_refused(dst, bad["flipped"], "flipped data byte (merge)", mode="merge", needle="checksum")
+        expect_refused(dst, bad["missing"], "missing layer file", needle="memory-ranges")
+        expect_refused(dst, bad["no_state"], "missing state.json", needle="state.json")
+        expect_refused(dst, bad["wrong_parent"], "wrong parent", needle="wrong parent")
+        expect_refused(dst, bad["parent_gone"], "missing parent", needle="no-such-snapshot")
+        for body, what in (({}, "no source"), ({"source_url": "file://" + base, "memory_restore_mode": "fast"},
+                                                "unknown mode"),
+                           ({"source_url": "file://" + base, "ondemand_block_size": 3000,
+                             "memory_restore_mode": "ondemand"}, "bad block size"),
+                           ({"source_url": "file://" + base, "config_overrides": {"memory": {"size": 1}}},
+                            "override of memory"),
+                           ({"source_url": "file://" + base, "net_fds": [3]}, "unknown field")):
+            status, reply = dst.api("PUT", "vm.restore", body)
+            check(status == 400, f"vm.restore with {what}: {status} {reply}")
+            print(f"restore, {what}: {reply['error']}")
+        # After all that, a good restore still works in the same shim.
+        status, reply = dst.restore(d1, "copy")
+        check(status == 204, f"good restore after refusals: {status} {reply}")
+        conn = connect(dst)
+        check(conn.sum(*REGION_B) == host_sum(11, REGION_B[1]), "region B after the good restore")
+
+
+def case_ondemand_corrupt(workdir):
+    """On demand, data blocks are checked when first served: a flipped byte is
+    not noticed up front, but the VM stops with an error (a crash event and
+    vm.info's detail) the moment the guest touches that block; bad data never
+    reaches it, and nothing falls back to copy."""
+    with ApiShim(SHIM, workdir=workdir, name="src") as src:
+        src.boot(GUEST, guest_cmdline())
+        connect(src).close()
+        base = os.path.join(workdir, "base")
+        src.snapshot_paused(base)
+    layer = os.path.join(base, "memory-ranges")
+    size = os.path.getsize(layer)
+    with open(layer, "r+b") as f:
+        # The last data page belongs to the end of the fill region (RAM order),
+        # which the guest does not touch until asked to.
+        f.seek(size // 2)
+        byte = f.read(1)
+        f.seek(size // 2)
+        f.write(bytes([byte[0] ^ 1]))
+    with restored(workdir, "dst", base, "ondemand") as dst:
+        conn = connect(dst)
+        try:
+            reply = conn.cmd(f"SUM {REGION_A[0]:#x} {REGION_A[1]:#x}")
+        except (Fail, OSError):
+            reply = None  # the VM stopped under the connection, as it must
+        check(reply is None, f"the guest answered SUM over a corrupt block: {reply!r}")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            status, info = dst.api("GET", "vm.info")
+            if status == 200 and info["state"] == "Shutdown":
+                break
+            time.sleep(0.1)
+        check(info["state"] == "Shutdown", f"VM state after a corrupt block: {info['state']}")
+        detail = info["vsnap"]["last_stop_detail"] or ""
+        check("checksum" in detail, f"stop detail does not name the checksum: {detail!r}")
+        print("stopped:", detail)
+
+
+def case_full_fs(workdir):
+    """Destination on a full file system (a 32 MiB tmpfs): clear error, nothing
+    partial left, the VM keeps running, and a later snapshot elsewhere still
+    has every page (the dirty pages of the failed try are kept)."""
+    mnt = os.path.join(workdir, "small")
+    os.makedirs(mnt)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", mnt]).returncode != 0:
+        print("cannot mount a tmpfs here (not root?)")
+        sys.exit(77)
+    try:
+        with ApiShim(SHIM, workdir=workdir, name="src") as src:
+            src.boot(GUEST, guest_cmdline())
+            conn = connect(src)
+            base = os.path.join(workdir, "base")
+            src.snapshot_paused(base)
+            conn.ok(f"FILL {REGION_B[0]:#x} {REGION_B[1]:#x} 11")
+            conn.ok(f"FILL {REGION_C[0]:#x} {REGION_C[1]:#x} 12")
+            expected = sums(conn)
+            src.ok("PUT", "vm.pause")
+            for body in ({"destination_url": "file://" + os.path.join(mnt, "full")},
+                         {"destination_url": "file://" + os.path.join(mnt, "diff"), "mode": "diff",
+                          "parent_url": "file://" + base}):
+                status, reply = src.api("PUT", "vm.snapshot", body)
+                check(status == 500, f"snapshot onto a full fs: {status} {reply}")
+                check("space" in reply["error"], f"error does not say the disk is full: {reply['error']}")
+                print("full fs:", reply["error"])
+                check(os.listdir(mnt) == [], f"left on the full fs: {os.listdir(mnt)}")
+            src.ok("PUT", "vm.resume")
+            check(conn.sum(*REGION_B) == expected[1], "the VM changed after a failed snapshot")
+            d1 = os.path.join(workdir, "d1")
+            src.snapshot_paused(d1, base)
+            conn.close()
+        with restored(workdir, "dst", d1, "copy") as dst:
+            got = sums(connect(dst))
+            check(got == expected, f"diff after failed tries lost pages: {got} != {expected}")
+    finally:
+        subprocess.run(["umount", mnt])
+
+
+CASES = {
+    "heartbeat": case_heartbeat,
+    "chain_copy": lambda d: case_chain(d, "copy"),
+    "chain_merge": lambda d: case_chain(d, "merge"),
+    "chain_ondemand": lambda d: case_chain(d, "ondemand"),
+    "twins": case_twins,
+    "sparse_8g": case_sparse_8g,
+    "bad_input": case_bad_input,
+    "ondemand_corrupt": case_ondemand_corrupt,
+    "full_fs": case_full_fs,
+}
+
+
+def main():
+    workdir = tempfile.mkdtemp(prefix=f"vsnap-persist-{CASE}-")
+    try:
+        CASES[CASE](workdir)
+    except Fail as e:
+        print(f"FAIL {CASE}: {e}")
+        return 1
+    finally:
+        subprocess.run(["rm", "-rf", workdir])
+    print(f"ok {CASE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
