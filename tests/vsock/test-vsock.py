@@ -416,6 +416,58 @@ def case_malformed_packets():
         check(status == 200 and info.get("state") == "Running", f"vm.info after malformed packets: {info}")
 
 
+def case_ready_after_restore():
+    """A restored guest hears TRANSPORT_RESET, reconnects and announces READY
+    again with generation + 1; the restored shim's wait-ready sees it."""
+    shim, path = vsock_shim()
+    snap = os.path.join(shim.workdir, "snap")
+    with shim:
+        status, body, _ = http_get_unix(shim.api_socket, "/api/v1/vm.wait-ready?timeout_ms=20000", 25)
+        check(status == 200, f"wait-ready answered {status}: {body}")
+        first = json.loads(body)
+        c = wait_guest_serving(path)
+        check(c.cmd("FILL 0x1000000 4096 3") == "OK", "FILL before the snapshot")
+        c.close()
+        for method, endpoint, req in [("PUT", "vm.pause", None),
+                                      ("PUT", "vm.snapshot", {"destination_url": "file://" + snap})]:
+            status, reply = shim.api(method, endpoint, req)
+            check(status in (200, 204), f"{endpoint} answered {status}: {reply}")
+        target_dir = os.path.join(shim.workdir, "target")
+        os.mkdir(target_dir)
+        api = os.path.join(target_dir, "api.sock")
+        new_vsock = os.path.join(target_dir, "vsock.sock")
+        log = open(os.path.join(target_dir, "shim.log"), "wb")
+        target = subprocess.Popen([SHIM, "--api-socket", f"path={api}"], stdin=subprocess.DEVNULL,
+                                  stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 10
+            while not os.path.exists(api):
+                check(time.monotonic() < deadline and target.poll() is None, "restore target has no API socket")
+                time.sleep(0.02)
+            body = json.dumps({"source_url": "file://" + snap, "resume": True,
+                               "config_overrides": {"vsock": {"socket": new_vsock}}})
+            res = subprocess.run(["curl", "-sS", "--unix-socket", api, "-X", "PUT", "-w", "\n%{http_code}",
+                                  "-H", "Content-Type: application/json", "-d", body,
+                                  "http://localhost/api/v1/vm.restore"],
+                                 capture_output=True, text=True, timeout=60)
+            text, _, code = res.stdout.rpartition("\n")
+            check(code in ("200", "204"), f"vm.restore answered {code}: {text} {res.stderr}")
+            status, body, _ = http_get_unix(api, "/api/v1/vm.wait-ready?timeout_ms=20000", 25)
+            check(status == 200, f"wait-ready after restore answered {status}: {body}")
+            again = json.loads(body)
+            print(f"before: generation {first['generation']}, after restore: generation {again['generation']}")
+            check(again["generation"] == first["generation"] + 1, f"generation after restore: {again}")
+            check(again["boot_id"] == first["boot_id"], "the restored guest is the same boot")
+            c = wait_guest_serving(new_vsock)
+            want = pattern_checksum(PATTERN, 3, 4096)
+            check(c.cmd("SUM 0x1000000 4096") == f"SUM {want}", "memory after the restore")
+            c.close()
+        finally:
+            target.kill()
+            target.wait()
+            log.close()
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":
