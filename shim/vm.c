@@ -109,6 +109,10 @@ static bool create_kvm_vm(struct vm *vm, GError **error)
         return kvm_fail(error, "KVM_SET_IDENTITY_MAP_ADDR");
     if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0)
         return kvm_fail(error, "KVM_CREATE_IRQCHIP");
+    /* KVM wires the PIT to IOAPIC pin 0; our MP table and MADT say pin 2, as
+     * on a PC, so install routing that makes the tables true. */
+    if (!boot_set_irq_routing(vm->vm_fd, error))
+        return false;
     struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
     if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
         return kvm_fail(error, "KVM_CREATE_PIT2");
