@@ -6,10 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 BUILD=${BUILD:-build}
-if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD" >/dev/null
-fi
-ninja -C "$BUILD" >/dev/null
+BUILD="$BUILD" ./scripts/setup.sh   # packages, configure, build
 mkdir -p "$BUILD/bench"
 before=$(wc -l < "$BUILD/bench/results.jsonl" 2>/dev/null || echo 0)
 
