@@ -43,10 +43,21 @@ class ApiShim:
                                       "--event-monitor", f"path={self.events_path}"],
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
-        while not os.path.exists(self.sock):
+        while not self._listening():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise Fail(f"{name}: no API socket" + self.describe())
-            time.sleep(0.02)
+            time.sleep(0.01)
+
+    def _listening(self):
+        """The socket file appears at bind(), before listen(): try to connect."""
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(self.sock)
+            return True
+        except OSError:
+            return False
+        finally:
+            probe.close()
 
     def close(self):
         if self.proc.poll() is None:
