@@ -11,6 +11,8 @@
 #include "conf/capabilities.h"
 #include "monitor.h"
 #include "process.h"
+#include "save.h"
+#include "snapshot.h"
 #include "virt-error.h"
 
 /* ---- persistence: <state_dir>/domains/<name>.xml, <state_dir>/autostart/<name> ---- */
@@ -396,6 +398,12 @@ bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigne
     if (!check_flags(flags, allowed, error))
         return false;
     g_mutex_lock(&dom->job);
+    bool inactive = !vsnap_domain_is_active(dom);
+    if (inactive && (!snapshot_check_undefine(drv, dom, flags, error) ||
+                     !save_check_undefine(drv, dom, flags, error))) {
+        g_mutex_unlock(&dom->job);
+        return false;
+    }
     g_mutex_lock(&dom->lock);
     if (!dom->listed || !dom->persistent) {
         g_mutex_unlock(&dom->lock);
@@ -407,6 +415,8 @@ bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigne
         return false;
     }
     delete_config(drv, dom->name);
+    if (inactive && (flags & VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA))
+        snapshot_remove_all(drv, dom);
     dom->persistent = false;
     dom->autostart = false;
     g_clear_pointer(&dom->next_def, domain_def_free);
@@ -499,6 +509,12 @@ static bool start_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, uns
                     "domain is already running");
         return false;
     }
+    /* A managed save image, when there is one, is where the domain resumes. */
+    bool restored = false;
+    if (!save_start_managed(drv, dom, flags, &restored, error))
+        return false;
+    if (restored)
+        return true;
     if (!process_start(drv, dom, error))
         return false;
     return !(flags & VIR_DOMAIN_START_PAUSED) || pause_after_start(drv, dom, error);

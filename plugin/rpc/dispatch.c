@@ -23,7 +23,10 @@ static const struct proc_entry *find_in(const struct proc_entry *entries, size_t
 
 static const struct proc_entry *find_entry(int proc)
 {
-    const struct proc_entry *e = find_in(rpc_connect_procs, rpc_connect_procs_count, proc);
+    /* Snapshot, save and job procedures first: they replace placeholders. */
+    const struct proc_entry *e = find_in(rpc_snapshot_procs, rpc_snapshot_procs_count, proc);
+    if (!e)
+        e = find_in(rpc_connect_procs, rpc_connect_procs_count, proc);
     if (!e)
         e = find_in(rpc_domain_procs, rpc_domain_procs_count, proc);
     if (!e)

@@ -63,6 +63,8 @@ extern const struct proc_entry rpc_domain_procs[];
 extern const size_t rpc_domain_procs_count;
 extern const struct proc_entry rpc_event_procs[];
 extern const size_t rpc_event_procs_count;
+extern const struct proc_entry rpc_snapshot_procs[];
+extern const size_t rpc_snapshot_procs_count;
 
 /* Decode, check access, run the handler, send the reply. Runs on a worker. */
 void rpc_dispatch_call(struct rpc_server *server, struct rpc_client *client,

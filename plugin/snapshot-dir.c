@@ -1,0 +1,340 @@
+#include "snapshot-dir.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "chain.h"
+#include "compact.h"
+#include "layer.h"
+#include "virt-error.h"
+
+/* Longest chain we follow: the layer library's own limit. */
+#define CHAIN_MAX SNAP_MAX_CHAIN
+
+static void set_error(GError **error, int code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static void set_error(GError **error, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *text = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error_literal(error, VSNAP_VIR_ERROR, code, text);
+}
+
+/* Layer library errors keep their message (it names the file). */
+static bool from_snap_error(GError *local, GError **error)
+{
+    set_error(error, VIR_ERR_OPERATION_FAILED, "%s", local->message);
+    g_error_free(local);
+    return false;
+}
+
+char *snapdir_url(const char *dir)
+{
+    return g_strconcat("file://", dir, NULL);
+}
+
+static bool has_layer_magic(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    char magic[8];
+    bool yes = fread(magic, 1, sizeof(magic), f) == sizeof(magic) &&
+               memcmp(magic, SNAP_LAYER_MAGIC, sizeof(magic)) == 0;
+    fclose(f);
+    return yes;
+}
+
+char *snapdir_layer_path(const char *dir, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autoptr(GDir) d = g_dir_open(dir, 0, &local);
+    if (!d) {
+        set_error(error, VIR_ERR_OPERATION_FAILED, "snapshot directory %s: %s", dir,
+                  local->message);
+        return NULL;
+    }
+    const char *name;
+    while ((name = g_dir_read_name(d))) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        /* Temporary names of a layer being written are not the layer. */
+        if (!g_str_has_prefix(name, ".") && !strstr(name, ".tmp") &&
+            g_file_test(path, G_FILE_TEST_IS_REGULAR) && has_layer_magic(path))
+            return g_steal_pointer(&path);
+    }
+    set_error(error, VIR_ERR_OPERATION_FAILED, "snapshot directory %s holds no memory layer",
+              dir);
+    return NULL;
+}
+
+/* ---- the parent record: "parent_url" in one of the directory's JSON files ---- */
+
+struct parent_record {
+    char *file;          /* the JSON file holding it */
+    JsonNode *root;
+    JsonObject *holder;  /* the object with the parent_url member */
+};
+
+static void parent_record_clear(struct parent_record *r)
+{
+    g_clear_pointer(&r->file, g_free);
+    g_clear_pointer(&r->root, json_node_unref);
+}
+
+static JsonObject *holder_in(JsonNode *root)
+{
+    if (!JSON_NODE_HOLDS_OBJECT(root))
+        return NULL;
+    JsonObject *obj = json_node_get_object(root);
+    if (json_object_has_member(obj, "parent_url"))
+        return obj;
+    JsonNode *vsnap = json_object_get_member(obj, "vsnap");
+    if (vsnap && JSON_NODE_HOLDS_OBJECT(vsnap) &&
+        json_object_has_member(json_node_get_object(vsnap), "parent_url"))
+        return json_node_get_object(vsnap);
+    return NULL;
+}
+
+/* false only on an unreadable directory; r->file stays NULL if no file
+ * carries the record (a full snapshot may have none). */
+static bool find_parent_record(const char *dir, struct parent_record *r, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autoptr(GDir) d = g_dir_open(dir, 0, &local);
+    if (!d) {
+        set_error(error, VIR_ERR_OPERATION_FAILED, "snapshot directory %s: %s", dir,
+                  local->message);
+        return false;
+    }
+    const char *name;
+    while ((name = g_dir_read_name(d))) {
+        if (!g_str_has_suffix(name, ".json"))
+            continue;
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        g_autoptr(JsonParser) parser = json_parser_new();
+        if (!json_parser_load_from_file(parser, path, NULL))
+            continue;
+        JsonNode *root = json_parser_get_root(parser);
+        JsonObject *holder = root ? holder_in(root) : NULL;
+        if (holder) {
+            r->file = g_steal_pointer(&path);
+            r->root = json_node_ref(root);
+            r->holder = holder;
+            return true;
+        }
+    }
+    return true;
+}
+
+static char *path_of_url(const char *url)
+{
+    if (!url || !*url)
+        return NULL;
+    if (g_str_has_prefix(url, "file://"))
+        return g_strdup(url + strlen("file://"));
+    return g_strdup(url);
+}
+
+bool snapdir_parent(const char *dir, char **parent, GError **error)
+{
+    struct parent_record r = {0};
+    *parent = NULL;
+    if (!find_parent_record(dir, &r, error))
+        return false;
+    if (r.file) {
+        JsonNode *node = json_object_get_member(r.holder, "parent_url");
+        if (JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING)
+            *parent = path_of_url(json_node_get_string(node));
+    }
+    parent_record_clear(&r);
+    return true;
+}
+
+static bool write_json_atomic(const char *path, JsonNode *root, GError **error)
+{
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    json_generator_set_root(gen, root);
+    gsize len = 0;
+    g_autofree char *text = json_generator_to_data(gen, &len);
+    g_autoptr(GError) local = NULL;
+    if (!g_file_set_contents_full(path, text, (gssize)len,
+                                  G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
+                                  0600, &local)) {
+        set_error(error, VIR_ERR_SYSTEM_ERROR, "cannot rewrite %s: %s", path, local->message);
+        return false;
+    }
+    return true;
+}
+
+bool snapdir_set_parent(const char *dir, const char *parent, GError **error)
+{
+    struct parent_record r = {0};
+    if (!find_parent_record(dir, &r, error))
+        return false;
+    bool ok = true;
+    if (!r.file) {
+        /* No record: the directory already says "no parent". */
+        if (parent) {
+            set_error(error, VIR_ERR_OPERATION_FAILED,
+                      "snapshot directory %s has no parent record to point at %s", dir, parent);
+            ok = false;
+        }
+    } else {
+        if (parent) {
+            g_autofree char *url = snapdir_url(parent);
+            json_object_set_string_member(r.holder, "parent_url", url);
+        } else {
+            json_object_set_null_member(r.holder, "parent_url");
+        }
+        ok = write_json_atomic(r.file, r.root, error);
+    }
+    parent_record_clear(&r);
+    return ok;
+}
+
+GPtrArray *snapdir_chain(const char *top, GError **error)
+{
+    g_autoptr(GPtrArray) dirs = g_ptr_array_new_with_free_func(g_free);
+    char *dir = g_strdup(top);
+    while (dir) {
+        if (dirs->len >= CHAIN_MAX) {
+            set_error(error, VIR_ERR_OPERATION_FAILED,
+                      "the chain below %s is longer than %u layers (a loop?)", top, CHAIN_MAX);
+            g_free(dir);
+            return NULL;
+        }
+        g_ptr_array_insert(dirs, 0, dir);
+        char *parent = NULL;
+        if (!snapdir_parent(dir, &parent, error))
+            return NULL;
+        dir = parent;
+    }
+    return g_steal_pointer(&dirs);
+}
+
+static GPtrArray *chain_layers(const char *top, GError **error)
+{
+    g_autoptr(GPtrArray) dirs = snapdir_chain(top, error);
+    if (!dirs)
+        return NULL;
+    g_autoptr(GPtrArray) layers = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < dirs->len; i++) {
+        char *layer = snapdir_layer_path(dirs->pdata[i], error);
+        if (!layer)
+            return NULL;
+        g_ptr_array_add(layers, layer);
+    }
+    return g_steal_pointer(&layers);
+}
+
+bool snapdir_check_chain(const char *top, GError **error)
+{
+    g_autoptr(GPtrArray) layers = chain_layers(top, error);
+    if (!layers)
+        return false;
+    GError *local = NULL;
+    struct snap_chain *chain =
+        snap_chain_open((const char *const *)layers->pdata, layers->len, SNAP_CHAIN_DEFAULT, &local);
+    if (!chain)
+        return from_snap_error(local, error);
+    snap_chain_free(chain);
+    return true;
+}
+
+bool snapdir_layer_ids(const char *dir, char out_id[37], char out_parent[37], GError **error)
+{
+    g_autofree char *path = snapdir_layer_path(dir, error);
+    if (!path)
+        return false;
+    GError *local = NULL;
+    struct snap_layer *layer = snap_layer_open(path, &local);
+    if (!layer)
+        return from_snap_error(local, error);
+    snap_id_to_string(&layer->hdr.id, out_id);
+    snap_id_to_string(&layer->hdr.parent_id, out_parent);
+    snap_layer_close(layer);
+    return true;
+}
+
+bool snapdir_fold_into_child(const char *inner, const char *child, GError **error)
+{
+    char inner_id[37], inner_parent[37], child_id[37], child_parent[37];
+    if (!snapdir_layer_ids(inner, inner_id, inner_parent, error) ||
+        !snapdir_layer_ids(child, child_id, child_parent, error))
+        return false;
+    if (g_str_equal(child_parent, inner_id)) {
+        g_autofree char *inner_layer = snapdir_layer_path(inner, error);
+        g_autofree char *child_layer = inner_layer ? snapdir_layer_path(child, error) : NULL;
+        GError *local = NULL;
+        if (!child_layer)
+            return false;
+        if (!snap_compact_fold(inner_layer, child_layer, &local))
+            return from_snap_error(local, error);
+    } else if (!g_str_equal(child_parent, inner_parent)) {
+        set_error(error, VIR_ERR_OPERATION_FAILED,
+                  "cannot fold %s into %s: the child's layer names neither it nor its parent",
+                  inner, child);
+        return false;
+    }
+    g_autofree char *grandparent = NULL;
+    return snapdir_parent(inner, &grandparent, error) &&
+           snapdir_set_parent(child, grandparent, error);
+}
+
+bool snapdir_flatten(const char *top, const char *out_path, GError **error)
+{
+    g_autoptr(GPtrArray) layers = chain_layers(top, error);
+    if (!layers)
+        return false;
+    GError *local = NULL;
+    struct snap_chain *chain =
+        snap_chain_open((const char *const *)layers->pdata, layers->len, SNAP_CHAIN_DEFAULT, &local);
+    if (!chain)
+        return from_snap_error(local, error);
+    bool ok = snap_compact_chain(chain, out_path, NULL, &local);
+    snap_chain_free(chain);
+    return ok || from_snap_error(local, error);
+}
+
+guint64 snapdir_bytes(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+    guint64 total = 0;
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        struct stat st;
+        /* st_blocks: a sparse temporary file counts what is written. */
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+            total += MIN((guint64)st.st_size, (guint64)st.st_blocks * 512);
+    }
+    return total;
+}
+
+bool snapdir_remove(const char *dir, GError **error)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    if (!d)
+        return true;   /* already gone */
+    const char *name;
+    while ((name = g_dir_read_name(d))) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK)) {
+            if (!snapdir_remove(path, error))
+                return false;
+        } else if (g_unlink(path) < 0 && errno != ENOENT) {
+            set_error(error, VIR_ERR_SYSTEM_ERROR, "cannot remove %s: %s", path,
+                      g_strerror(errno));
+            return false;
+        }
+    }
+    if (g_rmdir(dir) < 0 && errno != ENOENT) {
+        set_error(error, VIR_ERR_SYSTEM_ERROR, "cannot remove %s: %s", dir, g_strerror(errno));
+        return false;
+    }
+    return true;
+}

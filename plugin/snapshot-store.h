@@ -1,0 +1,88 @@
+/* Snapshot metadata of one domain, on disk beside the domain:
+ *
+ *   <state_dir>/snapshots/<domain>/<id>/         one snapshot; <id> is a random
+ *                                                uuid, never the user's name
+ *       config.json state.json <layer> ...      written by the shim (vm.snapshot)
+ *       domain.xml                               the definition when taken
+ *       snapshot.ini                             our metadata; written last: a
+ *                                                directory without it is an
+ *                                                unfinished snapshot
+ *       deleting                                 present while the snapshot is
+ *                                                being folded into its children
+ *   <state_dir>/snapshots/<domain>/current       name of the current snapshot
+ *
+ * Two relations: the libvirt tree (`parent`, by name: the current snapshot
+ * when this one was taken) and the layer chain (`layer_parent`, by id: the
+ * snapshot whose layer a diff sits on; NULL for a full layer). Whenever a diff
+ * is taken they agree, but a full layer may still have a libvirt parent.
+ *
+ * The disk is the truth: a tree is loaded for each call and every change is
+ * written at once (atomic replace). Changes run under the domain's job lock;
+ * readers may load at any time and only ever see whole files. */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct snapshot_entry {
+    char *id;
+    char *dir;              /* <tree dir>/<id> */
+    char *name;
+    char *description;
+    char *parent;           /* libvirt parent name, NULL for a root */
+    int64_t creation_time;
+    int state;              /* enum snapshot_state (conf/snapshot-conf.h) */
+    bool full;              /* full layer (else a diff on layer_parent) */
+    char *layer_parent;     /* id, NULL for a full layer */
+    bool deleting;          /* an interrupted delete to finish */
+};
+
+struct snapshot_tree {
+    char *dir;
+    GPtrArray *entries;     /* struct snapshot_entry *, oldest first */
+    char *current;          /* name, NULL when none */
+};
+
+typedef struct snapshot_tree snapshot_tree;
+void snapshot_tree_free(struct snapshot_tree *tree);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(snapshot_tree, snapshot_tree_free)
+
+/* The directory of a domain's snapshots. */
+char *snapshot_tree_dir(const char *state_dir, const char *domain);
+
+/* Load (an absent directory is an empty tree). Broken entries are skipped
+ * with a warning. */
+struct snapshot_tree *snapshot_tree_load(const char *state_dir, const char *domain,
+                                         GError **error);
+
+struct snapshot_entry *snapshot_tree_find(struct snapshot_tree *tree, const char *name);
+struct snapshot_entry *snapshot_tree_find_id(struct snapshot_tree *tree, const char *id);
+/* Snapshots whose libvirt parent is `name` (NULL: the roots). */
+GPtrArray *snapshot_tree_children(struct snapshot_tree *tree, const char *name);
+/* Every descendant of `name`, children before their own children. */
+GPtrArray *snapshot_tree_descendants(struct snapshot_tree *tree, const char *name);
+/* Snapshots whose layer is a diff on entry's layer. */
+GPtrArray *snapshot_tree_layer_children(struct snapshot_tree *tree,
+                                        const struct snapshot_entry *entry);
+unsigned snapshot_tree_count_live(struct snapshot_tree *tree);
+
+/* A new entry's directory (created) with a fresh id. */
+struct snapshot_entry *snapshot_tree_new_entry(struct snapshot_tree *tree, GError **error);
+/* Write entry's metadata (the commit point of a new snapshot). */
+bool snapshot_entry_save(const struct snapshot_entry *entry, GError **error);
+bool snapshot_tree_set_current(struct snapshot_tree *tree, const char *name, GError **error);
+/* Mark entry as being deleted (crash-safe fold), or drop the mark. */
+bool snapshot_entry_mark_deleting(struct snapshot_entry *entry, GError **error);
+/* Forget and remove an entry: its metadata first, then its files. */
+bool snapshot_tree_remove(struct snapshot_tree *tree, struct snapshot_entry *entry,
+                          GError **error);
+/* Remove unfinished snapshot directories (call under the job lock). */
+void snapshot_tree_remove_unfinished(struct snapshot_tree *tree);
+/* Remove the domain's whole snapshot directory. */
+bool snapshot_tree_remove_all(const char *state_dir, const char *domain, GError **error);
+
+/* The domain definition stored with a snapshot (XML text). */
+char *snapshot_entry_domain_xml(const struct snapshot_entry *entry, GError **error);
+bool snapshot_entry_save_domain_xml(const struct snapshot_entry *entry, const char *xml,
+                                    GError **error);

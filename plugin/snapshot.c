@@ -1,0 +1,563 @@
+#include "snapshot.h"
+
+#include <libvirt/libvirt.h>
+#include <string.h>
+
+#include "conf/snapshot-conf.h"
+#include "process.h"
+#include "snapshot-dir.h"
+#include "snapshot-store.h"
+#include "snapshot-vm.h"
+#include "virt-error.h"
+
+static struct snapshot_tree *load(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                  GError **error)
+{
+    return snapshot_tree_load(drv->paths.state_dir, dom->name, error);
+}
+
+static struct snapshot_entry *find(struct snapshot_tree *tree, const char *name, GError **error)
+{
+    struct snapshot_entry *e = snapshot_tree_find(tree, name);
+    if (!e)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN_SNAPSHOT,
+                    "no domain snapshot with matching name '%s'", name);
+    return e;
+}
+
+static bool refuse(GError **error, int code, const char *text)
+{
+    g_set_error_literal(error, VSNAP_VIR_ERROR, code, text);
+    return false;
+}
+
+/* ---- deleting, also used to finish a delete a crash interrupted ---- */
+
+/* Survivors whose layer is a diff on `gone` take its pages and its parent. */
+static bool fold_into_layer_children(struct snapshot_tree *tree, struct snapshot_entry *gone,
+                                     GError **error)
+{
+    g_autoptr(GPtrArray) kids = snapshot_tree_layer_children(tree, gone);
+    if (kids->len == 0)
+        return true;
+    if (!gone->deleting && !snapshot_entry_mark_deleting(gone, error))
+        return false;
+    for (guint i = 0; i < kids->len; i++) {
+        struct snapshot_entry *kid = kids->pdata[i];
+        if (!snapdir_fold_into_child(gone->dir, kid->dir, error))
+            return false;
+        g_free(kid->layer_parent);
+        kid->layer_parent = g_strdup(gone->layer_parent);
+        kid->full = gone->full;
+        if (!snapshot_entry_save(kid, error))
+            return false;
+    }
+    return true;
+}
+
+/* Remove one snapshot whose own descendants are handled already. */
+static bool remove_one(struct vsnap_domain *dom, struct snapshot_tree *tree,
+                       struct snapshot_entry *gone, GError **error)
+{
+    if (!fold_into_layer_children(tree, gone, error))
+        return false;
+    g_autoptr(GPtrArray) kids = snapshot_tree_children(tree, gone->name);
+    for (guint i = 0; i < kids->len; i++) {
+        struct snapshot_entry *kid = kids->pdata[i];
+        g_free(kid->parent);
+        kid->parent = g_strdup(gone->parent);
+        if (!snapshot_entry_save(kid, error))
+            return false;
+    }
+    if (g_strcmp0(tree->current, gone->name) == 0 &&
+        !snapshot_tree_set_current(tree, gone->parent, error))
+        return false;
+    g_autofree char *lineage = vmsnap_lineage_get(dom);
+    if (g_strcmp0(lineage, gone->id) == 0)
+        vmsnap_lineage_clear(dom);   /* the running VM's base is gone: next one is full */
+    return snapshot_tree_remove(tree, gone, error);
+}
+
+/* Under the job lock: leftovers of a crash are finished or removed. */
+static bool recover(struct vsnap_domain *dom, struct snapshot_tree *tree, GError **error)
+{
+    snapshot_tree_remove_unfinished(tree);
+    for (guint i = tree->entries->len; i-- > 0;) {
+        struct snapshot_entry *e = tree->entries->pdata[i];
+        if (e->deleting) {
+            g_message("domain %s: finishing the interrupted delete of snapshot '%s'", dom->name,
+                      e->name);
+            if (!remove_one(dom, tree, e, error))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* ---- create ---- */
+
+static bool check_create_flags(unsigned flags, GError **error)
+{
+    if (flags & (VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE | VIR_DOMAIN_SNAPSHOT_CREATE_CURRENT))
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                      "vsnap cannot redefine snapshot metadata: a snapshot's memory layers "
+                      "exist only when vsnap takes the snapshot");
+    if (flags & VIR_DOMAIN_SNAPSHOT_CREATE_NO_METADATA)
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                      "vsnap snapshots without metadata could never be reverted to");
+    if (flags & (VIR_DOMAIN_SNAPSHOT_CREATE_DISK_ONLY | VIR_DOMAIN_SNAPSHOT_CREATE_REUSE_EXT))
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                      "vsnap has no disk-only or external snapshots: snapshots hold memory");
+    if (flags & VIR_DOMAIN_SNAPSHOT_CREATE_QUIESCE)
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                      "vsnap cannot quiesce guest file systems (no disks are snapshotted)");
+    if (flags & VIR_DOMAIN_SNAPSHOT_CREATE_LIVE)
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                      "vsnap pauses the VM while it writes a snapshot; --live is not supported");
+    unsigned known = VIR_DOMAIN_SNAPSHOT_CREATE_HALT | VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC |
+                     VIR_DOMAIN_SNAPSHOT_CREATE_VALIDATE;
+    if (flags & ~known) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    flags & ~known);
+        return false;
+    }
+    return true;
+}
+
+static struct snapshot_def *parse_request(struct vsnap_driver *drv, struct snapshot_tree *tree,
+                                          const char *xml, GError **error)
+{
+    g_autoptr(snapshot_def) def = snapshot_def_parse_string(xml, drv->paths.schema_dir, error);
+    if (!def)
+        return NULL;
+    if (def->memory == SNAPSHOT_MEMORY_NO) {
+        refuse(error, VIR_ERR_CONFIG_UNSUPPORTED,
+               "vsnap snapshots always hold the guest's memory: <memory snapshot='no'> "
+               "is not supported");
+        return NULL;
+    }
+    if (snapshot_tree_find(tree, def->name)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "domain snapshot '%s' already exists", def->name);
+        return NULL;
+    }
+    return g_steal_pointer(&def);
+}
+
+/* The snapshot a diff can sit on: the current one, if the running VM's memory
+ * descends from it without a break. */
+static struct snapshot_entry *diff_base(struct vsnap_domain *dom, struct snapshot_tree *tree)
+{
+    g_autofree char *lineage = vmsnap_lineage_get(dom);
+    struct snapshot_entry *current = tree->current ? snapshot_tree_find(tree, tree->current) : NULL;
+    if (!lineage || !current || !g_str_equal(current->id, lineage))
+        return NULL;
+    return current;
+}
+
+static bool take_layers(struct vsnap_domain *dom, struct snapshot_entry *e,
+                        struct snapshot_entry *base, GError **error)
+{
+    if (base) {
+        g_autoptr(GError) diff_error = NULL;
+        if (vmsnap_take(dom, e->dir, base->dir, &diff_error)) {
+            e->full = false;
+            e->layer_parent = g_strdup(base->id);
+            return true;
+        }
+        /* The shim may refuse a diff (e.g. its dirty log was reset): a full
+         * layer is always right. */
+        g_message("domain %s: diff snapshot on '%s' refused (%s); taking a full one", dom->name,
+                  base->name, diff_error->message);
+        g_autoptr(GError) ignored = NULL;
+        snapdir_remove(e->dir, &ignored);
+        g_mkdir_with_parents(e->dir, 0700);
+    }
+    e->full = true;
+    return vmsnap_take(dom, e->dir, NULL, error);
+}
+
+static bool record(struct vsnap_driver *drv, struct vsnap_domain *dom, struct snapshot_tree *tree,
+                   struct snapshot_entry *e, const struct snapshot_def *def, int state,
+                   GError **error)
+{
+    e->name = g_strdup(def->name);
+    e->description = g_strdup(def->description);
+    e->parent = g_strdup(tree->current);
+    e->creation_time = def->creation_time;
+    e->state = state;
+    g_mutex_lock(&dom->lock);
+    g_autofree char *domain_xml = domain_def_format(dom->def, false, -1);
+    g_mutex_unlock(&dom->lock);
+    return snapshot_entry_save_domain_xml(e, domain_xml, error) &&
+           snapshot_entry_save(e, error) && snapshot_tree_set_current(tree, e->name, error);
+}
+
+static int snapshot_state_of(struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->lock);
+    int state = dom->run ? dom->state : VIR_DOMAIN_SHUTOFF;
+    g_mutex_unlock(&dom->lock);
+    return state == VIR_DOMAIN_PAUSED ? SNAPSHOT_STATE_PAUSED
+           : state == VIR_DOMAIN_SHUTOFF ? SNAPSHOT_STATE_SHUTOFF
+                                        : SNAPSHOT_STATE_RUNNING;
+}
+
+static void halt_after_snapshot(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    g_autoptr(GError) error = NULL;
+    if (!process_stop(drv, dom, VIR_DOMAIN_SHUTOFF_FROM_SNAPSHOT, false, &error)) {
+        g_warning("domain %s: cannot halt after the snapshot: %s", dom->name, error->message);
+        return;
+    }
+    g_mutex_lock(&dom->lock);
+    event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_STOPPED,
+                          VIR_DOMAIN_EVENT_STOPPED_FROM_SNAPSHOT);
+    g_mutex_unlock(&dom->lock);
+}
+
+static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
+                           unsigned flags, GError **error)
+{
+    int state = snapshot_state_of(dom);
+    if (state == SNAPSHOT_STATE_SHUTOFF) {
+        refuse(error, VIR_ERR_OPERATION_INVALID,
+               "domain is not running: vsnap snapshots hold the memory of a running or paused "
+               "domain");
+        return NULL;
+    }
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree || !recover(dom, tree, error))
+        return NULL;
+    g_autoptr(snapshot_def) def = parse_request(drv, tree, xml, error);
+    if (!def)
+        return NULL;
+    struct snapshot_entry *base = diff_base(dom, tree);
+    struct snapshot_entry *e = snapshot_tree_new_entry(tree, error);
+    if (!e)
+        return NULL;
+    if (!take_layers(dom, e, base, error) || !record(drv, dom, tree, e, def, state, error)) {
+        g_autoptr(GError) ignored = NULL;
+        snapdir_remove(e->dir, &ignored);
+        vmsnap_lineage_clear(dom);   /* the shim's dirty log is in doubt now */
+        return NULL;
+    }
+    vmsnap_lineage_set(dom, e->id);
+    if (flags & VIR_DOMAIN_SNAPSHOT_CREATE_HALT)
+        halt_after_snapshot(drv, dom);
+    return g_strdup(e->name);
+}
+
+char *snapshot_create(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
+                      unsigned flags, GError **error)
+{
+    if (!check_create_flags(flags, error))
+        return NULL;
+    g_mutex_lock(&dom->job);
+    char *name = create_locked(drv, dom, xml, flags, error);
+    g_mutex_unlock(&dom->job);
+    return name;
+}
+
+/* ---- queries ---- */
+
+char *snapshot_get_xml(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                       unsigned flags, GError **error)
+{
+    if (flags & ~VIR_DOMAIN_SNAPSHOT_XML_SECURE) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    flags);
+        return NULL;
+    }
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    struct snapshot_entry *e = tree ? find(tree, name, error) : NULL;
+    g_autofree char *domain_xml = e ? snapshot_entry_domain_xml(e, error) : NULL;
+    if (!domain_xml)
+        return NULL;
+    struct snapshot_def def = {
+        .name = e->name, .description = e->description, .parent = e->parent,
+        .creation_time = e->creation_time, .state_set = true, .state = e->state,
+        .memory = SNAPSHOT_MEMORY_INTERNAL,
+    };
+    def.domain = domain_def_parse_string(domain_xml, drv->paths.schema_dir, error);
+    if (!def.domain)
+        return NULL;
+    char *xml = snapshot_def_format(&def);
+    domain_def_free(def.domain);
+    return xml;
+}
+
+/* virDomainSnapshotListFlags filter groups: no flag of a group set means no
+ * filtering by it. Every vsnap snapshot has metadata, is internal and was
+ * taken of an active domain. */
+static bool list_match(struct snapshot_tree *tree, struct snapshot_entry *e, unsigned flags)
+{
+    g_autoptr(GPtrArray) kids = snapshot_tree_children(tree, e->name);
+    bool leaf = kids->len == 0;
+    unsigned leaves = VIR_DOMAIN_SNAPSHOT_LIST_LEAVES | VIR_DOMAIN_SNAPSHOT_LIST_NO_LEAVES;
+    unsigned meta = VIR_DOMAIN_SNAPSHOT_LIST_METADATA | VIR_DOMAIN_SNAPSHOT_LIST_NO_METADATA;
+    unsigned kind = VIR_DOMAIN_SNAPSHOT_LIST_INACTIVE | VIR_DOMAIN_SNAPSHOT_LIST_ACTIVE |
+                    VIR_DOMAIN_SNAPSHOT_LIST_DISK_ONLY;
+    unsigned loc = VIR_DOMAIN_SNAPSHOT_LIST_INTERNAL | VIR_DOMAIN_SNAPSHOT_LIST_EXTERNAL;
+    if ((flags & leaves) && !(((flags & VIR_DOMAIN_SNAPSHOT_LIST_LEAVES) && leaf) ||
+                              ((flags & VIR_DOMAIN_SNAPSHOT_LIST_NO_LEAVES) && !leaf)))
+        return false;
+    if ((flags & meta) && !(flags & VIR_DOMAIN_SNAPSHOT_LIST_METADATA))
+        return false;
+    if ((flags & kind) && !(flags & VIR_DOMAIN_SNAPSHOT_LIST_ACTIVE))
+        return false;
+    if ((flags & loc) && !(flags & VIR_DOMAIN_SNAPSHOT_LIST_INTERNAL))
+        return false;
+    return true;
+}
+
+/* Parents before children (VIR_DOMAIN_SNAPSHOT_LIST_TOPOLOGICAL always holds). */
+static void walk(struct snapshot_tree *tree, const char *from, bool deep, GPtrArray *out)
+{
+    g_autoptr(GPtrArray) kids = snapshot_tree_children(tree, from);
+    for (guint i = 0; i < kids->len; i++) {
+        struct snapshot_entry *kid = kids->pdata[i];
+        g_ptr_array_add(out, kid);
+        if (deep)
+            walk(tree, kid->name, deep, out);
+    }
+}
+
+GPtrArray *snapshot_list(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *from,
+                         unsigned flags, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree || (from && !find(tree, from, error)))
+        return NULL;
+    /* Bit 0 is ROOTS for a domain's list and DESCENDANTS for a snapshot's. */
+    bool bit0 = flags & VIR_DOMAIN_SNAPSHOT_LIST_ROOTS;
+    g_autoptr(GPtrArray) all = g_ptr_array_new();
+    walk(tree, from, from ? bit0 : !bit0, all);
+    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < all->len; i++)
+        if (list_match(tree, all->pdata[i], flags))
+            g_ptr_array_add(names, g_strdup(((struct snapshot_entry *)all->pdata[i])->name));
+    return names;
+}
+
+bool snapshot_exists(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                     GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    return tree && find(tree, name, error);
+}
+
+char *snapshot_current(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree)
+        return NULL;
+    if (!tree->current)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN_SNAPSHOT,
+                    "the domain does not have a current snapshot");
+    return g_strdup(tree->current);
+}
+
+int snapshot_has_current(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    return tree ? tree->current != NULL : -1;
+}
+
+int snapshot_is_current(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                        GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree || !find(tree, name, error))
+        return -1;
+    return g_strcmp0(tree->current, name) == 0;
+}
+
+char *snapshot_parent(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                      GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    struct snapshot_entry *e = tree ? find(tree, name, error) : NULL;
+    if (!e)
+        return NULL;
+    if (!e->parent)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN_SNAPSHOT,
+                    "snapshot '%s' does not have a parent", name);
+    return g_strdup(e->parent);
+}
+
+/* ---- revert ---- */
+
+static struct domain_def *snapshot_domain(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                          struct snapshot_entry *e, GError **error)
+{
+    g_autofree char *xml = snapshot_entry_domain_xml(e, error);
+    struct domain_def *def = xml ? domain_def_parse_string(xml, drv->paths.schema_dir, error)
+                                 : NULL;
+    if (def && memcmp(def->uuid, dom->uuid, 16) != 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INTERNAL_ERROR,
+                    "snapshot '%s' belongs to another domain (uuid differs)", e->name);
+        g_clear_pointer(&def, domain_def_free);
+    }
+    return def;
+}
+
+static const char *restore_mode(struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->lock);
+    const struct domain_def *def = dom->next_def ? dom->next_def : dom->def;
+    const char *mode = restore_mode_to_string(def->vsnap.restore_mode);
+    g_mutex_unlock(&dom->lock);
+    return mode;
+}
+
+static bool stop_for_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    if (!vsnap_domain_is_active(dom))
+        return true;
+    if (!process_stop(drv, dom, VIR_DOMAIN_SHUTOFF_FROM_SNAPSHOT, false, error))
+        return false;
+    g_mutex_lock(&dom->lock);
+    event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_STOPPED,
+                          VIR_DOMAIN_EVENT_STOPPED_FROM_SNAPSHOT);
+    g_mutex_unlock(&dom->lock);
+    return true;
+}
+
+static bool start_from(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                       struct snapshot_entry *e, const struct domain_def *def, bool run,
+                       GError **error)
+{
+    struct vmsnap_restore r = {.source_dir = e->dir, .mode = restore_mode(dom), .resume = run};
+    struct process_start_how how = {
+        .def = def, .setup_vm = vmsnap_restore_setup, .data = &r,
+        .state = run ? VIR_DOMAIN_RUNNING : VIR_DOMAIN_PAUSED,
+        .reason = run ? VIR_DOMAIN_RUNNING_FROM_SNAPSHOT : VIR_DOMAIN_PAUSED_FROM_SNAPSHOT,
+        .event = VIR_DOMAIN_EVENT_STARTED, .detail = VIR_DOMAIN_EVENT_STARTED_FROM_SNAPSHOT,
+    };
+    if (!process_start_with(drv, dom, &how, error))
+        return false;
+    if (!run) {
+        g_mutex_lock(&dom->lock);
+        event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_SUSPENDED,
+                              VIR_DOMAIN_EVENT_SUSPENDED_FROM_SNAPSHOT);
+        g_mutex_unlock(&dom->lock);
+    }
+    return true;
+}
+
+static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                          unsigned flags, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree || !recover(dom, tree, error))
+        return false;
+    struct snapshot_entry *e = find(tree, name, error);
+    if (!e)
+        return false;
+    g_autoptr(domain_def) def = snapshot_domain(drv, dom, e, error);
+    /* Everything that can be checked is checked before the domain is touched. */
+    if (!def || !snapdir_check_chain(e->dir, error)) {
+        g_prefix_error(error, "cannot revert to snapshot '%s': ", name);
+        return false;
+    }
+    bool run = (flags & VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING) ||
+               (!(flags & VIR_DOMAIN_SNAPSHOT_REVERT_PAUSED) && e->state != SNAPSHOT_STATE_PAUSED);
+    if (!stop_for_revert(drv, dom, error) || !start_from(drv, dom, e, def, run, error))
+        return false;
+    vmsnap_lineage_set(dom, e->id);
+    return snapshot_tree_set_current(tree, e->name, error);
+}
+
+bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                     unsigned flags, GError **error)
+{
+    unsigned known = VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING | VIR_DOMAIN_SNAPSHOT_REVERT_PAUSED |
+                     VIR_DOMAIN_SNAPSHOT_REVERT_FORCE;
+    if (flags & VIR_DOMAIN_SNAPSHOT_REVERT_RESET_NVRAM)
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED, "vsnap domains have no NVRAM");
+    if (flags & ~known) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    flags & ~known);
+        return false;
+    }
+    if ((flags & VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING) && (flags & VIR_DOMAIN_SNAPSHOT_REVERT_PAUSED))
+        return refuse(error, VIR_ERR_INVALID_ARG,
+                      "flags 'running' and 'paused' in one call are mutually exclusive");
+    /* --force: every vsnap revert starts a fresh shim from a complete
+     * snapshot, so none of the risky cases it allows can arise. */
+    g_mutex_lock(&dom->job);
+    bool ok = revert_locked(drv, dom, name, flags, error);
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+/* ---- delete ---- */
+
+static bool delete_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                          unsigned flags, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree || !recover(dom, tree, error))
+        return false;
+    struct snapshot_entry *e = find(tree, name, error);
+    if (!e)
+        return false;
+    bool with_children = flags & (VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN |
+                                  VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY);
+    g_autoptr(GPtrArray) doomed = with_children ? snapshot_tree_descendants(tree, e->name)
+                                                : g_ptr_array_new();
+    /* Deepest first, so each one removed has no children left among the doomed. */
+    for (guint i = doomed->len; i-- > 0;)
+        if (!remove_one(dom, tree, doomed->pdata[i], error))
+            return false;
+    if (flags & VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY)
+        return true;
+    return remove_one(dom, tree, e, error);
+}
+
+bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                     unsigned flags, GError **error)
+{
+    if (flags & VIR_DOMAIN_SNAPSHOT_DELETE_METADATA_ONLY)
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                      "vsnap keeps no snapshot data apart from its metadata: delete the "
+                      "snapshot without --metadata");
+    unsigned known = VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN | VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY;
+    if (flags & ~known) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    flags & ~known);
+        return false;
+    }
+    g_mutex_lock(&dom->job);
+    bool ok = delete_locked(drv, dom, name, flags, error);
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+/* ---- hooks ---- */
+
+unsigned snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(snapshot_tree) tree = load(drv, dom, &error);
+    return tree ? snapshot_tree_count_live(tree) : 0;
+}
+
+bool snapshot_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                             GError **error)
+{
+    unsigned n = snapshot_count(drv, dom);
+    if (n == 0 || (flags & VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA))
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                "cannot delete inactive domain with %u snapshots (use --snapshots-metadata)", n);
+    return false;
+}
+
+void snapshot_remove_all(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    g_autoptr(GError) error = NULL;
+    if (!snapshot_tree_remove_all(drv->paths.state_dir, dom->name, &error))
+        g_warning("domain %s: %s", dom->name, error->message);
+}
