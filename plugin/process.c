@@ -454,6 +454,17 @@ bool process_stop(struct vsnap_driver *drv, struct vsnap_domain *dom, int reason
     return true;
 }
 
+uint64_t process_rss_kib(pid_t pid)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/status", pid);
+    g_autofree char *text = NULL;
+    const char *line;
+    if (pid <= 0 || !g_file_get_contents(path, &text, NULL, NULL) ||
+        !(line = strstr(text, "VmRSS:")))
+        return 0;
+    return g_ascii_strtoull(line + strlen("VmRSS:"), NULL, 10);
+}
+
 uint64_t process_cpu_time_ns(pid_t pid)
 {
     g_autofree char *path = g_strdup_printf("/proc/%d/stat", pid);

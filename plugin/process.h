@@ -61,6 +61,8 @@ void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct 
 void process_reattach_all(struct vsnap_driver *drv);
 /* Rewrite the status file (call with dom->lock held). */
 void process_write_status_locked(struct vsnap_domain *dom);
+/* Resident memory of the shim (VmRSS), in KiB (0 when unknown). */
+uint64_t process_rss_kib(pid_t pid);
 /* CPU time used by the shim so far, in nanoseconds (0 when unknown). */
 uint64_t process_cpu_time_ns(pid_t pid);
 

@@ -8,6 +8,7 @@
 #include "dispatch.h"
 #include "driver.h"
 #include "node.h"
+#include "shim/config.h"
 #include "vsnap-config.h"
 #include "virt-error.h"
 
@@ -297,7 +298,7 @@ static bool do_get_max_vcpus(struct rpc_call *call, struct string_value *args,
                     "unknown virtualization type '%s'", args->value);
         return false;
     }
-    ret->value = 255;   /* the x2APIC-less limit of the shim's MP table */
+    ret->value = VSNAP_MAX_VCPUS;   /* the shim's limit (shim/config.h) */
     return true;
 }
 
@@ -372,6 +373,23 @@ static bool do_list_defined(struct rpc_call *call, struct int_value *args,
     ret->val = calloc(ret->len ? ret->len : 1, sizeof(char *));
     for (unsigned i = 0; i < ret->len; i++)
         ret->val[i] = strdup(((struct vsnap_domain *)doms->pdata[i])->name);
+    return true;
+}
+
+/* Free memory in bytes: MemAvailable (what a new VM can get) as libvirt's
+ * virNodeGetFreeMemory reports it for a one-node host. */
+static bool do_free_memory(struct rpc_call *call, struct rpc_void *args, struct u64_value *ret,
+                           GError **error)
+{
+    g_autofree char *text = NULL;
+    const char *line;
+    if (!g_file_get_contents("/proc/meminfo", &text, NULL, NULL) ||
+        !(line = strstr(text, "MemAvailable:"))) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "cannot read MemAvailable from /proc/meminfo");
+        return false;
+    }
+    ret->value = g_ascii_strtoull(line + strlen("MemAvailable:"), NULL, 10) * 1024;
     return true;
 }
 
@@ -461,6 +479,8 @@ const struct proc_entry rpc_connect_procs[] = {
              struct int_value, xdr_int_value, do_num_of_defined, 0),
     RPC_PROC(PROC_CONNECT_LIST_DEFINED_DOMAINS, struct int_value, xdr_int_value,
              struct wire_string_list, xdr_wire_string_list, do_list_defined, 0),
+    RPC_PROC(PROC_NODE_GET_FREE_MEMORY, struct rpc_void, xdr_rpc_void, struct u64_value,
+             xdr_u64_value, do_free_memory, 0),
     RPC_PROC(PROC_NODE_GET_SECURITY_MODEL, struct rpc_void, xdr_rpc_void,
              struct security_model_ret, xdr_security_model_ret, do_security_model, 0),
 };

@@ -358,6 +358,63 @@ static bool do_set_autostart(struct rpc_call *call, struct dom_int_args *a, stru
     return dom && driver_set_autostart(call->driver, dom, a->value != 0, error);
 }
 
+/* ---- memory statistics ---- */
+
+struct memstats_args {
+    struct wire_domain dom;
+    uint32_t max_stats;
+    uint32_t flags;
+};
+static bool_t xdr_memstats_args(XDR *x, struct memstats_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_u_int(x, &a->max_stats) && xdr_u_int(x, &a->flags);
+}
+
+struct memstat {
+    int32_t tag;
+    uint64_t val;
+};
+static bool_t xdr_memstat(XDR *x, struct memstat *m)
+{
+    return xdr_int(x, &m->tag) && xdr_uint64_t(x, &m->val);
+}
+
+struct memstats_ret {
+    unsigned len;
+    struct memstat *stats;
+};
+static bool_t xdr_memstats_ret(XDR *x, struct memstats_ret *r)
+{
+    return xdr_array(x, (char **)&r->stats, &r->len, 1024, sizeof(struct memstat),
+                     XDR_PROC(xdr_memstat));
+}
+
+/* What the host knows without a balloon driver: the guest's RAM size
+ * (actual) and how much of it the shim has touched (rss, KiB). */
+static bool do_memory_stats(struct rpc_call *call, struct memstats_args *a,
+                            struct memstats_ret *r, GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    if (!dom)
+        return false;
+    g_mutex_lock(&dom->lock);
+    pid_t pid = dom->run ? dom->run->pid : -1;
+    uint64_t actual = dom->def->current_memory_kib;
+    g_mutex_unlock(&dom->lock);
+    if (pid < 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+        return false;
+    }
+    struct memstat all[] = {
+        {VIR_DOMAIN_MEMORY_STAT_ACTUAL_BALLOON, actual},
+        {VIR_DOMAIN_MEMORY_STAT_RSS, process_rss_kib(pid)},
+    };
+    r->len = MIN((unsigned)G_N_ELEMENTS(all), a->max_stats);
+    r->stats = calloc(MAX(r->len, 1), sizeof(struct memstat));
+    memcpy(r->stats, all, r->len * sizeof(struct memstat));
+    return true;
+}
+
 /* ---- console ---- */
 
 struct console_args {
@@ -694,6 +751,8 @@ const struct proc_entry rpc_domain_procs[] = {
       xdr_int_val, do_zero, 0),
     P(PROC_DOMAIN_GET_MESSAGES, struct dom_flags_args, xdr_dom_flags_args,
       struct wire_string_list, xdr_wire_string_list, do_get_messages, 0),
+    P(PROC_DOMAIN_MEMORY_STATS, struct memstats_args, xdr_memstats_args, struct memstats_ret,
+      xdr_memstats_ret, do_memory_stats, 0),
     P(PROC_DOMAIN_OPEN_CONSOLE, struct console_args, xdr_console_args, struct rpc_void,
       xdr_rpc_void, do_open_console, PROC_WRITE),
     P(PROC_CONNECT_GET_ALL_DOMAIN_STATS, struct stats_args, xdr_stats_args, struct stats_ret,

@@ -49,7 +49,12 @@ class ConnectTest(DaemonTest):
         self.assertEqual(info[0], "x86_64")
         self.assertEqual(conn.isSecure(), 1)
         self.assertTrue(conn.isAlive())
-        self.assertGreaterEqual(conn.getMaxVcpus(None), 1)
+        # The shim's limit, the same number the domain capabilities give.
+        maxv = ET.fromstring(conn.getDomainCapabilities()).find("vcpu").get("max")
+        self.assertEqual(conn.getMaxVcpus(None), int(maxv))
+        with open("/proc/meminfo") as f:
+            avail = [int(l.split()[1]) for l in f if l.startswith("MemAvailable:")][0] * 1024
+        self.assertLess(abs(conn.getFreeMemory() - avail), 512 << 20)
         self.assertEqual(conn.listAllDomains(), [])
         self.assertEqual(conn.numOfDomains(), 0)
         self.assertEqual(conn.numOfDefinedDomains(), 0)

@@ -30,7 +30,7 @@ class RpcTest(DaemonTest):
         c = RawClient(self.daemon.sock, timeout=5)
         c.open()
         start = time.monotonic()
-        for proc in (55, 999, 4000):   # DOMAIN_SAVE (known, not served), unknown, huge
+        for proc in (62, 999, 4000):   # MIGRATE_PERFORM (known, not served), unknown, huge
             status, body = c.call(proc)
             self.assertEqual(status, 1)
             code, domain, message = decode_error(body)
