@@ -26,50 +26,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "pid1.h"
-#include "protocol.h"
-#include "restore.h"
-#include "transport.h"
 
 #define DEFAULT_READY_PORT 1024
 #define DEFAULT_CMD_PORT 5000
-#define MAX_CLIENTS 16
-#define RETRY_FIRST_MS 50
-#define RETRY_MAX_MS 1000
 
-struct options {
-    uint32_t ready_port, cmd_port;
-    struct transport transport;
-    bool set_clock;
-};
-
-enum ready_state { READY_IDLE, READY_CONNECTING, READY_WAIT_ACK, READY_ACKED };
-
-struct readiness {
-    enum ready_state state;
-    int fd;
-    uint64_t generation;
-    uint64_t retry_at_ms;
-    unsigned retry_ms;
-    struct line_reader reader;
-};
-
-struct client {
-    int fd;
-    struct line_reader reader;
-};
-
-struct agent {
-    struct options opts;
-    char boot_id[64];
-    bool is_pid1;
-    int signal_fd, listen_fd;
-    struct readiness ready;
-    struct client clients[MAX_CLIENTS];
-};
-
-static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void log_line(const char *fmt, ...)
+void log_line(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -79,14 +42,14 @@ static void log_line(const char *fmt, ...)
     va_end(ap);
 }
 
-static uint64_t monotonic_ns(void)
+uint64_t monotonic_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t monotonic_ms(void)
+uint64_t monotonic_ms(void)
 {
     return monotonic_ns() / 1000000u;
 }
@@ -191,157 +154,6 @@ static bool parse_options(int argc, char **argv, struct options *opts)
     return true;
 }
 
-/* ---- readiness ---- */
-
-static void readiness_schedule_retry(struct agent *a, bool was_announced)
-{
-    struct readiness *r = &a->ready;
-    if (r->fd >= 0)
-        close(r->fd);
-    r->fd = -1;
-    if (was_announced) {
-        r->generation++; /* a new announcement, not a retry of a failed one */
-        r->retry_ms = 0;
-    } else {
-        r->retry_ms = r->retry_ms ? r->retry_ms * 2 : RETRY_FIRST_MS;
-        if (r->retry_ms > RETRY_MAX_MS)
-            r->retry_ms = RETRY_MAX_MS;
-    }
-    r->retry_at_ms = monotonic_ms() + r->retry_ms;
-    r->state = READY_IDLE;
-}
-
-static void readiness_connect(struct agent *a)
-{
-    struct readiness *r = &a->ready;
-    r->fd = transport_connect(&a->opts.transport, a->opts.ready_port);
-    if (r->fd < 0) {
-        readiness_schedule_retry(a, false);
-        return;
-    }
-    r->state = READY_CONNECTING;
-}
-
-static void readiness_announce(struct agent *a)
-{
-    struct readiness *r = &a->ready;
-    int error = transport_connect_result(r->fd);
-    if (error) {
-        readiness_schedule_retry(a, false);
-        return;
-    }
-    char line[AGENT_LINE_MAX];
-    size_t len = agent_format_ready(line, sizeof line, a->boot_id, r->generation, monotonic_ns());
-    if (len == 0 || send(r->fd, line, len, MSG_NOSIGNAL) != (ssize_t)len) {
-        log_line("cannot send READY: %s", len ? strerror(errno) : "boot id unusable");
-        readiness_schedule_retry(a, false);
-        return;
-    }
-    line_reader_reset(&r->reader);
-    r->state = READY_WAIT_ACK;
-}
-
-static void apply_ack(struct agent *a, const struct agent_ack *ack)
-{
-    struct readiness *r = &a->ready;
-    log_line("ready generation=%" PRIu64 " acknowledged", r->generation);
-    if (ack->entropy_len > 0) {
-        if (restore_add_entropy(ack->entropy, ack->entropy_len))
-            log_line("added %zu bytes of host entropy", ack->entropy_len);
-        else
-            log_line("cannot add host entropy: %s", strerror(errno));
-    }
-    if (r->generation == 0)
-        return; /* first boot: the clock came from the kernel's own sources */
-    if (!restore_set_clock(ack->host_realtime_ns, a->opts.set_clock))
-        log_line("cannot set the clock: %s", strerror(errno));
-    else
-        log_line("clock %s host time %" PRId64 " ns", a->opts.set_clock ? "set to" : "not set (--no-set-clock):",
-                 ack->host_realtime_ns);
-}
-
-static void readiness_read(struct agent *a)
-{
-    struct readiness *r = &a->ready;
-    char buf[512];
-    ssize_t n = recv(r->fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    if (n <= 0) {
-        log_line("readiness connection %s; announcing again", n == 0 ? "closed" : "reset");
-        readiness_schedule_retry(a, true);
-        return;
-    }
-    for (size_t off = 0; off < (size_t)n;) {
-        bool done;
-        off += line_reader_feed(&r->reader, buf + off, (size_t)n - off, &done);
-        if (!done)
-            continue;
-        struct agent_ack ack;
-        char why[128];
-        if (r->state != READY_WAIT_ACK)
-            log_line("unexpected line from the host: '%.60s'", r->reader.buf);
-        else if (!agent_parse_ack(r->reader.buf, &ack, why, sizeof why))
-            log_line("bad answer to READY: %s", why);
-        else {
-            r->state = READY_ACKED;
-            apply_ack(a, &ack);
-        }
-        line_reader_reset(&r->reader);
-    }
-}
-
-/* ---- command port ---- */
-
-static void accept_clients(struct agent *a)
-{
-    for (;;) {
-        int fd = accept4(a->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-            return;
-        struct client *free_slot = NULL;
-        for (unsigned i = 0; i < MAX_CLIENTS && !free_slot; i++)
-            if (a->clients[i].fd < 0)
-                free_slot = &a->clients[i];
-        if (!free_slot) {
-            static const char busy[] = "ERR too many connections\n";
-            send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-            close(fd);
-            continue;
-        }
-        free_slot->fd = fd;
-        line_reader_reset(&free_slot->reader);
-    }
-}
-
-static void serve_client(struct client *c)
-{
-    char buf[512];
-    ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    for (size_t off = 0; n > 0 && off < (size_t)n;) {
-        bool done;
-        off += line_reader_feed(&c->reader, buf + off, (size_t)n - off, &done);
-        if (!done)
-            continue;
-        char reply[128];
-        if (c->reader.overflow)
-            snprintf(reply, sizeof reply, "ERR line too long\n");
-        else
-            agent_command_reply(c->reader.buf, reply, sizeof reply);
-        line_reader_reset(&c->reader);
-        /* Replies are short and the client reads them: a blocking-free send of
-         * a few bytes only fails if it has gone. */
-        if (send(c->fd, reply, strlen(reply), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-            n = 0;
-    }
-    if (n <= 0) {
-        close(c->fd);
-        c->fd = -1;
-    }
-}
-
 /* ---- the loop ---- */
 
 /* Returns false when the agent should exit. */
@@ -382,7 +194,7 @@ static bool run_once(struct agent *a)
     if ((pfd[0].revents & POLLIN) && !handle_signals(a))
         return false;
     if (pfd[1].revents & POLLIN)
-        accept_clients(a);
+        commands_accept(a);
     if (a->ready.state == READY_IDLE && monotonic_ms() >= a->ready.retry_at_ms)
         readiness_connect(a);
     else if (pfd[2].revents && a->ready.state == READY_CONNECTING)
@@ -391,7 +203,7 @@ static bool run_once(struct agent *a)
         readiness_read(a);
     for (unsigned i = 0; i < MAX_CLIENTS; i++)
         if (a->clients[i].fd >= 0 && pfd[3 + i].revents)
-            serve_client(&a->clients[i]);
+            commands_serve(&a->clients[i]);
     return true;
 }
 
