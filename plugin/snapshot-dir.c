@@ -37,97 +37,60 @@ char *snapdir_url(const char *dir)
     return g_strconcat("file://", dir, NULL);
 }
 
-static bool has_layer_magic(const char *path)
+/* ---- state.json: {"memory": {"layer", "kind", "id", "parent_id", "parent_url"}} ---- */
+
+struct state_file {
+    char *path;
+    JsonParser *parser;
+    JsonObject *memory;
+};
+
+static void state_file_clear(struct state_file *st)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    g_clear_pointer(&st->path, g_free);
+    g_clear_object(&st->parser);
+}
+
+static bool state_read(const char *dir, struct state_file *st, GError **error)
+{
+    st->path = g_build_filename(dir, "state.json", NULL);
+    st->parser = json_parser_new();
+    g_autoptr(GError) local = NULL;
+    if (!json_parser_load_from_file(st->parser, st->path, &local)) {
+        set_error(error, VIR_ERR_OPERATION_FAILED, "snapshot %s: cannot read state.json: %s", dir,
+                  local->message);
         return false;
-    char magic[8];
-    bool yes = fread(magic, 1, sizeof(magic), f) == sizeof(magic) &&
-               memcmp(magic, SNAP_LAYER_MAGIC, sizeof(magic)) == 0;
-    fclose(f);
-    return yes;
+    }
+    JsonNode *root = json_parser_get_root(st->parser);
+    JsonNode *memory = root && JSON_NODE_HOLDS_OBJECT(root)
+                           ? json_object_get_member(json_node_get_object(root), "memory") : NULL;
+    if (!memory || !JSON_NODE_HOLDS_OBJECT(memory)) {
+        set_error(error, VIR_ERR_OPERATION_FAILED, "snapshot %s: state.json has no \"memory\"",
+                  dir);
+        return false;
+    }
+    st->memory = json_node_get_object(memory);
+    return true;
+}
+
+static const char *memory_string(const struct state_file *st, const char *key)
+{
+    return json_object_get_string_member_with_default(st->memory, key, NULL);
 }
 
 char *snapdir_layer_path(const char *dir, GError **error)
 {
-    g_autoptr(GError) local = NULL;
-    g_autoptr(GDir) d = g_dir_open(dir, 0, &local);
-    if (!d) {
-        set_error(error, VIR_ERR_OPERATION_FAILED, "snapshot directory %s: %s", dir,
-                  local->message);
-        return NULL;
+    struct state_file st = {0};
+    char *path = NULL;
+    if (state_read(dir, &st, error)) {
+        const char *layer = memory_string(&st, "layer");
+        if (layer && !strchr(layer, '/') && g_strcmp0(layer, "..") != 0)
+            path = g_build_filename(dir, layer, NULL);
+        else
+            set_error(error, VIR_ERR_OPERATION_FAILED, "snapshot %s names no memory layer", dir);
     }
-    const char *name;
-    while ((name = g_dir_read_name(d))) {
-        g_autofree char *path = g_build_filename(dir, name, NULL);
-        /* Temporary names of a layer being written are not the layer. */
-        if (!g_str_has_prefix(name, ".") && !strstr(name, ".tmp") &&
-            g_file_test(path, G_FILE_TEST_IS_REGULAR) && has_layer_magic(path))
-            return g_steal_pointer(&path);
-    }
-    set_error(error, VIR_ERR_OPERATION_FAILED, "snapshot directory %s holds no memory layer",
-              dir);
-    return NULL;
-}
-
-/* ---- the parent record: "parent_url" in one of the directory's JSON files ---- */
-
-struct parent_record {
-    char *file;          /* the JSON file holding it */
-    JsonNode *root;
-    JsonObject *holder;  /* the object with the parent_url member */
-};
-
-static void parent_record_clear(struct parent_record *r)
-{
-    g_clear_pointer(&r->file, g_free);
-    g_clear_pointer(&r->root, json_node_unref);
-}
-
-static JsonObject *holder_in(JsonNode *root)
-{
-    if (!JSON_NODE_HOLDS_OBJECT(root))
-        return NULL;
-    JsonObject *obj = json_node_get_object(root);
-    if (json_object_has_member(obj, "parent_url"))
-        return obj;
-    JsonNode *vsnap = json_object_get_member(obj, "vsnap");
-    if (vsnap && JSON_NODE_HOLDS_OBJECT(vsnap) &&
-        json_object_has_member(json_node_get_object(vsnap), "parent_url"))
-        return json_node_get_object(vsnap);
-    return NULL;
-}
-
-/* false only on an unreadable directory; r->file stays NULL if no file
- * carries the record (a full snapshot may have none). */
-static bool find_parent_record(const char *dir, struct parent_record *r, GError **error)
-{
-    g_autoptr(GError) local = NULL;
-    g_autoptr(GDir) d = g_dir_open(dir, 0, &local);
-    if (!d) {
-        set_error(error, VIR_ERR_OPERATION_FAILED, "snapshot directory %s: %s", dir,
-                  local->message);
-        return false;
-    }
-    const char *name;
-    while ((name = g_dir_read_name(d))) {
-        if (!g_str_has_suffix(name, ".json"))
-            continue;
-        g_autofree char *path = g_build_filename(dir, name, NULL);
-        g_autoptr(JsonParser) parser = json_parser_new();
-        if (!json_parser_load_from_file(parser, path, NULL))
-            continue;
-        JsonNode *root = json_parser_get_root(parser);
-        JsonObject *holder = root ? holder_in(root) : NULL;
-        if (holder) {
-            r->file = g_steal_pointer(&path);
-            r->root = json_node_ref(root);
-            r->holder = holder;
-            return true;
-        }
-    }
-    return true;
+    state_file_clear(&st);
+    return path;
 }
 
 static char *path_of_url(const char *url)
@@ -141,17 +104,13 @@ static char *path_of_url(const char *url)
 
 bool snapdir_parent(const char *dir, char **parent, GError **error)
 {
-    struct parent_record r = {0};
+    struct state_file st = {0};
     *parent = NULL;
-    if (!find_parent_record(dir, &r, error))
-        return false;
-    if (r.file) {
-        JsonNode *node = json_object_get_member(r.holder, "parent_url");
-        if (JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING)
-            *parent = path_of_url(json_node_get_string(node));
-    }
-    parent_record_clear(&r);
-    return true;
+    bool ok = state_read(dir, &st, error);
+    if (ok && g_strcmp0(memory_string(&st, "kind"), "diff") == 0)
+        *parent = path_of_url(memory_string(&st, "parent_url"));
+    state_file_clear(&st);
+    return ok;
 }
 
 static bool write_json_atomic(const char *path, JsonNode *root, GError **error)
@@ -170,29 +129,25 @@ static bool write_json_atomic(const char *path, JsonNode *root, GError **error)
     return true;
 }
 
+/* kind, parent_id and parent_url as a diff on parent (or a full layer). */
 bool snapdir_set_parent(const char *dir, const char *parent, GError **error)
 {
-    struct parent_record r = {0};
-    if (!find_parent_record(dir, &r, error))
-        return false;
-    bool ok = true;
-    if (!r.file) {
-        /* No record: the directory already says "no parent". */
-        if (parent) {
-            set_error(error, VIR_ERR_OPERATION_FAILED,
-                      "snapshot directory %s has no parent record to point at %s", dir, parent);
-            ok = false;
-        }
-    } else {
-        if (parent) {
-            g_autofree char *url = snapdir_url(parent);
-            json_object_set_string_member(r.holder, "parent_url", url);
-        } else {
-            json_object_set_null_member(r.holder, "parent_url");
-        }
-        ok = write_json_atomic(r.file, r.root, error);
+    struct state_file st = {0}, pst = {0};
+    bool ok = state_read(dir, &st, error) && (!parent || state_read(parent, &pst, error));
+    if (ok && parent) {
+        g_autofree char *url = snapdir_url(parent);
+        const char *parent_id = memory_string(&pst, "id");
+        json_object_set_string_member(st.memory, "kind", "diff");
+        json_object_set_string_member(st.memory, "parent_id", parent_id ? parent_id : "");
+        json_object_set_string_member(st.memory, "parent_url", url);
+    } else if (ok) {
+        json_object_set_string_member(st.memory, "kind", "full");
+        json_object_remove_member(st.memory, "parent_id");
+        json_object_remove_member(st.memory, "parent_url");
     }
-    parent_record_clear(&r);
+    ok = ok && write_json_atomic(st.path, json_parser_get_root(st.parser), error);
+    state_file_clear(&st);
+    state_file_clear(&pst);
     return ok;
 }
 

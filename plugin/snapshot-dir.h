@@ -1,7 +1,7 @@
 /* A snapshot directory as the shim writes it for vm.snapshot: Cloud
- * Hypervisor's shape (config.json, state.json) plus vsnap's memory layer, and
- * for a diff the record of its parent directory (parent_url), which vm.restore
- * follows down to the base. This file is what the daemon knows about such a
+ * Hypervisor's shape (config.json, state.json) plus vsnap's memory layer
+ * (state.json's "memory": {layer, kind, id, parent_id, parent_url}, see
+ * shim/persist/persist.h); vm.restore follows parent_url down to the base. This file is what the daemon knows about such a
  * directory without a VM: where its layer is, which directory it names as
  * parent, the chain below it, and the offline operations on layers (chain
  * check, fold of an inner layer into its child, flattening into one full

@@ -78,7 +78,7 @@ static struct snapshot_entry *load_entry(const char *tree_dir, const char *id)
     e->id = g_strdup(id);
     e->dir = g_steal_pointer(&dir);
     e->name = opt_string(kf, "name");
-    e->description = g_key_file_get_string(kf, GROUP, "description", NULL);
+    e->description = opt_string(kf, "description");
     e->parent = opt_string(kf, "parent");
     e->creation_time = g_key_file_get_int64(kf, GROUP, "creation_time", NULL);
     e->state = g_key_file_get_integer(kf, GROUP, "state", NULL);

@@ -91,11 +91,18 @@ static JsonNode *config_overrides(struct domain_run *run, const struct domain_de
     }
     JsonObject *config = json_node_get_object(json_parser_get_root(parser));
     JsonObject *out = json_object_new();
-    const char *keep[] = {"vsock", "serial", "console"};
+    const char *keep[] = {"serial", "console"};
     for (size_t i = 0; i < G_N_ELEMENTS(keep); i++)
         if (json_object_has_member(config, keep[i]))
             json_object_set_member(out, keep[i],
                                    json_node_copy(json_object_get_member(config, keep[i])));
+    /* Of the vsock device only the socket is the host's business; the CID
+     * and the rest are the guest's and come from the snapshot. */
+    if (json_object_has_member(config, "vsock")) {
+        JsonObject *vsock = json_object_new();
+        json_object_set_string_member(vsock, "socket", run->vsock_socket);
+        json_object_set_object_member(out, "vsock", vsock);
+    }
     JsonNode *node = json_node_new(JSON_NODE_OBJECT);
     json_node_take_object(node, out);
     return node;
