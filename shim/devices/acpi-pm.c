@@ -187,3 +187,35 @@ bool acpi_pm_attach(struct acpi_pm *pm, struct bus *bus)
 {
     return bus_register(bus, ACPI_PM_PORT_BASE, ACPI_PM_PORT_COUNT, &acpi_pm_bus_ops, pm, "acpi-pm");
 }
+
+/* persist: begin */
+#include "persist/state-json.h"
+
+void acpi_pm_save_state(struct acpi_pm *pm, JsonBuilder *b)
+{
+    g_mutex_lock(&pm->lock);
+    json_builder_begin_object(b);
+    state_add_uint(b, "pm1_sts", pm->sts);
+    state_add_uint(b, "pm1_en", pm->en);
+    state_add_uint(b, "pm1_cnt", pm->cnt);
+    json_builder_end_object(b);
+    g_mutex_unlock(&pm->lock);
+}
+
+bool acpi_pm_restore_state(struct acpi_pm *pm, JsonObject *obj, GError **error)
+{
+    uint64_t sts, en, cnt;
+    if (!state_get_uint(obj, "pm1_sts", 0xffff, &sts, "acpi_pm", error) ||
+        !state_get_uint(obj, "pm1_en", 0xffff, &en, "acpi_pm", error) ||
+        !state_get_uint(obj, "pm1_cnt", 0xffff, &cnt, "acpi_pm", error))
+        return false;
+    g_mutex_lock(&pm->lock);
+    pm->sts = (uint16_t)sts;
+    pm->en = (uint16_t)en;
+    pm->cnt = (uint16_t)cnt;
+    pm->sci_level = false; /* a fresh VM's line is low: raise it again if due */
+    update_sci_locked(pm);
+    g_mutex_unlock(&pm->lock);
+    return true;
+}
+/* persist: end */

@@ -284,3 +284,61 @@ bool i8042_attach(struct i8042 *d, struct bus *bus)
     return bus_register(bus, I8042_DATA_PORT, 1, &data_port_ops, d, "i8042-data") &&
            bus_register(bus, I8042_COMMAND_PORT, 1, &command_port_ops, d, "i8042-command");
 }
+
+/* persist: begin */
+#include "persist/state-json.h"
+
+void i8042_save_state(struct i8042 *d, JsonBuilder *b)
+{
+    g_mutex_lock(&d->lock);
+    json_builder_begin_object(b);
+    state_add_uint(b, "status", d->status);
+    state_add_uint(b, "ctr", d->ctr);
+    state_add_uint(b, "output_port", d->output_port);
+    state_add_uint(b, "pending_command", d->pending_command);
+    state_add_uint(b, "kbd_pending_param", d->kbd_pending_param);
+    state_add_uint(b, "outbuf", d->outbuf);
+    /* The queue as pairs: byte, then 1 if it is for the aux port. */
+    uint8_t queue[2 * QUEUE_SIZE];
+    for (unsigned i = 0; i < d->qcount; i++) {
+        const struct queued_byte *q = &d->queue[(d->qhead + i) % QUEUE_SIZE];
+        queue[2 * i] = q->value;
+        queue[2 * i + 1] = q->aux;
+    }
+    state_add_blob(b, "queue", queue, 2 * d->qcount);
+    json_builder_end_object(b);
+    g_mutex_unlock(&d->lock);
+}
+
+bool i8042_restore_state(struct i8042 *d, JsonObject *obj, GError **error)
+{
+    uint64_t status, ctr, port, cmd, param, outbuf;
+    g_autofree uint8_t *queue = NULL;
+    size_t queue_len = 0;
+    if (!state_get_uint(obj, "status", 0xff, &status, "i8042", error) ||
+        !state_get_uint(obj, "ctr", 0xff, &ctr, "i8042", error) ||
+        !state_get_uint(obj, "output_port", 0xff, &port, "i8042", error) ||
+        !state_get_uint(obj, "pending_command", 0xff, &cmd, "i8042", error) ||
+        !state_get_uint(obj, "kbd_pending_param", 0xff, &param, "i8042", error) ||
+        !state_get_uint(obj, "outbuf", 0xff, &outbuf, "i8042", error) ||
+        !state_get_blob_any(obj, "queue", &queue, &queue_len, "i8042", error))
+        return false;
+    if (queue_len % 2 || queue_len > 2 * QUEUE_SIZE) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: i8042: queue holds %zu bytes", queue_len);
+        return false;
+    }
+    g_mutex_lock(&d->lock);
+    d->status = (uint8_t)status;
+    d->ctr = (uint8_t)ctr;
+    d->output_port = (uint8_t)port;
+    d->pending_command = (uint8_t)cmd;
+    d->kbd_pending_param = (uint8_t)param;
+    d->outbuf = (uint8_t)outbuf;
+    d->qhead = 0;
+    d->qcount = (unsigned)(queue_len / 2);
+    for (unsigned i = 0; i < d->qcount; i++)
+        d->queue[i] = (struct queued_byte){ .value = queue[2 * i], .aux = queue[2 * i + 1] != 0 };
+    g_mutex_unlock(&d->lock);
+    return true;
+}
+/* persist: end */

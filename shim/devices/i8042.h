@@ -29,3 +29,10 @@ bool i8042_attach(struct i8042 *dev, struct bus *bus);
 /* Guest accesses; port is I8042_DATA_PORT or I8042_COMMAND_PORT. */
 uint8_t i8042_read(struct i8042 *dev, uint16_t port);
 void i8042_write(struct i8042 *dev, uint16_t port, uint8_t value);
+
+/* persist: begin (snapshots: controller registers and the output queue) */
+#include <glib.h>
+#include <json-glib/json-glib.h>
+void i8042_save_state(struct i8042 *dev, JsonBuilder *b);
+bool i8042_restore_state(struct i8042 *dev, JsonObject *obj, GError **error);
+/* persist: end */

@@ -321,3 +321,62 @@ uint64_t serial_rx_bytes(struct serial *s)
 {
     return atomic_load(&s->rx_bytes);
 }
+
+/* persist: begin */
+#include "persist/state-json.h"
+
+static const char *const serial_regs[] = { "ier", "lcr", "mcr", "scr", "dll", "dlm", "fcr" };
+
+static uint8_t *serial_reg(struct serial *s, unsigned i)
+{
+    uint8_t *regs[] = { &s->ier, &s->lcr, &s->mcr, &s->scr, &s->dll, &s->dlm, &s->fcr };
+    return regs[i];
+}
+
+void serial_save_state(struct serial *s, JsonBuilder *b)
+{
+    g_mutex_lock(&s->lock);
+    json_builder_begin_object(b);
+    for (unsigned i = 0; i < G_N_ELEMENTS(serial_regs); i++)
+        state_add_uint(b, serial_regs[i], *serial_reg(s, i));
+    state_add_uint(b, "overrun", s->overrun);
+    state_add_uint(b, "thr_empty_pending", s->thr_empty_pending);
+    uint8_t fifo[SERIAL_FIFO_SIZE];
+    for (unsigned i = 0; i < s->rx_count; i++)
+        fifo[i] = s->rx[(s->rx_head + i) % SERIAL_FIFO_SIZE];
+    state_add_blob(b, "rx_fifo", fifo, s->rx_count);
+    json_builder_end_object(b);
+    g_mutex_unlock(&s->lock);
+}
+
+bool serial_restore_state(struct serial *s, JsonObject *obj, GError **error)
+{
+    uint64_t regs[G_N_ELEMENTS(serial_regs)], overrun, thr;
+    g_autofree uint8_t *fifo = NULL;
+    size_t fifo_len = 0;
+    for (unsigned i = 0; i < G_N_ELEMENTS(serial_regs); i++) {
+        if (!state_get_uint(obj, serial_regs[i], 0xff, &regs[i], "serial", error))
+            return false;
+    }
+    if (!state_get_uint(obj, "overrun", 1, &overrun, "serial", error) ||
+        !state_get_uint(obj, "thr_empty_pending", 1, &thr, "serial", error) ||
+        !state_get_blob_any(obj, "rx_fifo", &fifo, &fifo_len, "serial", error))
+        return false;
+    if (fifo_len > SERIAL_FIFO_SIZE) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: serial: rx_fifo holds %zu bytes", fifo_len);
+        return false;
+    }
+    g_mutex_lock(&s->lock);
+    for (unsigned i = 0; i < G_N_ELEMENTS(serial_regs); i++)
+        *serial_reg(s, i) = (uint8_t)regs[i];
+    s->overrun = overrun;
+    s->thr_empty_pending = thr;
+    memcpy(s->rx, fifo, fifo_len);
+    s->rx_head = 0;
+    s->rx_count = (unsigned)fifo_len;
+    s->irq_level = false; /* a fresh VM's line is low: raise it again if due */
+    update_irq(s);
+    g_mutex_unlock(&s->lock);
+    return true;
+}
+/* persist: end */

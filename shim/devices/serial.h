@@ -42,3 +42,9 @@ const char *serial_pty_path(struct serial *serial);
 
 uint64_t serial_tx_bytes(struct serial *serial);
 uint64_t serial_rx_bytes(struct serial *serial);
+
+/* persist: begin (snapshots: registers, receive FIFO and interrupt line) */
+#include <json-glib/json-glib.h>
+void serial_save_state(struct serial *serial, JsonBuilder *b);
+bool serial_restore_state(struct serial *serial, JsonObject *obj, GError **error);
+/* persist: end */

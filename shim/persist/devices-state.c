@@ -1,6 +1,9 @@
 /* Device state in state.json (see devices-state.h). */
 #include "persist/devices-state.h"
 
+#include "devices/acpi-pm.h"
+#include "devices/i8042.h"
+#include "devices/serial.h"
 #include "devices/virtio-vsock.h"
 #include "persist/state-json.h"
 #include "vm-internal.h"
@@ -21,6 +24,14 @@ void devices_state_save(struct vm *vm, JsonBuilder *b)
 {
     json_builder_set_member_name(b, "devices");
     json_builder_begin_object(b);
+    if (vm->serial) {
+        json_builder_set_member_name(b, "serial");
+        serial_save_state(vm->serial, b);
+    }
+    json_builder_set_member_name(b, "i8042");
+    i8042_save_state(vm->i8042, b);
+    json_builder_set_member_name(b, "acpi_pm");
+    acpi_pm_save_state(vm->acpi_pm, b);
     if (vm->vsock) {
         json_builder_set_member_name(b, "vsock");
         virtio_vsock_save_state(vm->vsock, b);
@@ -28,10 +39,28 @@ void devices_state_save(struct vm *vm, JsonBuilder *b)
     json_builder_end_object(b);
 }
 
+/* The serial port exists unless its mode is Off, which config_overrides may
+ * change: then its saved state is dropped, or a fresh port starts at reset. */
+static bool restore_legacy(struct vm *vm, JsonObject *devices, GError **error)
+{
+    JsonObject *i8042 = state_get_object(devices, "i8042", "devices", error);
+    JsonObject *pm = i8042 ? state_get_object(devices, "acpi_pm", "devices", error) : NULL;
+    if (!pm || !i8042_restore_state(vm->i8042, i8042, error) || !acpi_pm_restore_state(vm->acpi_pm, pm, error))
+        return false;
+    JsonNode *serial = json_object_get_member(devices, "serial");
+    if (!vm->serial || !serial)
+        return true;
+    if (!JSON_NODE_HOLDS_OBJECT(serial)) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: devices.serial is not an object");
+        return false;
+    }
+    return serial_restore_state(vm->serial, json_node_get_object(serial), error);
+}
+
 bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error)
 {
     JsonObject *devices = state_get_object(root, "devices", "state", error);
-    if (!devices)
+    if (!devices || !restore_legacy(vm, devices, error))
         return false;
     JsonNode *vsock = json_object_get_member(devices, "vsock");
     if (!vsock != !vm->vsock) {

@@ -1,7 +1,6 @@
-/* Device state in state.json ("devices"): each device saves and restores its
- * own state through functions in its file (devices/); this file only knows
- * which devices the VM has. Devices without state of their own worth keeping
- * (serial, i8042, ACPI PM: the test guest and Linux re-read them) start fresh. */
+/* Device state in state.json ("devices": serial, i8042, acpi_pm, vsock): each
+ * device saves and restores its own state through functions in its own file
+ * (devices/); this file only knows which devices the VM has. */
 #pragma once
 
 #include <glib.h>

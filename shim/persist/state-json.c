@@ -102,3 +102,20 @@ bool state_get_u64(JsonObject *obj, const char *name, uint64_t *out, const char 
     *out = v;
     return true;
 }
+
+void state_add_uint(JsonBuilder *b, const char *name, uint64_t value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, (gint64)value);
+}
+
+bool state_get_uint(JsonObject *obj, const char *name, uint64_t max, uint64_t *out, const char *what,
+                    GError **error)
+{
+    JsonNode *node = obj ? json_object_get_member(obj, name) : NULL;
+    if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_INT64 ||
+        json_node_get_int(node) < 0 || (uint64_t)json_node_get_int(node) > max)
+        return invalid(error, what, name, "is missing or out of range");
+    *out = (uint64_t)json_node_get_int(node);
+    return true;
+}

@@ -31,6 +31,10 @@ bool state_get_blob_any(JsonObject *obj, const char *name, uint8_t **data, size_
                         const char *what, GError **error);
 bool state_get_u64(JsonObject *obj, const char *name, uint64_t *out, const char *what,
                    GError **error);
+/* A plain JSON integer in [0, max] (device registers). */
+void state_add_uint(JsonBuilder *b, const char *name, uint64_t value);
+bool state_get_uint(JsonObject *obj, const char *name, uint64_t max, uint64_t *out, const char *what,
+                    GError **error);
 /* The member as an object, or NULL with an error. */
 JsonObject *state_get_object(JsonObject *obj, const char *name, const char *what, GError **error);
 const char *state_get_string(JsonObject *obj, const char *name, const char *what, GError **error);

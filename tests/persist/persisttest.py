@@ -110,9 +110,9 @@ class ApiShim:
 
     # --- VM ---------------------------------------------------------------
 
-    def boot(self, guest, cmdline, memory_mib=256, vsock=True):
+    def boot(self, guest, cmdline, memory_mib=256, vsock=True, cpus=1):
         config = {"payload": {"kernel": guest, "cmdline": cmdline},
-                  "memory": {"size": memory_mib * MIB}, "cpus": {"boot_vcpus": 1},
+                  "memory": {"size": memory_mib * MIB}, "cpus": {"boot_vcpus": cpus, "max_vcpus": cpus},
                   "serial": {"mode": "File", "file": self.serial_path}, "console": {"mode": "Off"}}
         if vsock:
             config["vsock"] = {"cid": 3, "socket": self.vsock_path}

@@ -91,12 +91,13 @@ def restored(workdir, name, source, mode, **extra):
 
 # --- cases -------------------------------------------------------------------
 
-def case_heartbeat(workdir):
+def case_heartbeat(workdir, cpus=1):
     """Snapshot a running-then-paused guest without vsock, restore by copy in a
     fresh shim: paused until resumed, then the heartbeat goes on from where it
-    was (LAPIC timer, HLT idle and TSC came back)."""
+    was (LAPIC timer, HLT idle and TSC came back). With 2 vCPUs the second one
+    sits in wait-for-SIPI and must stay there."""
     with ApiShim(SHIM, workdir=workdir, name="src") as src:
-        src.boot(GUEST, guest_cmdline(), vsock=False)
+        src.boot(GUEST, guest_cmdline(), vsock=False, cpus=cpus)
         last = src.wait_tick_above(3)
         status, _ = src.snapshot(os.path.join(workdir, "early"))
         check(status == 405, f"snapshot of a running VM must be 405, got {status}")
@@ -124,6 +125,8 @@ def case_heartbeat(workdir):
         dst.wait_tick_above(first + 3)
         names = [e["event"] for e in dst.events() if e["source"] == "vm"]
         check(names[:2] == ["restoring", "restored"], f"events: {names}")
+        info = dst.ok("GET", "vm.info")
+        check(info["config"]["cpus"]["boot_vcpus"] == cpus, f"restored config: {info['config']['cpus']}")
 
 
 def case_chain(workdir, mode):
@@ -131,10 +134,12 @@ def case_chain(workdir, mode):
     that snapshot. Then a VM restored from [base, d1] takes d2' with parent d1
     (tracking restarts at restore), which restores too."""
     chain = Chain(workdir)
+    # On demand, d1 is served in 256 KiB blocks with background prefetch.
+    extra = {"d1": {"ondemand_block_size": 256 << 10, "prefetch": True}} if mode == "ondemand" else {}
     try:
         chain.build()
         for name in ("base", "d1", "d2"):
-            with restored(workdir, f"{mode}-{name}", chain.paths[name], mode) as dst:
+            with restored(workdir, f"{mode}-{name}", chain.paths[name], mode, **extra.get(name, {})) as dst:
                 conn = connect(dst)
                 got = sums(conn)
                 check(got == chain.expected[name], f"{mode} restore of {name}: {got} != {chain.expected[name]}")
@@ -380,6 +385,7 @@ def case_full_fs(workdir):
 
 CASES = {
     "heartbeat": case_heartbeat,
+    "heartbeat_2cpus": lambda d: case_heartbeat(d, cpus=2),
     "chain_copy": lambda d: case_chain(d, "copy"),
     "chain_merge": lambda d: case_chain(d, "merge"),
     "chain_ondemand": lambda d: case_chain(d, "ondemand"),
