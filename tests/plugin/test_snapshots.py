@@ -1,0 +1,389 @@
+"""Snapshots, save/restore and managed save through real virsh and
+python3-libvirt, with the test guest's memory checked through its vsock
+command port (CONNECT 5000 on the domain's vsock socket: FILL / SUM)."""
+
+import json
+import os
+import random
+import socket
+import subprocess
+import threading
+import time
+import unittest
+
+import libvirt
+
+from vsnapd import DaemonTest, needs_guest, wait_for
+
+CMD_PORT = 5000
+MIB = 1 << 20
+# Regions the guest may write: RAM from 16 MiB up (the test guest's rule).
+REGION_A = (16 * MIB, 4 * MIB)
+REGION_B = (24 * MIB, 2 * MIB)
+
+
+class Guest:
+    """The test guest's command port, reached through the domain's vsock socket."""
+
+    def __init__(self, path, timeout=30):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.sock = socket.socket(socket.AF_UNIX)
+                self.sock.settimeout(10)
+                self.sock.connect(path)
+                self.sock.sendall(b"CONNECT %d\n" % CMD_PORT)
+                self.buf = b""
+                if self.line().startswith("OK "):
+                    return
+            except (OSError, ConnectionError):
+                pass
+            self.sock.close()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the guest's command port on {path} never answered")
+            time.sleep(0.05)
+
+    def line(self):
+        while b"\n" not in self.buf:
+            data = self.sock.recv(4096)
+            if not data:
+                raise ConnectionError("closed")
+            self.buf += data
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode()
+
+    def cmd(self, text):
+        self.sock.sendall(text.encode() + b"\n")
+        return self.line()
+
+    def fill(self, region, seed):
+        assert self.cmd(f"FILL {region[0]:#x} {region[1]} {seed}") == "OK"
+
+    def sum(self, region):
+        answer = self.cmd(f"SUM {region[0]:#x} {region[1]}")
+        assert answer.startswith("SUM "), answer
+        return answer[4:]
+
+    def close(self):
+        self.sock.close()
+
+
+@needs_guest
+class SnapshotTestBase(DaemonTest):
+    def setUp(self):
+        super().setUp()
+        self.v = self.daemon.virsh
+
+    def vsock_path(self, name):
+        return os.path.join(self.daemon.state, "run", name, "vsock.sock")
+
+    def guest(self, name):
+        return Guest(self.vsock_path(name))
+
+    def sums(self, name):
+        g = self.guest(name)
+        try:
+            return g.sum(REGION_A), g.sum(REGION_B)
+        finally:
+            g.close()
+
+    def start_guest(self, name, memory_mib=128):
+        self.define(name, memory_mib=memory_mib)
+        self.v("start", name)
+        self.guest(name).close()
+
+    def snapshot_dirs(self, name):
+        """snapshot name -> (directory, state.json's memory object)."""
+        root = os.path.join(self.daemon.state, "snapshots", name)
+        out = {}
+        for entry in os.listdir(root) if os.path.isdir(root) else []:
+            d = os.path.join(root, entry)
+            ini = os.path.join(d, "snapshot.ini")
+            if not os.path.exists(ini):
+                continue
+            with open(ini) as f:
+                snap = [l.split("=", 1)[1].strip() for l in f if l.startswith("name=")][0]
+            with open(os.path.join(d, "state.json")) as f:
+                out[snap] = (d, json.load(f)["memory"])
+        return out
+
+    def make_chain(self, name, n=5):
+        """n snapshots, each after new memory contents; returns the sums at each."""
+        expected = {}
+        g = self.guest(name)
+        try:
+            for i in range(n):
+                g.fill(REGION_A, 100 + i)
+                if i % 2 == 0:
+                    g.fill(REGION_B, 200 + i)
+                expected[f"s{i}"] = (g.sum(REGION_A), g.sum(REGION_B))
+                self.v("snapshot-create-as", name, f"s{i}", f"memory state {i}")
+        finally:
+            g.close()
+        return expected
+
+    def check_revert(self, name, snap, want, *flags):
+        self.v("snapshot-revert", name, snap, *flags)
+        self.assertEqual(self.sums(name), want, f"memory after reverting to {snap}")
+
+
+class ChainTest(SnapshotTestBase):
+    def test_chain_of_five_revert_shuffled_delete_inner(self):
+        self.start_guest("c1")
+        expected = self.make_chain("c1")
+        dirs = self.snapshot_dirs("c1")
+        # First snapshot full; each later one a diff on the one before.
+        self.assertEqual(dirs["s0"][1]["kind"], "full")
+        for i in range(1, 5):
+            self.assertEqual(dirs[f"s{i}"][1]["kind"], "diff", f"s{i}")
+            self.assertEqual(dirs[f"s{i}"][1]["parent_id"], dirs[f"s{i-1}"][1]["id"])
+        tree = self.v("snapshot-list", "c1", "--tree").stdout
+        self.assertIn("s4", tree)
+        self.assertEqual(self.v("snapshot-current", "c1", "--name").stdout.strip(), "s4")
+        self.assertEqual(self.v("snapshot-parent", "c1", "s3").stdout.strip(), "s2")
+        self.assertIn("memory state 2", self.v("snapshot-dumpxml", "c1", "s2").stdout)
+
+        order = [f"s{i}" for i in range(5)]
+        random.Random(6).shuffle(order)
+        for snap in order:
+            self.check_revert("c1", snap, expected[snap])
+            self.assertEqual(self.state("c1"), "running (from snapshot)")
+            self.assertEqual(self.v("snapshot-current", "c1", "--name").stdout.strip(), snap)
+
+        # Delete an inner snapshot: its child keeps its id and takes its pages.
+        s3_id = dirs["s3"][1]["id"]
+        self.v("snapshot-delete", "c1", "s2")
+        dirs = self.snapshot_dirs("c1")
+        self.assertNotIn("s2", dirs)
+        self.assertEqual(dirs["s3"][1]["id"], s3_id)
+        self.assertEqual(dirs["s3"][1]["parent_id"], dirs["s1"][1]["id"])
+        self.assertEqual(self.v("snapshot-parent", "c1", "s3").stdout.strip(), "s1")
+        for snap in ("s4", "s3", "s1", "s0"):
+            self.check_revert("c1", snap, expected[snap])
+
+        # Deleting the base folds it into its child, which becomes full.
+        self.v("snapshot-delete", "c1", "s0")
+        self.assertEqual(self.snapshot_dirs("c1")["s1"][1]["kind"], "full")
+        self.check_revert("c1", "s4", expected["s4"])
+        # --children-only keeps s1, --children removes the rest.
+        self.v("snapshot-delete", "c1", "s3", "--children-only")
+        self.assertEqual(sorted(self.snapshot_dirs("c1")), ["s1", "s3"])
+        self.check_revert("c1", "s3", expected["s3"])
+        self.v("snapshot-delete", "c1", "s1", "--children")
+        self.assertEqual(self.snapshot_dirs("c1"), {})
+        self.assertEqual(self.v("snapshot-list", "c1", "--name").stdout.strip(), "")
+
+    def test_diff_only_without_a_break(self):
+        self.start_guest("c2")
+        self.v("snapshot-create-as", "c2", "a")
+        self.v("snapshot-create-as", "c2", "b")
+        self.v("destroy", "c2")
+        self.v("start", "c2")
+        self.guest("c2").close()
+        # A fresh boot is not a continuation of the current snapshot: full.
+        self.v("snapshot-create-as", "c2", "c")
+        dirs = self.snapshot_dirs("c2")
+        self.assertEqual([dirs[n][1]["kind"] for n in "abc"], ["full", "diff", "full"])
+        self.assertEqual(self.v("snapshot-parent", "c2", "c").stdout.strip(), "b")
+        # After a revert the next snapshot is a diff on the reverted one.
+        self.v("snapshot-revert", "c2", "a")
+        self.v("snapshot-create-as", "c2", "d")
+        d = self.snapshot_dirs("c2")["d"][1]
+        self.assertEqual(d["kind"], "diff")
+        self.assertEqual(d["parent_id"], dirs["a"][1]["id"])
+
+    def test_paused_and_running_flags_and_readiness_event(self):
+        self.start_guest("c3")
+        g = self.guest("c3")
+        g.fill(REGION_A, 9)
+        want = (g.sum(REGION_A), g.sum(REGION_B))
+        g.close()
+        self.v("snapshot-create-as", "c3", "p")
+        self.v("snapshot-revert", "c3", "p", "--paused")
+        self.assertEqual(self.state("c3"), "paused (from snapshot)")
+        self.v("resume", "c3")
+        self.assertEqual(self.sums("c3"), want)
+        self.v("suspend", "c3")
+        self.v("snapshot-create-as", "c3", "q")
+        self.assertIn("<state>paused</state>", self.v("snapshot-dumpxml", "c3", "q").stdout)
+        self.v("snapshot-revert", "c3", "q")
+        self.assertEqual(self.state("c3"), "paused (from snapshot)")
+        self.v("snapshot-revert", "c3", "q", "--running")
+        self.assertEqual(self.state("c3"), "running (from snapshot)")
+        bad = self.v("snapshot-revert", "c3", "q", "--running", "--paused", check=False)
+        self.assertNotEqual(bad.returncode, 0)
+
+        # Readiness is announced again after a revert (agent-lifecycle event).
+        libvirt.virEventRegisterDefaultImpl()
+        threading.Thread(target=lambda: [libvirt.virEventRunDefaultImpl() for _ in iter(int, 1)],
+                         daemon=True).start()
+        conn = self.daemon.connect()
+        agent = []
+        cb = conn.domainEventRegisterAny(
+            None, libvirt.VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE,
+            lambda c, dom, state, reason, opaque: agent.append(state), None)
+        dom = conn.lookupByName("c3")
+        dom.revertToSnapshot(dom.snapshotLookupByName("p"))
+        wait_for(lambda: agent, what="agent-lifecycle after the revert")
+        self.assertEqual(agent[0], libvirt.VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED)
+        # The python API sees the tree too.
+        self.assertEqual(sorted(s.getName() for s in dom.listAllSnapshots()), ["p", "q"])
+        self.assertTrue(dom.snapshotLookupByName("q").isCurrent() == 0)
+        self.assertTrue(dom.snapshotLookupByName("p").isCurrent())
+        self.assertEqual(dom.snapshotNum(), 2)
+        conn.domainEventDeregisterAny(cb)
+        conn.close()
+
+
+class SaveTest(SnapshotTestBase):
+    def test_save_restore_and_dumpxml(self):
+        self.start_guest("v1")
+        g = self.guest("v1")
+        g.fill(REGION_A, 31)
+        want = (g.sum(REGION_A), g.sum(REGION_B))
+        g.close()
+        image = os.path.join(self.daemon.dir, "v1.save")
+        self.v("save", "v1", image)
+        self.assertEqual(self.state("v1"), "shut off (saved)")
+        with open(image, "rb") as f:
+            self.assertEqual(f.read(8), b"VSNAPSAV")
+        self.assertIn("<name>v1</name>", self.v("save-image-dumpxml", image).stdout)
+        self.v("restore", image)
+        self.assertEqual(self.state("v1"), "running (restored)")
+        self.assertEqual(self.sums("v1"), want)
+        # --paused, and --xml whose serial file is used through config_overrides.
+        self.v("save", "v1", image)
+        xml = self.v("save-image-dumpxml", image).stdout
+        log = os.path.join(self.daemon.dir, "v1-serial.log")
+        xml = xml.replace("</devices>", f"<serial type='file'><source path='{log}'/></serial>"
+                                        "</devices>")
+        xml_path = os.path.join(self.daemon.dir, "v1-restore.xml")
+        with open(xml_path, "w") as f:
+            f.write(xml)
+        self.v("restore", image, "--paused", "--xml", xml_path)
+        self.assertEqual(self.state("v1"), "paused (user)")
+        self.v("resume", "v1")
+        self.assertEqual(self.sums("v1"), want)
+        self.assertTrue(os.path.exists(log), "the restored VM's serial goes to the --xml file")
+
+    def test_bad_images(self):
+        junk = os.path.join(self.daemon.dir, "junk.save")
+        with open(junk, "wb") as f:
+            f.write(b"not a save image" * 300)
+        for cmd in (["restore", junk], ["save-image-dumpxml", junk],
+                    ["restore", "/nonexistent/image"]):
+            res = self.v(*cmd, check=False)
+            self.assertNotEqual(res.returncode, 0, cmd)
+            self.assertIn("save image", res.stderr)
+
+    def test_managedsave_then_start(self):
+        self.start_guest("m1")
+        g = self.guest("m1")
+        g.fill(REGION_B, 77)
+        want = (g.sum(REGION_A), g.sum(REGION_B))
+        g.close()
+        self.v("managedsave", "m1")
+        self.assertEqual(self.state("m1"), "shut off (saved)")
+        self.assertIn("yes", [l.split()[-1] for l in self.v("dominfo", "m1").stdout.splitlines()
+                              if l.startswith("Managed save")])
+        # undefine refuses to lose the image without --managed-save.
+        self.assertNotEqual(self.v("undefine", "m1", check=False).returncode, 0)
+        self.v("start", "m1")
+        self.assertEqual(self.state("m1"), "running (restored)")
+        self.assertEqual(self.sums("m1"), want)
+        conn = self.daemon.connect()
+        self.assertEqual(conn.lookupByName("m1").hasManagedSaveImage(), 0)
+        self.v("managedsave", "m1")
+        self.v("managedsave-remove", "m1")
+        self.v("start", "m1")
+        self.assertEqual(self.state("m1"), "running (booted)")
+        conn.close()
+
+
+class RestartTest(SnapshotTestBase):
+    def test_metadata_survives_daemon_restart(self):
+        self.start_guest("r1")
+        expected = self.make_chain("r1", n=3)
+        self.v("managedsave", "r1")
+        self.daemon.stop()
+        self.daemon.start()
+        self.assertEqual(self.v("snapshot-list", "r1", "--name").stdout.split(), ["s0", "s1", "s2"])
+        self.assertEqual(self.v("snapshot-current", "r1", "--name").stdout.strip(), "s2")
+        self.v("start", "r1")
+        self.assertEqual(self.sums("r1"), expected["s2"])
+        # A shim reattached after a restart keeps its lineage (s4 below).
+        self.daemon.stop()
+        self.daemon.start()
+        self.v("snapshot-create-as", "r1", "s3")
+        self.assertEqual(self.snapshot_dirs("r1")["s3"][1]["kind"], "full",
+                         "a VM started from a managed image is not a continuation of s2")
+        self.daemon.stop()
+        self.daemon.start()
+        self.v("snapshot-create-as", "r1", "s4")
+        self.assertEqual(self.snapshot_dirs("r1")["s4"][1]["kind"], "diff")
+        for snap in ("s0", "s2", "s1"):
+            self.check_revert("r1", snap, expected[snap])
+
+
+class BadInputTest(SnapshotTestBase):
+    def test_refusals(self):
+        self.start_guest("b1")
+        self.v("snapshot-create-as", "b1", "one")
+        cases = [
+            (["snapshot-create-as", "b1", "a/b"], "'/'"),
+            (["snapshot-create-as", "b1", "one"], "already exists"),
+            (["snapshot-create-as", "b1", "two", "--disk-only"], "disk-only"),
+            (["snapshot-create-as", "b1", "two", "--quiesce"], "quiesce"),
+            (["snapshot-create-as", "b1", "two", "--no-metadata"], "metadata"),
+            (["snapshot-revert", "b1", "nope"], "no domain snapshot"),
+            (["snapshot-delete", "b1", "one", "--metadata"], "metadata"),
+        ]
+        for cmd, text in cases:
+            res = self.v(*cmd, check=False)
+            self.assertNotEqual(res.returncode, 0, cmd)
+            self.assertIn(text, res.stderr, cmd)
+        self.v("destroy", "b1")
+        res = self.v("snapshot-create-as", "b1", "off", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("not running", res.stderr)
+        res = self.v("undefine", "b1", check=False)
+        self.assertIn("snapshots", res.stderr)
+        self.v("undefine", "b1", "--snapshots-metadata")
+        self.assertFalse(os.path.exists(os.path.join(self.daemon.state, "snapshots", "b1")))
+
+    def test_corrupt_layer_leaves_the_domain_alone(self):
+        self.start_guest("b2")
+        self.v("snapshot-create-as", "b2", "base")
+        g = self.guest("b2")
+        g.fill(REGION_A, 5)
+        g.close()
+        self.v("snapshot-create-as", "b2", "top")
+        g = self.guest("b2")
+        g.fill(REGION_A, 6)
+        want = (g.sum(REGION_A), g.sum(REGION_B))
+        g.close()
+        pid = self.daemon.shim_pids()["b2"]
+        layer = os.path.join(self.snapshot_dirs("b2")["base"][0], "memory-ranges")
+        with open(layer, "r+b") as f:      # one flipped byte in the base's header
+            f.seek(40)
+            byte = f.read(1)
+            f.seek(40)
+            f.write(bytes([byte[0] ^ 0x40]))
+        res = self.v("snapshot-revert", "b2", "top", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("memory-ranges", res.stderr)
+        self.assertIn("checksum", res.stderr)
+        # Same shim, same state, same memory.
+        self.assertEqual(self.state("b2"), "running (booted)")
+        self.assertEqual(self.daemon.shim_pids()["b2"], pid)
+        self.assertEqual(self.sums("b2"), want)
+        # Truncated layer: refused the same way.
+        with open(layer, "r+b") as f:
+            f.truncate(8192)
+        res = self.v("snapshot-revert", "b2", "base", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertEqual(self.daemon.shim_pids()["b2"], pid)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
