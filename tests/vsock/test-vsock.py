@@ -232,6 +232,25 @@ def case_host_initiated():
         s.close()
 
 
+def case_halt():
+    """HALT answers OK, then the guest powers off through ACPI S5."""
+    shim, path = vsock_shim()
+    with shim:
+        c = wait_guest_serving(path)
+        check(c.cmd("HALT") == "OK", "HALT")
+        shim.wait_for_serial(r"HALT command, powering off", timeout=5)
+        deadline = time.monotonic() + 10
+        while True:
+            status, info = shim.api("GET", "vm.info") if shim.proc.poll() is None else (0, None)
+            if shim.proc.poll() is not None or (status == 200 and info.get("state") != "Running"):
+                break
+            check(time.monotonic() < deadline, f"the VM still runs 10 s after HALT: {info}")
+            time.sleep(0.05)
+        if shim.proc.poll() is None:
+            reason = info.get("vsnap", {}).get("last_stop_reason")
+            check(reason == "poweroff", f"stop reason after HALT: {reason} ({info})")
+
+
 def case_guest_initiated():
     shim, path = vsock_shim()
     with shim:
