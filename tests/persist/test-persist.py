@@ -143,6 +143,11 @@ def case_chain(workdir, mode):
                 conn = connect(dst)
                 got = sums(conn)
                 check(got == chain.expected[name], f"{mode} restore of {name}: {got} != {chain.expected[name]}")
+                if name == "d2":
+                    # A full snapshot of the restored VM (on demand: every page
+                    # is brought in first) restores to the same content.
+                    full = os.path.join(workdir, f"{mode}-full")
+                    dst.snapshot_paused(full)
                 if name == "d1":
                     conn.ok(f"FILL {REGION_C[0]:#x} {4 * MIB:#x} 23")
                     expected_d2x = sums(conn)
@@ -154,6 +159,9 @@ def case_chain(workdir, mode):
         with restored(workdir, f"{mode}-d2x", d2x, "copy") as dst:
             got = sums(connect(dst))
             check(got == expected_d2x, f"restore of d2' taken after a {mode} restore: {got} != {expected_d2x}")
+        with restored(workdir, f"{mode}-full", full, "copy") as dst:
+            got = sums(connect(dst))
+            check(got == chain.expected["d2"], f"full snapshot of a {mode} restore: {got} != {chain.expected['d2']}")
     finally:
         chain.close()
 
@@ -198,6 +206,33 @@ def case_sparse_8g(workdir):
         check(64 * MIB <= size < 72 * MIB, f"layer is {size} bytes")
     with restored(workdir, "dst", snap, "ondemand") as dst:
         dst.wait_tick_above(0)
+
+
+def case_long_chain(workdir):
+    """A base and 64 diffs on top, each writing its own 64 KiB; the top
+    restored on demand and by copy holds every write (the chain is followed
+    down 65 layers)."""
+    layers = 64
+    with ApiShim(SHIM, workdir=workdir, name="src") as src:
+        src.boot(GUEST, "vsnap.fill_mib=8 vsnap.seed=7")
+        conn = connect(src)
+        parent = os.path.join(workdir, "l0")
+        src.snapshot_paused(parent)
+        for i in range(1, layers + 1):
+            conn.ok(f"FILL {FILL_BASE + i * MIB:#x} {64 << 10:#x} {1000 + i}")
+            path = os.path.join(workdir, f"l{i}")
+            src.snapshot_paused(path, parent)
+            parent = path
+        expected = conn.sum(FILL_BASE, (layers + 1) * MIB)
+        conn.close()
+    for mode in ("ondemand", "copy"):
+        with restored(workdir, f"top-{mode}", parent, mode) as dst:
+            conn = connect(dst)
+            got = conn.sum(FILL_BASE, (layers + 1) * MIB)
+            check(got == expected, f"{mode} restore of a {layers + 1}-layer chain: {got} != {expected}")
+            for i in (1, 2, layers // 2, layers - 1, layers):
+                got = conn.sum(FILL_BASE + i * MIB, 64 << 10)
+                check(got == host_sum(1000 + i, 64 << 10), f"{mode}: the write of layer {i} is lost")
 
 
 def expect_refused(shim, source, what, mode="copy", needle=None):
@@ -390,6 +425,7 @@ CASES = {
     "chain_merge": lambda d: case_chain(d, "merge"),
     "chain_ondemand": lambda d: case_chain(d, "ondemand"),
     "twins": case_twins,
+    "long_chain": case_long_chain,
     "sparse_8g": case_sparse_8g,
     "bad_input": case_bad_input,
     "ondemand_corrupt": case_ondemand_corrupt,
