@@ -600,15 +600,32 @@ static int state_from_info(const char *state, const struct saved_status *st, int
 }
 
 /* The shim died while no daemon watched: its domain crashed. */
-static void mark_crashed(struct vsnap_driver *drv, const char *name)
+static void mark_stopped(struct vsnap_driver *drv, const char *name, int reason)
 {
     g_autoptr(vsnap_domain) dom = domain_list_find_name(drv->domains, name);
     if (!dom)
         return;
     g_mutex_lock(&dom->lock);
     if (!dom->run)
-        vsnap_domain_set_state_locked(dom, VIR_DOMAIN_SHUTOFF, VIR_DOMAIN_SHUTOFF_CRASHED);
+        vsnap_domain_set_state_locked(dom, VIR_DOMAIN_SHUTOFF, reason);
     g_mutex_unlock(&dom->lock);
+}
+
+static void mark_crashed(struct vsnap_driver *drv, const char *name)
+{
+    mark_stopped(drv, name, VIR_DOMAIN_SHUTOFF_CRASHED);
+}
+
+/* The guest powered off (or crashed) while no daemon watched: the shim
+ * still runs with its VM in state Shutdown. Finish the stop. */
+static void finish_offline_stop(struct vsnap_driver *drv, const char *name,
+                                struct domain_run *run, const struct vm_info *info)
+{
+    bool crashed = info->last_stop_reason && g_str_equal(info->last_stop_reason, "crash");
+    g_message("domain %s: the guest %s while the daemon was away; stopping its shim", name,
+              crashed ? "crashed" : "powered off");
+    terminate(run, false);
+    mark_stopped(drv, name, crashed ? VIR_DOMAIN_SHUTOFF_CRASHED : VIR_DOMAIN_SHUTOFF_SHUTDOWN);
 }
 
 /* The shim answered and its VM runs: adopt it. */
@@ -657,7 +674,12 @@ static void reattach_one(struct vsnap_driver *drv, const char *name)
         goto discard;
     }
     live = domain_def_parse_string(xml, drv->paths.schema_dir, &error);
-    if (!live || !monitor_vm_info(run->api_socket, &info, &error) ||
+    if (live && monitor_vm_info(run->api_socket, &info, &error) &&
+        g_str_equal(info.state, "Shutdown")) {
+        finish_offline_stop(drv, name, run, &info);
+        goto discard;
+    }
+    if (!live || !info.state ||
         (state = state_from_info(info.state, &st, &reason)) < 0 || !open_event_fifo(run, &error)) {
         g_message("domain %s: cannot reattach (%s); stopping its shim", name,
                   error ? error->message : info.state);

@@ -100,6 +100,18 @@ class RestartTest(DaemonTest):
             bystander.kill()
             bystander.wait()
 
+    def test_guest_poweroff_while_daemon_is_down(self):
+        self.define("off", cmdline="vsnap.fill_mib=1 vsnap.delay_ms=1000 vsnap.halt_after_ready=1")
+        self.daemon.virsh("start", "off")
+        pid = self.daemon.shim_pids()["off"]
+        self.daemon.stop()
+        import time
+        time.sleep(2.5)
+        self.daemon.start()
+        self.assertEqual(self.state("off"), "shut off (shutdown)")
+        wait_for(lambda: not alive(pid), what="the shim to be stopped")
+        self.assertEqual(self.daemon.shim_pids(), {})
+
     def test_transient_domain_survives_restart(self):
         conn = self.daemon.connect()
         conn.createXML(domain_xml("tr"))
