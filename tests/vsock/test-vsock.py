@@ -251,6 +251,24 @@ def case_halt():
             check(reason == "poweroff", f"stop reason after HALT: {reason} ({info})")
 
 
+def case_reboot():
+    """vm.reboot rebuilds the device: the socket is bound again and the new
+    boot announces itself (new boot_id)."""
+    shim, path = vsock_shim()
+    with shim:
+        status, body, _ = http_get_unix(shim.api_socket, "/api/v1/vm.wait-ready?timeout_ms=20000", 25)
+        check(status == 200, f"wait-ready answered {status}: {body}")
+        first = json.loads(body)
+        status, reply = shim.api("PUT", "vm.reboot")
+        check(status in (200, 204), f"vm.reboot answered {status}: {reply}")
+        status, body, _ = http_get_unix(shim.api_socket, "/api/v1/vm.wait-ready?timeout_ms=20000", 25)
+        check(status == 200, f"wait-ready after reboot answered {status}: {body}")
+        second = json.loads(body)
+        check(second["boot_id"] != first["boot_id"], f"same boot_id after a reboot: {second}")
+        c = wait_guest_serving(path)
+        check(c.cmd("PING") == "PONG", "PING after the reboot")
+
+
 def case_guest_initiated():
     shim, path = vsock_shim()
     with shim:
