@@ -252,7 +252,7 @@ void driver_summary(struct vsnap_driver *drv, struct vsnap_domain *dom,
     out->cpu_time_ns = pid > 0 ? process_cpu_time_ns(pid) : 0;
 }
 
-static bool list_filter_match(struct vsnap_domain *dom, unsigned flags)
+static bool list_filter_match(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags)
 {
     g_mutex_lock(&dom->lock);
     bool active = dom->run != NULL;
@@ -276,9 +276,10 @@ static bool list_filter_match(struct vsnap_domain *dom, unsigned flags)
                   persistent) &&
            EITHER(VIR_CONNECT_LIST_DOMAINS_AUTOSTART, VIR_CONNECT_LIST_DOMAINS_NO_AUTOSTART,
                   autostart) &&
-           /* No managed save images and no snapshots exist yet. */
-           !(flags & VIR_CONNECT_LIST_DOMAINS_MANAGEDSAVE) &&
-           !(flags & VIR_CONNECT_LIST_DOMAINS_HAS_SNAPSHOT) &&
+           EITHER(VIR_CONNECT_LIST_DOMAINS_MANAGEDSAVE, VIR_CONNECT_LIST_DOMAINS_NO_MANAGEDSAVE,
+                  save_has_managed(drv, dom)) &&
+           EITHER(VIR_CONNECT_LIST_DOMAINS_HAS_SNAPSHOT, VIR_CONNECT_LIST_DOMAINS_NO_SNAPSHOT,
+                  snapshot_count(drv, dom) > 0) &&
            !(flags & VIR_CONNECT_LIST_DOMAINS_HAS_CHECKPOINT);
 #undef EITHER
 }
@@ -287,7 +288,7 @@ GPtrArray *driver_list(struct vsnap_driver *drv, unsigned flags)
 {
     GPtrArray *doms = domain_list_snapshot(drv->domains);
     for (guint i = doms->len; i-- > 0;)
-        if (!list_filter_match(doms->pdata[i], flags))
+        if (!list_filter_match(drv, doms->pdata[i], flags))
             g_ptr_array_remove_index(doms, i);
     return doms;
 }

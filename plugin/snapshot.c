@@ -98,10 +98,10 @@ static bool recover(struct vsnap_domain *dom, struct snapshot_tree *tree, GError
 
 static bool check_create_flags(unsigned flags, GError **error)
 {
-    if (flags & (VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE | VIR_DOMAIN_SNAPSHOT_CREATE_CURRENT))
-        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
-                      "vsnap cannot redefine snapshot metadata: a snapshot's memory layers "
-                      "exist only when vsnap takes the snapshot");
+    if ((flags & VIR_DOMAIN_SNAPSHOT_CREATE_CURRENT) &&
+        !(flags & VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE))
+        return refuse(error, VIR_ERR_INVALID_ARG,
+                      "'current' applies only to a redefinition (snapshot-edit)");
     if (flags & VIR_DOMAIN_SNAPSHOT_CREATE_NO_METADATA)
         return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
                       "vsnap snapshots without metadata could never be reverted to");
@@ -115,7 +115,8 @@ static bool check_create_flags(unsigned flags, GError **error)
         return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
                       "vsnap pauses the VM while it writes a snapshot; --live is not supported");
     unsigned known = VIR_DOMAIN_SNAPSHOT_CREATE_HALT | VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC |
-                     VIR_DOMAIN_SNAPSHOT_CREATE_VALIDATE;
+                     VIR_DOMAIN_SNAPSHOT_CREATE_VALIDATE | VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE |
+                     VIR_DOMAIN_SNAPSHOT_CREATE_CURRENT;
     if (flags & ~known) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
                     flags & ~known);
@@ -248,13 +249,74 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
     return g_strdup(e->name);
 }
 
+/* ---- redefine (snapshot-edit): only what is metadata may change ---- */
+
+static bool same_domain(struct vsnap_driver *drv, struct snapshot_entry *e,
+                        const struct domain_def *given, GError **error)
+{
+    g_autofree char *stored_xml = snapshot_entry_domain_xml(e, error);
+    g_autoptr(domain_def) stored =
+        stored_xml ? domain_def_parse_string(stored_xml, drv->paths.schema_dir, error) : NULL;
+    if (!stored)
+        return false;
+    g_autofree char *a = domain_def_format(stored, false, -1);
+    g_autofree char *b = domain_def_format(given, false, -1);
+    return g_str_equal(a, b) ||
+           refuse(error, VIR_ERR_CONFIG_UNSUPPORTED,
+                  "a vsnap snapshot's domain definition is part of its saved state and cannot "
+                  "be edited");
+}
+
+static bool check_redefinition(struct vsnap_driver *drv, struct snapshot_entry *e,
+                               const struct snapshot_def *def, GError **error)
+{
+    if (g_strcmp0(def->parent, e->parent) != 0)
+        return refuse(error, VIR_ERR_CONFIG_UNSUPPORTED,
+                      "the parent of a vsnap snapshot cannot be changed");
+    if ((def->state_set && (int)def->state != e->state) ||
+        def->creation_time != e->creation_time || def->memory == SNAPSHOT_MEMORY_NO)
+        return refuse(error, VIR_ERR_CONFIG_UNSUPPORTED,
+                      "only the description of a vsnap snapshot can be changed (state, "
+                      "creation time and memory are facts of the snapshot)");
+    return !def->domain || same_domain(drv, e, def->domain, error);
+}
+
+static char *redefine_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
+                             unsigned flags, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    g_autoptr(snapshot_def) def =
+        tree ? snapshot_def_parse_string(xml, drv->paths.schema_dir, error) : NULL;
+    if (!def)
+        return NULL;
+    struct snapshot_entry *e = snapshot_tree_find(tree, def->name);
+    if (!e) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                    "vsnap cannot define snapshot '%s' from XML: a snapshot's memory layers "
+                    "exist only when vsnap takes it (a rename is not supported either)",
+                    def->name);
+        return NULL;
+    }
+    if (!check_redefinition(drv, e, def, error))
+        return NULL;
+    g_free(e->description);
+    e->description = g_strdup(def->description);
+    if (!snapshot_entry_save(e, error) ||
+        ((flags & VIR_DOMAIN_SNAPSHOT_CREATE_CURRENT) &&
+         !snapshot_tree_set_current(tree, e->name, error)))
+        return NULL;
+    return g_strdup(e->name);
+}
+
 char *snapshot_create(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
                       unsigned flags, GError **error)
 {
     if (!check_create_flags(flags, error))
         return NULL;
     g_mutex_lock(&dom->job);
-    char *name = create_locked(drv, dom, xml, flags, error);
+    char *name = (flags & VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE)
+                     ? redefine_locked(drv, dom, xml, flags, error)
+                     : create_locked(drv, dom, xml, flags, error);
     g_mutex_unlock(&dom->job);
     return name;
 }
