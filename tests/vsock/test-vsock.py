@@ -371,6 +371,29 @@ def case_refused():
         check(cmd.cmd("PING") == "PONG", "PING after the refused CONNECT")
 
 
+def case_unanswered_connect():
+    """A guest that does not answer (paused here) does not hold a CONNECT
+    forever: the shim gives up after its 2 s connect timeout."""
+    shim, path = vsock_shim()
+    with shim:
+        wait_guest_serving(path).close()
+        status, reply = shim.api("PUT", "vm.pause")
+        check(status in (200, 204), f"vm.pause answered {status}: {reply}")
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(6)
+        s.connect(path)
+        start = time.monotonic()
+        s.sendall(b"CONNECT 5000\n")
+        data = s.recv(100)
+        took = time.monotonic() - start
+        check(data == b"", f"CONNECT to a paused guest answered {data!r}")
+        check(1.5 < took < 3.5, f"the unanswered CONNECT was closed after {took:.2f} s, expected ~2 s")
+        status, reply = shim.api("PUT", "vm.resume")
+        check(status in (200, 204), f"vm.resume answered {status}: {reply}")
+        c = wait_guest_serving(path)
+        check(c.cmd("PING") == "PONG", "PING after resume")
+
+
 def case_malformed_connect():
     shim, path = vsock_shim()
     with shim:
