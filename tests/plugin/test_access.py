@@ -5,6 +5,8 @@ import os
 import pwd
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -110,6 +112,25 @@ class SessionTest(unittest.TestCase):
         # Idle (no client, nothing running) for --timeout seconds: it exits.
         self.assertEqual(self.proc.wait(timeout=15), 0, self.proc.stdout.read())
         self.assertFalse(os.path.exists(sock))
+
+    def test_client_spawns_the_daemon(self):
+        # In direct mode libvirt's client starts the session daemon itself
+        # ($VIRTD_PATH/virtvsnapd --timeout=120) when nobody listens.
+        env = dict(self.env, VIRTD_PATH=os.path.dirname(VIRTVSNAPD))
+        res = subprocess.run(["virsh", "-q", "-c", "vsnap:///session?mode=direct", "list", "--all"],
+                             preexec_fn=as_nobody, env=env, capture_output=True, text=True,
+                             timeout=30)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        sock = os.path.join(self.runtime, "libvirt", "virtvsnapd-sock-ro")
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(sock)
+            pid, uid, _ = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                           struct.calcsize("3i")))
+        self.assertEqual(uid, NOBODY.pw_uid)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            self.assertIn(b"--timeout=120", f.read())
+        os.kill(pid, signal.SIGTERM)
+        wait_for(lambda: not os.path.exists(sock), what="the spawned daemon to exit")
 
 
 if __name__ == "__main__":
