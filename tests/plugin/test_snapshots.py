@@ -142,6 +142,16 @@ class ChainTest(SnapshotTestBase):
         self.assertEqual(self.v("snapshot-current", "c1", "--name").stdout.strip(), "s4")
         self.assertEqual(self.v("snapshot-parent", "c1", "s3").stdout.strip(), "s2")
         self.assertIn("memory state 2", self.v("snapshot-dumpxml", "c1", "s2").stdout)
+        # snapshot-edit changes the description (a REDEFINE of the same snapshot).
+        env = dict(os.environ, EDITOR="sed -i s/memory.state.2/edited/")
+        subprocess.run(["virsh", "-q", "-c", self.daemon.uri, "snapshot-edit", "c1", "s2"],
+                       env=env, check=True, capture_output=True, timeout=60)
+        self.assertIn("<description>edited</description>",
+                      self.v("snapshot-dumpxml", "c1", "s2").stdout)
+        self.assertEqual(self.v("list", "--all", "--name", "--with-snapshot").stdout.split(),
+                         ["c1"])
+        self.assertEqual(self.v("list", "--all", "--name", "--without-snapshot").stdout.split(),
+                         [])
 
         order = [f"s{i}" for i in range(5)]
         random.Random(6).shuffle(order)
@@ -337,6 +347,7 @@ class BadInputTest(SnapshotTestBase):
             (["snapshot-create-as", "b1", "two", "--no-metadata"], "metadata"),
             (["snapshot-revert", "b1", "nope"], "no domain snapshot"),
             (["snapshot-delete", "b1", "one", "--metadata"], "metadata"),
+            (["snapshot-create", "b1", "--redefine", os.devnull], "XML"),
         ]
         for cmd, text in cases:
             res = self.v(*cmd, check=False)
