@@ -149,6 +149,8 @@ def readiness_lag_ms():
     """Boot a VM, long-poll wait-ready, return how long after the shim received
     READY (its ready_ns) the answer reached this process."""
     shim, _ = vsock_shim(delay_ms=300)
+    events_path = os.path.join(shim.workdir, "events.jsonl")
+    shim.argv += ["--event-monitor", f"path={events_path}"]
     with shim:
         status, body, returned = http_get_unix(shim.api_socket, "/api/v1/vm.wait-ready?timeout_ms=20000", 25)
         check(status == 200, f"wait-ready answered {status}: {body}")
@@ -166,6 +168,15 @@ def readiness_lag_ms():
         shown = vsnap.get("ready") if isinstance(vsnap.get("ready"), dict) else vsnap
         check(shown.get("boot_id") == info["boot_id"] and shown.get("generation") == 0,
               f"vm.info has no matching vsnap readiness: {vm_info}")
+        # The event monitor got {"source":"guest","event":"ready",...} too.
+        deadline = time.monotonic() + 5
+        while True:
+            with open(events_path) as f:
+                events = [json.loads(l) for l in f if l.strip()]
+            if any(e.get("source") == "guest" and e.get("event") == "ready" for e in events):
+                break
+            check(time.monotonic() < deadline, f"no guest ready event in {events}")
+            time.sleep(0.02)
         return (returned - info["ready_ns"]) / 1e6
 
 
