@@ -6,6 +6,7 @@
 #include <stdarg.h>
 
 #include "api/config-json.h"
+#include "persist/persist.h"
 #include "vm.h"
 
 /* Handed to the VM as the callbacks' opaque: lets a callback that arrives after
@@ -585,6 +586,8 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
     json_builder_add_int_value(b, vmm->vm ? (gint64)vm_ram_resident_bytes(vmm->vm) : 0);
     add_optional_string(b, "serial_pty", vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL);
     add_ready_members(vmm, b);
+    if (vmm->vm) /* persist: snapshot id, restore mode, on-demand progress */
+        persist_add_info(vmm->vm, b);
     json_builder_end_object(b);
 }
 

@@ -62,5 +62,12 @@ struct persist_restore_request {
 struct vm *persist_restore(const struct persist_restore_request *req, const struct vm_callbacks *cb,
                            struct vm_config **cfg_out, GError **error);
 
+/* vm.info's vsnap.snapshot member: the id RAM matches (the parent a diff must
+ * name), how the VM was restored, and the on-demand server's progress:
+ *   {"layer_id": "..."|null, "restore_mode": "ondemand"|...|null,
+ *    "ondemand": {"faults", "pages_copied", "pages_zeroed", "blocks_prefetched",
+ *                 "prefetch_done", "complete", "failed"}|null} */
+void persist_add_info(struct vm *vm, JsonBuilder *b);
+
 /* Parse a file:// URL (or a plain absolute path) into a path. */
 char *persist_path_from_url(const char *url, const char *field, GError **error);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "persist/persist.h"
 #include "persist/state-json.h"
 #include "snapshot/dirty-bitmap.h"
 #include "vm-internal.h"
@@ -174,4 +175,45 @@ void persist_note_full(struct persist_vm *p, const char *layer_path)
     snap_chain_free(p->chain);
     p->chain = chain;
     g_clear_pointer(&p->in_diffs, g_free);
+}
+
+/* ---- vm.info ---- */
+
+static void add_bool(JsonBuilder *b, const char *name, bool value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, value);
+}
+
+static void add_ondemand_stats(struct snap_uffd *u, JsonBuilder *b)
+{
+    struct snap_uffd_stats st;
+    snap_uffd_get_stats(u, &st);
+    json_builder_begin_object(b);
+    state_add_uint(b, "faults", st.faults);
+    state_add_uint(b, "pages_copied", st.pages_copied);
+    state_add_uint(b, "pages_zeroed", st.pages_zeroed);
+    state_add_uint(b, "blocks_prefetched", st.blocks_prefetched);
+    add_bool(b, "prefetch_done", st.prefetch_done);
+    add_bool(b, "complete", st.complete);
+    add_bool(b, "failed", st.failed);
+    json_builder_end_object(b);
+}
+
+void persist_add_info(struct vm *vm, JsonBuilder *b)
+{
+    struct persist_vm *p = vm->persist;
+    char id[37];
+    json_builder_set_member_name(b, "snapshot");
+    json_builder_begin_object(b);
+    if (p && p->has_layer)
+        snap_id_to_string(&p->last_id, id);
+    state_add_string(b, "layer_id", p && p->has_layer ? id : NULL);
+    state_add_string(b, "restore_mode", p && p->restored ? snap_restore_mode_name(p->restore_mode) : NULL);
+    json_builder_set_member_name(b, "ondemand");
+    if (p && p->uffd)
+        add_ondemand_stats(p->uffd, b);
+    else
+        json_builder_add_null_value(b);
+    json_builder_end_object(b);
 }

@@ -127,6 +127,10 @@ def case_heartbeat(workdir, cpus=1):
         check(names[:2] == ["restoring", "restored"], f"events: {names}")
         info = dst.ok("GET", "vm.info")
         check(info["config"]["cpus"]["boot_vcpus"] == cpus, f"restored config: {info['config']['cpus']}")
+        layer_id = json.load(open(os.path.join(snap, "state.json")))["memory"]["id"]
+        snap_info = info["vsnap"]["snapshot"]
+        check(snap_info["layer_id"] == layer_id and snap_info["restore_mode"] == "copy",
+              f"vm.info vsnap.snapshot: {snap_info}, layer {layer_id}")
 
 
 def case_chain(workdir, mode):
@@ -143,6 +147,8 @@ def case_chain(workdir, mode):
                 conn = connect(dst)
                 got = sums(conn)
                 check(got == chain.expected[name], f"{mode} restore of {name}: {got} != {chain.expected[name]}")
+                if "prefetch" in extra.get(name, {}):
+                    wait_prefetched(dst)
                 if name == "d2":
                     # A full snapshot of the restored VM (on demand: every page
                     # is brought in first) restores to the same content.
@@ -166,6 +172,18 @@ def case_chain(workdir, mode):
         chain.close()
 
 
+def wait_prefetched(shim, timeout_s=30):
+    """Background prefetch brings every page of the chain in by itself."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stats = shim.ok("GET", "vm.info")["vsnap"]["snapshot"]["ondemand"]
+        if stats["complete"] and stats["prefetch_done"]:
+            check(stats["blocks_prefetched"] > 0, f"prefetch completed without prefetching: {stats}")
+            return
+        time.sleep(0.1)
+    raise Fail(f"prefetch did not complete within {timeout_s}s: {stats}")
+
+
 def case_twins(workdir):
     """Two shims restored from one snapshot at once (config_overrides give each
     its own vsock socket and serial file); each diverges and stays correct."""
@@ -176,7 +194,10 @@ def case_twins(workdir):
         snap = os.path.join(workdir, "snap")
         src.snapshot_paused(snap)
         conn.close()
-    twins = [restored(workdir, f"twin{i}", snap, mode) for i, mode in enumerate(("ondemand", "copy"))]
+    # One on demand with prefault (every page in before the vCPUs run), one by copy.
+    twins = [restored(workdir, "twin0", snap, "ondemand", prefault=True), restored(workdir, "twin1", snap, "copy")]
+    stats = twins[0].ok("GET", "vm.info")["vsnap"]["snapshot"]["ondemand"]
+    check(stats["complete"], f"prefault=true on demand: not every page is in: {stats}")
     try:
         conns = [connect(t) for t in twins]
         for i, c in enumerate(conns):
