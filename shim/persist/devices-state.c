@@ -73,8 +73,11 @@ bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error)
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: devices.vsock is not an object");
         return false;
     }
-    if (vsock && !virtio_vsock_restore_state(vm->vsock, json_node_get_object(vsock), error)) {
-        g_prefix_error(error, "restoring the vsock device: ");
+    g_autoptr(GError) local = NULL;
+    if (vsock && !virtio_vsock_restore_state(vm->vsock, json_node_get_object(vsock), &local)) {
+        /* Whatever the device refused came from the snapshot. */
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: restoring the vsock device: %s",
+                    local->message);
         return false;
     }
     return true;

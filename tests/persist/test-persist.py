@@ -337,7 +337,22 @@ def case_bad_input(workdir):
     state["memory"]["parent_url"] = "file://" + os.path.join(workdir, "no-such-snapshot")
     json.dump(state, open(state_path, "w"))
 
+    for name, edit, needle in (("bad_regs", lambda st: st["vcpus"][0].update(regs="AAAA"), "regs"),
+                               ("bad_msr", lambda st: st["vcpus"][0]["msrs"].update({"0x10": "-1"}), "0x10"),
+                               ("bad_version", lambda st: st.update(vsnap_state_version=99), "version 99"),
+                               ("bad_vcpus", lambda st: st["vcpus"].append({}), "vCPUs"),
+                               ("bad_queue", lambda st: st["devices"]["vsock"]["transport"]["queues"][0]
+                                .update(size=100000), "size")):
+        bad[name] = (os.path.join(workdir, name), needle)
+        copy_snapshot(base, bad[name][0])
+        state_path = os.path.join(bad[name][0], "state.json")
+        state = json.load(open(state_path))
+        edit(state)
+        json.dump(state, open(state_path, "w"))
+
     with ApiShim(SHIM, workdir=workdir, name="dst") as dst:
+        for name in ("bad_regs", "bad_msr", "bad_version", "bad_vcpus", "bad_queue"):
+            expect_refused(dst, bad[name][0], f"state.json edited ({name})", needle=bad[name][1])
         expect_refused(dst, bad["truncated"], "truncated layer", needle="memory-ranges")
         expect_refused(dst, bad["flipped"], "flipped data byte (copy)", needle="checksum")
         expect_refused(dst, bad["flipped"], "flipped data byte (merge)", mode="merge", needle="checksum")
