@@ -98,49 +98,49 @@ static struct vm_config *load_config(const char *dir, JsonObject *overrides, GEr
 
 /* ---- the chain ---- */
 
-/* Layer paths base first, following parent_url from the top snapshot down.
- * Ids are checked pairwise here (a parent_url that names another snapshot
- * than the one the diff was taken on) and again by snap_chain_open. */
+/* The snapshot a diff names as parent, checked to be the one it was taken on
+ * (a parent_url that names another snapshot is refused here already, with the
+ * directory's name; snap_chain_open checks the layers' own ids again). */
+static bool read_parent(const struct snapshot_meta *child, struct snapshot_meta *parent, GError **error)
+{
+    g_autofree char *dir = persist_path_from_url(child->parent_url, "parent_url in state.json", error);
+    if (!dir || !snapshot_dir_read(dir, parent, NULL, error))
+        return false;
+    if (snap_id_equal(&parent->id, &child->parent_id))
+        return true;
+    char want[37], got[37];
+    snap_id_to_string(&child->parent_id, want);
+    snap_id_to_string(&parent->id, got);
+    g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                "snapshot %s is %s, but the diff above it was taken on %s (wrong parent)", dir, got, want);
+    snapshot_meta_clear(parent);
+    return false;
+}
+
+/* Layer paths base first, following parent_url from the top snapshot down. */
 static GPtrArray *chain_paths(const struct snapshot_meta *top, GError **error)
 {
     g_autoptr(GPtrArray) paths = g_ptr_array_new_with_free_func(g_free);
-    struct snapshot_meta cur = { 0 };
-    cur.diff = top->diff;
-    cur.parent_id = top->parent_id;
-    cur.parent_url = g_strdup(top->parent_url);
+    struct snapshot_meta cur = { .diff = top->diff, .parent_id = top->parent_id,
+                                 .parent_url = g_strdup(top->parent_url) };
     g_ptr_array_add(paths, g_strdup(top->layer_path));
     bool ok = true;
     while (ok && cur.diff) {
+        struct snapshot_meta parent;
         if (paths->len >= SNAP_MAX_CHAIN) {
             g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
                         "the snapshot chain is longer than %u layers (a parent_url loop?)", SNAP_MAX_CHAIN);
             ok = false;
-            break;
+        } else if ((ok = read_parent(&cur, &parent, error))) {
+            g_ptr_array_add(paths, g_strdup(parent.layer_path));
+            snapshot_meta_clear(&cur);
+            cur = parent;
         }
-        g_autofree char *dir = persist_path_from_url(cur.parent_url, "parent_url in state.json", error);
-        struct snapshot_meta parent;
-        ok = dir && snapshot_dir_read(dir, &parent, NULL, error);
-        if (!ok)
-            break;
-        if (!snap_id_equal(&parent.id, &cur.parent_id)) {
-            char want[37], got[37];
-            snap_id_to_string(&cur.parent_id, want);
-            snap_id_to_string(&parent.id, got);
-            g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                        "snapshot %s is %s, but the diff above it was taken on %s (wrong parent)", dir, got, want);
-            snapshot_meta_clear(&parent);
-            ok = false;
-            break;
-        }
-        g_ptr_array_add(paths, g_strdup(parent.layer_path));
-        snapshot_meta_clear(&cur);
-        cur = parent;
     }
     snapshot_meta_clear(&cur);
     if (!ok)
         return NULL;
-    /* Base first. */
-    for (guint i = 0, j = paths->len - 1; i < j; i++, j--) {
+    for (guint i = 0, j = paths->len - 1; i < j; i++, j--) { /* base first */
         gpointer t = paths->pdata[i];
         paths->pdata[i] = paths->pdata[j];
         paths->pdata[j] = t;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gio/gio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "persist/persist.h"
