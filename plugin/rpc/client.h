@@ -30,6 +30,8 @@ struct rpc_client {
     bool opened;             /* CONNECT_OPEN succeeded */
     bool readonly;           /* read-only socket or VIR_CONNECT_RO */
 
+    gint calls_in_flight;    /* queued or running calls (atomic) */
+
     /* Reading state: main loop only. */
     GSource *source;
     uint8_t len_buf[RPC_LEN_WORD_SIZE];

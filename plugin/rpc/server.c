@@ -19,6 +19,11 @@
  * client is dropped; keeps one stuck client from holding a worker forever. */
 #define SEND_TIMEOUT_MS 30000
 #define WORKER_THREADS 32
+/* libvirt clients wait for each reply (a threaded client has a few calls
+ * out at once); beyond this a client is refused more work rather than
+ * letting it queue unbounded memory in the daemon. */
+#define MAX_CALLS_PER_CLIENT 16
+#define MAX_CLIENTS 1024
 
 struct listener {
     int fd;
@@ -229,6 +234,7 @@ static void worker(gpointer data, gpointer user_data)
 {
     struct rpc_job *job = data;
     rpc_dispatch_call(user_data, job->client, &job->hdr, job->body, job->body_len);
+    g_atomic_int_dec_and_test(&job->client->calls_in_flight);
     job_free(job);
 }
 
@@ -274,6 +280,13 @@ static bool handle_packet(struct rpc_client *client, uint8_t *msg, size_t len)
         rpc_send_error_reply(client, &hdr, VIR_ERR_RPC, VIR_FROM_RPC, text);
         return true;
     }
+    if (g_atomic_int_get(&client->calls_in_flight) >= MAX_CALLS_PER_CLIENT) {
+        g_autofree char *text = g_strdup_printf(
+            "too many calls in progress on this connection (at most %d)", MAX_CALLS_PER_CLIENT);
+        rpc_send_error_reply(client, &hdr, VIR_ERR_RPC, VIR_FROM_RPC, text);
+        return true;
+    }
+    g_atomic_int_inc(&client->calls_in_flight);
     struct rpc_job *job = g_new0(struct rpc_job, 1);
     job->client = rpc_client_ref(client);
     job->hdr = hdr;
@@ -363,6 +376,11 @@ static gboolean on_accept(gint fd, GIOCondition cond, gpointer data)
     socklen_t clen = sizeof(cred);
     if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
         g_warning("SO_PEERCRED: %s; refusing the connection", g_strerror(errno));
+        close(cfd);
+        return G_SOURCE_CONTINUE;
+    }
+    if (rpc_server_client_count(server) >= MAX_CLIENTS) {
+        g_message("refusing connection from pid %d: %d clients already", cred.pid, MAX_CLIENTS);
         close(cfd);
         return G_SOURCE_CONTINUE;
     }

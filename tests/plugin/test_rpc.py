@@ -91,6 +91,25 @@ class RpcTest(DaemonTest):
         self.assertNotEqual(res.returncode, 0)
         conn.close()
 
+    def test_pipelined_calls_each_get_one_reply(self):
+        c = RawClient(self.daemon.sock)
+        c.open()
+        n = 300
+        for serial in range(1000, 1000 + n):
+            c.send_packet(REMOTE_PROGRAM, 1, 3, CALL, serial, 0)   # GET_TYPE
+        replies = {}
+        while len(replies) < n:
+            hdr, body = c.recv_packet()
+            self.assertNotIn(hdr[4], replies)
+            replies[hdr[4]] = (hdr[5], body)
+        self.assertEqual(set(replies), set(range(1000, 1000 + n)))
+        for status, body in replies.values():
+            if status:   # refused beyond the per-connection limit, with a reason
+                code, _, message = decode_error(body)
+                self.assertEqual(code, libvirt.VIR_ERR_RPC)
+                self.assertIn("too many calls", message)
+        self.assertEqual(c.call(3)[0], 0)
+
     def test_unknown_program_gets_an_error(self):
         c = RawClient(self.daemon.sock)
         c.send_packet(0x12345678, 1, 1, CALL, 7, 0)
