@@ -632,12 +632,12 @@ static bool do_get_vcpus(struct rpc_call *call, struct vcpus_args *a, struct vcp
     return true;
 }
 
-/* state.*, balloon.*, vcpu.* as libvirt names them, plus vsnap.ready and
+/* state.*, cpu.time, balloon.*, vcpu.* as libvirt names them, plus vsnap.ready and
  * vsnap.generation (readiness pushed by the guest; VM starts so far). */
 static void fill_stats(struct stats_record *rec, const struct domain_summary *s, unsigned stats)
 {
     bool all = stats == 0;
-    struct wire_typed_param *p = calloc(8, sizeof(*p));
+    struct wire_typed_param *p = calloc(12, sizeof(*p));
     unsigned n = 0;
     if (all || (stats & VIR_DOMAIN_STATS_STATE)) {
         wire_param_int(&p[n++], "state.state", s->state);
@@ -645,6 +645,8 @@ static void fill_stats(struct stats_record *rec, const struct domain_summary *s,
         wire_param_bool(&p[n++], "vsnap.ready", s->ready);
         wire_param_ullong(&p[n++], "vsnap.generation", s->generation);
     }
+    if (all || (stats & VIR_DOMAIN_STATS_CPU_TOTAL))
+        wire_param_ullong(&p[n++], "cpu.time", s->cpu_time_ns);
     if (all || (stats & VIR_DOMAIN_STATS_BALLOON)) {
         wire_param_ullong(&p[n++], "balloon.current", s->cur_mem_kib);
         wire_param_ullong(&p[n++], "balloon.maximum", s->max_mem_kib);

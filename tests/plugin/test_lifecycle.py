@@ -62,6 +62,7 @@ class LifecycleTest(DaemonTest):
         self.assertEqual(params["state.state"], libvirt.VIR_DOMAIN_RUNNING)
         self.assertEqual(params["vcpu.current"], 2)
         self.assertEqual(params["balloon.maximum"], 64 * 1024)
+        self.assertGreater(params["cpu.time"], 0)
         self.assertEqual(params["vsnap.generation"], 1)
         # The guest pushes readiness over vsock; the daemon reports it.
         wait_for(lambda: conn.getAllDomainStats()[0][1]["vsnap.ready"], what="vsnap.ready")
