@@ -255,7 +255,7 @@ bool snapdir_flatten(const char *top, const char *out_path, GError **error)
     return ok || from_snap_error(local, error);
 }
 
-guint64 snapdir_bytes(const char *dir)
+static guint64 files_bytes(const char *dir)
 {
     g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
     const char *name;
@@ -292,4 +292,24 @@ bool snapdir_remove(const char *dir, GError **error)
         return false;
     }
     return true;
+}
+
+/* The shim writes a snapshot into ".<name>.partial-XXXXXX" beside the
+ * destination and renames it into place (shim/persist/persist.h): while it
+ * writes, that directory is the progress. */
+guint64 snapdir_bytes(const char *dir)
+{
+    g_autofree char *parent = g_path_get_dirname(dir);
+    g_autofree char *base = g_path_get_basename(dir);
+    g_autofree char *prefix = g_strdup_printf(".%s.partial-", base);
+    guint64 total = files_bytes(dir);
+    g_autoptr(GDir) d = g_dir_open(parent, 0, NULL);
+    const char *name;
+    while (d && (name = g_dir_read_name(d))) {
+        if (g_str_has_prefix(name, prefix)) {
+            g_autofree char *path = g_build_filename(parent, name, NULL);
+            total += files_bytes(path);
+        }
+    }
+    return total;
 }
