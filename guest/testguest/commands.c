@@ -31,6 +31,7 @@ struct dial {
     struct vsock_socket *sock;
     uint64_t len, seed, sent, received, sum;
     bool shut;
+    bool close_when_sent; /* SEND: close right after the last byte, read nothing */
 };
 
 struct client {
@@ -170,12 +171,12 @@ static void cmd_touch(struct client *c, char **args)
     reply(c, "OK");
 }
 
-static void cmd_dial(struct client *c, char **args)
+static void start_dial(struct client *c, char **args, bool close_when_sent)
 {
     uint64_t port, len, seed;
     if (!number(args[0], &port) || port > UINT32_MAX || !number(args[1], &len) || len % 8 ||
         !number(args[2], &seed)) {
-        reply(c, "ERR usage: DIAL <port> <length, multiple of 8> <seed>");
+        reply(c, "ERR usage: DIAL|SEND <port> <length, multiple of 8> <seed>");
         return;
     }
     struct vsock_socket *s = vsock_connect((uint32_t)port);
@@ -183,9 +184,13 @@ static void cmd_dial(struct client *c, char **args)
         reply(c, "ERR no free socket");
         return;
     }
-    c->dial = (struct dial){.sock = s, .len = len, .seed = seed, .sum = FNV1A64_OFFSET_BASIS};
+    c->dial = (struct dial){.sock = s, .len = len, .seed = seed, .sum = FNV1A64_OFFSET_BASIS,
+                            .close_when_sent = close_when_sent};
     c->mode = MODE_DIAL;
 }
+
+static void cmd_dial(struct client *c, char **args) { start_dial(c, args, false); }
+static void cmd_send(struct client *c, char **args) { start_dial(c, args, true); }
 
 struct command {
     const char *name;
@@ -217,7 +222,8 @@ static void cmd_badpkt(struct client *c, char **args)
 static const struct command commands[] = {
     {"PING", 0, cmd_ping},   {"FILL", 3, cmd_fill}, {"ZERO", 2, cmd_zero},
     {"SUM", 2, cmd_sum},     {"TOUCH", 2, cmd_touch}, {"HALT", 0, cmd_halt},
-    {"ECHO", 0, cmd_echo},   {"DIAL", 3, cmd_dial},  {"BADPKT", 0, cmd_badpkt},
+    {"ECHO", 0, cmd_echo},   {"DIAL", 3, cmd_dial},  {"SEND", 3, cmd_send},
+    {"BADPKT", 0, cmd_badpkt},
 };
 
 static bool same(const char *a, const char *b)
@@ -316,12 +322,24 @@ static void dial_step(struct client *c)
         return;
     }
     while (state == VS_ESTABLISHED && d->sent < d->len) {
-        uint64_t n = d->len - d->sent < CHUNK ? d->len - d->sent : CHUNK;
-        pattern_fill((uint64_t *)server.chunk, d->sent / 8, n / 8, d->seed);
-        size_t queued = vsock_send(d->sock, server.chunk, n);
+        /* The credit may have cut the last send in the middle of a word:
+         * generate from the word boundary and skip what already went. */
+        uint64_t start = d->sent & ~7ull, skip = d->sent - start;
+        uint64_t n = d->len - start < CHUNK ? d->len - start : CHUNK;
+        pattern_fill((uint64_t *)server.chunk, start / 8, n / 8, d->seed);
+        size_t queued = vsock_send(d->sock, server.chunk + skip, n - skip);
         d->sent += queued;
-        if (queued < n)
+        if (queued < n - skip)
             break; /* no credit or no TX slot: next poll */
+    }
+    if (d->sent == d->len && d->close_when_sent) {
+        char text[32] = "SENT ";
+        format_dec(d->sent, text + 5);
+        reply(c, text);
+        vsock_close(d->sock); /* at once: what is in flight must still arrive */
+        d->sock = NULL;
+        c->mode = MODE_LINES;
+        return;
     }
     if (d->sent == d->len && !d->shut) {
         vsock_shutdown_send(d->sock);

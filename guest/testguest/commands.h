@@ -12,6 +12,9 @@
  *                                read until EOF, then
  *                                DIALED <sent> <received> <16 hex FNV of received>
  *                                or ERR <why>
+ *   SEND <port> <len> <seed>  -> connect, send len pattern bytes, close at once
+ *                                (SHUTDOWN both right after the last byte),
+ *                                SENT <len>
  *   BADPKT                    -> OK <n>   n malformed packets sent to the device
  *                                          (its robustness test)
  * Numbers are decimal or 0x hex. Regions must lie in RAM at or above 16 MiB

@@ -122,8 +122,8 @@ void vsock_conn_count_credit(struct virtio_vsock *dev, struct vsock_conn *conn, 
     if (conn->credit_update_queued ||
         conn->fwd_cnt - conn->fwd_cnt_advertised < VSOCK_CONN_BUF_ALLOC / 4)
         return;
-    conn->credit_update_queued = true;
-    vsock_queue_ctrl(dev, conn->local_port, conn->peer_port, VIRTIO_VSOCK_OP_CREDIT_UPDATE, 0);
+    conn->credit_update_queued = vsock_queue_ctrl(dev, conn->local_port, conn->peer_port,
+                                                  VIRTIO_VSOCK_OP_CREDIT_UPDATE, 0);
 }
 
 static bool wants_host_data(const struct vsock_conn *conn)
@@ -250,9 +250,25 @@ void vsock_conn_flush_to_host(struct virtio_vsock *dev, struct vsock_conn *conn)
         return;
     }
     g_byte_array_remove_range(conn->to_host, 0, (guint)written);
+    if (conn->state == CONN_DRAINING) {
+        if (conn->to_host->len == 0)
+            vsock_conn_destroy(dev, conn); /* all delivered: now the host sees EOF */
+        return;
+    }
     vsock_conn_count_credit(dev, conn, (uint32_t)written);
     finish_guest_shutdown_send(conn);
     vsock_conn_update_interest(dev, conn);
+}
+
+static void start_draining(struct virtio_vsock *dev, struct vsock_conn *conn)
+{
+    conn->state = CONN_DRAINING;
+    conn->deadline_us = g_get_monotonic_time() + VSOCK_DRAIN_TIMEOUT_US;
+    if (conn->in_rx_ready) {
+        g_queue_remove(&dev->rx_ready, conn);
+        conn->in_rx_ready = false;
+    }
+    vsock_conn_update_interest(dev, conn); /* EPOLLOUT only */
 }
 
 void vsock_conn_handle_guest_shutdown(struct virtio_vsock *dev, struct vsock_conn *conn,
@@ -261,13 +277,14 @@ void vsock_conn_handle_guest_shutdown(struct virtio_vsock *dev, struct vsock_con
     conn->guest_shut_send |= (flags & VIRTIO_VSOCK_SHUTDOWN_SEND) != 0;
     conn->guest_shut_recv |= (flags & VIRTIO_VSOCK_SHUTDOWN_RCV) != 0;
     if (conn->guest_shut_send && conn->guest_shut_recv) {
-        /* The guest closed its socket: pass on what we still hold, then
-         * confirm with RST, which is how a vsock close completes. */
-        if (conn->fd >= 0 && conn->to_host->len > 0 && !conn->hup) {
-            struct iovec iov = {.iov_base = conn->to_host->data, .iov_len = conn->to_host->len};
-            write_some(conn->fd, &iov, 1);
-        }
+        /* The guest closed its socket. RST confirms it, which is how a vsock
+         * close completes; what the host side has not taken yet is still
+         * delivered before its socket closes. */
         vsock_queue_ctrl(dev, conn->local_port, conn->peer_port, VIRTIO_VSOCK_OP_RST, 0);
+        if (conn->fd >= 0 && conn->to_host->len > 0 && !conn->hup) {
+            start_draining(dev, conn);
+            return;
+        }
         vsock_conn_destroy(dev, conn);
         return;
     }
@@ -286,6 +303,11 @@ void vsock_conn_handle_fd_event(struct virtio_vsock *dev, struct vsock_conn *con
         vsock_conn_flush_to_host(dev, conn);
     if (conn->dead)
         return;
+    if (conn->state == CONN_DRAINING) {
+        if (events & (EPOLLHUP | EPOLLERR))
+            vsock_conn_destroy(dev, conn); /* the host side left: nobody to deliver to */
+        return;
+    }
     if (events & (EPOLLHUP | EPOLLERR)) {
         /* Both directions are closed on the host side. What is still in the
          * socket is read out through rx_ready, then the guest hears EOF. It
@@ -317,6 +339,10 @@ void vsock_conn_start_close(struct virtio_vsock *dev, struct vsock_conn *conn)
 
 static void handle_timeout(struct virtio_vsock *dev, struct vsock_conn *conn)
 {
+    if (conn->state == CONN_DRAINING) {
+        vsock_conn_destroy(dev, conn); /* the guest already has its RST */
+        return;
+    }
     if (conn->state == CONN_CONNECTING)
         vsock_log_guest_error(dev, "guest did not answer a connection to port %u in time",
                               conn->peer_port);

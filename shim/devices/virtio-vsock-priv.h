@@ -40,6 +40,9 @@
 #define VSOCK_HANDSHAKE_TIMEOUT_US (5 * G_USEC_PER_SEC)
 /* After the shim asked the guest to close, it waits this long for the RST. */
 #define VSOCK_CLOSE_TIMEOUT_US (5 * G_USEC_PER_SEC)
+/* A host program that does not read what a closed guest connection still
+ * holds for it (at most VSOCK_CONN_BUF_ALLOC bytes) loses it after this. */
+#define VSOCK_DRAIN_TIMEOUT_US (30 * G_USEC_PER_SEC)
 /* Control packets waiting for RX buffers; past this, new ones are dropped
  * (a guest that floods RSTs without posting buffers gets no more). */
 #define VSOCK_CTRL_QUEUE_MAX 4096u
@@ -64,6 +67,8 @@ enum vsock_conn_state {
     CONN_CONNECTING,  /* host-initiated: REQUEST sent, waiting for RESPONSE */
     CONN_ESTABLISHED,
     CONN_CLOSING,     /* shim sent SHUTDOWN(both), waiting for the guest's RST */
+    CONN_DRAINING,    /* the guest closed (and got its RST); what it sent before
+                       * is still being written to the host side */
 };
 
 enum vsock_backend {
@@ -163,9 +168,9 @@ void vsock_log_guest_error(struct virtio_vsock *dev, const char *fmt, ...) G_GNU
 void vsock_process_tx(struct virtio_vsock *dev);
 void vsock_process_rx(struct virtio_vsock *dev);
 void vsock_process_event(struct virtio_vsock *dev);
-/* Queue a control packet (no payload) to the guest. conn may be NULL (an RST
- * to a packet that matched no connection): then ports come from the args. */
-void vsock_queue_ctrl(struct virtio_vsock *dev, uint32_t local_port, uint32_t peer_port,
+/* Queue a control packet (no payload) to the guest; false if the queue is
+ * full (VSOCK_CTRL_QUEUE_MAX) and the packet was dropped. */
+bool vsock_queue_ctrl(struct virtio_vsock *dev, uint32_t local_port, uint32_t peer_port,
                       uint16_t op, uint32_t flags);
 
 /* virtio-vsock-conn.c */

@@ -24,15 +24,16 @@ static void fill_header(struct virtio_vsock *dev, struct virtio_vsock_hdr *hdr,
     hdr->op = op;
 }
 
-void vsock_queue_ctrl(struct virtio_vsock *dev, uint32_t local_port, uint32_t peer_port,
+bool vsock_queue_ctrl(struct virtio_vsock *dev, uint32_t local_port, uint32_t peer_port,
                       uint16_t op, uint32_t flags)
 {
     if (dev->ctrl_queue.length >= VSOCK_CTRL_QUEUE_MAX)
-        return; /* see VSOCK_CTRL_QUEUE_MAX */
+        return false; /* see VSOCK_CTRL_QUEUE_MAX */
     struct virtio_vsock_hdr *hdr = g_new(struct virtio_vsock_hdr, 1);
     fill_header(dev, hdr, local_port, peer_port, op);
     hdr->flags = flags;
     g_queue_push_tail(&dev->ctrl_queue, hdr);
+    return true;
 }
 
 /* ---- guest -> device ---- */
@@ -108,11 +109,9 @@ static void handle_conn_packet(struct virtio_vsock *dev, struct vsock_conn *conn
     case VIRTIO_VSOCK_OP_CREDIT_UPDATE:
         break; /* the credit fields were all it carried */
     case VIRTIO_VSOCK_OP_CREDIT_REQUEST:
-        if (!conn->credit_update_queued) {
-            conn->credit_update_queued = true;
-            vsock_queue_ctrl(dev, conn->local_port, conn->peer_port,
-                             VIRTIO_VSOCK_OP_CREDIT_UPDATE, 0);
-        }
+        if (!conn->credit_update_queued)
+            conn->credit_update_queued = vsock_queue_ctrl(dev, conn->local_port, conn->peer_port,
+                                                          VIRTIO_VSOCK_OP_CREDIT_UPDATE, 0);
         break;
     default: /* REQUEST on a live connection, or an unknown op */
         vsock_conn_reset(dev, conn);

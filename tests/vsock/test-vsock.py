@@ -298,6 +298,16 @@ def case_data_64mib():
         # the stream checksums above show the data itself arrived intact.
 
 
+def case_send_and_close():
+    """The guest sends and closes at once while the host reads late and slowly:
+    what the shim still holds when the close arrives is delivered all the same."""
+    shim, path = vsock_shim()
+    with shim:
+        wait_guest_serving(path).close()
+        run_stream("send", path, CMD_PORT, 6002, 4 * MIB, 21)
+        run_stream("send", path, CMD_PORT, 6002, 8 * MIB + 8, 22)
+
+
 def case_many_connections():
     """32 connections open at once, interleaved commands, then 32 parallel echoes."""
     shim, path = vsock_shim()

@@ -10,6 +10,9 @@
  *       listen on <socket>_<host_port>, ask the guest (DIAL) to connect there
  *       and send bytes of pattern seed_up; send it bytes of pattern seed_down
  *       at the same time; check what arrived here and the guest's DIALED line.
+ *   vsock-stream send <socket> <cmd_port> <host_port> <bytes> <seed>
+ *       the guest connects, sends bytes and closes at once; this side reads
+ *       late and slowly and must still get every byte.
  *
  * Prints one JSON line with the throughput; exits 1 with a message on any
  * mismatch or when nothing moves for 30 s.
@@ -117,12 +120,18 @@ static int vsock_connect(const char *socket_path, uint64_t port)
     return fd;
 }
 
-/* Bytes [offset, offset + len) of the pattern stream, offset a multiple of 8. */
+/* Bytes [offset, offset + len) of the pattern stream (any offset: a partial
+ * send can stop in the middle of a word). */
 static void pattern_chunk(uint64_t seed, uint64_t offset, uint8_t *buf, size_t len)
 {
-    for (size_t i = 0; i < len; i += 8) {
-        uint64_t word = pattern_word(seed, (offset + i) / 8);
-        memcpy(buf + i, &word, len - i < 8 ? len - i : 8);
+    for (size_t i = 0; i < len;) {
+        uint64_t pos = offset + i;
+        uint64_t word = pattern_word(seed, pos / 8);
+        size_t in_word = (size_t)(pos % 8), n = 8 - in_word;
+        if (n > len - i)
+            n = len - i;
+        memcpy(buf + i, (const uint8_t *)&word + in_word, n);
+        i += n;
     }
 }
 
@@ -298,13 +307,60 @@ static int run_dial(char **argv)
     return 0;
 }
 
+/* The guest sends and closes at once; this side reads late and slowly, so
+ * the shim still holds data for it when the guest's close arrives. */
+static int run_send(char **argv)
+{
+    const char *path = argv[0];
+    uint64_t cmd_port = number(argv[1]), host_port = number(argv[2]), bytes = number(argv[3]),
+             seed = number(argv[4]);
+    char listen_path[200], line[160];
+    snprintf(listen_path, sizeof listen_path, "%s_%" PRIu64, path, host_port);
+    int listener = listen_at(listen_path);
+    int cmd = vsock_connect(path, cmd_port);
+    snprintf(line, sizeof line, "SEND %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", host_port, bytes, seed);
+    write_all(cmd, line);
+    int fd = accept_within(listener, 5000);
+    usleep(300 * 1000);
+    uint64_t received = 0, hash = PATTERN_FNV_OFFSET_BASIS;
+    uint8_t buf[4096];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0)
+            fail("read after %" PRIu64 " bytes: %s", received, strerror(errno));
+        if (n == 0)
+            break;
+        hash = pattern_fnv1a(hash, buf, (size_t)n);
+        received += (uint64_t)n;
+        if (received % (256 * 1024) < (uint64_t)n)
+            usleep(2000); /* a slow reader */
+    }
+    read_line(cmd, line, sizeof line);
+    char expect[64];
+    snprintf(expect, sizeof expect, "SENT %" PRIu64, bytes);
+    if (strcmp(line, expect) != 0)
+        fail("guest answered '%s', expected '%s'", line, expect);
+    if (received != bytes || hash != pattern_checksum(seed, bytes))
+        fail("received %" PRIu64 " of %" PRIu64 " bytes, checksum %016" PRIx64 " (want %016" PRIx64 ")",
+             received, bytes, hash, pattern_checksum(seed, bytes));
+    close(fd);
+    close(cmd);
+    close(listener);
+    unlink(listen_path);
+    printf("{\"test\":\"send-and-close\",\"bytes\":%" PRIu64 "}\n", bytes);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 7 && strcmp(argv[1], "send") == 0)
+        return run_send(argv + 2);
     if (argc == 7 && strcmp(argv[1], "echo") == 0)
         return run_echo(argv + 2);
     if (argc == 8 && strcmp(argv[1], "dial") == 0)
         return run_dial(argv + 2);
     fprintf(stderr, "usage: vsock-stream echo <socket> <port> <nconn> <bytes> <seed>\n"
-                    "       vsock-stream dial <socket> <cmd_port> <host_port> <bytes> <seed_up> <seed_down>\n");
+                    "       vsock-stream dial <socket> <cmd_port> <host_port> <bytes> <seed_up> <seed_down>\n"
+                    "       vsock-stream send <socket> <cmd_port> <host_port> <bytes> <seed>\n");
     return 2;
 }
