@@ -78,6 +78,22 @@ class LifecycleTest(DaemonTest):
         dom.undefine()
         conn.close()
 
+    def test_redefine_while_running_applies_at_stop(self):
+        conn = self.daemon.connect()
+        uuid = "0d1f6a2e-3b7c-4e59-9a10-5c2d8e7f6b41"
+        dom = conn.defineXML(domain_xml("rd", uuid=uuid, vcpus=1))
+        dom.create()
+        conn.defineXML(domain_xml("rd", uuid=uuid, vcpus=2))
+        self.assertEqual(dom.info()[3], 1)   # the running VM keeps its definition
+        inactive = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+        self.assertIn(">2</vcpu>", inactive)
+        self.assertIn(">1</vcpu>", dom.XMLDesc(0))
+        dom.destroy()
+        self.assertEqual(dom.info()[3], 2)
+        self.assertIn(">2</vcpu>", dom.XMLDesc(0))
+        dom.undefine()
+        conn.close()
+
     def test_transient_domain(self):
         conn = self.daemon.connect()
         dom = conn.createXML(domain_xml("tr"))
