@@ -158,12 +158,20 @@ struct snapshot_entry *snapshot_tree_find_id(struct snapshot_tree *tree, const c
     return NULL;
 }
 
+/* A snapshot whose parent is gone (a delete a crash interrupted, to be
+ * finished by the next change) counts as a root meanwhile, so it stays
+ * visible. */
+static bool is_root(struct snapshot_tree *tree, const struct snapshot_entry *e)
+{
+    return !e->parent || !snapshot_tree_find(tree, e->parent);
+}
+
 GPtrArray *snapshot_tree_children(struct snapshot_tree *tree, const char *name)
 {
     GPtrArray *out = g_ptr_array_new();
     for (guint i = 0; i < tree->entries->len; i++) {
         struct snapshot_entry *e = tree->entries->pdata[i];
-        if (!e->deleting && g_strcmp0(e->parent, name) == 0)
+        if (!e->deleting && (name ? g_strcmp0(e->parent, name) == 0 : is_root(tree, e)))
             g_ptr_array_add(out, e);
     }
     return out;

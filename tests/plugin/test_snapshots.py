@@ -335,6 +335,39 @@ class RestartTest(SnapshotTestBase):
             self.check_revert("r1", snap, expected[snap])
 
 
+COMPACT = os.path.join(os.path.dirname(os.environ.get("VIRTVSNAPD", "/nonexistent")), "..",
+                       "tools", "vsnap-compact")
+
+
+class CrashTest(SnapshotTestBase):
+    @unittest.skipUnless(os.access(COMPACT, os.X_OK), "tools/vsnap-compact is not built")
+    def test_interrupted_deletes_are_finished(self):
+        self.start_guest("k1")
+        expected = self.make_chain("k1", n=5)
+        dirs = self.snapshot_dirs("k1")
+        # Crash after marking s1 for deletion, before anything was folded.
+        open(os.path.join(dirs["s1"][0], "deleting"), "w").close()
+        # Crash after s3 was folded into s4 (the layer rewritten), before the
+        # records were updated: s4's state.json still names s3.
+        subprocess.run([COMPACT, "--fold", os.path.join(dirs["s3"][0], "memory-ranges"),
+                        os.path.join(dirs["s4"][0], "memory-ranges")], check=True,
+                       capture_output=True, timeout=60)
+        open(os.path.join(dirs["s3"][0], "deleting"), "w").close()
+        self.daemon.stop()
+        self.daemon.start()
+        listed = self.v("snapshot-list", "k1", "--name").stdout.split()
+        self.assertEqual(sorted(listed), ["s0", "s2", "s4"])
+        # The next change finishes both deletes; every survivor reverts right.
+        for snap in ("s4", "s2", "s0"):
+            self.check_revert("k1", snap, expected[snap])
+        dirs = self.snapshot_dirs("k1")
+        self.assertEqual(sorted(dirs), ["s0", "s2", "s4"])
+        self.assertEqual(dirs["s2"][1]["parent_id"], dirs["s0"][1]["id"])
+        self.assertEqual(dirs["s4"][1]["parent_id"], dirs["s2"][1]["id"])
+        self.assertEqual(self.v("snapshot-parent", "k1", "s4").stdout.strip(), "s2")
+        self.assertEqual(len(os.listdir(os.path.dirname(dirs["s0"][0]))), 4)  # 3 + current
+
+
 class BadInputTest(SnapshotTestBase):
     def test_refusals(self):
         self.start_guest("b1")
