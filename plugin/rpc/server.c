@@ -101,7 +101,10 @@ bool rpc_client_is_opened(struct rpc_client *client)
 static uint8_t *encode_packet(const struct wire_header *hdr, xdrproc_t body_filter, void *body,
                               size_t *out_len)
 {
-    for (size_t size = 65536; size <= RPC_MESSAGE_MAX + RPC_LEN_WORD_SIZE; size *= 4) {
+    static const size_t sizes[] = {64 * 1024, 1024 * 1024, 8 * 1024 * 1024,
+                                   RPC_MESSAGE_MAX + RPC_LEN_WORD_SIZE};
+    for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
+        size_t size = sizes[i];
         uint8_t *buf = g_malloc(size);
         XDR xdrs;
         xdrmem_create(&xdrs, (char *)buf, size, XDR_ENCODE);

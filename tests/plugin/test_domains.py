@@ -69,6 +69,17 @@ class DomainsTest(DaemonTest):
         self.assertEqual(ctx.exception.get_error_code(), libvirt.VIR_ERR_NO_DOMAIN)
         conn.close()
 
+    def test_large_messages(self):
+        # A 3 MiB description: the call and its reply span many 64 KiB
+        # buffers, both ways.
+        text = ("vsnap " * 524288)[:3 << 20]
+        xml = domain_xml("big").replace("<memory", f"<description>{text}</description>\n  <memory", 1)
+        conn = self.daemon.connect()
+        dom = conn.defineXML(xml)
+        self.assertIn(text, dom.XMLDesc(0))
+        dom.undefine()
+        conn.close()
+
     def assert_refused(self, xml, code, contains=None):
         conn = self.daemon.connect()
         before = sorted(d.name() for d in conn.listAllDomains())
