@@ -300,7 +300,13 @@ static void shut_down(struct vmm *vmm)
 {
     teardown_vm(vmm);
     vmm->state = VMM_STATE_SHUTDOWN;
-    emit(vmm, "shutdown");
+    /* persist: a stop the guest side caused says why (a crash, or an on-demand
+     * restore that met a corrupt block): {"reason": ..., "detail": ...} */
+    if (!g_strcmp0(vmm->last_stop_origin, "guest"))
+        events_emit_strings(vmm->events, "vm", "shutdown", "reason", vmm->last_stop_reason, "detail",
+                            vmm->last_stop_detail ? vmm->last_stop_detail : "", NULL);
+    else
+        emit(vmm, "shutdown");
 }
 
 bool vmm_shutdown_vm(struct vmm *vmm, GError **error)

@@ -412,6 +412,9 @@ def case_ondemand_corrupt(workdir):
         check(info["state"] == "Shutdown", f"VM state after a corrupt block: {info['state']}")
         detail = info["vsnap"]["last_stop_detail"] or ""
         check("checksum" in detail, f"stop detail does not name the checksum: {detail!r}")
+        stops = [e for e in dst.events() if e["event"] == "shutdown"]
+        check(stops and (stops[-1]["properties"] or {}).get("reason") == "crash" and
+              "checksum" in stops[-1]["properties"].get("detail", ""), f"no error event: {stops}")
         print("stopped:", detail)
 
 
