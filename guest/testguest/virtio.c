@@ -35,7 +35,6 @@
 #define VRING_AVAIL_F_NO_INTERRUPT 1u
 #define VRING_USED_F_NO_NOTIFY 1u
 #define VIRTIO_F_VERSION_1_HIGH_BIT 0 /* feature bit 32: bit 0 of the high word */
-#define MMIO_STRIDE 0x1000u
 
 static uint32_t reg_read(const struct virtio_dev *dev, unsigned offset)
 {
@@ -81,21 +80,15 @@ static bool next_cmdline_base(const char **cursor, uint64_t *base)
     return false;
 }
 
+/* Only devices the command line names are probed: the shim declares each one
+ * there (as Linux needs), and probing empty MMIO would cost exits and fill
+ * the VMM's log with unmapped accesses. */
 bool virtio_find(const char *cmdline, uint32_t device_id, struct virtio_dev *dev)
 {
     const char *cursor = cmdline;
     uint64_t base;
-    bool named = false;
-    while (next_cmdline_base(&cursor, &base)) {
-        named = true;
+    while (next_cmdline_base(&cursor, &base))
         if (base >= GUEST_MMIO_BASE && base < GUEST_MMIO_END && probe(base, device_id, dev))
-            return true;
-    }
-    if (named)
-        return false;
-    /* No command-line entry: look at the first slots of the window. */
-    for (unsigned i = 0; i < 4; i++)
-        if (probe(GUEST_MMIO_BASE + i * MMIO_STRIDE, device_id, dev))
             return true;
     return false;
 }

@@ -48,8 +48,8 @@ struct virtio_dev {
     uint32_t device_id;
 };
 
-/* Find the first device of type device_id in the virtio-mmio window named on
- * the command line (virtio_mmio.device=4K@<base>:<irq>), or scan the window. */
+/* Find the first device of type device_id among those the command line
+ * names (virtio_mmio.device=4K@<base>:<irq>) in the virtio-mmio window. */
 bool virtio_find(const char *cmdline, uint32_t device_id, struct virtio_dev *dev);
 
 /* Reset, negotiate VERSION_1 only, up to FEATURES_OK. false if the device
