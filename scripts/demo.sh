@@ -1,70 +1,114 @@
 #!/bin/bash
-# The demo: set up everything, then drive one microVM through the shim's
-# Cloud Hypervisor API and print how long each step took.
+# The demo: set everything up, then tell the libvirt story with unmodified
+# virsh: start virtvsnapd, define a microVM, start it, wait for the guest's
+# pushed readiness, write guest memory, snapshot, write more, diff snapshot,
+# revert to each (on-demand restore), managedsave and start, printing each
+# step's time and the guest's memory checksums; then clean up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 BUILD=${BUILD:-build}
-SHIM=$BUILD/shim/vsnap-shim
-GUEST=$BUILD/guest/testguest/vsnap-testguest
+ROOT=$PWD
+DAEMON=$ROOT/$BUILD/plugin/virtvsnapd
+GUEST=$ROOT/$BUILD/guest/testguest/vsnap-testguest
+URI=vsnap:///system
+NAME=vsnap-demo
+VSOCK=/run/vsnap/$NAME/vsock.sock
+MIB=$((1 << 20))
+REGION_A="0x1000000 $((16 * MIB))"   # 16 MiB at guest-physical 16 MiB
+REGION_B="0x2000000 $((8 * MIB))"    # 8 MiB at 32 MiB
 
 work=$(mktemp -d /tmp/vsnap-demo.XXXXXX)
-shim_pid=
+daemon_pid=
+virsh_() { virsh -q -c "$URI" "$@"; }
 cleanup() {
-  [ -n "$shim_pid" ] && kill "$shim_pid" 2>/dev/null && wait "$shim_pid" 2>/dev/null
+  set +e
+  virsh_ destroy "$NAME" >/dev/null 2>&1
+  virsh_ undefine "$NAME" --snapshots-metadata --managed-save >/dev/null 2>&1
+  [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT
 
 now_ms() { date +%s%3N; }
-api() { # method endpoint [json]
-  local args=(-sS --fail-with-body --unix-socket "$work/api.sock" -X "$1")
-  [ $# -ge 3 ] && args+=(-H 'Content-Type: application/json' -d "$3")
-  curl "${args[@]}" "http://localhost/api/v1/$2"
-}
-step() { printf '%-44s %6s ms\n' "$1" "$2"; }
-wait_for_line() { # file pattern timeout_s
-  local deadline=$(( $(date +%s) + $3 ))
-  until grep -q "$2" "$1" 2>/dev/null; do
-    [ "$(date +%s)" -lt "$deadline" ] || { echo "demo: timed out waiting for '$2'" >&2; exit 1; }
-    sleep 0.005
+step() { printf '  %-50s %7s ms\n' "$1" "$2"; }
+guest() { "$ROOT/scripts/guest-cmd.py" "$VSOCK" "$@"; }
+sums() { guest "SUM $REGION_A" "SUM $REGION_B" | awk '{print $2}' | paste -sd' '; }
+
+# Readiness is pushed: `virsh event` blocks until the agent-lifecycle event
+# arrives (no polling). Start it first, then act, then wait for it.
+listen_ready() { virsh -c "$URI" event "$NAME" --event agent-lifecycle --timeout 60 > "$work/event" & ev=$!; sleep 0.2; }
+await_ready() { wait "$ev"; grep -q "'connected'" "$work/event" || { echo "demo: no readiness event" >&2; cat "$work/event" >&2; exit 1; }; }
+
+echo "== vsnap demo: a microVM driven by unmodified virsh ($URI) =="
+if ! virsh_ version >/dev/null 2>&1; then
+  "$DAEMON" >"$work/daemon.log" 2>&1 &
+  daemon_pid=$!
+  until virsh_ version >/dev/null 2>&1; do
+    kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/daemon.log"; exit 1; }
+    sleep 0.02
   done
-}
+  echo "  started virtvsnapd (pid $daemon_pid) on /run/libvirt/virtvsnapd-sock"
+else
+  echo "  using the virtvsnapd already listening on /run/libvirt/virtvsnapd-sock"
+fi
+virsh_ destroy "$NAME" >/dev/null 2>&1 || true
+virsh_ undefine "$NAME" --snapshots-metadata --managed-save >/dev/null 2>&1 || true
 
-echo "== vsnap demo: one microVM through the Cloud Hypervisor API =="
-t0=$(now_ms)
-"$SHIM" --api-socket path="$work/api.sock" --event-monitor path="$work/events.jsonl" &
-shim_pid=$!
-until [ -S "$work/api.sock" ] && api GET vmm.ping >/dev/null 2>&1; do sleep 0.002; done
-step "shim started, API answering" $(( $(now_ms) - t0 ))
+cat > "$work/$NAME.xml" <<XML
+<domain type='kvm'>
+  <name>$NAME</name>
+  <memory unit='MiB'>1024</memory>
+  <vcpu>2</vcpu>
+  <os>
+    <type arch='x86_64'>hvm</type>
+    <kernel>$GUEST</kernel>
+    <cmdline>vsnap.fill_mib=64 vsnap.seed=7 vsnap.delay_ms=100</cmdline>
+  </os>
+  <devices>
+    <serial type='pty'><target port='0'/></serial>
+    <vsock model='virtio'><cid auto='yes'/></vsock>
+  </devices>
+  <metadata>
+    <vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'><vsnap:restore mode='ondemand'/></vsnap:vsnap>
+  </metadata>
+</domain>
+XML
 
-t0=$(now_ms)
-api PUT vm.create "{\"payload\":{\"kernel\":\"$PWD/$GUEST\",\"cmdline\":\"vsnap.fill_mib=64 vsnap.seed=7\"},
-  \"cpus\":{\"boot_vcpus\":2,\"max_vcpus\":2},\"memory\":{\"size\":$((1024<<20))},
-  \"serial\":{\"mode\":\"File\",\"file\":\"$work/serial.log\"},\"console\":{\"mode\":\"Off\"}}"
-step "vm.create (1 GiB, 2 vCPUs)" $(( $(now_ms) - t0 ))
+t=$(now_ms); virsh_ define "$work/$NAME.xml" >/dev/null; step "virsh define (1 GiB, 2 vCPUs, test guest)" $(( $(now_ms) - t ))
+listen_ready
+t=$(now_ms); virsh_ start "$NAME" >/dev/null; step "virsh start" $(( $(now_ms) - t ))
+await_ready; step "  ... guest ready (agent-lifecycle event)" $(( $(now_ms) - t ))
 
-t0=$(now_ms)
-api PUT vm.boot
-wait_for_line "$work/serial.log" "vsnap-testguest: booted" 30
-step "vm.boot -> guest 'booted'" $(( $(now_ms) - t0 ))
-wait_for_line "$work/serial.log" "vsnap-testguest: ready" 60
-step "vm.boot -> guest filled 64 MiB, 'ready'" $(( $(now_ms) - t0 ))
-grep "vsnap-testguest: ready" "$work/serial.log"
+guest "FILL $REGION_A 1" "FILL $REGION_B 2" >/dev/null
+s1=$(sums); echo "  guest memory A,B = $s1"
+t=$(now_ms); virsh_ snapshot-create-as "$NAME" s1 "first state" >/dev/null; step "virsh snapshot-create-as s1 (full layer)" $(( $(now_ms) - t ))
+guest "FILL $REGION_B 3" >/dev/null
+s2=$(sums); echo "  guest memory A,B = $s2"
+t=$(now_ms); virsh_ snapshot-create-as "$NAME" s2 "B rewritten" >/dev/null; step "virsh snapshot-create-as s2 (diff layer)" $(( $(now_ms) - t ))
+guest "FILL $REGION_A 4" "FILL $REGION_B 5" >/dev/null
+echo "  guest memory A,B = $(sums)  (after s2: both rewritten)"
+virsh_ snapshot-list "$NAME" --tree | sed 's/^/  /'
 
-t0=$(now_ms); api PUT vm.pause; step "vm.pause" $(( $(now_ms) - t0 ))
-t0=$(now_ms); api PUT vm.resume; step "vm.resume" $(( $(now_ms) - t0 ))
-api GET vm.info | /usr/bin/python3 -c 'import json,sys; i=json.load(sys.stdin); print("vm.info: state=%s, RAM %d MiB, resident %d MiB" % (i["state"], i["memory_actual_size"] >> 20, i["vsnap"]["ram_resident_bytes"] >> 20))'
+for snap in s1 s2; do
+  listen_ready
+  t=$(now_ms); virsh_ snapshot-revert "$NAME" "$snap" >/dev/null; step "virsh snapshot-revert $snap (on demand)" $(( $(now_ms) - t ))
+  await_ready; step "  ... guest ready again" $(( $(now_ms) - t ))
+  got=$(sums); want=$s1; [ "$snap" = s2 ] && want=$s2
+  echo "  guest memory A,B = $got  $([ "$got" = "$want" ] && echo "(matches $snap)" || echo "(MISMATCH: $snap had $want)")"
+  [ "$got" = "$want" ] || exit 1
+done
 
-t0=$(now_ms); api PUT vm.power-button
-until api GET vm.info 2>/dev/null | grep -q '"Shutdown"'; do sleep 0.005; done
-step "vm.power-button -> guest powered off" $(( $(now_ms) - t0 ))
-echo "events seen:"; /usr/bin/python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    line = line.strip()
-    if line:
-        e = json.loads(line); print("   %s/%s" % (e["source"], e["event"]))' "$work/events.jsonl" || true
-api PUT vmm.shutdown
-wait "$shim_pid" || true; shim_pid=
-echo "== demo done =="
+before=$(sums)
+t=$(now_ms); virsh_ managedsave "$NAME" >/dev/null; step "virsh managedsave" $(( $(now_ms) - t ))
+echo "  state: $(virsh_ domstate "$NAME" --reason)"
+listen_ready
+t=$(now_ms); virsh_ start "$NAME" >/dev/null; step "virsh start (from the managed save image)" $(( $(now_ms) - t ))
+await_ready; step "  ... guest ready again" $(( $(now_ms) - t ))
+after=$(sums)
+echo "  guest memory A,B = $after  $([ "$after" = "$before" ] && echo "(as saved)" || echo "(MISMATCH: saved $before)")"
+[ "$after" = "$before" ]
+
+virsh_ destroy "$NAME" >/dev/null
+virsh_ undefine "$NAME" --snapshots-metadata >/dev/null
+echo "== demo done: domain destroyed and undefined =="
