@@ -13,7 +13,7 @@ import unittest
 
 import libvirt
 
-from vsnapd import DaemonTest, needs_guest, wait_for
+from vsnapd import DaemonTest, RawClient, decode_error, needs_guest, wait_for
 
 CMD_PORT = 5000
 MIB = 1 << 20
@@ -427,6 +427,56 @@ class BadInputTest(SnapshotTestBase):
         res = self.v("snapshot-revert", "b2", "base", check=False)
         self.assertNotEqual(res.returncode, 0)
         self.assertEqual(self.daemon.shim_pids()["b2"], pid)
+
+
+# The procedures of rpc/xdr-snapshot.c.
+SNAPSHOT_PROCS = [54, 55, 163, 182, 183, 184, 185, 186, 187, 188, 189, 190, 191, 192, 193, 232,
+                  233, 235, 244, 246, 247, 271, 272, 274, 275, 298]
+
+
+class GarbageTest(DaemonTest):
+    def test_garbage_arguments(self):
+        import random
+        import struct
+        rng = random.Random(4321)
+        c = RawClient(self.daemon.sock, timeout=10)
+        c.open()
+        for proc in SNAPSHOT_PROCS:
+            for _ in range(8):
+                size = rng.choice([0, 1, 4, 8, 20, 64, 300])
+                body = bytes(rng.getrandbits(8) for _ in range(size))
+                if size >= 8 and rng.random() < 0.5:
+                    body = struct.pack(">I", rng.choice([0xFFFFFFFF, 1 << 24, 3])) + body[4:]
+                try:
+                    status, reply = c.call(proc, body)
+                except (ConnectionError, OSError):
+                    c = RawClient(self.daemon.sock, timeout=10)
+                    c.open()
+                    continue
+                self.assertEqual(status, 1, f"procedure {proc} accepted garbage")
+                code, _, message = decode_error(reply)
+                self.assertGreater(code, 0)
+                self.assertTrue(message)
+        self.assertEqual(c.call(3)[0], 0)
+        c.close()
+        self.assertIsNone(self.daemon.proc.poll(), self.daemon.log())
+
+    def test_bad_paths_and_names(self):
+        self.define("g1")
+        v = self.daemon.virsh
+        for cmd, text in [
+            (["save", "g1", "relative.save"], "not running"),
+            (["restore", self.daemon.dir], "save image"),
+            (["restore", "/etc/hostname"], "save image"),
+            (["save-image-dumpxml", "/dev/null"], "save image"),
+            (["snapshot-revert", "g1", "../../etc"], "no domain snapshot"),
+            (["snapshot-dumpxml", "g1", "a/../b"], "no domain snapshot"),
+            (["managedsave", "g1"], "not running"),
+        ]:
+            res = v(*cmd, check=False)
+            self.assertNotEqual(res.returncode, 0, cmd)
+            self.assertIn(text, res.stderr, cmd)
+        self.assertIsNone(self.daemon.proc.poll(), self.daemon.log())
 
 
 if __name__ == "__main__":
