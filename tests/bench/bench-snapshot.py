@@ -17,7 +17,7 @@ measurement is appended to the results file; a table and the ratios
 ondemand(8 GiB)/ondemand(512 MiB) and merge(2 GiB)/ondemand(2 GiB) are
 printed (targets: at most 1.2, floor 1.5; at least 20, floor 6.5).
 
-usage: bench-snapshot.py SHIM GUEST RESULTS.jsonl [--runs N] [--sizes 512,1024,...]
+usage: bench-snapshot.py SHIM GUEST RESULTS.jsonl [--runs N] [--sizes 512,1024,...] [--modes copy,...]
 """
 
 import argparse
@@ -139,6 +139,7 @@ def bench_size(args, workdir, ram_mib, table):
     table[(ram_mib, "snapshot")] = {**snap_times, **sizes}
     variants = [(m, m, {}) for m in MODES]
     variants.append(("ondemand-2M-prefetch", "ondemand", {"ondemand_block_size": 2 * MIB, "prefetch": True}))
+    variants = [v for v in variants if v[0] in args.modes]
     for name, mode, extra in variants:
         runs = [restore_once(args, workdir, diff, mode, extra) for _ in range(args.runs)]
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
@@ -156,7 +157,7 @@ def print_table(sizes, table):
     print("\nRAM      full snap  diff snap  diff pause->resume | restore to running (ms): copy / merge / ondemand")
     for ram in sizes:
         s = table[(ram, "snapshot")]
-        r = [table[(ram, m)]["restore_running_ms"] for m in MODES]
+        r = [table[(ram, m)]["restore_running_ms"] if (ram, m) in table else float("nan") for m in MODES]
         print(f"{ram:5d} MiB {s['full_snapshot_ms']:8.1f}  {s['diff_snapshot_ms']:8.1f}  {s['diff_pause_resume_ms']:8.1f}"
               f"           | {r[0]:8.1f} / {r[1]:8.1f} / {r[2]:8.1f}")
     print("published (8 vCPU NVMe host): diff snapshot 40 ms; merge 280/410/970 ms at 512M/1G/2G; "
@@ -176,7 +177,10 @@ def main():
     ap.add_argument("results")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--sizes", default="512,1024,2048,8192")
+    ap.add_argument("--modes", default="copy,merge,ondemand,ondemand-2M-prefetch",
+                    help="restore variants to measure (a subset gives a partial table)")
     args = ap.parse_args()
+    args.modes = args.modes.split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
     workdir = tempfile.mkdtemp(prefix="vsnap-bench-snapshot-")
     table = {}
