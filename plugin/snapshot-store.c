@@ -24,6 +24,7 @@ static void entry_free(struct snapshot_entry *e)
     g_free(e->description);
     g_free(e->parent);
     g_free(e->layer_parent);
+    g_free(e->domain_uuid);
     g_free(e);
 }
 
@@ -33,6 +34,7 @@ void snapshot_tree_free(struct snapshot_tree *tree)
         return;
     g_ptr_array_free(tree->entries, TRUE);
     g_free(tree->dir);
+    g_free(tree->domain_uuid);
     g_free(tree->current);
     g_free(tree);
 }
@@ -84,6 +86,7 @@ static struct snapshot_entry *load_entry(const char *tree_dir, const char *id)
     e->state = g_key_file_get_integer(kf, GROUP, "state", NULL);
     e->full = g_key_file_get_boolean(kf, GROUP, "full", NULL);
     e->layer_parent = opt_string(kf, "layer_parent");
+    e->domain_uuid = opt_string(kf, "domain_uuid");
     g_autofree char *deleting = g_build_filename(e->dir, DELETING_FILE, NULL);
     e->deleting = g_file_test(deleting, G_FILE_TEST_EXISTS);
     if (!e->name) {
@@ -104,10 +107,11 @@ static gint by_creation(gconstpointer a, gconstpointer b)
 }
 
 struct snapshot_tree *snapshot_tree_load(const char *state_dir, const char *domain,
-                                         GError **error)
+                                         const char *domain_uuid, GError **error)
 {
     struct snapshot_tree *tree = g_new0(struct snapshot_tree, 1);
     tree->dir = snapshot_tree_dir(state_dir, domain);
+    tree->domain_uuid = g_strdup(domain_uuid);
     tree->entries = g_ptr_array_new_with_free_func((GDestroyNotify)entry_free);
     g_autoptr(GError) local = NULL;
     g_autoptr(GDir) d = g_dir_open(tree->dir, 0, &local);
@@ -124,6 +128,8 @@ struct snapshot_tree *snapshot_tree_load(const char *state_dir, const char *doma
         g_autofree char *path = g_build_filename(tree->dir, name, NULL);
         struct snapshot_entry *e =
             g_file_test(path, G_FILE_TEST_IS_DIR) ? load_entry(tree->dir, name) : NULL;
+        if (e && e->domain_uuid && g_strcmp0(e->domain_uuid, domain_uuid) != 0)
+            g_clear_pointer(&e, entry_free);
         if (e)
             g_ptr_array_add(tree->entries, e);
     }
@@ -215,6 +221,7 @@ struct snapshot_entry *snapshot_tree_new_entry(struct snapshot_tree *tree, GErro
     struct snapshot_entry *e = g_new0(struct snapshot_entry, 1);
     e->id = g_uuid_string_random();
     e->dir = g_build_filename(tree->dir, e->id, NULL);
+    e->domain_uuid = g_strdup(tree->domain_uuid);
     if (g_mkdir_with_parents(e->dir, 0700) < 0) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot create %s: %s",
                     e->dir, g_strerror(errno));
@@ -235,6 +242,7 @@ bool snapshot_entry_save(const struct snapshot_entry *e, GError **error)
     g_key_file_set_integer(kf, GROUP, "state", e->state);
     g_key_file_set_boolean(kf, GROUP, "full", e->full);
     g_key_file_set_string(kf, GROUP, "layer_parent", e->layer_parent ? e->layer_parent : "");
+    g_key_file_set_string(kf, GROUP, "domain_uuid", e->domain_uuid ? e->domain_uuid : "");
     g_autofree char *text = g_key_file_to_data(kf, NULL, NULL);
     g_autofree char *path = g_build_filename(e->dir, META_FILE, NULL);
     return write_atomic(path, text, error);

@@ -36,10 +36,12 @@ struct snapshot_entry {
     bool full;              /* full layer (else a diff on layer_parent) */
     char *layer_parent;     /* id, NULL for a full layer */
     bool deleting;          /* an interrupted delete to finish */
+    char *domain_uuid;      /* the domain it belongs to */
 };
 
 struct snapshot_tree {
     char *dir;
+    char *domain_uuid;
     GPtrArray *entries;     /* struct snapshot_entry *, oldest first */
     char *current;          /* name, NULL when none */
 };
@@ -52,9 +54,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(snapshot_tree, snapshot_tree_free)
 char *snapshot_tree_dir(const char *state_dir, const char *domain);
 
 /* Load (an absent directory is an empty tree). Broken entries are skipped
- * with a warning. */
+ * with a warning, and so are those of an older domain of the same name
+ * (another uuid: left behind by a transient domain). */
 struct snapshot_tree *snapshot_tree_load(const char *state_dir, const char *domain,
-                                         GError **error);
+                                         const char *domain_uuid, GError **error);
 
 struct snapshot_entry *snapshot_tree_find(struct snapshot_tree *tree, const char *name);
 struct snapshot_entry *snapshot_tree_find_id(struct snapshot_tree *tree, const char *id);

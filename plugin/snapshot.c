@@ -13,7 +13,9 @@
 static struct snapshot_tree *load(struct vsnap_driver *drv, struct vsnap_domain *dom,
                                   GError **error)
 {
-    return snapshot_tree_load(drv->paths.state_dir, dom->name, error);
+    char uuid[37];
+    uuid_format(dom->uuid, uuid);
+    return snapshot_tree_load(drv->paths.state_dir, dom->name, uuid, error);
 }
 
 static struct snapshot_entry *find(struct snapshot_tree *tree, const char *name, GError **error)
@@ -237,7 +239,13 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
     struct snapshot_entry *e = snapshot_tree_new_entry(tree, error);
     if (!e)
         return NULL;
-    if (!take_layers(dom, e, base, error) || !record(drv, dom, tree, e, def, state, error)) {
+    g_mutex_lock(&dom->lock);
+    guint64 ram = dom->def->memory_kib * 1024;
+    g_mutex_unlock(&dom->lock);
+    vmsnap_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SNAPSHOT, ram, e->dir);
+    bool taken = take_layers(dom, e, base, error);
+    vmsnap_job_end(dom);
+    if (!taken || !record(drv, dom, tree, e, def, state, error)) {
         g_autoptr(GError) ignored = NULL;
         snapdir_remove(e->dir, &ignored);
         vmsnap_lineage_clear(dom);   /* the shim's dirty log is in doubt now */

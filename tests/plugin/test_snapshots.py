@@ -395,6 +395,19 @@ class BadInputTest(SnapshotTestBase):
         self.v("undefine", "b1", "--snapshots-metadata")
         self.assertFalse(os.path.exists(os.path.join(self.daemon.state, "snapshots", "b1")))
 
+    def test_transient_domain_leaves_no_snapshots_to_a_namesake(self):
+        from vsnapd import domain_xml
+        path = os.path.join(self.daemon.dir, "tr.xml")
+        with open(path, "w") as f:
+            f.write(domain_xml("tr", memory_mib=128))
+        self.v("create", path)
+        self.guest("tr").close()
+        self.v("snapshot-create-as", "tr", "old")
+        self.v("destroy", "tr")
+        self.define("tr")      # another uuid, same name
+        self.assertEqual(self.v("snapshot-list", "tr", "--name").stdout.strip(), "")
+        self.v("undefine", "tr")
+
     def test_corrupt_layer_leaves_the_domain_alone(self):
         self.start_guest("b2")
         self.v("snapshot-create-as", "b2", "base")
