@@ -29,7 +29,11 @@ static bool override_section(JsonObject *config, JsonObject *overrides, const ch
         return false;
     }
     JsonObject *over = json_node_get_object(node);
-    if (!json_object_has_member(config, section) || !JSON_NODE_HOLDS_OBJECT(json_object_get_member(config, section)))
+    /* A new console mode makes the old mode's file or socket meaningless:
+     * the override then replaces the whole section. */
+    bool replace = json_object_has_member(over, "mode");
+    if (replace || !json_object_has_member(config, section) ||
+        !JSON_NODE_HOLDS_OBJECT(json_object_get_member(config, section)))
         json_object_set_object_member(config, section, json_object_new());
     JsonObject *target = json_object_get_object_member(config, section);
     g_autoptr(GList) members = json_object_get_members(over);
