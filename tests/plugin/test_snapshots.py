@@ -201,6 +201,11 @@ class ChainTest(SnapshotTestBase):
         d = self.snapshot_dirs("c2")["d"][1]
         self.assertEqual(d["kind"], "diff")
         self.assertEqual(d["parent_id"], dirs["a"][1]["id"])
+        # A shut off domain reverts into a running one.
+        self.v("destroy", "c2")
+        self.v("snapshot-revert", "c2", "b")
+        self.assertEqual(self.state("c2"), "running (from snapshot)")
+        self.guest("c2").close()
 
     def test_paused_and_running_flags_and_readiness_event(self):
         self.start_guest("c3")
@@ -275,6 +280,61 @@ class SaveTest(SnapshotTestBase):
         self.v("resume", "v1")
         self.assertEqual(self.sums("v1"), want)
         self.assertTrue(os.path.exists(log), "the restored VM's serial goes to the --xml file")
+
+    def test_progress_in_job_info(self):
+        self.start_guest("v2", memory_mib=1024)
+        g = self.guest("v2")
+        g.fill((16 * MIB, 512 * MIB), 3)
+        g.close()
+        conn = self.daemon.connect()
+        dom = conn.lookupByName("v2")
+        samples, done = [], threading.Event()
+
+        def poll():
+            while not done.is_set():
+                try:
+                    samples.append(dom.jobStats())
+                except libvirt.libvirtError:
+                    pass
+                time.sleep(0.01)
+
+        poller = threading.Thread(target=poll)
+        poller.start()
+        try:
+            self.v("save", "v2", os.path.join(self.daemon.dir, "v2.save"), "--verbose")
+        finally:
+            done.set()
+            poller.join()
+        bounded = [s for s in samples if s.get("type") == libvirt.VIR_DOMAIN_JOB_BOUNDED]
+        self.assertTrue(bounded, "no job was seen while the save ran")
+        self.assertEqual(bounded[0]["operation"], libvirt.VIR_DOMAIN_JOB_OPERATION_SAVE)
+        self.assertTrue(any(0 < s["data_processed"] <= s["data_total"] for s in bounded),
+                        f"no progress seen: {bounded[:3]} ... {bounded[-3:]}")
+        self.assertEqual(dom.jobStats()["type"], libvirt.VIR_DOMAIN_JOB_NONE)
+        conn.close()
+
+    def test_damaged_images(self):
+        self.start_guest("v3")
+        image = os.path.join(self.daemon.dir, "v3.save")
+        self.v("save", "v3", image)
+        with open(image, "rb") as f:
+            data = bytearray(f.read())
+        flipped = os.path.join(self.daemon.dir, "flipped.save")
+        data[4096 + 10] ^= 1          # inside the domain.xml section
+        with open(flipped, "wb") as f:
+            f.write(data)
+        res = self.v("restore", flipped, check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("checksum", res.stderr)
+        truncated = os.path.join(self.daemon.dir, "truncated.save")
+        with open(truncated, "wb") as f:
+            f.write(data[:len(data) // 2])
+        res = self.v("restore", truncated, check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("truncated", res.stderr)
+        self.assertEqual(self.state("v3"), "shut off (saved)")
+        self.v("restore", image)
+        self.assertEqual(self.state("v3"), "running (restored)")
 
     def test_bad_images(self):
         junk = os.path.join(self.daemon.dir, "junk.save")
