@@ -193,7 +193,8 @@ bool snapdir_check_chain(const char *top, GError **error)
         return false;
     GError *local = NULL;
     struct snap_chain *chain =
-        snap_chain_open((const char *const *)layers->pdata, layers->len, SNAP_CHAIN_DEFAULT, &local);
+        snap_chain_open((const char *const *)layers->pdata, layers->len, SNAP_CHAIN_DEFAULT,
+                        &local);
     if (!chain)
         return from_snap_error(local, error);
     snap_chain_free(chain);
@@ -238,21 +239,6 @@ bool snapdir_fold_into_child(const char *inner, const char *child, GError **erro
     g_autofree char *grandparent = NULL;
     return snapdir_parent(inner, &grandparent, error) &&
            snapdir_set_parent(child, grandparent, error);
-}
-
-bool snapdir_flatten(const char *top, const char *out_path, GError **error)
-{
-    g_autoptr(GPtrArray) layers = chain_layers(top, error);
-    if (!layers)
-        return false;
-    GError *local = NULL;
-    struct snap_chain *chain =
-        snap_chain_open((const char *const *)layers->pdata, layers->len, SNAP_CHAIN_DEFAULT, &local);
-    if (!chain)
-        return from_snap_error(local, error);
-    bool ok = snap_compact_chain(chain, out_path, NULL, &local);
-    snap_chain_free(chain);
-    return ok || from_snap_error(local, error);
 }
 
 static guint64 files_bytes(const char *dir)

@@ -1,11 +1,11 @@
 /* A snapshot directory as the shim writes it for vm.snapshot: Cloud
  * Hypervisor's shape (config.json, state.json) plus vsnap's memory layer
  * (state.json's "memory": {layer, kind, id, parent_id, parent_url}, see
- * shim/persist/persist.h); vm.restore follows parent_url down to the base. This file is what the daemon knows about such a
- * directory without a VM: where its layer is, which directory it names as
- * parent, the chain below it, and the offline operations on layers (chain
- * check, fold of an inner layer into its child, flattening into one full
- * layer). Errors are VSNAP_VIR_ERROR GErrors naming the directory. */
+ * shim/persist/persist.h); vm.restore follows parent_url down to the base.
+ * This file is what the daemon knows about such a directory without a VM:
+ * where its layer is, which directory it names as parent, the chain below it,
+ * and the offline operations on layers (chain check, fold of an inner layer
+ * into its child). Errors are VSNAP_VIR_ERROR GErrors naming the directory. */
 #pragma once
 
 #include <glib.h>
@@ -14,7 +14,7 @@
 /* file://<dir>, as vm.snapshot and vm.restore take it. */
 char *snapdir_url(const char *dir);
 
-/* The memory layer file in dir (the one file starting with the layer magic). */
+/* The memory layer file of dir (state.json's memory.layer). */
 char *snapdir_layer_path(const char *dir, GError **error);
 
 /* The directory dir names as parent (*parent = NULL for a full snapshot). */
@@ -38,9 +38,6 @@ bool snapdir_layer_ids(const char *dir, char out_id[37], char out_parent[37], GE
  * parent), then point child's record at inner's parent directory. Idempotent:
  * a child already folded only gets its record fixed. */
 bool snapdir_fold_into_child(const char *inner, const char *child, GError **error);
-
-/* One full layer at out_path holding what the chain up to top holds. */
-bool snapdir_flatten(const char *top, const char *out_path, GError **error);
 
 /* Bytes of all regular files in dir (progress of a snapshot being written). */
 guint64 snapdir_bytes(const char *dir);

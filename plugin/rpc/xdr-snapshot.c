@@ -302,7 +302,8 @@ static bool do_create(struct rpc_call *call, struct create_args *a, struct snap_
                       GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
-    g_autofree char *name = dom ? snapshot_create(call->driver, dom, a->xml, a->flags, error) : NULL;
+    g_autofree char *name =
+        dom ? snapshot_create(call->driver, dom, a->xml, a->flags, error) : NULL;
     if (name)
         set_snapshot(&r->snap, dom, name);
     return name != NULL;
@@ -322,7 +323,8 @@ static bool do_get_xml(struct rpc_call *call, struct snap_flags *a, struct strin
 static bool do_num(struct rpc_call *call, struct dom_flags *a, struct int_ret *r, GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
-    g_autoptr(GPtrArray) names = dom ? snapshot_list(call->driver, dom, NULL, a->flags, error) : NULL;
+    g_autoptr(GPtrArray) names =
+        dom ? snapshot_list(call->driver, dom, NULL, a->flags, error) : NULL;
     if (names)
         r->value = (int32_t)names->len;
     return names != NULL;
@@ -334,7 +336,8 @@ static bool do_list_names(struct rpc_call *call, struct dom_names_args *a, struc
     if (!check_maxnames(a->maxnames, error))
         return false;
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
-    g_autoptr(GPtrArray) names = dom ? snapshot_list(call->driver, dom, NULL, a->flags, error) : NULL;
+    g_autoptr(GPtrArray) names =
+        dom ? snapshot_list(call->driver, dom, NULL, a->flags, error) : NULL;
     if (names)
         take_names(r, names, a->maxnames);
     return names != NULL;
@@ -451,7 +454,8 @@ static bool do_list_all(struct rpc_call *call, struct dom_list_args *a, struct s
                         GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
-    g_autoptr(GPtrArray) names = dom ? snapshot_list(call->driver, dom, NULL, a->flags, error) : NULL;
+    g_autoptr(GPtrArray) names =
+        dom ? snapshot_list(call->driver, dom, NULL, a->flags, error) : NULL;
     if (names)
         fill_snaps(r, dom, names, a->need_results != 0);
     return names != NULL;
@@ -583,40 +587,57 @@ static bool do_job_stats(struct rpc_call *call, struct dom_flags *a, struct job_
 #define P RPC_PROC
 #define W PROC_WRITE
 const struct proc_entry rpc_snapshot_procs[] = {
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_CREATE_XML, struct create_args, xdr_create_args, struct snap_ret, xdr_snap_ret, do_create, W),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_GET_XML_DESC, struct snap_flags, xdr_snap_flags, struct string_ret, xdr_string_ret, do_get_xml, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_NUM, struct dom_flags, xdr_dom_flags, struct int_ret, xdr_int_ret, do_num, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_NAMES, struct dom_names_args, xdr_dom_names_args, struct names_ret, xdr_names_ret,
-      do_list_names, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_LOOKUP_BY_NAME, struct lookup_args, xdr_lookup_args, struct snap_ret, xdr_snap_ret, do_lookup, 0),
-    P(REMOTE_PROC_DOMAIN_HAS_CURRENT_SNAPSHOT, struct dom_flags, xdr_dom_flags, struct int_ret, xdr_int_ret, do_has_current, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_CURRENT, struct dom_flags, xdr_dom_flags, struct snap_ret, xdr_snap_ret, do_current, 0),
-    P(REMOTE_PROC_DOMAIN_REVERT_TO_SNAPSHOT, struct snap_flags, xdr_snap_flags, struct rpc_void, xdr_rpc_void, do_revert, W),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_DELETE, struct snap_flags, xdr_snap_flags, struct rpc_void, xdr_rpc_void, do_delete, W),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_GET_PARENT, struct snap_flags, xdr_snap_flags, struct snap_ret, xdr_snap_ret, do_get_parent, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_NUM_CHILDREN, struct snap_flags, xdr_snap_flags, struct int_ret, xdr_int_ret, do_num_children, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_CHILDREN_NAMES, struct snap_names_args, xdr_snap_names_args, struct names_ret, xdr_names_ret,
-      do_list_children, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_IS_CURRENT, struct snap_flags, xdr_snap_flags, struct int_ret, xdr_int_ret, do_is_current, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_HAS_METADATA, struct snap_flags, xdr_snap_flags, struct int_ret, xdr_int_ret, do_has_metadata, 0),
-    P(REMOTE_PROC_DOMAIN_LIST_ALL_SNAPSHOTS, struct dom_list_args, xdr_dom_list_args, struct snaps_ret, xdr_snaps_ret,
-      do_list_all, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_ALL_CHILDREN, struct snap_list_args, xdr_snap_list_args, struct snaps_ret, xdr_snaps_ret,
-      do_list_all_children, 0),
-    P(REMOTE_PROC_DOMAIN_SAVE, struct save_args, xdr_save_args, struct rpc_void, xdr_rpc_void, do_save, W),
-    P(REMOTE_PROC_DOMAIN_SAVE_FLAGS, struct save_flags_args, xdr_save_flags_args, struct rpc_void, xdr_rpc_void,
-      do_save_flags, W),
-    P(REMOTE_PROC_DOMAIN_RESTORE, struct restore_args, xdr_restore_args, struct rpc_void, xdr_rpc_void, do_restore, W),
-    P(REMOTE_PROC_DOMAIN_RESTORE_FLAGS, struct restore_flags_args, xdr_restore_flags_args, struct rpc_void, xdr_rpc_void,
-      do_restore_flags, W),
-    P(REMOTE_PROC_DOMAIN_SAVE_IMAGE_GET_XML_DESC, struct file_flags_args, xdr_file_flags_args, struct string_ret, xdr_string_ret,
-      do_save_image_xml, 0),
-    P(REMOTE_PROC_DOMAIN_MANAGED_SAVE, struct dom_flags, xdr_dom_flags, struct rpc_void, xdr_rpc_void, do_managed_save, W),
-    P(REMOTE_PROC_DOMAIN_HAS_MANAGED_SAVE_IMAGE, struct dom_flags, xdr_dom_flags, struct int_ret, xdr_int_ret, do_has_managed, 0),
-    P(REMOTE_PROC_DOMAIN_MANAGED_SAVE_REMOVE, struct dom_flags, xdr_dom_flags, struct rpc_void, xdr_rpc_void, do_managed_remove,
-      W),
-    P(REMOTE_PROC_DOMAIN_GET_JOB_INFO, struct dom_only, xdr_dom_only, struct job_info_ret, xdr_job_info_ret, do_job_info, 0),
-    P(REMOTE_PROC_DOMAIN_GET_JOB_STATS, struct dom_flags, xdr_dom_flags, struct job_stats_ret, xdr_job_stats_ret,
-      do_job_stats, 0),
+    P(REMOTE_PROC_DOMAIN_SNAPSHOT_CREATE_XML, struct create_args, xdr_create_args,
+      struct snap_ret, xdr_snap_ret, do_create, W),
+    P(REMOTE_PROC_DOMAIN_SNAPSHOT_GET_XML_DESC, struct snap_flags, xdr_snap_flags,
+      struct string_ret, xdr_string_ret, do_get_xml, 0),
+    P(REMOTE_PROC_DOMAIN_SNAPSHOT_NUM, struct dom_flags, xdr_dom_flags,
+      struct int_ret, xdr_int_ret, do_num, 0),
+    P(REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_NAMES, struct dom_names_args, xdr_dom_names_args,
+      struct names_ret, xdr_names_ret, do_list_names, 0),
+    P(REMOTE_PROC_DOMAIN_SNAPSHOT_LOOKUP_BY_NAME, struct lookup_args, xdr_lookup_args,
+      struct snap_ret, xdr_snap_ret, do_lookup, 0),
+    P(REMOTE_PROC_DOMAIN_HAS_CURRENT_SNAPSHOT, struct dom_flags, xdr_dom_flags,
+      struct int_ret, xdr_int_ret, do_has_current, 0),
+    P(REMOTE_PROC_DOMAIN_SNAPSHOT_CURRENT, struct dom_flags, xdr_dom_flags,
+      struct snap_ret, xdr_snap_ret, do_current, 0),
+    P(REMOTE_PROC_DOMAIN_REVERT_TO_SNAPSHOT, struct snap_flags, xdr_snap_flags,
+      struct rpc_void, xdr_rpc_void, do_revert, W),
+    P(REMOTE_PROC_DOMAIN_SNAPSHOT_DELETE, struct snap_flags, xdr_snap_flags,
+      struct rpc_void, xdr_rpc_void, do_delete, W),
+    P(REMOTE_PROC_DOMAIN_SNAPSHOT_GET_PARENT, struct snap_flags, xdr_snap_flags,
+      struct snap_ret, xdr_snap_ret, do_get_parent, 0),
+    P(REMOTE_PROC_DOMAIN_SNAPSHOT_NUM_CHILDREN, struct snap_flags, xdr_snap_flags,
+      struct int_ret, xdr_int_ret, do_num_children, 0),
+    P(REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_CHILDREN_NAMES, struct snap_names_args, xdr_snap_names_args,
+      struct names_ret, xdr_names_ret, do_list_children, 0),
+    P(REMOTE_PROC_DOMAIN_SNAPSHOT_IS_CURRENT, struct snap_flags, xdr_snap_flags,
+      struct int_ret, xdr_int_ret, do_is_current, 0),
+    P(REMOTE_PROC_DOMAIN_SNAPSHOT_HAS_METADATA, struct snap_flags, xdr_snap_flags,
+      struct int_ret, xdr_int_ret, do_has_metadata, 0),
+    P(REMOTE_PROC_DOMAIN_LIST_ALL_SNAPSHOTS, struct dom_list_args, xdr_dom_list_args,
+      struct snaps_ret, xdr_snaps_ret, do_list_all, 0),
+    P(REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_ALL_CHILDREN, struct snap_list_args, xdr_snap_list_args,
+      struct snaps_ret, xdr_snaps_ret, do_list_all_children, 0),
+    P(REMOTE_PROC_DOMAIN_SAVE, struct save_args, xdr_save_args,
+      struct rpc_void, xdr_rpc_void, do_save, W),
+    P(REMOTE_PROC_DOMAIN_SAVE_FLAGS, struct save_flags_args, xdr_save_flags_args,
+      struct rpc_void, xdr_rpc_void, do_save_flags, W),
+    P(REMOTE_PROC_DOMAIN_RESTORE, struct restore_args, xdr_restore_args,
+      struct rpc_void, xdr_rpc_void, do_restore, W),
+    P(REMOTE_PROC_DOMAIN_RESTORE_FLAGS, struct restore_flags_args, xdr_restore_flags_args,
+      struct rpc_void, xdr_rpc_void, do_restore_flags, W),
+    P(REMOTE_PROC_DOMAIN_SAVE_IMAGE_GET_XML_DESC, struct file_flags_args, xdr_file_flags_args,
+      struct string_ret, xdr_string_ret, do_save_image_xml, 0),
+    P(REMOTE_PROC_DOMAIN_MANAGED_SAVE, struct dom_flags, xdr_dom_flags,
+      struct rpc_void, xdr_rpc_void, do_managed_save, W),
+    P(REMOTE_PROC_DOMAIN_HAS_MANAGED_SAVE_IMAGE, struct dom_flags, xdr_dom_flags,
+      struct int_ret, xdr_int_ret, do_has_managed, 0),
+    P(REMOTE_PROC_DOMAIN_MANAGED_SAVE_REMOVE, struct dom_flags, xdr_dom_flags,
+      struct rpc_void, xdr_rpc_void, do_managed_remove, W),
+    P(REMOTE_PROC_DOMAIN_GET_JOB_INFO, struct dom_only, xdr_dom_only,
+      struct job_info_ret, xdr_job_info_ret, do_job_info, 0),
+    P(REMOTE_PROC_DOMAIN_GET_JOB_STATS, struct dom_flags, xdr_dom_flags,
+      struct job_stats_ret, xdr_job_stats_ret, do_job_stats, 0),
 };
 const size_t rpc_snapshot_procs_count = G_N_ELEMENTS(rpc_snapshot_procs);
