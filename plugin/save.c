@@ -212,10 +212,18 @@ static bool start_restored(struct vsnap_driver *drv, struct vsnap_domain *dom,
         .def = def, .setup_vm = vmsnap_restore_setup, .data = &r,
         .state = run ? VIR_DOMAIN_RUNNING : VIR_DOMAIN_PAUSED,
         .reason = run ? VIR_DOMAIN_RUNNING_RESTORED : VIR_DOMAIN_PAUSED_USER,
-        .event = run ? VIR_DOMAIN_EVENT_STARTED : VIR_DOMAIN_EVENT_SUSPENDED,
-        .detail = run ? VIR_DOMAIN_EVENT_STARTED_RESTORED : VIR_DOMAIN_EVENT_SUSPENDED_RESTORED,
+        .event = VIR_DOMAIN_EVENT_STARTED, .detail = VIR_DOMAIN_EVENT_STARTED_RESTORED,
     };
-    return process_start_with(drv, dom, &how, error);
+    if (!process_start_with(drv, dom, &how, error))
+        return false;
+    /* As libvirt: started, then suspended when the image says paused. */
+    if (!run) {
+        g_mutex_lock(&dom->lock);
+        event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_SUSPENDED,
+                              VIR_DOMAIN_EVENT_SUSPENDED_RESTORED);
+        g_mutex_unlock(&dom->lock);
+    }
+    return true;
 }
 
 static struct domain_def *image_definition(struct vsnap_driver *drv, const char *image_xml,
