@@ -395,6 +395,34 @@ class RestartTest(SnapshotTestBase):
             self.check_revert("r1", snap, expected[snap])
 
 
+class EventOrderTest(SnapshotTestBase):
+    def test_lifecycle_events_of_revert_save_restore(self):
+        self.start_guest("e1")
+        self.v("snapshot-create-as", "e1", "s")
+        watcher = subprocess.Popen(["virsh", "-c", self.daemon.uri, "event", "e1", "--loop",
+                                    "--event", "lifecycle", "--timeout", "60"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        image = os.path.join(self.daemon.dir, "e1.save")
+        try:
+            time.sleep(1)   # let it register
+            self.v("snapshot-revert", "e1", "s")
+            self.v("snapshot-revert", "e1", "s", "--paused")
+            self.v("save", "e1", image, "--running")
+            self.v("restore", image)
+            self.v("managedsave", "e1", "--paused")
+            self.v("start", "e1")
+            time.sleep(0.5)
+        finally:
+            watcher.terminate()
+            out, _ = watcher.communicate(timeout=10)
+        lines = [l.split(": ", 1)[1] for l in out.splitlines() if l.startswith("event 'lifecycle'")]
+        self.assertEqual(lines, [
+            "Stopped Snapshot", "Started Snapshot",
+            "Stopped Snapshot", "Started Snapshot", "Suspended Snapshot",
+            "Stopped Saved", "Started Restored",
+            "Stopped Saved", "Started Restored", "Suspended Restored"], out)
+
+
 COMPACT = os.path.join(os.path.dirname(os.environ.get("VIRTVSNAPD", "/nonexistent")), "..",
                        "tools", "vsnap-compact")
 
