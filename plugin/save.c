@@ -322,6 +322,28 @@ char *save_image_xml(struct vsnap_driver *drv, const char *file, unsigned flags,
     return info.domain_xml;
 }
 
+bool save_image_define(struct vsnap_driver *drv, const char *file, const char *dxml,
+                       unsigned flags, GError **error)
+{
+    if (!check_flags(flags, VIR_DOMAIN_SAVE_RUNNING | VIR_DOMAIN_SAVE_PAUSED, error))
+        return false;
+    struct save_image_info info = {0};
+    if (!save_image_read_info(file, &info, error))
+        return false;
+    g_autoptr(domain_def) def = image_definition(drv, info.domain_xml, dxml, error);
+    bool paused = (flags & VIR_DOMAIN_SAVE_PAUSED) ||
+                  (!(flags & VIR_DOMAIN_SAVE_RUNNING) && info.paused);
+    save_image_info_clear(&info);
+    if (!def)
+        return false;
+    g_autofree char *xml = domain_def_format(def, false, -1);
+    g_autofree char *work = work_dir(drv, error);
+    bool ok = work && save_image_extract(file, work, error) &&
+              save_image_write(file, xml, work, paused, NULL, NULL, error);
+    remove_dir(work);
+    return ok;
+}
+
 /* ---- managed save ---- */
 
 static bool write_managed_info(const char *dir, const char *xml, bool paused, GError **error)

@@ -24,6 +24,11 @@ bool save_restore_file(struct vsnap_driver *drv, const char *from, const char *d
                        unsigned flags, GError **error);
 char *save_image_xml(struct vsnap_driver *drv, const char *file, unsigned flags,
                      GError **error);
+/* save-image-define / save-image-edit: a new definition (same domain, memory
+ * and vCPUs) and, with VIR_DOMAIN_SAVE_RUNNING/PAUSED, a new state to restore
+ * into. The image is rewritten under a temporary name and renamed. */
+bool save_image_define(struct vsnap_driver *drv, const char *file, const char *dxml,
+                       unsigned flags, GError **error);
 
 bool save_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                   GError **error);

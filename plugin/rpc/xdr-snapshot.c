@@ -30,6 +30,7 @@ enum {
     REMOTE_PROC_DOMAIN_SAVE_FLAGS = 232,
     REMOTE_PROC_DOMAIN_RESTORE_FLAGS = 233,
     REMOTE_PROC_DOMAIN_SAVE_IMAGE_GET_XML_DESC = 235,
+    REMOTE_PROC_DOMAIN_SAVE_IMAGE_DEFINE_XML = 236,
     REMOTE_PROC_DOMAIN_SNAPSHOT_GET_PARENT = 244,
     REMOTE_PROC_DOMAIN_SNAPSHOT_NUM_CHILDREN = 246,
     REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_CHILDREN_NAMES = 247,
@@ -235,6 +236,17 @@ struct file_flags_args {
 static bool_t xdr_file_flags_args(XDR *x, struct file_flags_args *a)
 {
     return xdr_wire_string(x, &a->file) && xdr_u_int(x, &a->flags);
+}
+
+struct file_xml_flags_args {
+    char *file;
+    char *dxml;
+    uint32_t flags;
+};
+static bool_t xdr_file_xml_flags_args(XDR *x, struct file_xml_flags_args *a)
+{
+    return xdr_wire_string(x, &a->file) && xdr_wire_string(x, &a->dxml) &&
+           xdr_u_int(x, &a->flags);
 }
 
 struct job_info_ret {
@@ -509,6 +521,12 @@ static bool do_save_image_xml(struct rpc_call *call, struct file_flags_args *a,
     return xml != NULL;
 }
 
+static bool do_save_image_define(struct rpc_call *call, struct file_xml_flags_args *a,
+                                 struct rpc_void *r, GError **error)
+{
+    return save_image_define(call->driver, a->file, a->dxml, a->flags, error);
+}
+
 static bool do_managed_save(struct rpc_call *call, struct dom_flags *a, struct rpc_void *r,
                             GError **error)
 {
@@ -629,6 +647,8 @@ const struct proc_entry rpc_snapshot_procs[] = {
       struct rpc_void, xdr_rpc_void, do_restore_flags, W),
     P(REMOTE_PROC_DOMAIN_SAVE_IMAGE_GET_XML_DESC, struct file_flags_args, xdr_file_flags_args,
       struct string_ret, xdr_string_ret, do_save_image_xml, 0),
+    P(REMOTE_PROC_DOMAIN_SAVE_IMAGE_DEFINE_XML, struct file_xml_flags_args,
+      xdr_file_xml_flags_args, struct rpc_void, xdr_rpc_void, do_save_image_define, W),
     P(REMOTE_PROC_DOMAIN_MANAGED_SAVE, struct dom_flags, xdr_dom_flags,
       struct rpc_void, xdr_rpc_void, do_managed_save, W),
     P(REMOTE_PROC_DOMAIN_HAS_MANAGED_SAVE_IMAGE, struct dom_flags, xdr_dom_flags,

@@ -266,7 +266,7 @@ class SaveTest(SnapshotTestBase):
         self.v("restore", image)
         self.assertEqual(self.state("v1"), "running (restored)")
         self.assertEqual(self.sums("v1"), want)
-        # --paused, and --xml whose serial file is used through config_overrides.
+        # restore --xml: its serial file reaches the shim through config_overrides.
         self.v("save", "v1", image)
         xml = self.v("save-image-dumpxml", image).stdout
         log = os.path.join(self.daemon.dir, "v1-serial.log")
@@ -275,7 +275,21 @@ class SaveTest(SnapshotTestBase):
         xml_path = os.path.join(self.daemon.dir, "v1-restore.xml")
         with open(xml_path, "w") as f:
             f.write(xml)
-        self.v("restore", image, "--paused", "--xml", xml_path)
+        # save-image-define: a new description and a paused start, kept in the image.
+        described = self.v("save-image-dumpxml", image).stdout.replace(
+            "</name>", "</name>\n  <description>edited image</description>", 1)
+        described_path = os.path.join(self.daemon.dir, "v1-described.xml")
+        with open(described_path, "w") as f:
+            f.write(described)
+        self.v("save-image-define", image, described_path, "--paused")
+        self.assertIn("edited image", self.v("save-image-dumpxml", image).stdout)
+        with open(described_path, "w") as f:
+            f.write(described.replace("<name>v1</name>", "<name>v9</name>"))
+        res = self.v("save-image-define", image, described_path, check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("same name, uuid", res.stderr)
+        # No --paused here: the image itself now says paused.
+        self.v("restore", image, "--xml", xml_path)
         self.assertEqual(self.state("v1"), "paused (user)")
         self.v("resume", "v1")
         self.assertEqual(self.sums("v1"), want)
