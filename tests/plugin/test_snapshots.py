@@ -546,7 +546,7 @@ class BadInputTest(SnapshotTestBase):
 
 # The procedures of rpc/xdr-snapshot.c.
 SNAPSHOT_PROCS = [54, 55, 163, 182, 183, 184, 185, 186, 187, 188, 189, 190, 191, 192, 193, 232,
-                  233, 235, 244, 246, 247, 271, 272, 274, 275, 298]
+                  233, 235, 236, 244, 246, 247, 271, 272, 274, 275, 298]
 
 
 class GarbageTest(DaemonTest):
