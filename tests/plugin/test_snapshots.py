@@ -497,6 +497,19 @@ class BadInputTest(SnapshotTestBase):
         self.v("undefine", "b1", "--snapshots-metadata")
         self.assertFalse(os.path.exists(os.path.join(self.daemon.state, "snapshots", "b1")))
 
+    def test_read_only_connection(self):
+        self.start_guest("ro1")
+        self.v("snapshot-create-as", "ro1", "s")
+        self.assertEqual(self.v("snapshot-list", "ro1", "--name", ro=True).stdout.split(), ["s"])
+        self.assertIn("<name>s</name>", self.v("snapshot-dumpxml", "ro1", "s", ro=True).stdout)
+        for cmd in (["snapshot-create-as", "ro1", "t"], ["snapshot-revert", "ro1", "s"],
+                    ["snapshot-delete", "ro1", "s"], ["managedsave", "ro1"],
+                    ["save", "ro1", os.path.join(self.daemon.dir, "ro.save")]):
+            res = self.v(*cmd, ro=True, check=False)
+            self.assertNotEqual(res.returncode, 0, cmd)
+            self.assertIn("read-only", res.stderr, cmd)
+        self.assertEqual(self.state("ro1"), "running (booted)")
+
     def test_transient_domain_leaves_no_snapshots_to_a_namesake(self):
         from vsnapd import domain_xml
         path = os.path.join(self.daemon.dir, "tr.xml")
