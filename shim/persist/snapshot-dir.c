@@ -48,10 +48,8 @@ static bool parse_memory(JsonObject *memory, const char *dir, struct snapshot_me
     return true;
 }
 
-bool snapshot_dir_read(const char *dir, struct snapshot_meta *meta, JsonParser **parser_out, GError **error)
+static bool read_state(const char *dir, struct snapshot_meta *meta, JsonParser **parser_out, GError **error)
 {
-    memset(meta, 0, sizeof *meta);
-    meta->dir = g_strdup(dir);
     g_autofree char *path = g_build_filename(dir, "state.json", NULL);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) local = NULL;
@@ -79,6 +77,16 @@ bool snapshot_dir_read(const char *dir, struct snapshot_meta *meta, JsonParser *
     if (parser_out)
         *parser_out = g_steal_pointer(&parser);
     return true;
+}
+
+bool snapshot_dir_read(const char *dir, struct snapshot_meta *meta, JsonParser **parser_out, GError **error)
+{
+    memset(meta, 0, sizeof *meta);
+    meta->dir = g_strdup(dir);
+    if (read_state(dir, meta, parser_out, error))
+        return true;
+    snapshot_meta_clear(meta); /* nothing to free for the caller on failure */
+    return false;
 }
 
 static bool io_failed(GError **error, const char *what, const char *path)

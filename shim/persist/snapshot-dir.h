@@ -20,7 +20,8 @@ struct snapshot_meta {
 
 void snapshot_meta_clear(struct snapshot_meta *meta);
 
-/* Parse dir/state.json; *parser_out (optional) receives the parser holding it. */
+/* Parse dir/state.json; *parser_out (optional) receives the parser holding it.
+ * On failure meta holds nothing to free. */
 bool snapshot_dir_read(const char *dir, struct snapshot_meta *meta, JsonParser **parser_out, GError **error);
 
 /* Write text to dir/name durably (temporary name, fsync, rename). */

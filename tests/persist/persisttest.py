@@ -60,12 +60,24 @@ class ApiShim:
             probe.close()
 
     def close(self):
+        """vmm.shutdown, so a sanitizer build reports leaks; killed (by pid)
+        if it does not exit. A sanitizer report in the log fails the test."""
+        if self.proc.poll() is None:
+            try:
+                self.api("PUT", "vmm.shutdown", timeout=10)
+                self.proc.wait(timeout=10)
+            except (Fail, subprocess.TimeoutExpired):
+                pass
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
         self._log.close()
+        log = self.read(self.log_path)
         if self.own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            if marker in log:
+                raise Fail(f"{self.name}: sanitizer report:\n{log[log.index(marker) - 200:][:6000]}")
 
     def __enter__(self):
         return self
