@@ -102,11 +102,12 @@ static bool parse_snapshot(JsonObject *obj, struct persist_snapshot_request *out
     const char *mode = NULL;
     if (!check_members(obj, "vm.snapshot", known, error) ||
         !get_string(obj, "destination_url", true, &out->destination_url, error) ||
-        !get_string(obj, "mode", false, &mode, error) || !get_string(obj, "parent_url", false, &out->parent_url, error))
+        !get_string(obj, "mode", false, &mode, error) ||
+        !get_string(obj, "parent_url", false, &out->parent_url, error))
         return false;
     if (mode && g_strcmp0(mode, "full") && g_strcmp0(mode, "diff")) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "field \"mode\" must be \"full\" or \"diff\", not \"%s\"",
-                    mode);
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "field \"mode\" must be \"full\" or \"diff\", not \"%s\"", mode);
         return false;
     }
     out->diff = !g_strcmp0(mode, "diff");
@@ -162,7 +163,8 @@ static bool parse_block_size(JsonObject *obj, uint64_t *out, GError **error)
     *out = 0;
     if (!node || JSON_NODE_HOLDS_NULL(node))
         return true;
-    gint64 v = JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_INT64 ? json_node_get_int(node) : -1;
+    bool is_int = JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_INT64;
+    gint64 v = is_int ? json_node_get_int(node) : -1;
     if (v < MIN_BLOCK_SIZE || v > MAX_BLOCK_SIZE || (v & (v - 1))) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
                     "field \"ondemand_block_size\" must be a power of two from 4096 to 2097152 bytes");
@@ -186,7 +188,8 @@ static bool parse_restore(JsonObject *obj, struct restore_body *out, GError **er
         !get_string(obj, "source_url", true, &out->req.source_url, error) ||
         !get_string(obj, "memory_restore_mode", false, &mode, error) ||
         !get_bool(obj, "prefault", &out->req.prefault, error) || !get_bool(obj, "resume", &out->resume, error) ||
-        !get_bool(obj, "prefetch", &out->req.prefetch, error) || !parse_block_size(obj, &out->req.block_size, error))
+        !get_bool(obj, "prefetch", &out->req.prefetch, error) ||
+        !parse_block_size(obj, &out->req.block_size, error))
         return false;
     g_autoptr(GError) local = NULL;
     if (!snap_restore_mode_parse(mode, &out->req.mode, &local)) {

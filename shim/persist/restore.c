@@ -59,7 +59,8 @@ static bool apply_overrides(JsonObject *config, JsonObject *overrides, GError **
     for (GList *l = members; l; l = l->next) {
         if (!g_strv_contains(sections, l->data)) {
             g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                        "config_overrides.%s is not supported (serial, console and vsock are)", (const char *)l->data);
+                        "config_overrides.%s is not supported (serial, console and vsock are)",
+                        (const char *)l->data);
             return false;
         }
     }
@@ -166,7 +167,8 @@ static struct snap_chain *open_chain(const struct snapshot_meta *top, uint64_t r
     }
     if (chain->ram_size != ram_size) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                    "the memory layers hold %" G_GUINT64_FORMAT " bytes of RAM, config.json says %" G_GUINT64_FORMAT,
+                    "the memory layers hold %" G_GUINT64_FORMAT " bytes of RAM, config.json says %"
+                    G_GUINT64_FORMAT,
                     chain->ram_size, ram_size);
         snap_chain_free(chain);
         return NULL;
