@@ -9,6 +9,7 @@
 #include "process.h"
 #include "save-image.h"
 #include "snapshot-dir.h"
+#include "snapshot.h"
 #include "snapshot-vm.h"
 #include "virt-error.h"
 
@@ -360,6 +361,27 @@ static bool write_managed_info(const char *dir, const char *xml, bool paused, GE
     return true;
 }
 
+char *save_managed_image_dir(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    return save_has_managed(drv, dom) ? managed_dir(drv, dom->name) : NULL;
+}
+
+/* A diff on base when the shim takes one, else a full snapshot. */
+static bool take_managed(struct vsnap_domain *dom, const char *dir, const char *base,
+                         GError **error)
+{
+    if (base) {
+        g_autoptr(GError) diff_error = NULL;
+        if (vmsnap_take(dom, dir, base, &diff_error))
+            return true;
+        g_message("domain %s: diff managed save refused (%s); taking a full one", dom->name,
+                  diff_error->message);
+        remove_dir(dir);
+        g_mkdir_with_parents(dir, 0700);
+    }
+    return vmsnap_take(dom, dir, NULL, error);
+}
+
 static bool managed_save_locked(struct vsnap_driver *drv, struct vsnap_domain *dom,
                                 unsigned flags, GError **error)
 {
@@ -377,9 +399,10 @@ static bool managed_save_locked(struct vsnap_driver *drv, struct vsnap_domain *d
         return false;
     bool paused = (flags & VIR_DOMAIN_SAVE_PAUSED) ||
                   (!(flags & VIR_DOMAIN_SAVE_RUNNING) && !was_running);
+    g_autofree char *base = snapshot_diff_base_dir(drv, dom);
     remove_dir(tmp);
     vmsnap_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SAVE, ram_bytes(dom), tmp);
-    bool ok = g_mkdir_with_parents(tmp, 0700) == 0 && vmsnap_take(dom, tmp, NULL, error) &&
+    bool ok = g_mkdir_with_parents(tmp, 0700) == 0 && take_managed(dom, tmp, base, error) &&
               write_managed_info(tmp, xml, paused, error);
     if (ok) {
         remove_dir(final);

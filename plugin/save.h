@@ -7,7 +7,10 @@
  * directory goes (the shim holds what it still needs).
  * managedsave: the snapshot directory stays as it is in
  * <state_dir>/managedsave/<name>/, so `start` restores straight from it, on
- * demand: no unpacking, nothing read before the VM runs.
+ * demand: no unpacking, nothing read before the VM runs. While the VM runs
+ * from the current snapshot without a break, the image is a diff on it (its
+ * chain then reaches into the snapshot directory; deleting that snapshot
+ * folds it into the image like into any child).
  * Errors are VSNAP_VIR_ERROR GErrors with libvirt's codes. */
 #pragma once
 
@@ -33,6 +36,9 @@ bool save_image_define(struct vsnap_driver *drv, const char *file, const char *d
 bool save_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                   GError **error);
 bool save_has_managed(struct vsnap_driver *drv, struct vsnap_domain *dom);
+/* The managed image's directory when there is one (snapshot deletes fold
+ * into it when it is a diff on the snapshot deleted). */
+char *save_managed_image_dir(struct vsnap_driver *drv, struct vsnap_domain *dom);
 bool save_managed_remove(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
 
 /* Hooks for the domain driver. start: called under dom->job by a start of

@@ -5,6 +5,7 @@
 
 #include "conf/snapshot-conf.h"
 #include "process.h"
+#include "save.h"
 #include "snapshot-dir.h"
 #include "snapshot-store.h"
 #include "snapshot-vm.h"
@@ -36,13 +37,28 @@ static bool refuse(GError **error, int code, const char *text)
 /* ---- deleting, also used to finish a delete a crash interrupted ---- */
 
 /* Survivors whose layer is a diff on `gone` take its pages and its parent. */
-static bool fold_into_layer_children(struct snapshot_tree *tree, struct snapshot_entry *gone,
+/* A managed save image taken as a diff on `gone` depends on it too. */
+static char *managed_layer_child(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                 const struct snapshot_entry *gone)
+{
+    g_autofree char *dir = save_managed_image_dir(drv, dom);
+    g_autofree char *parent = NULL;
+    if (!dir || !snapdir_parent(dir, &parent, NULL) || g_strcmp0(parent, gone->dir) != 0)
+        return NULL;
+    return g_steal_pointer(&dir);
+}
+
+static bool fold_into_layer_children(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                     struct snapshot_tree *tree, struct snapshot_entry *gone,
                                      GError **error)
 {
     g_autoptr(GPtrArray) kids = snapshot_tree_layer_children(tree, gone);
-    if (kids->len == 0)
+    g_autofree char *managed = managed_layer_child(drv, dom, gone);
+    if (kids->len == 0 && !managed)
         return true;
     if (!gone->deleting && !snapshot_entry_mark_deleting(gone, error))
+        return false;
+    if (managed && !snapdir_fold_into_child(gone->dir, managed, error))
         return false;
     for (guint i = 0; i < kids->len; i++) {
         struct snapshot_entry *kid = kids->pdata[i];
@@ -58,10 +74,10 @@ static bool fold_into_layer_children(struct snapshot_tree *tree, struct snapshot
 }
 
 /* Remove one snapshot whose own descendants are handled already. */
-static bool remove_one(struct vsnap_domain *dom, struct snapshot_tree *tree,
-                       struct snapshot_entry *gone, GError **error)
+static bool remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                       struct snapshot_tree *tree, struct snapshot_entry *gone, GError **error)
 {
-    if (!fold_into_layer_children(tree, gone, error))
+    if (!fold_into_layer_children(drv, dom, tree, gone, error))
         return false;
     g_autoptr(GPtrArray) kids = snapshot_tree_children(tree, gone->name);
     for (guint i = 0; i < kids->len; i++) {
@@ -81,7 +97,8 @@ static bool remove_one(struct vsnap_domain *dom, struct snapshot_tree *tree,
 }
 
 /* Under the job lock: leftovers of a crash are finished or removed. */
-static bool recover(struct vsnap_domain *dom, struct snapshot_tree *tree, GError **error)
+static bool recover(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                    struct snapshot_tree *tree, GError **error)
 {
     snapshot_tree_remove_unfinished(tree);
     for (guint i = tree->entries->len; i-- > 0;) {
@@ -89,7 +106,7 @@ static bool recover(struct vsnap_domain *dom, struct snapshot_tree *tree, GError
         if (e->deleting) {
             g_message("domain %s: finishing the interrupted delete of snapshot '%s'", dom->name,
                       e->name);
-            if (!remove_one(dom, tree, e, error))
+            if (!remove_one(drv, dom, tree, e, error))
                 return false;
         }
     }
@@ -156,6 +173,14 @@ static struct snapshot_entry *diff_base(struct vsnap_domain *dom, struct snapsho
     if (!lineage || !current || !g_str_equal(current->id, lineage))
         return NULL;
     return current;
+}
+
+char *snapshot_diff_base_dir(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(snapshot_tree) tree = load(drv, dom, &error);
+    struct snapshot_entry *base = tree ? diff_base(dom, tree) : NULL;
+    return base ? g_strdup(base->dir) : NULL;
 }
 
 static bool take_layers(struct vsnap_domain *dom, struct snapshot_entry *e,
@@ -230,7 +255,7 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
         return NULL;
     }
     g_autoptr(snapshot_tree) tree = load(drv, dom, error);
-    if (!tree || !recover(dom, tree, error))
+    if (!tree || !recover(drv, dom, tree, error))
         return NULL;
     g_autoptr(snapshot_def) def = parse_request(drv, tree, xml, error);
     if (!def)
@@ -520,7 +545,7 @@ static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
                           unsigned flags, GError **error)
 {
     g_autoptr(snapshot_tree) tree = load(drv, dom, error);
-    if (!tree || !recover(dom, tree, error))
+    if (!tree || !recover(drv, dom, tree, error))
         return false;
     struct snapshot_entry *e = find(tree, name, error);
     if (!e)
@@ -568,7 +593,7 @@ static bool delete_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
                           unsigned flags, GError **error)
 {
     g_autoptr(snapshot_tree) tree = load(drv, dom, error);
-    if (!tree || !recover(dom, tree, error))
+    if (!tree || !recover(drv, dom, tree, error))
         return false;
     struct snapshot_entry *e = find(tree, name, error);
     if (!e)
@@ -579,11 +604,11 @@ static bool delete_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
                                                 : g_ptr_array_new();
     /* Deepest first, so each one removed has no children left among the doomed. */
     for (guint i = doomed->len; i-- > 0;)
-        if (!remove_one(dom, tree, doomed->pdata[i], error))
+        if (!remove_one(drv, dom, tree, doomed->pdata[i], error))
             return false;
     if (flags & VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY)
         return true;
-    return remove_one(dom, tree, e, error);
+    return remove_one(drv, dom, tree, e, error);
 }
 
 bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,

@@ -360,6 +360,30 @@ class SaveTest(SnapshotTestBase):
             self.assertNotEqual(res.returncode, 0, cmd)
             self.assertIn("save image", res.stderr)
 
+    def managed_memory(self, name):
+        path = os.path.join(self.daemon.state, "managedsave", name, "state.json")
+        with open(path) as f:
+            return json.load(f)["memory"]
+
+    def test_managedsave_is_a_diff_on_the_current_snapshot(self):
+        self.start_guest("m2")
+        g = self.guest("m2")
+        g.fill(REGION_A, 41)
+        g.close()
+        self.v("snapshot-create-as", "m2", "base")
+        g = self.guest("m2")
+        g.fill(REGION_B, 42)
+        want = (g.sum(REGION_A), g.sum(REGION_B))
+        g.close()
+        self.v("managedsave", "m2")
+        self.assertEqual(self.managed_memory("m2")["kind"], "diff")
+        # Deleting the snapshot it sits on folds that snapshot into the image.
+        self.v("snapshot-delete", "m2", "base")
+        self.assertEqual(self.managed_memory("m2")["kind"], "full")
+        self.v("start", "m2")
+        self.assertEqual(self.state("m2"), "running (restored)")
+        self.assertEqual(self.sums("m2"), want)
+
     def test_managedsave_then_start(self):
         self.start_guest("m1")
         g = self.guest("m1")
