@@ -30,8 +30,14 @@ done
 if [ "$busybox" = auto ]; then
   busybox=; [ -x /bin/busybox ] && busybox=/bin/busybox
 fi
-if [ -n "$busybox" ] && ! file -L "$busybox" 2>/dev/null | grep -q "statically linked"; then
+# A dynamic program (one with a PT_INTERP loader) would not run in the initramfs.
+is_static() { readelf -lW "$1" 2>/dev/null | grep -q "LOAD" && ! readelf -lW "$1" | grep -q "INTERP"; }
+if [ -n "$busybox" ] && ! is_static "$busybox"; then
   echo "mkinitramfs: '$busybox' is not a static program (install busybox-static)" >&2
+  exit 1
+fi
+if ! is_static "$agent"; then
+  echo "mkinitramfs: '$agent' is not a static program" >&2
   exit 1
 fi
 

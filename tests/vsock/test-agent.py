@@ -194,6 +194,10 @@ def test_initramfs(agent, script):
         check(stat.S_ISLNK(mode) and target == b"busybox", "/bin/sh -> busybox")
         check(entries["init"][3] == agent_bytes, "/init is not the agent (busybox archive)")
 
+    res = subprocess.run([script, "-o", os.path.join(tmp, "x.cpio"), "-a", "/bin/sh"],
+                         capture_output=True, text=True, timeout=30)
+    check(res.returncode != 0 and "not a static program" in res.stderr,
+          f"a dynamic /init: {res.returncode} {res.stderr}")
     res = subprocess.run([script, "-o", os.path.join(tmp, "x.cpio"), "-a", os.path.join(tmp, "missing")],
                          capture_output=True, text=True, timeout=30)
     check(res.returncode != 0 and "not found" in res.stderr, f"missing agent: {res.returncode} {res.stderr}")
