@@ -162,12 +162,9 @@ bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **erro
         JsonNode *reason = json_object_get_member(vsnap, "last_stop_reason");
         if (reason && JSON_NODE_HOLDS_VALUE(reason))
             info->last_stop_reason = g_strdup(json_node_get_string(reason));
-        /* null until the guest announced itself, then an object with
-         * "ready": true and the guest's details. */
-        JsonNode *ready = json_object_get_member(vsnap, "ready");
-        info->ready = ready && JSON_NODE_HOLDS_OBJECT(ready) &&
-                      json_object_get_boolean_member_with_default(json_node_get_object(ready),
-                                                                  "ready", FALSE);
+        /* The shim flattens the guest's announcement into the vsnap object:
+         * "ready": true beside "generation", "boot_id", "ready_ns". */
+        info->ready = json_object_get_boolean_member_with_default(vsnap, "ready", FALSE);
     }
     return true;
 }
