@@ -104,10 +104,21 @@ static void read_ack(struct readiness *r)
     }
 }
 
+/* One read per page: on an on-demand restore each first touch is what brings
+ * the page back, so this is the guest's working set coming home. */
+static void touch_working_set(const struct readiness *r)
+{
+    uint8_t sink = 0;
+    for (uint64_t off = 0; off < r->working_set_len; off += 4096)
+        sink ^= r->working_set[off];
+    (void)sink;
+}
+
 void readiness_poll(struct readiness *r)
 {
     if (vsock_transport_resets() != r->resets_seen) {
         r->resets_seen = vsock_transport_resets();
+        touch_working_set(r); /* a reset means a restore: working set first */
         if (r->sock)
             retry_later(r, true); /* the driver already dropped the socket's state */
     }

@@ -19,6 +19,8 @@ struct readiness {
     uint64_t resets_seen;   /* transport resets already acted on */
     char reply[256];      /* the start of the answer line (longer lines are cut) */
     unsigned reply_len;
+    const volatile uint8_t *working_set; /* read back after a transport reset */
+    uint64_t working_set_len;
 };
 
 void readiness_start(struct readiness *r, uint32_t port, uint64_t tsc_khz, uint64_t boot_id);

@@ -82,13 +82,15 @@ bool vsock_service_active(void)
     return service.active;
 }
 
-void vsock_service_ready(void)
+void vsock_service_ready(const void *working_set, uint64_t len)
 {
     if (!service.active)
         return;
     service.ready = true;
     uint64_t boot_id = pattern_mix(rdtsc() ^ vsock_guest_cid());
     readiness_start(&service.readiness, service.ready_port, service.tsc_khz, boot_id);
+    service.readiness.working_set = working_set;
+    service.readiness.working_set_len = len;
     commands_start(service.cmd_port, service.boot_params);
     vsock_poll();
 }

@@ -13,8 +13,11 @@
 /* false if the VM has no vsock device (the guest then runs without). */
 bool vsock_service_init(const uint8_t *boot_params, uint64_t tsc_khz);
 bool vsock_service_active(void);
-/* Announce READY on the readiness port and start serving the command port. */
-void vsock_service_ready(void);
+/* Announce READY on the readiness port and start serving the command port.
+ * [working_set, +len) is read back (every page) after each transport reset,
+ * before READY goes out again: a restored guest's agent needs its working set
+ * before it can serve, and that is what restore benchmarks must include. */
+void vsock_service_ready(const void *working_set, uint64_t len);
 /* Busy for ms milliseconds (the guest's start-up work), still taking what
  * the device delivers, as a guest kernel would: a connection to a port that
  * nobody listens on yet is refused at once rather than left hanging. */
