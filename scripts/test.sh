@@ -20,7 +20,7 @@ if [ $# -eq 0 ] && [ "${VSNAP_NO_SANITIZE:-0}" != 1 ]; then
     meson setup "$SAN" -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
   fi
   if ninja -C "$SAN" >/dev/null; then
-    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    VSNAP_SANITIZED=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C "$SAN" --print-errorlogs --num-processes 2 \
       --suite unit --suite lib --suite snapshot --suite conf --suite api --suite vsock
     san_rc=$?

@@ -184,13 +184,16 @@ def case_readiness():
     """READY is pushed: wait-ready answers within 5 ms of the shim seeing it.
     The machine running the suite is shared by parallel tests (2 cores), so a
     single scheduling hiccup is forgiven: the best of three boots counts."""
+    # Under ASan/UBSan (scripts/test.sh's second run) every shim call is several
+    # times slower; the 5 ms promise is checked by the plain build's run.
+    limit = 50 if os.environ.get("VSNAP_SANITIZED") else 5
     lags = []
     for _ in range(3):
         lags.append(readiness_lag_ms())
         print(f"wait-ready returned {lags[-1]:.3f} ms after the shim received READY")
-        if lags[-1] < 5:
+        if lags[-1] < limit:
             break
-    check(0 <= min(lags) < 5, f"wait-ready lags {lags} ms after READY (limit 5 ms)")
+    check(0 <= min(lags) < limit, f"wait-ready lags {lags} ms after READY (limit {limit} ms)")
 
 
 def case_never_ready():
