@@ -22,7 +22,7 @@ if [ $# -eq 0 ] && [ "${VSNAP_NO_SANITIZE:-0}" != 1 ]; then
   if ninja -C "$SAN" >/dev/null; then
     VSNAP_SANITIZED=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C "$SAN" --print-errorlogs --num-processes 2 \
-      --suite unit --suite lib --suite snapshot --suite conf --suite api --suite vsock
+      --suite unit --suite lib --suite snapshot --suite conf --suite api --suite vsock --suite persist
     san_rc=$?
   else
     echo "sanitizer build failed"; san_rc=1
