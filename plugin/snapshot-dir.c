@@ -186,18 +186,84 @@ static GPtrArray *chain_layers(const char *top, GError **error)
     return g_steal_pointer(&layers);
 }
 
+/* A layer file's identity on disk: any write, replacement or truncation
+ * changes its inode, size, mtime or ctime (ctime cannot be set back by hand). */
+static char *layer_seal_text(const char *layer_path, GError **error)
+{
+    struct stat st;
+    if (stat(layer_path, &st) < 0) {
+        set_error(error, VIR_ERR_OPERATION_FAILED, "cannot stat snapshot layer %s: %s",
+                  layer_path, g_strerror(errno));
+        return NULL;
+    }
+    return g_strdup_printf("%llu %llu %lld.%09ld %lld.%09ld\n", (unsigned long long)st.st_ino,
+                           (unsigned long long)st.st_size, (long long)st.st_mtim.tv_sec,
+                           st.st_mtim.tv_nsec, (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+}
+
+static char *seal_path(const char *layer_path)
+{
+    return g_strconcat(layer_path, ".seal", NULL);
+}
+
+static bool write_seal(const char *layer_path, GError **error)
+{
+    g_autofree char *text = layer_seal_text(layer_path, error);
+    g_autofree char *path = seal_path(layer_path);
+    if (!text)
+        return false;
+    GError *local = NULL;
+    if (!g_file_set_contents(path, text, -1, &local)) {
+        set_error(error, VIR_ERR_OPERATION_FAILED, "cannot seal snapshot layer %s: %s",
+                  layer_path, local->message);
+        g_error_free(local);
+        return false;
+    }
+    return true;
+}
+
+static bool seal_matches(const char *layer_path)
+{
+    g_autofree char *path = seal_path(layer_path);
+    g_autofree char *recorded = NULL;
+    g_autofree char *now = layer_seal_text(layer_path, NULL);
+    return now && g_file_get_contents(path, &recorded, NULL, NULL) && g_str_equal(recorded, now);
+}
+
+bool snapdir_seal(const char *dir, GError **error)
+{
+    g_autofree char *layer = snapdir_layer_path(dir, error);
+    return layer && write_seal(layer, error);
+}
+
+/* Read and check every data block of a layer that changed since its seal. */
+static bool verify_changed_layer(struct snap_layer *layer, GError **error)
+{
+    if (seal_matches(layer->path))
+        return true;
+    GError *local = NULL;
+    if (!snap_layer_verify_data(layer, 0, layer->hdr.page_count, &local))
+        return from_snap_error(local, error);
+    g_autoptr(GError) ignored = NULL;
+    if (!write_seal(layer->path, &ignored))
+        g_warning("%s", ignored->message); /* verified anyway: next time reads it again */
+    return true;
+}
+
 bool snapdir_check_chain(const char *top, GError **error)
 {
     g_autoptr(GPtrArray) layers = chain_layers(top, error);
     if (!layers)
         return false;
     GError *local = NULL;
-    struct snap_chain *chain =
+    g_autoptr(snap_chain) chain =
         snap_chain_open((const char *const *)layers->pdata, layers->len, SNAP_CHAIN_DEFAULT,
                         &local);
     if (!chain)
         return from_snap_error(local, error);
-    snap_chain_free(chain);
+    for (unsigned i = 0; i < chain->nlayers; i++)
+        if (!verify_changed_layer(chain->layers[i], error))
+            return false;
     return true;
 }
 

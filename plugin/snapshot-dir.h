@@ -27,9 +27,18 @@ bool snapdir_set_parent(const char *dir, const char *parent, GError **error);
 GPtrArray *snapdir_chain(const char *top, GError **error);
 
 /* Open the chain below top as a restore would (every header and index
- * checksum, ids and parents, sizes), without reading page data: a bad chain is
- * refused before anything is stopped. */
+ * checksum, ids and parents, sizes): a bad chain is refused before anything is
+ * stopped. Page data is checked too, for each layer whose file changed since it
+ * was sealed (see snapdir_seal): a layer edited or replaced on disk is read
+ * whole and refused if a block fails its checksum, while an untouched one
+ * costs nothing, so an on-demand revert still runs before any RAM is read.
+ * (Corruption that leaves the file's inode, size and times alone is still
+ * caught when the page is first served: the VM stops, no bad data runs.) */
 bool snapdir_check_chain(const char *top, GError **error);
+
+/* Record that dir's layer, as it is on disk now, holds the data its checksums
+ * describe: called right after the shim wrote it. */
+bool snapdir_seal(const char *dir, GError **error);
 
 /* The layer id of dir's layer and of its parent (text, 36 characters). */
 bool snapdir_layer_ids(const char *dir, char out_id[37], char out_parent[37], GError **error);

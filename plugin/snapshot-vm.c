@@ -62,6 +62,10 @@ bool vmsnap_take(struct vsnap_domain *dom, const char *dir, const char *parent_d
         return false;
     g_autofree char *body = snapshot_body(dir, parent_dir);
     bool ok = monitor_vm_put_json(api, "vm.snapshot", body, 0, error);
+    /* The shim just wrote the layer with the checksums of what it read from
+     * RAM: seal it, so reverts check its data again only if the file changes. */
+    if (ok && !snapdir_seal(dir, error))
+        ok = false;
     g_autoptr(GError) resume_error = NULL;
     if (was_running && !monitor_vm_resume(api, &resume_error)) {
         g_warning("domain %s: cannot resume after the snapshot: %s", dom->name,

@@ -559,6 +559,21 @@ class BadInputTest(SnapshotTestBase):
         want = (g.sum(REGION_A), g.sum(REGION_B))
         g.close()
         pid = self.daemon.shim_pids()["b2"]
+        # One flipped byte in the page data of the top layer: the file changed
+        # since the daemon sealed it, so its data is checked before the revert.
+        top_layer = os.path.join(self.snapshot_dirs("b2")["top"][0], "memory-ranges")
+        with open(top_layer, "r+b") as f:
+            f.seek(4096 + 100)             # data starts at 4 KiB
+            byte = f.read(1)
+            f.seek(4096 + 100)
+            f.write(bytes([byte[0] ^ 0x01]))
+        res = self.v("snapshot-revert", "b2", "top", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("memory-ranges", res.stderr)
+        self.assertIn("checksum", res.stderr)
+        self.assertEqual(self.state("b2"), "running (booted)")
+        self.assertEqual(self.daemon.shim_pids()["b2"], pid)
+        self.assertEqual(self.sums("b2"), want)
         layer = os.path.join(self.snapshot_dirs("b2")["base"][0], "memory-ranges")
         with open(layer, "r+b") as f:      # one flipped byte in the base's header
             f.seek(40)
