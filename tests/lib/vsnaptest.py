@@ -13,15 +13,53 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
 
 GUEST_FILL_BASE = 16 << 20  # where the test guest's fill region starts
+CMD_PORT = 5000             # the test guest's command port (vsock)
 
 
 class ShimError(Exception):
     pass
+
+
+class Fail(Exception):
+    """What a test found wrong, in words for a person."""
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+class CurlError(Exception):
+    """curl itself failed (no answer): its message."""
+
+
+def read_text(path):
+    """A log or serial file's text so far; "" while it does not exist."""
+    try:
+        with open(path, "r", errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def curl_api(api_socket, method, endpoint, body=None, timeout=30):
+    """Call /api/v1/<endpoint> with curl over the UNIX socket, as libvirt's ch
+    driver would. Returns (HTTP status, parsed JSON body or None)."""
+    argv = ["curl", "-sS", "--max-time", str(timeout), "--unix-socket", api_socket,
+            "-X", method, "-w", "\n%{http_code}", f"http://localhost/api/v1/{endpoint}"]
+    if body is not None:
+        argv += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 5)
+    if res.returncode != 0:
+        raise CurlError(res.stderr.strip())
+    text, _, status = res.stdout.rpartition("\n")
+    return int(status), (json.loads(text) if text.strip() else None)
 
 
 def pattern_checksum(pattern_tool, seed, length):
@@ -83,18 +121,10 @@ class Shim:
     # --- output -----------------------------------------------------------
 
     def serial(self):
-        try:
-            with open(self.serial_path, "r", errors="replace") as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
+        return read_text(self.serial_path)
 
     def shim_output(self):
-        try:
-            with open(self.stderr_path, "r", errors="replace") as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
+        return read_text(self.stderr_path)
 
     def describe(self):
         """Everything a failing test should show."""
@@ -145,13 +175,95 @@ class Shim:
         (HTTP status, parsed JSON body or None)."""
         if not self.api_socket:
             raise ShimError("this Shim was started without api=True")
-        argv = ["curl", "-sS", "--max-time", str(timeout), "--unix-socket", self.api_socket,
-                "-X", method, "-w", "\n%{http_code}", f"http://localhost/api/v1/{endpoint}"]
-        if body is not None:
-            argv += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 5)
-        if res.returncode != 0:
-            raise ShimError(f"curl {method} {endpoint} failed: {res.stderr.strip()}" + self.describe())
-        text, _, status = res.stdout.rpartition("\n")
-        parsed = json.loads(text) if text.strip() else None
-        return int(status), parsed
+        try:
+            return curl_api(self.api_socket, method, endpoint, body, timeout)
+        except CurlError as e:
+            raise ShimError(f"curl {method} {endpoint} failed: {e}" + self.describe()) from None
+
+
+# --- the guest's command port over the hybrid vsock socket -------------------
+
+class CommandConn:
+    """A host-initiated connection: CONNECT <port> on the VM's vsock socket.
+    The shim's answer to CONNECT ("OK <host port>" or an error) is kept in
+    connect_reply; the caller decides what a refusal means."""
+
+    def __init__(self, path, port=CMD_PORT, timeout=5):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.buf = b""
+        try:
+            self.sock.connect(path)
+            self.sock.sendall(b"CONNECT %d\n" % port)
+            self.connect_reply = self.line()
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def line(self):
+        while b"\n" not in self.buf:
+            data = self.sock.recv(4096)
+            if not data:
+                raise Fail(f"connection closed, partial line {self.buf!r}")
+            self.buf += data
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode()
+
+    def cmd(self, text):
+        self.sock.sendall(text.encode() + b"\n")
+        return self.line()
+
+    def close(self):
+        self.sock.close()
+
+
+# --- HTTP over the API socket without curl ------------------------------------
+
+def http_exchange(sock, method, target, body=None):
+    """One HTTP/1.1 request on a connected socket, without curl (its start-up
+    would dominate millisecond timings). Reads until the body is complete by
+    Content-Length, or until the server closes. Returns (status, body bytes)."""
+    payload = json.dumps(body).encode() if body is not None else b""
+    head = (f"{method} {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+            f"Content-Length: {len(payload)}\r\n"
+            + ("Content-Type: application/json\r\n" if payload else "") + "\r\n")
+    sock.sendall(head.encode() + payload)
+    data = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+        header, sep, rest = data.partition(b"\r\n\r\n")
+        m = re.search(rb"content-length:\s*(\d+)", header, re.I)
+        if sep and m and len(rest) >= int(m.group(1)):
+            break
+    header, _, rest = data.partition(b"\r\n\r\n")
+    return int(header.split(b" ", 2)[1]), rest
+
+
+def http_unix(sock_path, method, target, body=None, timeout=10):
+    """http_exchange on a fresh connection to the UNIX socket at sock_path."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(sock_path)
+        return http_exchange(s, method, target, body)
+    finally:
+        s.close()
+
+
+# --- benchmark results ---------------------------------------------------------
+
+def percentile(values, p):
+    """The nearest-rank p-th percentile (p in 0..100) of a non-empty sequence."""
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, int(round(p / 100 * (len(s) - 1)))))]
+
+
+def append_jsonl(path, records):
+    """Append one JSON line per record to path (its directory made if needed)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "a") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")

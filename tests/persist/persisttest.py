@@ -8,21 +8,16 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
-CMD_PORT = 5000
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vsnaptest import (CMD_PORT, CommandConn, CurlError, Fail, check,  # noqa: E402,F401 (check: for the tests)
+                       curl_api, read_text)
+
 MIB = 1 << 20
 FILL_BASE = 16 * MIB
-
-
-class Fail(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
 
 
 class ApiShim:
@@ -87,11 +82,7 @@ class ApiShim:
         return False
 
     def read(self, path):
-        try:
-            with open(path, "r", errors="replace") as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
+        return read_text(path)
 
     def serial(self):
         return self.read(self.serial_path)
@@ -104,15 +95,10 @@ class ApiShim:
                 f"\n--- serial (tail):\n{self.serial()[-2000:]}")
 
     def api(self, method, endpoint, body=None, timeout=60):
-        argv = ["curl", "-sS", "--max-time", str(timeout), "--unix-socket", self.sock, "-X", method,
-                "-w", "\n%{http_code}", f"http://localhost/api/v1/{endpoint}"]
-        if body is not None:
-            argv += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 5)
-        if res.returncode != 0:
-            raise Fail(f"curl {method} {endpoint}: {res.stderr.strip()}" + self.describe())
-        text, _, status = res.stdout.rpartition("\n")
-        return int(status), (json.loads(text) if text.strip() else None)
+        try:
+            return curl_api(self.sock, method, endpoint, body, timeout)
+        except CurlError as e:
+            raise Fail(f"curl {method} {endpoint}: {e}" + self.describe()) from None
 
     def ok(self, method, endpoint, body=None, timeout=60):
         status, reply = self.api(method, endpoint, body, timeout)
@@ -176,31 +162,14 @@ class ApiShim:
         raise Fail(f"{self.name}: no heartbeat tick above {value} within {timeout_s}s" + self.describe())
 
 
-class Conn:
-    """A host-initiated connection to the guest's command port."""
+class Conn(CommandConn):
+    """A command connection that the guest must accept."""
 
     def __init__(self, vsock_path, port=CMD_PORT, timeout=30):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(vsock_path)
-        self.sock.sendall(b"CONNECT %d\n" % port)
-        self.buf = b""
-        ok = self.line()
-        if not ok.startswith("OK "):
-            raise Fail(f"CONNECT {port}: {ok!r}")
-
-    def line(self):
-        while b"\n" not in self.buf:
-            data = self.sock.recv(4096)
-            if not data:
-                raise Fail(f"connection closed, partial line {self.buf!r}")
-            self.buf += data
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line.decode()
-
-    def cmd(self, text):
-        self.sock.sendall(text.encode() + b"\n")
-        return self.line()
+        super().__init__(vsock_path, port, timeout)
+        if not self.connect_reply.startswith("OK "):
+            self.close()
+            raise Fail(f"CONNECT {port}: {self.connect_reply!r}")
 
     def ok(self, text):
         reply = self.cmd(text)
@@ -212,9 +181,6 @@ class Conn:
         if not reply.startswith("SUM "):
             raise Fail(f"SUM -> {reply!r}")
         return reply[4:]
-
-    def close(self):
-        self.sock.close()
 
 
 def connect(shim, timeout_s=30):

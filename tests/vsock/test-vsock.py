@@ -20,20 +20,11 @@ import time
 
 SHIM, GUEST, STREAM, PATTERN, LIBDIR, CASE = sys.argv[1:7]
 sys.path.insert(0, LIBDIR)
-from vsnaptest import Shim, ShimError, pattern_checksum  # noqa: E402
+from vsnaptest import (CMD_PORT, CommandConn, Fail, Shim, ShimError, check,  # noqa: E402
+                       http_exchange, pattern_checksum)
 
-CMD_PORT = 5000
 READY_PORT = 1024
 MIB = 1 << 20
-
-
-class Fail(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
 
 
 # --- helpers ----------------------------------------------------------------
@@ -50,32 +41,12 @@ def vsock_shim(delay_ms=0, api=True, extra_cmdline="", readiness_port=None, work
     return shim, path
 
 
-class Conn:
-    """A host-initiated connection: CONNECT <port> on the VM's socket."""
+class Conn(CommandConn):
+    """A command connection whose CONNECT answer the cases check as .ok."""
 
     def __init__(self, path, port=CMD_PORT, timeout=5):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(path)
-        self.sock.sendall(b"CONNECT %d\n" % port)
-        self.buf = b""
-        self.ok = self.line()
-
-    def line(self):
-        while b"\n" not in self.buf:
-            data = self.sock.recv(4096)
-            if not data:
-                raise Fail(f"connection closed, partial line {self.buf!r}")
-            self.buf += data
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line.decode()
-
-    def cmd(self, text):
-        self.sock.sendall(text.encode() + b"\n")
-        return self.line()
-
-    def close(self):
-        self.sock.close()
+        super().__init__(path, port, timeout)
+        self.ok = self.connect_reply
 
 
 def wait_guest_serving(path, timeout=20):
@@ -99,23 +70,12 @@ def http_get_unix(sock_path, target, timeout):
     measured in this process. Returns (status, body, realtime ns at return)."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
-    s.connect(sock_path)
-    s.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-        head, sep, body = data.partition(b"\r\n\r\n")
-        m = re.search(rb"content-length:\s*(\d+)", head, re.I)
-        if sep and m and len(body) >= int(m.group(1)):
-            break
-    returned = time.time_ns()
-    s.close()
-    head, _, body = data.partition(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1])
-    return status, body.decode(), returned
+    try:
+        s.connect(sock_path)
+        status, body = http_exchange(s, "GET", target)
+        return status, body.decode(), time.time_ns()
+    finally:
+        s.close()
 
 
 def counters(shim):
