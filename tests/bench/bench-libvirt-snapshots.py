@@ -22,7 +22,6 @@ usage: bench-libvirt-snapshots.py VIRTVSNAPD SHIM GUEST RESULTS [--runs N] [--si
 """
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -32,6 +31,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "plugin"))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from vsnaptest import append_jsonl  # noqa: E402
 
 MIB = 1 << 20
 WORKSET_MIB = 64
@@ -85,9 +86,7 @@ def timed_virsh(daemon, *args):
 
 def record(args, entry):
     entry.update(benchmark="libvirt-snapshots", host=os.uname().nodename, time=time.time())
-    os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
-    with open(args.results, "a") as f:
-        f.write(json.dumps(entry) + "\n")
+    append_jsonl(args.results, [entry])
 
 
 def bench_one(args, daemon, ready, ram_mib, mode):

@@ -25,7 +25,6 @@ Appends one JSON line per (mode, delay) and one summary line per delay
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -35,38 +34,15 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vsnaptest import append_jsonl, http_exchange, http_unix, percentile  # noqa: E402
+
 MODES = ("push", "fixed", "adaptive")
 
 
-def percentile(values, p):
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, int(round(p / 100 * (len(s) - 1)))))]
-
-
-def http_get(sock, target):
-    sock.sendall(f"GET {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
-    data = b""
-    while True:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-        head, sep, body = data.partition(b"\r\n\r\n")
-        m = re.search(rb"content-length:\s*(\d+)", head, re.I)
-        if sep and m and len(body) >= int(m.group(1)):
-            break
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split(b" ", 2)[1]), body.decode()
-
-
 def api_get(listener_path, target):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(30)
-    s.connect(listener_path)
-    try:
-        return http_get(s, target)
-    finally:
-        s.close()
+    status, body = http_unix(listener_path, "GET", target, timeout=30)
+    return status, body.decode()
 
 
 class Run:
@@ -119,7 +95,7 @@ def measure(shim, guest, delay_ms, mode, prober):
             client.settimeout(60)
             client.connect(run.api_path)  # queued on our listening socket
             run.spawn()
-            status, body = http_get(client, "/api/v1/vm.wait-ready?timeout_ms=60000")
+            status, body = http_exchange(client, "GET", "/api/v1/vm.wait-ready?timeout_ms=60000")
             observed_ns = time.time_ns()
             client.close()
             if status != 200:
@@ -165,7 +141,6 @@ def main():
     sys.path.insert(0, args.prober_dir)
     import vsock_prober as prober
 
-    os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
     lines = []
     for delay_ms in [int(d) for d in args.delays.split(",")]:
         # Modes take turns run by run, so load from elsewhere on this shared
@@ -191,9 +166,7 @@ def main():
         }
         lines.append(summary)
         print(json.dumps(summary), flush=True)
-    with open(args.results, "a") as f:
-        for line in lines:
-            f.write(json.dumps(line) + "\n")
+    append_jsonl(args.results, lines)
     return 0
 
 

@@ -14,16 +14,18 @@ usage: bench-shim.py SHIM GUEST RESULTS.jsonl [--runs N]
 """
 
 import argparse
-import json
 import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vsnaptest import append_jsonl, http_unix, percentile  # noqa: E402
 
 BOOTED = b"vsnap-testguest: booted"
 RAM_MIB = 128
@@ -38,29 +40,8 @@ UNITS = {"ms": "ms", "mib": "MiB"}
 
 
 def http(sock_path, method, endpoint, body=None, timeout=10):
-    """One HTTP/1.1 request over the UNIX socket without spawning curl (its
-    start-up would dominate the millisecond timings). Returns (status, body)."""
-    payload = json.dumps(body).encode() if body is not None else b""
-    request = (f"{method} /api/v1/{endpoint} HTTP/1.1\r\nHost: localhost\r\n"
-               f"Connection: close\r\nContent-Length: {len(payload)}\r\n"
-               + ("Content-Type: application/json\r\n" if payload else "")
-               + "\r\n").encode() + payload
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        s.connect(sock_path)
-        s.sendall(request)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        s.close()
-    head, _, rest = data.partition(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1])
-    return status, rest
+    """A request to /api/v1/<endpoint> without curl. Returns (status, body)."""
+    return http_unix(sock_path, method, f"/api/v1/{endpoint}", body, timeout)
 
 
 def wait_api_ready(sock_path, proc, timeout=10):
@@ -157,11 +138,6 @@ def one_run(shim, guest, workdir):
             proc.wait()
 
 
-def p95(values):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("shim")
@@ -184,22 +160,21 @@ def main():
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
     print(f"vsnap-shim foundation benchmark, {args.runs} runs, guest RAM {RAM_MIB} MiB "
           f"(guest RAM touched: median {statistics.median(guest_rss) / (1 << 20):.1f} MiB, "
           "not counted as overhead)")
     print(f"{'metric':<18} {'median':>9} {'p95':>9}  anchor")
-    with open(args.results, "a") as out:
-        for metric, values in samples.items():
-            anchor, anchor_value = ANCHORS[metric]
-            med, high = statistics.median(values), p95(values)
-            print(f"{metric:<18} {med:>9.2f} {high:>9.2f}  {anchor}")
-            record = {"bench": "shim", "metric": metric, "unit": UNITS[metric.rsplit("_", 1)[1]],
-                      "runs": len(values), "median": round(med, 3), "p95": round(high, 3),
-                      "min": round(min(values), 3), "max": round(max(values), 3),
-                      "anchor": anchor, "anchor_value": anchor_value,
-                      "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-            out.write(json.dumps(record) + "\n")
+    records = []
+    for metric, values in samples.items():
+        anchor, anchor_value = ANCHORS[metric]
+        med, high = statistics.median(values), percentile(values, 95)
+        print(f"{metric:<18} {med:>9.2f} {high:>9.2f}  {anchor}")
+        records.append({"bench": "shim", "metric": metric, "unit": UNITS[metric.rsplit("_", 1)[1]],
+                        "runs": len(values), "median": round(med, 3), "p95": round(high, 3),
+                        "min": round(min(values), 3), "max": round(max(values), 3),
+                        "anchor": anchor, "anchor_value": anchor_value,
+                        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    append_jsonl(args.results, records)
 
 
 if __name__ == "__main__":

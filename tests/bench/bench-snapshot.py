@@ -24,15 +24,15 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "persist"))
 from persisttest import ApiShim, Conn, FILL_BASE, MIB  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vsnaptest import append_jsonl, http_unix  # noqa: E402
 
 MODES = ("copy", "merge", "ondemand")
 WORKSET = 64 * MIB
@@ -40,27 +40,9 @@ REWRITE = 16 * MIB
 
 
 def http(sock_path, method, endpoint, body=None, timeout=120):
-    """HTTP/1.1 over the UNIX socket without curl (its start-up would dominate
+    """A request to /api/v1/<endpoint> without curl (its start-up would dominate
     millisecond timings). Returns (status, parsed body or None)."""
-    payload = json.dumps(body).encode() if body is not None else b""
-    head = (f"{method} /api/v1/{endpoint} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-            f"Content-Length: {len(payload)}\r\n" + ("Content-Type: application/json\r\n" if payload else "")
-            + "\r\n").encode()
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        s.connect(sock_path)
-        s.sendall(head + payload)
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        s.close()
-    header, _, text = data.partition(b"\r\n\r\n")
-    status = int(header.split(b" ", 2)[1])
+    status, text = http_unix(sock_path, method, f"/api/v1/{endpoint}", body, timeout)
     return status, (json.loads(text) if text.strip() else None)
 
 
@@ -128,9 +110,7 @@ def restore_once(args, workdir, source, mode, body_extra):
 
 def record(args, entry):
     entry.update(benchmark="snapshot", host=os.uname().nodename, time=time.time())
-    os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
-    with open(args.results, "a") as f:
-        f.write(json.dumps(entry) + "\n")
+    append_jsonl(args.results, [entry])
 
 
 def bench_size(args, workdir, ram_mib, table):
