@@ -217,6 +217,24 @@ class CommandConn:
         self.sock.close()
 
 
+def wait_command_port(path, timeout=20, connect_timeout=5, conn_class=None):
+    """A connection (a CommandConn, or the given subclass) once the guest
+    accepts CONNECT on its command port (it listens only once ready); Fail if
+    it has not within timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn = (conn_class or CommandConn)(path, CMD_PORT, connect_timeout)
+            if conn.connect_reply.startswith("OK "):
+                return conn
+            conn.close()
+        except (OSError, Fail):
+            pass
+        if time.monotonic() > deadline:
+            raise Fail(f"the guest's command port on {path} never answered")
+        time.sleep(0.05)
+
+
 # --- HTTP over the API socket without curl ------------------------------------
 
 def http_exchange(sock, method, target, body=None):

@@ -5,8 +5,8 @@ command port (CONNECT 5000 on the domain's vsock socket: FILL / SUM)."""
 import json
 import os
 import random
-import socket
 import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -15,7 +15,9 @@ import libvirt
 
 from vsnapd import DaemonTest, RawClient, decode_error, needs_guest, wait_for
 
-CMD_PORT = 5000
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vsnaptest import Fail, wait_command_port  # noqa: E402
+
 MIB = 1 << 20
 # Regions the guest may write: RAM from 16 MiB up (the test guest's rule).
 REGION_A = (16 * MIB, 4 * MIB)
@@ -26,35 +28,13 @@ class Guest:
     """The test guest's command port, reached through the domain's vsock socket."""
 
     def __init__(self, path, timeout=30):
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self.sock = socket.socket(socket.AF_UNIX)
-                self.sock.settimeout(10)
-                self.sock.connect(path)
-                self.sock.sendall(b"CONNECT %d\n" % CMD_PORT)
-                self.buf = b""
-                if self.line().startswith("OK "):
-                    return
-            except (OSError, ConnectionError):
-                pass
-            self.sock.close()
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the guest's command port on {path} never answered")
-            time.sleep(0.05)
-
-    def line(self):
-        while b"\n" not in self.buf:
-            data = self.sock.recv(4096)
-            if not data:
-                raise ConnectionError("closed")
-            self.buf += data
-        line, _, self.buf = self.buf.partition(b"\n")
-        return line.decode()
+        try:
+            self.conn = wait_command_port(path, timeout, connect_timeout=10)
+        except Fail as e:
+            raise AssertionError(str(e)) from None
 
     def cmd(self, text):
-        self.sock.sendall(text.encode() + b"\n")
-        return self.line()
+        return self.conn.cmd(text)
 
     def fill(self, region, seed):
         assert self.cmd(f"FILL {region[0]:#x} {region[1]} {seed}") == "OK"
@@ -65,7 +45,7 @@ class Guest:
         return answer[4:]
 
     def close(self):
-        self.sock.close()
+        self.conn.close()
 
 
 @needs_guest

@@ -21,7 +21,7 @@ import time
 SHIM, GUEST, STREAM, PATTERN, LIBDIR, CASE = sys.argv[1:7]
 sys.path.insert(0, LIBDIR)
 from vsnaptest import (CMD_PORT, CommandConn, Fail, Shim, ShimError, check,  # noqa: E402
-                       http_exchange, pattern_checksum)
+                       http_exchange, pattern_checksum, wait_command_port)
 
 READY_PORT = 1024
 MIB = 1 << 20
@@ -51,18 +51,7 @@ class Conn(CommandConn):
 
 def wait_guest_serving(path, timeout=20):
     """Until the guest listens on its command port (it does once ready)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            c = Conn(path)
-            if c.ok.startswith("OK "):
-                return c
-            c.close()
-        except (OSError, Fail):
-            pass
-        if time.monotonic() > deadline:
-            raise Fail("the guest's command port never answered")
-        time.sleep(0.05)
+    return wait_command_port(path, timeout, conn_class=Conn)
 
 
 def http_get_unix(sock_path, target, timeout):
