@@ -10,14 +10,18 @@ per run, interleaved so load on the shared machine hits both alike:
   QEMU (libvirt's QEMU driver, qemu:///system; q35, direct kernel boot)
     save_ms           wall time of `virsh save DOM FILE` (ends with the domain stopped)
     restore_ms        wall time of `virsh restore FILE` (ends with it running)
-    restore_tick_ms   from the start of `virsh restore` to the guest's first
-                      heartbeat line after it (the guest runs again)
+    restore_running_ms  from the start of `virsh restore` to the guest's first
+                      serial output after it (it prints a heartbeat every
+                      HEARTBEAT_MS, so this is when it runs again, +0..20 ms)
   vsnap (virtvsnapd on a private socket, vsnap:///system)
     save_ms, restore_ms   the same two virsh commands
+    restore_running_ms  the same first output, read from the new shim's
+                      serial socket (<serial type='pty'/>, what `virsh console`
+                      uses), checked by its peer pid to be the new shim
     restore_ready_ms  from the start of `virsh restore` to the agent-lifecycle
                       "connected" event (the guest announces readiness again)
-    revert_ms, revert_ready_ms   `virsh snapshot-revert` to a snapshot taken
-                      once after boot, and to its readiness event
+    revert_ms, revert_running_ms, revert_ready_ms   `virsh snapshot-revert` to a
+                      snapshot taken once after boot, and the same two marks
 
 Medians of --runs runs; one JSON object per (RAM size, VMM) plus the ratios
 (QEMU over vsnap) is appended to RESULTS. What this needs and does not find
@@ -238,6 +242,15 @@ class SerialFile:
             time.sleep(0.002)
         raise RuntimeError(f"no '{prefix}' on {self.path} within {timeout} s")
 
+    def wait_output(self, timeout=60):
+        """Monotonic time at which the file first grew past the offset."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if os.path.getsize(self.path) > self.offset:
+                return time.monotonic()
+            time.sleep(0.001)
+        raise RuntimeError(f"no output on {self.path} within {timeout} s")
+
 
 class QemuGuest:
     def __init__(self, workdir, kernel, ram_mib, expected_sum):
@@ -265,14 +278,14 @@ class QemuGuest:
         _, save_ms = timed(["virsh", "-q", "-c", QEMU_URI, "save", self.name, self.save_path])
         self.serial.skip_to_end()
         t0, restore_ms = timed(["virsh", "-q", "-c", QEMU_URI, "restore", self.save_path])
-        seen, _ = self.serial.wait_line(PREFIX + "tick", timeout=60)
+        seen = self.serial.wait_output()
         state = self.virsh("domstate", self.name).stdout.strip()
         if state != "running":
             raise RuntimeError(f"QEMU domain is '{state}' after virsh restore")
         image = os.path.getsize(self.save_path)
         os.unlink(self.save_path)
         return {"save_ms": save_ms, "restore_ms": restore_ms,
-                "restore_tick_ms": (seen - t0) * 1e3, "image_bytes": image}
+                "restore_running_ms": (seen - t0) * 1e3, "image_bytes": image}
 
     def close(self):
         run(["virsh", "-q", "-c", QEMU_URI, "destroy", self.name], check=False)
@@ -293,7 +306,10 @@ def vsnap_domain_xml(name, kernel, ram_mib):
   <memory unit='MiB'>{ram_mib}</memory>
   <vcpu>1</vcpu>
   <os><type>hvm</type><kernel>{kernel}</kernel><cmdline>{CMDLINE}</cmdline></os>
-  <devices><vsock model='virtio'><cid auto='yes'/></vsock></devices>
+  <devices>
+    <serial type='pty'><target port='0'/></serial>
+    <vsock model='virtio'><cid auto='yes'/></vsock>
+  </devices>
 </domain>
 """
 
@@ -322,6 +338,44 @@ class Readiness:
             return min(t for t in self.times if t >= t0)
 
 
+def peer_pid(sock):
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    return int.from_bytes(creds[:4], "little")
+
+
+def read_pid(path):
+    try:
+        with open(path) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def first_output_from_new_shim(run_dir, old_pid, deadline):
+    """Monotonic time of the first guest output that a shim other than old_pid
+    writes to the domain's serial socket."""
+    sock_path = os.path.join(run_dir, "serial.sock")
+    pid_path = os.path.join(run_dir, "pid")
+    while time.monotonic() < deadline:
+        pid = read_pid(pid_path)
+        if pid is None or pid == old_pid:
+            time.sleep(0.001)
+            continue
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect(sock_path)
+            if peer_pid(s) != pid:  # the old shim's socket, or a stale pid file
+                continue
+            s.settimeout(max(0.01, deadline - time.monotonic()))
+            if s.recv(4096):
+                return time.monotonic()
+        except (OSError, socket.timeout):
+            time.sleep(0.001)
+        finally:
+            s.close()
+    raise RuntimeError(f"no output from a new shim on {sock_path}")
+
+
 class VsnapGuest:
     def __init__(self, daemon, ready, kernel, ram_mib, expected_sum):
         from test_snapshots import Guest
@@ -333,7 +387,8 @@ class VsnapGuest:
             f.write(vsnap_domain_xml(self.name, kernel, ram_mib))
         daemon.virsh("define", xml)
         daemon.virsh("start", self.name)
-        self.vsock = os.path.join(daemon.state, "run", self.name, "vsock.sock")
+        self.run_dir = os.path.join(daemon.state, "run", self.name)
+        self.vsock = os.path.join(self.run_dir, "vsock.sock")
         self.expected_sum = expected_sum
         self.check_memory(Guest, timeout=BOOT_TIMEOUT)
         daemon.virsh("snapshot-create-as", self.name, "booted")
@@ -352,17 +407,41 @@ class VsnapGuest:
     def virsh_argv(self, *args):
         return ["virsh", "-q", "-c", self.daemon.uri] + list(args)
 
+    def timed_back(self, *args):
+        """(wall ms, ms to the new shim's first guest output, ms to readiness) of a
+        virsh command that brings the domain back."""
+        old_pid = read_pid(os.path.join(self.run_dir, "pid"))
+        t0 = time.monotonic()
+        proc = subprocess.Popen(self.virsh_argv(*args), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ended = {}
+
+        def wait_virsh():  # its own thread: virsh may exit before or after the output
+            ended["out"] = proc.communicate()
+            ended["t"] = time.monotonic()
+        waiter = threading.Thread(target=wait_virsh)
+        waiter.start()
+        try:
+            running = first_output_from_new_shim(self.run_dir, old_pid, t0 + 60)
+        finally:
+            waiter.join(120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"virsh {' '.join(args)} failed: {ended['out'][1].strip()}")
+        return ((ended["t"] - t0) * 1e3, (running - t0) * 1e3,
+                (self.ready.wait_after(t0) - t0) * 1e3)
+
     def measure(self):
         _, save_ms = timed(self.virsh_argv("save", self.name, self.save_path))
         image = os.path.getsize(self.save_path)
-        t0, restore_ms = timed(self.virsh_argv("restore", self.save_path))
-        restore_ready = (self.ready.wait_after(t0) - t0) * 1e3
+        restore_ms, restore_running, restore_ready = self.timed_back("restore", self.save_path)
         os.unlink(self.save_path)
-        t0, revert_ms = timed(self.virsh_argv("snapshot-revert", self.name, "booted"))
-        revert_ready = (self.ready.wait_after(t0) - t0) * 1e3
+        revert_ms, revert_running, revert_ready = self.timed_back("snapshot-revert", self.name,
+                                                               "booted")
         self.check_memory()
-        return {"save_ms": save_ms, "restore_ms": restore_ms, "restore_ready_ms": restore_ready,
-                "revert_ms": revert_ms, "revert_ready_ms": revert_ready, "image_bytes": image}
+        return {"save_ms": save_ms, "restore_ms": restore_ms, "restore_running_ms": restore_running,
+                "restore_ready_ms": restore_ready, "revert_ms": revert_ms,
+                "revert_running_ms": revert_running, "revert_ready_ms": revert_ready,
+                "image_bytes": image}
 
     def close(self):
         self.daemon.virsh("destroy", self.name, check=False)
@@ -466,25 +545,27 @@ def main():
         shutil.rmtree(workdir, ignore_errors=True)
 
     log("")
-    log(f"{'RAM':>6} {'VMM':6} {'save':>8} {'restore':>8} {'running':>8} {'revert':>8} "
-        f"{'ready':>8} {'image':>9}")
+    log(f"{'RAM':>6} {'VMM':6} {'save':>8} {'restore':>8} {'running':>8} {'ready':>8} "
+        f"{'revert':>8} {'running':>8} {'ready':>8} {'image':>10}")
     ratios = {}
     for ram, row in table.items():
         q, v = row["qemu"], row["vsnap"]
         log(f"{ram:>5}M {'qemu':6} {q['save_ms']:8.1f} {q['restore_ms']:8.1f} "
-            f"{q['restore_tick_ms']:8.1f} {'-':>8} {'-':>8} {q['image_bytes'] / MIB:6.1f} MiB")
+            f"{q['restore_running_ms']:8.1f} {'-':>8} {'-':>8} {'-':>8} {'-':>8} "
+            f"{q['image_bytes'] / MIB:6.1f} MiB")
         log(f"{ram:>5}M {'vsnap':6} {v['save_ms']:8.1f} {v['restore_ms']:8.1f} "
-            f"{v['restore_ready_ms']:8.1f} {v['revert_ms']:8.1f} {v['revert_ready_ms']:8.1f} "
+            f"{v['restore_running_ms']:8.1f} {v['restore_ready_ms']:8.1f} {v['revert_ms']:8.1f} "
+            f"{v['revert_running_ms']:8.1f} {v['revert_ready_ms']:8.1f} "
             f"{v['image_bytes'] / MIB:6.1f} MiB")
         ratios[f"qemu_restore_over_vsnap_restore_{ram}m"] = q["restore_ms"] / v["restore_ms"]
         ratios[f"qemu_restore_over_vsnap_revert_{ram}m"] = q["restore_ms"] / v["revert_ms"]
         ratios[f"qemu_save_over_vsnap_save_{ram}m"] = q["save_ms"] / v["save_ms"]
-        ratios[f"qemu_running_over_vsnap_ready_{ram}m"] = (
-            q["restore_tick_ms"] / v["restore_ready_ms"])
+        ratios[f"qemu_running_over_vsnap_running_{ram}m"] = (
+            q["restore_running_ms"] / v["restore_running_ms"])
     record(args.results, {"ratios": ratios})
-    log(f"(medians of {args.runs} runs, ms. running: from the start of virsh restore to QEMU's "
-        f"first heartbeat line, resp. vsnap's agent-lifecycle event; ready: the same after "
-        f"snapshot-revert; image: the save file)")
+    log(f"(medians of {args.runs} runs, ms. running: from the start of the virsh command to "
+        f"the guest's first serial output after it; ready: to the agent-lifecycle event "
+        f"(vsnap only: QEMU's guest has no vsnap vsock); image: the save file)")
     for k, val in ratios.items():
         log(f"{k}: {val:.2f}")
     return 0
