@@ -486,17 +486,22 @@ static char *api_socket_of(struct vsnap_domain *dom)
     return path;
 }
 
+/* process_set_state_locked under the domain lock. */
+static void set_state(struct vsnap_driver *drv, struct vsnap_domain *dom, int state, int reason,
+                      int event, int detail)
+{
+    g_mutex_lock(&dom->lock);
+    process_set_state_locked(drv, dom, state, reason, event, detail);
+    g_mutex_unlock(&dom->lock);
+}
+
 static bool pause_after_start(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
 {
     g_autofree char *api = api_socket_of(dom);
     if (!api || !monitor_vm_pause(api, error))
         return false;
-    g_mutex_lock(&dom->lock);
-    vsnap_domain_set_state_locked(dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER);
-    process_write_status_locked(dom);
-    event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_SUSPENDED,
-                          VIR_DOMAIN_EVENT_SUSPENDED_PAUSED);
-    g_mutex_unlock(&dom->lock);
+    set_state(drv, dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER, VIR_DOMAIN_EVENT_SUSPENDED,
+              VIR_DOMAIN_EVENT_SUSPENDED_PAUSED);
     return true;
 }
 
@@ -653,14 +658,9 @@ bool driver_suspend(struct vsnap_driver *drv, struct vsnap_domain *dom, GError *
     if (ok && current_state(dom) != VIR_DOMAIN_PAUSED) {
         ok = simple_action(dom, VIR_DOMAIN_RUNNING, "domain is not running", monitor_vm_pause,
                            error);
-        if (ok) {
-            g_mutex_lock(&dom->lock);
-            vsnap_domain_set_state_locked(dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER);
-            process_write_status_locked(dom);
-            event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_SUSPENDED,
-                                  VIR_DOMAIN_EVENT_SUSPENDED_PAUSED);
-            g_mutex_unlock(&dom->lock);
-        }
+        if (ok)
+            set_state(drv, dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER,
+                      VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED);
     }
     g_mutex_unlock(&dom->job);
     return ok;
@@ -671,14 +671,9 @@ bool driver_resume(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **
     g_mutex_lock(&dom->job);
     bool ok = simple_action(dom, VIR_DOMAIN_PAUSED, "domain is not paused", monitor_vm_resume,
                             error);
-    if (ok) {
-        g_mutex_lock(&dom->lock);
-        vsnap_domain_set_state_locked(dom, VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNPAUSED);
-        process_write_status_locked(dom);
-        event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_RESUMED,
-                              VIR_DOMAIN_EVENT_RESUMED_UNPAUSED);
-        g_mutex_unlock(&dom->lock);
-    }
+    if (ok)
+        set_state(drv, dom, VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNPAUSED,
+                  VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_UNPAUSED);
     g_mutex_unlock(&dom->job);
     return ok;
 }

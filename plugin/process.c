@@ -288,6 +288,14 @@ void process_write_status_locked(struct vsnap_domain *dom)
         g_warning("domain %s: %s", dom->name, error->message);
 }
 
+void process_set_state_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, int state,
+                              int reason, int event, int detail)
+{
+    vsnap_domain_set_state_locked(dom, state, reason);
+    process_write_status_locked(dom);
+    event_queue_lifecycle(drv->events, dom, event, detail);
+}
+
 static bool signal_and_wait(struct domain_run *run, int sig, int timeout_ms)
 {
     if (pidfd_send_signal(run->pidfd, sig, NULL, 0) < 0 && errno != ESRCH)
@@ -390,16 +398,11 @@ bool process_start_with(struct vsnap_driver *drv, struct vsnap_domain *dom,
     dom->generation++;
     domain_def_free(dom->def);
     dom->def = g_steal_pointer(&live);
-    if (how) {
-        vsnap_domain_set_state_locked(dom, how->state, how->reason);
-        process_write_status_locked(dom);
-        event_queue_lifecycle(drv->events, dom, how->event, how->detail);
-    } else {
-        vsnap_domain_set_state_locked(dom, VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED);
-        process_write_status_locked(dom);
-        event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_STARTED,
-                              VIR_DOMAIN_EVENT_STARTED_BOOTED);
-    }
+    if (how)
+        process_set_state_locked(drv, dom, how->state, how->reason, how->event, how->detail);
+    else
+        process_set_state_locked(drv, dom, VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_BOOTED,
+                                 VIR_DOMAIN_EVENT_STARTED, VIR_DOMAIN_EVENT_STARTED_BOOTED);
     g_mutex_unlock(&dom->lock);
     shim_events_watch(drv, dom, run);
     return true;

@@ -61,6 +61,10 @@ void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct 
 void process_reattach_all(struct vsnap_driver *drv);
 /* Rewrite the status file (call with dom->lock held). */
 void process_write_status_locked(struct vsnap_domain *dom);
+/* A state the daemon brought the running domain to: set, written to the
+ * status file and announced as a lifecycle event (call with dom->lock held). */
+void process_set_state_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, int state,
+                              int reason, int event, int detail);
 /* Resident memory of the shim (VmRSS), in KiB (0 when unknown). */
 uint64_t process_rss_kib(pid_t pid);
 /* CPU time used by the shim so far, in nanoseconds (0 when unknown). */
