@@ -113,6 +113,16 @@ static bool recover(struct vsnap_driver *drv, struct vsnap_domain *dom,
     return true;
 }
 
+/* The tree for a change (under the job lock): loaded, leftovers recovered. */
+static struct snapshot_tree *load_for_change(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                             GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree || !recover(drv, dom, tree, error))
+        return NULL;
+    return g_steal_pointer(&tree);
+}
+
 /* ---- create ---- */
 
 static bool check_create_flags(unsigned flags, GError **error)
@@ -254,8 +264,8 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
                "domain");
         return NULL;
     }
-    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
-    if (!tree || !recover(drv, dom, tree, error))
+    g_autoptr(snapshot_tree) tree = load_for_change(drv, dom, error);
+    if (!tree)
         return NULL;
     g_autoptr(snapshot_def) def = parse_request(drv, tree, xml, error);
     if (!def)
@@ -544,10 +554,8 @@ static bool start_from(struct vsnap_driver *drv, struct vsnap_domain *dom,
 static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
                           unsigned flags, GError **error)
 {
-    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
-    if (!tree || !recover(drv, dom, tree, error))
-        return false;
-    struct snapshot_entry *e = find(tree, name, error);
+    g_autoptr(snapshot_tree) tree = load_for_change(drv, dom, error);
+    struct snapshot_entry *e = tree ? find(tree, name, error) : NULL;
     if (!e)
         return false;
     g_autoptr(domain_def) def = snapshot_domain(drv, dom, e, error);
@@ -592,10 +600,8 @@ bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
 static bool delete_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
                           unsigned flags, GError **error)
 {
-    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
-    if (!tree || !recover(drv, dom, tree, error))
-        return false;
-    struct snapshot_entry *e = find(tree, name, error);
+    g_autoptr(snapshot_tree) tree = load_for_change(drv, dom, error);
+    struct snapshot_entry *e = tree ? find(tree, name, error) : NULL;
     if (!e)
         return false;
     bool with_children = flags & (VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN |
