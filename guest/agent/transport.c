@@ -23,9 +23,23 @@ static bool unix_address(const struct transport *t, const char *infix, uint32_t 
     return true;
 }
 
+static int stream_socket(const struct transport *t)
+{
+    return socket(t->use_unix ? AF_UNIX : AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+}
+
+/* Close fd after a failed call, keeping that call's errno for the caller. */
+static int close_failed(int fd)
+{
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+}
+
 int transport_connect(const struct transport *t, uint32_t port)
 {
-    int fd = socket(t->use_unix ? AF_UNIX : AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = stream_socket(t);
     if (fd < 0)
         return -1;
     int r;
@@ -36,12 +50,8 @@ int transport_connect(const struct transport *t, uint32_t port)
         struct sockaddr_vm addr = {.svm_family = AF_VSOCK, .svm_cid = HOST_CID, .svm_port = port};
         r = connect(fd, (struct sockaddr *)&addr, sizeof addr);
     }
-    if (r < 0 && errno != EINPROGRESS) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-        return -1;
-    }
+    if (r < 0 && errno != EINPROGRESS)
+        return close_failed(fd);
     return fd;
 }
 
@@ -56,7 +66,7 @@ int transport_connect_result(int fd)
 
 int transport_listen(const struct transport *t, uint32_t port)
 {
-    int fd = socket(t->use_unix ? AF_UNIX : AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = stream_socket(t);
     if (fd < 0)
         return -1;
     int r;
@@ -71,11 +81,7 @@ int transport_listen(const struct transport *t, uint32_t port)
         struct sockaddr_vm addr = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY, .svm_port = port};
         r = bind(fd, (struct sockaddr *)&addr, sizeof addr);
     }
-    if (r < 0 || listen(fd, 16) < 0) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-        return -1;
-    }
+    if (r < 0 || listen(fd, 16) < 0)
+        return close_failed(fd);
     return fd;
 }
