@@ -88,6 +88,29 @@ def timed(argv, timeout=600):
     return t0, (time.monotonic() - t0) * 1e3
 
 
+def timed_watching(argv, watch):
+    """(start, wall ms of the command, the time watch(start) returned) for a
+    command that brings a guest back, with watch() looking for its output while
+    the command runs: the guest may run again before the command exits."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    ended = {}
+
+    def wait_command():
+        ended["out"] = proc.communicate()
+        ended["t"] = time.monotonic()
+    waiter = threading.Thread(target=wait_command)
+    waiter.start()
+    try:
+        seen = watch(t0)
+    finally:
+        waiter.join(120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {ended['out'][1].strip()}")
+    return t0, (ended["t"] - t0) * 1e3, seen
+
+
 # ---- what QEMU needs on the host ----
 
 def install_missing():
@@ -277,8 +300,9 @@ class QemuGuest:
     def measure(self):
         _, save_ms = timed(["virsh", "-q", "-c", QEMU_URI, "save", self.name, self.save_path])
         self.serial.skip_to_end()
-        t0, restore_ms = timed(["virsh", "-q", "-c", QEMU_URI, "restore", self.save_path])
-        seen = self.serial.wait_output()
+        t0, restore_ms, seen = timed_watching(
+            ["virsh", "-q", "-c", QEMU_URI, "restore", self.save_path],
+            lambda t0: self.serial.wait_output())
         state = self.virsh("domstate", self.name).stdout.strip()
         if state != "running":
             raise RuntimeError(f"QEMU domain is '{state}' after virsh restore")
@@ -411,24 +435,10 @@ class VsnapGuest:
         """(wall ms, ms to the new shim's first guest output, ms to readiness) of a
         virsh command that brings the domain back."""
         old_pid = read_pid(os.path.join(self.run_dir, "pid"))
-        t0 = time.monotonic()
-        proc = subprocess.Popen(self.virsh_argv(*args), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        ended = {}
-
-        def wait_virsh():  # its own thread: virsh may exit before or after the output
-            ended["out"] = proc.communicate()
-            ended["t"] = time.monotonic()
-        waiter = threading.Thread(target=wait_virsh)
-        waiter.start()
-        try:
-            running = first_output_from_new_shim(self.run_dir, old_pid, t0 + 60)
-        finally:
-            waiter.join(120)
-        if proc.returncode != 0:
-            raise RuntimeError(f"virsh {' '.join(args)} failed: {ended['out'][1].strip()}")
-        return ((ended["t"] - t0) * 1e3, (running - t0) * 1e3,
-                (self.ready.wait_after(t0) - t0) * 1e3)
+        t0, wall, running = timed_watching(
+            self.virsh_argv(*args),
+            lambda t0: first_output_from_new_shim(self.run_dir, old_pid, t0 + 60))
+        return wall, (running - t0) * 1e3, (self.ready.wait_after(t0) - t0) * 1e3
 
     def measure(self):
         _, save_ms = timed(self.virsh_argv("save", self.name, self.save_path))
