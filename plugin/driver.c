@@ -329,6 +329,18 @@ static bool check_identity(struct vsnap_driver *drv, const struct domain_def *de
     return true;
 }
 
+/* A new definition from XML, checked by check_identity (NULL on either error). */
+static struct domain_def *parse_new_def(struct vsnap_driver *drv, const char *xml,
+                                        struct vsnap_domain **existing, GError **error)
+{
+    struct domain_def *def = domain_def_parse_string(xml, drv->paths.schema_dir, error);
+    if (def && !check_identity(drv, def, existing, error)) {
+        domain_def_free(def);
+        return NULL;
+    }
+    return def;
+}
+
 static struct vsnap_domain *redefine(struct vsnap_driver *drv, struct vsnap_domain *dom,
                                      struct domain_def *def, GError **error)
 {
@@ -359,14 +371,10 @@ struct vsnap_domain *driver_define_xml(struct vsnap_driver *drv, const char *xml
 {
     if (!check_flags(flags, VIR_DOMAIN_DEFINE_VALIDATE, error))
         return NULL;
-    struct domain_def *def = domain_def_parse_string(xml, drv->paths.schema_dir, error);
+    g_autoptr(vsnap_domain) existing = NULL;
+    struct domain_def *def = parse_new_def(drv, xml, &existing, error);
     if (!def)
         return NULL;
-    g_autoptr(vsnap_domain) existing = NULL;
-    if (!check_identity(drv, def, &existing, error)) {
-        domain_def_free(def);
-        return NULL;
-    }
     if (existing)
         return redefine(drv, existing, def, error);
 
@@ -544,14 +552,10 @@ struct vsnap_domain *driver_create_xml(struct vsnap_driver *drv, const char *xml
 {
     if (!check_flags(flags, VIR_DOMAIN_START_PAUSED | VIR_DOMAIN_START_VALIDATE, error))
         return NULL;
-    struct domain_def *def = domain_def_parse_string(xml, drv->paths.schema_dir, error);
+    g_autoptr(vsnap_domain) existing = NULL;
+    struct domain_def *def = parse_new_def(drv, xml, &existing, error);
     if (!def)
         return NULL;
-    g_autoptr(vsnap_domain) existing = NULL;
-    if (!check_identity(drv, def, &existing, error)) {
-        domain_def_free(def);
-        return NULL;
-    }
     if (existing) {
         domain_def_free(def);
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
