@@ -3,10 +3,8 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
+#include "conf-test.h"
 #include "domain-conf.h"
-#include "xml-util.h"
-
-#define LIBVIRT_SCHEMAS "/usr/share/libvirt/schemas"
 
 static const char *schema_dir;
 static const char *examples_dir;
@@ -52,21 +50,14 @@ static void test_examples_round_trip(void)
 
 static char *read_example(const char *name)
 {
-    g_autofree char *path = g_build_filename(examples_dir, name, NULL);
-    char *xml = NULL;
-    g_assert_true(g_file_get_contents(path, &xml, NULL, NULL));
-    return xml;
+    return conf_test_read(examples_dir, name, NULL);
 }
 
 /* What dumpxml returns must be valid libvirt domain XML for libvirt's own
  * schema too (libvirt0 installs it), inactive and live. */
 static void check_libvirt_domain_schema(const char *xml)
 {
-    g_autoptr(GError) error = NULL;
-    g_autoptr(xmlDoc) doc = conf_xml_read(xml, "domain", &error);
-    g_assert_no_error(error);
-    if (!conf_xml_validate(doc, LIBVIRT_SCHEMAS, "domain.rng", &error))
-        g_error("not valid for libvirt's domain.rng: %s\n%s", error->message, xml);
+    conf_test_check_libvirt_schema(xml, "domain", "domain.rng");
 }
 
 static void test_libvirt_schema(void)
@@ -551,11 +542,7 @@ static void test_missing_schema(void)
 
 int main(int argc, char **argv)
 {
-    g_test_init(&argc, &argv, NULL);
-    schema_dir = g_getenv("VSNAP_SCHEMA_DIR");
-    examples_dir = g_getenv("VSNAP_EXAMPLES_DIR");
-    if (!schema_dir || !examples_dir)
-        g_error("VSNAP_SCHEMA_DIR and VSNAP_EXAMPLES_DIR must be set (meson test sets them)");
+    conf_test_init(&argc, &argv, &schema_dir, &examples_dir);
     g_test_add_func("/conf/domain/examples-round-trip", test_examples_round_trip);
     g_test_add_func("/conf/domain/example-fields", test_example_fields);
     g_test_add_func("/conf/domain/libvirt-schema", test_libvirt_schema);

@@ -5,6 +5,7 @@
  * under ASan/valgrind to also catch memory errors. */
 #include <string.h>
 
+#include "conf-test.h"
 #include "domain-conf.h"
 
 #define MUTATIONS_PER_EXAMPLE 600
@@ -73,9 +74,7 @@ static void check_one(const char *xml, guint32 seed, int round)
 static void test_mutations(gconstpointer data)
 {
     const char *name = data;
-    g_autofree char *path = g_build_filename(examples_dir, name, NULL);
-    g_autofree char *original = NULL;
-    g_assert_true(g_file_get_contents(path, &original, NULL, NULL));
+    g_autofree char *original = conf_test_read(examples_dir, name, NULL);
     guint32 seed = g_str_hash(name);
     g_autoptr(GRand) rand = g_rand_new_with_seed(seed);
     int accepted = 0;
@@ -97,11 +96,7 @@ static void test_mutations(gconstpointer data)
 
 int main(int argc, char **argv)
 {
-    g_test_init(&argc, &argv, NULL);
-    schema_dir = g_getenv("VSNAP_SCHEMA_DIR");
-    examples_dir = g_getenv("VSNAP_EXAMPLES_DIR");
-    if (!schema_dir || !examples_dir)
-        g_error("VSNAP_SCHEMA_DIR and VSNAP_EXAMPLES_DIR must be set (meson test sets them)");
+    conf_test_init(&argc, &argv, &schema_dir, &examples_dir);
     static const char *const examples[] = {"minimal.xml", "microvm.xml", "virt-install.xml", "serial-file.xml"};
     for (size_t i = 0; i < G_N_ELEMENTS(examples); i++) {
         g_autofree char *test_path = g_strdup_printf("/conf/domain/mutations/%s", examples[i]);

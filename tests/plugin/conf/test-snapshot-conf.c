@@ -2,10 +2,8 @@
  * refusals, and libvirt's own domainsnapshot.rng on what we write. */
 #include <string.h>
 
+#include "conf-test.h"
 #include "snapshot-conf.h"
-#include "xml-util.h"
-
-#define LIBVIRT_SCHEMAS "/usr/share/libvirt/schemas"
 
 static const char *schema_dir;
 static const char *examples_dir;
@@ -21,21 +19,14 @@ static struct snapshot_def *parse_ok(const char *xml)
 
 static char *read_example(const char *name)
 {
-    g_autofree char *path = g_build_filename(examples_dir, "snapshots", name, NULL);
-    char *xml = NULL;
-    g_assert_true(g_file_get_contents(path, &xml, NULL, NULL));
-    return xml;
+    return conf_test_read(examples_dir, "snapshots", name, NULL);
 }
 
 static void check_libvirt_schema(const char *xml)
 {
     if (!g_file_test(LIBVIRT_SCHEMAS "/domainsnapshot.rng", G_FILE_TEST_EXISTS))
         return; /* reported by test_libvirt_schema_present */
-    g_autoptr(GError) error = NULL;
-    g_autoptr(xmlDoc) doc = conf_xml_read(xml, "snapshot", &error);
-    g_assert_no_error(error);
-    if (!conf_xml_validate(doc, LIBVIRT_SCHEMAS, "domainsnapshot.rng", &error))
-        g_error("not valid for libvirt's domainsnapshot.rng: %s\n%s", error->message, xml);
+    conf_test_check_libvirt_schema(xml, "snapshot", "domainsnapshot.rng");
 }
 
 static char *check_round_trip(const char *xml)
@@ -167,11 +158,7 @@ static void test_libvirt_schema_present(void)
 
 int main(int argc, char **argv)
 {
-    g_test_init(&argc, &argv, NULL);
-    schema_dir = g_getenv("VSNAP_SCHEMA_DIR");
-    examples_dir = g_getenv("VSNAP_EXAMPLES_DIR");
-    if (!schema_dir || !examples_dir)
-        g_error("VSNAP_SCHEMA_DIR and VSNAP_EXAMPLES_DIR must be set (meson test sets them)");
+    conf_test_init(&argc, &argv, &schema_dir, &examples_dir);
     g_test_add_func("/conf/snapshot/libvirt-schema-present", test_libvirt_schema_present);
     g_test_add_func("/conf/snapshot/redefine-example", test_redefine_example);
     g_test_add_func("/conf/snapshot/create-defaults", test_create_defaults);
