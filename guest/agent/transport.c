@@ -10,17 +10,32 @@
 
 #define HOST_CID 2
 
-static bool unix_address(const struct transport *t, const char *infix, uint32_t port,
-                         struct sockaddr_un *addr)
+union socket_address {
+    struct sockaddr sa;
+    struct sockaddr_un un;
+    struct sockaddr_vm vm;
+};
+
+/* The address of port: vsock (cid, port) or, in UNIX test mode, the file
+ * <prefix><infix><port>. Returns its length; 0 (errno set) when the path
+ * does not fit. */
+static socklen_t address_of(const struct transport *t, const char *infix, uint32_t cid,
+                            uint32_t port, union socket_address *a)
 {
-    memset(addr, 0, sizeof *addr);
-    addr->sun_family = AF_UNIX;
-    int n = snprintf(addr->sun_path, sizeof addr->sun_path, "%s%s%u", t->prefix, infix, port);
-    if (n < 0 || (size_t)n >= sizeof addr->sun_path) {
-        errno = ENAMETOOLONG;
-        return false;
+    memset(a, 0, sizeof *a);
+    if (!t->use_unix) {
+        a->vm.svm_family = AF_VSOCK;
+        a->vm.svm_cid = cid;
+        a->vm.svm_port = port;
+        return sizeof a->vm;
     }
-    return true;
+    a->un.sun_family = AF_UNIX;
+    int n = snprintf(a->un.sun_path, sizeof a->un.sun_path, "%s%s%u", t->prefix, infix, port);
+    if (n < 0 || (size_t)n >= sizeof a->un.sun_path) {
+        errno = ENAMETOOLONG;
+        return 0;
+    }
+    return sizeof a->un;
 }
 
 static int stream_socket(const struct transport *t)
@@ -42,15 +57,9 @@ int transport_connect(const struct transport *t, uint32_t port)
     int fd = stream_socket(t);
     if (fd < 0)
         return -1;
-    int r;
-    if (t->use_unix) {
-        struct sockaddr_un addr;
-        r = unix_address(t, "_", port, &addr) ? connect(fd, (struct sockaddr *)&addr, sizeof addr) : -1;
-    } else {
-        struct sockaddr_vm addr = {.svm_family = AF_VSOCK, .svm_cid = HOST_CID, .svm_port = port};
-        r = connect(fd, (struct sockaddr *)&addr, sizeof addr);
-    }
-    if (r < 0 && errno != EINPROGRESS)
+    union socket_address a;
+    socklen_t len = address_of(t, "_", HOST_CID, port, &a);
+    if (!len || (connect(fd, &a.sa, len) < 0 && errno != EINPROGRESS))
         return close_failed(fd);
     return fd;
 }
@@ -69,19 +78,11 @@ int transport_listen(const struct transport *t, uint32_t port)
     int fd = stream_socket(t);
     if (fd < 0)
         return -1;
-    int r;
-    if (t->use_unix) {
-        struct sockaddr_un addr;
-        r = unix_address(t, ".listen_", port, &addr) ? 0 : -1;
-        if (r == 0) {
-            unlink(addr.sun_path); /* a leftover from an earlier run */
-            r = bind(fd, (struct sockaddr *)&addr, sizeof addr);
-        }
-    } else {
-        struct sockaddr_vm addr = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY, .svm_port = port};
-        r = bind(fd, (struct sockaddr *)&addr, sizeof addr);
-    }
-    if (r < 0 || listen(fd, 16) < 0)
+    union socket_address a;
+    socklen_t len = address_of(t, ".listen_", VMADDR_CID_ANY, port, &a);
+    if (len && t->use_unix)
+        unlink(a.un.sun_path); /* a leftover from an earlier run */
+    if (!len || bind(fd, &a.sa, len) < 0 || listen(fd, 16) < 0)
         return close_failed(fd);
     return fd;
 }
