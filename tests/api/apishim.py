@@ -4,13 +4,16 @@ curl does the HTTP (the same client libvirt uses, libcurl); raw sockets send the
 malformed requests curl refuses to produce.
 """
 
-import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vsnaptest import CurlError, curl_api, read_text  # noqa: E402
 
 
 class ShimFailure(AssertionError):
@@ -66,11 +69,7 @@ class ApiShim:
         return self.proc.wait(timeout=timeout)
 
     def log(self):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
+        return read_text(self.log_path)
 
     def describe(self):
         out = ""
@@ -83,24 +82,11 @@ class ApiShim:
 
     def api(self, method, endpoint, body=None, raw_body=None, timeout=30, query=""):
         """(status, parsed JSON or None) for /api/v1/<endpoint>."""
-        argv = ["curl", "-sS", "--max-time", str(timeout), "--unix-socket", self.socket_path,
-                "-X", method, "-w", "\n%{http_code}",
-                f"http://localhost/api/v1/{endpoint}{query}"]
-        if body is not None:
-            raw_body = json.dumps(body)
-        if raw_body is not None and len(raw_body) > 65536:
-            # Too long for an argument: curl reads it from a file.
-            path = os.path.join(self.workdir, "body")
-            with open(path, "w") as f:
-                f.write(raw_body)
-            raw_body = "@" + path
-        if raw_body is not None:
-            argv += ["-H", "Content-Type: application/json", "--data-binary", raw_body]
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 5)
-        if res.returncode != 0:
-            raise ShimFailure(f"curl {method} {endpoint}: {res.stderr.strip()}")
-        text, _, status = res.stdout.rpartition("\n")
-        return int(status), (json.loads(text) if text.strip() else None)
+        try:
+            return curl_api(self.socket_path, method, endpoint + query, body, timeout,
+                            raw_body=raw_body, spill_dir=self.workdir)
+        except CurlError as e:
+            raise ShimFailure(f"curl {method} {endpoint}: {e}") from None
 
     def expect(self, method, endpoint, status, body=None, raw_body=None, contains=None,
                query=""):

@@ -48,13 +48,22 @@ def read_text(path):
         return ""
 
 
-def curl_api(api_socket, method, endpoint, body=None, timeout=30):
+def curl_api(api_socket, method, endpoint, body=None, timeout=30, raw_body=None, spill_dir=None):
     """Call /api/v1/<endpoint> with curl over the UNIX socket, as libvirt's ch
-    driver would. Returns (HTTP status, parsed JSON body or None)."""
+    driver would. body is sent as JSON, raw_body as it is (one too long for an
+    argument goes through a file in spill_dir). Returns (HTTP status, parsed
+    JSON body or None)."""
     argv = ["curl", "-sS", "--max-time", str(timeout), "--unix-socket", api_socket,
             "-X", method, "-w", "\n%{http_code}", f"http://localhost/api/v1/{endpoint}"]
     if body is not None:
-        argv += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
+        raw_body = json.dumps(body)
+    if raw_body is not None and len(raw_body) > 65536 and spill_dir:
+        path = os.path.join(spill_dir, "body")
+        with open(path, "w") as f:
+            f.write(raw_body)
+        raw_body = "@" + path
+    if raw_body is not None:
+        argv += ["-H", "Content-Type: application/json", "--data-binary", raw_body]
     res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout + 5)
     if res.returncode != 0:
         raise CurlError(res.stderr.strip())
