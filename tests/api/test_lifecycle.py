@@ -13,6 +13,7 @@ import time
 import unittest
 
 from apishim import ApiShim
+from vsnaptest import read_text  # apishim puts tests/lib on the path
 
 SHIM = sys.argv[1]
 GUEST = sys.argv[2] if len(sys.argv) > 2 else None
@@ -50,12 +51,7 @@ class EventReader:
             time.sleep(0.02)
 
 
-def serial_text(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
+serial_text = read_text
 
 
 def wait_serial(path, regex, count=1, timeout=60):

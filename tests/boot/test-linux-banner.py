@@ -24,6 +24,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vsnaptest import read_text  # noqa: E402
+
 BANNER_TIMEOUT = 90  # s; the banner takes 5-45 s here, depending on load
 STUB_TIMEOUT = 20    # s; the bzImage decompressor speaks after about 2 s
 TABLES_TIMEOUT = 20  # s more after the banner for the MP/ACPI table lines (~1 s)
@@ -81,12 +84,7 @@ def fetch_kernel(source_root):
     return found["vmlinuz-"], found["vmlinux-"]
 
 
-def read(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
+read = read_text
 
 
 def wait_for_lines(shim, serial, log, expected, timeout):
