@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -35,7 +34,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from vsnaptest import append_jsonl, http_exchange, http_unix, percentile  # noqa: E402
+from vsnaptest import append_jsonl, http_exchange, http_unix, percentile, terminate  # noqa: E402
 
 MODES = ("push", "fixed", "adaptive")
 
@@ -77,12 +76,7 @@ class Run:
 
     def close(self):
         if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            terminate(self.proc)
         self.api.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -17,7 +17,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from vsnaptest import append_jsonl, http_unix, percentile  # noqa: E402
+from vsnaptest import append_jsonl, http_unix, percentile, terminate  # noqa: E402
 
 BOOTED = b"vsnap-testguest: booted"
 RAM_MIB = 128
@@ -130,12 +129,7 @@ def one_run(shim, guest, workdir):
         return (api_ready * 1000, booted * 1000, overhead / (1 << 20), private / (1 << 20),
                 guest_rss)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc)
 
 
 def main():

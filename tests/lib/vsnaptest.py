@@ -71,6 +71,16 @@ def curl_api(api_socket, method, endpoint, body=None, timeout=30, raw_body=None,
     return int(status), (json.loads(text) if text.strip() else None)
 
 
+def terminate(proc, timeout=10):
+    """SIGTERM, then SIGKILL if proc has not exited within timeout seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def pattern_checksum(pattern_tool, seed, length):
     """The checksum the test guest reports for `length` bytes filled with `seed`,
     from the host reference (tests/lib/vsnap-pattern)."""
