@@ -367,8 +367,11 @@ unsigned vsock_poll(void)
 {
     if (!drv.up)
         return 0;
-    unsigned packets = take_rx();
+    /* Events first: a transport reset (posted by the shim when it restored
+     * the device) predates any packet in the RX queue, so a host connection
+     * made right after a restore must not be accepted and then dropped. */
     take_events();
+    unsigned packets = take_rx();
     reclaim_tx();
     housekeeping();
     vq_flush(&drv.dev, &drv.rx);

@@ -4,6 +4,7 @@
 #include "api/api-socket.h"
 
 #include <errno.h>
+#include <stdio.h> /* rename */
 #include <gio/gunixsocketaddress.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -39,14 +40,27 @@ static bool remove_stale_socket(const char *path, GError **error)
     return true;
 }
 
+/* Bound and listening under a temporary name, then renamed into place: a
+ * client that sees the path can connect at once (no window between bind and
+ * listen in which it would be refused). */
 static GSocket *bind_socket_path(const char *path, GError **error)
 {
     if (!remove_stale_socket(path, error))
         return NULL;
+    g_autofree char *tmp = g_strdup_printf("%s.%d.tmp", path, (int)getpid());
+    unlink(tmp);
     g_autoptr(GSocket) sock = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, 0, error);
-    g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(path);
+    g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(tmp);
     if (!sock || !g_socket_bind(sock, addr, FALSE, error) || !g_socket_listen(sock, error)) {
         g_prefix_error(error, "--api-socket %s: ", path);
+        unlink(tmp);
+        return NULL;
+    }
+    if (rename(tmp, path) != 0) {
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
+                    "--api-socket %s: cannot move the socket into place: %s", path,
+                    g_strerror(errno));
+        unlink(tmp);
         return NULL;
     }
     return g_steal_pointer(&sock);
