@@ -468,7 +468,36 @@ uint64_t process_rss_kib(pid_t pid)
     return g_ascii_strtoull(line + strlen("VmRSS:"), NULL, 10);
 }
 
+static uint64_t process_cpu_ticks_ns(pid_t pid);
+
+/* Nanoseconds on a CPU of the threads alive now (first field of each
+ * /proc/PID/task/TID/schedstat): exact, where /proc/PID/stat counts clock
+ * ticks and reads 0 for a shim that has run less than one. */
+static uint64_t live_threads_cpu_ns(pid_t pid)
+{
+    g_autofree char *task_dir = g_strdup_printf("/proc/%d/task", pid);
+    g_autoptr(GDir) dir = g_dir_open(task_dir, 0, NULL);
+    const char *tid;
+    uint64_t total = 0;
+    while (dir && (tid = g_dir_read_name(dir))) {
+        g_autofree char *path = g_build_filename(task_dir, tid, "schedstat", NULL);
+        g_autofree char *text = NULL;
+        if (g_file_get_contents(path, &text, NULL, NULL))
+            total += g_ascii_strtoull(text, NULL, 10);
+    }
+    return total;
+}
+
+/* Ticks include threads that have exited (an earlier boot's vCPUs); the
+ * schedstat sum is precise for the live ones: take the larger. */
 uint64_t process_cpu_time_ns(pid_t pid)
+{
+    uint64_t ticks_ns = process_cpu_ticks_ns(pid);
+    uint64_t live_ns = pid > 0 ? live_threads_cpu_ns(pid) : 0;
+    return MAX(ticks_ns, live_ns);
+}
+
+static uint64_t process_cpu_ticks_ns(pid_t pid)
 {
     g_autofree char *path = g_strdup_printf("/proc/%d/stat", pid);
     g_autofree char *text = NULL;
