@@ -5,6 +5,7 @@ Python 3 stdlib only; curl talks to the API as libvirt's ch driver would."""
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from vsnaptest import (CMD_PORT, CommandConn, CurlError, Fail, check,  # noqa: E
 
 MIB = 1 << 20
 FILL_BASE = 16 * MIB
+TICK_LINE = re.compile(r"vsnap-testguest: tick (\d+)")
 
 
 class ApiShim:
@@ -147,8 +149,12 @@ class ApiShim:
         return self.api("PUT", "vm.restore", body)
 
     def ticks(self):
-        return [int(line.rsplit(" ", 1)[1]) for line in self.serial().splitlines()
-                if line.startswith("vsnap-testguest: tick ")]
+        """Heartbeat counts of the complete serial lines. The shim writes the
+        serial file a byte at a time, so the last line may still be half
+        written ("vsnap-testguest: tick " or "tick 1" of "tick 12"): it is left
+        out until its newline arrives."""
+        complete = self.serial().split("\n")[:-1]
+        return [int(m.group(1)) for m in map(TICK_LINE.fullmatch, complete) if m]
 
     def wait_tick_above(self, value, timeout_s=10):
         deadline = time.monotonic() + timeout_s
