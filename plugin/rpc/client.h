@@ -33,7 +33,8 @@ struct rpc_client {
     gint calls_in_flight;    /* queued or running calls (atomic) */
 
     /* Reading state: main loop only. */
-    GSource *source;
+    GSource *source;         /* NULL while reading_paused */
+    bool reading_paused;     /* calls_in_flight reached the limit */
     uint8_t len_buf[RPC_LEN_WORD_SIZE];
     size_t len_have;
     uint8_t *msg;            /* header + body, length word excluded */

@@ -20,8 +20,9 @@
 #define SEND_TIMEOUT_MS 30000
 #define WORKER_THREADS 32
 /* libvirt clients wait for each reply (a threaded client has a few calls
- * out at once); beyond this a client is refused more work rather than
- * letting it queue unbounded memory in the daemon. */
+ * out at once); with this many running, the daemon stops reading from the
+ * client until one finishes, so a client that pipelines calls neither queues
+ * unbounded memory in the daemon nor makes the main loop write to it. */
 #define MAX_CALLS_PER_CLIENT 16
 #define MAX_CLIENTS 1024
 
@@ -52,6 +53,7 @@ struct rpc_job {
 };
 
 static void client_close(struct rpc_client *client);
+static void watch_client(struct rpc_client *client);
 
 /* ---- client references and sending ---- */
 
@@ -217,6 +219,7 @@ static void client_remove(struct rpc_client *client)
         g_source_unref(client->source);
         client->source = NULL;
     }
+    client->reading_paused = false;
     event_registry_remove_client(server->events, client);
     stream_registry_remove_client(server->streams, client);
     g_mutex_lock(&server->lock);
@@ -233,11 +236,30 @@ static void job_free(struct rpc_job *job)
     g_free(job);
 }
 
+/* Main loop: a call finished on a client whose reading was paused at the
+ * limit; watch it again. Not client->lock: a worker may hold it for a long
+ * send. A client closed meanwhile was shut down, so the new watch sees its
+ * EOF and removes it as usual. */
+static gboolean resume_reading(gpointer data)
+{
+    struct rpc_client *client = data;
+    if (!client->reading_paused ||
+        g_atomic_int_get(&client->calls_in_flight) >= MAX_CALLS_PER_CLIENT)
+        return G_SOURCE_REMOVE;
+    client->reading_paused = false;
+    watch_client(client);
+    return G_SOURCE_REMOVE;
+}
+
 static void worker(gpointer data, gpointer user_data)
 {
     struct rpc_job *job = data;
     rpc_dispatch_call(user_data, job->client, &job->hdr, job->body, job->body_len);
-    g_atomic_int_dec_and_test(&job->client->calls_in_flight);
+    /* Dropping from the limit is what the main loop may be waiting for. */
+    if (g_atomic_int_add(&job->client->calls_in_flight, -1) == MAX_CALLS_PER_CLIENT)
+        g_main_context_invoke_full(NULL, G_PRIORITY_DEFAULT, resume_reading,
+                                   rpc_client_ref(job->client),
+                                   (GDestroyNotify)rpc_client_unref);
     job_free(job);
 }
 
@@ -283,12 +305,6 @@ static bool handle_packet(struct rpc_client *client, uint8_t *msg, size_t len)
         rpc_send_error_reply(client, &hdr, VIR_ERR_RPC, VIR_FROM_RPC, text);
         return true;
     }
-    if (g_atomic_int_get(&client->calls_in_flight) >= MAX_CALLS_PER_CLIENT) {
-        g_autofree char *text = g_strdup_printf(
-            "too many calls in progress on this connection (at most %d)", MAX_CALLS_PER_CLIENT);
-        rpc_send_error_reply(client, &hdr, VIR_ERR_RPC, VIR_FROM_RPC, text);
-        return true;
-    }
     g_atomic_int_inc(&client->calls_in_flight);
     struct rpc_job *job = g_new0(struct rpc_job, 1);
     job->client = rpc_client_ref(client);
@@ -299,10 +315,25 @@ static bool handle_packet(struct rpc_client *client, uint8_t *msg, size_t len)
     return true;
 }
 
+/* Stop watching the client's socket while it has the most calls running;
+ * the worker that finishes one resumes it (resume_reading). */
+static void pause_reading(struct rpc_client *client)
+{
+    client->reading_paused = true;
+    g_source_destroy(client->source);
+    g_source_unref(client->source);
+    client->source = NULL;
+}
+
 /* Read what is available; false on EOF, error or a malformed frame. */
 static bool client_read(struct rpc_client *client)
 {
     for (;;) {
+        if (client->len_have == 0 &&
+            g_atomic_int_get(&client->calls_in_flight) >= MAX_CALLS_PER_CLIENT) {
+            pause_reading(client);
+            return true;
+        }
         uint8_t *dst;
         size_t want;
         if (client->len_have < RPC_LEN_WORD_SIZE) {
@@ -406,11 +437,16 @@ static gboolean on_accept(gint fd, GIOCondition cond, gpointer data)
     client->id = ++server->next_client_id;
     g_ptr_array_add(server->clients, client);
     g_mutex_unlock(&server->lock);
-    client->source = g_unix_fd_source_new(cfd, G_IO_IN | G_IO_HUP | G_IO_ERR);
+    watch_client(client);
+    return G_SOURCE_CONTINUE;
+}
+
+static void watch_client(struct rpc_client *client)
+{
+    client->source = g_unix_fd_source_new(client->fd, G_IO_IN | G_IO_HUP | G_IO_ERR);
     g_source_set_callback(client->source, (GSourceFunc)(void (*)(void))on_client_io, client,
                           NULL);
     g_source_attach(client->source, NULL);
-    return G_SOURCE_CONTINUE;
 }
 
 bool rpc_server_listen_fd(struct rpc_server *server, int fd, bool readonly, GError **error)
