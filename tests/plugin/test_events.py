@@ -2,14 +2,13 @@
 see lifecycle, reboot and agent-lifecycle events in order, on every
 registered connection."""
 
-import subprocess
 import threading
 import time
 import unittest
 
 import libvirt
 
-from vsnapd import DaemonTest, domain_xml, needs_guest, wait_for
+from vsnapd import DaemonTest, VirshEvents, domain_xml, needs_guest, wait_for
 
 
 class EventLoop:
@@ -31,12 +30,15 @@ class EventLoop:
 
 @needs_guest
 class EventsTest(DaemonTest):
+    def probe_define(self, attempt):
+        """An event for VirshEvents.wait_registered, on a domain of its own."""
+        self.define(f"probe{attempt}")
+        return f"for domain 'probe{attempt}': Defined Added"
+
     def test_virsh_event_loop_sees_events_in_order(self):
-        watcher = subprocess.Popen(["virsh", "-c", self.daemon.uri, "event", "--loop", "--all",
-                                    "--timeout", "60"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        watcher = VirshEvents(self.daemon, "--all")
         try:
-            time.sleep(1)   # let it register
+            watcher.wait_registered(self.probe_define)
             v = self.daemon.virsh
             self.define("e1")
             v("start", "e1")
@@ -47,10 +49,9 @@ class EventsTest(DaemonTest):
             v("start", "e1")
             v("destroy", "e1")
             v("undefine", "e1")
-            time.sleep(0.5)
+            watcher.wait_for_line("for domain 'e1': Undefined Removed")
         finally:
-            watcher.terminate()
-            out, _ = watcher.communicate(timeout=10)
+            out = watcher.stop()
         lines = [l.split(": ", 1)[1] for l in out.splitlines()
                  if l.startswith("event 'lifecycle' for domain 'e1'")]
         self.assertEqual(lines, [
@@ -111,11 +112,9 @@ class EventsTest(DaemonTest):
 
     def test_guest_reset_and_on_reboot(self):
         v = self.daemon.virsh
-        watcher = subprocess.Popen(["virsh", "-c", self.daemon.uri, "event", "--loop", "--all",
-                                    "--timeout", "60"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        watcher = VirshEvents(self.daemon, "--all")
         try:
-            time.sleep(1)
+            watcher.wait_registered(self.probe_define)
             # on_reboot=restart: the guest resets itself after `ready` and keeps going.
             self.define("g1", cmdline="vsnap.fill_mib=1 vsnap.reboot_after_ready=1")
             v("start", "g1")
@@ -124,11 +123,11 @@ class EventsTest(DaemonTest):
                         on_reboot="destroy")
             v("start", "g2")
             wait_for(lambda: self.state("g2") == "shut off (shutdown)", what="reset as poweroff")
+            watcher.wait_for_line("event 'reboot' for domain 'g1'")   # g1 may reset after g2
             v("destroy", "g1")
-            time.sleep(0.5)
+            watcher.wait_for_line("for domain 'g1': Stopped Destroyed")
         finally:
-            watcher.terminate()
-            out, _ = watcher.communicate(timeout=10)
+            out = watcher.stop()
         self.assertIn("event 'reboot' for domain 'g1'", out)
         self.assertIn("event 'reboot' for domain 'g2'", out)
         g2 = [l.split(": ", 1)[1] for l in out.splitlines()

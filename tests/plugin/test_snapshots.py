@@ -13,7 +13,7 @@ import unittest
 
 import libvirt
 
-from vsnapd import DaemonTest, RawClient, decode_error, needs_guest, wait_for
+from vsnapd import DaemonTest, RawClient, VirshEvents, decode_error, needs_guest, wait_for
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vsnaptest import Fail, wait_command_port  # noqa: E402
@@ -417,23 +417,25 @@ class EventOrderTest(SnapshotTestBase):
     def test_lifecycle_events_of_revert_save_restore(self):
         self.start_guest("e1")
         self.v("snapshot-create-as", "e1", "s")
-        watcher = subprocess.Popen(["virsh", "-c", self.daemon.uri, "event", "e1", "--loop",
-                                    "--event", "lifecycle", "--timeout", "60"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        watcher = VirshEvents(self.daemon, "e1", "--event", "lifecycle")
         image = os.path.join(self.daemon.dir, "e1.save")
         try:
-            time.sleep(1)   # let it register
+            def probe(attempt):
+                self.v("suspend", "e1")
+                self.v("resume", "e1")
+                return "Resumed Unpaused"
+            start = watcher.wait_registered(probe)
             self.v("snapshot-revert", "e1", "s")
             self.v("snapshot-revert", "e1", "s", "--paused")
             self.v("save", "e1", image, "--running")
             self.v("restore", image)
             self.v("managedsave", "e1", "--paused")
             self.v("start", "e1")
-            time.sleep(0.5)
+            watcher.wait_for_line("Suspended Restored", after=start)
         finally:
-            watcher.terminate()
-            out, _ = watcher.communicate(timeout=10)
-        lines = [l.split(": ", 1)[1] for l in out.splitlines() if l.startswith("event 'lifecycle'")]
+            out = watcher.stop()
+        lines = [l.split(": ", 1)[1] for l in out.splitlines()[start:]
+                 if l.startswith("event 'lifecycle'")]
         self.assertEqual(lines, [
             "Stopped Snapshot", "Started Snapshot",
             "Stopped Snapshot", "Started Snapshot", "Suspended Snapshot",

@@ -6,6 +6,7 @@ clients). Never touches /run/libvirt: every daemon gets its own directory.
 Paths come from the environment meson sets: VIRTVSNAPD, VSNAP_SHIM,
 VSNAP_TESTGUEST, VSNAP_SCHEMA_DIR."""
 
+import itertools
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 import uuid as uuidlib
@@ -152,6 +154,56 @@ def wait_for(predicate, timeout=20, interval=0.02, what="condition"):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class VirshEvents:
+    """`virsh event --loop <args>` on a daemon, its output lines collected as
+    they come, so a test waits for the events it expects instead of sleeping
+    and hoping virsh registered (or printed) in time."""
+
+    def __init__(self, daemon, *args):
+        self.proc = subprocess.Popen(["virsh", "-c", daemon.uri, "event", "--loop", *args,
+                                      "--timeout", "60"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for_line(self, needle, after=0, timeout=20):
+        """Index of the first line from `after` on that contains needle."""
+        def find():
+            for i, line in enumerate(self.lines[after:], after):
+                if needle in line:
+                    return i + 1   # + 1: index 0 must read as found
+            return None
+        return wait_for(find, timeout, what=f"virsh event printing {needle!r}:\n"
+                        + "\n".join(self.lines)) - 1
+
+    def wait_registered(self, probe):
+        """Call probe(attempt), which causes an event and returns a text of
+        the line it prints, until virsh prints it: virsh has registered (an
+        event before that is lost, hence a new attempt). Returns the index of
+        the line after it, where the test's own events start."""
+        deadline = time.monotonic() + 20
+        for attempt in itertools.count():
+            start = len(self.lines)
+            needle = probe(attempt)
+            try:
+                return self.wait_for_line(needle, after=start, timeout=2) + 1
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+
+    def stop(self):
+        """Ends virsh; returns everything it printed."""
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        self.reader.join(timeout=10)
+        return "\n".join(self.lines)
 
 
 class DaemonTest(unittest.TestCase):
