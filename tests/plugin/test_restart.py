@@ -4,11 +4,15 @@ daemon reattaches, and what happened meanwhile is reconciled."""
 import os
 import signal
 import subprocess
+import sys
 import unittest
 
 import libvirt
 
 from vsnapd import DaemonTest, domain_xml, needs_guest, wait_for
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vsnaptest import curl_api  # noqa: E402
 
 
 def alive(pid):
@@ -21,6 +25,11 @@ def alive(pid):
 
 @needs_guest
 class RestartTest(DaemonTest):
+    def shim_api(self, name, method, endpoint, timeout=30):
+        """The domain's shim asked directly (the daemon may be down)."""
+        sock = os.path.join(self.daemon.state, "run", name, "api.sock")
+        return curl_api(sock, method, endpoint, timeout=timeout)
+
     def test_domains_survive_restart(self):
         v = self.daemon.virsh
         self.define("r1")
@@ -70,8 +79,9 @@ class RestartTest(DaemonTest):
         self.daemon.virsh("start", "late")
         pid = self.daemon.shim_pids()["late"]
         self.daemon.stop()
-        import time
-        time.sleep(3)
+        # Until the guest is ready, not a guessed time: boot may be slow under load.
+        status, reply = self.shim_api("late", "GET", "vm.wait-ready?timeout_ms=20000", timeout=25)
+        self.assertEqual(status, 200, reply)
         self.assertTrue(alive(pid))
         self.daemon.start()
         self.assertEqual(self.state("late"), "running (booted)")
@@ -105,8 +115,8 @@ class RestartTest(DaemonTest):
         self.daemon.virsh("start", "off")
         pid = self.daemon.shim_pids()["off"]
         self.daemon.stop()
-        import time
-        time.sleep(2.5)
+        wait_for(lambda: self.shim_api("off", "GET", "vm.info")[1]["state"] == "Shutdown",
+                 what="the guest's poweroff while the daemon is down")
         self.daemon.start()
         self.assertEqual(self.state("off"), "shut off (shutdown)")
         wait_for(lambda: not alive(pid), what="the shim to be stopped")
