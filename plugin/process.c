@@ -416,6 +416,10 @@ void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct 
         g_mutex_unlock(&dom->lock);
         return;
     }
+    /* Before the domain reads as shut off: a start that follows at once must
+     * neither find this run's files nor have its own new ones (same paths)
+     * removed by this cleanup. */
+    remove_runtime_files(run);
     dom->run = NULL;
     dom->id = -1;
     if (dom->next_def) {
@@ -427,7 +431,6 @@ void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct 
 
     uint64_t one = 1;
     (void)!write(run->wake_fd, &one, sizeof(one));   /* the watcher thread exits */
-    remove_runtime_files(run);
     domain_run_unref(run);
 }
 
