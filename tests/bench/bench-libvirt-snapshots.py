@@ -24,7 +24,6 @@ usage: bench-libvirt-snapshots.py VIRTVSNAPD SHIM GUEST RESULTS [--runs N] [--si
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -53,29 +52,6 @@ def domain_xml(name, guest, ram_mib, mode):
   <devices><vsock model='virtio'><cid auto='yes'/></vsock></devices>
 </domain>
 """
-
-
-class Readiness:
-    """agent-lifecycle 'connected' events, timestamped on arrival."""
-
-    def __init__(self, conn):
-        import libvirt
-        self.cond = threading.Condition()
-        self.times = []
-        self.cb = conn.domainEventRegisterAny(
-            None, libvirt.VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE, self.on_event, None)
-
-    def on_event(self, conn, dom, state, reason, opaque):
-        with self.cond:
-            self.times.append(time.monotonic())
-            self.cond.notify_all()
-
-    def wait_after(self, t0, timeout=120):
-        with self.cond:
-            ok = self.cond.wait_for(lambda: any(t >= t0 for t in self.times), timeout)
-            if not ok:
-                raise RuntimeError("no agent-lifecycle event after the revert")
-            return min(t for t in self.times if t >= t0)
 
 
 def timed_virsh(daemon, *args):
@@ -146,7 +122,7 @@ def main():
     table = {}
     try:
         conn = daemon.connect()
-        ready = Readiness(conn)
+        ready = vsnapd.AgentReadiness(conn)
         for ram in [int(s) for s in args.sizes.split(",")]:
             for mode in MODES:
                 table[(ram, mode)] = bench_one(args, daemon, ready, ram, mode)

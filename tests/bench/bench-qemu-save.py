@@ -338,30 +338,6 @@ def vsnap_domain_xml(name, kernel, ram_mib):
 """
 
 
-class Readiness:
-    """agent-lifecycle 'connected' events, timestamped on arrival."""
-
-    def __init__(self, conn):
-        import libvirt
-        self.cond = threading.Condition()
-        self.times = []
-        self.cb = conn.domainEventRegisterAny(
-            None, libvirt.VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE, self.on_event, None)
-
-    def on_event(self, conn, dom, state, reason, opaque):
-        import libvirt
-        if state == libvirt.VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED:
-            with self.cond:
-                self.times.append(time.monotonic())
-                self.cond.notify_all()
-
-    def wait_after(self, t0, timeout=120):
-        with self.cond:
-            if not self.cond.wait_for(lambda: any(t >= t0 for t in self.times), timeout):
-                raise RuntimeError("no agent-lifecycle 'connected' event")
-            return min(t for t in self.times if t >= t0)
-
-
 def peer_pid(sock):
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
     return int.from_bytes(creds[:4], "little")
@@ -538,7 +514,7 @@ def main():
         host_daemons.append(HostDaemon(["/usr/sbin/libvirtd"], LIBVIRT_SOCK, workdir))
         daemon = vsnapd.Daemon().start()
         conn = daemon.connect()
-        ready = Readiness(conn)
+        ready = vsnapd.AgentReadiness(conn)
         for ram in [int(s) for s in args.sizes.split(",")]:
             log(f"{ram} MiB: booting the test guest under QEMU and under vsnap")
             table[ram] = bench_size(args, workdir, kernel, daemon, ready, ram, expected)

@@ -156,6 +156,30 @@ def wait_for(predicate, timeout=20, interval=0.02, what="condition"):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+class AgentReadiness:
+    """agent-lifecycle 'connected' events of every domain on conn, timestamped
+    on arrival (needs libvirt's default event loop running)."""
+
+    def __init__(self, conn):
+        self.cond = threading.Condition()
+        self.times = []
+        self.cb = conn.domainEventRegisterAny(
+            None, libvirt.VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE, self.on_event, None)
+
+    def on_event(self, conn, dom, state, reason, opaque):
+        if state == libvirt.VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED:
+            with self.cond:
+                self.times.append(time.monotonic())
+                self.cond.notify_all()
+
+    def wait_after(self, t0, timeout=120):
+        """Arrival time of the first 'connected' event at or after t0."""
+        with self.cond:
+            if not self.cond.wait_for(lambda: any(t >= t0 for t in self.times), timeout):
+                raise RuntimeError("no agent-lifecycle 'connected' event")
+            return min(t for t in self.times if t >= t0)
+
+
 class VirshEvents:
     """`virsh event --loop <args>` on a daemon, its output lines collected as
     they come, so a test waits for the events it expects instead of sleeping
