@@ -10,9 +10,9 @@
 
 #include "conf/capabilities.h"
 #include "monitor.h"
+#include "persist/save.h"
+#include "persist/snapshot.h"
 #include "process.h"
-#include "save.h"
-#include "snapshot.h"
 #include "virt-error.h"
 
 /* ---- persistence: <state_dir>/domains/<name>.xml, <state_dir>/autostart/<name> ---- */

@@ -6,8 +6,8 @@
 
 #include "dispatch.h"
 #include "driver.h"
-#include "save.h"
-#include "snapshot.h"
+#include "persist/save.h"
+#include "persist/snapshot.h"
 #include "virt-error.h"
 
 /* Procedure numbers (remote_protocol.x; append-only upstream, so stable). */

@@ -7,7 +7,7 @@
 #include "process.h"
 #include "save.h"
 #include "snapshot-dir.h"
-#include "snapshot-store.h"
+#include "snapshot-tree.h"
 #include "snapshot-vm.h"
 #include "virt-error.h"
 

@@ -1,4 +1,4 @@
-#include "snapshot-store.h"
+#include "snapshot-tree.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
