@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "driver.h"
+#include "state.h"
 
 struct domain_run {
     gint refs;

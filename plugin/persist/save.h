@@ -17,7 +17,7 @@
 #include <glib.h>
 #include <stdbool.h>
 
-#include "driver.h"
+#include "state.h"
 
 bool save_to_file(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *to,
                   const char *dxml, unsigned flags, GError **error);

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "driver.h"
+#include "state.h"
 #include "process.h"
 
 /* Pause (if running), vm.snapshot into dir (a diff on parent_dir when given),

@@ -9,7 +9,7 @@
 #include <glib.h>
 #include <stdbool.h>
 
-#include "driver.h"
+#include "state.h"
 
 /* Returns the new snapshot's name. */
 char *snapshot_create(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
