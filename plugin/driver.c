@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "atomic-file.h"
 #include "conf/capabilities.h"
 #include "monitor.h"
 #include "persist/save.h"
@@ -32,13 +33,8 @@ static bool save_config(struct vsnap_driver *drv, const struct domain_def *def, 
 {
     g_autofree char *path = config_path(drv, def->name);
     g_autofree char *xml = domain_def_format(def, false, -1);
-    g_autoptr(GError) local = NULL;
-    /* CONSISTENT|DURABLE: temp file, fsync, rename: never half a definition. */
-    if (!g_file_set_contents_full(path, xml, -1,
-                                  G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
-                                  0600, &local)) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR,
-                    "cannot save the definition of %s: %s", def->name, local->message);
+    if (!atomic_file_write(path, xml, error)) {
+        g_prefix_error(error, "cannot save the definition of %s: ", def->name);
         return false;
     }
     return true;
