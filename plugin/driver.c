@@ -395,8 +395,9 @@ struct vsnap_domain *driver_define_xml(struct vsnap_driver *drv, const char *xml
 bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                      GError **error)
 {
-    /* No managed save, snapshot, NVRAM or checkpoint data exists to keep or
-     * remove, so those flags have nothing to act on. */
+    /* Managed save images and snapshots are refused or removed below, as
+     * the flags say; vsnap domains have no NVRAM and no checkpoints, so
+     * those flags have nothing to act on. */
     unsigned allowed = VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
                        VIR_DOMAIN_UNDEFINE_NVRAM | VIR_DOMAIN_UNDEFINE_KEEP_NVRAM |
                        VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA;
