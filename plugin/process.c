@@ -259,6 +259,14 @@ static bool wait_for_api(struct domain_run *run, GError **error)
     return false;
 }
 
+char *process_run_path(struct vsnap_domain *dom, const char *file)
+{
+    g_mutex_lock(&dom->lock);
+    char *path = dom->run ? g_build_filename(dom->run->dir, file, NULL) : NULL;
+    g_mutex_unlock(&dom->lock);
+    return path;
+}
+
 void process_write_status_locked(struct vsnap_domain *dom)
 {
     struct domain_run *run = dom->run;

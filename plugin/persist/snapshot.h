@@ -36,11 +36,6 @@ bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
 bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
                      unsigned flags, GError **error);
 
-/* The directory of the snapshot the running VM's memory descends from
- * without a break (a diff can be taken on it), else NULL. Call under the job
- * lock. */
-char *snapshot_diff_base_dir(struct vsnap_driver *drv, struct vsnap_domain *dom);
-
 /* Hooks for the domain driver. */
 unsigned snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom);
 /* Undefine: refuse while snapshots exist unless VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA,

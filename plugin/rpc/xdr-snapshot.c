@@ -547,12 +547,7 @@ static bool do_managed_remove(struct rpc_call *call, struct dom_flags *a, struct
                               GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
-    if (!dom)
-        return false;
-    g_mutex_lock(&dom->job);
-    bool ok = save_managed_remove(call->driver, dom, error);
-    g_mutex_unlock(&dom->job);
-    return ok;
+    return dom && save_managed_remove(call->driver, dom, error);
 }
 
 /* ---- job information ---- */
