@@ -248,6 +248,16 @@ void driver_summary(struct vsnap_driver *drv, struct vsnap_domain *dom,
     out->cpu_time_ns = pid > 0 ? process_cpu_time_ns(pid) : 0;
 }
 
+/* Metadata that cannot be read is no proof that there are none. */
+static bool has_snapshots(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    g_autoptr(GError) error = NULL;
+    int count = snapshot_count(drv, dom, &error);
+    if (count < 0)
+        g_warning("domain %s: %s", dom->name, error->message);
+    return count != 0;
+}
+
 static bool list_filter_match(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags)
 {
     g_mutex_lock(&dom->lock);
@@ -275,7 +285,7 @@ static bool list_filter_match(struct vsnap_driver *drv, struct vsnap_domain *dom
            EITHER(VIR_CONNECT_LIST_DOMAINS_MANAGEDSAVE, VIR_CONNECT_LIST_DOMAINS_NO_MANAGEDSAVE,
                   save_has_managed(drv, dom)) &&
            EITHER(VIR_CONNECT_LIST_DOMAINS_HAS_SNAPSHOT, VIR_CONNECT_LIST_DOMAINS_NO_SNAPSHOT,
-                  snapshot_count(drv, dom) > 0) &&
+                  has_snapshots(drv, dom)) &&
            !(flags & VIR_CONNECT_LIST_DOMAINS_HAS_CHECKPOINT);
 #undef EITHER
 }

@@ -578,21 +578,28 @@ bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
 
 /* ---- hooks ---- */
 
-unsigned snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom)
+int snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
 {
-    g_autoptr(GError) error = NULL;
-    g_autoptr(snapshot_tree) tree = load(drv, dom, &error);
-    return tree ? snapshot_tree_count_live(tree) : 0;
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    return tree ? (int)snapshot_tree_count_live(tree) : -1;
 }
 
 bool snapshot_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                              GError **error)
 {
-    unsigned n = snapshot_count(drv, dom);
-    if (n == 0 || (flags & VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA))
+    if (flags & VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA)
+        return true;
+    /* Metadata that cannot be read may hold snapshots: undefining now would
+     * leave them behind with no domain to list or delete them. */
+    int n = snapshot_count(drv, dom, error);
+    if (n < 0) {
+        g_prefix_error(error, "cannot undefine %s: its snapshots cannot be listed: ", dom->name);
+        return false;
+    }
+    if (n == 0)
         return true;
     g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
-                "cannot delete inactive domain with %u snapshots (use --snapshots-metadata)", n);
+                "cannot delete inactive domain with %d snapshots (use --snapshots-metadata)", n);
     return false;
 }
 

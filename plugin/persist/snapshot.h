@@ -36,8 +36,9 @@ bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
 bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
                      unsigned flags, GError **error);
 
-/* Hooks for the domain driver. */
-unsigned snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom);
+/* Hooks for the domain driver. The number of snapshots, -1 when the
+ * metadata cannot be read. */
+int snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
 /* Undefine: refuse while snapshots exist unless VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA,
  * which removes them (metadata and layers: one is useless without the other). */
 bool snapshot_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,

@@ -488,6 +488,30 @@ class RestoreModeTest(SnapshotTestBase):
         self.assertEqual(self.shim_restore_mode("rm2"), "ondemand")
 
 
+class UndefineTest(SnapshotTestBase):
+    def test_unreadable_snapshot_metadata_refuses_undefine(self):
+        self.start_guest("ud1")
+        self.v("snapshot-create-as", "ud1", "keep")
+        self.v("destroy", "ud1")
+        tree = os.path.join(self.daemon.state, "snapshots", "ud1")
+        # The daemon runs as root here, so permissions would not stop it: a
+        # file where the tree's directory belongs makes it unreadable.
+        os.rename(tree, tree + ".aside")
+        open(tree, "w").close()
+        conn = self.daemon.connect()
+        try:
+            with self.assertRaises(libvirt.libvirtError) as caught:
+                conn.lookupByName("ud1").undefine()
+            self.assertIn("snapshots cannot be listed", str(caught.exception))
+            os.unlink(tree)
+            os.rename(tree + ".aside", tree)
+            self.assertEqual(self.v("snapshot-list", "ud1", "--name").stdout.split(), ["keep"])
+            conn.lookupByName("ud1").undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA)
+        finally:
+            conn.close()
+        self.assertFalse(os.path.exists(tree))
+
+
 COMPACT = os.path.join(os.path.dirname(os.environ.get("VIRTVSNAPD", "/nonexistent")), "..",
                        "tools", "vsnap-compact")
 
