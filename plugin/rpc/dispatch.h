@@ -12,13 +12,22 @@
 #include "client.h"
 #include "wire.h"
 
-struct rpc_server;
+struct event_registry;
+struct stream_registry;
 struct vsnap_driver;
 
+/* What procedures reach besides their client; the server owns them. */
+struct rpc_context {
+    struct vsnap_driver *driver;
+    struct event_registry *events;
+    struct stream_registry *streams;
+};
+
 struct rpc_call {
-    struct rpc_server *server;
     struct rpc_client *client;
     struct vsnap_driver *driver;
+    struct event_registry *events;
+    struct stream_registry *streams;
     const struct wire_header *hdr;
     /* Set by a handler to act once its reply is on the wire (a stream must
      * not send data before the reply to the call that opened it). */
@@ -66,10 +75,21 @@ extern const size_t rpc_event_procs_count;
 extern const struct proc_entry rpc_snapshot_procs[];
 extern const size_t rpc_snapshot_procs_count;
 
-/* Decode, check access, run the handler, send the reply. Runs on a worker. */
-void rpc_dispatch_call(struct rpc_server *server, struct rpc_client *client,
-                       const struct wire_header *hdr, const uint8_t *body, size_t len);
+/* Every table; a procedure number is served by one entry of one table. */
+struct proc_table {
+    const char *family;
+    const struct proc_entry *entries;
+    const size_t *count;
+};
+extern const struct proc_table rpc_proc_tables[];
+extern const size_t rpc_proc_tables_count;
 
-/* Send an error reply for the call whose header is call_hdr. */
-bool rpc_send_error_reply(struct rpc_client *client, const struct wire_header *call_hdr,
-                          int code, int domain, const char *message);
+/* The entry that serves proc; NULL when none does. */
+const struct proc_entry *rpc_find_proc(int proc);
+/* The API name of a procedure known but not served, for a clearer refusal;
+ * NULL otherwise. */
+const char *rpc_unserved_name(int proc);
+
+/* Decode, check access, run the handler, send the reply. Runs on a worker. */
+void rpc_dispatch_call(const struct rpc_context *ctx, struct rpc_client *client,
+                       const struct wire_header *hdr, const uint8_t *body, size_t len);
