@@ -5,11 +5,6 @@
 
 #include "virt-error.h"
 
-bool_t xdr_rpc_void(XDR *xdrs, struct rpc_void *v)
-{
-    return true;
-}
-
 /* A linear scan of about a hundred entries costs nothing next to a socket
  * round trip, and keeps the tables const with no lookup state to build. */
 static const struct proc_entry *find_in(const struct proc_entry *entries, size_t n, int proc)

@@ -134,6 +134,11 @@ bool_t xdr_wire_domain_flags(XDR *xdrs, struct wire_domain_flags *v)
     return xdr_wire_domain(xdrs, &v->dom) && xdr_u_int(xdrs, &v->flags);
 }
 
+bool_t xdr_rpc_void(XDR *xdrs, struct rpc_void *v)
+{
+    return true;
+}
+
 void wire_domain_set(struct wire_domain *dom, const char *name, const unsigned char uuid[16],
                      int id)
 {

@@ -91,6 +91,11 @@ struct wire_domain_flags {
     uint32_t flags;
 };
 
+/* For procedures without arguments or return value. */
+struct rpc_void {
+    int unused;
+};
+
 bool_t xdr_wire_header(XDR *xdrs, struct wire_header *hdr);
 bool_t xdr_wire_string(XDR *xdrs, char **str);
 bool_t xdr_wire_opt_string(XDR *xdrs, char **str);
@@ -108,6 +113,7 @@ bool_t xdr_wire_string_value(XDR *xdrs, struct wire_string_value *v);
 bool_t xdr_wire_opt_string_value(XDR *xdrs, struct wire_string_value *v);
 bool_t xdr_wire_domain_only(XDR *xdrs, struct wire_domain_only *v);
 bool_t xdr_wire_domain_flags(XDR *xdrs, struct wire_domain_flags *v);
+bool_t xdr_rpc_void(XDR *xdrs, struct rpc_void *v);
 
 /* Fill a handle (strings are copied with malloc so xdr_free can release them). */
 void wire_domain_set(struct wire_domain *dom, const char *name, const unsigned char uuid[16],

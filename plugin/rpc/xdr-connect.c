@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dispatch.h"
+#include "procedure.h"
 #include "driver.h"
 #include "node.h"
 #include "shim/config.h"

@@ -2,7 +2,7 @@
  * delivers the events (event-registry.c). */
 #include <libvirt/libvirt.h>
 
-#include "dispatch.h"
+#include "procedure.h"
 #include "event-registry.h"
 #include "virt-error.h"
 

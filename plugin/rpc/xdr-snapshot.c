@@ -4,7 +4,7 @@
 #include <libvirt/libvirt.h>
 #include <string.h>
 
-#include "dispatch.h"
+#include "procedure.h"
 #include "driver.h"
 #include "persist/save.h"
 #include "persist/snapshot.h"
