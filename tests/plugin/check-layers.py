@@ -40,9 +40,10 @@ LAYERS = [
     ("shared state", [["state.h"]]),
     ("events", [["events.*"]]),
     ("domains", [["domain.*"]]),
-    ("conf", [["conf/*"]]),
     ("files", [["atomic-file.*"]]),
-    ("errors", [["virt-error.*"]]),
+    # The XML and capabilities configuration, and the GError domain of
+    # libvirt's error codes that every layer uses (conf/virt-error.h).
+    ("conf", [["conf/*"]]),
 ]
 
 # Where a quoted include is looked up, after the including file's own
