@@ -6,9 +6,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "chain.h"
-#include "compact.h"
-#include "layer.h"
+#include "snapshot/chain.h"
+#include "snapshot/compact.h"
+#include "snapshot/layer.h"
 #include "virt-error.h"
 
 /* Longest chain we follow: the layer library's own limit. */

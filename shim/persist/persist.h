@@ -24,7 +24,7 @@
 
 #include "config.h"
 #include "persist/state-json.h"
-#include "snapshot/restore-mode.h"
+#include "ram-snapshot/restore-mode.h"
 #include "vm.h"
 
 #define PERSIST_LAYER_FILE "memory-ranges"

@@ -13,7 +13,7 @@
 #include "persist/devices-state.h"
 #include "persist/snapshot-dir.h"
 #include "persist/vm-persist.h"
-#include "snapshot/restore.h"
+#include "ram-snapshot/restore.h"
 #include "vm-internal.h"
 
 /* ---- config.json and its overrides ---- */

@@ -15,7 +15,7 @@
 #include "persist/devices-state.h"
 #include "persist/snapshot-dir.h"
 #include "persist/vm-persist.h"
-#include "snapshot/save.h"
+#include "ram-snapshot/save.h"
 #include "vm-internal.h"
 
 char *persist_path_from_url(const char *url, const char *field, GError **error)

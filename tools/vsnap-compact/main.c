@@ -4,7 +4,7 @@
  *   vsnap-compact --fold INNER CHILD            fold an inner layer into its child
  *   vsnap-compact --info LAYER...               check layers and print their headers
  */
-#include "compact.h"
+#include "snapshot/compact.h"
 
 #include <stdio.h>
 #include <stdlib.h>

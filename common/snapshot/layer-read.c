@@ -1,9 +1,10 @@
 /* Opening a layer: everything except page data is read and checked here, so a
  * chain can be refused before a VM runs. Page data is mmapped and checked block
  * by block when first used (snap_layer_verify_data). */
-#include "layer.h"
+#include "snapshot/layer.h"
 
-#include "crc32c.h"
+#include "snapshot/crc32c.h"
+#include "snapshot/layer-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,8 +1,9 @@
 /* Layer format helpers shared by the writer and the reader: ids, checksums of
  * the header and the index, the error domain. */
-#include "layer.h"
+#include "snapshot/layer.h"
 
-#include "crc32c.h"
+#include "snapshot/crc32c.h"
+#include "snapshot/layer-internal.h"
 
 #include <stdio.h>
 #include <string.h>

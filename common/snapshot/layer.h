@@ -149,12 +149,3 @@ static inline const uint8_t *snap_layer_data_page(const struct snap_layer *layer
 {
     return layer->data + data_page * SNAP_PAGE_SIZE;
 }
-
-/* Internal to the format code: header checksum and validation helpers. */
-uint32_t snap_layer_header_crc(const struct snap_layer_header *hdr);
-uint32_t snap_layer_index_crc(const struct snap_layer_run *runs, uint64_t run_count,
-                              const uint32_t *block_crc, uint64_t block_count);
-static inline uint64_t snap_blocks_for_pages(uint64_t pages)
-{
-    return (pages + SNAP_BLOCK_PAGES - 1) / SNAP_BLOCK_PAGES;
-}
