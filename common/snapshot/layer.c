@@ -11,6 +11,14 @@
 
 G_DEFINE_QUARK(snap-error-quark, snap_error)
 
+bool snap_error_is_bad_input(const GError *error)
+{
+    if (!error || error->domain != SNAP_ERROR)
+        return false;
+    return error->code == SNAP_ERROR_FORMAT || error->code == SNAP_ERROR_CHECKSUM ||
+           error->code == SNAP_ERROR_CHAIN || error->code == SNAP_ERROR_INVALID;
+}
+
 void snap_id_random(snap_id *id)
 {
     /* getrandom() without flags only blocks before the pool is seeded at boot. */
