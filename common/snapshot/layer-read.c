@@ -54,7 +54,7 @@ static bool check_header(const struct snap_layer_header *h, uint64_t file_size, 
         return bad_layer(error, SNAP_ERROR_FORMAT, path, "not a vsnap memory layer (bad magic)");
     if (h->version != SNAP_LAYER_VERSION)
         return bad_layer(error, SNAP_ERROR_FORMAT, path,
-                         "format version %u is not supported (this shim reads version %u)",
+                         "format version %u is not supported (this vsnap reads version %u)",
                          h->version, SNAP_LAYER_VERSION);
     if (h->header_size != sizeof *h)
         return bad_layer(error, SNAP_ERROR_FORMAT, path, "header size %u, expected %zu",
