@@ -12,20 +12,17 @@
 
 #include "api/routes.h"
 #include "persist/persist.h"
-#include "snapshot/layer.h"
 
 #define MAX_BLOCK_SIZE (2u << 20)
 #define MIN_BLOCK_SIZE 4096u
 
-/* persist's and the snapshot library's errors say whose fault it was: the
- * request's or the snapshot's (400) or not (500). */
+/* persist's errors say whose fault it was: the request's (400) or not (500). */
 static void to_shim_error(GError **error)
 {
     if (!error || !*error || (*error)->domain == SHIM_ERROR)
         return;
-    bool invalid = (*error)->domain == PERSIST_ERROR ? (*error)->code == PERSIST_ERROR_INVALID
-                                                      : snap_error_is_bad_input(*error);
-    int code = invalid ? SHIM_ERROR_INVALID : SHIM_ERROR_FAILED;
+    int code = (*error)->domain == PERSIST_ERROR && (*error)->code == PERSIST_ERROR_INVALID ? SHIM_ERROR_INVALID
+                                                                                           : SHIM_ERROR_FAILED;
     GError *shim = g_error_new_literal(SHIM_ERROR, code, (*error)->message);
     g_clear_error(error);
     *error = shim;

@@ -68,3 +68,8 @@ void persist_add_info(struct vm *vm, JsonBuilder *b);
 
 /* Parse a file:// URL (or a plain absolute path) into a path. */
 char *persist_path_from_url(const char *url, const char *field, GError **error);
+
+/* An error of the snapshot library (SNAP_ERROR) as one of persist's: a bad
+ * snapshot or argument is the request's fault (PERSIST_ERROR_INVALID),
+ * anything else the host's (PERSIST_ERROR_FAILED). Other domains stay. */
+void persist_error_from_snap(GError **error);

@@ -247,8 +247,10 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
     if (!dir)
         return NULL;
     g_autoptr(snap_dir) top = snap_dir_read(dir, error);
-    if (!top)
+    if (!top) {
+        persist_error_from_snap(error);
         return NULL;
+    }
     g_autoptr(vm_config) cfg = load_config(dir, req->config_overrides, error);
     struct snap_chain *chain = cfg ? open_chain(top, cfg->memory.size, error) : NULL;
     struct vm *vm = chain ? build_vm(cfg, cb, &chain, &top->memory.id, req, error) : NULL;

@@ -16,11 +16,23 @@
 #include "snapshot/directory.h"
 #include "vm-internal.h"
 
+void persist_error_from_snap(GError **error)
+{
+    if (!error || !*error || (*error)->domain != SNAP_ERROR)
+        return;
+    int code = snap_error_is_bad_input(*error) ? PERSIST_ERROR_INVALID : PERSIST_ERROR_FAILED;
+    GError *persist = g_error_new_literal(PERSIST_ERROR, code, (*error)->message);
+    g_clear_error(error);
+    *error = persist;
+}
+
 char *persist_path_from_url(const char *url, const char *field, GError **error)
 {
     char *path = snap_dir_path_from_url(url, error);
-    if (!path)
+    if (!path) {
         g_prefix_error(error, "%s: ", field);
+        persist_error_from_snap(error);
+    }
     return path;
 }
 
@@ -56,8 +68,10 @@ static bool check_parent(struct persist_vm *p, const char *parent_url, snap_id *
     if (!parent_dir)
         return false;
     g_autoptr(snap_dir) parent = snap_dir_read(parent_dir, error);
-    if (!parent)
+    if (!parent) {
+        persist_error_from_snap(error);
         return false;
+    }
     *parent_id = parent->memory.id;
     if (snap_id_equal(parent_id, &p->last_id))
         return true;
@@ -123,8 +137,10 @@ static bool write_snapshot(struct vm *vm, const struct vm_config *cfg, const str
 static char *make_temp_dir(const char *dest, GError **error)
 {
     char *tmp = snap_dir_create_partial(dest, error);
-    if (!tmp)
+    if (!tmp) {
         g_prefix_error(error, "destination_url: ");
+        persist_error_from_snap(error);
+    }
     return tmp;
 }
 
