@@ -1,7 +1,7 @@
 /* CRC-32C, reflected polynomial 0x82f63b78. The table path is the usual
  * slice-by-8; the hardware path uses the crc32 instruction eight bytes at a time.
  * Both produce the same values (tests compare them against known vectors). */
-#include "crc32c.h"
+#include "snapshot/crc32c.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * RAM meanwhile). */
 #pragma once
 
-#include "layer.h"
+#include "snapshot/layer.h"
 
 /* Guest RAM as the shim holds it (struct guest_memory's host, size, fd). */
 struct snap_ram {

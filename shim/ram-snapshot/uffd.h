@@ -17,7 +17,7 @@
  * Before that, stop only when the VM is being torn down. */
 #pragma once
 
-#include "chain.h"
+#include "snapshot/chain.h"
 
 enum snap_uffd_open {
     SNAP_UFFD_OPEN_AUTO = 0,     /* userfaultfd(2), then /dev/userfaultfd */

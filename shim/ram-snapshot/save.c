@@ -3,7 +3,7 @@
  * pointer into guest RAM, so nothing is copied on the way except by write(). */
 #include "save.h"
 
-#include "layer-write.h"
+#include "snapshot/layer-write.h"
 
 #include <errno.h>
 #include <string.h>

@@ -3,7 +3,9 @@
  * filled from the layers' run lists base first so later layers overwrite
  * earlier ones. Lookups of the data position go back to the layer's
  * own index (a binary search), which keeps this table small. */
-#include "chain.h"
+#include "snapshot/chain.h"
+
+#include "snapshot/layer-internal.h"
 
 void snap_page_index_build(struct snap_chain *c)
 {

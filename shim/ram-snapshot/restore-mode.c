@@ -1,6 +1,6 @@
 #include "restore-mode.h"
 
-#include "layer.h"
+#include "snapshot/layer.h"
 
 #include <string.h>
 

@@ -4,7 +4,7 @@
  * layer; any failure removes the temporary file and leaves nothing else touched. */
 #pragma once
 
-#include "layer.h"
+#include "snapshot/layer.h"
 
 struct snap_layer_writer;
 

@@ -1,8 +1,8 @@
 /* Compaction through the page index: each run of pages that comes from one
  * source is copied once into the new layer. */
-#include "compact.h"
+#include "snapshot/compact.h"
 
-#include "layer-write.h"
+#include "snapshot/layer-write.h"
 
 #define COMPACT_RUN_PAGES 4096u
 

@@ -1,9 +1,10 @@
 /* Opening a layer: everything except page data is read and checked here, so a
  * chain can be refused before a VM runs. Page data is mmapped and checked block
  * by block when first used (snap_layer_verify_data). */
-#include "layer.h"
+#include "snapshot/layer.h"
 
-#include "crc32c.h"
+#include "snapshot/crc32c.h"
+#include "snapshot/layer-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,7 +54,7 @@ static bool check_header(const struct snap_layer_header *h, uint64_t file_size, 
         return bad_layer(error, SNAP_ERROR_FORMAT, path, "not a vsnap memory layer (bad magic)");
     if (h->version != SNAP_LAYER_VERSION)
         return bad_layer(error, SNAP_ERROR_FORMAT, path,
-                         "format version %u is not supported (this shim reads version %u)",
+                         "format version %u is not supported (this vsnap reads version %u)",
                          h->version, SNAP_LAYER_VERSION);
     if (h->header_size != sizeof *h)
         return bad_layer(error, SNAP_ERROR_FORMAT, path, "header size %u, expected %zu",

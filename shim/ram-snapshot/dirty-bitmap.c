@@ -1,7 +1,7 @@
 /* Dirty bitmap helpers (see dirty-bitmap.h). */
 #include "dirty-bitmap.h"
 
-#include "layer.h"
+#include "snapshot/layer.h"
 
 uint64_t snap_dirty_bitmap_words(uint64_t ram_size)
 {

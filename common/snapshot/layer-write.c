@@ -2,9 +2,10 @@
  * are added (small runs batched in a staging buffer, big ones written straight
  * from the caller's memory), block checksums are computed on the way, and the
  * index, checksum table and header are written at commit. */
-#include "layer-write.h"
+#include "snapshot/layer-write.h"
 
-#include "crc32c.h"
+#include "snapshot/crc32c.h"
+#include "snapshot/layer-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * the VM runs. A checksum failure is an error before anything uses the RAM. */
 #pragma once
 
-#include "chain.h"
+#include "snapshot/chain.h"
 
 /* copy: read every page of the chain into dest (size == chain RAM size), which
  * must read as zero (a fresh anonymous or memfd mapping): zero pages are not

@@ -57,8 +57,13 @@ enum snap_error_code {
     SNAP_ERROR_CHECKSUM,    /* header, index or data block checksum mismatch */
     SNAP_ERROR_CHAIN,       /* parent ids, page or RAM size do not match */
     SNAP_ERROR_INVALID,     /* bad argument from the caller */
-    SNAP_ERROR_UFFD,        /* userfaultfd unavailable or failed */
+    SNAP_ERROR_UFFD,        /* userfaultfd unavailable or failed (the shim's on-demand restore) */
 };
+
+/* Whose fault: true when the snapshot on disk or the caller's argument is
+ * wrong (format, checksum, chain, invalid), false when the host failed (I/O,
+ * no space, userfaultfd). */
+bool snap_error_is_bad_input(const GError *error);
 
 typedef struct {
     uint8_t bytes[16];
@@ -148,13 +153,4 @@ static inline const uint8_t *snap_layer_data_page(const struct snap_layer *layer
                                                   uint64_t data_page)
 {
     return layer->data + data_page * SNAP_PAGE_SIZE;
-}
-
-/* Internal to the format code: header checksum and validation helpers. */
-uint32_t snap_layer_header_crc(const struct snap_layer_header *hdr);
-uint32_t snap_layer_index_crc(const struct snap_layer_run *runs, uint64_t run_count,
-                              const uint32_t *block_crc, uint64_t block_count);
-static inline uint64_t snap_blocks_for_pages(uint64_t pages)
-{
-    return (pages + SNAP_BLOCK_PAGES - 1) / SNAP_BLOCK_PAGES;
 }

@@ -1,5 +1,7 @@
 /* Opening and checking a chain of layers. */
-#include "chain.h"
+#include "snapshot/chain.h"
+
+#include "snapshot/layer-internal.h"
 
 static bool check_link(const struct snap_chain *c, unsigned i, GError **error)
 {

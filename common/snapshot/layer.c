@@ -1,14 +1,23 @@
 /* Layer format helpers shared by the writer and the reader: ids, checksums of
  * the header and the index, the error domain. */
-#include "layer.h"
+#include "snapshot/layer.h"
 
-#include "crc32c.h"
+#include "snapshot/crc32c.h"
+#include "snapshot/layer-internal.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 
 G_DEFINE_QUARK(snap-error-quark, snap_error)
+
+bool snap_error_is_bad_input(const GError *error)
+{
+    if (!error || error->domain != SNAP_ERROR)
+        return false;
+    return error->code == SNAP_ERROR_FORMAT || error->code == SNAP_ERROR_CHECKSUM ||
+           error->code == SNAP_ERROR_CHAIN || error->code == SNAP_ERROR_INVALID;
+}
 
 void snap_id_random(snap_id *id)
 {

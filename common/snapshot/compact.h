@@ -2,7 +2,7 @@
  * written to a temporary name and renamed; inputs are untouched until then). */
 #pragma once
 
-#include "chain.h"
+#include "snapshot/chain.h"
 
 /* Write one layer at out_path holding what the whole chain holds: from a full
  * chain a new full (base) layer, from a partial chain (SNAP_CHAIN_ALLOW_PARTIAL)

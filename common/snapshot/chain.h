@@ -7,7 +7,7 @@
  * problem. */
 #pragma once
 
-#include "layer.h"
+#include "snapshot/layer.h"
 
 #define SNAP_MAX_CHAIN 4096u /* < SNAP_INDEX_ZERO - 1 */
 
@@ -47,9 +47,6 @@ static inline bool snap_chain_page_has_data(const struct snap_chain *chain, uint
     uint16_t e = chain->page_layer[page];
     return e != SNAP_INDEX_ABSENT && e != SNAP_INDEX_ZERO;
 }
-
-/* Fill chain->page_layer from the layers' indexes (page-index.c). */
-void snap_page_index_build(struct snap_chain *chain);
 
 /* Where RAM page `page` comes from: SNAP_PAGE_KIND_ZERO (also for absent pages
  * of a full chain), _ABSENT (partial chains only) or _DATA with *layer and
