@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "config/vm-config.h"
 
 enum vm_stop_reason {
     VM_STOP_POWEROFF,   /* guest wrote S5 to PM1a_CNT */

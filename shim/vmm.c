@@ -5,7 +5,7 @@
 
 #include <stdarg.h>
 
-#include "api/config-json.h"
+#include "config/vm-config-json.h"
 #include "persist/persist.h"
 #include "vm.h"
 

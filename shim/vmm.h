@@ -12,9 +12,9 @@
 #include <json-glib/json-glib.h>
 #include <stdbool.h>
 
-#include "api/api-error.h"
+#include "config/shim-error.h"
 #include "api/events.h"
-#include "config.h"
+#include "config/vm-config.h"
 
 enum vmm_state {
     VMM_STATE_NOT_CREATED,

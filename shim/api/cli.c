@@ -6,8 +6,8 @@
 
 #include <string.h>
 
-#include "api/api-error.h"
-#include "api/config-json.h"
+#include "config/shim-error.h"
+#include "config/vm-config-json.h"
 #include "api/options.h"
 
 struct raw_options {

@@ -5,7 +5,7 @@
 #include <glib.h>
 #include <stdbool.h>
 
-#include "config.h"
+#include "config/vm-config.h"
 
 struct shim_options {
     char *api_socket;     /* --api-socket value, or NULL */

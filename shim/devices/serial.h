@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "bus.h"
-#include "config.h"
+#include "config/vm-config.h"
 
 #define SERIAL_COM1_PORT 0x3f8
 #define SERIAL_COM1_IRQ 4

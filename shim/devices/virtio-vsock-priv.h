@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "config/vm-config.h"
 #include "virtio-mmio.h"
 
 #define VSOCK_HOST_CID 2u

@@ -25,7 +25,7 @@
 #include <json-glib/json-glib.h>
 #include <stdbool.h>
 
-#include "config.h"
+#include "config/vm-config.h"
 
 struct vm;
 struct virtio_vsock;

@@ -4,7 +4,7 @@
  * demand.
  *
  * Directory contents:
- *   config.json    the VmConfig (api/config-json.h), as vm.info shows it
+ *   config.json    the VmConfig (config/vm-config-json.h), as vm.info shows it
  *   state.json     {"vsnap_state_version": 1,
  *                   "memory": {"layer": "memory-ranges", "kind": "full"|"diff",
  *                              "id", "parent_id", "parent_url", "ram_size"},
@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "config/vm-config.h"
 #include "persist/state-json.h"
 #include "snapshot/restore-mode.h"
 #include "vm.h"

@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <sys/mman.h>
 
-#include "api/config-json.h"
+#include "config/vm-config-json.h"
 #include "persist/cpu-state.h"
 #include "persist/devices-state.h"
 #include "persist/snapshot-dir.h"

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/config-json.h"
+#include "config/vm-config-json.h"
 #include "persist/cpu-state.h"
 #include "persist/devices-state.h"
 #include "persist/snapshot-dir.h"
