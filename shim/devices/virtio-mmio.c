@@ -333,7 +333,8 @@ char *virtio_mmio_cmdline_entry(const struct virtio_mmio *t)
     return g_strdup_printf("virtio_mmio.device=4K@0x%" G_GINT64_MODIFIER "x:%u", t->base, t->gsi);
 }
 
-/* persist: begin */
+/* ---- snapshot state ---- */
+
 static void add_int(JsonBuilder *b, const char *name, gint64 value)
 {
     json_builder_set_member_name(b, name);
@@ -444,4 +445,3 @@ bool virtio_mmio_restore_state(struct virtio_mmio *t, JsonObject *obj, GError **
         t->ops->activate(t->opaque);
     return true;
 }
-/* persist: end */

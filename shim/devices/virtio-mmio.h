@@ -16,6 +16,7 @@
 #pragma once
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -90,10 +91,8 @@ void virtio_mmio_signal_config(struct virtio_mmio *t);
  * non-blocking). Returns true if the driver notified since the last call. */
 bool virtio_mmio_take_notify(struct virtio_mmio *t, unsigned queue);
 
-/* persist: begin (snapshot state: the registers above and every queue; the
- * rings live in guest RAM). Both with t->lock held. Restoring a live device
- * re-activates it, so the device looks at its queues again. */
-#include <json-glib/json-glib.h>
+/* Snapshot state: the registers above and every queue (the rings live in
+ * guest RAM). Both with t->lock held. Restoring a live device re-activates it,
+ * so the device looks at its queues again. */
 void virtio_mmio_save_state(const struct virtio_mmio *t, JsonBuilder *b);
 bool virtio_mmio_restore_state(struct virtio_mmio *t, JsonObject *obj, GError **error);
-/* persist: end */

@@ -337,7 +337,8 @@ void virtio_vsock_transport_reset(struct virtio_vsock *dev)
     g_mutex_unlock(&dev->transport.lock);
 }
 
-/* persist: begin */
+/* ---- snapshot state ---- */
+
 void virtio_vsock_quiesce(struct virtio_vsock *dev)
 {
     g_mutex_lock(&dev->transport.lock);
@@ -370,4 +371,3 @@ bool virtio_vsock_restore_state(struct virtio_vsock *dev, JsonObject *obj, GErro
     g_mutex_unlock(&dev->transport.lock);
     return ok;
 }
-/* persist: end */

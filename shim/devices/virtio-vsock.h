@@ -11,10 +11,9 @@
  *
  * The device runs one thread (epoll over the sockets and the queue eventfds).
  *
- * Snapshots (not implemented yet; the plan the state is shaped for): the
- * transport's registers and each queue's struct virtq (addresses, size,
- * last_avail_idx, used_idx) are all that must be saved; rings and buffers are
- * guest RAM, and every device write to them went through vm_mark_dirty. Host
+ * Snapshots: the transport's registers and each queue's struct virtq
+ * (addresses, size, last_avail_idx, used_idx) are all that is saved; rings and
+ * buffers are guest RAM, and every device write to them was marked dirty. Host
  * sockets cannot be saved, so a restored device starts with an empty
  * connection table and calls virtio_vsock_transport_reset(): the guest's
  * sockets see a reset and its agent announces readiness with generation + 1.
@@ -50,7 +49,7 @@ void virtio_vsock_add_counters(struct virtio_vsock *dev, JsonBuilder *builder);
  * announces readiness again. */
 void virtio_vsock_transport_reset(struct virtio_vsock *dev);
 
-/* persist: begin (snapshots). quiesce holds the device still (its thread waits,
+/* Snapshots. quiesce holds the device still (its thread waits,
  * nothing is written into guest RAM) until unquiesce; save_state runs between
  * the two. restore_state loads the transport and queues of a snapshot into a
  * fresh device; connections are not restored: call
@@ -59,4 +58,3 @@ void virtio_vsock_quiesce(struct virtio_vsock *dev);
 void virtio_vsock_unquiesce(struct virtio_vsock *dev);
 void virtio_vsock_save_state(struct virtio_vsock *dev, JsonBuilder *b);
 bool virtio_vsock_restore_state(struct virtio_vsock *dev, JsonObject *obj, GError **error);
-/* persist: end */

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
-#include "persist/state-json.h"
+#include "state/state-json.h"
 #include "vm-internal.h"
 
 #define MAX_MSRS 1024u

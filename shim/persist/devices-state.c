@@ -5,7 +5,7 @@
 #include "devices/i8042.h"
 #include "devices/serial.h"
 #include "devices/virtio-vsock.h"
-#include "persist/state-json.h"
+#include "state/state-json.h"
 #include "vm-internal.h"
 
 void devices_quiesce(struct vm *vm)

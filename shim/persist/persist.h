@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "config/vm-config.h"
-#include "persist/state-json.h"
+#include "state/state-json.h"
 #include "snapshot/restore-mode.h"
 #include "vm.h"
 

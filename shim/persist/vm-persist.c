@@ -6,7 +6,7 @@
 #include <sys/ioctl.h>
 
 #include "persist/persist.h"
-#include "persist/state-json.h"
+#include "state/state-json.h"
 #include "snapshot/dirty-bitmap.h"
 #include "vm-internal.h"
 
