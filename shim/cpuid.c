@@ -15,12 +15,12 @@
 #define L1_EDX_HTT (1u << 28)
 #define EXT1_ECX_CMP_LEGACY (1u << 1)
 
-struct kvm_cpuid2 *cpuid_get_supported(int kvm_fd, GError **error)
+struct kvm_cpuid2 *cpuid_get_supported(int dev_kvm_fd, GError **error)
 {
     for (unsigned n = MAX_ENTRIES_START; n <= MAX_ENTRIES_LIMIT; n *= 2) {
         struct kvm_cpuid2 *c = g_malloc0(sizeof(*c) + n * sizeof(struct kvm_cpuid_entry2));
         c->nent = n;
-        if (ioctl(kvm_fd, KVM_GET_SUPPORTED_CPUID, c) == 0)
+        if (ioctl(dev_kvm_fd, KVM_GET_SUPPORTED_CPUID, c) == 0)
             return c;
         int e = errno;
         g_free(c);

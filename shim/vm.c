@@ -74,22 +74,22 @@ static bool check_config(const struct vm_config *cfg, GError **error)
 
 static bool open_kvm(struct vm *vm, GError **error)
 {
-    vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-    if (vm->kvm_fd < 0)
+    vm->dev_kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    if (vm->dev_kvm_fd < 0)
         return kvm_fail(error, "opening /dev/kvm");
-    int version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
+    int version = ioctl(vm->dev_kvm_fd, KVM_GET_API_VERSION, 0);
     if (version != KVM_API_VERSION) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, "/dev/kvm speaks API version %d, vsnap needs %d",
                     version, KVM_API_VERSION);
         return false;
     }
-    if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IMMEDIATE_EXIT) <= 0)
+    if (ioctl(vm->dev_kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IMMEDIATE_EXIT) <= 0)
         return refuse(error, "KVM lacks KVM_CAP_IMMEDIATE_EXIT, needed to pause vCPUs reliably");
-    int run_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+    int run_size = ioctl(vm->dev_kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
     if (run_size <= 0)
         return kvm_fail(error, "KVM_GET_VCPU_MMAP_SIZE");
     vm->run_size = (size_t)run_size;
-    vm->supported_cpuid = cpuid_get_supported(vm->kvm_fd, error);
+    vm->supported_cpuid = cpuid_get_supported(vm->dev_kvm_fd, error);
     return vm->supported_cpuid != NULL;
 }
 
@@ -98,7 +98,7 @@ static bool open_kvm(struct vm *vm, GError **error)
 static bool create_kvm_vm(struct vm *vm, GError **error)
 {
     do {
-        vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+        vm->vm_fd = ioctl(vm->dev_kvm_fd, KVM_CREATE_VM, 0);
     } while (vm->vm_fd < 0 && errno == EINTR);
     if (vm->vm_fd < 0)
         return kvm_fail(error, "KVM_CREATE_VM");
@@ -124,19 +124,18 @@ static bool create_kvm_vm(struct vm *vm, GError **error)
 static bool setup_memory(struct vm *vm, const struct memory_config *cfg, struct guest_memory *restored,
                          GError **error)
 {
-    /* persist: begin (a restore hands over RAM it prepared: fresh, copied or merged) */
+    /* A restore hands over RAM it prepared: fresh, copied or merged. */
     if (restored) {
         vm->mem = *restored;
         *restored = (struct guest_memory){ .fd = -1 };
     } else if (!guest_memory_init(&vm->mem, cfg->size, error)) {
         return false;
     }
-    /* persist: end */
     for (unsigned i = 0; i < vm->mem.nregions; i++) {
         const struct guest_region *r = &vm->mem.regions[i];
         struct kvm_userspace_memory_region slot = {
             .slot = i,
-            .flags = KVM_MEM_LOG_DIRTY_PAGES, /* persist: diff snapshots need the dirty log from boot on */
+            .flags = KVM_MEM_LOG_DIRTY_PAGES, /* diff snapshots need the dirty log from boot on */
             .guest_phys_addr = r->gpa,
             .memory_size = r->size,
             .userspace_addr = (uint64_t)(uintptr_t)(vm->mem.host + r->ram_offset),
@@ -273,11 +272,11 @@ static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **er
     return boot_setup_bsp(vm->vcpus[0].fd, &entry, error);
 }
 
-/* persist: begin (vm_new and vm_new_for_restore share the empty VM) */
+/* The empty VM vm_new and vm_new_for_restore both start from. */
 static struct vm *vm_alloc(const struct vm_callbacks *cb)
 {
     struct vm *vm = g_new0(struct vm, 1);
-    vm->kvm_fd = vm->vm_fd = -1;
+    vm->dev_kvm_fd = vm->vm_fd = -1;
     vm->mem.fd = -1;
     if (cb)
         vm->cb = *cb;
@@ -325,7 +324,6 @@ struct vm *vm_new_for_restore(const struct vm_config *cfg, const struct vm_callb
     }
     return vm;
 }
-/* persist: end */
 
 void vm_free(struct vm *vm)
 {
@@ -336,7 +334,7 @@ void vm_free(struct vm *vm)
         return;
     }
     vm_stop_vcpu_threads(vm);
-    /* persist: snapshot state (an on-demand RAM server) goes before devices and RAM */
+    /* Snapshot state (an on-demand RAM server) goes before devices and RAM. */
     if (vm->persist_release)
         vm->persist_release(vm->persist);
     for (unsigned i = 0; i < vm->nvcpus; i++)
@@ -348,8 +346,8 @@ void vm_free(struct vm *vm)
     if (vm->vm_fd >= 0)
         close(vm->vm_fd);
     guest_memory_release(&vm->mem); /* after the VM fd: KVM holds the slots until then */
-    if (vm->kvm_fd >= 0)
-        close(vm->kvm_fd);
+    if (vm->dev_kvm_fd >= 0)
+        close(vm->dev_kvm_fd);
     g_free(vm->supported_cpuid);
     g_free(vm->vmm_dirty);
     g_hash_table_destroy(vm->mmio_logged);
@@ -441,9 +439,55 @@ struct bus *vm_mmio_bus(struct vm *vm)
     return &vm->mmio;
 }
 
-int vm_kvm_fd(struct vm *vm)
+int vm_kvm_vm_fd(struct vm *vm)
 {
     return vm->vm_fd;
+}
+
+int vm_dev_kvm_fd(struct vm *vm)
+{
+    return vm->dev_kvm_fd;
+}
+
+unsigned vm_vcpu_count(struct vm *vm)
+{
+    return vm->nvcpus;
+}
+
+int vm_vcpu_fd(struct vm *vm, unsigned index)
+{
+    return index < vm->nvcpus ? vm->vcpus[index].fd : -1;
+}
+
+struct serial *vm_serial(struct vm *vm)
+{
+    return vm->serial;
+}
+
+struct i8042 *vm_i8042(struct vm *vm)
+{
+    return vm->i8042;
+}
+
+struct acpi_pm *vm_acpi_pm(struct vm *vm)
+{
+    return vm->acpi_pm;
+}
+
+struct virtio_vsock *vm_vsock(struct vm *vm)
+{
+    return vm->vsock;
+}
+
+void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data))
+{
+    vm->persist = data;
+    vm->persist_release = release;
+}
+
+void *vm_get_persist_state(struct vm *vm)
+{
+    return vm->persist;
 }
 
 bool vm_set_irq_line(struct vm *vm, unsigned gsi, bool level)

@@ -41,12 +41,15 @@ struct vm_callbacks {
 struct vm;
 struct bus;
 struct guest_memory;
+struct serial;
+struct i8042;
+struct acpi_pm;
+struct virtio_vsock;
 
 /* Build the VM from cfg: KVM VM, irqchip, PIT, RAM (untouched), vCPUs with
  * CPUID/MSRs, devices, payload loaded. vCPUs are not running yet. */
 struct vm *vm_new(const struct vm_config *cfg, const struct vm_callbacks *cb, GError **error);
 
-/* persist: begin */
 /* Build the VM of cfg for a restore: the same KVM VM, devices and vCPUs as
  * vm_new, but no payload is loaded and guest RAM is `ram`, prepared by the
  * caller (fresh, filled by copy, a merged image, or registered for on-demand
@@ -54,10 +57,12 @@ struct vm *vm_new(const struct vm_config *cfg, const struct vm_callbacks *cb, GE
  * loads the vCPU, VM and device state before any vCPU runs (shim/persist/). */
 struct vm *vm_new_for_restore(const struct vm_config *cfg, const struct vm_callbacks *cb,
                               struct guest_memory *ram, GError **error);
-/* persist: end */
 
 /* Start the vCPU threads (first boot). */
 bool vm_start(struct vm *vm, GError **error);
+/* Start the vCPU threads parked (a restore, once its state is loaded):
+ * vm_resume runs them. */
+bool vm_start_paused(struct vm *vm, GError **error);
 
 /* Stop all vCPUs at an instruction boundary (KVM_RUN returned) and keep them
  * parked; returns once every vCPU is parked. */
@@ -66,6 +71,11 @@ bool vm_resume(struct vm *vm, GError **error);
 
 /* ACPI power button: set PM1a PWRBTN_STS, raise the SCI. */
 void vm_power_button(struct vm *vm);
+
+/* The guest cannot go on (a vCPU or device saw it stop, or its restored RAM
+ * cannot be served): park the vCPUs for good and report it through
+ * vm_callbacks.on_guest_stop. Any thread; the first report wins. */
+void vm_report_guest_stop(struct vm *vm, enum vm_stop_reason reason, const char *detail);
 
 /* Stop and join vCPU threads, close every fd, unmap RAM. Safe on a half-built VM. */
 void vm_free(struct vm *vm);
@@ -78,11 +88,23 @@ void vm_add_counters(struct vm *vm, JsonBuilder *builder);
 uint64_t vm_ram_resident_bytes(struct vm *vm);
 uint64_t vm_ram_size(struct vm *vm);
 
-/* What devices need from the VM. */
+/* What snapshot and restore (shim/persist/) use, with the vCPUs parked. */
 struct guest_memory *vm_memory(struct vm *vm);
+int vm_kvm_vm_fd(struct vm *vm);  /* the VM's fd (KVM_CREATE_VM): irqchip, PIT, clock, dirty log */
+int vm_dev_kvm_fd(struct vm *vm); /* /dev/kvm itself: system-wide queries (MSR index list) */
+unsigned vm_vcpu_count(struct vm *vm);
+int vm_vcpu_fd(struct vm *vm, unsigned index);
+/* The devices; serial is NULL when serial.mode is Off, vsock without a vsock config. */
+struct serial *vm_serial(struct vm *vm);
+struct i8042 *vm_i8042(struct vm *vm);
+struct acpi_pm *vm_acpi_pm(struct vm *vm);
+struct virtio_vsock *vm_vsock(struct vm *vm);
+/* Snapshot state kept with the VM: release(data) runs in vm_free once the
+ * vCPUs have stopped, before devices and RAM go. */
+void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data));
+void *vm_get_persist_state(struct vm *vm);
 struct bus *vm_pio_bus(struct vm *vm);
 struct bus *vm_mmio_bus(struct vm *vm);
-int vm_kvm_fd(struct vm *vm); /* the KVM VM fd, for irqfd / ioeventfd */
 /* Drive a GSI of the in-kernel IOAPIC/PIC (KVM_IRQ_LINE). */
 bool vm_set_irq_line(struct vm *vm, unsigned gsi, bool level);
 const struct vm_callbacks *vm_get_callbacks(struct vm *vm);

@@ -242,7 +242,7 @@ static bool bind_ioeventfd(struct virtio_mmio *t, unsigned i, bool assign)
         .fd = t->notify_fd[i],
         .flags = KVM_IOEVENTFD_FLAG_DATAMATCH | (assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN),
     };
-    return ioctl(vm_kvm_fd(t->vm), KVM_IOEVENTFD, &io) == 0;
+    return ioctl(vm_kvm_vm_fd(t->vm), KVM_IOEVENTFD, &io) == 0;
 }
 
 static bool bind_irqfd(struct virtio_mmio *t, bool assign)
@@ -252,7 +252,7 @@ static bool bind_irqfd(struct virtio_mmio *t, bool assign)
         .gsi = t->gsi,
         .flags = assign ? 0 : KVM_IRQFD_FLAG_DEASSIGN,
     };
-    return ioctl(vm_kvm_fd(t->vm), KVM_IRQFD, &irqfd) == 0;
+    return ioctl(vm_kvm_vm_fd(t->vm), KVM_IRQFD, &irqfd) == 0;
 }
 
 static bool open_eventfds(struct virtio_mmio *t, GError **error)

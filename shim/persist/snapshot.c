@@ -11,12 +11,13 @@
 #include <unistd.h>
 
 #include "config/vm-config-json.h"
+#include "memory.h"
 #include "persist/cpu-state.h"
 #include "persist/devices-state.h"
 #include "persist/snapshot-dir.h"
 #include "persist/vm-persist.h"
 #include "snapshot/save.h"
-#include "vm-internal.h"
+#include "vm.h"
 
 char *persist_path_from_url(const char *url, const char *field, GError **error)
 {
@@ -108,7 +109,7 @@ static char *build_state_json(struct vm *vm, const struct persist_snapshot_reque
         state_add_string(b, "parent_url", req->parent_url);
     }
     json_builder_set_member_name(b, "ram_size");
-    json_builder_add_int_value(b, (gint64)vm->mem.size);
+    json_builder_add_int_value(b, (gint64)vm_memory(vm)->size);
     json_builder_end_object(b);
     bool ok = cpu_state_save(vm, b, error);
     if (ok)
@@ -131,7 +132,8 @@ static bool write_layer(struct vm *vm, const char *dir, const struct persist_sna
                         struct snap_save_stats *stats, GError **error)
 {
     g_autofree char *path = g_build_filename(dir, PERSIST_LAYER_FILE, NULL);
-    struct snap_ram ram = { vm->mem.host, vm->mem.size, vm->mem.fd };
+    const struct guest_memory *mem = vm_memory(vm);
+    struct snap_ram ram = { mem->host, mem->size, mem->fd };
     return req->diff ? snap_save_diff(path, &ram, dirty, id, parent, stats, error)
                      : snap_save_full(path, &ram, id, stats, error);
 }
