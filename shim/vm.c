@@ -155,7 +155,9 @@ static bool setup_memory(struct vm *vm, const struct memory_config *cfg, struct 
 
 static void set_irq_level(void *opaque, unsigned gsi, bool level)
 {
-    vm_set_irq_line(opaque, gsi, level);
+    struct vm *vm = opaque;
+    struct kvm_irq_level irq = { .irq = gsi, .level = level };
+    ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq);
 }
 
 static struct irq_line irq_line_for(struct vm *vm, unsigned gsi)
@@ -213,16 +215,56 @@ static bool setup_acpi_pm(struct vm *vm, GError **error)
     return acpi_pm_attach(vm->acpi_pm, &vm->pio) || attach_failed(error, "the ACPI PM registers");
 }
 
+/* ---- what virtio devices get (devices/virtio-host.h) ---- */
+
+static void host_mark_dirty(void *opaque, uint64_t gpa, uint64_t len)
+{
+    vm_mark_dirty(opaque, gpa, len);
+}
+
+static bool host_bind_ioeventfd(void *opaque, int fd, uint64_t addr, unsigned len, uint64_t datamatch,
+                                bool assign)
+{
+    struct vm *vm = opaque;
+    struct kvm_ioeventfd io = {
+        .datamatch = datamatch,
+        .addr = addr,
+        .len = len,
+        .fd = fd,
+        .flags = KVM_IOEVENTFD_FLAG_DATAMATCH | (assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN),
+    };
+    return ioctl(vm->vm_fd, KVM_IOEVENTFD, &io) == 0;
+}
+
+static bool host_bind_irqfd(void *opaque, int fd, unsigned gsi, bool assign)
+{
+    struct vm *vm = opaque;
+    struct kvm_irqfd irqfd = { .fd = (uint32_t)fd, .gsi = gsi, .flags = assign ? 0 : KVM_IRQFD_FLAG_DEASSIGN };
+    return ioctl(vm->vm_fd, KVM_IRQFD, &irqfd) == 0;
+}
+
+static struct virtio_host virtio_host_for(struct vm *vm)
+{
+    return (struct virtio_host){
+        .mmio = &vm->mmio,
+        .mem = &vm->mem,
+        .mark_dirty = host_mark_dirty,
+        .set_irq_level = set_irq_level,
+        .bind_ioeventfd = host_bind_ioeventfd,
+        .bind_irqfd = host_bind_irqfd,
+        .opaque = vm,
+    };
+}
+
 static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
     if (!setup_serial(vm, &cfg->serial, error) || !setup_i8042(vm, error) || !setup_acpi_pm(vm, error))
         return false;
     if (!bus_register(&vm->pio, PORT_POST_CODE, 1, &sink_ops, NULL, "post-code"))
         return attach_failed(error, "the port 0x80 sink");
-    /* vsock (virtio-mmio device 0): begin */
-    if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(vm, 0, &cfg->vsock, error)))
+    struct virtio_host host = virtio_host_for(vm); /* the transport keeps a copy */
+    if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(&host, 0, &cfg->vsock, error))) /* virtio-mmio device 0 */
         return false;
-    /* vsock: end */
     return true;
 }
 
@@ -231,7 +273,7 @@ static void free_devices(struct vm *vm)
     serial_free(vm->serial);
     i8042_free(vm->i8042);
     acpi_pm_free(vm->acpi_pm);
-    virtio_vsock_free(vm->vsock); /* vsock: stops its thread, unlinks its socket */
+    virtio_vsock_free(vm->vsock); /* stops its thread, unlinks its socket */
     vm->vsock = NULL;
     vm->serial = NULL;
     vm->i8042 = NULL;
@@ -255,7 +297,7 @@ static bool create_vcpus(struct vm *vm, unsigned count, GError **error)
 
 static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
-    /* vsock: declare the virtio-mmio device on the command line, as Firecracker does */
+    /* The virtio-mmio device is declared on the command line, as Firecracker does. */
     g_autofree char *vsock_arg = vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL;
     g_autofree char *cmdline = vsock_arg ? g_strjoin(" ", cfg->payload.cmdline ? cfg->payload.cmdline : "",
                                                     vsock_arg, NULL) : NULL;
@@ -429,16 +471,6 @@ struct guest_memory *vm_memory(struct vm *vm)
     return &vm->mem;
 }
 
-struct bus *vm_pio_bus(struct vm *vm)
-{
-    return &vm->pio;
-}
-
-struct bus *vm_mmio_bus(struct vm *vm)
-{
-    return &vm->mmio;
-}
-
 int vm_kvm_vm_fd(struct vm *vm)
 {
     return vm->vm_fd;
@@ -490,15 +522,14 @@ void *vm_get_persist_state(struct vm *vm)
     return vm->persist;
 }
 
-bool vm_set_irq_line(struct vm *vm, unsigned gsi, bool level)
+bool vm_serve_vsock_port(struct vm *vm, const struct vsock_port_handler *handler, GError **error)
 {
-    struct kvm_irq_level irq = { .irq = gsi, .level = level };
-    return ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq) == 0;
-}
-
-const struct vm_callbacks *vm_get_callbacks(struct vm *vm)
-{
-    return &vm->cb;
+    if (!vm->vsock) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "the VM has no vsock device to serve port %u on",
+                    handler->port);
+        return false;
+    }
+    return virtio_vsock_serve_port(vm->vsock, handler, error);
 }
 
 const char *vm_serial_pty_path(struct vm *vm)

@@ -31,10 +31,6 @@ const char *vm_stop_reason_to_string(enum vm_stop_reason reason);
 
 struct vm_callbacks {
     void (*on_guest_stop)(void *opaque, enum vm_stop_reason reason, const char *detail);
-    /* The guest announced readiness on the vsock readiness port (vsock issue).
-     * info_json is the "vsnap" object for vm.info / wait-ready. Called from a
-     * device thread. */
-    void (*on_guest_ready)(void *opaque, const char *info_json);
     void *opaque;
 };
 
@@ -45,6 +41,7 @@ struct serial;
 struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
+struct vsock_port_handler;
 
 /* Build the VM from cfg: KVM VM, irqchip, PIT, RAM (untouched), vCPUs with
  * CPUID/MSRs, devices, payload loaded. vCPUs are not running yet. */
@@ -103,14 +100,14 @@ struct virtio_vsock *vm_vsock(struct vm *vm);
  * vCPUs have stopped, before devices and RAM go. */
 void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data));
 void *vm_get_persist_state(struct vm *vm);
-struct bus *vm_pio_bus(struct vm *vm);
-struct bus *vm_mmio_bus(struct vm *vm);
-/* Drive a GSI of the in-kernel IOAPIC/PIC (KVM_IRQ_LINE). */
-bool vm_set_irq_line(struct vm *vm, unsigned gsi, bool level);
-const struct vm_callbacks *vm_get_callbacks(struct vm *vm);
 
-/* For devices that write guest RAM themselves (virtio used rings, RX buffers):
- * KVM's dirty log does not see those writes, so they must be recorded here. */
+/* Serve a vsock port inside the shim (devices/virtio-vsock.h), before the
+ * vCPUs run. Fails without a vsock device or when the port is served already. */
+bool vm_serve_vsock_port(struct vm *vm, const struct vsock_port_handler *handler, GError **error);
+
+/* A write of the VMM's own into guest RAM (virtio used rings and RX buffers,
+ * through struct virtio_host): KVM's dirty log does not see those, so they
+ * are recorded here. */
 void vm_mark_dirty(struct vm *vm, uint64_t gpa, uint64_t len);
 
 /* The serial port's pty slave path when serial.mode is Pty, else NULL (vm.info). */

@@ -5,7 +5,7 @@
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
 
-#include "vmm.h"
+#include "vmm/vmm.h"
 
 struct api_request {
     struct vmm *vmm;

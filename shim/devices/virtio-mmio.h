@@ -20,9 +20,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "virtio-host.h"
 #include "virtio-queue.h"
-
-struct vm;
 
 #define VIRTIO_MMIO_GSI_BASE 5u /* 0-4, 8, 9, 12 are taken by the PIT, serial, RTC, SCI, i8042 */
 #define VIRTIO_MMIO_MAX_QUEUES 4u
@@ -46,7 +45,7 @@ struct virtio_device_ops {
 
 struct virtio_mmio {
     GMutex lock;
-    struct vm *vm;
+    struct virtio_host host; /* a copy; the queues point at it */
     uint64_t base;
     unsigned gsi;
     const struct virtio_device_ops *ops;
@@ -66,9 +65,9 @@ struct virtio_mmio {
     int irq_fd;                            /* -1 when falling back to KVM_IRQ_LINE */
 };
 
-/* Set the transport up for device number index and register it on the VM's
- * MMIO bus. */
-bool virtio_mmio_init(struct virtio_mmio *t, struct vm *vm, unsigned index,
+/* Set the transport up for device number index and register it on the
+ * host's MMIO bus. */
+bool virtio_mmio_init(struct virtio_mmio *t, const struct virtio_host *host, unsigned index,
                       const struct virtio_device_ops *ops, void *opaque, GError **error);
 /* Unbind eventfds and close them. The bus registration stays (the bus goes
  * with the VM). */

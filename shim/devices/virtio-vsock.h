@@ -6,8 +6,9 @@
  *    shim answers "OK <host port>\n" and the connection carries the stream. If
  *    the guest refuses (RST) the UNIX connection is closed without an OK.
  *  - guest-initiated: a connection to CID 2 port P is dialled to "<socket>_P".
- *  - the readiness port (vsock_config.readiness_port) is served by the shim
- *    itself: "READY {json}\n" -> "ACK {json}\n" and vm_callbacks.on_guest_ready.
+ *  - a port with a struct vsock_port_handler (virtio_vsock_serve_port) is
+ *    served inside the shim instead, with no socket behind it: the VMM's
+ *    readiness port is one.
  *
  * The device runs one thread (epoll over the sockets and the queue eventfds).
  *
@@ -23,17 +24,38 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "config/vm-config.h"
+#include "virtio-host.h"
 
-struct vm;
 struct virtio_vsock;
 
 /* Create the device as virtio-mmio device number mmio_index, bind the UNIX
  * socket (a stale socket file is replaced; a live one is an error) and start
  * the device thread. */
-struct virtio_vsock *virtio_vsock_new(struct vm *vm, unsigned mmio_index,
+struct virtio_vsock *virtio_vsock_new(const struct virtio_host *host, unsigned mmio_index,
                                       const struct vsock_config *cfg, GError **error);
+
+/* A service on a vsock port that the shim serves itself. Guest connections to
+ * `port` are accepted (no UNIX socket is dialled): open makes the session,
+ * receive gets the guest's bytes and appends what goes back to `reply`,
+ * close ends the session when the connection goes. They run on the device
+ * thread with the device lock held: they must not block. receive returning
+ * false resets the connection (the session is beyond repair). */
+struct vsock_port_handler {
+    uint32_t port;
+    void *(*open)(void *opaque);
+    bool (*receive)(void *opaque, void *session, const uint8_t *data, size_t len, GByteArray *reply);
+    void (*close)(void *opaque, void *session);
+    void *opaque;
+};
+
+/* Serve handler->port with handler, which must outlive the device. Before the
+ * guest runs (a connection already open to that port stays as it is). Fails
+ * if the port is served already. */
+bool virtio_vsock_serve_port(struct virtio_vsock *dev, const struct vsock_port_handler *handler,
+                             GError **error);
 
 /* Stop the thread, close every connection, unlink the socket. NULL is fine. */
 void virtio_vsock_free(struct virtio_vsock *dev);
