@@ -153,11 +153,21 @@ static bool setup_memory(struct vm *vm, const struct memory_config *cfg, struct 
 
 /* ---- devices ---- */
 
+/* Drive a GSI of the in-kernel IOAPIC/PIC. KVM_IRQ_LINE fails only when the VM's interrupt controller is gone or
+ * broken. The guest would then wait for interrupts that never come, so the
+ * VM stops as crashed, saying why. */
 static void set_irq_level(void *opaque, unsigned gsi, bool level)
 {
     struct vm *vm = opaque;
     struct kvm_irq_level irq = { .irq = gsi, .level = level };
-    ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq);
+    if (ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq) == 0)
+        return;
+    int e = errno;
+    g_autofree char *detail = g_strdup_printf("cannot %s GSI %u (KVM_IRQ_LINE): %s", level ? "raise" : "lower",
+                                              gsi, g_strerror(e));
+    if (!atomic_load(&vm->stop_reported))
+        g_warning("%s", detail);
+    vm_report_guest_stop(vm, VM_STOP_CRASH, detail);
 }
 
 static struct irq_line irq_line_for(struct vm *vm, unsigned gsi)
