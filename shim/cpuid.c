@@ -187,12 +187,13 @@ static void set_hypervisor_leaves(struct kvm_cpuid2 *t, uint32_t tsc_khz)
     }
 }
 
-/* No feature is hidden. FINDINGS.md suggested masking what KVM's CPL0
- * emulator lacks (XSAVE, AVX, SSE4, ...), but on these kvm_pvm hosts
- * KVM_SET_CPUID2 keeps the host's bits in leaves 1, 7 and 0xd whatever the
- * table says (KVM_GET_CPUID2 returns them, and a CPL0 guest reads them), so a
- * mask changes nothing here, while on VMX/SVM hosts it would only take
- * features away from guests. Topology and hypervisor leaves are honoured. */
+/* No feature is hidden. Masking what the development hosts' instruction
+ * emulator lacks for guest kernel code (XSAVE, AVX, SSE4, ...) looks tempting,
+ * but there (kvm_pvm, see shim/README.md, "Host limits") KVM_SET_CPUID2 keeps
+ * the host's bits in leaves 1, 7 and 0xd whatever the table says
+ * (KVM_GET_CPUID2 returns them, and a CPL0 guest reads them), so a mask
+ * changes nothing, while on VMX/SVM hosts it would only take features away
+ * from guests. Topology and hypervisor leaves are honoured. */
 
 struct kvm_cpuid2 *cpuid_for_vcpu(const struct kvm_cpuid2 *supported, unsigned index, unsigned ncpus,
                                   uint32_t tsc_khz)
