@@ -3,8 +3,9 @@
  * Threading: the API runs on the main thread (GMainLoop). vCPUs run on their own
  * threads. Anything the guest causes that changes the VM's lifecycle (poweroff
  * via ACPI S5, reset via i8042 or the ACPI reset register, triple fault, KVM
- * internal error) is reported through vm_callbacks.on_guest_stop from a vCPU
- * thread; the receiver must hop to the main thread (g_main_context_invoke)
+ * internal error, an interrupt KVM refuses, restored RAM that cannot be
+ * served) is reported through vm_callbacks.on_guest_stop from a vCPU, device
+ * or userfaultfd thread; the receiver must hop to the main thread (g_main_context_invoke)
  * before tearing the VM down. vm_* functions below are called from the main
  * thread only.
  *
