@@ -17,7 +17,7 @@
 #include <glib.h>
 #include <stdbool.h>
 
-#include "driver.h"
+#include "state.h"
 
 bool save_to_file(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *to,
                   const char *dxml, unsigned flags, GError **error);
@@ -36,9 +36,7 @@ bool save_image_define(struct vsnap_driver *drv, const char *file, const char *d
 bool save_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                   GError **error);
 bool save_has_managed(struct vsnap_driver *drv, struct vsnap_domain *dom);
-/* The managed image's directory when there is one (snapshot deletes fold
- * into it when it is a diff on the snapshot deleted). */
-char *save_managed_image_dir(struct vsnap_driver *drv, struct vsnap_domain *dom);
+/* managedsave-remove (takes the job lock). */
 bool save_managed_remove(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
 
 /* Hooks for the domain driver. start: called under dom->job by a start of

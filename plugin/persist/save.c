@@ -5,16 +5,16 @@
 #include <libvirt/libvirt.h>
 #include <string.h>
 
+#include "job.h"
+#include "lineage.h"
+#include "managed-image.h"
 #include "monitor.h"
 #include "process.h"
+#include "restore.h"
 #include "save-image.h"
 #include "snapshot-dir.h"
-#include "snapshot.h"
 #include "snapshot-vm.h"
 #include "virt-error.h"
-
-#define MANAGED_INFO "managed-save.ini"
-#define MANAGED_DOMAIN "domain.xml"
 
 static bool refuse(GError **error, int code, const char *text)
 {
@@ -37,18 +37,21 @@ static bool check_flags(unsigned flags, unsigned allowed, GError **error)
     return true;
 }
 
+static bool create_dir(const char *dir, GError **error)
+{
+    if (g_mkdir_with_parents(dir, 0700) == 0)
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot create %s: %s", dir,
+                g_strerror(errno));
+    return false;
+}
+
 /* A fresh directory for transient work (packing, unpacking). */
 static char *work_dir(struct vsnap_driver *drv, GError **error)
 {
     g_autofree char *id = g_uuid_string_random();
-    char *dir = g_build_filename(drv->paths.state_dir, "save-work", id, NULL);
-    if (g_mkdir_with_parents(dir, 0700) < 0) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot create %s: %s", dir,
-                    g_strerror(errno));
-        g_free(dir);
-        return NULL;
-    }
-    return dir;
+    g_autofree char *dir = g_build_filename(drv->paths.state_dir, "save-work", id, NULL);
+    return create_dir(dir, error) ? g_steal_pointer(&dir) : NULL;
 }
 
 static void remove_dir(const char *dir)
@@ -56,11 +59,6 @@ static void remove_dir(const char *dir)
     g_autoptr(GError) error = NULL;
     if (dir && !snapdir_remove(dir, &error))
         g_warning("%s", error->message);
-}
-
-static char *managed_dir(struct vsnap_driver *drv, const char *name)
-{
-    return g_build_filename(drv->paths.state_dir, "managedsave", name, NULL);
 }
 
 /* The definition to store: dxml when given (same domain), else the live one. */
@@ -120,7 +118,7 @@ static void cancel_save(struct vsnap_domain *dom, bool was_running)
                                       was_running ? VIR_DOMAIN_RUNNING_SAVE_CANCELED
                                                   : VIR_DOMAIN_PAUSED_USER);
     g_mutex_unlock(&dom->lock);
-    vmsnap_job_end(dom);
+    domain_job_end(dom);
 }
 
 /* After a successful save the domain stops; a transient one ceases to exist. */
@@ -155,7 +153,7 @@ struct pack_progress {
 static void on_pack_progress(void *data, guint64 done, guint64 total)
 {
     struct pack_progress *p = data;
-    vmsnap_job_progress(p->dom, total, done, NULL);
+    domain_job_progress(p->dom, total, done, NULL);
 }
 
 static bool save_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *to,
@@ -170,9 +168,10 @@ static bool save_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, cons
     bool paused = (flags & VIR_DOMAIN_SAVE_PAUSED) ||
                   (!(flags & VIR_DOMAIN_SAVE_RUNNING) && !was_running);
     g_autofree char *work = work_dir(drv, error);
-    vmsnap_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SAVE, ram_bytes(dom), work);
     struct pack_progress progress = {.dom = dom};
-    bool ok = work && vmsnap_take(dom, work, NULL, error) &&
+    bool ok = work &&
+              domain_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SAVE, ram_bytes(dom), work, error) &&
+              vmsnap_take(dom, work, NULL, error) &&
               save_image_write(to, xml, work, paused, on_pack_progress, &progress, error);
     remove_dir(work);
     if (!ok) {
@@ -195,37 +194,6 @@ bool save_to_file(struct vsnap_driver *drv, struct vsnap_domain *dom, const char
 }
 
 /* ---- restoring (from a file or a managed image) ---- */
-
-static const char *restore_mode(struct vsnap_domain *dom)
-{
-    g_mutex_lock(&dom->lock);
-    const char *mode = restore_mode_to_string(dom->def->vsnap.restore_mode);
-    g_mutex_unlock(&dom->lock);
-    return mode;
-}
-
-static bool start_restored(struct vsnap_driver *drv, struct vsnap_domain *dom,
-                           const struct domain_def *def, const char *dir, bool run,
-                           GError **error)
-{
-    struct vmsnap_restore r = {.source_dir = dir, .mode = restore_mode(dom), .resume = run};
-    struct process_start_how how = {
-        .def = def, .setup_vm = vmsnap_restore_setup, .data = &r,
-        .state = run ? VIR_DOMAIN_RUNNING : VIR_DOMAIN_PAUSED,
-        .reason = run ? VIR_DOMAIN_RUNNING_RESTORED : VIR_DOMAIN_PAUSED_USER,
-        .event = VIR_DOMAIN_EVENT_STARTED, .detail = VIR_DOMAIN_EVENT_STARTED_RESTORED,
-    };
-    if (!process_start_with(drv, dom, &how, error))
-        return false;
-    /* As libvirt: started, then suspended when the image says paused. */
-    if (!run) {
-        g_mutex_lock(&dom->lock);
-        event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_SUSPENDED,
-                              VIR_DOMAIN_EVENT_SUSPENDED_RESTORED);
-        g_mutex_unlock(&dom->lock);
-    }
-    return true;
-}
 
 static struct domain_def *image_definition(struct vsnap_driver *drv, const char *image_xml,
                                            const char *dxml, GError **error)
@@ -279,8 +247,10 @@ static bool restore_into(struct vsnap_driver *drv, struct vsnap_domain *dom, con
         return false;
     }
     g_autofree char *work = work_dir(drv, error);
-    bool ok = work && save_image_extract(from, work, error) &&
-              start_restored(drv, dom, def, work, run, error);
+    struct restore_request req = {
+        .source_dir = work, .def = def, .run = run, .origin = RESTORE_FROM_SAVE,
+    };
+    bool ok = work && save_image_extract(from, work, error) && restore_start(drv, dom, &req, error);
     remove_dir(work);
     return ok;
 }
@@ -347,39 +317,33 @@ bool save_image_define(struct vsnap_driver *drv, const char *file, const char *d
 
 /* ---- managed save ---- */
 
-static bool write_managed_info(const char *dir, const char *xml, bool paused, GError **error)
+static bool rename_dir(const char *from, const char *to, GError **error)
 {
-    g_autofree char *xml_path = g_build_filename(dir, MANAGED_DOMAIN, NULL);
-    g_autofree char *info_path = g_build_filename(dir, MANAGED_INFO, NULL);
-    g_autofree char *info = g_strdup_printf("[image]\npaused=%s\n", paused ? "true" : "false");
-    g_autoptr(GError) local = NULL;
-    if (!g_file_set_contents(xml_path, xml, -1, &local) ||
-        !g_file_set_contents(info_path, info, -1, &local)) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "%s", local->message);
-        return false;
-    }
-    return true;
+    if (g_rename(from, to) == 0)
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot rename %s to %s: %s", from,
+                to, g_strerror(errno));
+    return false;
 }
 
-char *save_managed_image_dir(struct vsnap_driver *drv, struct vsnap_domain *dom)
+/* Taken under a temporary name and renamed: a crash leaves no half image
+ * under the final one. A diff on the current snapshot while the VM runs from
+ * it without a break, else full. */
+static bool write_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
+                          bool paused, GError **error)
 {
-    return save_has_managed(drv, dom) ? managed_dir(drv, dom->name) : NULL;
-}
-
-/* A diff on base when the shim takes one, else a full snapshot. */
-static bool take_managed(struct vsnap_domain *dom, const char *dir, const char *base,
-                         GError **error)
-{
-    if (base) {
-        g_autoptr(GError) diff_error = NULL;
-        if (vmsnap_take(dom, dir, base, &diff_error))
-            return true;
-        g_message("domain %s: diff managed save refused (%s); taking a full one", dom->name,
-                  diff_error->message);
-        remove_dir(dir);
-        g_mkdir_with_parents(dir, 0700);
-    }
-    return vmsnap_take(dom, dir, NULL, error);
+    g_autofree char *final = managed_image_dir(drv->paths.state_dir, dom->name);
+    g_autofree char *tmp = g_strconcat(final, ".tmp", NULL);
+    g_autofree char *base = lineage_diff_base_dir(drv, dom);
+    bool is_diff = false;
+    bool ok = snapdir_remove(tmp, error) && create_dir(tmp, error) &&
+              domain_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SAVE, ram_bytes(dom), tmp, error) &&
+              vmsnap_take_diff_or_full(dom, tmp, base, &is_diff, error) &&
+              managed_image_write_info(tmp, xml, paused, error) &&
+              snapdir_remove(final, error) && rename_dir(tmp, final, error);
+    if (!ok)
+        remove_dir(tmp);
+    return ok;
 }
 
 static bool managed_save_locked(struct vsnap_driver *drv, struct vsnap_domain *dom,
@@ -391,28 +355,13 @@ static bool managed_save_locked(struct vsnap_driver *drv, struct vsnap_domain *d
     if (!persistent)
         return refuse(error, VIR_ERR_OPERATION_INVALID,
                       "cannot do managed save for transient domain");
-    g_autofree char *final = managed_dir(drv, dom->name);
-    g_autofree char *tmp = g_strconcat(final, ".tmp", NULL);
     g_autofree char *xml = definition_to_save(drv, dom, NULL, error);
     bool was_running = false;
     if (!xml || !pause_for_save(drv, dom, &was_running, error))
         return false;
     bool paused = (flags & VIR_DOMAIN_SAVE_PAUSED) ||
                   (!(flags & VIR_DOMAIN_SAVE_RUNNING) && !was_running);
-    g_autofree char *base = snapshot_diff_base_dir(drv, dom);
-    remove_dir(tmp);
-    vmsnap_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SAVE, ram_bytes(dom), tmp);
-    bool ok = g_mkdir_with_parents(tmp, 0700) == 0 && take_managed(dom, tmp, base, error) &&
-              write_managed_info(tmp, xml, paused, error);
-    if (ok) {
-        remove_dir(final);
-        ok = g_rename(tmp, final) == 0 ||
-             refuse(error, VIR_ERR_SYSTEM_ERROR, "cannot put the managed save image in place");
-    } else if (error && !*error) {
-        refuse(error, VIR_ERR_SYSTEM_ERROR, "cannot create the managed save directory");
-    }
-    if (!ok) {
-        remove_dir(tmp);
+    if (!write_managed(drv, dom, xml, paused, error)) {
         cancel_save(dom, was_running);
         return false;
     }
@@ -433,23 +382,22 @@ bool save_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned f
 
 bool save_has_managed(struct vsnap_driver *drv, struct vsnap_domain *dom)
 {
-    g_autofree char *dir = managed_dir(drv, dom->name);
-    g_autofree char *info = g_build_filename(dir, MANAGED_INFO, NULL);
-    return g_file_test(info, G_FILE_TEST_EXISTS);
+    return managed_image_exists(drv->paths.state_dir, dom->name);
+}
+
+static bool remove_managed_locked(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                  GError **error)
+{
+    g_autofree char *dir = managed_image_dir(drv->paths.state_dir, dom->name);
+    return snapdir_remove(dir, error);
 }
 
 bool save_managed_remove(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
 {
-    g_autofree char *dir = managed_dir(drv, dom->name);
-    return snapdir_remove(dir, error);
-}
-
-static bool managed_paused(const char *dir)
-{
-    g_autofree char *path = g_build_filename(dir, MANAGED_INFO, NULL);
-    g_autoptr(GKeyFile) kf = g_key_file_new();
-    return g_key_file_load_from_file(kf, path, 0, NULL) &&
-           g_key_file_get_boolean(kf, "image", "paused", NULL);
+    g_mutex_lock(&dom->job);
+    bool ok = remove_managed_locked(drv, dom, error);
+    g_mutex_unlock(&dom->job);
+    return ok;
 }
 
 bool save_start_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
@@ -458,22 +406,22 @@ bool save_start_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsi
     *handled = false;
     if (!save_has_managed(drv, dom))
         return true;
-    g_autofree char *dir = managed_dir(drv, dom->name);
+    g_autofree char *dir = managed_image_dir(drv->paths.state_dir, dom->name);
     if (flags & VIR_DOMAIN_START_FORCE_BOOT)
         return snapdir_remove(dir, error);
-    g_autofree char *xml_path = g_build_filename(dir, MANAGED_DOMAIN, NULL);
     g_autofree char *xml = NULL;
-    g_autoptr(GError) local = NULL;
-    if (!g_file_get_contents(xml_path, &xml, NULL, &local)) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
-                    "the managed save image of %s is damaged (%s); remove it with "
-                    "managedsave-remove or start with --force-boot", dom->name, local->message);
+    bool paused = false;
+    if (!managed_image_read_info(dir, &xml, &paused, error)) {
+        g_prefix_error(error, "the managed save image of %s is damaged (remove it with "
+                              "managedsave-remove or start with --force-boot): ", dom->name);
         return false;
     }
     g_autoptr(domain_def) def = domain_def_parse_string(xml, drv->paths.schema_dir, error);
-    bool run = !(flags & VIR_DOMAIN_START_PAUSED) && !managed_paused(dir);
-    if (!def || !snapdir_check_chain(dir, error) ||
-        !start_restored(drv, dom, def, dir, run, error)) {
+    struct restore_request req = {
+        .source_dir = dir, .def = def, .run = !(flags & VIR_DOMAIN_START_PAUSED) && !paused,
+        .origin = RESTORE_FROM_SAVE,
+    };
+    if (!def || !snapdir_check_chain(dir, error) || !restore_start(drv, dom, &req, error)) {
         g_prefix_error(error, "cannot start %s from its managed save image: ", dom->name);
         return false;
     }
@@ -491,20 +439,20 @@ bool save_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, uns
     if (!(flags & VIR_DOMAIN_UNDEFINE_MANAGED_SAVE))
         return refuse(error, VIR_ERR_OPERATION_INVALID,
                       "Refusing to undefine while domain managed save image exists");
-    return save_managed_remove(drv, dom, error);
+    return remove_managed_locked(drv, dom, error);
 }
 
 void save_job_info(struct vsnap_driver *drv, struct vsnap_domain *dom, struct save_job_info *out)
 {
-    struct vmsnap_job job = {0};
+    struct domain_job job = {0};
     memset(out, 0, sizeof(*out));
     out->type = VIR_DOMAIN_JOB_NONE;
-    if (!vmsnap_job_get(dom, &job))
+    if (!domain_job_get(dom, &job))
         return;
     out->type = VIR_DOMAIN_JOB_BOUNDED;
     out->operation = job.operation;
     out->elapsed_ms = (guint64)(g_get_monotonic_time() - job.started_us) / 1000;
     out->total = job.total;
     out->processed = MIN(job.processed, job.total);
-    vmsnap_job_clear(&job);
+    domain_job_clear(&job);
 }

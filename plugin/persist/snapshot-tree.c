@@ -1,9 +1,10 @@
-#include "snapshot-store.h"
+#include "snapshot-tree.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "atomic-file.h"
 #include "conf/domain-conf.h"
 #include "snapshot-dir.h"
 #include "virt-error.h"
@@ -42,19 +43,6 @@ void snapshot_tree_free(struct snapshot_tree *tree)
 char *snapshot_tree_dir(const char *state_dir, const char *domain)
 {
     return g_build_filename(state_dir, "snapshots", domain, NULL);
-}
-
-static bool write_atomic(const char *path, const char *text, GError **error)
-{
-    g_autoptr(GError) local = NULL;
-    if (!g_file_set_contents_full(path, text, -1,
-                                  G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
-                                  0600, &local)) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot write %s: %s", path,
-                    local->message);
-        return false;
-    }
-    return true;
 }
 
 static char *opt_string(GKeyFile *kf, const char *key)
@@ -245,13 +233,13 @@ bool snapshot_entry_save(const struct snapshot_entry *e, GError **error)
     g_key_file_set_string(kf, GROUP, "domain_uuid", e->domain_uuid ? e->domain_uuid : "");
     g_autofree char *text = g_key_file_to_data(kf, NULL, NULL);
     g_autofree char *path = g_build_filename(e->dir, META_FILE, NULL);
-    return write_atomic(path, text, error);
+    return atomic_file_write(path, text, error);
 }
 
 bool snapshot_tree_set_current(struct snapshot_tree *tree, const char *name, GError **error)
 {
     g_autofree char *path = g_build_filename(tree->dir, CURRENT_FILE, NULL);
-    if (!write_atomic(path, name ? name : "", error))
+    if (!atomic_file_write(path, name ? name : "", error))
         return false;
     g_free(tree->current);
     tree->current = g_strdup(name);
@@ -261,7 +249,7 @@ bool snapshot_tree_set_current(struct snapshot_tree *tree, const char *name, GEr
 bool snapshot_entry_mark_deleting(struct snapshot_entry *e, GError **error)
 {
     g_autofree char *path = g_build_filename(e->dir, DELETING_FILE, NULL);
-    if (!write_atomic(path, "", error))
+    if (!atomic_file_write(path, "", error))
         return false;
     e->deleting = true;
     return true;
@@ -322,5 +310,5 @@ bool snapshot_entry_save_domain_xml(const struct snapshot_entry *e, const char *
                                     GError **error)
 {
     g_autofree char *path = g_build_filename(e->dir, DOMAIN_FILE, NULL);
-    return write_atomic(path, xml, error);
+    return atomic_file_write(path, xml, error);
 }

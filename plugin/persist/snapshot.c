@@ -4,10 +4,12 @@
 #include <string.h>
 
 #include "conf/snapshot-conf.h"
+#include "job.h"
+#include "lineage.h"
 #include "process.h"
-#include "save.h"
+#include "restore.h"
 #include "snapshot-dir.h"
-#include "snapshot-store.h"
+#include "snapshot-tree.h"
 #include "snapshot-vm.h"
 #include "virt-error.h"
 
@@ -36,24 +38,16 @@ static bool refuse(GError **error, int code, const char *text)
 
 /* ---- deleting, also used to finish a delete a crash interrupted ---- */
 
-/* Survivors whose layer is a diff on `gone` take its pages and its parent. */
-/* A managed save image taken as a diff on `gone` depends on it too. */
-static char *managed_layer_child(struct vsnap_driver *drv, struct vsnap_domain *dom,
-                                 const struct snapshot_entry *gone)
-{
-    g_autofree char *dir = save_managed_image_dir(drv, dom);
-    g_autofree char *parent = NULL;
-    if (!dir || !snapdir_parent(dir, &parent, NULL) || g_strcmp0(parent, gone->dir) != 0)
-        return NULL;
-    return g_steal_pointer(&dir);
-}
-
+/* Survivors whose layer is a diff on `gone` take its pages and its parent;
+ * so does a managed save image taken as a diff on it. */
 static bool fold_into_layer_children(struct vsnap_driver *drv, struct vsnap_domain *dom,
                                      struct snapshot_tree *tree, struct snapshot_entry *gone,
                                      GError **error)
 {
     g_autoptr(GPtrArray) kids = snapshot_tree_layer_children(tree, gone);
-    g_autofree char *managed = managed_layer_child(drv, dom, gone);
+    g_autofree char *managed = NULL;
+    if (!lineage_managed_child(drv, dom, gone, &managed, error))
+        return false;
     if (kids->len == 0 && !managed)
         return true;
     if (!gone->deleting && !snapshot_entry_mark_deleting(gone, error))
@@ -90,9 +84,10 @@ static bool remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
     if (g_strcmp0(tree->current, gone->name) == 0 &&
         !snapshot_tree_set_current(tree, gone->parent, error))
         return false;
-    g_autofree char *lineage = vmsnap_lineage_get(dom);
-    if (g_strcmp0(lineage, gone->id) == 0)
-        vmsnap_lineage_clear(dom);   /* the running VM's base is gone: next one is full */
+    g_autofree char *lineage = lineage_get(dom);
+    /* The running VM's base is gone: the next snapshot is full. */
+    if (g_strcmp0(lineage, gone->id) == 0 && !lineage_clear(dom, error))
+        return false;
     return snapshot_tree_remove(tree, gone, error);
 }
 
@@ -174,45 +169,15 @@ static struct snapshot_def *parse_request(struct vsnap_driver *drv, struct snaps
     return g_steal_pointer(&def);
 }
 
-/* The snapshot a diff can sit on: the current one, if the running VM's memory
- * descends from it without a break. */
-static struct snapshot_entry *diff_base(struct vsnap_domain *dom, struct snapshot_tree *tree)
-{
-    g_autofree char *lineage = vmsnap_lineage_get(dom);
-    struct snapshot_entry *current = tree->current ? snapshot_tree_find(tree, tree->current) : NULL;
-    if (!lineage || !current || !g_str_equal(current->id, lineage))
-        return NULL;
-    return current;
-}
-
-char *snapshot_diff_base_dir(struct vsnap_driver *drv, struct vsnap_domain *dom)
-{
-    g_autoptr(GError) error = NULL;
-    g_autoptr(snapshot_tree) tree = load(drv, dom, &error);
-    struct snapshot_entry *base = tree ? diff_base(dom, tree) : NULL;
-    return base ? g_strdup(base->dir) : NULL;
-}
-
 static bool take_layers(struct vsnap_domain *dom, struct snapshot_entry *e,
                         struct snapshot_entry *base, GError **error)
 {
-    if (base) {
-        g_autoptr(GError) diff_error = NULL;
-        if (vmsnap_take(dom, e->dir, base->dir, &diff_error)) {
-            e->full = false;
-            e->layer_parent = g_strdup(base->id);
-            return true;
-        }
-        /* The shim may refuse a diff (e.g. its dirty log was reset): a full
-         * layer is always right. */
-        g_message("domain %s: diff snapshot on '%s' refused (%s); taking a full one", dom->name,
-                  base->name, diff_error->message);
-        g_autoptr(GError) ignored = NULL;
-        snapdir_remove(e->dir, &ignored);
-        g_mkdir_with_parents(e->dir, 0700);
-    }
-    e->full = true;
-    return vmsnap_take(dom, e->dir, NULL, error);
+    bool is_diff = false;
+    if (!vmsnap_take_diff_or_full(dom, e->dir, base ? base->dir : NULL, &is_diff, error))
+        return false;
+    e->full = !is_diff;
+    e->layer_parent = is_diff ? g_strdup(base->id) : NULL;
+    return true;
 }
 
 static bool record(struct vsnap_driver *drv, struct vsnap_domain *dom, struct snapshot_tree *tree,
@@ -241,17 +206,31 @@ static int snapshot_state_of(struct vsnap_domain *dom)
                                         : SNAPSHOT_STATE_RUNNING;
 }
 
-static void halt_after_snapshot(struct vsnap_driver *drv, struct vsnap_domain *dom)
+/* snapshot-create --halt and a revert stop the domain the same way. */
+static bool stop_for_snapshot(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                              GError **error)
 {
-    g_autoptr(GError) error = NULL;
-    if (!process_stop(drv, dom, VIR_DOMAIN_SHUTOFF_FROM_SNAPSHOT, false, &error)) {
-        g_warning("domain %s: cannot halt after the snapshot: %s", dom->name, error->message);
-        return;
-    }
+    if (!process_stop(drv, dom, VIR_DOMAIN_SHUTOFF_FROM_SNAPSHOT, false, error))
+        return false;
     g_mutex_lock(&dom->lock);
     event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_STOPPED,
                           VIR_DOMAIN_EVENT_STOPPED_FROM_SNAPSHOT);
     g_mutex_unlock(&dom->lock);
+    return true;
+}
+
+/* A snapshot that failed half-way leaves nothing; the shim's dirty log is
+ * in doubt now, so the next snapshot is full. The caller reports the error
+ * that brought us here; these are logged beside it. */
+static void discard_new_snapshot(struct vsnap_domain *dom, struct snapshot_entry *e)
+{
+    g_autoptr(GError) error = NULL;
+    if (!snapdir_remove(e->dir, &error)) {
+        g_warning("domain %s: after a failed snapshot: %s", dom->name, error->message);
+        g_clear_error(&error);
+    }
+    if (!lineage_clear(dom, &error))
+        g_warning("domain %s: after a failed snapshot: %s", dom->name, error->message);
 }
 
 static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
@@ -270,25 +249,26 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
     g_autoptr(snapshot_def) def = parse_request(drv, tree, xml, error);
     if (!def)
         return NULL;
-    struct snapshot_entry *base = diff_base(dom, tree);
+    struct snapshot_entry *base = lineage_diff_base(dom, tree);
     struct snapshot_entry *e = snapshot_tree_new_entry(tree, error);
     if (!e)
         return NULL;
     g_mutex_lock(&dom->lock);
     guint64 ram = dom->def->memory_kib * 1024;
     g_mutex_unlock(&dom->lock);
-    vmsnap_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SNAPSHOT, ram, e->dir);
-    bool taken = take_layers(dom, e, base, error);
-    vmsnap_job_end(dom);
+    bool taken = domain_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SNAPSHOT, ram, e->dir, error);
+    taken = taken && take_layers(dom, e, base, error);
+    domain_job_end(dom);
     if (!taken || !record(drv, dom, tree, e, def, state, error)) {
-        g_autoptr(GError) ignored = NULL;
-        snapdir_remove(e->dir, &ignored);
-        vmsnap_lineage_clear(dom);   /* the shim's dirty log is in doubt now */
+        discard_new_snapshot(dom, e);
         return NULL;
     }
-    vmsnap_lineage_set(dom, e->id);
-    if (flags & VIR_DOMAIN_SNAPSHOT_CREATE_HALT)
-        halt_after_snapshot(drv, dom);
+    lineage_set(dom, e->id);
+    g_autoptr(GError) halt_error = NULL;
+    /* The snapshot exists: a failed halt is reported, not undone. */
+    if ((flags & VIR_DOMAIN_SNAPSHOT_CREATE_HALT) && !stop_for_snapshot(drv, dom, &halt_error))
+        g_warning("domain %s: cannot halt after the snapshot: %s", dom->name,
+                  halt_error->message);
     return g_strdup(e->name);
 }
 
@@ -507,50 +487,6 @@ static struct domain_def *snapshot_domain(struct vsnap_driver *drv, struct vsnap
     return def;
 }
 
-static const char *restore_mode(struct vsnap_domain *dom)
-{
-    g_mutex_lock(&dom->lock);
-    const struct domain_def *def = dom->next_def ? dom->next_def : dom->def;
-    const char *mode = restore_mode_to_string(def->vsnap.restore_mode);
-    g_mutex_unlock(&dom->lock);
-    return mode;
-}
-
-static bool stop_for_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
-{
-    if (!vsnap_domain_is_active(dom))
-        return true;
-    if (!process_stop(drv, dom, VIR_DOMAIN_SHUTOFF_FROM_SNAPSHOT, false, error))
-        return false;
-    g_mutex_lock(&dom->lock);
-    event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_STOPPED,
-                          VIR_DOMAIN_EVENT_STOPPED_FROM_SNAPSHOT);
-    g_mutex_unlock(&dom->lock);
-    return true;
-}
-
-static bool start_from(struct vsnap_driver *drv, struct vsnap_domain *dom,
-                       struct snapshot_entry *e, const struct domain_def *def, bool run,
-                       GError **error)
-{
-    struct vmsnap_restore r = {.source_dir = e->dir, .mode = restore_mode(dom), .resume = run};
-    struct process_start_how how = {
-        .def = def, .setup_vm = vmsnap_restore_setup, .data = &r,
-        .state = run ? VIR_DOMAIN_RUNNING : VIR_DOMAIN_PAUSED,
-        .reason = run ? VIR_DOMAIN_RUNNING_FROM_SNAPSHOT : VIR_DOMAIN_PAUSED_FROM_SNAPSHOT,
-        .event = VIR_DOMAIN_EVENT_STARTED, .detail = VIR_DOMAIN_EVENT_STARTED_FROM_SNAPSHOT,
-    };
-    if (!process_start_with(drv, dom, &how, error))
-        return false;
-    if (!run) {
-        g_mutex_lock(&dom->lock);
-        event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_SUSPENDED,
-                              VIR_DOMAIN_EVENT_SUSPENDED_FROM_SNAPSHOT);
-        g_mutex_unlock(&dom->lock);
-    }
-    return true;
-}
-
 static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
                           unsigned flags, GError **error)
 {
@@ -566,9 +502,13 @@ static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
     }
     bool run = (flags & VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING) ||
                (!(flags & VIR_DOMAIN_SNAPSHOT_REVERT_PAUSED) && e->state != SNAPSHOT_STATE_PAUSED);
-    if (!stop_for_revert(drv, dom, error) || !start_from(drv, dom, e, def, run, error))
+    struct restore_request req = {
+        .source_dir = e->dir, .def = def, .run = run, .origin = RESTORE_FROM_SNAPSHOT,
+    };
+    if ((vsnap_domain_is_active(dom) && !stop_for_snapshot(drv, dom, error)) ||
+        !restore_start(drv, dom, &req, error))
         return false;
-    vmsnap_lineage_set(dom, e->id);
+    lineage_set(dom, e->id);
     return snapshot_tree_set_current(tree, e->name, error);
 }
 
@@ -638,21 +578,28 @@ bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
 
 /* ---- hooks ---- */
 
-unsigned snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom)
+int snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
 {
-    g_autoptr(GError) error = NULL;
-    g_autoptr(snapshot_tree) tree = load(drv, dom, &error);
-    return tree ? snapshot_tree_count_live(tree) : 0;
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    return tree ? (int)snapshot_tree_count_live(tree) : -1;
 }
 
 bool snapshot_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                              GError **error)
 {
-    unsigned n = snapshot_count(drv, dom);
-    if (n == 0 || (flags & VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA))
+    if (flags & VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA)
+        return true;
+    /* Metadata that cannot be read may hold snapshots: undefining now would
+     * leave them behind with no domain to list or delete them. */
+    int n = snapshot_count(drv, dom, error);
+    if (n < 0) {
+        g_prefix_error(error, "cannot undefine %s: its snapshots cannot be listed: ", dom->name);
+        return false;
+    }
+    if (n == 0)
         return true;
     g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
-                "cannot delete inactive domain with %u snapshots (use --snapshots-metadata)", n);
+                "cannot delete inactive domain with %d snapshots (use --snapshots-metadata)", n);
     return false;
 }
 

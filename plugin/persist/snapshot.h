@@ -9,7 +9,7 @@
 #include <glib.h>
 #include <stdbool.h>
 
-#include "driver.h"
+#include "state.h"
 
 /* Returns the new snapshot's name. */
 char *snapshot_create(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
@@ -36,13 +36,9 @@ bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
 bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
                      unsigned flags, GError **error);
 
-/* The directory of the snapshot the running VM's memory descends from
- * without a break (a diff can be taken on it), else NULL. Call under the job
- * lock. */
-char *snapshot_diff_base_dir(struct vsnap_driver *drv, struct vsnap_domain *dom);
-
-/* Hooks for the domain driver. */
-unsigned snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom);
+/* Hooks for the domain driver. The number of snapshots, -1 when the
+ * metadata cannot be read. */
+int snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
 /* Undefine: refuse while snapshots exist unless VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA,
  * which removes them (metadata and layers: one is useless without the other). */
 bool snapshot_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
