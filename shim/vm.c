@@ -9,11 +9,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "block/blk-backend.h"
 #include "boot/boot.h"
 #include "cpuid.h"
 #include "devices/acpi-pm.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
+#include "devices/virtio-blk.h"
 #include "devices/virtio-vsock.h"
 #include "vm-internal.h"
 
@@ -266,6 +268,32 @@ static struct virtio_host virtio_host_for(struct vm *vm)
     };
 }
 
+/* What a disk's bytes live in: its raw image. (The one place that decides;
+ * a disk built on layers would get its backend here too.) */
+static struct blk_backend *open_disk_backend(const struct disk_config *disk, GError **error)
+{
+    struct blk_raw_options raw = {
+        .path = disk->path, .readonly = disk->readonly, .direct = disk->direct, .sparse = disk->sparse,
+    };
+    return blk_raw_open(&raw, error);
+}
+
+/* Disks are virtio-mmio devices after the vsock device, in config order. */
+static bool setup_disks(struct vm *vm, const struct vm_config *cfg, struct virtio_host *host, GError **error)
+{
+    unsigned first = cfg->vsock.present ? 1 : 0;
+    vm->disks = g_new0(struct virtio_blk *, cfg->ndisks);
+    for (unsigned i = 0; i < cfg->ndisks; i++) {
+        struct blk_backend *backend = open_disk_backend(&cfg->disks[i], error);
+        if (!backend || !(vm->disks[i] = virtio_blk_new(host, first + i, &cfg->disks[i], backend, error))) {
+            g_prefix_error(error, "disk %s: ", cfg->disks[i].id);
+            return false;
+        }
+        vm->ndisks = i + 1;
+    }
+    return true;
+}
+
 static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
     if (!setup_serial(vm, &cfg->serial, error) || !setup_i8042(vm, error) || !setup_acpi_pm(vm, error))
@@ -275,7 +303,40 @@ static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **e
     struct virtio_host host = virtio_host_for(vm); /* the transport keeps a copy */
     if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(&host, 0, &cfg->vsock, error))) /* virtio-mmio device 0 */
         return false;
+    return setup_disks(vm, cfg, &host, error);
+}
+
+/* Before the uffd server and RAM go: a disk's thread may be reading into RAM. */
+static void free_disks(struct vm *vm)
+{
+    for (unsigned i = 0; i < vm->ndisks; i++)
+        virtio_blk_free(vm->disks[i]);
+    g_clear_pointer(&vm->disks, g_free);
+    vm->ndisks = 0;
+}
+
+bool vm_pause_disks(struct vm *vm, GError **error)
+{
+    if (vm->disks_paused)
+        return true;
+    for (unsigned i = 0; i < vm->ndisks; i++) {
+        if (!virtio_blk_pause(vm->disks[i], error)) {
+            while (i-- > 0)
+                virtio_blk_resume(vm->disks[i]);
+            return false;
+        }
+    }
+    vm->disks_paused = true;
     return true;
+}
+
+void vm_resume_disks(struct vm *vm)
+{
+    if (!vm->disks_paused)
+        return;
+    for (unsigned i = 0; i < vm->ndisks; i++)
+        virtio_blk_resume(vm->disks[i]);
+    vm->disks_paused = false;
 }
 
 static void free_devices(struct vm *vm)
@@ -305,16 +366,30 @@ static bool create_vcpus(struct vm *vm, unsigned count, GError **error)
     return true;
 }
 
+/* The guest's command line: the config's, then every virtio-mmio device
+ * (vsock, disks in order), declared there as Firecracker does. */
+static char *guest_cmdline(struct vm *vm, const struct vm_config *cfg)
+{
+    if (!vm->vsock && vm->ndisks == 0)
+        return g_strdup(cfg->payload.cmdline);
+    GString *line = g_string_new(cfg->payload.cmdline ? cfg->payload.cmdline : "");
+    g_autofree char *vsock_arg = vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL;
+    if (vsock_arg)
+        g_string_append_printf(line, " %s", vsock_arg);
+    for (unsigned i = 0; i < vm->ndisks; i++) {
+        g_autofree char *disk_arg = virtio_blk_cmdline_entry(vm->disks[i]);
+        g_string_append_printf(line, " %s", disk_arg);
+    }
+    return g_string_free(line, FALSE);
+}
+
 static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
-    /* The virtio-mmio device is declared on the command line, as Firecracker does. */
-    g_autofree char *vsock_arg = vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL;
-    g_autofree char *cmdline = vsock_arg ? g_strjoin(" ", cfg->payload.cmdline ? cfg->payload.cmdline : "",
-                                                    vsock_arg, NULL) : NULL;
+    g_autofree char *cmdline = guest_cmdline(vm, cfg);
     struct boot_input in = {
         .kernel_path = cfg->payload.kernel,
         .initramfs_path = cfg->payload.initramfs,
-        .cmdline = cmdline ? cmdline : cfg->payload.cmdline,
+        .cmdline = cmdline,
         .ncpus = vm->nvcpus,
     };
     struct boot_entry entry;
@@ -386,6 +461,7 @@ void vm_free(struct vm *vm)
         return;
     }
     vm_stop_vcpu_threads(vm);
+    free_disks(vm);
     /* Snapshot state (an on-demand RAM server) goes before devices and RAM. */
     if (vm->persist_release)
         vm->persist_release(vm->persist);
@@ -429,7 +505,8 @@ static void add_exit_counters(JsonBuilder *b, const char *name, const uint64_t c
 }
 
 /* Members of the counters object: "serial" (if present), "vcpus" (exits of
- * every kind summed over vCPUs) and "vcpuN" per vCPU. */
+ * every kind summed over vCPUs), "vcpuN" per vCPU, "vsock" (if present) and
+ * one per disk, named by its id. */
 void vm_add_counters(struct vm *vm, JsonBuilder *b)
 {
     if (vm->serial) {
@@ -454,6 +531,8 @@ void vm_add_counters(struct vm *vm, JsonBuilder *b)
     add_exit_counters(b, "vcpus", total);
     if (vm->vsock)
         virtio_vsock_add_counters(vm->vsock, b);
+    for (unsigned i = 0; i < vm->ndisks; i++)
+        virtio_blk_add_counters(vm->disks[i], b);
 }
 
 uint64_t vm_ram_resident_bytes(struct vm *vm)
@@ -519,6 +598,16 @@ struct acpi_pm *vm_acpi_pm(struct vm *vm)
 struct virtio_vsock *vm_vsock(struct vm *vm)
 {
     return vm->vsock;
+}
+
+unsigned vm_disk_count(struct vm *vm)
+{
+    return vm->ndisks;
+}
+
+struct virtio_blk *vm_disk(struct vm *vm, unsigned index)
+{
+    return index < vm->ndisks ? vm->disks[index] : NULL;
 }
 
 void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data))

@@ -4,20 +4,34 @@
 #include "devices/acpi-pm.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
+#include "devices/virtio-blk.h"
 #include "devices/virtio-vsock.h"
 #include "state/state-json.h"
 #include "vm.h"
 
-void devices_quiesce(struct vm *vm)
+/* A paused VM's disks are paused already (vm_pause): pausing them again
+ * nests and returns at once, and keeps them still should that change. */
+bool devices_quiesce(struct vm *vm, GError **error)
 {
+    for (unsigned i = 0; i < vm_disk_count(vm); i++) {
+        if (!virtio_blk_pause(vm_disk(vm, i), error)) {
+            while (i-- > 0)
+                virtio_blk_resume(vm_disk(vm, i));
+            g_prefix_error(error, "cannot quiesce the disks: ");
+            return false;
+        }
+    }
     if (vm_vsock(vm))
         virtio_vsock_quiesce(vm_vsock(vm));
+    return true;
 }
 
 void devices_unquiesce(struct vm *vm)
 {
     if (vm_vsock(vm))
         virtio_vsock_unquiesce(vm_vsock(vm));
+    for (unsigned i = 0; i < vm_disk_count(vm); i++)
+        virtio_blk_resume(vm_disk(vm, i));
 }
 
 void devices_state_save(struct vm *vm, JsonBuilder *b)
@@ -35,6 +49,13 @@ void devices_state_save(struct vm *vm, JsonBuilder *b)
     if (vm_vsock(vm)) {
         json_builder_set_member_name(b, "vsock");
         virtio_vsock_save_state(vm_vsock(vm), b);
+    }
+    if (vm_disk_count(vm) > 0) {
+        json_builder_set_member_name(b, "disks");
+        json_builder_begin_array(b);
+        for (unsigned i = 0; i < vm_disk_count(vm); i++)
+            virtio_blk_save_state(vm_disk(vm, i), b);
+        json_builder_end_array(b);
     }
     json_builder_end_object(b);
 }
@@ -57,10 +78,38 @@ static bool restore_legacy(struct vm *vm, JsonObject *devices, GError **error)
     return serial_restore_state(vm_serial(vm), json_node_get_object(serial), error);
 }
 
+/* "disks": one per disk of the config, in its order. */
+static bool restore_disks(struct vm *vm, JsonObject *devices, GError **error)
+{
+    JsonNode *node = json_object_get_member(devices, "disks");
+    JsonArray *disks = node && JSON_NODE_HOLDS_ARRAY(node) ? json_node_get_array(node) : NULL;
+    unsigned saved = disks ? json_array_get_length(disks) : 0;
+    if ((node && !disks) || saved != vm_disk_count(vm)) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                    "state.json has %u disks, config.json %u", saved, vm_disk_count(vm));
+        return false;
+    }
+    for (unsigned i = 0; i < saved; i++) {
+        JsonNode *disk = json_array_get_element(disks, i);
+        g_autoptr(GError) local = NULL;
+        if (!JSON_NODE_HOLDS_OBJECT(disk)) {
+            g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: devices.disks[%u] is not an object",
+                        i);
+            return false;
+        }
+        if (!virtio_blk_restore_state(vm_disk(vm, i), json_node_get_object(disk), &local)) {
+            g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: restoring disk %u: %s", i,
+                        local->message);
+            return false;
+        }
+    }
+    return true;
+}
+
 bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error)
 {
     JsonObject *devices = state_get_object(root, "devices", "state", error);
-    if (!devices || !restore_legacy(vm, devices, error))
+    if (!devices || !restore_legacy(vm, devices, error) || !restore_disks(vm, devices, error))
         return false;
     JsonNode *vsock = json_object_get_member(devices, "vsock");
     if (!vsock != !vm_vsock(vm)) {
