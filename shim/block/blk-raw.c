@@ -306,14 +306,14 @@ static bool size_image(struct blk_raw *r, const char *path, GError **error)
     }
     /* O_DIRECT cannot write a partial last block without growing the file. */
     uint32_t unit = r->direct ? MAX(BLK_SECTOR_SIZE, r->off_align) : BLK_SECTOR_SIZE;
-    if (size % unit)
-        g_warning("disk %s: its last %" G_GUINT64_FORMAT " bytes are not a whole %u-byte block; the guest does not "
-                  "see them", path, size % unit, unit);
     if (size < unit) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                     "disk %s: %" G_GUINT64_FORMAT " bytes is less than one %u-byte block", path, size, unit);
         return false;
     }
+    if (size % unit)
+        g_message("disk %s: its last %" G_GUINT64_FORMAT " bytes are not a whole %u-byte block; the guest does not "
+                  "see them", path, size % unit, unit);
     r->base.capacity = size - size % unit;
     r->base.block_size = r->direct ? MAX(logical, r->off_align) : logical;
     return true;

@@ -26,6 +26,8 @@
 /* Limits of one DISCARD or WRITE_ZEROES request. */
 #define BLK_MAX_DISCARD_SECTORS (1u << 22) /* 2 GiB per segment */
 #define BLK_MAX_DISCARD_SEG 16u
+/* Guest errors and I/O errors logged per disk; past that they are only counted. */
+#define BLK_ERRORS_LOGGED 20u
 /* Chains taken from a queue in one go, then done and handed back together. */
 #define BLK_BATCH 32u
 

@@ -39,11 +39,14 @@ static uint8_t malformed(struct virtio_blk *dev, const char *fmt, ...)
     return VIRTIO_BLK_S_IOERR;
 }
 
+/* Host trouble (a full file system, a failing device), not the guest's: a
+ * warning, but a guest that retries must not flood the log either. */
 static uint8_t backend_failed(struct virtio_blk *dev, const char *what, uint64_t sector, int err)
 {
-    atomic_fetch_add(&dev->counters.io_errors, 1);
-    /* Host trouble (a full disk), not the guest's: always worth a line. */
-    g_warning("disk %s: %s at sector %" G_GUINT64_FORMAT " failed: %s", dev->id, what, sector, g_strerror(-err));
+    uint64_t n = atomic_fetch_add(&dev->counters.io_errors, 1) + 1;
+    if (n <= BLK_ERRORS_LOGGED)
+        g_warning("disk %s: %s at sector %" G_GUINT64_FORMAT " failed: %s%s", dev->id, what, sector,
+                  g_strerror(-err), n == BLK_ERRORS_LOGGED ? " (further I/O errors are only counted)" : "");
     return VIRTIO_BLK_S_IOERR;
 }
 

@@ -15,7 +15,6 @@
 
 #include "state/state-json.h"
 
-#define GUEST_ERRORS_LOGGED 20
 /* After a batch the thread keeps looking at the rings this long before it
  * turns notifications back on and sleeps: a guest's notification is a VM exit
  * (100 us and more on this host), so a driver that submits back to back
@@ -28,14 +27,14 @@
 void blk_log_guest_error(struct virtio_blk *dev, const char *fmt, ...)
 {
     uint64_t n = atomic_load(&dev->counters.guest_errors);
-    if (n > GUEST_ERRORS_LOGGED)
+    if (n > BLK_ERRORS_LOGGED)
         return;
     va_list ap;
     va_start(ap, fmt);
     g_autofree char *text = g_strdup_vprintf(fmt, ap);
     va_end(ap);
     g_message("disk %s: guest error: %s%s", dev->id, text,
-              n == GUEST_ERRORS_LOGGED ? " (further guest errors are only counted)" : "");
+              n == BLK_ERRORS_LOGGED ? " (further guest errors are only counted)" : "");
 }
 
 /* ---- transport callbacks (vCPU threads, transport lock held) ---- */
