@@ -78,8 +78,24 @@ static bool queue_live(struct virtio_blk *dev, unsigned i)
     return virtio_mmio_is_active(&dev->transport) && queue(dev, i)->ready;
 }
 
-/* Take up to BLK_BATCH chains of queue i, do them, hand them back. Returns
- * whether there was anything. */
+/* Hand one finished chain back, and tell the driver. A reset since the chain
+ * was taken gave the driver new rings: the chain is not theirs any more. */
+static void complete(struct virtio_blk *dev, unsigned i, uint64_t generation, struct blk_request *req)
+{
+    struct virtq *q = queue(dev, i);
+    g_mutex_lock(&dev->transport.lock);
+    if (generation == dev->generation && queue_live(dev, i)) {
+        virtq_push(q, req->chain.head, req->used_len);
+        virtio_mmio_signal_used(&dev->transport, q);
+    }
+    g_mutex_unlock(&dev->transport.lock);
+    g_clear_pointer(&req->why, g_free);
+}
+
+/* Take up to BLK_BATCH chains of queue i under one lock, then do them one by
+ * one, each handed back as soon as it is done (the driver can refill the
+ * queue while the rest are still being done). Returns whether there was
+ * anything. */
 static bool service_queue(struct virtio_blk *dev, unsigned i)
 {
     struct virtq *q = queue(dev, i);
@@ -99,22 +115,11 @@ static bool service_queue(struct virtio_blk *dev, unsigned i)
         }
     }
     g_mutex_unlock(&dev->transport.lock);
-    if (n == 0)
-        return false;
-    for (unsigned k = 0; k < n; k++)
-        blk_request_execute(dev, q, &dev->batch[k]);
-    g_mutex_lock(&dev->transport.lock);
-    /* A reset in between gave the driver new rings: these chains are not theirs. */
-    bool same_rings = generation == dev->generation && queue_live(dev, i);
     for (unsigned k = 0; k < n; k++) {
-        if (same_rings)
-            virtq_push(q, dev->batch[k].chain.head, dev->batch[k].used_len);
-        g_clear_pointer(&dev->batch[k].why, g_free);
+        blk_request_execute(dev, q, &dev->batch[k]);
+        complete(dev, i, generation, &dev->batch[k]);
     }
-    if (same_rings)
-        virtio_mmio_signal_used(&dev->transport, q);
-    g_mutex_unlock(&dev->transport.lock);
-    return true;
+    return n > 0;
 }
 
 static bool service_all(struct virtio_blk *dev)
