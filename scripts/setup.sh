@@ -10,6 +10,7 @@ PACKAGES=(
   libxml2-dev libxml2-utils libzstd-dev zstd xz-utils libtirpc-dev libseccomp-dev
   libvirt-dev libvirt-clients python3-libvirt
   curl socat cpio busybox-static
+  fio
 )
 
 missing=()

@@ -37,6 +37,7 @@ struct blk_counters {
     atomic_uint_fast64_t io_errors;    /* the backend failed (ENOSPC, EIO, ...) */
     atomic_uint_fast64_t guest_errors; /* malformed chains and requests */
     atomic_uint_fast64_t unsupported;  /* request types we do not know */
+    atomic_uint_fast64_t sleeps;       /* the I/O thread slept until notified (polling found nothing) */
 };
 
 struct blk_request {

@@ -219,8 +219,10 @@ static gpointer io_thread(gpointer data)
                 __builtin_ia32_pause();
             continue;
         }
-        if (!arm_notifications(dev))
+        if (!arm_notifications(dev)) {
+            atomic_fetch_add(&dev->counters.sleeps, 1);
             sleep_until_notified(dev);
+        }
     }
     return NULL;
 }
@@ -405,7 +407,7 @@ void virtio_blk_add_counters(struct virtio_blk *dev, JsonBuilder *b)
         {"flush_ops", atomic_load(&c->flush_ops)},     {"discard_ops", atomic_load(&c->discard_ops)},
         {"write_zeroes_ops", atomic_load(&c->write_zeroes_ops)},
         {"io_errors", atomic_load(&c->io_errors)},     {"guest_errors", atomic_load(&c->guest_errors)},
-        {"unsupported", atomic_load(&c->unsupported)},
+        {"unsupported", atomic_load(&c->unsupported)}, {"sleeps", atomic_load(&c->sleeps)},
     };
     json_builder_set_member_name(b, dev->id);
     json_builder_begin_object(b);

@@ -59,8 +59,9 @@ struct blk_backend *virtio_blk_backend(struct virtio_blk *dev);
 
 /* vm.counters member named by the disk's id: {"read_ops", "read_bytes",
  * "write_ops", "write_bytes", "flush_ops", "discard_ops", "write_zeroes_ops",
- * "io_errors", "guest_errors", "unsupported"} (Cloud Hypervisor's names for
- * the first four). */
+ * "io_errors", "guest_errors", "unsupported", "sleeps"} (Cloud Hypervisor's
+ * names for the first four; sleeps: how often the I/O thread found nothing
+ * and waited for the guest's notification). */
 void virtio_blk_add_counters(struct virtio_blk *dev, JsonBuilder *builder);
 
 /* Complete every request in flight and every chain the guest published, then

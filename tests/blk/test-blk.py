@@ -324,8 +324,8 @@ def case_snapshot_restore(workdir):
     demand) drives the same disk at once and reads what the image holds; one
     restored from a snapshot taken in the middle of a fill finishes exactly
     the rest of it."""
-    img = image(workdir, "disk.img", 512 * MIB)
-    big = 256 * MIB  # takes the guest a second or more: the pause lands in the middle
+    img = image(workdir, "disk.img", 1024 * MIB)
+    big = 768 * MIB  # takes the guest a while: the pause lands in the middle
     with ApiShim(SHIM, workdir=workdir, name="src") as src:
         conn = boot(src, [{"path": img}])
         fill_and_check(conn, 0, img, 0, 8 * MIB, 3)
@@ -335,7 +335,9 @@ def case_snapshot_restore(workdir):
         worker = threading.Thread(target=lambda: result.update(reply=busy.cmd(f"BLKFILL 0 {16 * MIB:#x} "
                                                                              f"{big:#x} 4")))
         worker.start()
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30
+        while counters(src, "_disk0")["write_bytes"] - before < 16 * MIB and time.monotonic() < deadline:
+            time.sleep(0.005)
         src.ok("PUT", "vm.pause")
         first = counters(src, "_disk0")
         done_at_pause = first["write_bytes"] - before
@@ -345,9 +347,10 @@ def case_snapshot_restore(workdir):
         mid = os.path.join(workdir, "mid")
         status, reply = src.snapshot(mid)
         check(status == 204, f"vm.snapshot: {status} {reply}")
+        mid_taken = time.monotonic()
         state = json.load(open(os.path.join(mid, "state.json")))["devices"]["disks"]
         check(len(state) == 1 and state[0]["id"] == "_disk0" and
-              int(state[0]["capacity"], 16) == 512 * MIB // SECTOR, f"state.json disks: {state}")
+              int(state[0]["capacity"], 16) == 1024 * MIB // SECTOR, f"state.json disks: {state}")
         config = json.load(open(os.path.join(mid, "config.json")))
         check(config["disks"][0]["path"] == img, f"config.json disks: {config['disks']}")
         src.ok("PUT", "vm.resume")
@@ -358,26 +361,9 @@ def case_snapshot_restore(workdir):
         idle = os.path.join(workdir, "idle")
         src.snapshot_paused(idle)
         conn.close()
-    # The disk's content is the image's (disk layers are not part of this).
-    fill_file(img, 300 * MIB, MIB, 9)
-    for mode in ("copy", "ondemand"):
-        dst = ApiShim(SHIM, workdir=workdir, name=f"dst-{mode}")
-        try:
-            status, reply = dst.restore(idle, mode)
-            check(status == 204, f"restore ({mode}): {status} {reply}")
-            conn = connect(dst)
-            expect(conn, "BLKINFO 0", f"BLK 0 {512 * MIB // SECTOR} 0")
-            check(guest_sum(conn, 0, 0, 8 * MIB) == pattern_sum(3, 8 * MIB), f"{mode}: region 1")
-            check(guest_sum(conn, 0, 16 * MIB, big) == pattern_sum(4, big), f"{mode}: region 2")
-            check(guest_sum(conn, 0, 300 * MIB, MIB) == pattern_sum(9, MIB), f"{mode}: the host's write")
-            fill_and_check(conn, 0, img, 400 * MIB, MIB, 10 + len(mode))
-            expect(conn, "BLKBADPKT 0", "OK 16")
-            c = counters(dst, "_disk0")
-            check(c["write_bytes"] == MIB, f"{mode}: counters start afresh: {c}")
-            conn.close()
-        finally:
-            dst.close()
-    # Restored in the middle of the fill, the guest writes exactly what was left.
+    # Restored in the middle of the fill, the guest writes exactly what was left,
+    # even when its clock jumped past its request timeout (10 s) meanwhile.
+    time.sleep(max(0.0, mid_taken + 11 - time.monotonic()))
     with ApiShim(SHIM, workdir=workdir, name="dst-mid") as dst:
         status, reply = dst.restore(mid, "copy")
         check(status == 204, f"restore of the mid-fill snapshot: {status} {reply}")
@@ -386,6 +372,27 @@ def case_snapshot_restore(workdir):
         check(counters(dst, "_disk0")["write_bytes"] == got == big - done_at_pause,
               f"the restored guest wrote {got} bytes of the fill, {big - done_at_pause} were left")
         check(file_sum(img, 16 * MIB, big) == pattern_sum(4, big), "the fill finished after restore differs")
+    # The disk's content is the image's (disk layers are not part of this).
+    fill_file(img, 800 * MIB, MIB, 9)
+    for mode in ("copy", "ondemand"):
+        dst = ApiShim(SHIM, workdir=workdir, name=f"dst-{mode}")
+        try:
+            status, reply = dst.restore(idle, mode)
+            check(status == 204, f"restore ({mode}): {status} {reply}")
+            conn = connect(dst)
+            expect(conn, "BLKINFO 0", f"BLK 0 {1024 * MIB // SECTOR} 0")
+            check(guest_sum(conn, 0, 0, 8 * MIB) == pattern_sum(3, 8 * MIB), f"{mode}: region 1")
+            for offset in (16 * MIB, 400 * MIB, 16 * MIB + big - 8 * MIB):
+                check(guest_sum(conn, 0, offset, 8 * MIB) == file_sum(img, offset, 8 * MIB),
+                      f"{mode}: region 2 at {offset:#x}")
+            check(guest_sum(conn, 0, 800 * MIB, MIB) == pattern_sum(9, MIB), f"{mode}: the host's write")
+            fill_and_check(conn, 0, img, 900 * MIB, MIB, 10 + len(mode))
+            expect(conn, "BLKBADPKT 0", "OK 16")
+            c = counters(dst, "_disk0")
+            check(c["write_bytes"] == MIB, f"{mode}: counters start afresh: {c}")
+            conn.close()
+        finally:
+            dst.close()
     # A snapshot's disk that no longer matches is refused by name.
     os.truncate(img, 256 * MIB)
     with ApiShim(SHIM, workdir=workdir, name="dst-shrunk") as dst:
