@@ -156,29 +156,19 @@ static void submit(struct disk *d, unsigned slot, uint32_t type, uint64_t sector
     vq_publish(&d->q, head);
 }
 
-/* A gap this long between two looks at the ring means the VM was stopped. */
-#define STOPPED_MS 50
-
 static uint64_t deadline_after_ms(uint64_t ms)
 {
     return rdtsc() + ms * drv.tsc_khz;
 }
 
-/* Wait for any completion: its slot, status and used length. Time the VM
- * did not run (paused, or snapshotted and restored later: the TSC jumps) is
- * not held against the device. */
+/* Wait for any completion: its slot, status and used length. */
 static int wait_one(struct disk *d, unsigned *slot, uint32_t *used_len)
 {
     vq_flush(&d->dev, &d->q);
     uint64_t deadline = deadline_after_ms(BLK_TIMEOUT_MS);
-    uint64_t last = rdtsc(), jump = STOPPED_MS * drv.tsc_khz;
     struct vring_used_elem elem;
     while (!vq_take_used(&d->q, &elem)) {
-        uint64_t now = rdtsc();
-        if (now - last > jump)
-            deadline += now - last;
-        last = now;
-        if (now > deadline)
+        if (rdtsc() > deadline)
             return BLK_TIMEOUT;
         cpu_relax();
     }
