@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "state/state-json.h"
@@ -20,6 +21,7 @@
  * (100 us and more on this host), so a driver that submits back to back
  * should find the device still looking. */
 #define POLL_AFTER_WORK_NS (100 * 1000)
+#define POLL_WALL_MAX_US 2000
 /* A disk that does not finish its requests within this is stuck (a hung
  * backend): pausing it fails instead of waiting for ever. */
 #define PAUSE_TIMEOUT_US (10 * G_USEC_PER_SEC)
@@ -203,22 +205,44 @@ static bool honour_pause(struct virtio_blk *dev)
     return go_on;
 }
 
+/* CPU time this thread has used, in ns: the polling window counts only time
+ * the thread actually ran, so being preempted on a busy host does not end
+ * it (the guest would then pay a notification for nothing). */
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* After work: look at the rings until something comes, a pause is asked for,
+ * or POLL_AFTER_WORK_NS of this thread's CPU time (at most POLL_WALL_MAX_US
+ * of wall time) went by. Returns whether something came. */
+static bool poll_after_work(struct virtio_blk *dev)
+{
+    int64_t cpu_end = thread_cpu_ns() + POLL_AFTER_WORK_NS;
+    gint64 wall_end = g_get_monotonic_time() + POLL_WALL_MAX_US;
+    for (unsigned n = 1;; n++) {
+        if (atomic_load(&dev->pause_wanted) || any_available(dev))
+            return true;
+        /* The clocks cost a system call or so: look at them now and then. */
+        if (n % 16 == 0 && (thread_cpu_ns() > cpu_end || g_get_monotonic_time() > wall_end))
+            return false;
+    }
+}
+
 static gpointer io_thread(gpointer data)
 {
     struct virtio_blk *dev = data;
-    gint64 last_work = 0;
+    bool worked = false;
     while (honour_pause(dev)) {
         if (service_all(dev)) {
-            last_work = g_get_monotonic_time();
+            worked = true;
             continue;
         }
-        bool polling = (g_get_monotonic_time() - last_work) * 1000 < POLL_AFTER_WORK_NS;
-        if (polling) {
-            while (!atomic_load(&dev->pause_wanted) && !any_available(dev) &&
-                   (g_get_monotonic_time() - last_work) * 1000 < POLL_AFTER_WORK_NS)
-                __builtin_ia32_pause();
+        if (worked && poll_after_work(dev))
             continue;
-        }
+        worked = false;
         if (!arm_notifications(dev)) {
             atomic_fetch_add(&dev->counters.sleeps, 1);
             sleep_until_notified(dev);

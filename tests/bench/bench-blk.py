@@ -81,6 +81,7 @@ def run_mode(args, workdir, direct):
     with Shim(args.shim, args.guest, memory="256M", workdir=workdir,
               extra_args=["--vsock", f"cid=3,socket={vsock}", "--disk", disk]) as vm:
         conn = wait_command_port(vsock, timeout=30)
+        conn.sock.settimeout(600)  # a slow random run on a busy host takes a while
         try:
             for name, op, rw, bs, depth, count in WORKLOADS:
                 nbytes = bs * count
