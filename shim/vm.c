@@ -336,13 +336,15 @@ void vm_free(struct vm *vm)
         return;
     }
     vm_stop_vcpu_threads(vm);
-    /* persist: snapshot state (an on-demand RAM server) goes before devices and RAM */
-    if (vm->persist_release)
-        vm->persist_release(vm->persist);
     for (unsigned i = 0; i < vm->nvcpus; i++)
         vcpu_destroy(&vm->vcpus[i]);
     g_free(vm->vcpus);
     free_devices(vm); /* after the vCPUs: no handler can run any more */
+    /* persist: snapshot state goes once no thread can touch RAM: a device
+     * thread may wait on a fault that an on-demand RAM server must answer
+     * (stopped earlier, it would hand that thread zero pages). */
+    if (vm->persist_release)
+        vm->persist_release(vm->persist);
     bus_release(&vm->pio);
     bus_release(&vm->mmio);
     if (vm->vm_fd >= 0)

@@ -31,6 +31,10 @@ const char *vm_stop_reason_to_string(enum vm_stop_reason reason);
 
 struct vm_callbacks {
     void (*on_guest_stop)(void *opaque, enum vm_stop_reason reason, const char *detail);
+    /* The VM is lost beyond teardown (see vm_report_fatal): report it, from
+     * whatever thread this runs on, touching nothing another thread may hold.
+     * The process ends when this returns. */
+    void (*on_fatal)(void *opaque, const char *detail);
     /* The guest announced readiness on the vsock readiness port (vsock issue).
      * info_json is the "vsnap" object for vm.info / wait-ready. Called from a
      * device thread. */
@@ -66,6 +70,14 @@ bool vm_resume(struct vm *vm, GError **error);
 
 /* ACPI power button: set PM1a PWRBTN_STS, raise the SCI. */
 void vm_power_button(struct vm *vm);
+
+/* Guest RAM that a thread of the VM waits on can never be supplied (an
+ * on-demand restore met a corrupt block; zeros in its place would be a lie).
+ * Such a thread cannot be released, so the VM can neither go on nor be torn
+ * down: on_fatal reports it and the process exits with VM_FATAL_EXIT_STATUS,
+ * which releases every thread. Any thread; never returns. */
+#define VM_FATAL_EXIT_STATUS 3
+G_NORETURN void vm_report_fatal(struct vm *vm, const char *detail);
 
 /* Stop and join vCPU threads, close every fd, unmap RAM. Safe on a half-built VM. */
 void vm_free(struct vm *vm);

@@ -153,6 +153,7 @@ void vmm_unwatch_ready(struct vmm *vmm, guint id)
 /* ---- building and tearing down the VM -------------------------------------- */
 
 static void on_guest_stop(void *opaque, enum vm_stop_reason reason, const char *detail);
+static void on_fatal(void *opaque, const char *detail);
 static void on_guest_ready(void *opaque, const char *info_json);
 
 /* vm_free joins the vCPU threads, so no callback can run after it returns; a
@@ -178,6 +179,7 @@ static bool build_and_start_vm(struct vmm *vmm, GError **error)
     link->generation = vmm->generation;
     link->callbacks = (struct vm_callbacks){
         .on_guest_stop = on_guest_stop,
+        .on_fatal = on_fatal,
         .on_guest_ready = on_guest_ready,
         .opaque = link,
     };
@@ -394,6 +396,7 @@ static struct vm_link *new_link(struct vmm *vmm)
     link->generation = vmm->generation;
     link->callbacks = (struct vm_callbacks){
         .on_guest_stop = on_guest_stop,
+        .on_fatal = on_fatal,
         .on_guest_ready = on_guest_ready,
         .opaque = link,
     };
@@ -493,6 +496,17 @@ static void on_guest_stop(void *opaque, enum vm_stop_reason reason, const char *
     stop->detail = g_strdup(detail);
     g_main_context_invoke_full(link->vmm->main_context, G_PRIORITY_DEFAULT, handle_guest_stop,
                                stop, guest_stop_free);
+}
+
+/* The process ends after this (vm_report_fatal), possibly while the main
+ * thread waits on the lost VM: only the event monitor, which any thread may
+ * write, tells the daemon. A guest crash reads the same there, then the
+ * process is gone: vm.info can no longer be asked. */
+static void on_fatal(void *opaque, const char *detail)
+{
+    struct vm_link *link = opaque;
+    events_emit_strings(link->vmm->events, "vm", "shutdown", "reason", "crash", "detail", detail, NULL);
+    events_emit(link->vmm->events, "vmm", "shutdown", NULL);
 }
 
 struct guest_ready {

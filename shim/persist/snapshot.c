@@ -227,8 +227,8 @@ bool persist_snapshot(struct vm *vm, const struct vm_config *cfg, const struct p
         return false;
     }
     /* RAM restored on demand is only complete once every page is in. */
-    if (!req->diff && !persist_vm_fill_all(p, error))
-        return false;
+    if (!req->diff)
+        persist_vm_fill_all(p);
     devices_quiesce(vm);
     bool ok = take_snapshot(vm, cfg, req, dest, &parent, result, error);
     devices_unquiesce(vm);
