@@ -506,8 +506,12 @@ static void set_state(struct vsnap_driver *drv, struct vsnap_domain *dom, int st
 static bool pause_after_start(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
 {
     g_autofree char *api = api_socket_of(dom);
-    if (!api || !monitor_vm_pause(api, error))
+    if (!api)
         return false;
+    if (!monitor_vm_pause(api, error)) {
+        process_kill_if_stuck(dom, error ? *error : NULL);
+        return false;
+    }
     set_state(drv, dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER, VIR_DOMAIN_EVENT_SUSPENDED,
               VIR_DOMAIN_EVENT_SUSPENDED_PAUSED);
     return true;
@@ -619,7 +623,13 @@ static bool simple_action(struct vsnap_domain *dom, int needed, const char *not_
         return false;
     }
     g_autofree char *api = api_socket_of(dom);
-    return api && action(api, error);
+    if (!api)
+        return false;
+    if (!action(api, error)) {
+        process_kill_if_stuck(dom, error ? *error : NULL);
+        return false;
+    }
+    return true;
 }
 
 bool driver_shutdown(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,

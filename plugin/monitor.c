@@ -5,10 +5,15 @@
 
 #include "virt-error.h"
 
-/* The API answers in milliseconds; creating and booting a VM may touch a
- * lot of memory, so those get more time. */
-#define QUICK_TIMEOUT_MS 10000L
+/* No call waits forever. The API answers in milliseconds, but vm.pause may
+ * wait up to 10 s for the vCPUs inside the shim, so quick calls get well
+ * over that; creating and booting a VM may touch a lot of memory; vm.snapshot
+ * and vm.restore read or write all of it (monitor_ram_timeout_ms). A ping is
+ * a probe, repeated while a shim starts. */
+#define PING_TIMEOUT_MS 5000L
+#define QUICK_TIMEOUT_MS 30000L
 #define SLOW_TIMEOUT_MS 60000L
+#define PER_GIB_TIMEOUT_MS 30000L
 
 static size_t collect_body(char *data, size_t size, size_t nmemb, void *user)
 {
@@ -63,6 +68,12 @@ static bool request(const char *api_socket, const char *method, const char *endp
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
 
+    if (rc == CURLE_OPERATION_TIMEDOUT) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_TIMEOUT,
+                    "the VM's API at %s did not answer %s within %ld s", api_socket, endpoint,
+                    timeout_ms / 1000);
+        return false;
+    }
     if (rc != CURLE_OK) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
                     "cannot reach the VM's API at %s (%s): %s", api_socket, endpoint,
@@ -83,7 +94,7 @@ static bool request(const char *api_socket, const char *method, const char *endp
 
 bool monitor_ping(const char *api_socket, GError **error)
 {
-    return request(api_socket, "GET", "vmm.ping", NULL, QUICK_TIMEOUT_MS, NULL, error);
+    return request(api_socket, "GET", "vmm.ping", NULL, PING_TIMEOUT_MS, NULL, error);
 }
 
 bool monitor_vm_create(const char *api_socket, const char *json, GError **error)
@@ -126,9 +137,16 @@ bool monitor_vmm_shutdown(const char *api_socket, GError **error)
     return request(api_socket, "PUT", "vmm.shutdown", NULL, QUICK_TIMEOUT_MS, NULL, error);
 }
 
+long monitor_ram_timeout_ms(uint64_t ram_bytes)
+{
+    uint64_t gib = (ram_bytes + (1ull << 30) - 1) >> 30;
+    return SLOW_TIMEOUT_MS + (long)MIN(gib, 1u << 16) * PER_GIB_TIMEOUT_MS;
+}
+
 bool monitor_vm_put_json(const char *api_socket, const char *endpoint, const char *json,
                          long timeout_ms, GError **error)
 {
+    g_return_val_if_fail(timeout_ms > 0, false);
     return request(api_socket, "PUT", endpoint, json, timeout_ms, NULL, error);
 }
 

@@ -1,6 +1,9 @@
 /* Client of the shim's Cloud Hypervisor API over its UNIX socket (libcurl).
  * One small function per endpoint. Errors are VSNAP_VIR_ERROR with
- * VIR_ERR_OPERATION_FAILED and the shim's own message when it sent one. */
+ * VIR_ERR_OPERATION_FAILED and the shim's own message when it sent one.
+ * Every call has a timeout; one that runs out fails with
+ * VIR_ERR_OPERATION_TIMEOUT: the shim is stuck, and the caller that holds
+ * the domain's job stops it (process_kill_if_stuck). */
 #pragma once
 
 #include <glib.h>
@@ -27,7 +30,9 @@ bool monitor_vm_shutdown(const char *api_socket, GError **error);
 bool monitor_vmm_shutdown(const char *api_socket, GError **error);
 bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **error);
 /* PUT a JSON body to any endpoint (vm.snapshot, vm.restore: their bodies are
- * built by the snapshot code). timeout_ms 0 means no limit: a snapshot or
- * restore of a large VM may take long. */
+ * built by the snapshot code), within timeout_ms (> 0). */
 bool monitor_vm_put_json(const char *api_socket, const char *endpoint, const char *json,
                          long timeout_ms, GError **error);
+/* The time a call that reads or writes all guest RAM of ram_bytes
+ * (vm.snapshot, vm.restore) gets: a minute and half a minute per GiB. */
+long monitor_ram_timeout_ms(uint64_t ram_bytes);

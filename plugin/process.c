@@ -21,6 +21,7 @@
 #define API_WAIT_MS 10000
 #define TERM_WAIT_MS 3000
 #define KILL_WAIT_MS 5000
+#define LOST_WAIT_MS 1000   /* a shim that dropped the connection is gone by then */
 
 struct domain_run *domain_run_ref(struct domain_run *run)
 {
@@ -330,6 +331,23 @@ static int open_log(struct domain_run *run, GError **error)
     return fd;
 }
 
+/* A restore whose shim exited before it answered: the VM it restored was
+ * lost at once (an on-demand restore that reads a corrupt block ends the
+ * shim: shim/vm.h, vm_report_fatal), maybe before vm.restore's answer was
+ * written. The domain did start, and ends the way any crash does: its
+ * watcher reads why from the event monitor, which holds it, and finds the
+ * shim gone. A shim that answered with an error lives on: a plain failure. */
+static bool lost_while_restoring(struct domain_run *run, const struct domain_def *live,
+                                 const struct process_start_how *how, GError **error)
+{
+    if (!how || !wait_readable(run->pidfd, LOST_WAIT_MS))
+        return false;
+    g_message("domain %s: its shim (pid %d) exited during the restore (%s)", live->name, run->pid,
+              (*error)->message);
+    g_clear_error(error);
+    return true;
+}
+
 /* Launch and boot; on failure the shim is stopped and the run freed. */
 static bool launch(struct vsnap_driver *drv, struct domain_run *run,
                    const struct domain_def *live, const struct process_start_how *how,
@@ -356,7 +374,8 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run,
     g_autofree char *pid_text = g_strdup_printf("%d\n", run->pid);
     if (!write_file_atomic(run->pid_path, pid_text, error) || !wait_for_api(run, error))
         return false;
-    bool alive = how ? how->setup_vm(run, live, how->data, error)
+    bool alive = how ? how->setup_vm(run, live, how->data, error) ||
+                           lost_while_restoring(run, live, how, error)
                      : monitor_vm_create(run->api_socket, json, error) &&
                            monitor_vm_boot(run->api_socket, error);
     if (!alive) {
@@ -458,6 +477,21 @@ bool process_stop(struct vsnap_driver *drv, struct vsnap_domain *dom, int reason
     process_cleanup(drv, dom, run, reason);
     domain_run_unref(run);
     return true;
+}
+
+void process_kill_if_stuck(struct vsnap_domain *dom, const GError *error)
+{
+    if (!error || !g_error_matches(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_TIMEOUT))
+        return;
+    g_mutex_lock(&dom->lock);
+    struct domain_run *run = dom->run && !dom->run->stopping ? domain_run_ref(dom->run) : NULL;
+    g_mutex_unlock(&dom->lock);
+    if (!run)
+        return;
+    g_warning("domain %s: %s; killing its shim (pid %d)", dom->name, error->message, run->pid);
+    if (pidfd_send_signal(run->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+        g_warning("cannot kill shim %d: %s", run->pid, g_strerror(errno));
+    domain_run_unref(run);
 }
 
 uint64_t process_rss_kib(pid_t pid)

@@ -20,11 +20,12 @@ static char *run_file(struct vsnap_domain *dom, const char *name)
     return path;
 }
 
-static char *api_socket(struct vsnap_domain *dom, int *state)
+static char *api_socket(struct vsnap_domain *dom, int *state, uint64_t *ram_bytes)
 {
     g_mutex_lock(&dom->lock);
     char *path = dom->run ? g_strdup(dom->run->api_socket) : NULL;
     *state = dom->state;
+    *ram_bytes = dom->def->memory_kib * 1024;
     g_mutex_unlock(&dom->lock);
     return path;
 }
@@ -52,22 +53,29 @@ bool vmsnap_take(struct vsnap_domain *dom, const char *dir, const char *parent_d
                  GError **error)
 {
     int state;
-    g_autofree char *api = api_socket(dom, &state);
+    uint64_t ram_bytes;
+    g_autofree char *api = api_socket(dom, &state, &ram_bytes);
     if (!api) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
         return false;
     }
     bool was_running = state == VIR_DOMAIN_RUNNING;
-    if (was_running && !monitor_vm_pause(api, error))
+    if (was_running && !monitor_vm_pause(api, error)) {
+        process_kill_if_stuck(dom, error ? *error : NULL);
         return false;
+    }
     g_autofree char *body = snapshot_body(dir, parent_dir);
-    bool ok = monitor_vm_put_json(api, "vm.snapshot", body, 0, error);
+    bool ok = monitor_vm_put_json(api, "vm.snapshot", body, monitor_ram_timeout_ms(ram_bytes),
+                                  error);
+    if (!ok)
+        process_kill_if_stuck(dom, error ? *error : NULL);
     /* The shim just wrote the layer with the checksums of what it read from
      * RAM: seal it, so reverts check its data again only if the file changes. */
     if (ok && !snapdir_seal(dir, error))
         ok = false;
     g_autoptr(GError) resume_error = NULL;
     if (was_running && !monitor_vm_resume(api, &resume_error)) {
+        process_kill_if_stuck(dom, resume_error);
         g_warning("domain %s: cannot resume after the snapshot: %s", dom->name,
                   resume_error->message);
         if (ok) {
@@ -135,7 +143,9 @@ bool vmsnap_restore_setup(struct domain_run *run, const struct domain_def *live,
     json_builder_end_object(b);
     g_autoptr(JsonNode) root = json_builder_get_root(b);
     g_autofree char *body = json_to_string(root, FALSE);
-    return monitor_vm_put_json(run->api_socket, "vm.restore", body, 0, error);
+    /* A shim that does not answer in time is stopped by the failed start. */
+    return monitor_vm_put_json(run->api_socket, "vm.restore", body,
+                               monitor_ram_timeout_ms(live->memory_kib * 1024), error);
 }
 
 /* ---- lineage ---- */

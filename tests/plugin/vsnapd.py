@@ -39,7 +39,7 @@ libvirt.registerErrorHandler(lambda ctx, err: None, None)
 
 def domain_xml(name, uuid=None, cmdline="vsnap.fill_mib=1 vsnap.seed=1", memory_mib=64,
                vcpus=1, kernel=None, extra_devices="", on_reboot="restart",
-               on_poweroff="destroy"):
+               on_poweroff="destroy", on_crash="destroy"):
     uuid = uuid or str(uuidlib.uuid4())
     kernel = kernel or TESTGUEST or "/nonexistent/vsnap-testguest"
     return f"""<domain type='kvm'>
@@ -54,7 +54,7 @@ def domain_xml(name, uuid=None, cmdline="vsnap.fill_mib=1 vsnap.seed=1", memory_
   </os>
   <on_poweroff>{on_poweroff}</on_poweroff>
   <on_reboot>{on_reboot}</on_reboot>
-  <on_crash>destroy</on_crash>
+  <on_crash>{on_crash}</on_crash>
   <devices>
     <vsock model='virtio'><cid auto='yes'/></vsock>
 {extra_devices}  </devices>
