@@ -343,7 +343,7 @@ static bool lost_while_restoring(struct domain_run *run, const struct domain_def
     if (!how || !wait_readable(run->pidfd, LOST_WAIT_MS))
         return false;
     g_message("domain %s: its shim (pid %d) exited during the restore (%s)", live->name, run->pid,
-              (*error)->message);
+              error && *error ? (*error)->message : "no answer");
     g_clear_error(error);
     return true;
 }
