@@ -8,12 +8,20 @@
 /* No call waits forever. The API answers in milliseconds, but vm.pause may
  * wait up to 10 s for the vCPUs inside the shim, so quick calls get well
  * over that; creating and booting a VM may touch a lot of memory; vm.snapshot
- * and vm.restore read or write all of it (monitor_ram_timeout_ms). A ping is
- * a probe, repeated while a shim starts. */
+ * and vm.restore read or write all of it (ram_timeout_ms). A ping is a
+ * probe, repeated while a shim starts. */
 #define PING_TIMEOUT_MS 5000L
 #define QUICK_TIMEOUT_MS 30000L
 #define SLOW_TIMEOUT_MS 60000L
 #define PER_GIB_TIMEOUT_MS 30000L
+
+/* For a call that reads or writes all guest RAM: a minute, and half a minute
+ * per GiB. */
+static long ram_timeout_ms(uint64_t ram_bytes)
+{
+    uint64_t gib = (ram_bytes + (1ull << 30) - 1) >> 30;
+    return SLOW_TIMEOUT_MS + (long)MIN(gib, 1u << 16) * PER_GIB_TIMEOUT_MS;
+}
 
 static size_t collect_body(char *data, size_t size, size_t nmemb, void *user)
 {
@@ -137,17 +145,68 @@ bool monitor_vmm_shutdown(const char *api_socket, GError **error)
     return request(api_socket, "PUT", "vmm.shutdown", NULL, QUICK_TIMEOUT_MS, NULL, error);
 }
 
-long monitor_ram_timeout_ms(uint64_t ram_bytes)
+static char *to_json(JsonBuilder *b)
 {
-    uint64_t gib = (ram_bytes + (1ull << 30) - 1) >> 30;
-    return SLOW_TIMEOUT_MS + (long)MIN(gib, 1u << 16) * PER_GIB_TIMEOUT_MS;
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    return json_to_string(root, FALSE);
 }
 
-bool monitor_vm_put_json(const char *api_socket, const char *endpoint, const char *json,
-                         long timeout_ms, GError **error)
+static void add_string(JsonBuilder *b, const char *name, const char *value)
 {
-    g_return_val_if_fail(timeout_ms > 0, false);
-    return request(api_socket, "PUT", endpoint, json, timeout_ms, NULL, error);
+    json_builder_set_member_name(b, name);
+    json_builder_add_string_value(b, value);
+}
+
+static void add_bool(JsonBuilder *b, const char *name, bool value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, value);
+}
+
+bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
+                         const char *parent_url, uint64_t ram_bytes, GError **error)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    add_string(b, "destination_url", destination_url);
+    if (parent_url) {
+        add_string(b, "mode", "diff");
+        add_string(b, "parent_url", parent_url);
+    }
+    json_builder_end_object(b);
+    g_autofree char *body = to_json(b);
+    return request(api_socket, "PUT", "vm.snapshot", body, ram_timeout_ms(ram_bytes), NULL, error);
+}
+
+/* Of the vsock device only the socket is the host's business; the CID and
+ * the rest are the guest's and come from the snapshot. */
+static void add_config_overrides(JsonBuilder *b, const struct monitor_restore *r)
+{
+    json_builder_set_member_name(b, "config_overrides");
+    json_builder_begin_object(b);
+    domain_def_add_vm_serial(b, r->live, r->serial_socket);
+    if (r->live->vsock.present) {
+        json_builder_set_member_name(b, "vsock");
+        json_builder_begin_object(b);
+        add_string(b, "socket", r->vsock_socket);
+        json_builder_end_object(b);
+    }
+    json_builder_end_object(b);
+}
+
+bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *r, GError **error)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    add_string(b, "source_url", r->source_url);
+    add_string(b, "memory_restore_mode", r->mode);
+    add_bool(b, "resume", r->resume);
+    add_bool(b, "prefault", false);
+    add_config_overrides(b, r);
+    json_builder_end_object(b);
+    g_autofree char *body = to_json(b);
+    return request(api_socket, "PUT", "vm.restore", body,
+                   ram_timeout_ms(r->live->memory_kib * 1024), NULL, error);
 }
 
 void vm_info_clear(struct vm_info *info)

@@ -7,7 +7,7 @@
 
 #include "persist/persist.h"
 #include "persist/state-json.h"
-#include "snapshot/dirty-bitmap.h"
+#include "ram-snapshot/dirty-bitmap.h"
 #include "vm-internal.h"
 
 static void persist_vm_release(void *opaque)

@@ -54,7 +54,7 @@ def corrupt_layer(path, where, start=0):
 
 def reseal(layer):
     """What a disk that flips a bit silently leaves behind: the layer's seal
-    (plugin/snapshot-dir.c: inode, size, mtime, ctime) matches the file again,
+    (common/snapshot: inode, size, mtime, ctime) matches the file again,
     so the daemon does not read the layer before the revert."""
     st = os.stat(layer)
     with open(layer + ".seal", "w") as f:
