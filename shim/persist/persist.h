@@ -6,7 +6,7 @@
  * The directory's layout, state.json's version and its "memory" record belong
  * to the snapshot library (common/snapshot/directory.h, README.md there); this
  * folder writes and reads the rest through it:
- *   config.json    the VmConfig (api/config-json.h), as vm.info shows it
+ *   config.json    the VmConfig (config/vm-config-json.h), as vm.info shows it
  *   state.json     "kvm": {...}, "vcpus": [...], "devices": {...} beside the
  *                  library's "vsnap_state_version" and "memory"
  *   memory-ranges  the layer (common/snapshot/layer.h), a diff naming its parent
@@ -22,9 +22,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "persist/state-json.h"
+#include "config/vm-config.h"
 #include "ram-snapshot/restore-mode.h"
+#include "state/state-json.h"
 #include "vm.h"
 
 struct persist_snapshot_request {

@@ -8,13 +8,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/config-json.h"
+#include "config/vm-config-json.h"
+#include "memory.h"
 #include "persist/cpu-state.h"
 #include "persist/devices-state.h"
 #include "persist/vm-persist.h"
 #include "ram-snapshot/save.h"
 #include "snapshot/directory.h"
-#include "vm-internal.h"
+#include "vm.h"
 
 void persist_error_from_snap(GError **error)
 {
@@ -89,7 +90,7 @@ static char *build_state_json(struct vm *vm, const struct persist_snapshot_reque
 {
     struct snap_memory_record memory = {
         .layer = SNAP_DIR_LAYER_FILE, .diff = req->diff, .id = *id, .parent_id = *parent,
-        .parent_url = (char *)req->parent_url, .ram_size = vm->mem.size,
+        .parent_url = (char *)req->parent_url, .ram_size = vm_memory(vm)->size,
     };
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
@@ -115,7 +116,8 @@ static bool write_layer(struct vm *vm, const char *dir, const struct persist_sna
                         struct snap_save_stats *stats, GError **error)
 {
     g_autofree char *path = g_build_filename(dir, SNAP_DIR_LAYER_FILE, NULL);
-    struct snap_ram ram = { vm->mem.host, vm->mem.size, vm->mem.fd };
+    const struct guest_memory *mem = vm_memory(vm);
+    struct snap_ram ram = { mem->host, mem->size, mem->fd };
     return req->diff ? snap_save_diff(path, &ram, dirty, id, parent, stats, error)
                      : snap_save_full(path, &ram, id, stats, error);
 }

@@ -1,5 +1,5 @@
-/* The event monitor (--event-monitor path=... or fd=...): one JSON object per
- * line, in Cloud Hypervisor's shape:
+/* The event monitor (the command line's --event-monitor path=... or fd=...,
+ * parsed in api/cli.c): one JSON object per line, in Cloud Hypervisor's shape:
  *   {"timestamp":{"secs":S,"nanos":N},"source":"vm","event":"booting","properties":null}
  *
  * events_emit() may be called from any thread (the guest's readiness arrives on a
@@ -14,8 +14,12 @@
 
 struct events;
 
-/* Open the monitor named by a --event-monitor value ("path=P" or "fd=N"). */
-struct events *events_open(const char *spec, GError **error);
+/* A monitor writing to path: a FIFO (opened so that it never blocks) or a
+ * file (created if missing, appended to). */
+struct events *events_open_path(const char *path, GError **error);
+/* A monitor writing to fd, an inherited descriptor open for writing; the
+ * monitor owns it from then on. */
+struct events *events_adopt_fd(int fd, GError **error);
 /* A monitor that writes nowhere, when --event-monitor is not given. */
 struct events *events_new_null(void);
 void events_free(struct events *events);

@@ -1,7 +1,7 @@
 /* VmConfig: struct vm_config's lifetime and its JSON form. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
-#include "api/config-json.h"
+#include "config/vm-config-json.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/api-error.h"
+#include "config/shim-error.h"
 
 /* ---- struct vm_config ---------------------------------------------------- */
 
