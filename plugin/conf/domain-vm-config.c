@@ -42,7 +42,8 @@ static void add_cpus_memory(JsonBuilder *b, const struct domain_def *def)
 
 /* Serial: a pty serial becomes "Pty", or "Socket" when the daemon asks the
  * shim to listen on serial_socket_path (so it can own the pty itself). */
-static void add_serial(JsonBuilder *b, const struct domain_def *def, const char *serial_socket_path)
+void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def,
+                              const char *serial_socket_path)
 {
     json_builder_set_member_name(b, "serial");
     json_builder_begin_object(b);
@@ -113,7 +114,7 @@ char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vso
     json_builder_begin_object(b);
     add_payload(b, def);
     add_cpus_memory(b, def);
-    add_serial(b, def, serial_socket_path);
+    domain_def_add_vm_serial(b, def, serial_socket_path);
     if (!add_vsock(b, def, vsock_socket_path, error))
         return NULL;
     json_builder_end_object(b);
