@@ -1,7 +1,7 @@
 /* Robustness of the domain parser: thousands of mutated copies of the
  * examples (deterministic seeds, so a failure reproduces). Each must either
  * be refused with a libvirt error code and a message, or be accepted and then
- * format to XML that parses back to the same formatting. Never a crash: run
+ * format to XML (inactive and live) that parses back to the same formatting. Never a crash: run
  * under ASan/valgrind to also catch memory errors. */
 #include <string.h>
 
@@ -18,6 +18,9 @@ static const char *const fragments[] = {
     "<disk/>", "<graphics type='vnc'/>", "unit='GiB'", "unit='b'", "<vcpu>64</vcpu>", "<serial type='pty'/>",
     "<console type='pty'/>", "<vsock><cid auto='no' address='3'/></vsock>", "xmlns:a='urn:a'",
     "<a:x xmlns:a='urn:a'/>", "<!--c-->", "<![CDATA[x]]>", "\xff\xfe", "\n", "<?pi x?>", "&#0;", "&#x41;",
+    "<readonly/>", "<shareable/>", "type='block'", "type='qcow2'", "<target dev='vda'/>", "<serial>s</serial>",
+    "<backingStore/>", "<backingStore type='file'><format type='raw'/><source file='/l'/></backingStore>",
+    "<disk type='file'><source file='/d.img'/><target dev='vdz'/></disk>",
 };
 
 static void mutate(GString *xml, GRand *rand)
@@ -69,6 +72,13 @@ static void check_one(const char *xml, guint32 seed, int round)
         g_error("seed %u round %d: formatted XML refused (%s):\n%s", seed, round, error->message, formatted);
     g_autofree char *twice = domain_def_format(again, false, -1);
     g_assert_cmpstr(formatted, ==, twice);
+    /* Live XML too: the daemon keeps it as status and reads it back. */
+    g_autofree char *live = domain_def_format(def, true, 3);
+    g_autoptr(domain_def) live_again = domain_def_parse_string(live, schema_dir, &error);
+    if (!live_again)
+        g_error("seed %u round %d: live XML refused (%s):\n%s", seed, round, error->message, live);
+    g_autofree char *live_twice = domain_def_format(live_again, true, 3);
+    g_assert_cmpstr(live, ==, live_twice);
 }
 
 static void test_mutations(gconstpointer data)
@@ -97,7 +107,8 @@ static void test_mutations(gconstpointer data)
 int main(int argc, char **argv)
 {
     conf_test_init(&argc, &argv, &schema_dir, &examples_dir);
-    static const char *const examples[] = {"minimal.xml", "microvm.xml", "virt-install.xml", "serial-file.xml"};
+    static const char *const examples[] = {"minimal.xml", "microvm.xml", "virt-install.xml", "serial-file.xml",
+                                           "disks.xml"};
     for (size_t i = 0; i < G_N_ELEMENTS(examples); i++) {
         g_autofree char *test_path = g_strdup_printf("/conf/domain/mutations/%s", examples[i]);
         g_test_add_data_func(test_path, examples[i], test_mutations);
