@@ -709,7 +709,7 @@ static void reattach_one(struct vsnap_driver *drv, const char *name)
         terminate(run, false);
         goto discard;
     }
-    live = domain_def_parse_string(xml, drv->paths.schema_dir, &error);
+    live = domain_def_parse_live_string(xml, drv->paths.schema_dir, &error);
     if (live && monitor_vm_info(run->api_socket, &info, &error) &&
         g_str_equal(info.state, "Shutdown")) {
         finish_offline_stop(drv, name, run, &info);

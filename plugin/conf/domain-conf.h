@@ -107,6 +107,12 @@ struct domain_def *domain_def_copy(const struct domain_def *def);
  * (malformed), VIR_ERR_XML_DETAIL / VIR_ERR_CONFIG_UNSUPPORTED (valid XML but
  * outside what vsnap supports, naming the element), VIR_ERR_INVALID_ARG. */
 struct domain_def *domain_def_parse_string(const char *xml, const char *schema_dir, GError **error);
+/* The same for live XML the daemon wrote itself (its status file): disks
+ * may have a <backingStore> chain, read into domain_disk.chain. A
+ * definition (domain_def_parse_string) with a non-empty chain is refused
+ * with VIR_ERR_CONFIG_UNSUPPORTED; an empty <backingStore/> is accepted in
+ * both, so live dumpxml output of a domain without snapshots defines. */
+struct domain_def *domain_def_parse_live_string(const char *xml, const char *schema_dir, GError **error);
 
 /* Format back. Round-trip stable: parse(format(def)) == def. When live is true,
  * runtime details (id, pty paths, vsock cid) are included. */

@@ -89,6 +89,10 @@ class DisksTest(DaemonTest):
              libvirt.VIR_ERR_CONFIG_UNSUPPORTED, "<shareable/>"),
             (disk_xml(image, "vda") + disk_xml(self.image("y.img"), "vda"),
              libvirt.VIR_ERR_XML_ERROR, "disk target 'vda' is used twice"),
+            # A chain is vsnap's to make: a definition names the image.
+            (disk_xml("/run/overlay", "vda", extra="      <backingStore type='file'><format type='raw'/>"
+                      f"<source file='{image}'/><backingStore/></backingStore>\n"),
+             libvirt.VIR_ERR_CONFIG_UNSUPPORTED, "a <backingStore> chain is not supported in a definition"),
         ]
         conn = self.daemon.connect()
         for devices, code, text in cases:

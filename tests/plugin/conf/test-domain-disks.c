@@ -153,8 +153,16 @@ static void test_live_chain(void)
     g_assert_cmpstr(inactive, ==, inactive_before);
     g_assert_null(strstr(inactive, "backingStore"));
 
-    /* Live XML parses back (the daemon's status file) to the same chain. */
-    g_autoptr(domain_def) reparsed = parse_ok(live);
+    /* Live XML parses back (the daemon's status file) to the same chain;
+     * as a definition it is refused: the chain is not the user's to give. */
+    g_autoptr(GError) error = NULL;
+    g_autoptr(domain_def) refused = domain_def_parse_string(live, schema_dir, &error);
+    g_assert_null(refused);
+    g_assert_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED);
+    g_assert_nonnull(strstr(error->message, "disk 'vda': a <backingStore> chain is not supported in a definition"));
+    g_clear_error(&error);
+    g_autoptr(domain_def) reparsed = domain_def_parse_live_string(live, schema_dir, &error);
+    g_assert_no_error(error);
     const struct domain_disk *disk = &reparsed->disks[0];
     g_assert_cmpstr(disk->path, ==, "/dev/vg/root");
     g_assert_true(disk->is_block);
@@ -184,6 +192,43 @@ static void test_live_chain(void)
     g_assert_null(def->disks[1].chain);
 }
 
+/* The live example: what the daemon keeps as status reads back whole. */
+static void test_live_example(void)
+{
+    g_autofree char *xml = conf_test_read(examples_dir, "live", "disk-chain.xml", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(domain_def) def = domain_def_parse_live_string(xml, schema_dir, &error);
+    g_assert_no_error(error);
+    const struct domain_disk *vda = &def->disks[0];
+    g_assert_cmpstr(vda->path, ==, "/var/lib/vsnap/images/rooted-root.img");
+    g_assert_false(vda->is_block);
+    g_assert_cmpuint(g_strv_length(vda->chain), ==, 3);
+    g_assert_cmpstr(vda->chain[0], ==, "/run/vsnap/rooted/vda.overlay");
+    g_assert_cmpstr(vda->chain[2], ==, "/var/lib/vsnap/snapshots/rooted/s1/vda.layer");
+    g_assert_null(def->disks[1].chain);
+    g_assert_true(def->disks[1].is_block);
+    g_autofree char *live = domain_def_format(def, true, 3);
+    g_autoptr(domain_def) again = domain_def_parse_live_string(live, schema_dir, &error);
+    g_assert_no_error(error);
+    g_autofree char *live_again = domain_def_format(again, true, 3);
+    g_assert_cmpstr(live, ==, live_again);
+    g_assert_nonnull(strstr(live, "<source file='/run/vsnap/rooted/vda.overlay'/>"));
+    g_autoptr(domain_def) as_definition = domain_def_parse_string(xml, schema_dir, &error);
+    g_assert_null(as_definition);
+    g_assert_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED);
+}
+
+/* Live dumpxml of a domain without snapshots defines as it is. */
+static void test_chain_end_in_definition(void)
+{
+    g_autoptr(domain_def) def = parse_devices(
+        "<disk><source file='/i/a.img'/><backingStore/><target dev='vda'/></disk>"
+        "<disk type='block'><source dev='/dev/b'/><backingStore/><target dev='vdb'/></disk>");
+    g_assert_null(def->disks[0].chain);
+    g_assert_null(def->disks[1].chain);
+    g_assert_cmpstr(def->disks[1].path, ==, "/dev/b");
+}
+
 static void test_copy(void)
 {
     g_autofree char *xml = conf_test_read(examples_dir, "disks.xml", NULL);
@@ -199,11 +244,12 @@ static void test_copy(void)
     g_assert_cmpstr(a, ==, b);
 }
 
+/* Refused as live XML, where a disk may have a chain (so as a definition too). */
 static void check_refusal(const char *devices, int code, const char *message_part)
 {
     g_autofree char *xml = domain_with_devices(devices);
     g_autoptr(GError) error = NULL;
-    g_autoptr(domain_def) def = domain_def_parse_string(xml, schema_dir, &error);
+    g_autoptr(domain_def) def = domain_def_parse_live_string(xml, schema_dir, &error);
     if (def)
         g_error("accepted, expected a refusal containing '%s':\n%s", message_part, xml);
     g_assert_true(error->domain == VSNAP_VIR_ERROR);
@@ -352,6 +398,8 @@ int main(int argc, char **argv)
     g_test_add_func("/conf/disks/example", test_example);
     g_test_add_func("/conf/disks/format", test_format);
     g_test_add_func("/conf/disks/live-chain", test_live_chain);
+    g_test_add_func("/conf/disks/live-example", test_live_example);
+    g_test_add_func("/conf/disks/chain-end-in-definition", test_chain_end_in_definition);
     g_test_add_func("/conf/disks/copy", test_copy);
     g_test_add_func("/conf/disks/refusals", test_refusals);
     g_test_add_func("/conf/disks/chain-limit", test_chain_limit);
