@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "crc32c.h"
-#include "layer.h"
+#include "snapshot/crc32c.h"
+#include "snapshot/layer.h"
 #include "virt-error.h"
 
 #define IMAGE_MAGIC "VSNAPSAV"
