@@ -484,6 +484,10 @@ def main():
     ap.add_argument("--sizes", default="512,8192")
     ap.add_argument("--pattern", help="vsnap-pattern (default: beside GUEST's build tree)")
     args = ap.parse_args()
+    # meson passes build paths relative to the build directory; the daemon
+    # wants an absolute <kernel>.
+    for key in ("virtvsnapd", "shim", "guest", "results"):
+        setattr(args, key, os.path.abspath(getattr(args, key)))
     if not args.pattern:
         args.pattern = os.path.join(os.path.dirname(os.path.abspath(args.guest)), "..", "..",
                                     "tests", "lib", "vsnap-pattern")
