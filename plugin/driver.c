@@ -547,6 +547,43 @@ bool driver_start(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned f
     return ok;
 }
 
+/* create of a defined domain (same name and uuid; check_identity refused
+ * the rest), as libvirt's QEMU driver does it: when it is not running, def
+ * runs as its live definition and the persistent one applies again at the
+ * next start. Takes def. */
+static bool create_defined(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                           struct domain_def *def, unsigned flags, GError **error)
+{
+    g_mutex_lock(&dom->job);
+    bool ok = still_listed(dom, error);
+    if (ok && current_state(dom) != VIR_DOMAIN_SHUTOFF) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "domain '%s' is already active", dom->name);
+        ok = false;
+    }
+    if (!ok) {
+        g_mutex_unlock(&dom->job);
+        domain_def_free(def);
+        return false;
+    }
+    /* Inactive: next_def is empty (a stop moves it into def). */
+    g_mutex_lock(&dom->lock);
+    dom->next_def = dom->def;
+    dom->def = def;
+    g_mutex_unlock(&dom->lock);
+    if (!process_start(drv, dom, error)) {
+        g_mutex_lock(&dom->lock);
+        domain_def_free(dom->def);
+        dom->def = g_steal_pointer(&dom->next_def);
+        g_mutex_unlock(&dom->lock);
+        g_mutex_unlock(&dom->job);
+        return false;
+    }
+    ok = !(flags & VIR_DOMAIN_START_PAUSED) || pause_after_start(drv, dom, error);
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
 struct vsnap_domain *driver_create_xml(struct vsnap_driver *drv, const char *xml,
                                        unsigned flags, GError **error)
 {
@@ -556,12 +593,10 @@ struct vsnap_domain *driver_create_xml(struct vsnap_driver *drv, const char *xml
     struct domain_def *def = parse_new_def(drv, xml, &existing, error);
     if (!def)
         return NULL;
-    if (existing) {
-        domain_def_free(def);
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
-                    "domain '%s' is already defined; use start", existing->name);
-        return NULL;
-    }
+    if (existing)
+        return create_defined(drv, existing, def, flags & VIR_DOMAIN_START_PAUSED, error)
+                   ? vsnap_domain_ref(existing)
+                   : NULL;
     struct vsnap_domain *dom = vsnap_domain_new(def);
     if (!domain_list_add(drv->domains, dom, error)) {
         vsnap_domain_unref(dom);
