@@ -25,6 +25,9 @@ struct vsnap_driver {
     struct domain_list *domains;
     struct event_queue *events;
     char *hostname;
+    /* Domains marked autostart when driver_load read them, for
+     * driver_autostart: a mark set later waits for the next daemon start. */
+    GPtrArray *autostart;
 };
 
 /* What virsh/python need to know about a domain in one consistent read. */
@@ -46,7 +49,9 @@ struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error
 void driver_free(struct vsnap_driver *drv);
 /* Load persistent definitions and reattach to shims still running. */
 bool driver_load(struct vsnap_driver *drv, GError **error);
-/* Start domains marked autostart that are not running (errors are logged). */
+/* Start the domains driver_load found marked autostart, each if it is still
+ * defined, marked and shut off when its turn comes (errors are logged). May
+ * run while clients are served. */
 void driver_autostart(struct vsnap_driver *drv);
 unsigned driver_active_count(struct vsnap_driver *drv);
 
