@@ -4,8 +4,8 @@
 #include <glib/gstdio.h>
 #include <libvirt/libvirt.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
+#include <fcntl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "conf/capabilities.h"
@@ -817,6 +817,30 @@ bool driver_set_autostart(struct vsnap_driver *drv, struct vsnap_domain *dom, bo
     return ok;
 }
 
+/* The serial's pty, opened as a console's end: raw, so the guest gets every
+ * key; without becoming the daemon's controlling terminal; non-blocking, so a
+ * guest that stops reading never stalls the daemon (stream.c waits briefly,
+ * then drops input, as a UART without flow control would). What the guest
+ * wrote while no console was open is discarded, as QEMU discards a pty's
+ * output while nobody has it open: the console starts at the present. */
+static int open_console_pty(const char *path, GError **error)
+{
+    int fd = open(path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    struct termios t;
+    if (fd < 0 || tcgetattr(fd, &t) < 0) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR,
+                    "cannot open the serial console's pty %s: %s", path, g_strerror(err));
+        return -1;
+    }
+    cfmakeraw(&t);
+    tcsetattr(fd, TCSANOW, &t);
+    tcflush(fd, TCIFLUSH);
+    return fd;
+}
+
 int driver_console_connect(struct vsnap_driver *drv, struct vsnap_domain *dom,
                            const char *dev_name, GError **error)
 {
@@ -827,29 +851,26 @@ int driver_console_connect(struct vsnap_driver *drv, struct vsnap_domain *dom,
         return -1;
     }
     g_mutex_lock(&dom->lock);
-    g_autofree char *path = dom->run ? g_strdup(dom->run->serial_socket) : NULL;
+    bool active = dom->run != NULL;
+    enum domain_chr_type type = dom->def->serial.type;
+    g_autofree char *pty = type == DOMAIN_CHR_PTY ? g_strdup(dom->def->serial.path) : NULL;
     g_mutex_unlock(&dom->lock);
-    if (!path) {
+    if (!active) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
         return -1;
     }
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    g_strlcpy(addr.sun_path, path, sizeof(addr.sun_path));
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        int err = errno;
-        if (fd >= 0)
-            close(fd);
-        if (err == ENOENT)
-            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
-                        "domain '%s' has no serial console (add <serial type='pty'/>)",
-                        dom->name);
-        else
-            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR,
-                        "cannot connect to the serial port at %s: %s", path, g_strerror(err));
+    if (type == DOMAIN_CHR_FILE) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "character device serial0 of domain '%s' is not using a PTY (its serial "
+                    "port writes to a file)", dom->name);
         return -1;
     }
-    return fd;
+    if (!pty) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "domain '%s' has no serial console (add <serial type='pty'/>)", dom->name);
+        return -1;
+    }
+    return open_console_pty(pty, error);
 }
 
 char *driver_capabilities(struct vsnap_driver *drv, GError **error)

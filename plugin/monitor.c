@@ -136,6 +136,7 @@ void vm_info_clear(struct vm_info *info)
 {
     g_clear_pointer(&info->state, g_free);
     g_clear_pointer(&info->last_stop_reason, g_free);
+    g_clear_pointer(&info->serial_pty, g_free);
 }
 
 bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **error)
@@ -165,6 +166,8 @@ bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **erro
         /* The shim flattens the guest's announcement into the vsnap object:
          * "ready": true beside "generation", "boot_id", "ready_ns". */
         info->ready = json_object_get_boolean_member_with_default(vsnap, "ready", FALSE);
+        const char *pty = json_object_get_string_member_with_default(vsnap, "serial_pty", NULL);
+        info->serial_pty = g_strdup(pty);
     }
     return true;
 }

@@ -12,6 +12,7 @@ struct vm_info {
     uint64_t memory_actual_size; /* bytes */
     char *last_stop_reason;      /* vsnap extension: poweroff, crash, reboot, shutdown */
     bool ready;                  /* vsnap extension: the guest announced readiness */
+    char *serial_pty;            /* vsnap extension: the serial's pty slave (Pty mode) */
 };
 
 void vm_info_clear(struct vm_info *info);

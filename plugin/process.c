@@ -41,7 +41,6 @@ void domain_run_unref(struct domain_run *run)
     g_free(run->dir);
     g_free(run->api_socket);
     g_free(run->vsock_socket);
-    g_free(run->serial_socket);
     g_free(run->fifo_path);
     g_free(run->pid_path);
     g_free(run->status_path);
@@ -58,7 +57,6 @@ static struct domain_run *run_new(struct vsnap_driver *drv, const char *name)
     run->dir = g_build_filename(drv->paths.run_dir, name, NULL);
     run->api_socket = g_build_filename(run->dir, "api.sock", NULL);
     run->vsock_socket = g_build_filename(run->dir, "vsock.sock", NULL);
-    run->serial_socket = g_build_filename(run->dir, "serial.sock", NULL);
     run->fifo_path = g_build_filename(run->dir, "events", NULL);
     run->pid_path = g_build_filename(run->dir, "pid", NULL);
     run->status_path = g_build_filename(run->dir, "status", NULL);
@@ -70,9 +68,8 @@ static struct domain_run *run_new(struct vsnap_driver *drv, const char *name)
 
 static void remove_runtime_files(struct domain_run *run)
 {
-    const char *files[] = {run->api_socket, run->vsock_socket, run->serial_socket,
-                           run->fifo_path,  run->pid_path,     run->status_path,
-                           run->xml_path};
+    const char *files[] = {run->api_socket, run->vsock_socket, run->fifo_path,
+                           run->pid_path,   run->status_path,  run->xml_path};
     for (size_t i = 0; i < G_N_ELEMENTS(files); i++)
         g_unlink(files[i]);
     /* Guest-initiated vsock connections leave <vsock>_<port> listeners. */
@@ -330,13 +327,42 @@ static int open_log(struct domain_run *run, GError **error)
     return fd;
 }
 
-/* Launch and boot; on failure the shim is stopped and the run freed. */
-static bool launch(struct vsnap_driver *drv, struct domain_run *run,
-                   const struct domain_def *live, const struct process_start_how *how,
-                   GError **error)
+/* A pty serial's slave is the shim's choice, reported by vm.info: the live
+ * definition shows it (serial <source path>, console tty), as libvirt shows
+ * the pty of a QEMU serial, and consoles open it. */
+static bool learn_serial_pty(struct domain_run *run, struct domain_def *live, GError **error)
 {
-    g_autofree char *json = domain_def_to_vm_config_json(live, run->vsock_socket,
-                                                         run->serial_socket, error);
+    if (live->serial.type != DOMAIN_CHR_PTY)
+        return true;
+    struct vm_info info = {0};
+    bool ok = monitor_vm_info(run->api_socket, &info, error);
+    if (ok && !info.serial_pty) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "the shim reports no pty for the serial port of %s", live->name);
+        ok = false;
+    }
+    if (ok) {
+        g_free(live->serial.path);
+        live->serial.path = g_steal_pointer(&info.serial_pty);
+        g_clear_pointer(&live->console.path, g_free);   /* the console is the serial */
+    }
+    vm_info_clear(&info);
+    return ok;
+}
+
+/* The pty of a run that ended means nothing any more. */
+static void forget_serial_pty(struct domain_def *def)
+{
+    if (def->serial.type == DOMAIN_CHR_PTY)
+        g_clear_pointer(&def->serial.path, g_free);
+    g_clear_pointer(&def->console.path, g_free);
+}
+
+/* Launch and boot; on failure the shim is stopped and the run freed. */
+static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct domain_def *live,
+                   const struct process_start_how *how, GError **error)
+{
+    g_autofree char *json = domain_def_to_vm_config_json(live, run->vsock_socket, error);
     if (!json || !make_run_dir(run, error) || !open_event_fifo(run, error))
         return false;
     int log_fd = open_log(run, error);
@@ -365,6 +391,8 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run,
         g_debug("shim log tail: %s", tail);
         return false;
     }
+    if (!learn_serial_pty(run, live, error))
+        return false;
     g_autofree char *xml = domain_def_format(live, true, -1);
     return write_file_atomic(run->xml_path, xml, error);
 }
@@ -422,6 +450,7 @@ void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct 
     remove_runtime_files(run);
     dom->run = NULL;
     dom->id = -1;
+    forget_serial_pty(dom->def);
     if (dom->next_def) {
         domain_def_free(dom->def);
         dom->def = g_steal_pointer(&dom->next_def);

@@ -84,7 +84,7 @@ static JsonNode *config_overrides(struct domain_run *run, const struct domain_de
                                   GError **error)
 {
     g_autofree char *json =
-        domain_def_to_vm_config_json(live, run->vsock_socket, run->serial_socket, error);
+        domain_def_to_vm_config_json(live, run->vsock_socket, error);
     if (!json)
         return NULL;
     g_autoptr(JsonParser) parser = json_parser_new();

@@ -87,9 +87,10 @@ struct domain_def *domain_def_parse_string(const char *xml, const char *schema_d
  * runtime details (id, pty paths, vsock cid) are included. */
 char *domain_def_format(const struct domain_def *def, bool live, int id);
 
-/* Cloud Hypervisor VmConfig JSON for vm.create, given the runtime dir paths. */
+/* Cloud Hypervisor VmConfig JSON for vm.create, given the vsock socket's path
+ * in the runtime directory. A pty serial is the shim's Pty. */
 char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vsock_socket_path,
-                                   const char *serial_socket_path, GError **error);
+                                   GError **error);
 
 const char *restore_mode_to_string(enum restore_mode mode);
 const char *domain_lifecycle_action_to_string(enum domain_lifecycle_action action);
