@@ -331,6 +331,8 @@ static bool check_identity(struct vsnap_driver *drv, const struct domain_def *de
                     "domain '%s' already exists with uuid %s", by_uuid->name, uuid);
         return false;
     }
+    if (by_name && !by_uuid && memcmp(by_name->uuid, def->uuid, 16) == 0)
+        by_uuid = g_steal_pointer(&by_name);   /* defined between the two look-ups */
     if (by_name && !by_uuid) {
         char other[37];
         uuid_format(by_name->uuid, other);
