@@ -187,8 +187,8 @@ static void set_hypervisor_leaves(struct kvm_cpuid2 *t, uint32_t tsc_khz)
     }
 }
 
-/* No feature is hidden. FINDINGS.md suggested masking what KVM's CPL0
- * emulator lacks (XSAVE, AVX, SSE4, ...), but on these kvm_pvm hosts
+/* No feature is hidden. Masking what KVM's CPL0 emulator lacks (XSAVE,
+ * AVX, SSE4, ...) looks natural (docs/host-limits.md), but on these kvm_pvm hosts
  * KVM_SET_CPUID2 keeps the host's bits in leaves 1, 7 and 0xd whatever the
  * table says (KVM_GET_CPUID2 returns them, and a CPL0 guest reads them), so a
  * mask changes nothing here, while on VMX/SVM hosts it would only take

@@ -5,8 +5,8 @@
  * the MSRs KVM lists in KVM_GET_MSR_INDEX_LIST that this vCPU can read, LAPIC,
  * vCPU events, MP state and debug registers; per VM the irqchip (PIC master,
  * PIC slave, IOAPIC), the PIT and the kvmclock. Restored into a VM built by
- * vm_new_for_restore before any vCPU runs, in the order the KVM probe
- * (reference/kvm-probe/state.c) showed to round-trip: VM state, then per vCPU
+ * vm_new_for_restore before any vCPU runs, in the order measured to round-trip
+ * on the development hosts (docs/host-limits.md): VM state, then per vCPU
  * MP state, regs, sregs, xsave, xcrs, debug registers, LAPIC, MSRs, events.
  */
 #pragma once
