@@ -396,9 +396,10 @@ static struct vsnap_domain *redefine(struct vsnap_driver *drv, struct vsnap_doma
  * NULL with *again when another client listed the name or uuid first: def is
  * then not taken. */
 static struct vsnap_domain *list_new_locked(struct vsnap_driver *drv, struct domain_def *def,
-                                            bool *again)
+                                            bool persistent, bool *again)
 {
     struct vsnap_domain *dom = vsnap_domain_new(def);
+    dom->persistent = persistent;
     g_mutex_lock(&dom->job);
     *again = !domain_list_add(drv->domains, dom, NULL);
     if (*again) {
@@ -414,12 +415,9 @@ static struct vsnap_domain *list_new_locked(struct vsnap_driver *drv, struct dom
 static struct vsnap_domain *define_new(struct vsnap_driver *drv, struct domain_def *def,
                                        bool *again, GError **error)
 {
-    struct vsnap_domain *dom = list_new_locked(drv, def, again);
+    struct vsnap_domain *dom = list_new_locked(drv, def, true, again);
     if (!dom)
         return NULL;
-    g_mutex_lock(&dom->lock);
-    dom->persistent = true;
-    g_mutex_unlock(&dom->lock);
     bool saved = save_config(drv, dom->def, error);
     if (saved) {
         g_mutex_lock(&dom->lock);
@@ -655,7 +653,7 @@ static bool create_defined(struct vsnap_driver *drv, struct vsnap_domain *dom,
 static struct vsnap_domain *create_new(struct vsnap_driver *drv, struct domain_def *def,
                                        unsigned flags, bool *again, GError **error)
 {
-    struct vsnap_domain *dom = list_new_locked(drv, def, again);
+    struct vsnap_domain *dom = list_new_locked(drv, def, false, again);
     if (!dom)
         return NULL;
     bool ok = start_locked(drv, dom, flags, error);
