@@ -8,11 +8,12 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "atomic-file.h"
 #include "conf/capabilities.h"
 #include "monitor.h"
+#include "persist/save.h"
+#include "persist/snapshot.h"
 #include "process.h"
-#include "save.h"
-#include "snapshot.h"
 #include "virt-error.h"
 
 /* ---- persistence: <state_dir>/domains/<name>.xml, <state_dir>/autostart/<name> ---- */
@@ -32,13 +33,8 @@ static bool save_config(struct vsnap_driver *drv, const struct domain_def *def, 
 {
     g_autofree char *path = config_path(drv, def->name);
     g_autofree char *xml = domain_def_format(def, false, -1);
-    g_autoptr(GError) local = NULL;
-    /* CONSISTENT|DURABLE: temp file, fsync, rename: never half a definition. */
-    if (!g_file_set_contents_full(path, xml, -1,
-                                  G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
-                                  0600, &local)) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR,
-                    "cannot save the definition of %s: %s", def->name, local->message);
+    if (!atomic_file_write(path, xml, error)) {
+        g_prefix_error(error, "cannot save the definition of %s: ", def->name);
         return false;
     }
     return true;
@@ -265,6 +261,16 @@ void driver_summary(struct vsnap_driver *drv, struct vsnap_domain *dom,
     out->cpu_time_ns = pid > 0 ? process_cpu_time_ns(pid) : 0;
 }
 
+/* Metadata that cannot be read is no proof that there are none. */
+static bool has_snapshots(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    g_autoptr(GError) error = NULL;
+    int count = snapshot_count(drv, dom, &error);
+    if (count < 0)
+        g_warning("domain %s: %s", dom->name, error->message);
+    return count != 0;
+}
+
 static bool list_filter_match(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags)
 {
     g_mutex_lock(&dom->lock);
@@ -292,7 +298,7 @@ static bool list_filter_match(struct vsnap_driver *drv, struct vsnap_domain *dom
            EITHER(VIR_CONNECT_LIST_DOMAINS_MANAGEDSAVE, VIR_CONNECT_LIST_DOMAINS_NO_MANAGEDSAVE,
                   save_has_managed(drv, dom)) &&
            EITHER(VIR_CONNECT_LIST_DOMAINS_HAS_SNAPSHOT, VIR_CONNECT_LIST_DOMAINS_NO_SNAPSHOT,
-                  snapshot_count(drv, dom) > 0) &&
+                  has_snapshots(drv, dom)) &&
            !(flags & VIR_CONNECT_LIST_DOMAINS_HAS_CHECKPOINT);
 #undef EITHER
 }
@@ -460,8 +466,9 @@ struct vsnap_domain *driver_define_xml(struct vsnap_driver *drv, const char *xml
 bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                      GError **error)
 {
-    /* No managed save, snapshot, NVRAM or checkpoint data exists to keep or
-     * remove, so those flags have nothing to act on. */
+    /* Managed save images and snapshots are refused or removed below, as
+     * the flags say; vsnap domains have no NVRAM and no checkpoints, so
+     * those flags have nothing to act on. */
     unsigned allowed = VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
                        VIR_DOMAIN_UNDEFINE_NVRAM | VIR_DOMAIN_UNDEFINE_KEEP_NVRAM |
                        VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA;

@@ -7,28 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "domain.h"
-#include "events.h"
-
-struct driver_paths {
-    bool privileged;
-    char *socket_dir;   /* /run/libvirt */
-    char *state_dir;    /* /var/lib/vsnap: domains/, autostart/ */
-    char *run_dir;      /* /run/vsnap: one directory per running domain */
-    char *log_dir;      /* /var/log/vsnap */
-    char *shim_path;
-    char *schema_dir;
-};
-
-struct vsnap_driver {
-    struct driver_paths paths;
-    struct domain_list *domains;
-    struct event_queue *events;
-    char *hostname;
-    /* Domains marked autostart when driver_load read them, for
-     * driver_autostart: a mark set later waits for the next daemon start. */
-    GPtrArray *autostart;
-};
+#include "state.h"
 
 /* What virsh/python need to know about a domain in one consistent read. */
 struct domain_summary {

@@ -9,6 +9,8 @@
  * lot of memory, so those get more time. */
 #define QUICK_TIMEOUT_MS 10000L
 #define SLOW_TIMEOUT_MS 60000L
+/* Snapshots and restores: none, a large VM may take long. */
+#define STATE_TIMEOUT_MS 0L
 
 static size_t collect_body(char *data, size_t size, size_t nmemb, void *user)
 {
@@ -126,10 +128,67 @@ bool monitor_vmm_shutdown(const char *api_socket, GError **error)
     return request(api_socket, "PUT", "vmm.shutdown", NULL, QUICK_TIMEOUT_MS, NULL, error);
 }
 
-bool monitor_vm_put_json(const char *api_socket, const char *endpoint, const char *json,
-                         long timeout_ms, GError **error)
+static char *to_json(JsonBuilder *b)
 {
-    return request(api_socket, "PUT", endpoint, json, timeout_ms, NULL, error);
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    return json_to_string(root, FALSE);
+}
+
+static void add_string(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_string_value(b, value);
+}
+
+static void add_bool(JsonBuilder *b, const char *name, bool value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, value);
+}
+
+bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
+                         const char *parent_url, GError **error)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    add_string(b, "destination_url", destination_url);
+    if (parent_url) {
+        add_string(b, "mode", "diff");
+        add_string(b, "parent_url", parent_url);
+    }
+    json_builder_end_object(b);
+    g_autofree char *body = to_json(b);
+    return request(api_socket, "PUT", "vm.snapshot", body, STATE_TIMEOUT_MS, NULL, error);
+}
+
+/* Of the vsock device only the socket is the host's business; the CID and
+ * the rest are the guest's and come from the snapshot. */
+static void add_config_overrides(JsonBuilder *b, const struct monitor_restore *r)
+{
+    json_builder_set_member_name(b, "config_overrides");
+    json_builder_begin_object(b);
+    domain_def_add_vm_serial(b, r->live);
+    if (r->live->vsock.present) {
+        json_builder_set_member_name(b, "vsock");
+        json_builder_begin_object(b);
+        add_string(b, "socket", r->vsock_socket);
+        json_builder_end_object(b);
+    }
+    json_builder_end_object(b);
+}
+
+bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *r, GError **error)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    add_string(b, "source_url", r->source_url);
+    add_string(b, "memory_restore_mode", r->mode);
+    add_bool(b, "resume", r->resume);
+    add_bool(b, "prefault", false);
+    add_config_overrides(b, r);
+    json_builder_end_object(b);
+    g_autofree char *body = to_json(b);
+    return request(api_socket, "PUT", "vm.restore", body, STATE_TIMEOUT_MS, NULL, error);
 }
 
 void vm_info_clear(struct vm_info *info)

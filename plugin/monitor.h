@@ -1,11 +1,14 @@
 /* Client of the shim's Cloud Hypervisor API over its UNIX socket (libcurl).
- * One small function per endpoint. Errors are VSNAP_VIR_ERROR with
+ * One small function per endpoint; each builds its own request body, so this
+ * file is the one place that knows what the shim is sent. Errors are VSNAP_VIR_ERROR with
  * VIR_ERR_OPERATION_FAILED and the shim's own message when it sent one. */
 #pragma once
 
 #include <glib.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "conf/domain-conf.h"
 
 struct vm_info {
     char *state;                 /* Created, Running, Paused, Shutdown */
@@ -27,8 +30,21 @@ bool monitor_vm_reboot(const char *api_socket, GError **error);
 bool monitor_vm_shutdown(const char *api_socket, GError **error);
 bool monitor_vmm_shutdown(const char *api_socket, GError **error);
 bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **error);
-/* PUT a JSON body to any endpoint (vm.snapshot, vm.restore: their bodies are
- * built by the snapshot code). timeout_ms 0 means no limit: a snapshot or
- * restore of a large VM may take long. */
-bool monitor_vm_put_json(const char *api_socket, const char *endpoint, const char *json,
-                         long timeout_ms, GError **error);
+
+/* vm.snapshot of the paused VM into destination_url (file://DIR); with
+ * parent_url, a diff on the snapshot there (vsnap's "mode": "diff"). */
+bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
+                         const char *parent_url, GError **error);
+
+/* vm.restore into a new shim. Its config_overrides give the snapshot's VM the
+ * host paths of this run: the vsock socket and the serial port and console
+ * of the live definition. */
+struct monitor_restore {
+    const char *source_url;      /* file://DIR */
+    const char *mode;            /* memory_restore_mode: copy, merge, ondemand */
+    bool resume;
+    const struct domain_def *live;
+    const char *vsock_socket;
+};
+bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *restore,
+                        GError **error);

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "atomic-file.h"
 #include "monitor.h"
 #include "shim-events.h"
 #include "virt-error.h"
@@ -255,16 +256,12 @@ static bool wait_for_api(struct domain_run *run, GError **error)
     return false;
 }
 
-static bool write_file_atomic(const char *path, const char *text, GError **error)
+char *process_run_path(struct vsnap_domain *dom, const char *file)
 {
-    g_autoptr(GError) local = NULL;
-    if (!g_file_set_contents_full(path, text, -1,
-                                  G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
-                                  0600, &local)) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "%s", local->message);
-        return false;
-    }
-    return true;
+    g_mutex_lock(&dom->lock);
+    char *path = dom->run ? g_build_filename(dom->run->dir, file, NULL) : NULL;
+    g_mutex_unlock(&dom->lock);
+    return path;
 }
 
 void process_write_status_locked(struct vsnap_domain *dom)
@@ -281,7 +278,7 @@ void process_write_status_locked(struct vsnap_domain *dom)
     g_key_file_set_integer(kf, "domain", "reason", dom->reason);
     g_autofree char *text = g_key_file_to_data(kf, NULL, NULL);
     g_autoptr(GError) error = NULL;
-    if (!write_file_atomic(run->status_path, text, &error))
+    if (!atomic_file_write(run->status_path, text, &error))
         g_warning("domain %s: %s", dom->name, error->message);
 }
 
@@ -380,7 +377,7 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
         return false;
     }
     g_autofree char *pid_text = g_strdup_printf("%d\n", run->pid);
-    if (!write_file_atomic(run->pid_path, pid_text, error) || !wait_for_api(run, error))
+    if (!atomic_file_write(run->pid_path, pid_text, error) || !wait_for_api(run, error))
         return false;
     bool alive = how ? how->setup_vm(run, live, how->data, error)
                      : monitor_vm_create(run->api_socket, json, error) &&
@@ -394,7 +391,7 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
     if (!learn_serial_pty(run, live, error))
         return false;
     g_autofree char *xml = domain_def_format(live, true, -1);
-    return write_file_atomic(run->xml_path, xml, error);
+    return atomic_file_write(run->xml_path, xml, error);
 }
 
 bool process_start(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "driver.h"
+#include "state.h"
 
 struct domain_run {
     gint refs;
@@ -59,6 +59,8 @@ void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct 
 /* Reattach every shim found in run_dir. Domains are added to the list
  * (persistent ones are already in it). */
 void process_reattach_all(struct vsnap_driver *drv);
+/* A file in the runtime directory of an active domain; NULL when inactive. */
+char *process_run_path(struct vsnap_domain *dom, const char *file);
 /* Rewrite the status file (call with dom->lock held). */
 void process_write_status_locked(struct vsnap_domain *dom);
 /* A state the daemon brought the running domain to: set, written to the

@@ -9,7 +9,7 @@
  *   shim exit     -> shut off, reason crashed, unless a stop was expected */
 #pragma once
 
-#include "driver.h"
+#include "state.h"
 
 struct domain_run;
 

@@ -10,8 +10,8 @@
 
 #include "api/api.h"
 #include "api/cli.h"
-#include "api/events.h"
-#include "vmm.h"
+#include "vmm/events.h"
+#include "vmm/vmm.h"
 #include "vsnap-config.h"
 
 /* Everything the process owns, torn down in one place. */
@@ -120,7 +120,7 @@ static bool start(struct shim *shim, GError **error)
         return false;
     g_debug("vsnap-shim v%s, pid %d, verbosity %d", VSNAP_VERSION, (int)getpid(),
             shim->options.verbosity);
-    shim->events = shim->options.event_monitor ? events_open(shim->options.event_monitor, error)
+    shim->events = shim->options.event_monitor ? cli_open_event_monitor(shim->options.event_monitor, error)
                                                : events_new_null();
     if (!shim->events)
         return false;

@@ -12,7 +12,8 @@
 #define PAUSE_TIMEOUT_US (10 * G_USEC_PER_SEC)
 #define PAUSE_REKICK_US (100 * 1000)
 
-bool vm_start(struct vm *vm, GError **error)
+/* Threads that start while the state is VM_RUN_PAUSED park at once. */
+static bool start_vcpu_threads(struct vm *vm, enum vm_run_state initial, GError **error)
 {
     g_mutex_lock(&vm->run_lock);
     if (vm->state != VM_RUN_CREATED) {
@@ -20,7 +21,7 @@ bool vm_start(struct vm *vm, GError **error)
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "the VM was already started");
         return false;
     }
-    vm->state = VM_RUN_RUNNING;
+    vm->state = initial;
     bool ok = true;
     for (unsigned i = 0; ok && i < vm->nvcpus; i++)
         ok = vcpu_start_thread(&vm->vcpus[i], error);
@@ -28,6 +29,16 @@ bool vm_start(struct vm *vm, GError **error)
         vm->state = VM_RUN_PAUSED; /* threads that did start park; vm_free ends them */
     g_mutex_unlock(&vm->run_lock);
     return ok;
+}
+
+bool vm_start(struct vm *vm, GError **error)
+{
+    return start_vcpu_threads(vm, VM_RUN_RUNNING, error);
+}
+
+bool vm_start_paused(struct vm *vm, GError **error)
+{
+    return start_vcpu_threads(vm, VM_RUN_PAUSED, error);
 }
 
 static unsigned started_threads(struct vm *vm)

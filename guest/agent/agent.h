@@ -43,10 +43,6 @@ struct agent {
     struct client clients[MAX_CLIENTS];
 };
 
-void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-uint64_t monotonic_ns(void);
-uint64_t monotonic_ms(void);
-
 /* readiness.c: called from the loop on the readiness socket's events. */
 void readiness_connect(struct agent *a);
 void readiness_announce(struct agent *a); /* the connect completed (or failed) */

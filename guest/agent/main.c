@@ -15,7 +15,6 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,36 +22,15 @@
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "clock.h"
+#include "log.h"
 #include "pid1.h"
 
 #define DEFAULT_READY_PORT 1024
 #define DEFAULT_CMD_PORT 5000
-
-void log_line(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("vsnap-agent: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t monotonic_ms(void)
-{
-    return monotonic_ns() / 1000000u;
-}
 
 /* ---- set-up ---- */
 

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "clock.h"
+#include "log.h"
 #include "restore.h"
 
 static void readiness_schedule_retry(struct agent *a, bool was_announced)

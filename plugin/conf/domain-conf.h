@@ -6,6 +6,7 @@
 #pragma once
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -91,6 +92,9 @@ char *domain_def_format(const struct domain_def *def, bool live, int id);
  * in the runtime directory. A pty serial is the shim's Pty. */
 char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vsock_socket_path,
                                    GError **error);
+/* The "serial" and "console" members of that VmConfig, for a request that
+ * carries them on their own (vm.restore's config_overrides). */
+void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def);
 
 const char *restore_mode_to_string(enum restore_mode mode);
 const char *domain_lifecycle_action_to_string(enum domain_lifecycle_action action);

@@ -5,7 +5,7 @@
 
 #include "domain-conf.h"
 
-/* Limits of the shim (shim/config.h), repeated here so the daemon refuses a
+/* Limits of the shim (shim/config/vm-config.h), repeated here so the daemon refuses a
  * definition the shim would refuse, at define time rather than at start. */
 #define DOMAIN_MIN_MEMORY_KIB (16ull << 10)
 #define DOMAIN_MAX_MEMORY_KIB (64ull << 20)

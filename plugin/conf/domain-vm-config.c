@@ -43,7 +43,7 @@ static void add_cpus_memory(JsonBuilder *b, const struct domain_def *def)
 /* Serial: a pty serial is the shim's "Pty": the shim holds the master and
  * reports the slave's path in vm.info (vsnap.serial_pty), which the live
  * XML shows and consoles open, as libvirt's QEMU driver does with QEMU's. */
-static void add_serial(JsonBuilder *b, const struct domain_def *def)
+void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def)
 {
     json_builder_set_member_name(b, "serial");
     json_builder_begin_object(b);
@@ -110,7 +110,7 @@ char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vso
     json_builder_begin_object(b);
     add_payload(b, def);
     add_cpus_memory(b, def);
-    add_serial(b, def);
+    domain_def_add_vm_serial(b, def);
     if (!add_vsock(b, def, vsock_socket_path, error))
         return NULL;
     json_builder_end_object(b);

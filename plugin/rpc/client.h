@@ -1,4 +1,7 @@
-/* One connected libvirt client. Shared by the files of the RPC layer only.
+/* One connected libvirt client: its identity, its access and everything
+ * written to its socket. The bottom of the RPC layer: every file above
+ * (server, dispatch, procedures, event registry, streams) sends through it,
+ * and it calls none of them.
  *
  * Threads: the main loop reads packets; calls run on worker threads; events
  * are sent from whichever thread produced them. Everything written to the
@@ -41,6 +44,9 @@ struct rpc_client {
     size_t msg_len, msg_have;
 };
 
+/* Accepted on fd (taken) from peer uid/pid; one reference. */
+struct rpc_client *rpc_client_new(struct rpc_server *server, int fd, bool readonly_socket,
+                                  uid_t uid, pid_t pid);
 struct rpc_client *rpc_client_ref(struct rpc_client *client);
 void rpc_client_unref(struct rpc_client *client);
 
@@ -52,6 +58,16 @@ bool rpc_client_send(struct rpc_client *client, const struct wire_header *hdr,
 /* Send one packet whose body is raw bytes (stream data). */
 bool rpc_client_send_raw(struct rpc_client *client, const struct wire_header *hdr,
                          const void *data, size_t len);
+
+/* No more sends; the main loop sees EOF and removes the client. The fd is
+ * closed with the last reference, so no thread writes to a reused fd. */
+void rpc_client_close(struct rpc_client *client);
+
+/* An error reply to the call whose header is call_hdr: code is a
+ * virErrorNumber, domain a VIR_FROM_*; the message gets libvirt's text for
+ * the code in front, as virsh users know it. */
+bool rpc_send_error_reply(struct rpc_client *client, const struct wire_header *call_hdr,
+                          int code, int domain, const char *message);
 
 /* Mark the client read-only / opened (used by CONNECT_OPEN). */
 void rpc_client_set_opened(struct rpc_client *client, bool readonly);

@@ -3,13 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server.h"
 #include "virt-error.h"
-
-bool_t xdr_rpc_void(XDR *xdrs, struct rpc_void *v)
-{
-    return true;
-}
 
 /* A linear scan of about a hundred entries costs nothing next to a socket
  * round trip, and keeps the tables const with no lookup state to build. */
@@ -21,22 +15,26 @@ static const struct proc_entry *find_in(const struct proc_entry *entries, size_t
     return NULL;
 }
 
-static const struct proc_entry *find_entry(int proc)
+const struct proc_table rpc_proc_tables[] = {
+    {"connect", rpc_connect_procs, &rpc_connect_procs_count},
+    {"domain", rpc_domain_procs, &rpc_domain_procs_count},
+    {"events", rpc_event_procs, &rpc_event_procs_count},
+    {"snapshot", rpc_snapshot_procs, &rpc_snapshot_procs_count},
+};
+const size_t rpc_proc_tables_count = G_N_ELEMENTS(rpc_proc_tables);
+
+const struct proc_entry *rpc_find_proc(int proc)
 {
-    /* Snapshot, save and job procedures first: they replace placeholders. */
-    const struct proc_entry *e = find_in(rpc_snapshot_procs, rpc_snapshot_procs_count, proc);
-    if (!e)
-        e = find_in(rpc_connect_procs, rpc_connect_procs_count, proc);
-    if (!e)
-        e = find_in(rpc_domain_procs, rpc_domain_procs_count, proc);
-    if (!e)
-        e = find_in(rpc_event_procs, rpc_event_procs_count, proc);
-    return e;
+    for (size_t i = 0; i < rpc_proc_tables_count; i++) {
+        const struct proc_table *t = &rpc_proc_tables[i];
+        const struct proc_entry *e = find_in(t->entries, *t->count, proc);
+        if (e)
+            return e;
+    }
+    return NULL;
 }
 
-/* Names of procedures virtvsnapd knows but does not serve, for clearer
- * "not supported" errors. */
-static const char *unserved_name(int proc)
+const char *rpc_unserved_name(int proc)
 {
     static const struct {
         int proc;
@@ -51,20 +49,9 @@ static const char *unserved_name(int proc)
         {PROC_DOMAIN_SET_VCPUS, "virDomainSetVcpus"},
         {PROC_DOMAIN_SET_VCPUS_FLAGS, "virDomainSetVcpusFlags"},
         {PROC_DOMAIN_CORE_DUMP, "virDomainCoreDump"},
-        {PROC_DOMAIN_SAVE, "virDomainSave"},
-        {PROC_DOMAIN_RESTORE, "virDomainRestore"},
-        {PROC_DOMAIN_SAVE_FLAGS, "virDomainSaveFlags"},
-        {PROC_DOMAIN_RESTORE_FLAGS, "virDomainRestoreFlags"},
-        {PROC_DOMAIN_MANAGED_SAVE, "virDomainManagedSave"},
-        {PROC_DOMAIN_MANAGED_SAVE_REMOVE, "virDomainManagedSaveRemove"},
         {PROC_DOMAIN_MIGRATE_PREPARE, "virDomainMigratePrepare"},
         {PROC_DOMAIN_MIGRATE_PERFORM, "virDomainMigratePerform"},
         {PROC_DOMAIN_MIGRATE_BEGIN3, "virDomainMigrateBegin3"},
-        {PROC_DOMAIN_SNAPSHOT_CREATE_XML, "virDomainSnapshotCreateXML"},
-        {PROC_DOMAIN_LIST_ALL_SNAPSHOTS, "virDomainListAllSnapshots"},
-        {PROC_DOMAIN_SNAPSHOT_LOOKUP_BY_NAME, "virDomainSnapshotLookupByName"},
-        {PROC_DOMAIN_REVERT_TO_SNAPSHOT, "virDomainRevertToSnapshot"},
-        {PROC_DOMAIN_SNAPSHOT_DELETE, "virDomainSnapshotDelete"},
         {PROC_DOMAIN_RESET, "virDomainReset"},
         {PROC_CONNECT_LIST_ALL_STORAGE_POOLS, "virConnectListAllStoragePools"},
         {PROC_CONNECT_NUM_OF_NETWORKS, "virConnectNumOfNetworks"},
@@ -89,31 +76,6 @@ static const char *unserved_name(int proc)
     return NULL;
 }
 
-/* libvirt prefixes each message with the text of its code (virErrorMsg); we
- * do the same so virsh prints what people are used to. */
-static const char *code_prefix(int code)
-{
-    switch (code) {
-    case VIR_ERR_INTERNAL_ERROR: return "internal error";
-    case VIR_ERR_NO_SUPPORT: return "this function is not supported by the connection driver";
-    case VIR_ERR_INVALID_ARG: return "invalid argument";
-    case VIR_ERR_OPERATION_FAILED: return "operation failed";
-    case VIR_ERR_XML_ERROR: return "XML error";
-    case VIR_ERR_XML_DETAIL: return "XML error";
-    case VIR_ERR_NO_DOMAIN: return "Domain not found";
-    case VIR_ERR_OPERATION_INVALID: return "Requested operation is not valid";
-    case VIR_ERR_OPERATION_DENIED: return "operation forbidden";
-    case VIR_ERR_OPERATION_UNSUPPORTED: return "Operation not supported";
-    case VIR_ERR_CONFIG_UNSUPPORTED: return "unsupported configuration";
-    case VIR_ERR_RPC: return "RPC error";
-    case VIR_ERR_OPERATION_TIMEOUT: return "Timed out during operation";
-    case VIR_ERR_NO_DOMAIN_SNAPSHOT: return "Domain snapshot not found";
-    case VIR_ERR_DOM_EXIST: return "operation failed";
-    case VIR_ERR_SYSTEM_ERROR: return "system error";
-    default: return NULL;
-    }
-}
-
 /* Which VIR_FROM_* a code travels with: configuration problems come from
  * the domain config layer, protocol problems from RPC, the rest from the
  * domain driver. */
@@ -131,25 +93,6 @@ static int domain_for_code(int code)
     }
 }
 
-bool rpc_send_error_reply(struct rpc_client *client, const struct wire_header *call_hdr,
-                          int code, int domain, const char *message)
-{
-    const char *prefix = code_prefix(code);
-    g_autofree char *text = NULL;
-    if (prefix && !g_str_has_prefix(message, prefix))
-        text = g_strdup_printf("%s: %s", prefix, message);
-    else
-        text = g_strdup(message);
-    struct wire_error err = {
-        .code = code, .domain = domain, .message = text, .level = VIR_ERR_ERROR,
-        .str1 = text, .int1 = -1,
-    };
-    struct wire_header hdr = *call_hdr;
-    hdr.type = RPC_REPLY;
-    hdr.status = RPC_STATUS_ERROR;
-    return rpc_client_send(client, &hdr, XDR_PROC(xdr_wire_error), &err);
-}
-
 static void send_gerror(struct rpc_client *client, const struct wire_header *hdr,
                         const GError *error)
 {
@@ -161,7 +104,7 @@ static void send_gerror(struct rpc_client *client, const struct wire_header *hdr
 
 static void reply_unsupported(struct rpc_client *client, const struct wire_header *hdr)
 {
-    const char *name = unserved_name(hdr->proc);
+    const char *name = rpc_unserved_name(hdr->proc);
     g_autofree char *text =
         name ? g_strdup_printf("%s (procedure %d) is not supported by vsnap", name, hdr->proc)
              : g_strdup_printf("procedure %d is not supported by vsnap", hdr->proc);
@@ -185,10 +128,10 @@ static bool check_access(struct rpc_client *client, const struct proc_entry *ent
     return true;
 }
 
-void rpc_dispatch_call(struct rpc_server *server, struct rpc_client *client,
+void rpc_dispatch_call(const struct rpc_context *ctx, struct rpc_client *client,
                        const struct wire_header *hdr, const uint8_t *body, size_t len)
 {
-    const struct proc_entry *entry = find_entry(hdr->proc);
+    const struct proc_entry *entry = rpc_find_proc(hdr->proc);
     if (!entry) {
         reply_unsupported(client, hdr);
         return;
@@ -208,7 +151,8 @@ void rpc_dispatch_call(struct rpc_server *server, struct rpc_client *client,
         rpc_send_error_reply(client, hdr, VIR_ERR_RPC, VIR_FROM_RPC, text);
     } else {
         struct rpc_call call = {
-            .server = server, .client = client, .driver = rpc_server_driver(server), .hdr = hdr,
+            .client = client, .driver = ctx->driver, .events = ctx->events,
+            .streams = ctx->streams, .hdr = hdr,
         };
         g_autoptr(GError) error = NULL;
         if (entry->handler(&call, args, ret, &error)) {

@@ -1,75 +1,36 @@
-/* Procedure table and call dispatch. Each procedure family (xdr-connect.c,
- * xdr-domain.c, xdr-events.c, ...) exports a table of entries: argument and
- * return types with their XDR filters, the handler, and whether the call
- * changes state (refused on read-only connections). */
+/* Call dispatch: the procedure tables (procedure.h) searched for the
+ * number a call names, access checked, arguments decoded, the handler run,
+ * the reply or the error sent. */
 #pragma once
 
-#include <glib.h>
-#include <libvirt/virterror.h>
-#include <rpc/xdr.h>
 #include <stddef.h>
 
 #include "client.h"
+#include "procedure.h"
 #include "wire.h"
 
-struct rpc_server;
-struct vsnap_driver;
-
-struct rpc_call {
-    struct rpc_server *server;
-    struct rpc_client *client;
+/* What procedures reach besides their client; the server owns them. */
+struct rpc_context {
     struct vsnap_driver *driver;
-    const struct wire_header *hdr;
-    /* Set by a handler to act once its reply is on the wire (a stream must
-     * not send data before the reply to the call that opened it). */
-    void (*after_reply)(struct rpc_call *call, bool sent, void *data);
-    void *after_data;
+    struct event_registry *events;
+    struct stream_registry *streams;
 };
 
-typedef bool (*rpc_handler)(struct rpc_call *call, void *args, void *ret, GError **error);
-
-enum proc_flags {
-    PROC_WRITE = 1 << 0,         /* changes state: refused on read-only connections */
-    PROC_BEFORE_OPEN = 1 << 1,   /* allowed before CONNECT_OPEN */
+/* Every table; a procedure number is served by one entry of one table. */
+struct proc_table {
+    const char *family;
+    const struct proc_entry *entries;
+    const size_t *count;
 };
+extern const struct proc_table rpc_proc_tables[];
+extern const size_t rpc_proc_tables_count;
 
-struct proc_entry {
-    int proc;
-    const char *name;
-    size_t args_size;
-    xdrproc_t args_filter;
-    size_t ret_size;
-    xdrproc_t ret_filter;
-    rpc_handler handler;
-    unsigned flags;
-};
-
-/* For procedures without arguments or return value. */
-struct rpc_void {
-    int unused;
-};
-bool_t xdr_rpc_void(XDR *xdrs, struct rpc_void *v);
-
-#define RPC_PROC(num, argtype, argfilter, rettype, retfilter, fn, fl)                           \
-    {                                                                                           \
-        .proc = (num), .name = #num, .args_size = sizeof(argtype),                              \
-        .args_filter = XDR_PROC(argfilter), .ret_size = sizeof(rettype),                     \
-        .ret_filter = XDR_PROC(retfilter), .handler = (rpc_handler)(void (*)(void))(fn), .flags = (fl)       \
-    }
-
-extern const struct proc_entry rpc_connect_procs[];
-extern const size_t rpc_connect_procs_count;
-extern const struct proc_entry rpc_domain_procs[];
-extern const size_t rpc_domain_procs_count;
-extern const struct proc_entry rpc_event_procs[];
-extern const size_t rpc_event_procs_count;
-extern const struct proc_entry rpc_snapshot_procs[];
-extern const size_t rpc_snapshot_procs_count;
+/* The entry that serves proc; NULL when none does. */
+const struct proc_entry *rpc_find_proc(int proc);
+/* The API name of a procedure known but not served, for a clearer refusal;
+ * NULL otherwise. */
+const char *rpc_unserved_name(int proc);
 
 /* Decode, check access, run the handler, send the reply. Runs on a worker. */
-void rpc_dispatch_call(struct rpc_server *server, struct rpc_client *client,
+void rpc_dispatch_call(const struct rpc_context *ctx, struct rpc_client *client,
                        const struct wire_header *hdr, const uint8_t *body, size_t len);
-
-/* Send an error reply for the call whose header is call_hdr. */
-bool rpc_send_error_reply(struct rpc_client *client, const struct wire_header *call_hdr,
-                          int code, int domain, const char *message);

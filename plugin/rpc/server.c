@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <glib-unix.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -12,12 +11,9 @@
 
 #include "client.h"
 #include "dispatch.h"
-#include "events-registry.h"
+#include "event-registry.h"
 #include "stream.h"
 
-/* How long a send may wait for a client that does not read before the
- * client is dropped; keeps one stuck client from holding a worker forever. */
-#define SEND_TIMEOUT_MS 30000
 #define WORKER_THREADS 32
 /* libvirt clients wait for each reply (a threaded client has a few calls
  * out at once); with this many running, the daemon stops reading from the
@@ -34,15 +30,13 @@ struct listener {
 };
 
 struct rpc_server {
-    struct vsnap_driver *driver;
+    struct rpc_context ctx;    /* driver, event registry, streams */
     GPtrArray *listeners;      /* struct listener * */
     GMutex lock;               /* protects clients */
     GPtrArray *clients;        /* struct rpc_client * (one reference each) */
     unsigned next_client_id;
     uid_t owner_uid;
     GThreadPool *pool;
-    struct event_registry *events;
-    struct stream_registry *streams;
 };
 
 struct rpc_job {
@@ -52,176 +46,22 @@ struct rpc_job {
     size_t body_len;
 };
 
-static void client_close(struct rpc_client *client);
 static void watch_client(struct rpc_client *client);
 
-/* ---- client references and sending ---- */
-
-struct rpc_client *rpc_client_ref(struct rpc_client *client)
-{
-    g_atomic_int_inc(&client->refs);
-    return client;
-}
-
-void rpc_client_unref(struct rpc_client *client)
-{
-    if (!client || !g_atomic_int_dec_and_test(&client->refs))
-        return;
-    if (client->fd >= 0)
-        close(client->fd);
-    g_free(client->msg);
-    g_mutex_clear(&client->lock);
-    g_free(client);
-}
-
-void rpc_client_set_opened(struct rpc_client *client, bool readonly)
-{
-    g_mutex_lock(&client->lock);
-    client->opened = true;
-    client->readonly = client->readonly_socket || readonly;
-    g_mutex_unlock(&client->lock);
-}
-
-bool rpc_client_is_readonly(struct rpc_client *client)
-{
-    g_mutex_lock(&client->lock);
-    bool ro = client->readonly || client->readonly_socket;
-    g_mutex_unlock(&client->lock);
-    return ro;
-}
-
-bool rpc_client_is_opened(struct rpc_client *client)
-{
-    g_mutex_lock(&client->lock);
-    bool opened = client->opened;
-    g_mutex_unlock(&client->lock);
-    return opened;
-}
-
-/* Serialise length word + header + body. The buffer grows until the packet
- * fits or exceeds the protocol's limit. */
-static uint8_t *encode_packet(const struct wire_header *hdr, xdrproc_t body_filter, void *body,
-                              size_t *out_len)
-{
-    static const size_t sizes[] = {64 * 1024, 1024 * 1024, 8 * 1024 * 1024,
-                                   RPC_MESSAGE_MAX + RPC_LEN_WORD_SIZE};
-    for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
-        size_t size = sizes[i];
-        uint8_t *buf = g_malloc(size);
-        XDR xdrs;
-        xdrmem_create(&xdrs, (char *)buf, size, XDR_ENCODE);
-        uint32_t len = 0;
-        struct wire_header h = *hdr;
-        bool ok = xdr_u_int(&xdrs, &len) && xdr_wire_header(&xdrs, &h) &&
-                  (!body_filter || body_filter(&xdrs, body, 0));
-        if (ok) {
-            len = xdr_getpos(&xdrs);
-            xdr_setpos(&xdrs, 0);
-            xdr_u_int(&xdrs, &len);
-            xdr_destroy(&xdrs);
-            *out_len = len;
-            return buf;
-        }
-        xdr_destroy(&xdrs);
-        g_free(buf);
-    }
-    return NULL;
-}
-
-static bool write_all(int fd, const uint8_t *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-        if (n > 0) {
-            buf += n;
-            len -= n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-            if (poll(&pfd, 1, SEND_TIMEOUT_MS) <= 0)
-                return false;
-            continue;
-        }
-        return false;
-    }
-    return true;
-}
-
-bool rpc_client_send(struct rpc_client *client, const struct wire_header *hdr,
-                     xdrproc_t body_filter, void *body)
-{
-    size_t len;
-    g_autofree uint8_t *buf = encode_packet(hdr, body_filter, body, &len);
-    if (!buf) {
-        /* Too large even at the protocol limit: tell the client rather than
-         * leave it waiting for a reply that never comes. */
-        g_warning("reply to procedure %d does not fit in %u bytes", hdr->proc, RPC_MESSAGE_MAX);
-        if (hdr->type == RPC_REPLY && hdr->status == RPC_STATUS_OK)
-            return rpc_send_error_reply(client, hdr, VIR_ERR_RPC, VIR_FROM_RPC,
-                                        "reply is larger than the protocol's message limit");
-        return false;
-    }
-    g_mutex_lock(&client->lock);
-    bool ok = !client->closed && write_all(client->fd, buf, len);
-    g_mutex_unlock(&client->lock);
-    if (!ok)
-        client_close(client);
-    return ok;
-}
-
-bool rpc_client_send_raw(struct rpc_client *client, const struct wire_header *hdr,
-                         const void *data, size_t len)
-{
-    if (len > RPC_MESSAGE_MAX - RPC_HEADER_SIZE)
-        return false;
-    g_autofree uint8_t *buf = g_malloc(RPC_LEN_WORD_SIZE + RPC_HEADER_SIZE + len);
-    XDR xdrs;
-    uint32_t total = RPC_LEN_WORD_SIZE + RPC_HEADER_SIZE + len;
-    struct wire_header h = *hdr;
-    xdrmem_create(&xdrs, (char *)buf, RPC_LEN_WORD_SIZE + RPC_HEADER_SIZE, XDR_ENCODE);
-    bool ok = xdr_u_int(&xdrs, &total) && xdr_wire_header(&xdrs, &h);
-    xdr_destroy(&xdrs);
-    if (!ok)
-        return false;
-    if (len)
-        memcpy(buf + RPC_LEN_WORD_SIZE + RPC_HEADER_SIZE, data, len);
-    g_mutex_lock(&client->lock);
-    ok = !client->closed && write_all(client->fd, buf, total);
-    g_mutex_unlock(&client->lock);
-    if (!ok)
-        client_close(client);
-    return ok;
-}
-
 /* ---- reading and framing (main loop) ---- */
-
-static void client_close(struct rpc_client *client)
-{
-    g_mutex_lock(&client->lock);
-    if (!client->closed) {
-        client->closed = true;
-        /* Wakes the main loop's watch with EOF; the fd itself is closed only
-         * when the last reference goes, so no thread writes to a reused fd. */
-        shutdown(client->fd, SHUT_RDWR);
-    }
-    g_mutex_unlock(&client->lock);
-}
 
 static void client_remove(struct rpc_client *client)
 {
     struct rpc_server *server = client->server;
-    client_close(client);
+    rpc_client_close(client);
     if (client->source) {
         g_source_destroy(client->source);
         g_source_unref(client->source);
         client->source = NULL;
     }
     client->reading_paused = false;
-    event_registry_remove_client(server->events, client);
-    stream_registry_remove_client(server->streams, client);
+    event_registry_remove_client(server->ctx.events, client);
+    stream_registry_remove_client(server->ctx.streams, client);
     g_mutex_lock(&server->lock);
     bool found = g_ptr_array_remove(server->clients, client);
     g_mutex_unlock(&server->lock);
@@ -254,7 +94,8 @@ static gboolean resume_reading(gpointer data)
 static void worker(gpointer data, gpointer user_data)
 {
     struct rpc_job *job = data;
-    rpc_dispatch_call(user_data, job->client, &job->hdr, job->body, job->body_len);
+    struct rpc_server *server = user_data;
+    rpc_dispatch_call(&server->ctx, job->client, &job->hdr, job->body, job->body_len);
     /* Dropping from the limit is what the main loop may be waiting for. */
     if (g_atomic_int_add(&job->client->calls_in_flight, -1) == MAX_CALLS_PER_CLIENT)
         g_main_context_invoke_full(NULL, G_PRIORITY_DEFAULT, resume_reading,
@@ -292,7 +133,7 @@ static bool handle_packet(struct rpc_client *client, uint8_t *msg, size_t len)
         return true;
     }
     if (hdr.type == RPC_STREAM && hdr.prog == REMOTE_PROGRAM) {
-        stream_handle_packet(client->server->streams, client, &hdr, msg + RPC_HEADER_SIZE,
+        stream_handle_packet(client->server->ctx.streams, client, &hdr, msg + RPC_HEADER_SIZE,
                              len - RPC_HEADER_SIZE);
         return true;
     }
@@ -424,15 +265,7 @@ static gboolean on_accept(gint fd, GIOCondition cond, gpointer data)
         close(cfd);
         return G_SOURCE_CONTINUE;
     }
-    struct rpc_client *client = g_new0(struct rpc_client, 1);
-    client->refs = 1;
-    client->server = server;
-    client->fd = cfd;
-    client->readonly_socket = lst->readonly;
-    client->readonly = lst->readonly;
-    client->uid = cred.uid;
-    client->pid = cred.pid;
-    g_mutex_init(&client->lock);
+    struct rpc_client *client = rpc_client_new(server, cfd, lst->readonly, cred.uid, cred.pid);
     g_mutex_lock(&server->lock);
     client->id = ++server->next_client_id;
     g_ptr_array_add(server->clients, client);
@@ -518,14 +351,14 @@ bool rpc_server_listen_path(struct rpc_server *server, const char *path, bool re
 struct rpc_server *rpc_server_new(struct vsnap_driver *driver)
 {
     struct rpc_server *server = g_new0(struct rpc_server, 1);
-    server->driver = driver;
+    server->ctx.driver = driver;
     server->listeners = g_ptr_array_new();
     server->clients = g_ptr_array_new();
     server->owner_uid = geteuid();
     g_mutex_init(&server->lock);
     server->pool = g_thread_pool_new(worker, server, WORKER_THREADS, FALSE, NULL);
-    server->events = event_registry_new(driver);
-    server->streams = stream_registry_new();
+    server->ctx.events = event_registry_new(driver);
+    server->ctx.streams = stream_registry_new();
     return server;
 }
 
@@ -544,8 +377,8 @@ void rpc_server_free(struct rpc_server *server)
     while (server->clients->len > 0)
         client_remove(server->clients->pdata[0]);
     g_thread_pool_free(server->pool, FALSE, TRUE);
-    event_registry_free(server->events);
-    stream_registry_free(server->streams);
+    event_registry_free(server->ctx.events);
+    stream_registry_free(server->ctx.streams);
     g_ptr_array_free(server->clients, TRUE);
     g_mutex_clear(&server->lock);
     g_free(server);
@@ -557,21 +390,6 @@ unsigned rpc_server_client_count(struct rpc_server *server)
     unsigned n = server->clients->len;
     g_mutex_unlock(&server->lock);
     return n;
-}
-
-struct vsnap_driver *rpc_server_driver(struct rpc_server *server)
-{
-    return server->driver;
-}
-
-struct event_registry *rpc_server_events(struct rpc_server *server)
-{
-    return server->events;
-}
-
-struct stream_registry *rpc_server_streams(struct rpc_server *server)
-{
-    return server->streams;
 }
 
 void rpc_server_set_owner_uid(struct rpc_server *server, uid_t uid)

@@ -1,5 +1,7 @@
 /* The libvirt RPC server: listening UNIX sockets (read-write and read-only),
- * connections, packet framing, keepalive, a worker pool for calls. */
+ * connections, packet framing, keepalive, a worker pool for calls. The top of
+ * the RPC layer: it hands calls to dispatch.c and stream packets to
+ * stream.c, and nothing in the layer calls back into it. */
 #pragma once
 
 #include <glib.h>
@@ -7,8 +9,6 @@
 
 struct vsnap_driver;
 struct rpc_server;
-struct event_registry;
-struct stream_registry;
 
 struct rpc_server *rpc_server_new(struct vsnap_driver *driver);
 void rpc_server_free(struct rpc_server *server);
@@ -22,9 +22,6 @@ bool rpc_server_listen_path(struct rpc_server *server, const char *path, bool re
 bool rpc_server_listen_fd(struct rpc_server *server, int fd, bool readonly, GError **error);
 
 unsigned rpc_server_client_count(struct rpc_server *server);
-struct vsnap_driver *rpc_server_driver(struct rpc_server *server);
-struct event_registry *rpc_server_events(struct rpc_server *server);
-struct stream_registry *rpc_server_streams(struct rpc_server *server);
 /* Only this uid may use read-write sockets (root in system mode, the user in
  * session mode). */
 void rpc_server_set_owner_uid(struct rpc_server *server, uid_t uid);

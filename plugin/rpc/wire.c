@@ -104,6 +104,41 @@ bool_t xdr_wire_error(XDR *xdrs, struct wire_error *err)
            xdr_wire_absent_network(xdrs, &err->net);
 }
 
+bool_t xdr_wire_int_value(XDR *xdrs, struct wire_int_value *v)
+{
+    return xdr_int(xdrs, &v->value);
+}
+
+bool_t xdr_wire_u64_value(XDR *xdrs, struct wire_u64_value *v)
+{
+    return xdr_uint64_t(xdrs, &v->value);
+}
+
+bool_t xdr_wire_string_value(XDR *xdrs, struct wire_string_value *v)
+{
+    return xdr_wire_string(xdrs, &v->value);
+}
+
+bool_t xdr_wire_opt_string_value(XDR *xdrs, struct wire_string_value *v)
+{
+    return xdr_wire_opt_string(xdrs, &v->value);
+}
+
+bool_t xdr_wire_domain_only(XDR *xdrs, struct wire_domain_only *v)
+{
+    return xdr_wire_domain(xdrs, &v->dom);
+}
+
+bool_t xdr_wire_domain_flags(XDR *xdrs, struct wire_domain_flags *v)
+{
+    return xdr_wire_domain(xdrs, &v->dom) && xdr_u_int(xdrs, &v->flags);
+}
+
+bool_t xdr_rpc_void(XDR *xdrs, struct rpc_void *v)
+{
+    return true;
+}
+
 void wire_domain_set(struct wire_domain *dom, const char *name, const unsigned char uuid[16],
                      int id)
 {

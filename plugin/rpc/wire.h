@@ -71,6 +71,31 @@ struct wire_error {
     void *net;            /* optional network, always NULL from us */
 };
 
+/* The one-member wrappers many procedures take or return, once for all
+ * procedure families: an int, an unsigned hyper, a string, a domain handle,
+ * a domain handle with flags. */
+struct wire_int_value {
+    int32_t value;
+};
+struct wire_u64_value {
+    uint64_t value;
+};
+struct wire_string_value {
+    char *value;
+};
+struct wire_domain_only {
+    struct wire_domain dom;
+};
+struct wire_domain_flags {
+    struct wire_domain dom;
+    uint32_t flags;
+};
+
+/* For procedures without arguments or return value. */
+struct rpc_void {
+    int unused;
+};
+
 bool_t xdr_wire_header(XDR *xdrs, struct wire_header *hdr);
 bool_t xdr_wire_string(XDR *xdrs, char **str);
 bool_t xdr_wire_opt_string(XDR *xdrs, char **str);
@@ -82,6 +107,13 @@ bool_t xdr_wire_string_list(XDR *xdrs, struct wire_string_list *list);
 bool_t xdr_wire_typed_param(XDR *xdrs, struct wire_typed_param *param);
 bool_t xdr_wire_typed_param_list(XDR *xdrs, struct wire_typed_param_list *list);
 bool_t xdr_wire_error(XDR *xdrs, struct wire_error *err);
+bool_t xdr_wire_int_value(XDR *xdrs, struct wire_int_value *v);
+bool_t xdr_wire_u64_value(XDR *xdrs, struct wire_u64_value *v);
+bool_t xdr_wire_string_value(XDR *xdrs, struct wire_string_value *v);
+bool_t xdr_wire_opt_string_value(XDR *xdrs, struct wire_string_value *v);
+bool_t xdr_wire_domain_only(XDR *xdrs, struct wire_domain_only *v);
+bool_t xdr_wire_domain_flags(XDR *xdrs, struct wire_domain_flags *v);
+bool_t xdr_rpc_void(XDR *xdrs, struct rpc_void *v);
 
 /* Fill a handle (strings are copied with malloc so xdr_free can release them). */
 void wire_domain_set(struct wire_domain *dom, const char *name, const unsigned char uuid[16],

@@ -5,10 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dispatch.h"
+#include "procedure.h"
 #include "driver.h"
 #include "node.h"
-#include "shim/config.h"
+#include "shim/config/vm-config.h"
 #include "vsnap-config.h"
 #include "virt-error.h"
 
@@ -21,34 +21,6 @@ struct open_args {
 static bool_t xdr_open_args(XDR *x, struct open_args *a)
 {
     return xdr_wire_opt_string(x, &a->name) && xdr_u_int(x, &a->flags);
-}
-
-struct int_value {
-    int32_t value;
-};
-static bool_t xdr_int_value(XDR *x, struct int_value *v)
-{
-    return xdr_int(x, &v->value);
-}
-
-struct u64_value {
-    uint64_t value;
-};
-static bool_t xdr_u64_value(XDR *x, struct u64_value *v)
-{
-    return xdr_uint64_t(x, &v->value);
-}
-
-struct string_value {
-    char *value;
-};
-static bool_t xdr_string_value(XDR *x, struct string_value *v)
-{
-    return xdr_wire_string(x, &v->value);
-}
-static bool_t xdr_opt_string_value(XDR *x, struct string_value *v)
-{
-    return xdr_wire_opt_string(x, &v->value);
 }
 
 struct auth_list_ret {
@@ -157,8 +129,8 @@ static bool do_auth_list(struct rpc_call *call, struct rpc_void *args, struct au
     return true;
 }
 
-static bool do_supports_feature(struct rpc_call *call, struct int_value *args,
-                                struct int_value *ret, GError **error)
+static bool do_supports_feature(struct rpc_call *call, struct wire_int_value *args,
+                                struct wire_int_value *ret, GError **error)
 {
     switch (args->value) {
     case FEATURE_REMOTE:
@@ -194,7 +166,7 @@ static bool do_nothing(struct rpc_call *call, struct rpc_void *args, struct rpc_
     return true;
 }
 
-static bool do_get_type(struct rpc_call *call, struct rpc_void *args, struct string_value *ret,
+static bool do_get_type(struct rpc_call *call, struct rpc_void *args, struct wire_string_value *ret,
                         GError **error)
 {
     ret->value = strdup("vsnap");
@@ -209,7 +181,7 @@ static uint64_t encoded_version(const char *text)
     return major * 1000000ULL + minor * 1000ULL + micro;
 }
 
-static bool do_get_version(struct rpc_call *call, struct rpc_void *args, struct u64_value *ret,
+static bool do_get_version(struct rpc_call *call, struct rpc_void *args, struct wire_u64_value *ret,
                            GError **error)
 {
     ret->value = encoded_version(VSNAP_VERSION);
@@ -217,7 +189,7 @@ static bool do_get_version(struct rpc_call *call, struct rpc_void *args, struct 
 }
 
 static bool do_get_lib_version(struct rpc_call *call, struct rpc_void *args,
-                               struct u64_value *ret, GError **error)
+                               struct wire_u64_value *ret, GError **error)
 {
     /* The protocol level we speak is the one of the headers we build with. */
     ret->value = LIBVIR_VERSION_NUMBER;
@@ -225,13 +197,13 @@ static bool do_get_lib_version(struct rpc_call *call, struct rpc_void *args,
 }
 
 static bool do_get_hostname(struct rpc_call *call, struct rpc_void *args,
-                            struct string_value *ret, GError **error)
+                            struct wire_string_value *ret, GError **error)
 {
     ret->value = strdup(call->driver->hostname);
     return true;
 }
 
-static bool do_get_uri(struct rpc_call *call, struct rpc_void *args, struct string_value *ret,
+static bool do_get_uri(struct rpc_call *call, struct rpc_void *args, struct wire_string_value *ret,
                        GError **error)
 {
     ret->value = strdup(call->driver->paths.privileged ? "vsnap:///system" : "vsnap:///session");
@@ -239,7 +211,7 @@ static bool do_get_uri(struct rpc_call *call, struct rpc_void *args, struct stri
 }
 
 static bool do_get_capabilities(struct rpc_call *call, struct rpc_void *args,
-                                struct string_value *ret, GError **error)
+                                struct wire_string_value *ret, GError **error)
 {
     g_autofree char *xml = driver_capabilities(call->driver, error);
     if (!xml)
@@ -249,7 +221,7 @@ static bool do_get_capabilities(struct rpc_call *call, struct rpc_void *args,
 }
 
 static bool do_domain_capabilities(struct rpc_call *call, struct domcaps_args *args,
-                                   struct string_value *ret, GError **error)
+                                   struct wire_string_value *ret, GError **error)
 {
     if (args->flags) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
@@ -281,7 +253,7 @@ static bool do_node_get_info(struct rpc_call *call, struct rpc_void *args,
     return true;
 }
 
-static bool do_one(struct rpc_call *call, struct rpc_void *args, struct int_value *ret,
+static bool do_one(struct rpc_call *call, struct rpc_void *args, struct wire_int_value *ret,
                    GError **error)
 {
     /* IS_SECURE: a local UNIX socket is as secure as a connection gets. */
@@ -289,8 +261,8 @@ static bool do_one(struct rpc_call *call, struct rpc_void *args, struct int_valu
     return true;
 }
 
-static bool do_get_max_vcpus(struct rpc_call *call, struct string_value *args,
-                             struct int_value *ret, GError **error)
+static bool do_get_max_vcpus(struct rpc_call *call, struct wire_string_value *args,
+                             struct wire_int_value *ret, GError **error)
 {
     if (args->value && g_ascii_strcasecmp(args->value, "kvm") != 0 &&
         g_ascii_strcasecmp(args->value, "vsnap") != 0) {
@@ -298,7 +270,7 @@ static bool do_get_max_vcpus(struct rpc_call *call, struct string_value *args,
                     "unknown virtualization type '%s'", args->value);
         return false;
     }
-    ret->value = VSNAP_MAX_VCPUS;   /* the shim's limit (shim/config.h) */
+    ret->value = VSNAP_MAX_VCPUS;   /* the shim's limit (shim/config/vm-config.h) */
     return true;
 }
 
@@ -321,7 +293,7 @@ static bool do_list_all(struct rpc_call *call, struct list_all_args *args,
 }
 
 static bool do_num_of_domains(struct rpc_call *call, struct rpc_void *args,
-                              struct int_value *ret, GError **error)
+                              struct wire_int_value *ret, GError **error)
 {
     g_autoptr(GPtrArray) doms = driver_list(call->driver, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
     ret->value = doms->len;
@@ -329,7 +301,7 @@ static bool do_num_of_domains(struct rpc_call *call, struct rpc_void *args,
 }
 
 static bool do_num_of_defined(struct rpc_call *call, struct rpc_void *args,
-                              struct int_value *ret, GError **error)
+                              struct wire_int_value *ret, GError **error)
 {
     g_autoptr(GPtrArray) doms = driver_list(call->driver, VIR_CONNECT_LIST_DOMAINS_INACTIVE);
     ret->value = doms->len;
@@ -346,7 +318,7 @@ static bool check_max(int32_t max, GError **error)
     return true;
 }
 
-static bool do_list_domains(struct rpc_call *call, struct int_value *args,
+static bool do_list_domains(struct rpc_call *call, struct wire_int_value *args,
                             struct id_list_ret *ret, GError **error)
 {
     if (!check_max(args->value, error))
@@ -363,7 +335,7 @@ static bool do_list_domains(struct rpc_call *call, struct int_value *args,
     return true;
 }
 
-static bool do_list_defined(struct rpc_call *call, struct int_value *args,
+static bool do_list_defined(struct rpc_call *call, struct wire_int_value *args,
                             struct wire_string_list *ret, GError **error)
 {
     if (!check_max(args->value, error))
@@ -378,7 +350,7 @@ static bool do_list_defined(struct rpc_call *call, struct int_value *args,
 
 /* Free memory in bytes: MemAvailable (what a new VM can get) as libvirt's
  * virNodeGetFreeMemory reports it for a one-node host. */
-static bool do_free_memory(struct rpc_call *call, struct rpc_void *args, struct u64_value *ret,
+static bool do_free_memory(struct rpc_call *call, struct rpc_void *args, struct wire_u64_value *ret,
                            GError **error)
 {
     g_autofree char *text = NULL;
@@ -434,13 +406,13 @@ static bool do_node_cpu_map(struct rpc_call *call, struct cpu_map_args *args,
 
 const struct proc_entry rpc_connect_procs[] = {
     RPC_PROC(PROC_CONNECT_GET_DOMAIN_CAPABILITIES, struct domcaps_args, xdr_domcaps_args,
-             struct string_value, xdr_string_value, do_domain_capabilities, 0),
+             struct wire_string_value, xdr_wire_string_value, do_domain_capabilities, 0),
     RPC_PROC(PROC_NODE_GET_CPU_MAP, struct cpu_map_args, xdr_cpu_map_args, struct cpu_map_ret,
              xdr_cpu_map_ret, do_node_cpu_map, 0),
     RPC_PROC(PROC_AUTH_LIST, struct rpc_void, xdr_rpc_void, struct auth_list_ret,
              xdr_auth_list_ret, do_auth_list, PROC_BEFORE_OPEN),
-    RPC_PROC(PROC_CONNECT_SUPPORTS_FEATURE, struct int_value, xdr_int_value, struct int_value,
-             xdr_int_value, do_supports_feature, PROC_BEFORE_OPEN),
+    RPC_PROC(PROC_CONNECT_SUPPORTS_FEATURE, struct wire_int_value, xdr_wire_int_value, struct wire_int_value,
+             xdr_wire_int_value, do_supports_feature, PROC_BEFORE_OPEN),
     RPC_PROC(PROC_CONNECT_OPEN, struct open_args, xdr_open_args, struct rpc_void, xdr_rpc_void,
              do_open, PROC_BEFORE_OPEN),
     RPC_PROC(PROC_CONNECT_CLOSE, struct rpc_void, xdr_rpc_void, struct rpc_void, xdr_rpc_void,
@@ -451,36 +423,36 @@ const struct proc_entry rpc_connect_procs[] = {
              struct rpc_void, xdr_rpc_void, do_nothing, 0),
     RPC_PROC(PROC_CONNECT_UNREGISTER_CLOSE_CALLBACK, struct rpc_void, xdr_rpc_void,
              struct rpc_void, xdr_rpc_void, do_nothing, 0),
-    RPC_PROC(PROC_CONNECT_GET_TYPE, struct rpc_void, xdr_rpc_void, struct string_value,
-             xdr_string_value, do_get_type, 0),
-    RPC_PROC(PROC_CONNECT_GET_VERSION, struct rpc_void, xdr_rpc_void, struct u64_value,
-             xdr_u64_value, do_get_version, 0),
-    RPC_PROC(PROC_CONNECT_GET_LIB_VERSION, struct rpc_void, xdr_rpc_void, struct u64_value,
-             xdr_u64_value, do_get_lib_version, 0),
-    RPC_PROC(PROC_CONNECT_GET_HOSTNAME, struct rpc_void, xdr_rpc_void, struct string_value,
-             xdr_string_value, do_get_hostname, 0),
-    RPC_PROC(PROC_CONNECT_GET_URI, struct rpc_void, xdr_rpc_void, struct string_value,
-             xdr_string_value, do_get_uri, 0),
-    RPC_PROC(PROC_CONNECT_GET_CAPABILITIES, struct rpc_void, xdr_rpc_void, struct string_value,
-             xdr_string_value, do_get_capabilities, 0),
+    RPC_PROC(PROC_CONNECT_GET_TYPE, struct rpc_void, xdr_rpc_void, struct wire_string_value,
+             xdr_wire_string_value, do_get_type, 0),
+    RPC_PROC(PROC_CONNECT_GET_VERSION, struct rpc_void, xdr_rpc_void, struct wire_u64_value,
+             xdr_wire_u64_value, do_get_version, 0),
+    RPC_PROC(PROC_CONNECT_GET_LIB_VERSION, struct rpc_void, xdr_rpc_void, struct wire_u64_value,
+             xdr_wire_u64_value, do_get_lib_version, 0),
+    RPC_PROC(PROC_CONNECT_GET_HOSTNAME, struct rpc_void, xdr_rpc_void, struct wire_string_value,
+             xdr_wire_string_value, do_get_hostname, 0),
+    RPC_PROC(PROC_CONNECT_GET_URI, struct rpc_void, xdr_rpc_void, struct wire_string_value,
+             xdr_wire_string_value, do_get_uri, 0),
+    RPC_PROC(PROC_CONNECT_GET_CAPABILITIES, struct rpc_void, xdr_rpc_void, struct wire_string_value,
+             xdr_wire_string_value, do_get_capabilities, 0),
     RPC_PROC(PROC_NODE_GET_INFO, struct rpc_void, xdr_rpc_void, struct node_info_ret,
              xdr_node_info_ret, do_node_get_info, 0),
-    RPC_PROC(PROC_CONNECT_IS_SECURE, struct rpc_void, xdr_rpc_void, struct int_value,
-             xdr_int_value, do_one, 0),
-    RPC_PROC(PROC_CONNECT_GET_MAX_VCPUS, struct string_value, xdr_opt_string_value,
-             struct int_value, xdr_int_value, do_get_max_vcpus, 0),
+    RPC_PROC(PROC_CONNECT_IS_SECURE, struct rpc_void, xdr_rpc_void, struct wire_int_value,
+             xdr_wire_int_value, do_one, 0),
+    RPC_PROC(PROC_CONNECT_GET_MAX_VCPUS, struct wire_string_value, xdr_wire_opt_string_value,
+             struct wire_int_value, xdr_wire_int_value, do_get_max_vcpus, 0),
     RPC_PROC(PROC_CONNECT_LIST_ALL_DOMAINS, struct list_all_args, xdr_list_all_args,
              struct list_all_ret, xdr_list_all_ret, do_list_all, 0),
-    RPC_PROC(PROC_CONNECT_NUM_OF_DOMAINS, struct rpc_void, xdr_rpc_void, struct int_value,
-             xdr_int_value, do_num_of_domains, 0),
-    RPC_PROC(PROC_CONNECT_LIST_DOMAINS, struct int_value, xdr_int_value, struct id_list_ret,
+    RPC_PROC(PROC_CONNECT_NUM_OF_DOMAINS, struct rpc_void, xdr_rpc_void, struct wire_int_value,
+             xdr_wire_int_value, do_num_of_domains, 0),
+    RPC_PROC(PROC_CONNECT_LIST_DOMAINS, struct wire_int_value, xdr_wire_int_value, struct id_list_ret,
              xdr_id_list_ret, do_list_domains, 0),
     RPC_PROC(PROC_CONNECT_NUM_OF_DEFINED_DOMAINS, struct rpc_void, xdr_rpc_void,
-             struct int_value, xdr_int_value, do_num_of_defined, 0),
-    RPC_PROC(PROC_CONNECT_LIST_DEFINED_DOMAINS, struct int_value, xdr_int_value,
+             struct wire_int_value, xdr_wire_int_value, do_num_of_defined, 0),
+    RPC_PROC(PROC_CONNECT_LIST_DEFINED_DOMAINS, struct wire_int_value, xdr_wire_int_value,
              struct wire_string_list, xdr_wire_string_list, do_list_defined, 0),
-    RPC_PROC(PROC_NODE_GET_FREE_MEMORY, struct rpc_void, xdr_rpc_void, struct u64_value,
-             xdr_u64_value, do_free_memory, 0),
+    RPC_PROC(PROC_NODE_GET_FREE_MEMORY, struct rpc_void, xdr_rpc_void, struct wire_u64_value,
+             xdr_wire_u64_value, do_free_memory, 0),
     RPC_PROC(PROC_NODE_GET_SECURITY_MODEL, struct rpc_void, xdr_rpc_void,
              struct security_model_ret, xdr_security_model_ret, do_security_model, 0),
 };

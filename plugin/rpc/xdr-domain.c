@@ -5,31 +5,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dispatch.h"
+#include "procedure.h"
 #include "driver.h"
 #include "process.h"
-#include "server.h"
 #include "stream.h"
 #include "virt-error.h"
 
 /* ---- types ---- */
-
-struct dom_args {
-    struct wire_domain dom;
-};
-static bool_t xdr_dom_args(XDR *x, struct dom_args *a)
-{
-    return xdr_wire_domain(x, &a->dom);
-}
-
-struct dom_flags_args {
-    struct wire_domain dom;
-    uint32_t flags;
-};
-static bool_t xdr_dom_flags_args(XDR *x, struct dom_flags_args *a)
-{
-    return xdr_wire_domain(x, &a->dom) && xdr_u_int(x, &a->flags);
-}
 
 struct dom_int_args {
     struct wire_domain dom;
@@ -49,44 +31,12 @@ static bool_t xdr_xml_flags_args(XDR *x, struct xml_flags_args *a)
     return xdr_wire_string(x, &a->xml) && xdr_u_int(x, &a->flags);
 }
 
-struct string_arg {
-    char *value;
-};
-static bool_t xdr_string_arg(XDR *x, struct string_arg *a)
-{
-    return xdr_wire_string(x, &a->value);
-}
-
 struct uuid_args {
     unsigned char uuid[16];
 };
 static bool_t xdr_uuid_args(XDR *x, struct uuid_args *a)
 {
     return xdr_wire_uuid(x, a->uuid);
-}
-
-struct int_val {
-    int32_t value;
-};
-static bool_t xdr_int_val(XDR *x, struct int_val *v)
-{
-    return xdr_int(x, &v->value);
-}
-
-struct u64_val {
-    uint64_t value;
-};
-static bool_t xdr_u64_val(XDR *x, struct u64_val *v)
-{
-    return xdr_uint64_t(x, &v->value);
-}
-
-struct dom_ret {
-    struct wire_domain dom;
-};
-static bool_t xdr_dom_ret(XDR *x, struct dom_ret *r)
-{
-    return xdr_wire_domain(x, &r->dom);
 }
 
 struct info_ret {
@@ -195,7 +145,7 @@ static void set_handle(struct wire_domain *out, struct vsnap_domain *dom)
 
 /* ---- look-ups ---- */
 
-static bool do_lookup_name(struct rpc_call *call, struct string_arg *a, struct dom_ret *r,
+static bool do_lookup_name(struct rpc_call *call, struct wire_string_value *a, struct wire_domain_only *r,
                            GError **error)
 {
     g_autoptr(vsnap_domain) dom = driver_lookup_name(call->driver, a->value, error);
@@ -204,7 +154,7 @@ static bool do_lookup_name(struct rpc_call *call, struct string_arg *a, struct d
     return dom != NULL;
 }
 
-static bool do_lookup_uuid(struct rpc_call *call, struct uuid_args *a, struct dom_ret *r,
+static bool do_lookup_uuid(struct rpc_call *call, struct uuid_args *a, struct wire_domain_only *r,
                            GError **error)
 {
     g_autoptr(vsnap_domain) dom = driver_lookup_uuid(call->driver, a->uuid, NULL, error);
@@ -213,7 +163,7 @@ static bool do_lookup_uuid(struct rpc_call *call, struct uuid_args *a, struct do
     return dom != NULL;
 }
 
-static bool do_lookup_id(struct rpc_call *call, struct int_val *a, struct dom_ret *r,
+static bool do_lookup_id(struct rpc_call *call, struct wire_int_value *a, struct wire_domain_only *r,
                          GError **error)
 {
     g_autoptr(vsnap_domain) dom = driver_lookup_id(call->driver, a->value, error);
@@ -224,7 +174,7 @@ static bool do_lookup_id(struct rpc_call *call, struct int_val *a, struct dom_re
 
 /* ---- definitions ---- */
 
-static bool do_define(struct rpc_call *call, struct string_arg *a, struct dom_ret *r,
+static bool do_define(struct rpc_call *call, struct wire_string_value *a, struct wire_domain_only *r,
                       GError **error)
 {
     g_autoptr(vsnap_domain) dom = driver_define_xml(call->driver, a->value, 0, error);
@@ -233,7 +183,7 @@ static bool do_define(struct rpc_call *call, struct string_arg *a, struct dom_re
     return dom != NULL;
 }
 
-static bool do_define_flags(struct rpc_call *call, struct xml_flags_args *a, struct dom_ret *r,
+static bool do_define_flags(struct rpc_call *call, struct xml_flags_args *a, struct wire_domain_only *r,
                             GError **error)
 {
     g_autoptr(vsnap_domain) dom = driver_define_xml(call->driver, a->xml, a->flags, error);
@@ -242,7 +192,7 @@ static bool do_define_flags(struct rpc_call *call, struct xml_flags_args *a, str
     return dom != NULL;
 }
 
-static bool do_create_xml(struct rpc_call *call, struct xml_flags_args *a, struct dom_ret *r,
+static bool do_create_xml(struct rpc_call *call, struct xml_flags_args *a, struct wire_domain_only *r,
                           GError **error)
 {
     g_autoptr(vsnap_domain) dom = driver_create_xml(call->driver, a->xml, a->flags, error);
@@ -251,21 +201,21 @@ static bool do_create_xml(struct rpc_call *call, struct xml_flags_args *a, struc
     return dom != NULL;
 }
 
-static bool do_undefine(struct rpc_call *call, struct dom_args *a, struct rpc_void *r,
+static bool do_undefine(struct rpc_call *call, struct wire_domain_only *a, struct rpc_void *r,
                         GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     return dom && driver_undefine(call->driver, dom, 0, error);
 }
 
-static bool do_undefine_flags(struct rpc_call *call, struct dom_flags_args *a,
+static bool do_undefine_flags(struct rpc_call *call, struct wire_domain_flags *a,
                               struct rpc_void *r, GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     return dom && driver_undefine(call->driver, dom, a->flags, error);
 }
 
-static bool do_get_xml(struct rpc_call *call, struct dom_flags_args *a, struct string_arg *r,
+static bool do_get_xml(struct rpc_call *call, struct wire_domain_flags *a, struct wire_string_value *r,
                        GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
@@ -285,15 +235,15 @@ static bool do_get_xml(struct rpc_call *call, struct dom_flags_args *a, struct s
 
 /* ---- lifecycle ---- */
 
-static bool do_create(struct rpc_call *call, struct dom_args *a, struct rpc_void *r,
+static bool do_create(struct rpc_call *call, struct wire_domain_only *a, struct rpc_void *r,
                       GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     return dom && driver_start(call->driver, dom, 0, error);
 }
 
-static bool do_create_with_flags(struct rpc_call *call, struct dom_flags_args *a,
-                                 struct dom_ret *r, GError **error)
+static bool do_create_with_flags(struct rpc_call *call, struct wire_domain_flags *a,
+                                 struct wire_domain_only *r, GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     if (!dom || !driver_start(call->driver, dom, a->flags, error))
@@ -302,49 +252,49 @@ static bool do_create_with_flags(struct rpc_call *call, struct dom_flags_args *a
     return true;
 }
 
-static bool do_destroy(struct rpc_call *call, struct dom_args *a, struct rpc_void *r,
+static bool do_destroy(struct rpc_call *call, struct wire_domain_only *a, struct rpc_void *r,
                        GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     return dom && driver_destroy(call->driver, dom, 0, error);
 }
 
-static bool do_destroy_flags(struct rpc_call *call, struct dom_flags_args *a, struct rpc_void *r,
+static bool do_destroy_flags(struct rpc_call *call, struct wire_domain_flags *a, struct rpc_void *r,
                              GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     return dom && driver_destroy(call->driver, dom, a->flags, error);
 }
 
-static bool do_shutdown(struct rpc_call *call, struct dom_args *a, struct rpc_void *r,
+static bool do_shutdown(struct rpc_call *call, struct wire_domain_only *a, struct rpc_void *r,
                         GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     return dom && driver_shutdown(call->driver, dom, 0, error);
 }
 
-static bool do_shutdown_flags(struct rpc_call *call, struct dom_flags_args *a,
+static bool do_shutdown_flags(struct rpc_call *call, struct wire_domain_flags *a,
                               struct rpc_void *r, GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     return dom && driver_shutdown(call->driver, dom, a->flags, error);
 }
 
-static bool do_reboot(struct rpc_call *call, struct dom_flags_args *a, struct rpc_void *r,
+static bool do_reboot(struct rpc_call *call, struct wire_domain_flags *a, struct rpc_void *r,
                       GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     return dom && driver_reboot(call->driver, dom, a->flags, error);
 }
 
-static bool do_suspend(struct rpc_call *call, struct dom_args *a, struct rpc_void *r,
+static bool do_suspend(struct rpc_call *call, struct wire_domain_only *a, struct rpc_void *r,
                        GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     return dom && driver_suspend(call->driver, dom, error);
 }
 
-static bool do_resume(struct rpc_call *call, struct dom_args *a, struct rpc_void *r,
+static bool do_resume(struct rpc_call *call, struct wire_domain_only *a, struct rpc_void *r,
                       GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
@@ -437,7 +387,7 @@ static void start_console(struct rpc_call *call, bool sent, void *data)
 {
     struct console_start *cs = data;
     if (sent)
-        stream_start(rpc_server_streams(call->server), call->client, call->hdr, cs->fd, cs->uuid);
+        stream_start(call->streams, call->client, call->hdr, cs->fd, cs->uuid);
     else
         close(cs->fd);
     g_free(cs);
@@ -456,7 +406,7 @@ static bool do_open_console(struct rpc_call *call, struct console_args *a, struc
     if (!dom)
         return false;
     /* One console stream per domain, as libvirt's console lock allows. */
-    if (stream_registry_console_busy(rpc_server_streams(call->server), dom->uuid,
+    if (stream_registry_console_busy(call->streams, dom->uuid,
                                      a->flags & VIR_DOMAIN_CONSOLE_FORCE)) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
                     "Active console session exists for this domain");
@@ -483,7 +433,7 @@ static bool do_open_console(struct rpc_call *call, struct console_args *a, struc
     struct domain_summary s = {0};                                                               \
     driver_summary((call)->driver, dom_, &s)
 
-static bool do_get_info(struct rpc_call *call, struct dom_args *a, struct info_ret *r,
+static bool do_get_info(struct rpc_call *call, struct wire_domain_only *a, struct info_ret *r,
                         GError **error)
 {
     WITH_SUMMARY(call, &a->dom, s, error);
@@ -496,7 +446,7 @@ static bool do_get_info(struct rpc_call *call, struct dom_args *a, struct info_r
     return true;
 }
 
-static bool do_get_state(struct rpc_call *call, struct dom_flags_args *a, struct state_ret *r,
+static bool do_get_state(struct rpc_call *call, struct wire_domain_flags *a, struct state_ret *r,
                          GError **error)
 {
     WITH_SUMMARY(call, &a->dom, s, error);
@@ -506,7 +456,7 @@ static bool do_get_state(struct rpc_call *call, struct dom_flags_args *a, struct
     return true;
 }
 
-static bool do_get_os_type(struct rpc_call *call, struct dom_args *a, struct string_arg *r,
+static bool do_get_os_type(struct rpc_call *call, struct wire_domain_only *a, struct wire_string_value *r,
                            GError **error)
 {
     WITH_SUMMARY(call, &a->dom, s, error);
@@ -515,7 +465,7 @@ static bool do_get_os_type(struct rpc_call *call, struct dom_args *a, struct str
     return true;
 }
 
-static bool do_is_active(struct rpc_call *call, struct dom_args *a, struct int_val *r,
+static bool do_is_active(struct rpc_call *call, struct wire_domain_only *a, struct wire_int_value *r,
                          GError **error)
 {
     WITH_SUMMARY(call, &a->dom, s, error);
@@ -524,7 +474,7 @@ static bool do_is_active(struct rpc_call *call, struct dom_args *a, struct int_v
     return true;
 }
 
-static bool do_is_persistent(struct rpc_call *call, struct dom_args *a, struct int_val *r,
+static bool do_is_persistent(struct rpc_call *call, struct wire_domain_only *a, struct wire_int_value *r,
                              GError **error)
 {
     WITH_SUMMARY(call, &a->dom, s, error);
@@ -533,7 +483,7 @@ static bool do_is_persistent(struct rpc_call *call, struct dom_args *a, struct i
     return true;
 }
 
-static bool do_get_autostart(struct rpc_call *call, struct dom_args *a, struct int_val *r,
+static bool do_get_autostart(struct rpc_call *call, struct wire_domain_only *a, struct wire_int_value *r,
                              GError **error)
 {
     WITH_SUMMARY(call, &a->dom, s, error);
@@ -542,7 +492,7 @@ static bool do_get_autostart(struct rpc_call *call, struct dom_args *a, struct i
     return true;
 }
 
-static bool do_get_max_memory(struct rpc_call *call, struct dom_args *a, struct u64_val *r,
+static bool do_get_max_memory(struct rpc_call *call, struct wire_domain_only *a, struct wire_u64_value *r,
                               GError **error)
 {
     WITH_SUMMARY(call, &a->dom, s, error);
@@ -551,7 +501,7 @@ static bool do_get_max_memory(struct rpc_call *call, struct dom_args *a, struct 
     return true;
 }
 
-static bool do_get_max_vcpus(struct rpc_call *call, struct dom_args *a, struct int_val *r,
+static bool do_get_max_vcpus(struct rpc_call *call, struct wire_domain_only *a, struct wire_int_value *r,
                              GError **error)
 {
     WITH_SUMMARY(call, &a->dom, s, error);
@@ -560,8 +510,8 @@ static bool do_get_max_vcpus(struct rpc_call *call, struct dom_args *a, struct i
     return true;
 }
 
-static bool do_get_vcpus_flags(struct rpc_call *call, struct dom_flags_args *a,
-                               struct int_val *r, GError **error)
+static bool do_get_vcpus_flags(struct rpc_call *call, struct wire_domain_flags *a,
+                               struct wire_int_value *r, GError **error)
 {
     unsigned allowed = VIR_DOMAIN_AFFECT_LIVE | VIR_DOMAIN_AFFECT_CONFIG | VIR_DOMAIN_VCPU_MAXIMUM;
     if (a->flags & ~allowed) {
@@ -575,16 +525,7 @@ static bool do_get_vcpus_flags(struct rpc_call *call, struct dom_flags_args *a,
     return true;
 }
 
-/* No managed save and no snapshots exist in this version of vsnap. */
-static bool do_zero(struct rpc_call *call, struct dom_flags_args *a, struct int_val *r,
-                    GError **error)
-{
-    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
-    r->value = 0;
-    return dom != NULL;
-}
-
-static bool do_get_messages(struct rpc_call *call, struct dom_flags_args *a,
+static bool do_get_messages(struct rpc_call *call, struct wire_domain_flags *a,
                             struct wire_string_list *r, GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
@@ -689,69 +630,65 @@ static bool do_all_domain_stats(struct rpc_call *call, struct stats_args *a, str
 
 #define P RPC_PROC
 const struct proc_entry rpc_domain_procs[] = {
-    P(PROC_DOMAIN_LOOKUP_BY_NAME, struct string_arg, xdr_string_arg, struct dom_ret, xdr_dom_ret,
+    P(PROC_DOMAIN_LOOKUP_BY_NAME, struct wire_string_value, xdr_wire_string_value, struct wire_domain_only, xdr_wire_domain_only,
       do_lookup_name, 0),
-    P(PROC_DOMAIN_LOOKUP_BY_UUID, struct uuid_args, xdr_uuid_args, struct dom_ret, xdr_dom_ret,
+    P(PROC_DOMAIN_LOOKUP_BY_UUID, struct uuid_args, xdr_uuid_args, struct wire_domain_only, xdr_wire_domain_only,
       do_lookup_uuid, 0),
-    P(PROC_DOMAIN_LOOKUP_BY_ID, struct int_val, xdr_int_val, struct dom_ret, xdr_dom_ret,
+    P(PROC_DOMAIN_LOOKUP_BY_ID, struct wire_int_value, xdr_wire_int_value, struct wire_domain_only, xdr_wire_domain_only,
       do_lookup_id, 0),
-    P(PROC_DOMAIN_DEFINE_XML, struct string_arg, xdr_string_arg, struct dom_ret, xdr_dom_ret,
+    P(PROC_DOMAIN_DEFINE_XML, struct wire_string_value, xdr_wire_string_value, struct wire_domain_only, xdr_wire_domain_only,
       do_define, PROC_WRITE),
-    P(PROC_DOMAIN_DEFINE_XML_FLAGS, struct xml_flags_args, xdr_xml_flags_args, struct dom_ret,
-      xdr_dom_ret, do_define_flags, PROC_WRITE),
-    P(PROC_DOMAIN_CREATE_XML, struct xml_flags_args, xdr_xml_flags_args, struct dom_ret,
-      xdr_dom_ret, do_create_xml, PROC_WRITE),
-    P(PROC_DOMAIN_UNDEFINE, struct dom_args, xdr_dom_args, struct rpc_void, xdr_rpc_void,
+    P(PROC_DOMAIN_DEFINE_XML_FLAGS, struct xml_flags_args, xdr_xml_flags_args, struct wire_domain_only,
+      xdr_wire_domain_only, do_define_flags, PROC_WRITE),
+    P(PROC_DOMAIN_CREATE_XML, struct xml_flags_args, xdr_xml_flags_args, struct wire_domain_only,
+      xdr_wire_domain_only, do_create_xml, PROC_WRITE),
+    P(PROC_DOMAIN_UNDEFINE, struct wire_domain_only, xdr_wire_domain_only, struct rpc_void, xdr_rpc_void,
       do_undefine, PROC_WRITE),
-    P(PROC_DOMAIN_UNDEFINE_FLAGS, struct dom_flags_args, xdr_dom_flags_args, struct rpc_void,
+    P(PROC_DOMAIN_UNDEFINE_FLAGS, struct wire_domain_flags, xdr_wire_domain_flags, struct rpc_void,
       xdr_rpc_void, do_undefine_flags, PROC_WRITE),
-    P(PROC_DOMAIN_GET_XML_DESC, struct dom_flags_args, xdr_dom_flags_args, struct string_arg,
-      xdr_string_arg, do_get_xml, 0),
-    P(PROC_DOMAIN_CREATE, struct dom_args, xdr_dom_args, struct rpc_void, xdr_rpc_void,
+    P(PROC_DOMAIN_GET_XML_DESC, struct wire_domain_flags, xdr_wire_domain_flags, struct wire_string_value,
+      xdr_wire_string_value, do_get_xml, 0),
+    P(PROC_DOMAIN_CREATE, struct wire_domain_only, xdr_wire_domain_only, struct rpc_void, xdr_rpc_void,
       do_create, PROC_WRITE),
-    P(PROC_DOMAIN_CREATE_WITH_FLAGS, struct dom_flags_args, xdr_dom_flags_args, struct dom_ret,
-      xdr_dom_ret, do_create_with_flags, PROC_WRITE),
-    P(PROC_DOMAIN_DESTROY, struct dom_args, xdr_dom_args, struct rpc_void, xdr_rpc_void,
+    P(PROC_DOMAIN_CREATE_WITH_FLAGS, struct wire_domain_flags, xdr_wire_domain_flags, struct wire_domain_only,
+      xdr_wire_domain_only, do_create_with_flags, PROC_WRITE),
+    P(PROC_DOMAIN_DESTROY, struct wire_domain_only, xdr_wire_domain_only, struct rpc_void, xdr_rpc_void,
       do_destroy, PROC_WRITE),
-    P(PROC_DOMAIN_DESTROY_FLAGS, struct dom_flags_args, xdr_dom_flags_args, struct rpc_void,
+    P(PROC_DOMAIN_DESTROY_FLAGS, struct wire_domain_flags, xdr_wire_domain_flags, struct rpc_void,
       xdr_rpc_void, do_destroy_flags, PROC_WRITE),
-    P(PROC_DOMAIN_SHUTDOWN, struct dom_args, xdr_dom_args, struct rpc_void, xdr_rpc_void,
+    P(PROC_DOMAIN_SHUTDOWN, struct wire_domain_only, xdr_wire_domain_only, struct rpc_void, xdr_rpc_void,
       do_shutdown, PROC_WRITE),
-    P(PROC_DOMAIN_SHUTDOWN_FLAGS, struct dom_flags_args, xdr_dom_flags_args, struct rpc_void,
+    P(PROC_DOMAIN_SHUTDOWN_FLAGS, struct wire_domain_flags, xdr_wire_domain_flags, struct rpc_void,
       xdr_rpc_void, do_shutdown_flags, PROC_WRITE),
-    P(PROC_DOMAIN_REBOOT, struct dom_flags_args, xdr_dom_flags_args, struct rpc_void,
+    P(PROC_DOMAIN_REBOOT, struct wire_domain_flags, xdr_wire_domain_flags, struct rpc_void,
       xdr_rpc_void, do_reboot, PROC_WRITE),
-    P(PROC_DOMAIN_SUSPEND, struct dom_args, xdr_dom_args, struct rpc_void, xdr_rpc_void,
+    P(PROC_DOMAIN_SUSPEND, struct wire_domain_only, xdr_wire_domain_only, struct rpc_void, xdr_rpc_void,
       do_suspend, PROC_WRITE),
-    P(PROC_DOMAIN_RESUME, struct dom_args, xdr_dom_args, struct rpc_void, xdr_rpc_void,
+    P(PROC_DOMAIN_RESUME, struct wire_domain_only, xdr_wire_domain_only, struct rpc_void, xdr_rpc_void,
       do_resume, PROC_WRITE),
     P(PROC_DOMAIN_SET_AUTOSTART, struct dom_int_args, xdr_dom_int_args, struct rpc_void,
       xdr_rpc_void, do_set_autostart, PROC_WRITE),
-    P(PROC_DOMAIN_GET_INFO, struct dom_args, xdr_dom_args, struct info_ret, xdr_info_ret,
+    P(PROC_DOMAIN_GET_INFO, struct wire_domain_only, xdr_wire_domain_only, struct info_ret, xdr_info_ret,
       do_get_info, 0),
-    P(PROC_DOMAIN_GET_STATE, struct dom_flags_args, xdr_dom_flags_args, struct state_ret,
+    P(PROC_DOMAIN_GET_STATE, struct wire_domain_flags, xdr_wire_domain_flags, struct state_ret,
       xdr_state_ret, do_get_state, 0),
-    P(PROC_DOMAIN_GET_OS_TYPE, struct dom_args, xdr_dom_args, struct string_arg, xdr_string_arg,
+    P(PROC_DOMAIN_GET_OS_TYPE, struct wire_domain_only, xdr_wire_domain_only, struct wire_string_value, xdr_wire_string_value,
       do_get_os_type, 0),
-    P(PROC_DOMAIN_IS_ACTIVE, struct dom_args, xdr_dom_args, struct int_val, xdr_int_val,
+    P(PROC_DOMAIN_IS_ACTIVE, struct wire_domain_only, xdr_wire_domain_only, struct wire_int_value, xdr_wire_int_value,
       do_is_active, 0),
-    P(PROC_DOMAIN_IS_PERSISTENT, struct dom_args, xdr_dom_args, struct int_val, xdr_int_val,
+    P(PROC_DOMAIN_IS_PERSISTENT, struct wire_domain_only, xdr_wire_domain_only, struct wire_int_value, xdr_wire_int_value,
       do_is_persistent, 0),
-    P(PROC_DOMAIN_GET_AUTOSTART, struct dom_args, xdr_dom_args, struct int_val, xdr_int_val,
+    P(PROC_DOMAIN_GET_AUTOSTART, struct wire_domain_only, xdr_wire_domain_only, struct wire_int_value, xdr_wire_int_value,
       do_get_autostart, 0),
-    P(PROC_DOMAIN_GET_MAX_MEMORY, struct dom_args, xdr_dom_args, struct u64_val, xdr_u64_val,
+    P(PROC_DOMAIN_GET_MAX_MEMORY, struct wire_domain_only, xdr_wire_domain_only, struct wire_u64_value, xdr_wire_u64_value,
       do_get_max_memory, 0),
-    P(PROC_DOMAIN_GET_MAX_VCPUS, struct dom_args, xdr_dom_args, struct int_val, xdr_int_val,
+    P(PROC_DOMAIN_GET_MAX_VCPUS, struct wire_domain_only, xdr_wire_domain_only, struct wire_int_value, xdr_wire_int_value,
       do_get_max_vcpus, 0),
-    P(PROC_DOMAIN_GET_VCPUS_FLAGS, struct dom_flags_args, xdr_dom_flags_args, struct int_val,
-      xdr_int_val, do_get_vcpus_flags, 0),
+    P(PROC_DOMAIN_GET_VCPUS_FLAGS, struct wire_domain_flags, xdr_wire_domain_flags, struct wire_int_value,
+      xdr_wire_int_value, do_get_vcpus_flags, 0),
     P(PROC_DOMAIN_GET_VCPUS, struct vcpus_args, xdr_vcpus_args, struct vcpus_ret, xdr_vcpus_ret,
       do_get_vcpus, 0),
-    P(PROC_DOMAIN_HAS_MANAGED_SAVE_IMAGE, struct dom_flags_args, xdr_dom_flags_args,
-      struct int_val, xdr_int_val, do_zero, 0),
-    P(PROC_DOMAIN_SNAPSHOT_NUM, struct dom_flags_args, xdr_dom_flags_args, struct int_val,
-      xdr_int_val, do_zero, 0),
-    P(PROC_DOMAIN_GET_MESSAGES, struct dom_flags_args, xdr_dom_flags_args,
+    P(PROC_DOMAIN_GET_MESSAGES, struct wire_domain_flags, xdr_wire_domain_flags,
       struct wire_string_list, xdr_wire_string_list, do_get_messages, 0),
     P(PROC_DOMAIN_MEMORY_STATS, struct memstats_args, xdr_memstats_args, struct memstats_ret,
       xdr_memstats_ret, do_memory_stats, 0),

@@ -1,40 +1,15 @@
-/* Domain event registration (316/317) and delivery (318, 319, 348). */
+/* Domain event registration procedures (316/317). The registry they fill
+ * delivers the events (event-registry.c). */
 #include <libvirt/libvirt.h>
-#include <string.h>
 
-#include "dispatch.h"
-#include "driver.h"
-#include "events-registry.h"
-#include "server.h"
+#include "procedure.h"
+#include "event-registry.h"
 #include "virt-error.h"
 
 /* Event ids a client may register. Only lifecycle, reboot and agent
  * lifecycle ever fire; accepting the others lets `virsh event --all` and
  * virt-manager register them all as they do with any driver. */
 #define EVENT_ID_LIMIT 64
-
-struct registration {
-    struct rpc_client *client;
-    int callback_id;
-    int event_id;
-    bool has_dom;
-    unsigned char uuid[16];
-};
-
-struct event_registry {
-    struct vsnap_driver *driver;
-    GMutex lock;
-    GPtrArray *regs;    /* struct registration * */
-    int last_id;
-};
-
-static void registration_free(struct registration *r)
-{
-    rpc_client_unref(r->client);
-    g_free(r);
-}
-
-/* ---- wire types ---- */
 
 struct register_args {
     int32_t event_id;
@@ -45,172 +20,33 @@ static bool_t xdr_register_args(XDR *x, struct register_args *a)
     return xdr_int(x, &a->event_id) && xdr_wire_opt_domain(x, &a->dom);
 }
 
-struct callback_id {
-    int32_t id;
-};
-static bool_t xdr_callback_id(XDR *x, struct callback_id *c)
-{
-    return xdr_int(x, &c->id);
-}
-
-struct lifecycle_msg {
-    int32_t callback_id;
-    struct wire_domain dom;
-    int32_t event, detail;
-};
-static bool_t xdr_lifecycle_msg(XDR *x, struct lifecycle_msg *m)
-{
-    return xdr_int(x, &m->callback_id) && xdr_wire_domain(x, &m->dom) && xdr_int(x, &m->event) &&
-           xdr_int(x, &m->detail);
-}
-
-struct reboot_msg {
-    int32_t callback_id;
-    struct wire_domain dom;
-};
-static bool_t xdr_reboot_msg(XDR *x, struct reboot_msg *m)
-{
-    return xdr_int(x, &m->callback_id) && xdr_wire_domain(x, &m->dom);
-}
-
-/* Agent lifecycle has the same shape as lifecycle: id, dom, state, reason. */
-#define xdr_agent_msg xdr_lifecycle_msg
-
-/* ---- delivery ---- */
-
-static void send_event(struct registration *r, const struct domain_event *ev)
-{
-    struct wire_header hdr = {
-        .prog = REMOTE_PROGRAM, .vers = REMOTE_PROTOCOL_VERSION, .type = RPC_MESSAGE,
-        .serial = 0, .status = RPC_STATUS_OK,
-    };
-    struct lifecycle_msg msg = {
-        .callback_id = r->callback_id,
-        .dom = {.name = ev->name, .id = ev->id},
-        .event = ev->a, .detail = ev->b,
-    };
-    memcpy(msg.dom.uuid, ev->uuid, 16);
-    switch (ev->event_id) {
-    case VIR_DOMAIN_EVENT_ID_LIFECYCLE:
-        hdr.proc = PROC_DOMAIN_EVENT_CALLBACK_LIFECYCLE;
-        rpc_client_send(r->client, &hdr, XDR_PROC(xdr_lifecycle_msg), &msg);
-        break;
-    case VIR_DOMAIN_EVENT_ID_REBOOT: {
-        struct reboot_msg reboot = {.callback_id = r->callback_id, .dom = msg.dom};
-        hdr.proc = PROC_DOMAIN_EVENT_CALLBACK_REBOOT;
-        rpc_client_send(r->client, &hdr, XDR_PROC(xdr_reboot_msg), &reboot);
-        break;
-    }
-    case VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE:
-        hdr.proc = PROC_DOMAIN_EVENT_CALLBACK_AGENT_LIFECYCLE;
-        rpc_client_send(r->client, &hdr, XDR_PROC(xdr_agent_msg), &msg);
-        break;
-    }
-}
-
-static void deliver(void *data, const struct domain_event *ev)
-{
-    struct event_registry *reg = data;
-    g_autoptr(GPtrArray) targets = g_ptr_array_new_with_free_func(g_free);
-    g_mutex_lock(&reg->lock);
-    for (guint i = 0; i < reg->regs->len; i++) {
-        struct registration *r = reg->regs->pdata[i];
-        if (r->event_id != ev->event_id || (r->has_dom && memcmp(r->uuid, ev->uuid, 16) != 0))
-            continue;
-        struct registration *copy = g_memdup2(r, sizeof(*r));
-        rpc_client_ref(copy->client);
-        g_ptr_array_add(targets, copy);
-    }
-    g_mutex_unlock(&reg->lock);
-    /* Send outside the lock: a slow client must not block registrations. */
-    for (guint i = 0; i < targets->len; i++) {
-        struct registration *r = targets->pdata[i];
-        send_event(r, ev);
-        rpc_client_unref(r->client);
-    }
-}
-
-struct event_registry *event_registry_new(struct vsnap_driver *driver)
-{
-    struct event_registry *reg = g_new0(struct event_registry, 1);
-    reg->driver = driver;
-    g_mutex_init(&reg->lock);
-    reg->regs = g_ptr_array_new_with_free_func((GDestroyNotify)registration_free);
-    event_queue_set_sink(driver->events, deliver, reg);
-    return reg;
-}
-
-void event_registry_free(struct event_registry *reg)
-{
-    if (!reg)
-        return;
-    event_queue_set_sink(reg->driver->events, NULL, NULL);
-    g_ptr_array_free(reg->regs, TRUE);
-    g_mutex_clear(&reg->lock);
-    g_free(reg);
-}
-
-void event_registry_remove_client(struct event_registry *reg, struct rpc_client *client)
-{
-    g_mutex_lock(&reg->lock);
-    for (guint i = reg->regs->len; i-- > 0;) {
-        struct registration *r = reg->regs->pdata[i];
-        if (r->client == client)
-            g_ptr_array_remove_index(reg->regs, i);
-    }
-    g_mutex_unlock(&reg->lock);
-}
-
-/* ---- procedures ---- */
-
-static bool do_register(struct rpc_call *call, struct register_args *a, struct callback_id *r,
-                        GError **error)
+static bool do_register(struct rpc_call *call, struct register_args *a,
+                        struct wire_int_value *r, GError **error)
 {
     if (a->event_id < 0 || a->event_id >= EVENT_ID_LIMIT) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported event ID %d",
                     a->event_id);
         return false;
     }
-    struct event_registry *reg = rpc_server_events(call->server);
-    struct registration *entry = g_new0(struct registration, 1);
-    entry->client = rpc_client_ref(call->client);
-    entry->event_id = a->event_id;
-    if (a->dom) {
-        entry->has_dom = true;
-        memcpy(entry->uuid, a->dom->uuid, 16);
-    }
-    g_mutex_lock(&reg->lock);
-    entry->callback_id = ++reg->last_id;
-    g_ptr_array_add(reg->regs, entry);
-    r->id = entry->callback_id;
-    g_mutex_unlock(&reg->lock);
+    r->value = event_registry_add(call->events, call->client, a->event_id,
+                                  a->dom ? a->dom->uuid : NULL);
     return true;
 }
 
-static bool do_deregister(struct rpc_call *call, struct callback_id *a, struct rpc_void *r,
+static bool do_deregister(struct rpc_call *call, struct wire_int_value *a, struct rpc_void *r,
                           GError **error)
 {
-    struct event_registry *reg = rpc_server_events(call->server);
-    bool found = false;
-    g_mutex_lock(&reg->lock);
-    for (guint i = 0; i < reg->regs->len && !found; i++) {
-        struct registration *entry = reg->regs->pdata[i];
-        if (entry->client == call->client && entry->callback_id == a->id) {
-            g_ptr_array_remove_index(reg->regs, i);
-            found = true;
-        }
-    }
-    g_mutex_unlock(&reg->lock);
-    if (!found)
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG,
-                    "could not find event callback %d for deregistration", a->id);
-    return found;
+    if (event_registry_remove(call->events, call->client, a->value))
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG,
+                "could not find event callback %d for deregistration", a->value);
+    return false;
 }
 
 const struct proc_entry rpc_event_procs[] = {
     RPC_PROC(PROC_CONNECT_DOMAIN_EVENT_CALLBACK_REGISTER_ANY, struct register_args,
-             xdr_register_args, struct callback_id, xdr_callback_id, do_register, 0),
-    RPC_PROC(PROC_CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY, struct callback_id,
-             xdr_callback_id, struct rpc_void, xdr_rpc_void, do_deregister, 0),
+             xdr_register_args, struct wire_int_value, xdr_wire_int_value, do_register, 0),
+    RPC_PROC(PROC_CONNECT_DOMAIN_EVENT_CALLBACK_DEREGISTER_ANY, struct wire_int_value,
+             xdr_wire_int_value, struct rpc_void, xdr_rpc_void, do_deregister, 0),
 };
 const size_t rpc_event_procs_count = G_N_ELEMENTS(rpc_event_procs);

@@ -4,42 +4,11 @@
 #include <libvirt/libvirt.h>
 #include <string.h>
 
-#include "dispatch.h"
+#include "procedure.h"
 #include "driver.h"
-#include "save.h"
-#include "snapshot.h"
+#include "persist/save.h"
+#include "persist/snapshot.h"
 #include "virt-error.h"
-
-/* Procedure numbers (remote_protocol.x; append-only upstream, so stable). */
-enum {
-    REMOTE_PROC_DOMAIN_RESTORE = 54,
-    REMOTE_PROC_DOMAIN_SAVE = 55,
-    REMOTE_PROC_DOMAIN_GET_JOB_INFO = 163,
-    REMOTE_PROC_DOMAIN_MANAGED_SAVE = 182,
-    REMOTE_PROC_DOMAIN_HAS_MANAGED_SAVE_IMAGE = 183,
-    REMOTE_PROC_DOMAIN_MANAGED_SAVE_REMOVE = 184,
-    REMOTE_PROC_DOMAIN_SNAPSHOT_CREATE_XML = 185,
-    REMOTE_PROC_DOMAIN_SNAPSHOT_GET_XML_DESC = 186,
-    REMOTE_PROC_DOMAIN_SNAPSHOT_NUM = 187,
-    REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_NAMES = 188,
-    REMOTE_PROC_DOMAIN_SNAPSHOT_LOOKUP_BY_NAME = 189,
-    REMOTE_PROC_DOMAIN_HAS_CURRENT_SNAPSHOT = 190,
-    REMOTE_PROC_DOMAIN_SNAPSHOT_CURRENT = 191,
-    REMOTE_PROC_DOMAIN_REVERT_TO_SNAPSHOT = 192,
-    REMOTE_PROC_DOMAIN_SNAPSHOT_DELETE = 193,
-    REMOTE_PROC_DOMAIN_SAVE_FLAGS = 232,
-    REMOTE_PROC_DOMAIN_RESTORE_FLAGS = 233,
-    REMOTE_PROC_DOMAIN_SAVE_IMAGE_GET_XML_DESC = 235,
-    REMOTE_PROC_DOMAIN_SAVE_IMAGE_DEFINE_XML = 236,
-    REMOTE_PROC_DOMAIN_SNAPSHOT_GET_PARENT = 244,
-    REMOTE_PROC_DOMAIN_SNAPSHOT_NUM_CHILDREN = 246,
-    REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_CHILDREN_NAMES = 247,
-    REMOTE_PROC_DOMAIN_SNAPSHOT_IS_CURRENT = 271,
-    REMOTE_PROC_DOMAIN_SNAPSHOT_HAS_METADATA = 272,
-    REMOTE_PROC_DOMAIN_LIST_ALL_SNAPSHOTS = 274,
-    REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_ALL_CHILDREN = 275,
-    REMOTE_PROC_DOMAIN_GET_JOB_STATS = 298,
-};
 
 #define SNAPSHOT_NAMES_MAX 1024   /* REMOTE_DOMAIN_SNAPSHOT_LIST_NAMES_MAX */
 #define JOB_STATS_MAX 64          /* REMOTE_DOMAIN_JOB_STATS_MAX */
@@ -55,23 +24,6 @@ static bool_t xdr_wire_snapshot(XDR *x, struct wire_snapshot *s)
 }
 
 /* ---- argument and return types ---- */
-
-struct dom_flags {
-    struct wire_domain dom;
-    uint32_t flags;
-};
-static bool_t xdr_dom_flags(XDR *x, struct dom_flags *a)
-{
-    return xdr_wire_domain(x, &a->dom) && xdr_u_int(x, &a->flags);
-}
-
-struct dom_only {
-    struct wire_domain dom;
-};
-static bool_t xdr_dom_only(XDR *x, struct dom_only *a)
-{
-    return xdr_wire_domain(x, &a->dom);
-}
 
 struct snap_flags {
     struct wire_snapshot snap;
@@ -149,22 +101,6 @@ struct snap_ret {
 static bool_t xdr_snap_ret(XDR *x, struct snap_ret *r)
 {
     return xdr_wire_snapshot(x, &r->snap);
-}
-
-struct string_ret {
-    char *value;
-};
-static bool_t xdr_string_ret(XDR *x, struct string_ret *r)
-{
-    return xdr_wire_string(x, &r->value);
-}
-
-struct int_ret {
-    int32_t value;
-};
-static bool_t xdr_int_ret(XDR *x, struct int_ret *r)
-{
-    return xdr_int(x, &r->value);
 }
 
 struct names_ret {
@@ -321,7 +257,7 @@ static bool do_create(struct rpc_call *call, struct create_args *a, struct snap_
     return name != NULL;
 }
 
-static bool do_get_xml(struct rpc_call *call, struct snap_flags *a, struct string_ret *r,
+static bool do_get_xml(struct rpc_call *call, struct snap_flags *a, struct wire_string_value *r,
                        GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->snap.dom, error);
@@ -332,7 +268,7 @@ static bool do_get_xml(struct rpc_call *call, struct snap_flags *a, struct strin
     return xml != NULL;
 }
 
-static bool do_num(struct rpc_call *call, struct dom_flags *a, struct int_ret *r, GError **error)
+static bool do_num(struct rpc_call *call, struct wire_domain_flags *a, struct wire_int_value *r, GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     g_autoptr(GPtrArray) names =
@@ -365,7 +301,7 @@ static bool do_lookup(struct rpc_call *call, struct lookup_args *a, struct snap_
     return true;
 }
 
-static bool do_has_current(struct rpc_call *call, struct dom_flags *a, struct int_ret *r,
+static bool do_has_current(struct rpc_call *call, struct wire_domain_flags *a, struct wire_int_value *r,
                            GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
@@ -374,7 +310,7 @@ static bool do_has_current(struct rpc_call *call, struct dom_flags *a, struct in
     return has >= 0;
 }
 
-static bool do_current(struct rpc_call *call, struct dom_flags *a, struct snap_ret *r,
+static bool do_current(struct rpc_call *call, struct wire_domain_flags *a, struct snap_ret *r,
                        GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
@@ -408,7 +344,7 @@ static bool do_get_parent(struct rpc_call *call, struct snap_flags *a, struct sn
     return parent != NULL;
 }
 
-static bool do_num_children(struct rpc_call *call, struct snap_flags *a, struct int_ret *r,
+static bool do_num_children(struct rpc_call *call, struct snap_flags *a, struct wire_int_value *r,
                             GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->snap.dom, error);
@@ -432,7 +368,7 @@ static bool do_list_children(struct rpc_call *call, struct snap_names_args *a,
     return names != NULL;
 }
 
-static bool do_is_current(struct rpc_call *call, struct snap_flags *a, struct int_ret *r,
+static bool do_is_current(struct rpc_call *call, struct snap_flags *a, struct wire_int_value *r,
                           GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->snap.dom, error);
@@ -442,7 +378,7 @@ static bool do_is_current(struct rpc_call *call, struct snap_flags *a, struct in
 }
 
 /* Every vsnap snapshot has metadata: it is all a snapshot is made of. */
-static bool do_has_metadata(struct rpc_call *call, struct snap_flags *a, struct int_ret *r,
+static bool do_has_metadata(struct rpc_call *call, struct snap_flags *a, struct wire_int_value *r,
                             GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->snap.dom, error);
@@ -513,7 +449,7 @@ static bool do_restore_flags(struct rpc_call *call, struct restore_flags_args *a
 }
 
 static bool do_save_image_xml(struct rpc_call *call, struct file_flags_args *a,
-                              struct string_ret *r, GError **error)
+                              struct wire_string_value *r, GError **error)
 {
     g_autofree char *xml = save_image_xml(call->driver, a->file, a->flags, error);
     if (xml)
@@ -527,14 +463,14 @@ static bool do_save_image_define(struct rpc_call *call, struct file_xml_flags_ar
     return save_image_define(call->driver, a->file, a->dxml, a->flags, error);
 }
 
-static bool do_managed_save(struct rpc_call *call, struct dom_flags *a, struct rpc_void *r,
+static bool do_managed_save(struct rpc_call *call, struct wire_domain_flags *a, struct rpc_void *r,
                             GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     return dom && save_managed(call->driver, dom, a->flags, error);
 }
 
-static bool do_has_managed(struct rpc_call *call, struct dom_flags *a, struct int_ret *r,
+static bool do_has_managed(struct rpc_call *call, struct wire_domain_flags *a, struct wire_int_value *r,
                            GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
@@ -543,21 +479,16 @@ static bool do_has_managed(struct rpc_call *call, struct dom_flags *a, struct in
     return dom != NULL;
 }
 
-static bool do_managed_remove(struct rpc_call *call, struct dom_flags *a, struct rpc_void *r,
+static bool do_managed_remove(struct rpc_call *call, struct wire_domain_flags *a, struct rpc_void *r,
                               GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
-    if (!dom)
-        return false;
-    g_mutex_lock(&dom->job);
-    bool ok = save_managed_remove(call->driver, dom, error);
-    g_mutex_unlock(&dom->job);
-    return ok;
+    return dom && save_managed_remove(call->driver, dom, error);
 }
 
 /* ---- job information ---- */
 
-static bool do_job_info(struct rpc_call *call, struct dom_only *a, struct job_info_ret *r,
+static bool do_job_info(struct rpc_call *call, struct wire_domain_only *a, struct job_info_ret *r,
                         GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
@@ -576,7 +507,7 @@ static bool do_job_info(struct rpc_call *call, struct dom_only *a, struct job_in
     return true;
 }
 
-static bool do_job_stats(struct rpc_call *call, struct dom_flags *a, struct job_stats_ret *r,
+static bool do_job_stats(struct rpc_call *call, struct wire_domain_flags *a, struct job_stats_ret *r,
                          GError **error)
 {
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
@@ -605,59 +536,59 @@ static bool do_job_stats(struct rpc_call *call, struct dom_flags *a, struct job_
 #define P RPC_PROC
 #define W PROC_WRITE
 const struct proc_entry rpc_snapshot_procs[] = {
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_CREATE_XML, struct create_args, xdr_create_args,
+    P(PROC_DOMAIN_SNAPSHOT_CREATE_XML, struct create_args, xdr_create_args,
       struct snap_ret, xdr_snap_ret, do_create, W),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_GET_XML_DESC, struct snap_flags, xdr_snap_flags,
-      struct string_ret, xdr_string_ret, do_get_xml, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_NUM, struct dom_flags, xdr_dom_flags,
-      struct int_ret, xdr_int_ret, do_num, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_NAMES, struct dom_names_args, xdr_dom_names_args,
+    P(PROC_DOMAIN_SNAPSHOT_GET_XML_DESC, struct snap_flags, xdr_snap_flags,
+      struct wire_string_value, xdr_wire_string_value, do_get_xml, 0),
+    P(PROC_DOMAIN_SNAPSHOT_NUM, struct wire_domain_flags, xdr_wire_domain_flags,
+      struct wire_int_value, xdr_wire_int_value, do_num, 0),
+    P(PROC_DOMAIN_SNAPSHOT_LIST_NAMES, struct dom_names_args, xdr_dom_names_args,
       struct names_ret, xdr_names_ret, do_list_names, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_LOOKUP_BY_NAME, struct lookup_args, xdr_lookup_args,
+    P(PROC_DOMAIN_SNAPSHOT_LOOKUP_BY_NAME, struct lookup_args, xdr_lookup_args,
       struct snap_ret, xdr_snap_ret, do_lookup, 0),
-    P(REMOTE_PROC_DOMAIN_HAS_CURRENT_SNAPSHOT, struct dom_flags, xdr_dom_flags,
-      struct int_ret, xdr_int_ret, do_has_current, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_CURRENT, struct dom_flags, xdr_dom_flags,
+    P(PROC_DOMAIN_HAS_CURRENT_SNAPSHOT, struct wire_domain_flags, xdr_wire_domain_flags,
+      struct wire_int_value, xdr_wire_int_value, do_has_current, 0),
+    P(PROC_DOMAIN_SNAPSHOT_CURRENT, struct wire_domain_flags, xdr_wire_domain_flags,
       struct snap_ret, xdr_snap_ret, do_current, 0),
-    P(REMOTE_PROC_DOMAIN_REVERT_TO_SNAPSHOT, struct snap_flags, xdr_snap_flags,
+    P(PROC_DOMAIN_REVERT_TO_SNAPSHOT, struct snap_flags, xdr_snap_flags,
       struct rpc_void, xdr_rpc_void, do_revert, W),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_DELETE, struct snap_flags, xdr_snap_flags,
+    P(PROC_DOMAIN_SNAPSHOT_DELETE, struct snap_flags, xdr_snap_flags,
       struct rpc_void, xdr_rpc_void, do_delete, W),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_GET_PARENT, struct snap_flags, xdr_snap_flags,
+    P(PROC_DOMAIN_SNAPSHOT_GET_PARENT, struct snap_flags, xdr_snap_flags,
       struct snap_ret, xdr_snap_ret, do_get_parent, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_NUM_CHILDREN, struct snap_flags, xdr_snap_flags,
-      struct int_ret, xdr_int_ret, do_num_children, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_CHILDREN_NAMES, struct snap_names_args, xdr_snap_names_args,
+    P(PROC_DOMAIN_SNAPSHOT_NUM_CHILDREN, struct snap_flags, xdr_snap_flags,
+      struct wire_int_value, xdr_wire_int_value, do_num_children, 0),
+    P(PROC_DOMAIN_SNAPSHOT_LIST_CHILDREN_NAMES, struct snap_names_args, xdr_snap_names_args,
       struct names_ret, xdr_names_ret, do_list_children, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_IS_CURRENT, struct snap_flags, xdr_snap_flags,
-      struct int_ret, xdr_int_ret, do_is_current, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_HAS_METADATA, struct snap_flags, xdr_snap_flags,
-      struct int_ret, xdr_int_ret, do_has_metadata, 0),
-    P(REMOTE_PROC_DOMAIN_LIST_ALL_SNAPSHOTS, struct dom_list_args, xdr_dom_list_args,
+    P(PROC_DOMAIN_SNAPSHOT_IS_CURRENT, struct snap_flags, xdr_snap_flags,
+      struct wire_int_value, xdr_wire_int_value, do_is_current, 0),
+    P(PROC_DOMAIN_SNAPSHOT_HAS_METADATA, struct snap_flags, xdr_snap_flags,
+      struct wire_int_value, xdr_wire_int_value, do_has_metadata, 0),
+    P(PROC_DOMAIN_LIST_ALL_SNAPSHOTS, struct dom_list_args, xdr_dom_list_args,
       struct snaps_ret, xdr_snaps_ret, do_list_all, 0),
-    P(REMOTE_PROC_DOMAIN_SNAPSHOT_LIST_ALL_CHILDREN, struct snap_list_args, xdr_snap_list_args,
+    P(PROC_DOMAIN_SNAPSHOT_LIST_ALL_CHILDREN, struct snap_list_args, xdr_snap_list_args,
       struct snaps_ret, xdr_snaps_ret, do_list_all_children, 0),
-    P(REMOTE_PROC_DOMAIN_SAVE, struct save_args, xdr_save_args,
+    P(PROC_DOMAIN_SAVE, struct save_args, xdr_save_args,
       struct rpc_void, xdr_rpc_void, do_save, W),
-    P(REMOTE_PROC_DOMAIN_SAVE_FLAGS, struct save_flags_args, xdr_save_flags_args,
+    P(PROC_DOMAIN_SAVE_FLAGS, struct save_flags_args, xdr_save_flags_args,
       struct rpc_void, xdr_rpc_void, do_save_flags, W),
-    P(REMOTE_PROC_DOMAIN_RESTORE, struct restore_args, xdr_restore_args,
+    P(PROC_DOMAIN_RESTORE, struct restore_args, xdr_restore_args,
       struct rpc_void, xdr_rpc_void, do_restore, W),
-    P(REMOTE_PROC_DOMAIN_RESTORE_FLAGS, struct restore_flags_args, xdr_restore_flags_args,
+    P(PROC_DOMAIN_RESTORE_FLAGS, struct restore_flags_args, xdr_restore_flags_args,
       struct rpc_void, xdr_rpc_void, do_restore_flags, W),
-    P(REMOTE_PROC_DOMAIN_SAVE_IMAGE_GET_XML_DESC, struct file_flags_args, xdr_file_flags_args,
-      struct string_ret, xdr_string_ret, do_save_image_xml, 0),
-    P(REMOTE_PROC_DOMAIN_SAVE_IMAGE_DEFINE_XML, struct file_xml_flags_args,
+    P(PROC_DOMAIN_SAVE_IMAGE_GET_XML_DESC, struct file_flags_args, xdr_file_flags_args,
+      struct wire_string_value, xdr_wire_string_value, do_save_image_xml, 0),
+    P(PROC_DOMAIN_SAVE_IMAGE_DEFINE_XML, struct file_xml_flags_args,
       xdr_file_xml_flags_args, struct rpc_void, xdr_rpc_void, do_save_image_define, W),
-    P(REMOTE_PROC_DOMAIN_MANAGED_SAVE, struct dom_flags, xdr_dom_flags,
+    P(PROC_DOMAIN_MANAGED_SAVE, struct wire_domain_flags, xdr_wire_domain_flags,
       struct rpc_void, xdr_rpc_void, do_managed_save, W),
-    P(REMOTE_PROC_DOMAIN_HAS_MANAGED_SAVE_IMAGE, struct dom_flags, xdr_dom_flags,
-      struct int_ret, xdr_int_ret, do_has_managed, 0),
-    P(REMOTE_PROC_DOMAIN_MANAGED_SAVE_REMOVE, struct dom_flags, xdr_dom_flags,
+    P(PROC_DOMAIN_HAS_MANAGED_SAVE_IMAGE, struct wire_domain_flags, xdr_wire_domain_flags,
+      struct wire_int_value, xdr_wire_int_value, do_has_managed, 0),
+    P(PROC_DOMAIN_MANAGED_SAVE_REMOVE, struct wire_domain_flags, xdr_wire_domain_flags,
       struct rpc_void, xdr_rpc_void, do_managed_remove, W),
-    P(REMOTE_PROC_DOMAIN_GET_JOB_INFO, struct dom_only, xdr_dom_only,
+    P(PROC_DOMAIN_GET_JOB_INFO, struct wire_domain_only, xdr_wire_domain_only,
       struct job_info_ret, xdr_job_info_ret, do_job_info, 0),
-    P(REMOTE_PROC_DOMAIN_GET_JOB_STATS, struct dom_flags, xdr_dom_flags,
+    P(PROC_DOMAIN_GET_JOB_STATS, struct wire_domain_flags, xdr_wire_domain_flags,
       struct job_stats_ret, xdr_job_stats_ret, do_job_stats, 0),
 };
 const size_t rpc_snapshot_procs_count = G_N_ELEMENTS(rpc_snapshot_procs);

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "config/vm-config.h"
 
 typedef size_t (*serial_deliver_fn)(void *opaque, const uint8_t *bytes, size_t len);
 

@@ -5,36 +5,36 @@
 #include "devices/i8042.h"
 #include "devices/serial.h"
 #include "devices/virtio-vsock.h"
-#include "persist/state-json.h"
-#include "vm-internal.h"
+#include "state/state-json.h"
+#include "vm.h"
 
 void devices_quiesce(struct vm *vm)
 {
-    if (vm->vsock)
-        virtio_vsock_quiesce(vm->vsock);
+    if (vm_vsock(vm))
+        virtio_vsock_quiesce(vm_vsock(vm));
 }
 
 void devices_unquiesce(struct vm *vm)
 {
-    if (vm->vsock)
-        virtio_vsock_unquiesce(vm->vsock);
+    if (vm_vsock(vm))
+        virtio_vsock_unquiesce(vm_vsock(vm));
 }
 
 void devices_state_save(struct vm *vm, JsonBuilder *b)
 {
     json_builder_set_member_name(b, "devices");
     json_builder_begin_object(b);
-    if (vm->serial) {
+    if (vm_serial(vm)) {
         json_builder_set_member_name(b, "serial");
-        serial_save_state(vm->serial, b);
+        serial_save_state(vm_serial(vm), b);
     }
     json_builder_set_member_name(b, "i8042");
-    i8042_save_state(vm->i8042, b);
+    i8042_save_state(vm_i8042(vm), b);
     json_builder_set_member_name(b, "acpi_pm");
-    acpi_pm_save_state(vm->acpi_pm, b);
-    if (vm->vsock) {
+    acpi_pm_save_state(vm_acpi_pm(vm), b);
+    if (vm_vsock(vm)) {
         json_builder_set_member_name(b, "vsock");
-        virtio_vsock_save_state(vm->vsock, b);
+        virtio_vsock_save_state(vm_vsock(vm), b);
     }
     json_builder_end_object(b);
 }
@@ -45,16 +45,16 @@ static bool restore_legacy(struct vm *vm, JsonObject *devices, GError **error)
 {
     JsonObject *i8042 = state_get_object(devices, "i8042", "devices", error);
     JsonObject *pm = i8042 ? state_get_object(devices, "acpi_pm", "devices", error) : NULL;
-    if (!pm || !i8042_restore_state(vm->i8042, i8042, error) || !acpi_pm_restore_state(vm->acpi_pm, pm, error))
+    if (!pm || !i8042_restore_state(vm_i8042(vm), i8042, error) || !acpi_pm_restore_state(vm_acpi_pm(vm), pm, error))
         return false;
     JsonNode *serial = json_object_get_member(devices, "serial");
-    if (!vm->serial || !serial)
+    if (!vm_serial(vm) || !serial)
         return true;
     if (!JSON_NODE_HOLDS_OBJECT(serial)) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: devices.serial is not an object");
         return false;
     }
-    return serial_restore_state(vm->serial, json_node_get_object(serial), error);
+    return serial_restore_state(vm_serial(vm), json_node_get_object(serial), error);
 }
 
 bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error)
@@ -63,10 +63,10 @@ bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error)
     if (!devices || !restore_legacy(vm, devices, error))
         return false;
     JsonNode *vsock = json_object_get_member(devices, "vsock");
-    if (!vsock != !vm->vsock) {
+    if (!vsock != !vm_vsock(vm)) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
                     "state.json %s a vsock device but config.json %s", vsock ? "has" : "has no",
-                    vm->vsock ? "asks for one" : "does not");
+                    vm_vsock(vm) ? "asks for one" : "does not");
         return false;
     }
     if (vsock && !JSON_NODE_HOLDS_OBJECT(vsock)) {
@@ -74,7 +74,7 @@ bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error)
         return false;
     }
     g_autoptr(GError) local = NULL;
-    if (vsock && !virtio_vsock_restore_state(vm->vsock, json_node_get_object(vsock), &local)) {
+    if (vsock && !virtio_vsock_restore_state(vm_vsock(vm), json_node_get_object(vsock), &local)) {
         /* Whatever the device refused came from the snapshot. */
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: restoring the vsock device: %s",
                     local->message);
@@ -85,6 +85,6 @@ bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error)
 
 void devices_after_restore(struct vm *vm)
 {
-    if (vm->vsock)
-        virtio_vsock_transport_reset(vm->vsock);
+    if (vm_vsock(vm))
+        virtio_vsock_transport_reset(vm_vsock(vm));
 }

@@ -1,15 +1,15 @@
 /* vm.snapshot and vm.restore below the API: Cloud Hypervisor's snapshot
  * directory (config.json, state.json, memory-ranges) with vsnap's memory
- * layers (shim/snapshot/): full or diff, and restore by copy, merge or on
- * demand.
+ * layers: full or diff, and restore by copy, merge or on demand
+ * (../ram-snapshot/).
  *
- * Directory contents:
- *   config.json    the VmConfig (api/config-json.h), as vm.info shows it
- *   state.json     {"vsnap_state_version": 1,
- *                   "memory": {"layer": "memory-ranges", "kind": "full"|"diff",
- *                              "id", "parent_id", "parent_url", "ram_size"},
- *                   "kvm": {...}, "vcpus": [...], "devices": {...}}
- *   memory-ranges  the layer (shim/snapshot/layer.h), a diff naming its parent
+ * The directory's layout, state.json's version and its "memory" record belong
+ * to the snapshot library (common/snapshot/directory.h, README.md there); this
+ * folder writes and reads the rest through it:
+ *   config.json    the VmConfig (config/vm-config-json.h), as vm.info shows it
+ *   state.json     "kvm": {...}, "vcpus": [...], "devices": {...} beside the
+ *                  library's "vsnap_state_version" and "memory"
+ *   memory-ranges  the layer (common/snapshot/layer.h), a diff naming its parent
  *
  * A snapshot is written into a temporary directory beside the destination and
  * renamed into place once complete and fsynced: on any error nothing of it
@@ -22,13 +22,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "persist/state-json.h"
-#include "snapshot/restore-mode.h"
+#include "config/vm-config.h"
+#include "ram-snapshot/restore-mode.h"
+#include "state/state-json.h"
 #include "vm.h"
-
-#define PERSIST_LAYER_FILE "memory-ranges"
-#define PERSIST_STATE_VERSION 1
 
 struct persist_snapshot_request {
     const char *destination_url; /* file:///dir: must not exist or be an empty directory */
@@ -71,3 +68,8 @@ void persist_add_info(struct vm *vm, JsonBuilder *b);
 
 /* Parse a file:// URL (or a plain absolute path) into a path. */
 char *persist_path_from_url(const char *url, const char *field, GError **error);
+
+/* An error of the snapshot library (SNAP_ERROR) as one of persist's: a bad
+ * snapshot or argument is the request's fault (PERSIST_ERROR_INVALID),
+ * anything else the host's (PERSIST_ERROR_FAILED). Other domains stay. */
+void persist_error_from_snap(GError **error);

@@ -8,13 +8,14 @@
 #include <errno.h>
 #include <sys/mman.h>
 
-#include "api/config-json.h"
+#include "config/vm-config-json.h"
+#include "memory.h"
 #include "persist/cpu-state.h"
 #include "persist/devices-state.h"
-#include "persist/snapshot-dir.h"
 #include "persist/vm-persist.h"
-#include "snapshot/restore.h"
-#include "vm-internal.h"
+#include "ram-snapshot/restore.h"
+#include "snapshot/directory.h"
+#include "vm.h"
 
 /* ---- config.json and its overrides ---- */
 
@@ -77,7 +78,7 @@ static bool apply_overrides(JsonObject *config, JsonObject *overrides, GError **
 
 static struct vm_config *load_config(const char *dir, JsonObject *overrides, GError **error)
 {
-    g_autofree char *path = g_build_filename(dir, "config.json", NULL);
+    g_autofree char *path = g_build_filename(dir, SNAP_DIR_CONFIG_FILE, NULL);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) local = NULL;
     if (!json_parser_load_from_mapped_file(parser, path, &local)) {
@@ -103,66 +104,15 @@ static struct vm_config *load_config(const char *dir, JsonObject *overrides, GEr
 
 /* ---- the chain ---- */
 
-/* The snapshot a diff names as parent, checked to be the one it was taken on
- * (a parent_url that names another snapshot is refused here already, with the
- * directory's name; snap_chain_open checks the layers' own ids again). */
-static bool read_parent(const struct snapshot_meta *child, struct snapshot_meta *parent, GError **error)
+/* The layers from the base up to top, every record and layer checked
+ * (common/snapshot/), and RAM as large as config.json says. */
+static struct snap_chain *open_chain(const struct snap_dir *top, uint64_t ram_size, GError **error)
 {
-    g_autofree char *dir = persist_path_from_url(child->parent_url, "parent_url in state.json", error);
-    if (!dir || !snapshot_dir_read(dir, parent, NULL, error))
-        return false;
-    if (snap_id_equal(&parent->id, &child->parent_id))
-        return true;
-    char want[37], got[37];
-    snap_id_to_string(&child->parent_id, want);
-    snap_id_to_string(&parent->id, got);
-    g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                "snapshot %s is %s, but the diff above it was taken on %s (wrong parent)", dir, got, want);
-    snapshot_meta_clear(parent);
-    return false;
-}
-
-/* Layer paths base first, following parent_url from the top snapshot down. */
-static GPtrArray *chain_paths(const struct snapshot_meta *top, GError **error)
-{
-    g_autoptr(GPtrArray) paths = g_ptr_array_new_with_free_func(g_free);
-    struct snapshot_meta cur = { .diff = top->diff, .parent_id = top->parent_id,
-                                 .parent_url = g_strdup(top->parent_url) };
-    g_ptr_array_add(paths, g_strdup(top->layer_path));
-    bool ok = true;
-    while (ok && cur.diff) {
-        struct snapshot_meta parent;
-        if (paths->len >= SNAP_MAX_CHAIN) {
-            g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                        "the snapshot chain is longer than %u layers (a parent_url loop?)", SNAP_MAX_CHAIN);
-            ok = false;
-        } else if ((ok = read_parent(&cur, &parent, error))) {
-            g_ptr_array_add(paths, g_strdup(parent.layer_path));
-            snapshot_meta_clear(&cur);
-            cur = parent;
-        }
-    }
-    snapshot_meta_clear(&cur);
-    if (!ok)
-        return NULL;
-    for (guint i = 0, j = paths->len - 1; i < j; i++, j--) { /* base first */
-        gpointer t = paths->pdata[i];
-        paths->pdata[i] = paths->pdata[j];
-        paths->pdata[j] = t;
-    }
-    return g_steal_pointer(&paths);
-}
-
-static struct snap_chain *open_chain(const struct snapshot_meta *top, uint64_t ram_size, GError **error)
-{
-    g_autoptr(GPtrArray) paths = chain_paths(top, error);
-    if (!paths)
-        return NULL;
     g_autoptr(GError) local = NULL;
-    struct snap_chain *chain = snap_chain_open((const char *const *)paths->pdata, paths->len, SNAP_CHAIN_DEFAULT,
-                                               &local);
+    struct snap_chain *chain = snap_dir_open_chain(top, &local);
     if (!chain) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "%s", local->message);
+        /* Even a layer file that cannot be read is a bad snapshot (400). */
+        g_set_error_literal(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, local->message);
         return NULL;
     }
     if (chain->ram_size != ram_size) {
@@ -223,9 +173,9 @@ static void on_demand_failed(void *opaque, const GError *error)
 
 static bool start_on_demand(struct persist_vm *p, const struct persist_restore_request *req, GError **error)
 {
-    struct vm *vm = p->vm;
+    struct guest_memory *mem = vm_memory(p->vm);
     struct snap_uffd_config config = {
-        .chain = p->chain, .host = vm->mem.host, .size = vm->mem.size, .block_size = req->block_size,
+        .chain = p->chain, .host = mem->host, .size = mem->size, .block_size = req->block_size,
         .on_error = on_demand_failed, .opaque = p,
     };
     g_autoptr(GError) local = NULL;
@@ -239,7 +189,8 @@ static bool start_on_demand(struct persist_vm *p, const struct persist_restore_r
 
 static bool prefault_ram(struct vm *vm, GError **error)
 {
-    if (madvise(vm->mem.host, vm->mem.size, MADV_POPULATE_WRITE) == 0)
+    struct guest_memory *mem = vm_memory(vm);
+    if (madvise(mem->host, mem->size, MADV_POPULATE_WRITE) == 0)
         return true;
     int e = errno;
     g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_FAILED, "prefaulting restored RAM: %s", g_strerror(e));
@@ -247,18 +198,6 @@ static bool prefault_ram(struct vm *vm, GError **error)
 }
 
 /* ---- the VM ---- */
-
-/* vCPU threads start parked: vm_resume (vm.resume or resume=true) runs them. */
-static bool start_paused(struct vm *vm, GError **error)
-{
-    g_mutex_lock(&vm->run_lock);
-    vm->state = VM_RUN_PAUSED;
-    bool ok = true;
-    for (unsigned i = 0; ok && i < vm->nvcpus; i++)
-        ok = vcpu_start_thread(&vm->vcpus[i], error);
-    g_mutex_unlock(&vm->run_lock);
-    return ok;
-}
 
 static struct vm *build_vm(const struct vm_config *cfg, const struct vm_callbacks *cb, struct snap_chain **chain,
                            const snap_id *top_id, const struct persist_restore_request *req, GError **error)
@@ -297,20 +236,21 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
     g_autofree char *dir = persist_path_from_url(req->source_url, "source_url", error);
     if (!dir)
         return NULL;
-    struct snapshot_meta top;
-    g_autoptr(JsonParser) state = NULL;
-    if (!snapshot_dir_read(dir, &top, &state, error))
+    g_autoptr(snap_dir) top = snap_dir_read(dir, error);
+    if (!top) {
+        persist_error_from_snap(error);
         return NULL;
+    }
     g_autoptr(vm_config) cfg = load_config(dir, req->config_overrides, error);
-    struct snap_chain *chain = cfg ? open_chain(&top, cfg->memory.size, error) : NULL;
-    struct vm *vm = chain ? build_vm(cfg, cb, &chain, &top.id, req, error) : NULL;
+    struct snap_chain *chain = cfg ? open_chain(top, cfg->memory.size, error) : NULL;
+    struct vm *vm = chain ? build_vm(cfg, cb, &chain, &top->memory.id, req, error) : NULL;
     snap_chain_free(chain); /* NULL once the VM took it */
-    snapshot_meta_clear(&top);
     if (!vm)
         return NULL;
-    JsonObject *root = json_node_get_object(json_parser_get_root(state));
+    /* vCPU threads start parked: vm_resume (vm.resume or resume=true) runs them. */
+    JsonObject *root = json_node_get_object(top->state);
     if (!cpu_state_restore(vm, root, error) || !devices_state_restore(vm, root, error) ||
-        !start_paused(vm, error)) {
+        !vm_start_paused(vm, error)) {
         vm_free(vm);
         return NULL;
     }

@@ -5,40 +5,36 @@
 
 #include "persist/persist.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/config-json.h"
+#include "config/vm-config-json.h"
+#include "memory.h"
 #include "persist/cpu-state.h"
 #include "persist/devices-state.h"
-#include "persist/snapshot-dir.h"
 #include "persist/vm-persist.h"
-#include "snapshot/save.h"
-#include "vm-internal.h"
+#include "ram-snapshot/save.h"
+#include "snapshot/directory.h"
+#include "vm.h"
+
+void persist_error_from_snap(GError **error)
+{
+    if (!error || !*error || (*error)->domain != SNAP_ERROR)
+        return;
+    int code = snap_error_is_bad_input(*error) ? PERSIST_ERROR_INVALID : PERSIST_ERROR_FAILED;
+    GError *persist = g_error_new_literal(PERSIST_ERROR, code, (*error)->message);
+    g_clear_error(error);
+    *error = persist;
+}
 
 char *persist_path_from_url(const char *url, const char *field, GError **error)
 {
-    const char *path = url;
-    if (url && g_str_has_prefix(url, "file://"))
-        path = url + strlen("file://");
-    if (!path || path[0] != '/') {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                    "%s must be a file:// URL with an absolute path (file:///dir), not \"%s\"", field,
-                    url ? url : "");
-        return NULL;
+    char *path = snap_dir_path_from_url(url, error);
+    if (!path) {
+        g_prefix_error(error, "%s: ", field);
+        persist_error_from_snap(error);
     }
-    g_autofree char *unescaped = g_uri_unescape_string(path, NULL);
-    if (!unescaped || !*unescaped) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "%s: \"%s\" is not a valid path", field, url);
-        return NULL;
-    }
-    /* Trailing slashes would make the temporary directory's name wrong. */
-    size_t n = strlen(unescaped);
-    while (n > 1 && unescaped[n - 1] == '/')
-        unescaped[--n] = '\0';
-    return g_steal_pointer(&unescaped);
+    return path;
 }
 
 /* The destination must not exist, or be an empty directory (then the rename
@@ -72,44 +68,33 @@ static bool check_parent(struct persist_vm *p, const char *parent_url, snap_id *
     g_autofree char *parent_dir = persist_path_from_url(parent_url, "parent_url", error);
     if (!parent_dir)
         return false;
-    struct snapshot_meta meta;
-    bool ok = snapshot_dir_read(parent_dir, &meta, NULL, error);
-    if (ok && !snap_id_equal(&meta.id, &p->last_id)) {
-        char want[37], got[37];
-        snap_id_to_string(&p->last_id, want);
-        snap_id_to_string(&meta.id, got);
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                    "parent_url %s holds snapshot %s, but this VM's last snapshot is %s: a diff can only "
-                    "follow the VM's last snapshot", parent_url, got, want);
-        ok = false;
+    g_autoptr(snap_dir) parent = snap_dir_read(parent_dir, error);
+    if (!parent) {
+        persist_error_from_snap(error);
+        return false;
     }
-    *parent_id = meta.id;
-    snapshot_meta_clear(&meta);
-    return ok;
+    *parent_id = parent->memory.id;
+    if (snap_id_equal(parent_id, &p->last_id))
+        return true;
+    char want[37], got[37];
+    snap_id_to_string(&p->last_id, want);
+    snap_id_to_string(parent_id, got);
+    g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                "parent_url %s holds snapshot %s, but this VM's last snapshot is %s: a diff can only "
+                "follow the VM's last snapshot", parent_url, got, want);
+    return false;
 }
 
 static char *build_state_json(struct vm *vm, const struct persist_snapshot_request *req, const snap_id *id,
                               const snap_id *parent, GError **error)
 {
-    char id_text[37], parent_text[37];
-    snap_id_to_string(id, id_text);
+    struct snap_memory_record memory = {
+        .layer = SNAP_DIR_LAYER_FILE, .diff = req->diff, .id = *id, .parent_id = *parent,
+        .parent_url = (char *)req->parent_url, .ram_size = vm_memory(vm)->size,
+    };
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "vsnap_state_version");
-    json_builder_add_int_value(b, PERSIST_STATE_VERSION);
-    json_builder_set_member_name(b, "memory");
-    json_builder_begin_object(b);
-    state_add_string(b, "layer", PERSIST_LAYER_FILE);
-    state_add_string(b, "kind", req->diff ? "diff" : "full");
-    state_add_string(b, "id", id_text);
-    if (req->diff) {
-        snap_id_to_string(parent, parent_text);
-        state_add_string(b, "parent_id", parent_text);
-        state_add_string(b, "parent_url", req->parent_url);
-    }
-    json_builder_set_member_name(b, "ram_size");
-    json_builder_add_int_value(b, (gint64)vm->mem.size);
-    json_builder_end_object(b);
+    snap_state_add_record(b, &memory);
     bool ok = cpu_state_save(vm, b, error);
     if (ok)
         devices_state_save(vm, b);
@@ -130,8 +115,9 @@ static bool write_layer(struct vm *vm, const char *dir, const struct persist_sna
                         const uint64_t *dirty, const snap_id *id, const snap_id *parent,
                         struct snap_save_stats *stats, GError **error)
 {
-    g_autofree char *path = g_build_filename(dir, PERSIST_LAYER_FILE, NULL);
-    struct snap_ram ram = { vm->mem.host, vm->mem.size, vm->mem.fd };
+    g_autofree char *path = g_build_filename(dir, SNAP_DIR_LAYER_FILE, NULL);
+    const struct guest_memory *mem = vm_memory(vm);
+    struct snap_ram ram = { mem->host, mem->size, mem->fd };
     return req->diff ? snap_save_diff(path, &ram, dirty, id, parent, stats, error)
                      : snap_save_full(path, &ram, id, stats, error);
 }
@@ -145,32 +131,27 @@ static bool write_snapshot(struct vm *vm, const struct vm_config *cfg, const str
     if (!state)
         return false;
     g_autofree char *config = build_config_json(cfg);
-    g_autofree char *parent_dir = g_path_get_dirname(dest);
-    if (!write_layer(vm, tmp, req, dirty, id, parent, stats, error) ||
-        !snapshot_dir_write_file(tmp, "state.json", state, error) ||
-        !snapshot_dir_write_file(tmp, "config.json", config, error) || !snapshot_dir_sync(tmp, error))
-        return false;
-    if (rename(tmp, dest) != 0) {
-        int e = errno;
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_FAILED, "cannot move the snapshot into place at %s: %s",
-                    dest, g_strerror(e));
-        return false;
-    }
-    return snapshot_dir_sync(parent_dir, error);
+    return write_layer(vm, tmp, req, dirty, id, parent, stats, error) &&
+           snap_dir_write_file(tmp, SNAP_DIR_STATE_FILE, state, error) &&
+           snap_dir_write_file(tmp, SNAP_DIR_CONFIG_FILE, config, error) && snap_dir_commit(tmp, dest, error);
 }
 
 static char *make_temp_dir(const char *dest, GError **error)
 {
-    g_autofree char *parent = g_path_get_dirname(dest);
-    g_autofree char *base = g_path_get_basename(dest);
-    g_autofree char *pattern = g_strdup_printf("%s/.%s.partial-XXXXXX", parent, base);
-    if (!g_mkdtemp_full(pattern, 0755)) {
-        int e = errno;
-        g_set_error(error, PERSIST_ERROR, e == ENOENT ? PERSIST_ERROR_INVALID : PERSIST_ERROR_FAILED,
-                    "destination_url: cannot create a directory in %s: %s", parent, g_strerror(e));
-        return NULL;
+    char *tmp = snap_dir_create_partial(dest, error);
+    if (!tmp) {
+        g_prefix_error(error, "destination_url: ");
+        persist_error_from_snap(error);
     }
-    return g_steal_pointer(&pattern);
+    return tmp;
+}
+
+/* A failed snapshot leaves nothing behind; if even that fails, say so. */
+static void remove_temp_dir(const char *tmp)
+{
+    g_autoptr(GError) local = NULL;
+    if (!snap_dir_remove(tmp, &local))
+        g_warning("%s", local->message);
 }
 
 static bool take_snapshot(struct vm *vm, const struct vm_config *cfg, const struct persist_snapshot_request *req,
@@ -193,11 +174,11 @@ static bool take_snapshot(struct vm *vm, const struct vm_config *cfg, const stru
     if (dirty)
         persist_dirty_settle(p, dirty, ok);
     if (!ok) {
-        snapshot_dir_remove(tmp);
+        remove_temp_dir(tmp);
         return false;
     }
     if (!req->diff) {
-        g_autofree char *layer = g_build_filename(dest, PERSIST_LAYER_FILE, NULL);
+        g_autofree char *layer = g_build_filename(dest, SNAP_DIR_LAYER_FILE, NULL);
         persist_note_full(p, layer);
     }
     p->last_id = id;

@@ -17,9 +17,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ram-snapshot/restore-mode.h"
+#include "ram-snapshot/uffd.h"
 #include "snapshot/chain.h"
-#include "snapshot/restore-mode.h"
-#include "snapshot/uffd.h"
 
 struct vm;
 

@@ -3,9 +3,9 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
-#include "api/api-error.h"
+#include "config/shim-error.h"
 #include "api/cli.h"
-#include "api/config-json.h"
+#include "config/vm-config-json.h"
 #include "api/options.h"
 
 struct fixture {

@@ -6,8 +6,8 @@
  * (default bench/results.jsonl), and printed. */
 #include "../snapshot/helpers.h"
 
-#include "restore.h"
-#include "uffd.h"
+#include "ram-snapshot/restore.h"
+#include "ram-snapshot/uffd.h"
 
 #include <stdio.h>
 #include <string.h>

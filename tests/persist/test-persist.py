@@ -18,6 +18,7 @@ import tempfile
 import time
 
 SHIM, GUEST, PATTERN, CASE = sys.argv[1:5]
+COMPACT = os.environ.get("VSNAP_COMPACT", "vsnap-compact")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from persisttest import ApiShim, Conn, Fail, FILL_BASE, MIB, check, connect  # noqa: E402
 
@@ -420,6 +421,54 @@ def case_ondemand_corrupt(workdir):
         print("stopped:", detail)
 
 
+def case_fold_snapshot(workdir):
+    """What the daemon's snapshot-delete of an inner snapshot does, on
+    directories the shim wrote (vsnap-compact --fold-snapshot: the snapshot
+    library's fold and rewrite of the parent record): d1 is folded into d2 and
+    deleted, then the base; each time d2 restores to what the guest held at d2,
+    and state.json keeps every member of the shim's own as it was."""
+    chain = Chain(workdir)
+    try:
+        chain.build()
+    finally:
+        chain.close()
+    paths = chain.paths
+
+    def state(name):
+        with open(os.path.join(paths[name], "state.json")) as f:
+            return json.load(f)
+
+    def fold(inner):
+        return subprocess.run([COMPACT, "--fold-snapshot", paths[inner], paths["d2"]], capture_output=True,
+                              text=True, timeout=60)
+
+    before = state("d2")
+    shim_members = {k: v for k, v in before.items() if k != "memory"}
+    refused = fold("base")
+    check(refused.returncode != 0 and "names neither" in refused.stderr,
+          f"folding base into d2 (whose parent is d1) was not refused: {refused.stderr!r}")
+    check(state("d2") == before, "a refused fold changed d2's state.json")
+    for inner, parent in (("d1", "base"), ("base", None)):
+        done = fold(inner)
+        check(done.returncode == 0, f"fold of {inner} into d2: {done.stderr!r}")
+        after = state("d2")
+        check({k: v for k, v in after.items() if k != "memory"} == shim_members,
+              f"folding {inner} changed the shim's members of state.json")
+        memory = after["memory"]
+        check(memory["id"] == before["memory"]["id"], "d2 lost its id in the fold")
+        if parent:
+            check(memory["kind"] == "diff" and memory["parent_id"] == state(parent)["memory"]["id"],
+                  f"d2 does not name {parent} after the fold: {memory}")
+        else:
+            check(memory["kind"] == "full" and "parent_id" not in memory and "parent_url" not in memory,
+                  f"d2 is not a full snapshot after the base was folded in: {memory}")
+        subprocess.run(["rm", "-rf", paths[inner]], check=True)
+        for mode in ("copy", "ondemand"):
+            with restored(workdir, f"{mode}-without-{inner}", paths["d2"], mode) as dst:
+                got = sums(connect(dst))
+                check(got == chain.expected["d2"], f"{mode} restore of d2 without {inner}: {got}")
+
+
 def case_full_fs(workdir):
     """Destination on a full file system (a 32 MiB tmpfs): clear error, nothing
     partial left, the VM keeps running, and a later snapshot elsewhere still
@@ -471,6 +520,7 @@ CASES = {
     "bad_input": case_bad_input,
     "ondemand_corrupt": case_ondemand_corrupt,
     "full_fs": case_full_fs,
+    "fold_snapshot": case_fold_snapshot,
 }
 
 

@@ -13,10 +13,11 @@ import unittest
 
 import libvirt
 
-from vsnapd import DaemonTest, RawClient, VirshEvents, decode_error, needs_guest, wait_for
+from vsnapd import (DaemonTest, RawClient, VirshEvents, decode_error, domain_xml, needs_guest,
+                    wait_for)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from vsnaptest import Fail, wait_command_port  # noqa: E402
+from vsnaptest import Fail, http_unix, wait_command_port  # noqa: E402
 
 MIB = 1 << 20
 # Regions the guest may write: RAM from 16 MiB up (the test guest's rule).
@@ -443,6 +444,74 @@ class EventOrderTest(SnapshotTestBase):
             "Stopped Saved", "Started Restored", "Suspended Restored"], out)
 
 
+class RestoreModeTest(SnapshotTestBase):
+    """The restore mode is the host's choice of how to bring memory back, so
+    it comes from the domain's own definition as last defined (a redefinition
+    made while the domain runs included), never from the definition saved
+    with the snapshot or image."""
+
+    def shim_restore_mode(self, name):
+        api = os.path.join(self.daemon.state, "run", name, "api.sock")
+        status, body = http_unix(api, "GET", "/api/v1/vm.info")
+        self.assertEqual(status, 200, body)
+        return json.loads(body)["vsnap"]["snapshot"]["restore_mode"]
+
+    def redefine(self, name, uid, mode):
+        path = os.path.join(self.daemon.dir, f"{name}-{mode}.xml")
+        with open(path, "w") as f:
+            f.write(domain_xml(name, uuid=uid, memory_mib=128, restore_mode=mode))
+        self.v("define", path)
+
+    def test_revert_uses_the_mode_defined_while_running(self):
+        uid = "6a1d3c52-0d5e-4f7e-9a43-5f0e1c2b3a41"
+        self.redefine("rm1", uid, "copy")
+        self.v("start", "rm1")
+        self.guest("rm1").close()
+        self.v("snapshot-create-as", "rm1", "s0")   # its saved definition says copy
+        self.redefine("rm1", uid, "merge")          # pending until the VM stops
+        self.v("snapshot-revert", "rm1", "s0")
+        self.assertEqual(self.shim_restore_mode("rm1"), "merge")
+
+    def test_restore_and_managed_start_use_the_defined_mode(self):
+        uid = "0b7f9e21-6c3a-4d15-8e2f-1a9b8c7d6e52"
+        self.redefine("rm2", uid, "copy")
+        self.v("start", "rm2")
+        self.guest("rm2").close()
+        image = os.path.join(self.daemon.dir, "rm2.save")
+        self.v("save", "rm2", image)               # the image's definition says copy
+        self.redefine("rm2", uid, "merge")
+        self.v("restore", image)
+        self.assertEqual(self.shim_restore_mode("rm2"), "merge")
+        self.v("managedsave", "rm2")
+        self.redefine("rm2", uid, "ondemand")
+        self.v("start", "rm2")
+        self.assertEqual(self.shim_restore_mode("rm2"), "ondemand")
+
+
+class UndefineTest(SnapshotTestBase):
+    def test_unreadable_snapshot_metadata_refuses_undefine(self):
+        self.start_guest("ud1")
+        self.v("snapshot-create-as", "ud1", "keep")
+        self.v("destroy", "ud1")
+        tree = os.path.join(self.daemon.state, "snapshots", "ud1")
+        # The daemon runs as root here, so permissions would not stop it: a
+        # file where the tree's directory belongs makes it unreadable.
+        os.rename(tree, tree + ".aside")
+        open(tree, "w").close()
+        conn = self.daemon.connect()
+        try:
+            with self.assertRaises(libvirt.libvirtError) as caught:
+                conn.lookupByName("ud1").undefine()
+            self.assertIn("snapshots cannot be listed", str(caught.exception))
+            os.unlink(tree)
+            os.rename(tree + ".aside", tree)
+            self.assertEqual(self.v("snapshot-list", "ud1", "--name").stdout.split(), ["keep"])
+            conn.lookupByName("ud1").undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA)
+        finally:
+            conn.close()
+        self.assertFalse(os.path.exists(tree))
+
+
 COMPACT = os.path.join(os.path.dirname(os.environ.get("VIRTVSNAPD", "/nonexistent")), "..",
                        "tools", "vsnap-compact")
 
@@ -517,7 +586,6 @@ class BadInputTest(SnapshotTestBase):
         self.assertEqual(self.state("ro1"), "running (booted)")
 
     def test_transient_domain_leaves_no_snapshots_to_a_namesake(self):
-        from vsnapd import domain_xml
         path = os.path.join(self.daemon.dir, "tr.xml")
         with open(path, "w") as f:
             f.write(domain_xml("tr", memory_mib=128))

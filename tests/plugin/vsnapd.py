@@ -39,13 +39,16 @@ libvirt.registerErrorHandler(lambda ctx, err: None, None)
 
 def domain_xml(name, uuid=None, cmdline="vsnap.fill_mib=1 vsnap.seed=1", memory_mib=64,
                vcpus=1, kernel=None, extra_devices="", on_reboot="restart",
-               on_poweroff="destroy"):
+               on_poweroff="destroy", restore_mode=None):
     uuid = uuid or str(uuidlib.uuid4())
     kernel = kernel or TESTGUEST or "/nonexistent/vsnap-testguest"
+    metadata = ("  <metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'>"
+                f"<vsnap:restore mode='{restore_mode}'/></vsnap:vsnap></metadata>\n"
+                if restore_mode else "")
     return f"""<domain type='kvm'>
   <name>{name}</name>
   <uuid>{uuid}</uuid>
-  <memory unit='MiB'>{memory_mib}</memory>
+{metadata}  <memory unit='MiB'>{memory_mib}</memory>
   <vcpu>{vcpus}</vcpu>
   <os>
     <type>hvm</type>

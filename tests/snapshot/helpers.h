@@ -3,8 +3,8 @@
  * expected at each snapshot, computed independently of the layer code. */
 #pragma once
 
-#include "chain.h"
-#include "save.h"
+#include "ram-snapshot/save.h"
+#include "snapshot/chain.h"
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 /* Dirty bitmaps in RAM-offset space and restore mode names. */
-#include "dirty-bitmap.h"
-#include "layer.h"
-#include "restore-mode.h"
+#include "ram-snapshot/dirty-bitmap.h"
+#include "ram-snapshot/restore-mode.h"
+#include "snapshot/layer.h"
 
 #include <string.h>
 

@@ -2,9 +2,9 @@
  * refused with a message naming the file. */
 #include "helpers.h"
 
-#include "crc32c.h"
-#include "layer-write.h"
-#include "restore.h"
+#include "ram-snapshot/restore.h"
+#include "snapshot/crc32c.h"
+#include "snapshot/layer-write.h"
 
 #include <string.h>
 #include <sys/mman.h>

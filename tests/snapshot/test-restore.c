@@ -2,9 +2,9 @@
  * all three modes, and compaction (library and tool) checked by restoring. */
 #include "helpers.h"
 
-#include "compact.h"
-#include "restore.h"
-#include "uffd.h"
+#include "ram-snapshot/restore.h"
+#include "ram-snapshot/uffd.h"
+#include "snapshot/compact.h"
 
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * nothing, a full destination is a clear error with nothing left behind. */
 #include "helpers.h"
 
-#include "restore.h"
+#include "ram-snapshot/restore.h"
 
 #include <errno.h>
 #include <sched.h>

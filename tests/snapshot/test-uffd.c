@@ -2,7 +2,7 @@
  * the registered mapping fault exactly like vCPUs do. */
 #include "helpers.h"
 
-#include "uffd.h"
+#include "ram-snapshot/uffd.h"
 
 #include <pthread.h>
 #include <setjmp.h>

@@ -2,9 +2,13 @@
  *
  *   vsnap-compact -o NEW BASE DIFF1 ... DIFFn   fold a chain into one new base layer
  *   vsnap-compact --fold INNER CHILD            fold an inner layer into its child
+ *   vsnap-compact --fold-snapshot INNER CHILD   the same for snapshot directories: CHILD's
+ *                                               state.json then names INNER's parent, and
+ *                                               INNER may be deleted
  *   vsnap-compact --info LAYER...               check layers and print their headers
  */
-#include "compact.h"
+#include "snapshot/compact.h"
+#include "snapshot/directory.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,13 +53,15 @@ static int run_compact(const char *out, char **paths, gboolean new_id, GError **
 int main(int argc, char **argv)
 {
     g_autofree char *out = NULL;
-    gboolean fold = FALSE, info = FALSE, new_id = FALSE;
+    gboolean fold = FALSE, fold_snapshot = FALSE, info = FALSE, new_id = FALSE;
     g_auto(GStrv) paths = NULL;
     GOptionEntry entries[] = {
         { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write the compacted base layer here", "NEW" },
         { "new-id", 0, 0, G_OPTION_ARG_NONE, &new_id,
           "Give the new base a new id (default: keep the top layer's id)", NULL },
         { "fold", 0, 0, G_OPTION_ARG_NONE, &fold, "Fold INNER into CHILD (CHILD keeps its id)", NULL },
+        { "fold-snapshot", 0, 0, G_OPTION_ARG_NONE, &fold_snapshot,
+          "Fold snapshot directory INNER into CHILD, its diff (CHILD then names INNER's parent)", NULL },
         { "info", 0, 0, G_OPTION_ARG_NONE, &info, "Check layers (all data) and print headers", NULL },
         { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &paths, NULL, "LAYER..." },
         { NULL },
@@ -73,10 +79,13 @@ int main(int argc, char **argv)
         rc = run_info(paths, &error);
     else if (fold && n == 2 && !out)
         rc = snap_compact_fold(paths[0], paths[1], &error) ? 0 : 1;
-    else if (!fold && !info && out && n >= 1)
+    else if (fold_snapshot && n == 2 && !out)
+        rc = snap_dir_fold_into_child(paths[0], paths[1], &error) ? 0 : 1;
+    else if (!fold && !fold_snapshot && !info && out && n >= 1)
         rc = run_compact(out, paths, new_id, &error);
     else {
-        fprintf(stderr, "usage: vsnap-compact -o NEW LAYER... | --fold INNER CHILD | --info LAYER...\n");
+        fprintf(stderr, "usage: vsnap-compact -o NEW LAYER... | --fold INNER CHILD | --fold-snapshot INNER CHILD | "
+                        "--info LAYER...\n");
         return 2;
     }
     if (rc)

@@ -1,0 +1,125 @@
+/* A snapshot directory: what vm.snapshot writes and vm.restore reads. This is
+ * the only code that knows its layout and the part of state.json anyone but
+ * the shim reads or writes (the memory record); the shim's vCPU and device
+ * state inside state.json stay the shim's. See README.md for the format.
+ *
+ *   <dir>/config.json          the VM's configuration (the shim's VmConfig)
+ *   <dir>/state.json           {"vsnap_state_version": 1,
+ *                               "memory": {"layer", "kind", "id", "parent_id",
+ *                                          "parent_url", "ram_size"},
+ *                               ...the shim's own members}
+ *   <dir>/memory-ranges        the memory layer (snapshot/layer.h)
+ *   <dir>/memory-ranges.seal   the layer file as it was when last verified
+ *                              (optional: snap_dir_seal)
+ *   .<name>.partial-XXXXXX     beside <dir>, while a snapshot is written
+ *
+ * A diff names its parent twice: where its directory is (parent_url) and
+ * which snapshot it must be (parent_id, the parent's memory.id and the id the
+ * diff's layer names as parent). Reading checks the format version, every
+ * member of the memory record and the ids; the chain functions check that
+ * records and layers agree. Errors are SNAP_ERROR GErrors naming the
+ * directory: SNAP_ERROR_FORMAT for a state.json that is wrong or missing,
+ * SNAP_ERROR_CHAIN for parents that do not match, SNAP_ERROR_IO and
+ * SNAP_ERROR_NO_SPACE when the file system fails. */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "snapshot/chain.h"
+
+#define SNAP_DIR_CONFIG_FILE "config.json"
+#define SNAP_DIR_STATE_FILE "state.json"
+#define SNAP_DIR_LAYER_FILE "memory-ranges"
+#define SNAP_DIR_SEAL_SUFFIX ".seal"
+#define SNAP_STATE_VERSION 1
+
+/* state.json's "memory". */
+struct snap_memory_record {
+    char *layer;        /* file name of the memory layer inside the directory */
+    bool diff;          /* "kind": "diff", else "full" */
+    snap_id id;         /* the layer's id (never nil) */
+    snap_id parent_id;  /* diff: the parent snapshot's id */
+    char *parent_url;   /* diff: file:// URL of the parent's directory */
+    uint64_t ram_size;  /* bytes of guest RAM the layer covers */
+};
+
+void snap_memory_record_clear(struct snap_memory_record *record);
+
+/* The one writer of the record: adds "vsnap_state_version" and "memory" to
+ * the object b is building (state.json's root). */
+void snap_state_add_record(JsonBuilder *b, const struct snap_memory_record *record);
+
+/* One snapshot directory, its state.json read and its memory record checked. */
+struct snap_dir {
+    char *path;
+    char *layer_path;    /* path / memory.layer */
+    char *parent_path;   /* diff: the directory parent_url names; else NULL */
+    struct snap_memory_record memory;
+    JsonNode *state;     /* all of state.json, the shim's members included */
+};
+
+/* The one parser of the record. */
+struct snap_dir *snap_dir_read(const char *path, GError **error);
+void snap_dir_free(struct snap_dir *dir);
+typedef struct snap_dir snap_dir; /* for g_autoptr */
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(snap_dir, snap_dir_free)
+
+/* Point dir's record at parent (NULL: a full snapshot, no parent) and keep
+ * every other member of state.json as it was; atomic replace. Refused unless
+ * dir's layer names exactly that parent (after a fold, see below). */
+bool snap_dir_set_parent(const char *dir, const char *parent, GError **error);
+
+/* file:// URL of a directory, as state.json, vm.snapshot and vm.restore use. */
+char *snap_dir_url(const char *path);
+/* The absolute path a file:// URL (or an absolute path) names, without
+ * trailing slashes; SNAP_ERROR_INVALID for anything else. */
+char *snap_dir_path_from_url(const char *url, GError **error);
+
+/* ---- chains of snapshot directories ---- */
+
+/* Follow parent_url from top down to the base, each parent's id checked
+ * against the child's parent_id, then open the layers base first
+ * (snap_chain_open: headers, indexes, ids, sizes) and check that each
+ * directory's record matches its layer (id, parent, RAM size). */
+struct snap_chain *snap_dir_open_chain(const struct snap_dir *top, GError **error);
+
+/* Record that dir's layer, as it is on disk now, holds the data its
+ * checksums describe: call right after the layer was written. */
+bool snap_dir_seal(const char *dir, GError **error);
+
+/* snap_dir_open_chain, then every data block of each layer whose file changed
+ * since its seal (edited, replaced or never sealed): a damaged layer is
+ * refused before anything uses it, while an untouched one costs nothing.
+ * Corruption that leaves the file's inode, size and times alone is still
+ * caught when a block is first read. */
+bool snap_dir_verify_chain(const struct snap_dir *top, GError **error);
+
+/* Fold inner's pages into child, its diff (snap_compact_fold: child keeps its
+ * id and now names inner's parent), then point child's record at inner's
+ * parent directory. Idempotent: a child whose layer was folded already only
+ * gets its record fixed. Afterwards child no longer needs inner. */
+bool snap_dir_fold_into_child(const char *inner, const char *child, GError **error);
+
+/* ---- writing a snapshot directory ---- */
+
+/* Create the partial directory a snapshot for dest is written into
+ * (".<name>.partial-XXXXXX" beside dest). SNAP_ERROR_INVALID if dest's parent
+ * directory does not exist. */
+char *snap_dir_create_partial(const char *dest, GError **error);
+
+/* Write text to dir/name durably (temporary name, fsync, rename). */
+bool snap_dir_write_file(const char *dir, const char *name, const char *text, GError **error);
+
+/* Make the partial directory dest: fsync it, rename it over dest (absent or
+ * an empty directory), fsync dest's parent. */
+bool snap_dir_commit(const char *partial, const char *dest, GError **error);
+
+/* Bytes of the regular files in dir and in its partial directories: the
+ * progress of a snapshot being written. */
+guint64 snap_dir_bytes(const char *dir);
+
+/* Remove dir and everything in it (rm -r). A missing dir is not an error. */
+bool snap_dir_remove(const char *dir, GError **error);

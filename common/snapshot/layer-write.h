@@ -1,0 +1,29 @@
+/* Writing one layer: pages are added in increasing RAM order, then the layer is
+ * committed. The file appears under its final name only at commit (temporary
+ * name, fsync, rename, fsync of the directory), so no reader ever sees half a
+ * layer; any failure removes the temporary file and leaves nothing else touched. */
+#pragma once
+
+#include "snapshot/layer.h"
+
+struct snap_layer_writer;
+
+/* parent NULL or nil: a full layer (zero runs are then dropped: absent pages of a
+ * full layer are zero anyway). ram_size must be a multiple of the page size. */
+struct snap_layer_writer *snap_layer_writer_new(const char *path, uint64_t ram_size,
+                                                const snap_id *id, const snap_id *parent,
+                                                GError **error);
+
+/* Add npages pages starting at RAM page first_page, after everything added so
+ * far. data: npages * 4096 bytes, or NULL for a zero run. */
+bool snap_layer_writer_add(struct snap_layer_writer *w, uint64_t first_page, uint64_t npages,
+                           const void *data, GError **error);
+
+/* Finish the file and rename it into place. Frees w whatever the outcome. */
+bool snap_layer_writer_commit(struct snap_layer_writer *w, GError **error);
+
+/* Give up: remove the temporary file, free w. */
+void snap_layer_writer_abort(struct snap_layer_writer *w);
+
+/* Data pages added so far (for statistics). */
+uint64_t snap_layer_writer_pages(const struct snap_layer_writer *w);

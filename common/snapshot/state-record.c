@@ -1,0 +1,250 @@
+/* state.json's version and memory record: the one parser, the one writer,
+ * and the rewrite of the parent that keeps the rest of the file (see
+ * directory.h). */
+#include "snapshot/directory.h"
+
+#include <string.h>
+
+void snap_memory_record_clear(struct snap_memory_record *record)
+{
+    g_free(record->layer);
+    g_free(record->parent_url);
+    memset(record, 0, sizeof *record);
+}
+
+static bool bad_state(GError **error, const char *dir, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static bool bad_state(GError **error, const char *dir, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *problem = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "snapshot %s: " SNAP_DIR_STATE_FILE ": %s", dir, problem);
+    return false;
+}
+
+/* ---- the writer ---- */
+
+static JsonNode *record_to_json(const struct snap_memory_record *record)
+{
+    char id[37], parent_id[37];
+    snap_id_to_string(&record->id, id);
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "layer");
+    json_builder_add_string_value(b, record->layer);
+    json_builder_set_member_name(b, "kind");
+    json_builder_add_string_value(b, record->diff ? "diff" : "full");
+    json_builder_set_member_name(b, "id");
+    json_builder_add_string_value(b, id);
+    if (record->diff) {
+        snap_id_to_string(&record->parent_id, parent_id);
+        json_builder_set_member_name(b, "parent_id");
+        json_builder_add_string_value(b, parent_id);
+        json_builder_set_member_name(b, "parent_url");
+        json_builder_add_string_value(b, record->parent_url);
+    }
+    json_builder_set_member_name(b, "ram_size");
+    json_builder_add_int_value(b, (gint64)record->ram_size);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+void snap_state_add_record(JsonBuilder *b, const struct snap_memory_record *record)
+{
+    json_builder_set_member_name(b, "vsnap_state_version");
+    json_builder_add_int_value(b, SNAP_STATE_VERSION);
+    json_builder_set_member_name(b, "memory");
+    json_builder_add_value(b, record_to_json(record));
+}
+
+/* ---- the parser ---- */
+
+static const char *const record_members[] = { "layer", "kind", "id", "parent_id", "parent_url", "ram_size", NULL };
+
+static const char *string_member(JsonObject *obj, const char *name)
+{
+    JsonNode *node = json_object_get_member(obj, name);
+    if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING)
+        return NULL;
+    return json_node_get_string(node);
+}
+
+static bool int_member(JsonObject *obj, const char *name, gint64 *out)
+{
+    JsonNode *node = json_object_get_member(obj, name);
+    if (!node || !JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_INT64)
+        return false;
+    *out = json_node_get_int(node);
+    return true;
+}
+
+static bool is_file_name(const char *name)
+{
+    return name && *name && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+static bool parse_id(JsonObject *memory, const char *name, snap_id *id, const char *dir, GError **error)
+{
+    const char *text = string_member(memory, name);
+    if (!text || !snap_id_parse(text, id) || snap_id_is_nil(id))
+        return bad_state(error, dir, "memory.%s is missing or not a snapshot id (a non-nil UUID)", name);
+    return true;
+}
+
+static bool check_members(JsonObject *memory, const char *dir, GError **error)
+{
+    g_autoptr(GList) names = json_object_get_members(memory);
+    for (GList *l = names; l; l = l->next)
+        if (!g_strv_contains(record_members, l->data))
+            return bad_state(error, dir, "memory.%s is not a member of format version %d",
+                             (const char *)l->data, SNAP_STATE_VERSION);
+    return true;
+}
+
+static bool parse_parent(JsonObject *memory, struct snap_memory_record *r, const char *dir, GError **error)
+{
+    if (!r->diff) {
+        if (json_object_has_member(memory, "parent_id") || json_object_has_member(memory, "parent_url"))
+            return bad_state(error, dir, "a full snapshot has no memory.parent_id or memory.parent_url");
+        return true;
+    }
+    if (!parse_id(memory, "parent_id", &r->parent_id, dir, error))
+        return false;
+    if (snap_id_equal(&r->parent_id, &r->id))
+        return bad_state(error, dir, "memory.parent_id is the snapshot's own id");
+    const char *url = string_member(memory, "parent_url");
+    if (!url)
+        return bad_state(error, dir, "memory.parent_url of a diff is missing");
+    r->parent_url = g_strdup(url);
+    return true;
+}
+
+static bool parse_record(JsonObject *memory, struct snap_memory_record *r, const char *dir, GError **error)
+{
+    const char *layer = string_member(memory, "layer");
+    const char *kind = string_member(memory, "kind");
+    gint64 ram_size = 0;
+    if (!check_members(memory, dir, error))
+        return false;
+    if (!is_file_name(layer))
+        return bad_state(error, dir, "memory.layer is missing or not a file name");
+    if (g_strcmp0(kind, "full") != 0 && g_strcmp0(kind, "diff") != 0)
+        return bad_state(error, dir, "memory.kind must be \"full\" or \"diff\"");
+    if (!int_member(memory, "ram_size", &ram_size) || ram_size <= 0 || ram_size % SNAP_PAGE_SIZE ||
+        (uint64_t)ram_size > SNAP_MAX_RAM_SIZE)
+        return bad_state(error, dir, "memory.ram_size is missing or not a positive multiple of 4 KiB");
+    r->layer = g_strdup(layer);
+    r->diff = strcmp(kind, "diff") == 0;
+    r->ram_size = (uint64_t)ram_size;
+    return parse_id(memory, "id", &r->id, dir, error) && parse_parent(memory, r, dir, error);
+}
+
+/* The version, then the record; r holds nothing to free on failure. */
+static bool parse_state(JsonNode *root, struct snap_memory_record *r, const char *dir, GError **error)
+{
+    memset(r, 0, sizeof *r);
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root))
+        return bad_state(error, dir, "not a JSON object");
+    JsonObject *obj = json_node_get_object(root);
+    gint64 version = -1;
+    if (!int_member(obj, "vsnap_state_version", &version) || version != SNAP_STATE_VERSION) {
+        g_autofree char *found = json_object_has_member(obj, "vsnap_state_version")
+                                     ? json_to_string(json_object_get_member(obj, "vsnap_state_version"), FALSE)
+                                     : g_strdup("(none)");
+        return bad_state(error, dir, "has format version %s, this vsnap reads %d", found, SNAP_STATE_VERSION);
+    }
+    JsonNode *memory = json_object_get_member(obj, "memory");
+    if (!memory || !JSON_NODE_HOLDS_OBJECT(memory))
+        return bad_state(error, dir, "\"memory\" is missing or not an object");
+    if (parse_record(json_node_get_object(memory), r, dir, error))
+        return true;
+    snap_memory_record_clear(r);
+    return false;
+}
+
+static JsonNode *load_state(const char *dir, GError **error)
+{
+    g_autofree char *path = g_build_filename(dir, SNAP_DIR_STATE_FILE, NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) local = NULL;
+    if (!json_parser_load_from_mapped_file(parser, path, &local)) {
+        g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "snapshot %s: cannot read " SNAP_DIR_STATE_FILE ": %s",
+                    dir, local->message);
+        return NULL;
+    }
+    return json_parser_steal_root(parser);
+}
+
+void snap_dir_free(struct snap_dir *d)
+{
+    if (!d)
+        return;
+    g_free(d->path);
+    g_free(d->layer_path);
+    g_free(d->parent_path);
+    snap_memory_record_clear(&d->memory);
+    if (d->state)
+        json_node_unref(d->state);
+    g_free(d);
+}
+
+struct snap_dir *snap_dir_read(const char *path, GError **error)
+{
+    g_autoptr(snap_dir) d = g_new0(struct snap_dir, 1);
+    d->path = g_strdup(path);
+    d->state = load_state(path, error);
+    if (!d->state || !parse_state(d->state, &d->memory, path, error))
+        return NULL;
+    d->layer_path = g_build_filename(path, d->memory.layer, NULL);
+    if (d->memory.diff) {
+        g_autoptr(GError) local = NULL;
+        d->parent_path = snap_dir_path_from_url(d->memory.parent_url, &local);
+        if (!d->parent_path) {
+            bad_state(error, path, "memory.parent_url: %s", local->message);
+            return NULL;
+        }
+    }
+    return g_steal_pointer(&d);
+}
+
+/* ---- the rewrite of the parent ---- */
+
+/* The parent the layer file itself names must be the new parent's id. */
+static bool layer_names_parent(const struct snap_dir *d, const struct snap_dir *parent, GError **error)
+{
+    g_autoptr(snap_layer) layer = snap_layer_open(d->layer_path, error);
+    if (!layer)
+        return false;
+    const snap_id *want = parent ? &parent->memory.id : NULL;
+    if (want ? snap_id_equal(&layer->hdr.parent_id, want) : snap_layer_is_full(layer))
+        return true;
+    char have[37], wanted[37];
+    snap_id_to_string(&layer->hdr.parent_id, have);
+    if (want)
+        snap_id_to_string(want, wanted);
+    g_set_error(error, SNAP_ERROR, SNAP_ERROR_CHAIN,
+                "cannot make %s the parent of snapshot %s: its layer %s names %s as parent, not %s",
+                parent ? parent->path : "nothing", d->path, d->layer_path,
+                snap_layer_is_full(layer) ? "nothing" : have, want ? wanted : "nothing");
+    return false;
+}
+
+bool snap_dir_set_parent(const char *dir, const char *parent, GError **error)
+{
+    g_autoptr(snap_dir) d = snap_dir_read(dir, error);
+    g_autoptr(snap_dir) p = d && parent ? snap_dir_read(parent, error) : NULL;
+    if (!d || (parent && !p) || !layer_names_parent(d, p, error))
+        return false;
+    struct snap_memory_record *r = &d->memory;
+    g_clear_pointer(&r->parent_url, g_free);
+    r->diff = p != NULL;
+    memset(&r->parent_id, 0, sizeof r->parent_id);
+    if (p) {
+        r->parent_id = p->memory.id;
+        r->parent_url = snap_dir_url(p->path);
+    }
+    json_object_set_member(json_node_get_object(d->state), "memory", record_to_json(r));
+    g_autofree char *text = json_to_string(d->state, TRUE);
+    return snap_dir_write_file(dir, SNAP_DIR_STATE_FILE, text, error);
+}

@@ -1,0 +1,90 @@
+#include "job.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+
+#include "atomic-file.h"
+#include "process.h"
+#include "snapshot-dir.h"
+#include "virt-error.h"
+
+#define JOB_FILE "job"
+
+static bool job_write(struct vsnap_domain *dom, const struct domain_job *job, GError **error)
+{
+    g_autofree char *path = process_run_path(dom, JOB_FILE);
+    if (!path) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+        return false;
+    }
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    g_key_file_set_integer(kf, "job", "operation", job->operation);
+    g_key_file_set_int64(kf, "job", "started_us", job->started_us);
+    g_key_file_set_uint64(kf, "job", "total", job->total);
+    g_key_file_set_uint64(kf, "job", "processed", job->processed);
+    g_key_file_set_string(kf, "job", "watch_dir", job->watch_dir ? job->watch_dir : "");
+    g_autofree char *text = g_key_file_to_data(kf, NULL, NULL);
+    return atomic_file_write(path, text, error);
+}
+
+bool domain_job_begin(struct vsnap_domain *dom, int operation, guint64 total,
+                      const char *watch_dir, GError **error)
+{
+    struct domain_job job = {.operation = operation, .started_us = g_get_monotonic_time(),
+                             .total = total, .watch_dir = (char *)watch_dir};
+    if (!job_write(dom, &job, error)) {
+        g_prefix_error(error, "cannot record the job of %s: ", dom->name);
+        return false;
+    }
+    return true;
+}
+
+void domain_job_progress(struct vsnap_domain *dom, guint64 total, guint64 processed,
+                         const char *watch_dir)
+{
+    struct domain_job job = {0};
+    if (!domain_job_get(dom, &job))
+        return;
+    job.total = total;
+    job.processed = processed;
+    g_free(job.watch_dir);
+    job.watch_dir = g_strdup(watch_dir);
+    g_autoptr(GError) error = NULL;
+    if (!job_write(dom, &job, &error))
+        g_warning("domain %s: progress of its job not recorded: %s", dom->name, error->message);
+    domain_job_clear(&job);
+}
+
+void domain_job_end(struct vsnap_domain *dom)
+{
+    g_autofree char *path = process_run_path(dom, JOB_FILE);
+    if (path && g_unlink(path) < 0 && errno != ENOENT)
+        g_warning("domain %s: cannot remove %s: %s", dom->name, path, g_strerror(errno));
+}
+
+bool domain_job_get(struct vsnap_domain *dom, struct domain_job *job)
+{
+    g_autofree char *path = process_run_path(dom, JOB_FILE);
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    g_autoptr(GError) error = NULL;
+    if (!path)
+        return false;
+    if (!g_key_file_load_from_file(kf, path, 0, &error)) {
+        if (!g_error_matches(error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+            g_warning("domain %s: cannot read its job: %s", dom->name, error->message);
+        return false;
+    }
+    job->operation = g_key_file_get_integer(kf, "job", "operation", NULL);
+    job->started_us = g_key_file_get_int64(kf, "job", "started_us", NULL);
+    job->total = g_key_file_get_uint64(kf, "job", "total", NULL);
+    job->processed = g_key_file_get_uint64(kf, "job", "processed", NULL);
+    job->watch_dir = g_key_file_get_string(kf, "job", "watch_dir", NULL);
+    if (job->watch_dir && *job->watch_dir)
+        job->processed = MIN(job->total, snapdir_bytes(job->watch_dir));
+    return true;
+}
+
+void domain_job_clear(struct domain_job *job)
+{
+    g_clear_pointer(&job->watch_dir, g_free);
+}

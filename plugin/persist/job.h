@@ -1,0 +1,36 @@
+/* The long job under way on an active domain (a snapshot or a save), for
+ * domjobinfo / domjobinfo --completed readers on other connections: a key
+ * file in the domain's runtime directory,
+ *
+ *   <run_dir>/<name>/job   operation, start, bytes total and done
+ *
+ * written whole each time (atomic replace) and gone when the job ends or the
+ * domain stops. */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+
+#include "domain.h"
+
+/* total/processed are bytes; watch_dir, when given, is a directory whose
+ * growing files are the progress (a snapshot being written). */
+struct domain_job {
+    int operation;           /* VIR_DOMAIN_JOB_OPERATION_* */
+    gint64 started_us;       /* monotonic */
+    guint64 total, processed;
+    char *watch_dir;
+};
+
+/* Errors are VSNAP_VIR_ERROR: the domain is not active, or the file cannot
+ * be written. */
+bool domain_job_begin(struct vsnap_domain *dom, int operation, guint64 total,
+                      const char *watch_dir, GError **error);
+/* A job's new figures; a failure to record them is logged (the job itself
+ * goes on: only the progress readers see stale numbers). */
+void domain_job_progress(struct vsnap_domain *dom, guint64 total, guint64 processed,
+                         const char *watch_dir);
+void domain_job_end(struct vsnap_domain *dom);
+/* The job under way; false when none. */
+bool domain_job_get(struct vsnap_domain *dom, struct domain_job *job);
+void domain_job_clear(struct domain_job *job);

@@ -1,0 +1,79 @@
+#include "restore.h"
+
+#include <libvirt/libvirt.h>
+
+#include "monitor.h"
+#include "process.h"
+#include "snapshot-dir.h"
+
+/* What the domain becomes and announces, by origin and run/paused. */
+struct restore_outcome {
+    int running_reason, paused_reason;
+    int started_detail, suspended_detail;
+};
+
+static const struct restore_outcome outcomes[] = {
+    [RESTORE_FROM_SAVE] = {
+        .running_reason = VIR_DOMAIN_RUNNING_RESTORED, .paused_reason = VIR_DOMAIN_PAUSED_USER,
+        .started_detail = VIR_DOMAIN_EVENT_STARTED_RESTORED,
+        .suspended_detail = VIR_DOMAIN_EVENT_SUSPENDED_RESTORED,
+    },
+    [RESTORE_FROM_SNAPSHOT] = {
+        .running_reason = VIR_DOMAIN_RUNNING_FROM_SNAPSHOT,
+        .paused_reason = VIR_DOMAIN_PAUSED_FROM_SNAPSHOT,
+        .started_detail = VIR_DOMAIN_EVENT_STARTED_FROM_SNAPSHOT,
+        .suspended_detail = VIR_DOMAIN_EVENT_SUSPENDED_FROM_SNAPSHOT,
+    },
+};
+
+const char *restore_mode(struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->lock);
+    const struct domain_def *def = dom->next_def ? dom->next_def : dom->def;
+    const char *mode = restore_mode_to_string(def->vsnap.restore_mode);
+    g_mutex_unlock(&dom->lock);
+    return mode;
+}
+
+struct restore_setup {
+    const char *source_url;
+    const char *mode;
+    bool resume;
+};
+
+/* process_start_how.setup_vm: vm.restore in the new shim. */
+static bool send_restore(struct domain_run *run, const struct domain_def *live, void *data,
+                         GError **error)
+{
+    const struct restore_setup *setup = data;
+    struct monitor_restore restore = {
+        .source_url = setup->source_url, .mode = setup->mode, .resume = setup->resume,
+        .live = live, .vsock_socket = run->vsock_socket,
+    };
+    return monitor_vm_restore(run->api_socket, &restore, error);
+}
+
+bool restore_start(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                   const struct restore_request *req, GError **error)
+{
+    const struct restore_outcome *out = &outcomes[req->origin];
+    g_autofree char *url = snapdir_url(req->source_dir);
+    struct restore_setup setup = {.source_url = url, .mode = restore_mode(dom),
+                                  .resume = req->run};
+    struct process_start_how how = {
+        .def = req->def, .setup_vm = send_restore, .data = &setup,
+        .state = req->run ? VIR_DOMAIN_RUNNING : VIR_DOMAIN_PAUSED,
+        .reason = req->run ? out->running_reason : out->paused_reason,
+        .event = VIR_DOMAIN_EVENT_STARTED, .detail = out->started_detail,
+    };
+    if (!process_start_with(drv, dom, &how, error))
+        return false;
+    /* As libvirt: started, then suspended when the state says paused. */
+    if (!req->run) {
+        g_mutex_lock(&dom->lock);
+        event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_SUSPENDED,
+                              out->suspended_detail);
+        g_mutex_unlock(&dom->lock);
+    }
+    return true;
+}

@@ -1,0 +1,458 @@
+#include "save.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <libvirt/libvirt.h>
+#include <string.h>
+
+#include "job.h"
+#include "lineage.h"
+#include "managed-image.h"
+#include "monitor.h"
+#include "process.h"
+#include "restore.h"
+#include "save-image.h"
+#include "snapshot-dir.h"
+#include "snapshot-vm.h"
+#include "virt-error.h"
+
+static bool refuse(GError **error, int code, const char *text)
+{
+    g_set_error_literal(error, VSNAP_VIR_ERROR, code, text);
+    return false;
+}
+
+static bool check_flags(unsigned flags, unsigned allowed, GError **error)
+{
+    if (flags & VIR_DOMAIN_SAVE_RESET_NVRAM)
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED, "vsnap domains have no NVRAM");
+    if (flags & ~allowed) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    flags & ~allowed);
+        return false;
+    }
+    if ((flags & VIR_DOMAIN_SAVE_RUNNING) && (flags & VIR_DOMAIN_SAVE_PAUSED))
+        return refuse(error, VIR_ERR_INVALID_ARG,
+                      "flags 'running' and 'paused' in one call are mutually exclusive");
+    return true;
+}
+
+static bool create_dir(const char *dir, GError **error)
+{
+    if (g_mkdir_with_parents(dir, 0700) == 0)
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot create %s: %s", dir,
+                g_strerror(errno));
+    return false;
+}
+
+/* A fresh directory for transient work (packing, unpacking). */
+static char *work_dir(struct vsnap_driver *drv, GError **error)
+{
+    g_autofree char *id = g_uuid_string_random();
+    g_autofree char *dir = g_build_filename(drv->paths.state_dir, "save-work", id, NULL);
+    return create_dir(dir, error) ? g_steal_pointer(&dir) : NULL;
+}
+
+static void remove_dir(const char *dir)
+{
+    g_autoptr(GError) error = NULL;
+    if (dir && !snapdir_remove(dir, &error))
+        g_warning("%s", error->message);
+}
+
+/* The definition to store: dxml when given (same domain), else the live one. */
+static char *definition_to_save(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                const char *dxml, GError **error)
+{
+    if (!dxml) {
+        g_mutex_lock(&dom->lock);
+        char *xml = domain_def_format(dom->def, false, -1);
+        g_mutex_unlock(&dom->lock);
+        return xml;
+    }
+    g_autoptr(domain_def) def = domain_def_parse_string(dxml, drv->paths.schema_dir, error);
+    if (!def)
+        return NULL;
+    if (memcmp(def->uuid, dom->uuid, 16) != 0 || !g_str_equal(def->name, dom->name)) {
+        refuse(error, VIR_ERR_INVALID_ARG,
+               "the XML given for the save image describes another domain (name or uuid)");
+        return NULL;
+    }
+    return domain_def_format(def, false, -1);
+}
+
+/* ---- pausing for a save, and undoing it ---- */
+
+static bool pause_for_save(struct vsnap_driver *drv, struct vsnap_domain *dom, bool *was_running,
+                           GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    bool active = dom->run != NULL;
+    *was_running = active && dom->state == VIR_DOMAIN_RUNNING;
+    char *api = active ? g_strdup(dom->run->api_socket) : NULL;
+    g_mutex_unlock(&dom->lock);
+    g_autofree char *api_owned = api;
+    if (!active)
+        return refuse(error, VIR_ERR_OPERATION_INVALID, "domain is not running");
+    if (*was_running && !monitor_vm_pause(api, error))
+        return false;
+    g_mutex_lock(&dom->lock);
+    vsnap_domain_set_state_locked(dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_SAVE);
+    g_mutex_unlock(&dom->lock);
+    return true;
+}
+
+static void cancel_save(struct vsnap_domain *dom, bool was_running)
+{
+    g_mutex_lock(&dom->lock);
+    char *api = dom->run ? g_strdup(dom->run->api_socket) : NULL;
+    g_mutex_unlock(&dom->lock);
+    g_autofree char *api_owned = api;
+    g_autoptr(GError) error = NULL;
+    if (was_running && api && !monitor_vm_resume(api, &error))
+        g_warning("domain %s: cannot resume after a failed save: %s", dom->name, error->message);
+    g_mutex_lock(&dom->lock);
+    if (dom->run)
+        vsnap_domain_set_state_locked(dom, was_running ? VIR_DOMAIN_RUNNING : VIR_DOMAIN_PAUSED,
+                                      was_running ? VIR_DOMAIN_RUNNING_SAVE_CANCELED
+                                                  : VIR_DOMAIN_PAUSED_USER);
+    g_mutex_unlock(&dom->lock);
+    domain_job_end(dom);
+}
+
+/* After a successful save the domain stops; a transient one ceases to exist. */
+static bool stop_saved(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    if (!process_stop(drv, dom, VIR_DOMAIN_SHUTOFF_SAVED, false, error))
+        return false;
+    g_mutex_lock(&dom->lock);
+    event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_STOPPED,
+                          VIR_DOMAIN_EVENT_STOPPED_SAVED);
+    bool transient = !dom->persistent;
+    g_mutex_unlock(&dom->lock);
+    if (transient)
+        domain_list_remove(drv->domains, dom);
+    return true;
+}
+
+static guint64 ram_bytes(struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->lock);
+    guint64 bytes = dom->def->memory_kib * 1024;
+    g_mutex_unlock(&dom->lock);
+    return bytes;
+}
+
+/* ---- save to a file ---- */
+
+struct pack_progress {
+    struct vsnap_domain *dom;
+};
+
+static void on_pack_progress(void *data, guint64 done, guint64 total)
+{
+    struct pack_progress *p = data;
+    domain_job_progress(p->dom, total, done, NULL);
+}
+
+static bool save_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *to,
+                        const char *dxml, unsigned flags, GError **error)
+{
+    if (!g_path_is_absolute(to))
+        return refuse(error, VIR_ERR_INVALID_ARG, "the save file must be an absolute path");
+    g_autofree char *xml = definition_to_save(drv, dom, dxml, error);
+    bool was_running = false;
+    if (!xml || !pause_for_save(drv, dom, &was_running, error))
+        return false;
+    bool paused = (flags & VIR_DOMAIN_SAVE_PAUSED) ||
+                  (!(flags & VIR_DOMAIN_SAVE_RUNNING) && !was_running);
+    g_autofree char *work = work_dir(drv, error);
+    struct pack_progress progress = {.dom = dom};
+    bool ok = work &&
+              domain_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SAVE, ram_bytes(dom), work, error) &&
+              vmsnap_take(dom, work, NULL, error) &&
+              save_image_write(to, xml, work, paused, on_pack_progress, &progress, error);
+    remove_dir(work);
+    if (!ok) {
+        cancel_save(dom, was_running);
+        return false;
+    }
+    return stop_saved(drv, dom, error);
+}
+
+bool save_to_file(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *to,
+                  const char *dxml, unsigned flags, GError **error)
+{
+    if (!check_flags(flags, VIR_DOMAIN_SAVE_BYPASS_CACHE | VIR_DOMAIN_SAVE_RUNNING |
+                                VIR_DOMAIN_SAVE_PAUSED, error))
+        return false;
+    g_mutex_lock(&dom->job);
+    bool ok = save_locked(drv, dom, to, dxml, flags, error);
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+/* ---- restoring (from a file or a managed image) ---- */
+
+static struct domain_def *image_definition(struct vsnap_driver *drv, const char *image_xml,
+                                           const char *dxml, GError **error)
+{
+    g_autoptr(domain_def) def = domain_def_parse_string(image_xml, drv->paths.schema_dir, error);
+    if (!def || !dxml)
+        return g_steal_pointer(&def);
+    struct domain_def *given = domain_def_parse_string(dxml, drv->paths.schema_dir, error);
+    if (given && (memcmp(given->uuid, def->uuid, 16) != 0 || !g_str_equal(given->name, def->name) ||
+                  given->memory_kib != def->memory_kib || given->vcpus != def->vcpus)) {
+        refuse(error, VIR_ERR_INVALID_ARG,
+               "the XML given for the restore must describe the saved domain with the same "
+               "name, uuid, memory and vCPUs");
+        g_clear_pointer(&given, domain_def_free);
+    }
+    return given;
+}
+
+/* The domain object the image restores into; *added when made here. */
+static struct vsnap_domain *restore_target(struct vsnap_driver *drv,
+                                           const struct domain_def *def, bool *added,
+                                           GError **error)
+{
+    struct vsnap_domain *dom = domain_list_find_uuid(drv->domains, def->uuid);
+    *added = false;
+    if (dom) {
+        if (!g_str_equal(dom->name, def->name)) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                        "domain '%s' already exists with the uuid of the saved domain '%s'",
+                        dom->name, def->name);
+            vsnap_domain_unref(dom);
+            return NULL;
+        }
+        return dom;
+    }
+    dom = vsnap_domain_new(domain_def_copy(def));
+    if (!domain_list_add(drv->domains, dom, error)) {
+        vsnap_domain_unref(dom);
+        return NULL;
+    }
+    *added = true;
+    return dom;
+}
+
+static bool restore_into(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *from,
+                         const struct domain_def *def, bool run, GError **error)
+{
+    if (vsnap_domain_is_active(dom)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "domain '%s' is already active", dom->name);
+        return false;
+    }
+    g_autofree char *work = work_dir(drv, error);
+    struct restore_request req = {
+        .source_dir = work, .def = def, .run = run, .origin = RESTORE_FROM_SAVE,
+    };
+    bool ok = work && save_image_extract(from, work, error) && restore_start(drv, dom, &req, error);
+    remove_dir(work);
+    return ok;
+}
+
+bool save_restore_file(struct vsnap_driver *drv, const char *from, const char *dxml,
+                       unsigned flags, GError **error)
+{
+    if (!check_flags(flags, VIR_DOMAIN_SAVE_BYPASS_CACHE | VIR_DOMAIN_SAVE_RUNNING |
+                                VIR_DOMAIN_SAVE_PAUSED, error))
+        return false;
+    struct save_image_info info = {0};
+    if (!save_image_read_info(from, &info, error))
+        return false;
+    g_autoptr(domain_def) def = image_definition(drv, info.domain_xml, dxml, error);
+    bool run = (flags & VIR_DOMAIN_SAVE_RUNNING) ||
+               (!(flags & VIR_DOMAIN_SAVE_PAUSED) && !info.paused);
+    save_image_info_clear(&info);
+    bool added = false;
+    g_autoptr(vsnap_domain) dom = def ? restore_target(drv, def, &added, error) : NULL;
+    if (!dom)
+        return false;
+    g_mutex_lock(&dom->job);
+    bool ok = restore_into(drv, dom, from, def, run, error);
+    g_mutex_unlock(&dom->job);
+    if (!ok && added)
+        domain_list_remove(drv->domains, dom);
+    return ok;
+}
+
+char *save_image_xml(struct vsnap_driver *drv, const char *file, unsigned flags, GError **error)
+{
+    if (flags & ~VIR_DOMAIN_SAVE_IMAGE_XML_SECURE) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    flags);
+        return NULL;
+    }
+    struct save_image_info info = {0};
+    if (!save_image_read_info(file, &info, error))
+        return NULL;
+    return info.domain_xml;
+}
+
+bool save_image_define(struct vsnap_driver *drv, const char *file, const char *dxml,
+                       unsigned flags, GError **error)
+{
+    if (!check_flags(flags, VIR_DOMAIN_SAVE_RUNNING | VIR_DOMAIN_SAVE_PAUSED, error))
+        return false;
+    struct save_image_info info = {0};
+    if (!save_image_read_info(file, &info, error))
+        return false;
+    g_autoptr(domain_def) def = image_definition(drv, info.domain_xml, dxml, error);
+    bool paused = (flags & VIR_DOMAIN_SAVE_PAUSED) ||
+                  (!(flags & VIR_DOMAIN_SAVE_RUNNING) && info.paused);
+    save_image_info_clear(&info);
+    if (!def)
+        return false;
+    g_autofree char *xml = domain_def_format(def, false, -1);
+    g_autofree char *work = work_dir(drv, error);
+    bool ok = work && save_image_extract(file, work, error) &&
+              save_image_write(file, xml, work, paused, NULL, NULL, error);
+    remove_dir(work);
+    return ok;
+}
+
+/* ---- managed save ---- */
+
+static bool rename_dir(const char *from, const char *to, GError **error)
+{
+    if (g_rename(from, to) == 0)
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot rename %s to %s: %s", from,
+                to, g_strerror(errno));
+    return false;
+}
+
+/* Taken under a temporary name and renamed: a crash leaves no half image
+ * under the final one. A diff on the current snapshot while the VM runs from
+ * it without a break, else full. */
+static bool write_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
+                          bool paused, GError **error)
+{
+    g_autofree char *final = managed_image_dir(drv->paths.state_dir, dom->name);
+    g_autofree char *tmp = g_strconcat(final, ".tmp", NULL);
+    g_autofree char *base = lineage_diff_base_dir(drv, dom);
+    bool is_diff = false;
+    bool ok = snapdir_remove(tmp, error) && create_dir(tmp, error) &&
+              domain_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SAVE, ram_bytes(dom), tmp, error) &&
+              vmsnap_take_diff_or_full(dom, tmp, base, &is_diff, error) &&
+              managed_image_write_info(tmp, xml, paused, error) &&
+              snapdir_remove(final, error) && rename_dir(tmp, final, error);
+    if (!ok)
+        remove_dir(tmp);
+    return ok;
+}
+
+static bool managed_save_locked(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                unsigned flags, GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    bool persistent = dom->persistent;
+    g_mutex_unlock(&dom->lock);
+    if (!persistent)
+        return refuse(error, VIR_ERR_OPERATION_INVALID,
+                      "cannot do managed save for transient domain");
+    g_autofree char *xml = definition_to_save(drv, dom, NULL, error);
+    bool was_running = false;
+    if (!xml || !pause_for_save(drv, dom, &was_running, error))
+        return false;
+    bool paused = (flags & VIR_DOMAIN_SAVE_PAUSED) ||
+                  (!(flags & VIR_DOMAIN_SAVE_RUNNING) && !was_running);
+    if (!write_managed(drv, dom, xml, paused, error)) {
+        cancel_save(dom, was_running);
+        return false;
+    }
+    return stop_saved(drv, dom, error);
+}
+
+bool save_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                  GError **error)
+{
+    if (!check_flags(flags, VIR_DOMAIN_SAVE_BYPASS_CACHE | VIR_DOMAIN_SAVE_RUNNING |
+                                VIR_DOMAIN_SAVE_PAUSED, error))
+        return false;
+    g_mutex_lock(&dom->job);
+    bool ok = managed_save_locked(drv, dom, flags, error);
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+bool save_has_managed(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    return managed_image_exists(drv->paths.state_dir, dom->name);
+}
+
+static bool remove_managed_locked(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                  GError **error)
+{
+    g_autofree char *dir = managed_image_dir(drv->paths.state_dir, dom->name);
+    return snapdir_remove(dir, error);
+}
+
+bool save_managed_remove(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    g_mutex_lock(&dom->job);
+    bool ok = remove_managed_locked(drv, dom, error);
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+bool save_start_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                        bool *handled, GError **error)
+{
+    *handled = false;
+    if (!save_has_managed(drv, dom))
+        return true;
+    g_autofree char *dir = managed_image_dir(drv->paths.state_dir, dom->name);
+    if (flags & VIR_DOMAIN_START_FORCE_BOOT)
+        return snapdir_remove(dir, error);
+    g_autofree char *xml = NULL;
+    bool paused = false;
+    if (!managed_image_read_info(dir, &xml, &paused, error)) {
+        g_prefix_error(error, "the managed save image of %s is damaged (remove it with "
+                              "managedsave-remove or start with --force-boot): ", dom->name);
+        return false;
+    }
+    g_autoptr(domain_def) def = domain_def_parse_string(xml, drv->paths.schema_dir, error);
+    struct restore_request req = {
+        .source_dir = dir, .def = def, .run = !(flags & VIR_DOMAIN_START_PAUSED) && !paused,
+        .origin = RESTORE_FROM_SAVE,
+    };
+    if (!def || !snapdir_check_chain(dir, error) || !restore_start(drv, dom, &req, error)) {
+        g_prefix_error(error, "cannot start %s from its managed save image: ", dom->name);
+        return false;
+    }
+    *handled = true;
+    /* The new shim holds the layer mapped: the files can go. */
+    remove_dir(dir);
+    return true;
+}
+
+bool save_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                         GError **error)
+{
+    if (!save_has_managed(drv, dom))
+        return true;
+    if (!(flags & VIR_DOMAIN_UNDEFINE_MANAGED_SAVE))
+        return refuse(error, VIR_ERR_OPERATION_INVALID,
+                      "Refusing to undefine while domain managed save image exists");
+    return remove_managed_locked(drv, dom, error);
+}
+
+void save_job_info(struct vsnap_driver *drv, struct vsnap_domain *dom, struct save_job_info *out)
+{
+    struct domain_job job = {0};
+    memset(out, 0, sizeof(*out));
+    out->type = VIR_DOMAIN_JOB_NONE;
+    if (!domain_job_get(dom, &job))
+        return;
+    out->type = VIR_DOMAIN_JOB_BOUNDED;
+    out->operation = job.operation;
+    out->elapsed_ms = (guint64)(g_get_monotonic_time() - job.started_us) / 1000;
+    out->total = job.total;
+    out->processed = MIN(job.processed, job.total);
+    domain_job_clear(&job);
+}

@@ -1,0 +1,56 @@
+#include "snapshot-dir.h"
+
+#include "snapshot/directory.h"
+#include "virt-error.h"
+
+/* The library's message names the file; the code says whose fault it was. */
+static bool to_vir_error(GError *local, GError **error)
+{
+    int code = snap_error_is_bad_input(local) ? VIR_ERR_OPERATION_FAILED : VIR_ERR_SYSTEM_ERROR;
+    g_set_error_literal(error, VSNAP_VIR_ERROR, code, local->message);
+    g_error_free(local);
+    return false;
+}
+
+char *snapdir_url(const char *dir)
+{
+    return snap_dir_url(dir);
+}
+
+bool snapdir_parent(const char *dir, char **parent, GError **error)
+{
+    GError *local = NULL;
+    g_autoptr(snap_dir) d = snap_dir_read(dir, &local);
+    *parent = d ? g_strdup(d->parent_path) : NULL;
+    return d || to_vir_error(local, error);
+}
+
+bool snapdir_check_chain(const char *top, GError **error)
+{
+    GError *local = NULL;
+    g_autoptr(snap_dir) d = snap_dir_read(top, &local);
+    return (d && snap_dir_verify_chain(d, &local)) || to_vir_error(local, error);
+}
+
+bool snapdir_seal(const char *dir, GError **error)
+{
+    GError *local = NULL;
+    return snap_dir_seal(dir, &local) || to_vir_error(local, error);
+}
+
+bool snapdir_fold_into_child(const char *inner, const char *child, GError **error)
+{
+    GError *local = NULL;
+    return snap_dir_fold_into_child(inner, child, &local) || to_vir_error(local, error);
+}
+
+guint64 snapdir_bytes(const char *dir)
+{
+    return snap_dir_bytes(dir);
+}
+
+bool snapdir_remove(const char *dir, GError **error)
+{
+    GError *local = NULL;
+    return snap_dir_remove(dir, &local) || to_vir_error(local, error);
+}

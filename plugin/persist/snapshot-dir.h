@@ -1,0 +1,33 @@
+/* The daemon's view of a snapshot directory (the shim writes them for
+ * vm.snapshot): the snapshot library (common/snapshot/directory.h) owns the
+ * format, and this file only hands its operations to the daemon with errors
+ * in VSNAP_VIR_ERROR (the library's message, which names the directory). */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+
+/* file://<dir>, as vm.snapshot and vm.restore take it. */
+char *snapdir_url(const char *dir);
+
+/* The directory dir names as parent (*parent = NULL for a full snapshot). */
+bool snapdir_parent(const char *dir, char **parent, GError **error);
+
+/* Open and verify the chain below top as a restore would, before anything is
+ * stopped (snap_dir_verify_chain: records, headers, indexes, ids, and the
+ * data of each layer that changed since its seal). */
+bool snapdir_check_chain(const char *top, GError **error);
+
+/* Record that dir's layer, as it is on disk now, is the one the shim just
+ * wrote (snap_dir_seal). */
+bool snapdir_seal(const char *dir, GError **error);
+
+/* Fold inner into child, its diff, and point child's record at inner's
+ * parent (snap_dir_fold_into_child; idempotent). */
+bool snapdir_fold_into_child(const char *inner, const char *child, GError **error);
+
+/* Bytes written so far of a snapshot being written into dir. */
+guint64 snapdir_bytes(const char *dir);
+
+/* rm -r of a snapshot or image directory. */
+bool snapdir_remove(const char *dir, GError **error);

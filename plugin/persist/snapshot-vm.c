@@ -1,0 +1,84 @@
+#include "snapshot-vm.h"
+
+#include <errno.h>
+#include <libvirt/libvirt.h>
+
+#include "monitor.h"
+#include "process.h"
+#include "snapshot-dir.h"
+#include "virt-error.h"
+
+static char *api_socket(struct vsnap_domain *dom, int *state)
+{
+    g_mutex_lock(&dom->lock);
+    char *path = dom->run ? g_strdup(dom->run->api_socket) : NULL;
+    *state = dom->state;
+    g_mutex_unlock(&dom->lock);
+    return path;
+}
+
+static bool snapshot_paused(const char *api, const char *dir, const char *parent_dir,
+                            GError **error)
+{
+    g_autofree char *url = snapdir_url(dir);
+    g_autofree char *parent_url = parent_dir ? snapdir_url(parent_dir) : NULL;
+    /* The shim just wrote the layer with the checksums of what it read from
+     * RAM: seal it, so reverts check its data again only if the file changes. */
+    return monitor_vm_snapshot(api, url, parent_url, error) && snapdir_seal(dir, error);
+}
+
+bool vmsnap_take(struct vsnap_domain *dom, const char *dir, const char *parent_dir,
+                 GError **error)
+{
+    int state;
+    g_autofree char *api = api_socket(dom, &state);
+    if (!api) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+        return false;
+    }
+    bool was_running = state == VIR_DOMAIN_RUNNING;
+    if (was_running && !monitor_vm_pause(api, error))
+        return false;
+    bool ok = snapshot_paused(api, dir, parent_dir, error);
+    g_autoptr(GError) resume_error = NULL;
+    if (was_running && !monitor_vm_resume(api, &resume_error)) {
+        g_warning("domain %s: cannot resume after the snapshot: %s", dom->name,
+                  resume_error->message);
+        if (ok) {
+            g_propagate_error(error, g_steal_pointer(&resume_error));
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+/* What a refused diff left in dir goes; dir is empty again for a full one. */
+static bool empty_dir(const char *dir, GError **error)
+{
+    if (!snapdir_remove(dir, error))
+        return false;
+    if (g_mkdir_with_parents(dir, 0700) < 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot create %s: %s", dir,
+                    g_strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+bool vmsnap_take_diff_or_full(struct vsnap_domain *dom, const char *dir, const char *base_dir,
+                              bool *is_diff, GError **error)
+{
+    *is_diff = false;
+    if (base_dir) {
+        g_autoptr(GError) diff_error = NULL;
+        if (vmsnap_take(dom, dir, base_dir, &diff_error)) {
+            *is_diff = true;
+            return true;
+        }
+        g_message("domain %s: the shim refused a diff on %s (%s); taking a full snapshot",
+                  dom->name, base_dir, diff_error->message);
+        if (!empty_dir(dir, error))
+            return false;
+    }
+    return vmsnap_take(dom, dir, NULL, error);
+}

@@ -1,0 +1,20 @@
+/* Taking a snapshot of the running VM: pause (if running), vm.snapshot into
+ * a directory, seal the layer, resume (if it was running, also after a
+ * failure). Snapshots, saves and managed saves all take theirs here.
+ * Errors are VSNAP_VIR_ERROR GErrors. */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+
+#include "domain.h"
+
+/* A full snapshot into dir, or with parent_dir a diff on the snapshot there. */
+bool vmsnap_take(struct vsnap_domain *dom, const char *dir, const char *parent_dir,
+                 GError **error);
+
+/* A diff on base_dir when given and the shim takes one, else a full snapshot
+ * (always right: the shim may refuse a diff, e.g. when its dirty log was
+ * reset). *is_diff says which was taken. */
+bool vmsnap_take_diff_or_full(struct vsnap_domain *dom, const char *dir, const char *base_dir,
+                              bool *is_diff, GError **error);

@@ -1,0 +1,611 @@
+#include "snapshot.h"
+
+#include <libvirt/libvirt.h>
+#include <string.h>
+
+#include "conf/snapshot-conf.h"
+#include "job.h"
+#include "lineage.h"
+#include "process.h"
+#include "restore.h"
+#include "snapshot-dir.h"
+#include "snapshot-tree.h"
+#include "snapshot-vm.h"
+#include "virt-error.h"
+
+static struct snapshot_tree *load(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                  GError **error)
+{
+    char uuid[37];
+    uuid_format(dom->uuid, uuid);
+    return snapshot_tree_load(drv->paths.state_dir, dom->name, uuid, error);
+}
+
+static struct snapshot_entry *find(struct snapshot_tree *tree, const char *name, GError **error)
+{
+    struct snapshot_entry *e = snapshot_tree_find(tree, name);
+    if (!e)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN_SNAPSHOT,
+                    "no domain snapshot with matching name '%s'", name);
+    return e;
+}
+
+static bool refuse(GError **error, int code, const char *text)
+{
+    g_set_error_literal(error, VSNAP_VIR_ERROR, code, text);
+    return false;
+}
+
+/* ---- deleting, also used to finish a delete a crash interrupted ---- */
+
+/* Survivors whose layer is a diff on `gone` take its pages and its parent;
+ * so does a managed save image taken as a diff on it. */
+static bool fold_into_layer_children(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                     struct snapshot_tree *tree, struct snapshot_entry *gone,
+                                     GError **error)
+{
+    g_autoptr(GPtrArray) kids = snapshot_tree_layer_children(tree, gone);
+    g_autofree char *managed = NULL;
+    if (!lineage_managed_child(drv, dom, gone, &managed, error))
+        return false;
+    if (kids->len == 0 && !managed)
+        return true;
+    if (!gone->deleting && !snapshot_entry_mark_deleting(gone, error))
+        return false;
+    if (managed && !snapdir_fold_into_child(gone->dir, managed, error))
+        return false;
+    for (guint i = 0; i < kids->len; i++) {
+        struct snapshot_entry *kid = kids->pdata[i];
+        if (!snapdir_fold_into_child(gone->dir, kid->dir, error))
+            return false;
+        g_free(kid->layer_parent);
+        kid->layer_parent = g_strdup(gone->layer_parent);
+        kid->full = gone->full;
+        if (!snapshot_entry_save(kid, error))
+            return false;
+    }
+    return true;
+}
+
+/* Remove one snapshot whose own descendants are handled already. */
+static bool remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                       struct snapshot_tree *tree, struct snapshot_entry *gone, GError **error)
+{
+    if (!fold_into_layer_children(drv, dom, tree, gone, error))
+        return false;
+    g_autoptr(GPtrArray) kids = snapshot_tree_children(tree, gone->name);
+    for (guint i = 0; i < kids->len; i++) {
+        struct snapshot_entry *kid = kids->pdata[i];
+        g_free(kid->parent);
+        kid->parent = g_strdup(gone->parent);
+        if (!snapshot_entry_save(kid, error))
+            return false;
+    }
+    if (g_strcmp0(tree->current, gone->name) == 0 &&
+        !snapshot_tree_set_current(tree, gone->parent, error))
+        return false;
+    g_autofree char *lineage = lineage_get(dom);
+    /* The running VM's base is gone: the next snapshot is full. */
+    if (g_strcmp0(lineage, gone->id) == 0 && !lineage_clear(dom, error))
+        return false;
+    return snapshot_tree_remove(tree, gone, error);
+}
+
+/* Under the job lock: leftovers of a crash are finished or removed. */
+static bool recover(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                    struct snapshot_tree *tree, GError **error)
+{
+    snapshot_tree_remove_unfinished(tree);
+    for (guint i = tree->entries->len; i-- > 0;) {
+        struct snapshot_entry *e = tree->entries->pdata[i];
+        if (e->deleting) {
+            g_message("domain %s: finishing the interrupted delete of snapshot '%s'", dom->name,
+                      e->name);
+            if (!remove_one(drv, dom, tree, e, error))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* The tree for a change (under the job lock): loaded, leftovers recovered. */
+static struct snapshot_tree *load_for_change(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                             GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree || !recover(drv, dom, tree, error))
+        return NULL;
+    return g_steal_pointer(&tree);
+}
+
+/* ---- create ---- */
+
+static bool check_create_flags(unsigned flags, GError **error)
+{
+    if ((flags & VIR_DOMAIN_SNAPSHOT_CREATE_CURRENT) &&
+        !(flags & VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE))
+        return refuse(error, VIR_ERR_INVALID_ARG,
+                      "'current' applies only to a redefinition (snapshot-edit)");
+    if (flags & VIR_DOMAIN_SNAPSHOT_CREATE_NO_METADATA)
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                      "vsnap snapshots without metadata could never be reverted to");
+    if (flags & (VIR_DOMAIN_SNAPSHOT_CREATE_DISK_ONLY | VIR_DOMAIN_SNAPSHOT_CREATE_REUSE_EXT))
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                      "vsnap has no disk-only or external snapshots: snapshots hold memory");
+    if (flags & VIR_DOMAIN_SNAPSHOT_CREATE_QUIESCE)
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                      "vsnap cannot quiesce guest file systems (no disks are snapshotted)");
+    if (flags & VIR_DOMAIN_SNAPSHOT_CREATE_LIVE)
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                      "vsnap pauses the VM while it writes a snapshot; --live is not supported");
+    unsigned known = VIR_DOMAIN_SNAPSHOT_CREATE_HALT | VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC |
+                     VIR_DOMAIN_SNAPSHOT_CREATE_VALIDATE | VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE |
+                     VIR_DOMAIN_SNAPSHOT_CREATE_CURRENT;
+    if (flags & ~known) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    flags & ~known);
+        return false;
+    }
+    return true;
+}
+
+static struct snapshot_def *parse_request(struct vsnap_driver *drv, struct snapshot_tree *tree,
+                                          const char *xml, GError **error)
+{
+    g_autoptr(snapshot_def) def = snapshot_def_parse_string(xml, drv->paths.schema_dir, error);
+    if (!def)
+        return NULL;
+    if (def->memory == SNAPSHOT_MEMORY_NO) {
+        refuse(error, VIR_ERR_CONFIG_UNSUPPORTED,
+               "vsnap snapshots always hold the guest's memory: <memory snapshot='no'> "
+               "is not supported");
+        return NULL;
+    }
+    if (snapshot_tree_find(tree, def->name)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "domain snapshot '%s' already exists", def->name);
+        return NULL;
+    }
+    return g_steal_pointer(&def);
+}
+
+static bool take_layers(struct vsnap_domain *dom, struct snapshot_entry *e,
+                        struct snapshot_entry *base, GError **error)
+{
+    bool is_diff = false;
+    if (!vmsnap_take_diff_or_full(dom, e->dir, base ? base->dir : NULL, &is_diff, error))
+        return false;
+    e->full = !is_diff;
+    e->layer_parent = is_diff ? g_strdup(base->id) : NULL;
+    return true;
+}
+
+static bool record(struct vsnap_driver *drv, struct vsnap_domain *dom, struct snapshot_tree *tree,
+                   struct snapshot_entry *e, const struct snapshot_def *def, int state,
+                   GError **error)
+{
+    e->name = g_strdup(def->name);
+    e->description = g_strdup(def->description);
+    e->parent = g_strdup(tree->current);
+    e->creation_time = def->creation_time;
+    e->state = state;
+    g_mutex_lock(&dom->lock);
+    g_autofree char *domain_xml = domain_def_format(dom->def, false, -1);
+    g_mutex_unlock(&dom->lock);
+    return snapshot_entry_save_domain_xml(e, domain_xml, error) &&
+           snapshot_entry_save(e, error) && snapshot_tree_set_current(tree, e->name, error);
+}
+
+static int snapshot_state_of(struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->lock);
+    int state = dom->run ? dom->state : VIR_DOMAIN_SHUTOFF;
+    g_mutex_unlock(&dom->lock);
+    return state == VIR_DOMAIN_PAUSED ? SNAPSHOT_STATE_PAUSED
+           : state == VIR_DOMAIN_SHUTOFF ? SNAPSHOT_STATE_SHUTOFF
+                                        : SNAPSHOT_STATE_RUNNING;
+}
+
+/* snapshot-create --halt and a revert stop the domain the same way. */
+static bool stop_for_snapshot(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                              GError **error)
+{
+    if (!process_stop(drv, dom, VIR_DOMAIN_SHUTOFF_FROM_SNAPSHOT, false, error))
+        return false;
+    g_mutex_lock(&dom->lock);
+    event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_STOPPED,
+                          VIR_DOMAIN_EVENT_STOPPED_FROM_SNAPSHOT);
+    g_mutex_unlock(&dom->lock);
+    return true;
+}
+
+/* A snapshot that failed half-way leaves nothing; the shim's dirty log is
+ * in doubt now, so the next snapshot is full. The caller reports the error
+ * that brought us here; these are logged beside it. */
+static void discard_new_snapshot(struct vsnap_domain *dom, struct snapshot_entry *e)
+{
+    g_autoptr(GError) error = NULL;
+    if (!snapdir_remove(e->dir, &error)) {
+        g_warning("domain %s: after a failed snapshot: %s", dom->name, error->message);
+        g_clear_error(&error);
+    }
+    if (!lineage_clear(dom, &error))
+        g_warning("domain %s: after a failed snapshot: %s", dom->name, error->message);
+}
+
+static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
+                           unsigned flags, GError **error)
+{
+    int state = snapshot_state_of(dom);
+    if (state == SNAPSHOT_STATE_SHUTOFF) {
+        refuse(error, VIR_ERR_OPERATION_INVALID,
+               "domain is not running: vsnap snapshots hold the memory of a running or paused "
+               "domain");
+        return NULL;
+    }
+    g_autoptr(snapshot_tree) tree = load_for_change(drv, dom, error);
+    if (!tree)
+        return NULL;
+    g_autoptr(snapshot_def) def = parse_request(drv, tree, xml, error);
+    if (!def)
+        return NULL;
+    struct snapshot_entry *base = lineage_diff_base(dom, tree);
+    struct snapshot_entry *e = snapshot_tree_new_entry(tree, error);
+    if (!e)
+        return NULL;
+    g_mutex_lock(&dom->lock);
+    guint64 ram = dom->def->memory_kib * 1024;
+    g_mutex_unlock(&dom->lock);
+    bool taken = domain_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SNAPSHOT, ram, e->dir, error);
+    taken = taken && take_layers(dom, e, base, error);
+    domain_job_end(dom);
+    if (!taken || !record(drv, dom, tree, e, def, state, error)) {
+        discard_new_snapshot(dom, e);
+        return NULL;
+    }
+    lineage_set(dom, e->id);
+    g_autoptr(GError) halt_error = NULL;
+    /* The snapshot exists: a failed halt is reported, not undone. */
+    if ((flags & VIR_DOMAIN_SNAPSHOT_CREATE_HALT) && !stop_for_snapshot(drv, dom, &halt_error))
+        g_warning("domain %s: cannot halt after the snapshot: %s", dom->name,
+                  halt_error->message);
+    return g_strdup(e->name);
+}
+
+/* ---- redefine (snapshot-edit): only what is metadata may change ---- */
+
+static bool same_domain(struct vsnap_driver *drv, struct snapshot_entry *e,
+                        const struct domain_def *given, GError **error)
+{
+    g_autofree char *stored_xml = snapshot_entry_domain_xml(e, error);
+    g_autoptr(domain_def) stored =
+        stored_xml ? domain_def_parse_string(stored_xml, drv->paths.schema_dir, error) : NULL;
+    if (!stored)
+        return false;
+    g_autofree char *a = domain_def_format(stored, false, -1);
+    g_autofree char *b = domain_def_format(given, false, -1);
+    return g_str_equal(a, b) ||
+           refuse(error, VIR_ERR_CONFIG_UNSUPPORTED,
+                  "a vsnap snapshot's domain definition is part of its saved state and cannot "
+                  "be edited");
+}
+
+static bool check_redefinition(struct vsnap_driver *drv, struct snapshot_entry *e,
+                               const struct snapshot_def *def, GError **error)
+{
+    if (g_strcmp0(def->parent, e->parent) != 0)
+        return refuse(error, VIR_ERR_CONFIG_UNSUPPORTED,
+                      "the parent of a vsnap snapshot cannot be changed");
+    if ((def->state_set && (int)def->state != e->state) ||
+        def->creation_time != e->creation_time || def->memory == SNAPSHOT_MEMORY_NO)
+        return refuse(error, VIR_ERR_CONFIG_UNSUPPORTED,
+                      "only the description of a vsnap snapshot can be changed (state, "
+                      "creation time and memory are facts of the snapshot)");
+    return !def->domain || same_domain(drv, e, def->domain, error);
+}
+
+static char *redefine_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
+                             unsigned flags, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    g_autoptr(snapshot_def) def =
+        tree ? snapshot_def_parse_string(xml, drv->paths.schema_dir, error) : NULL;
+    if (!def)
+        return NULL;
+    struct snapshot_entry *e = snapshot_tree_find(tree, def->name);
+    if (!e) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                    "vsnap cannot define snapshot '%s' from XML: a snapshot's memory layers "
+                    "exist only when vsnap takes it (a rename is not supported either)",
+                    def->name);
+        return NULL;
+    }
+    if (!check_redefinition(drv, e, def, error))
+        return NULL;
+    g_free(e->description);
+    e->description = g_strdup(def->description);
+    if (!snapshot_entry_save(e, error) ||
+        ((flags & VIR_DOMAIN_SNAPSHOT_CREATE_CURRENT) &&
+         !snapshot_tree_set_current(tree, e->name, error)))
+        return NULL;
+    return g_strdup(e->name);
+}
+
+char *snapshot_create(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
+                      unsigned flags, GError **error)
+{
+    if (!check_create_flags(flags, error))
+        return NULL;
+    g_mutex_lock(&dom->job);
+    char *name = (flags & VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE)
+                     ? redefine_locked(drv, dom, xml, flags, error)
+                     : create_locked(drv, dom, xml, flags, error);
+    g_mutex_unlock(&dom->job);
+    return name;
+}
+
+/* ---- queries ---- */
+
+char *snapshot_get_xml(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                       unsigned flags, GError **error)
+{
+    if (flags & ~VIR_DOMAIN_SNAPSHOT_XML_SECURE) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    flags);
+        return NULL;
+    }
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    struct snapshot_entry *e = tree ? find(tree, name, error) : NULL;
+    g_autofree char *domain_xml = e ? snapshot_entry_domain_xml(e, error) : NULL;
+    if (!domain_xml)
+        return NULL;
+    struct snapshot_def def = {
+        .name = e->name, .description = e->description, .parent = e->parent,
+        .creation_time = e->creation_time, .state_set = true, .state = e->state,
+        .memory = SNAPSHOT_MEMORY_INTERNAL,
+    };
+    def.domain = domain_def_parse_string(domain_xml, drv->paths.schema_dir, error);
+    if (!def.domain)
+        return NULL;
+    char *xml = snapshot_def_format(&def);
+    domain_def_free(def.domain);
+    return xml;
+}
+
+/* virDomainSnapshotListFlags filter groups: no flag of a group set means no
+ * filtering by it. Every vsnap snapshot has metadata, is internal and was
+ * taken of an active domain. */
+static bool list_match(struct snapshot_tree *tree, struct snapshot_entry *e, unsigned flags)
+{
+    g_autoptr(GPtrArray) kids = snapshot_tree_children(tree, e->name);
+    bool leaf = kids->len == 0;
+    unsigned leaves = VIR_DOMAIN_SNAPSHOT_LIST_LEAVES | VIR_DOMAIN_SNAPSHOT_LIST_NO_LEAVES;
+    unsigned meta = VIR_DOMAIN_SNAPSHOT_LIST_METADATA | VIR_DOMAIN_SNAPSHOT_LIST_NO_METADATA;
+    unsigned kind = VIR_DOMAIN_SNAPSHOT_LIST_INACTIVE | VIR_DOMAIN_SNAPSHOT_LIST_ACTIVE |
+                    VIR_DOMAIN_SNAPSHOT_LIST_DISK_ONLY;
+    unsigned loc = VIR_DOMAIN_SNAPSHOT_LIST_INTERNAL | VIR_DOMAIN_SNAPSHOT_LIST_EXTERNAL;
+    if ((flags & leaves) && !(((flags & VIR_DOMAIN_SNAPSHOT_LIST_LEAVES) && leaf) ||
+                              ((flags & VIR_DOMAIN_SNAPSHOT_LIST_NO_LEAVES) && !leaf)))
+        return false;
+    if ((flags & meta) && !(flags & VIR_DOMAIN_SNAPSHOT_LIST_METADATA))
+        return false;
+    if ((flags & kind) && !(flags & VIR_DOMAIN_SNAPSHOT_LIST_ACTIVE))
+        return false;
+    if ((flags & loc) && !(flags & VIR_DOMAIN_SNAPSHOT_LIST_INTERNAL))
+        return false;
+    return true;
+}
+
+/* Parents before children (VIR_DOMAIN_SNAPSHOT_LIST_TOPOLOGICAL always holds). */
+static void walk(struct snapshot_tree *tree, const char *from, bool deep, GPtrArray *out)
+{
+    g_autoptr(GPtrArray) kids = snapshot_tree_children(tree, from);
+    for (guint i = 0; i < kids->len; i++) {
+        struct snapshot_entry *kid = kids->pdata[i];
+        g_ptr_array_add(out, kid);
+        if (deep)
+            walk(tree, kid->name, deep, out);
+    }
+}
+
+GPtrArray *snapshot_list(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *from,
+                         unsigned flags, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree || (from && !find(tree, from, error)))
+        return NULL;
+    /* Bit 0 is ROOTS for a domain's list and DESCENDANTS for a snapshot's. */
+    bool bit0 = flags & VIR_DOMAIN_SNAPSHOT_LIST_ROOTS;
+    g_autoptr(GPtrArray) all = g_ptr_array_new();
+    walk(tree, from, from ? bit0 : !bit0, all);
+    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < all->len; i++)
+        if (list_match(tree, all->pdata[i], flags))
+            g_ptr_array_add(names, g_strdup(((struct snapshot_entry *)all->pdata[i])->name));
+    return names;
+}
+
+bool snapshot_exists(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                     GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    return tree && find(tree, name, error);
+}
+
+char *snapshot_current(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree)
+        return NULL;
+    if (!tree->current)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN_SNAPSHOT,
+                    "the domain does not have a current snapshot");
+    return g_strdup(tree->current);
+}
+
+int snapshot_has_current(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    return tree ? tree->current != NULL : -1;
+}
+
+int snapshot_is_current(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                        GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree || !find(tree, name, error))
+        return -1;
+    return g_strcmp0(tree->current, name) == 0;
+}
+
+char *snapshot_parent(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                      GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    struct snapshot_entry *e = tree ? find(tree, name, error) : NULL;
+    if (!e)
+        return NULL;
+    if (!e->parent)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN_SNAPSHOT,
+                    "snapshot '%s' does not have a parent", name);
+    return g_strdup(e->parent);
+}
+
+/* ---- revert ---- */
+
+static struct domain_def *snapshot_domain(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                          struct snapshot_entry *e, GError **error)
+{
+    g_autofree char *xml = snapshot_entry_domain_xml(e, error);
+    struct domain_def *def = xml ? domain_def_parse_string(xml, drv->paths.schema_dir, error)
+                                 : NULL;
+    if (def && memcmp(def->uuid, dom->uuid, 16) != 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INTERNAL_ERROR,
+                    "snapshot '%s' belongs to another domain (uuid differs)", e->name);
+        g_clear_pointer(&def, domain_def_free);
+    }
+    return def;
+}
+
+static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                          unsigned flags, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load_for_change(drv, dom, error);
+    struct snapshot_entry *e = tree ? find(tree, name, error) : NULL;
+    if (!e)
+        return false;
+    g_autoptr(domain_def) def = snapshot_domain(drv, dom, e, error);
+    /* Everything that can be checked is checked before the domain is touched. */
+    if (!def || !snapdir_check_chain(e->dir, error)) {
+        g_prefix_error(error, "cannot revert to snapshot '%s': ", name);
+        return false;
+    }
+    bool run = (flags & VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING) ||
+               (!(flags & VIR_DOMAIN_SNAPSHOT_REVERT_PAUSED) && e->state != SNAPSHOT_STATE_PAUSED);
+    struct restore_request req = {
+        .source_dir = e->dir, .def = def, .run = run, .origin = RESTORE_FROM_SNAPSHOT,
+    };
+    if ((vsnap_domain_is_active(dom) && !stop_for_snapshot(drv, dom, error)) ||
+        !restore_start(drv, dom, &req, error))
+        return false;
+    lineage_set(dom, e->id);
+    return snapshot_tree_set_current(tree, e->name, error);
+}
+
+bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                     unsigned flags, GError **error)
+{
+    unsigned known = VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING | VIR_DOMAIN_SNAPSHOT_REVERT_PAUSED |
+                     VIR_DOMAIN_SNAPSHOT_REVERT_FORCE;
+    if (flags & VIR_DOMAIN_SNAPSHOT_REVERT_RESET_NVRAM)
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED, "vsnap domains have no NVRAM");
+    if (flags & ~known) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    flags & ~known);
+        return false;
+    }
+    if ((flags & VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING) && (flags & VIR_DOMAIN_SNAPSHOT_REVERT_PAUSED))
+        return refuse(error, VIR_ERR_INVALID_ARG,
+                      "flags 'running' and 'paused' in one call are mutually exclusive");
+    /* --force: every vsnap revert starts a fresh shim from a complete
+     * snapshot, so none of the risky cases it allows can arise. */
+    g_mutex_lock(&dom->job);
+    bool ok = revert_locked(drv, dom, name, flags, error);
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+/* ---- delete ---- */
+
+static bool delete_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                          unsigned flags, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load_for_change(drv, dom, error);
+    struct snapshot_entry *e = tree ? find(tree, name, error) : NULL;
+    if (!e)
+        return false;
+    bool with_children = flags & (VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN |
+                                  VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY);
+    g_autoptr(GPtrArray) doomed = with_children ? snapshot_tree_descendants(tree, e->name)
+                                                : g_ptr_array_new();
+    /* Deepest first, so each one removed has no children left among the doomed. */
+    for (guint i = doomed->len; i-- > 0;)
+        if (!remove_one(drv, dom, tree, doomed->pdata[i], error))
+            return false;
+    if (flags & VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY)
+        return true;
+    return remove_one(drv, dom, tree, e, error);
+}
+
+bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                     unsigned flags, GError **error)
+{
+    if (flags & VIR_DOMAIN_SNAPSHOT_DELETE_METADATA_ONLY)
+        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
+                      "vsnap keeps no snapshot data apart from its metadata: delete the "
+                      "snapshot without --metadata");
+    unsigned known = VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN | VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY;
+    if (flags & ~known) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    flags & ~known);
+        return false;
+    }
+    g_mutex_lock(&dom->job);
+    bool ok = delete_locked(drv, dom, name, flags, error);
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+/* ---- hooks ---- */
+
+int snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    return tree ? (int)snapshot_tree_count_live(tree) : -1;
+}
+
+bool snapshot_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                             GError **error)
+{
+    if (flags & VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA)
+        return true;
+    /* Metadata that cannot be read may hold snapshots: undefining now would
+     * leave them behind with no domain to list or delete them. */
+    int n = snapshot_count(drv, dom, error);
+    if (n < 0) {
+        g_prefix_error(error, "cannot undefine %s: its snapshots cannot be listed: ", dom->name);
+        return false;
+    }
+    if (n == 0)
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                "cannot delete inactive domain with %d snapshots (use --snapshots-metadata)", n);
+    return false;
+}
+
+void snapshot_remove_all(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    g_autoptr(GError) error = NULL;
+    if (!snapshot_tree_remove_all(drv->paths.state_dir, dom->name, &error))
+        g_warning("domain %s: %s", dom->name, error->message);
+}

@@ -1,0 +1,30 @@
+/* What every layer below the RPC procedures shares about one daemon: where
+ * its files live, the domain list and the event queue. driver.h's entry
+ * points, persist/ and process.c all work on this; it is defined here, beneath
+ * them, so none of them includes the header of a layer above it. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "domain.h"
+#include "events.h"
+
+struct driver_paths {
+    bool privileged;
+    char *socket_dir;   /* /run/libvirt */
+    char *state_dir;    /* /var/lib/vsnap: domains/, autostart/ */
+    char *run_dir;      /* /run/vsnap: one directory per running domain */
+    char *log_dir;      /* /var/log/vsnap */
+    char *shim_path;
+    char *schema_dir;
+};
+
+struct vsnap_driver {
+    struct driver_paths paths;
+    struct domain_list *domains;
+    struct event_queue *events;
+    char *hostname;
+    /* Domains marked autostart when driver_load read them, for
+     * driver_autostart: a mark set later waits for the next daemon start. */
+    GPtrArray *autostart;
+};

@@ -1,0 +1,31 @@
+/* VmConfig JSON <-> struct vm_config (vm-config.h).
+ *
+ * Parsing refuses, with SHIM_ERROR_INVALID and the dotted path of the field
+ * ("memory.size"), anything Cloud Hypervisor would not accept, and with
+ * SHIM_ERROR_UNSUPPORTED anything Cloud Hypervisor accepts but vsnap cannot do
+ * yet (disks, net, ...): such a field is never silently ignored.
+ */
+#pragma once
+
+#include <json-glib/json-glib.h>
+#include <stdbool.h>
+
+#include "config/vm-config.h"
+
+#define VSNAP_DEFAULT_READINESS_PORT 1024
+
+/* Parse and validate (vm_config_validate) a VmConfig. */
+struct vm_config *vm_config_from_json(JsonNode *root, GError **error);
+struct vm_config *vm_config_from_json_text(const char *text, gssize len, GError **error);
+
+/* Value checks that do not depend on JSON (also used by the command line). */
+bool vm_config_validate(const struct vm_config *cfg, GError **error);
+/* The files the config names exist and are readable (checked at vm.create). */
+bool vm_config_check_files(const struct vm_config *cfg, GError **error);
+
+/* The config as VmConfig JSON, every field vsnap knows, for vm.info and snapshots;
+ * vm_config_from_json() accepts it back. */
+JsonNode *vm_config_to_json(const struct vm_config *cfg);
+
+/* "Off", "Null", "File", ... back to the enum. */
+bool console_mode_from_string(const char *text, enum console_mode *out);

@@ -1,0 +1,572 @@
+/* VmConfig: struct vm_config's lifetime and its JSON form. */
+#define G_LOG_DOMAIN "vsnap-shim"
+
+#include "config/vm-config-json.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/shim-error.h"
+
+/* ---- struct vm_config ---------------------------------------------------- */
+
+/* Cloud Hypervisor's defaults (1 vCPU, 512 MiB, serial Null), except the
+ * console: Cloud Hypervisor's default is Tty on a virtio-console, which vsnap
+ * does not have, so the console is Off. */
+struct vm_config *vm_config_new_default(void)
+{
+    struct vm_config *cfg = g_new0(struct vm_config, 1);
+    cfg->cpus.boot_vcpus = 1;
+    cfg->cpus.max_vcpus = 1;
+    cfg->memory.size = 512ull << 20;
+    cfg->serial.mode = CONSOLE_MODE_NULL;
+    cfg->console.mode = CONSOLE_MODE_OFF;
+    cfg->vsock.readiness_port = VSNAP_DEFAULT_READINESS_PORT;
+    return cfg;
+}
+
+static void console_config_copy(struct console_config *to, const struct console_config *from)
+{
+    to->mode = from->mode;
+    to->file = g_strdup(from->file);
+    to->socket = g_strdup(from->socket);
+}
+
+static void console_config_clear(struct console_config *c)
+{
+    g_clear_pointer(&c->file, g_free);
+    g_clear_pointer(&c->socket, g_free);
+}
+
+struct vm_config *vm_config_copy(const struct vm_config *cfg)
+{
+    struct vm_config *copy = g_memdup2(cfg, sizeof(*cfg));
+    copy->payload.kernel = g_strdup(cfg->payload.kernel);
+    copy->payload.cmdline = g_strdup(cfg->payload.cmdline);
+    copy->payload.initramfs = g_strdup(cfg->payload.initramfs);
+    copy->payload.firmware = g_strdup(cfg->payload.firmware);
+    console_config_copy(&copy->serial, &cfg->serial);
+    console_config_copy(&copy->console, &cfg->console);
+    copy->vsock.socket = g_strdup(cfg->vsock.socket);
+    return copy;
+}
+
+void vm_config_free(struct vm_config *cfg)
+{
+    if (!cfg)
+        return;
+    g_free(cfg->payload.kernel);
+    g_free(cfg->payload.cmdline);
+    g_free(cfg->payload.initramfs);
+    g_free(cfg->payload.firmware);
+    console_config_clear(&cfg->serial);
+    console_config_clear(&cfg->console);
+    g_free(cfg->vsock.socket);
+    g_free(cfg);
+}
+
+static const char *const console_mode_names[] = {
+    [CONSOLE_MODE_OFF] = "Off",   [CONSOLE_MODE_NULL] = "Null", [CONSOLE_MODE_FILE] = "File",
+    [CONSOLE_MODE_TTY] = "Tty",   [CONSOLE_MODE_PTY] = "Pty",   [CONSOLE_MODE_SOCKET] = "Socket",
+};
+
+const char *console_mode_to_string(enum console_mode mode)
+{
+    if ((size_t)mode < G_N_ELEMENTS(console_mode_names))
+        return console_mode_names[mode];
+    return "Invalid";
+}
+
+bool console_mode_from_string(const char *text, enum console_mode *out)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(console_mode_names); i++) {
+        if (g_strcmp0(text, console_mode_names[i]) == 0) {
+            *out = (enum console_mode)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- JSON schema ----------------------------------------------------------- */
+
+enum field_kind {
+    FIELD_STRING,      /* char *, null allowed */
+    FIELD_U64,
+    FIELD_U32,
+    FIELD_BOOL,
+    FIELD_MODE,        /* enum console_mode, spelled as Cloud Hypervisor does */
+    FIELD_OBJECT,
+    FIELD_UNSUPPORTED, /* Cloud Hypervisor has it; vsnap accepts only its "unset" value */
+};
+
+#define NO_PRESENCE ((size_t)-1)
+
+struct field {
+    const char *name;
+    enum field_kind kind;
+    size_t offset;                /* into struct vm_config */
+    const struct field *members;  /* FIELD_OBJECT, NULL-name terminated */
+    size_t presence;              /* FIELD_OBJECT: bool set when the object is given */
+};
+
+#define CFG(member) offsetof(struct vm_config, member)
+#define LEAF(n, k, member) { .name = n, .kind = k, .offset = CFG(member) }
+#define UNSUPPORTED(n) { .name = n, .kind = FIELD_UNSUPPORTED }
+#define OBJECT(n, m, p) { .name = n, .kind = FIELD_OBJECT, .members = m, .presence = p }
+
+static const struct field payload_fields[] = {
+    LEAF("kernel", FIELD_STRING, payload.kernel),
+    LEAF("cmdline", FIELD_STRING, payload.cmdline),
+    LEAF("initramfs", FIELD_STRING, payload.initramfs),
+    LEAF("firmware", FIELD_STRING, payload.firmware),
+    UNSUPPORTED("host_data"), UNSUPPORTED("igvm"),
+    { 0 },
+};
+
+static const struct field cpus_fields[] = {
+    LEAF("boot_vcpus", FIELD_U32, cpus.boot_vcpus),
+    LEAF("max_vcpus", FIELD_U32, cpus.max_vcpus),
+    UNSUPPORTED("topology"), UNSUPPORTED("kvm_hyperv"), UNSUPPORTED("max_phys_bits"),
+    UNSUPPORTED("affinity"), UNSUPPORTED("features"), UNSUPPORTED("nested"),
+    UNSUPPORTED("core_scheduling"),
+    { 0 },
+};
+
+static const struct field memory_fields[] = {
+    LEAF("size", FIELD_U64, memory.size),
+    LEAF("shared", FIELD_BOOL, memory.shared),
+    LEAF("hugepages", FIELD_BOOL, memory.hugepages),
+    LEAF("prefault", FIELD_BOOL, memory.prefault),
+    UNSUPPORTED("hotplug_size"), UNSUPPORTED("hotplugged_size"), UNSUPPORTED("mergeable"),
+    UNSUPPORTED("hotplug_method"), UNSUPPORTED("hugepage_size"), UNSUPPORTED("thp"),
+    UNSUPPORTED("zones"),
+    { 0 },
+};
+
+static const struct field serial_fields[] = {
+    LEAF("mode", FIELD_MODE, serial.mode),
+    LEAF("file", FIELD_STRING, serial.file),
+    LEAF("socket", FIELD_STRING, serial.socket),
+    UNSUPPORTED("iommu"),
+    { 0 },
+};
+
+static const struct field console_fields[] = {
+    LEAF("mode", FIELD_MODE, console.mode),
+    LEAF("file", FIELD_STRING, console.file),
+    LEAF("socket", FIELD_STRING, console.socket),
+    UNSUPPORTED("iommu"),
+    { 0 },
+};
+
+static const struct field vsock_fields[] = {
+    LEAF("cid", FIELD_U32, vsock.cid),
+    LEAF("socket", FIELD_STRING, vsock.socket),
+    LEAF("readiness_port", FIELD_U32, vsock.readiness_port),
+    UNSUPPORTED("iommu"), UNSUPPORTED("pci_segment"), UNSUPPORTED("id"),
+    { 0 },
+};
+
+static const struct field vm_config_fields[] = {
+    OBJECT("payload", payload_fields, NO_PRESENCE),
+    OBJECT("cpus", cpus_fields, NO_PRESENCE),
+    OBJECT("memory", memory_fields, NO_PRESENCE),
+    OBJECT("serial", serial_fields, NO_PRESENCE),
+    OBJECT("console", console_fields, NO_PRESENCE),
+    OBJECT("vsock", vsock_fields, CFG(vsock.present)),
+    UNSUPPORTED("disks"), UNSUPPORTED("net"), UNSUPPORTED("rng"), UNSUPPORTED("balloon"),
+    UNSUPPORTED("fs"), UNSUPPORTED("pmem"), UNSUPPORTED("debug_console"),
+    UNSUPPORTED("devices"), UNSUPPORTED("user_devices"), UNSUPPORTED("vdpa"),
+    UNSUPPORTED("sgx_epc"), UNSUPPORTED("numa"), UNSUPPORTED("iommu"),
+    UNSUPPORTED("watchdog"), UNSUPPORTED("pvpanic"), UNSUPPORTED("pci_segments"),
+    UNSUPPORTED("platform"), UNSUPPORTED("tpm"), UNSUPPORTED("landlock_enable"),
+    UNSUPPORTED("landlock_rules"), UNSUPPORTED("rate_limit_groups"),
+    UNSUPPORTED("preserved_fds"), UNSUPPORTED("ivshmem"),
+    UNSUPPORTED("generic_vhost_user"),
+    { 0 },
+};
+
+/* ---- JSON -> struct ------------------------------------------------------- */
+
+static bool invalid(GError **error, const char *path, const char *why)
+{
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "invalid field '%s': %s", path, why);
+    return false;
+}
+
+static const struct field *find_field(const struct field *fields, const char *name)
+{
+    for (; fields->name; fields++)
+        if (strcmp(fields->name, name) == 0)
+            return fields;
+    return NULL;
+}
+
+/* What a client that does not use the feature sends: null, false, 0, "", [], {}. */
+static bool is_unset_value(JsonNode *node)
+{
+    switch (json_node_get_node_type(node)) {
+    case JSON_NODE_NULL:
+        return true;
+    case JSON_NODE_ARRAY:
+        return json_array_get_length(json_node_get_array(node)) == 0;
+    case JSON_NODE_OBJECT:
+        return json_object_get_size(json_node_get_object(node)) == 0;
+    case JSON_NODE_VALUE:
+        break;
+    }
+    GType type = json_node_get_value_type(node);
+    if (type == G_TYPE_BOOLEAN)
+        return !json_node_get_boolean(node);
+    if (type == G_TYPE_INT64)
+        return json_node_get_int(node) == 0;
+    if (type == G_TYPE_STRING)
+        return json_node_get_string(node)[0] == '\0';
+    return false;
+}
+
+static bool is_value_of(JsonNode *node, GType type)
+{
+    return JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == type;
+}
+
+static bool parse_uint_field(JsonNode *node, const char *path, uint64_t max, uint64_t *out,
+                             GError **error)
+{
+    if (!is_value_of(node, G_TYPE_INT64))
+        return invalid(error, path, "expected an unsigned integer");
+    gint64 value = json_node_get_int(node);
+    if (value < 0 || (uint64_t)value > max)
+        return invalid(error, path, "out of range");
+    *out = (uint64_t)value;
+    return true;
+}
+
+static bool parse_string_field(JsonNode *node, const char *path, char **slot, GError **error)
+{
+    if (JSON_NODE_HOLDS_NULL(node)) {
+        g_clear_pointer(slot, g_free);
+        return true;
+    }
+    if (!is_value_of(node, G_TYPE_STRING))
+        return invalid(error, path, "expected a string");
+    g_free(*slot);
+    *slot = g_strdup(json_node_get_string(node));
+    return true;
+}
+
+static bool parse_mode_field(JsonNode *node, const char *path, enum console_mode *slot,
+                             GError **error)
+{
+    if (!is_value_of(node, G_TYPE_STRING))
+        return invalid(error, path, "expected a string (Off, Pty, Tty, File, Socket or Null)");
+    if (!console_mode_from_string(json_node_get_string(node), slot))
+        return invalid(error, path, "expected one of Off, Pty, Tty, File, Socket, Null");
+    return true;
+}
+
+static bool parse_object(JsonNode *node, const struct field *fields, const char *prefix,
+                         struct vm_config *cfg, GError **error);
+
+static bool parse_leaf(JsonNode *node, const struct field *f, const char *path,
+                       struct vm_config *cfg, GError **error)
+{
+    char *base = (char *)cfg + f->offset;
+    uint64_t value;
+
+    switch (f->kind) {
+    case FIELD_STRING:
+        return parse_string_field(node, path, (char **)base, error);
+    case FIELD_U64:
+        return parse_uint_field(node, path, UINT64_MAX, (uint64_t *)base, error);
+    case FIELD_U32:
+        if (!parse_uint_field(node, path, UINT32_MAX, &value, error))
+            return false;
+        *(uint32_t *)base = (uint32_t)value;
+        return true;
+    case FIELD_BOOL:
+        if (!is_value_of(node, G_TYPE_BOOLEAN))
+            return invalid(error, path, "expected true or false");
+        *(bool *)base = json_node_get_boolean(node);
+        return true;
+    case FIELD_MODE:
+        return parse_mode_field(node, path, (enum console_mode *)base, error);
+    case FIELD_OBJECT:
+        if (f->presence != NO_PRESENCE && !JSON_NODE_HOLDS_NULL(node))
+            *(bool *)((char *)cfg + f->presence) = true;
+        if (f->presence != NO_PRESENCE && JSON_NODE_HOLDS_NULL(node))
+            return true;
+        return parse_object(node, f->members, path, cfg, error);
+    case FIELD_UNSUPPORTED:
+        if (is_unset_value(node))
+            return true;
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED,
+                    "field '%s' is not supported by vsnap yet", path);
+        return false;
+    }
+    g_assert_not_reached();
+}
+
+static bool parse_object(JsonNode *node, const struct field *fields, const char *prefix,
+                         struct vm_config *cfg, GError **error)
+{
+    if (!JSON_NODE_HOLDS_OBJECT(node)) {
+        if (prefix)
+            return invalid(error, prefix, "expected an object");
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the VmConfig must be a JSON object");
+        return false;
+    }
+    JsonObjectIter iter;
+    const char *name;
+    JsonNode *member;
+    json_object_iter_init(&iter, json_node_get_object(node));
+    while (json_object_iter_next(&iter, &name, &member)) {
+        g_autofree char *path = prefix ? g_strdup_printf("%s.%s", prefix, name) : g_strdup(name);
+        const struct field *f = find_field(fields, name);
+        if (!f) {
+            g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "unknown field '%s'", path);
+            return false;
+        }
+        if (!parse_leaf(member, f, path, cfg, error))
+            return false;
+    }
+    return true;
+}
+
+static bool has_member(JsonNode *root, const char *object, const char *member)
+{
+    JsonObject *o = json_node_get_object(root);
+    if (!object)
+        return json_object_has_member(o, member);
+    JsonNode *child = json_object_get_member(o, object);
+    return child && JSON_NODE_HOLDS_OBJECT(child) &&
+           json_object_has_member(json_node_get_object(child), member);
+}
+
+struct vm_config *vm_config_from_json(JsonNode *root, GError **error)
+{
+    g_autoptr(vm_config) cfg = vm_config_new_default();
+
+    if (!parse_object(root, vm_config_fields, NULL, cfg, error))
+        return NULL;
+    if (!has_member(root, NULL, "payload")) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "missing field 'payload'");
+        return NULL;
+    }
+    /* Cloud Hypervisor would refuse boot_vcpus > 1 without max_vcpus; taking
+     * max = boot is what every client means. */
+    if (!has_member(root, "cpus", "max_vcpus"))
+        cfg->cpus.max_vcpus = cfg->cpus.boot_vcpus;
+    if (cfg->vsock.present && !has_member(root, "vsock", "cid")) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "missing field 'vsock.cid'");
+        return NULL;
+    }
+    if (!vm_config_validate(cfg, error))
+        return NULL;
+    return g_steal_pointer(&cfg);
+}
+
+struct vm_config *vm_config_from_json_text(const char *text, gssize len, GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) parse_error = NULL;
+
+    if (!json_parser_load_from_data(parser, text, len, &parse_error)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the body is not valid JSON: %s",
+                    parse_error->message);
+        return NULL;
+    }
+    JsonNode *root = json_parser_get_root(parser);
+    if (!root) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the body is empty: a VmConfig is required");
+        return NULL;
+    }
+    return vm_config_from_json(root, error);
+}
+
+/* ---- checks ---------------------------------------------------------------- */
+
+static bool check_memory(const struct memory_config *m, GError **error)
+{
+    if (m->size < VSNAP_MIN_MEMORY || m->size > VSNAP_MAX_MEMORY) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "invalid field 'memory.size': %" G_GUINT64_FORMAT " bytes is outside %llu MiB .. %llu GiB",
+                    m->size, VSNAP_MIN_MEMORY >> 20, VSNAP_MAX_MEMORY >> 30);
+        return false;
+    }
+    if (m->size % 4096)
+        return invalid(error, "memory.size", "not a multiple of 4 KiB");
+    return true;
+}
+
+static bool check_cpus(const struct cpus_config *c, GError **error)
+{
+    if (c->boot_vcpus == 0 || c->boot_vcpus > VSNAP_MAX_VCPUS) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "invalid field 'cpus.boot_vcpus': %u is outside 1 .. %d", c->boot_vcpus,
+                    VSNAP_MAX_VCPUS);
+        return false;
+    }
+    if (c->max_vcpus > VSNAP_MAX_VCPUS)
+        return invalid(error, "cpus.max_vcpus", "more than vsnap supports (64)");
+    if (c->boot_vcpus > c->max_vcpus)
+        return invalid(error, "cpus.boot_vcpus", "greater than cpus.max_vcpus");
+    return true;
+}
+
+static bool check_console(const struct console_config *c, const char *name, GError **error)
+{
+    g_autofree char *file_path = g_strdup_printf("%s.file", name);
+    g_autofree char *socket_path = g_strdup_printf("%s.socket", name);
+
+    if (c->mode == CONSOLE_MODE_FILE && !c->file)
+        return invalid(error, file_path, "required when mode is File");
+    if (c->mode == CONSOLE_MODE_SOCKET && !c->socket)
+        return invalid(error, socket_path, "required when mode is Socket");
+    return true;
+}
+
+static bool check_vsock(const struct vsock_config *v, GError **error)
+{
+    if (!v->present)
+        return true;
+    if (v->cid < 3 || v->cid == UINT32_MAX)
+        return invalid(error, "vsock.cid", "must be at least 3 (0-2 are reserved) and below 2^32-1");
+    if (!v->socket || !*v->socket)
+        return invalid(error, "vsock.socket", "required");
+    if (v->readiness_port == 0)
+        return invalid(error, "vsock.readiness_port", "must not be 0");
+    return true;
+}
+
+bool vm_config_validate(const struct vm_config *cfg, GError **error)
+{
+    if (!cfg->payload.kernel || !*cfg->payload.kernel) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "missing field 'payload.kernel'");
+        return false;
+    }
+    if (!check_memory(&cfg->memory, error) || !check_cpus(&cfg->cpus, error) ||
+        !check_console(&cfg->serial, "serial", error) ||
+        !check_console(&cfg->console, "console", error) || !check_vsock(&cfg->vsock, error))
+        return false;
+    /* There is no virtio-console: only the 16550 serial port carries output. */
+    if (cfg->console.mode != CONSOLE_MODE_OFF && cfg->console.mode != CONSOLE_MODE_NULL) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED,
+                    "field 'console.mode' %s is not supported by vsnap yet (no virtio-console): "
+                    "use Off and the serial port", console_mode_to_string(cfg->console.mode));
+        return false;
+    }
+    return true;
+}
+
+static bool check_readable_file(const char *path, const char *field, GError **error)
+{
+    struct stat st;
+
+    if (stat(path, &st) != 0 || access(path, R_OK) != 0) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "invalid field '%s': %s: %s", field,
+                    path, g_strerror(errno));
+        return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "invalid field '%s': %s: not a regular file", field, path);
+        return false;
+    }
+    return true;
+}
+
+bool vm_config_check_files(const struct vm_config *cfg, GError **error)
+{
+    if (!check_readable_file(cfg->payload.kernel, "payload.kernel", error))
+        return false;
+    if (cfg->payload.initramfs &&
+        !check_readable_file(cfg->payload.initramfs, "payload.initramfs", error))
+        return false;
+    return true;
+}
+
+/* ---- struct -> JSON ------------------------------------------------------- */
+
+static void add_string(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    if (value)
+        json_builder_add_string_value(b, value);
+    else
+        json_builder_add_null_value(b);
+}
+
+static void add_int(JsonBuilder *b, const char *name, gint64 value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, value);
+}
+
+static void add_bool(JsonBuilder *b, const char *name, bool value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, value);
+}
+
+static void add_console(JsonBuilder *b, const char *name, const struct console_config *c)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_begin_object(b);
+    add_string(b, "mode", console_mode_to_string(c->mode));
+    add_string(b, "file", c->file);
+    add_string(b, "socket", c->socket);
+    json_builder_end_object(b);
+}
+
+static void add_vsock(JsonBuilder *b, const struct vsock_config *v)
+{
+    json_builder_set_member_name(b, "vsock");
+    if (!v->present) {
+        json_builder_add_null_value(b);
+        return;
+    }
+    json_builder_begin_object(b);
+    add_int(b, "cid", v->cid);
+    add_string(b, "socket", v->socket);
+    add_int(b, "readiness_port", v->readiness_port);
+    json_builder_end_object(b);
+}
+
+JsonNode *vm_config_to_json(const struct vm_config *cfg)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "payload");
+    json_builder_begin_object(b);
+    add_string(b, "kernel", cfg->payload.kernel);
+    add_string(b, "cmdline", cfg->payload.cmdline);
+    add_string(b, "initramfs", cfg->payload.initramfs);
+    add_string(b, "firmware", cfg->payload.firmware);
+    json_builder_end_object(b);
+
+    json_builder_set_member_name(b, "cpus");
+    json_builder_begin_object(b);
+    add_int(b, "boot_vcpus", cfg->cpus.boot_vcpus);
+    add_int(b, "max_vcpus", cfg->cpus.max_vcpus);
+    json_builder_end_object(b);
+
+    json_builder_set_member_name(b, "memory");
+    json_builder_begin_object(b);
+    add_int(b, "size", (gint64)cfg->memory.size);
+    add_bool(b, "shared", cfg->memory.shared);
+    add_bool(b, "hugepages", cfg->memory.hugepages);
+    add_bool(b, "prefault", cfg->memory.prefault);
+    json_builder_end_object(b);
+
+    add_console(b, "serial", &cfg->serial);
+    add_console(b, "console", &cfg->console);
+    add_vsock(b, &cfg->vsock);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}

@@ -1,0 +1,74 @@
+/* VmConfig: the shim's view of Cloud Hypervisor's VmConfig JSON.
+ *
+ * Parsed from JSON by vm-config.c (unknown or invalid fields are refused with a
+ * GError naming the field) and turned back into JSON for vm.info and snapshots.
+ * The KVM core only reads this struct; it never sees JSON.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define VSNAP_MIN_MEMORY (16ull << 20)
+#define VSNAP_MAX_MEMORY (64ull << 30)
+#define VSNAP_MAX_VCPUS 64
+
+/* Cloud Hypervisor's ConsoleOutputMode, in its spelling. */
+enum console_mode {
+    CONSOLE_MODE_OFF,
+    CONSOLE_MODE_NULL,
+    CONSOLE_MODE_FILE,
+    CONSOLE_MODE_TTY,
+    CONSOLE_MODE_PTY,
+    CONSOLE_MODE_SOCKET,
+};
+
+struct console_config {
+    enum console_mode mode;
+    char *file;   /* CONSOLE_MODE_FILE */
+    char *socket; /* CONSOLE_MODE_SOCKET: the shim listens on this UNIX socket */
+};
+
+struct payload_config {
+    char *kernel;    /* bzImage or ELF vmlinux */
+    char *cmdline;   /* may be NULL */
+    char *initramfs; /* may be NULL */
+    char *firmware;  /* accepted by the schema, refused at boot: not supported */
+};
+
+struct cpus_config {
+    unsigned boot_vcpus;
+    unsigned max_vcpus;
+};
+
+struct memory_config {
+    uint64_t size; /* bytes */
+    bool shared;
+    bool hugepages;
+    bool prefault;
+};
+
+struct vsock_config {
+    bool present;
+    uint32_t cid;
+    char *socket;
+    uint32_t readiness_port; /* vsnap extension, default 1024 */
+};
+
+struct vm_config {
+    struct payload_config payload;
+    struct cpus_config cpus;
+    struct memory_config memory;
+    struct console_config serial;
+    struct console_config console;
+    struct vsock_config vsock;
+};
+
+struct vm_config *vm_config_new_default(void);
+struct vm_config *vm_config_copy(const struct vm_config *cfg);
+void vm_config_free(struct vm_config *cfg);
+typedef struct vm_config vm_config; /* for g_autoptr(vm_config) */
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(vm_config, vm_config_free)
+
+const char *console_mode_to_string(enum console_mode mode);

@@ -1,0 +1,69 @@
+/* On-demand restore: guest RAM registered with userfaultfd (MISSING mode) and
+ * filled, on first touch, from the topmost layer of a chain that holds each
+ * page (or with a zero page). The handler is a thread inside the shim.
+ *
+ * Faults are served a block at a time: the aligned block_size block around the
+ * faulting address, each page from its own layer. A data block whose checksum
+ * fails is never served: the server stops answering, and on_error is called
+ * once (from the handler or prefetch thread) so the VM can stop with an error
+ * event. Threads blocked on a fault then stay blocked until the owner kicks
+ * them (vCPUs: a signal) and stops the server.
+ *
+ * Lifetime: the chain and the RAM mapping must outlive the server. Stopping
+ * unregisters RAM; pages not served by then read as zero afterwards. That is
+ * right for pages the snapshot has as zero, so once every data page is served
+ * (stats.complete: after snap_uffd_fill_all() or a finished prefetch) the
+ * server can be stopped and its chain closed while the VM keeps running.
+ * Before that, stop only when the VM is being torn down. */
+#pragma once
+
+#include "snapshot/chain.h"
+
+enum snap_uffd_open {
+    SNAP_UFFD_OPEN_AUTO = 0,     /* userfaultfd(2), then /dev/userfaultfd */
+    SNAP_UFFD_OPEN_SYSCALL,      /* only userfaultfd(2) */
+    SNAP_UFFD_OPEN_DEVICE,       /* only /dev/userfaultfd (USERFAULTFD_IOC_NEW) */
+};
+
+typedef void (*snap_uffd_error_fn)(void *opaque, const GError *error);
+
+struct snap_uffd_config {
+    struct snap_chain *chain;  /* full chain, RAM size == size */
+    uint8_t *host;             /* RAM mapping: fresh anonymous or memfd (MAP_SHARED), untouched */
+    uint64_t size;
+    uint64_t block_size;       /* power of two, 4 KiB .. 2 MiB; 0 means 64 KiB */
+    snap_uffd_error_fn on_error;
+    void *opaque;
+    enum snap_uffd_open open_mode;
+};
+
+struct snap_uffd_stats {
+    uint64_t faults;           /* fault messages handled */
+    uint64_t pages_copied;     /* pages served with UFFDIO_COPY */
+    uint64_t pages_zeroed;     /* pages served with UFFDIO_ZEROPAGE */
+    uint64_t blocks_prefetched;
+    bool prefetch_done;        /* the prefetch thread has finished */
+    bool complete;             /* every page holding snapshot data is served */
+    bool failed;               /* a block failed (on_error was called) */
+};
+
+struct snap_uffd;
+
+/* Register RAM and start the fault handler thread. Fails with SNAP_ERROR_UFFD
+ * and a clear message if userfaultfd is not available; there is no fallback. */
+struct snap_uffd *snap_uffd_start(const struct snap_uffd_config *config, GError **error);
+
+/* Start the background prefetch thread: every page holding snapshot data not
+ * served yet, in block order, racing safely with faults (zero pages are left
+ * to faults: see uffd.c). Call once the vCPUs run. */
+bool snap_uffd_start_prefetch(struct snap_uffd *u, GError **error);
+
+/* Serve every page holding snapshot data not served yet, in the calling thread
+ * (before a full snapshot of a VM restored on demand, or for prefault=true).
+ * Afterwards stats.complete is true. */
+bool snap_uffd_fill_all(struct snap_uffd *u, GError **error);
+
+void snap_uffd_get_stats(struct snap_uffd *u, struct snap_uffd_stats *stats);
+
+/* Stop the threads (eventfd wake-up, join), unregister, close. NULL is fine. */
+void snap_uffd_stop(struct snap_uffd *u);

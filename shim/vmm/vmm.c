@@ -1,0 +1,676 @@
+/* The VM lifecycle behind the API: one state machine, every transition here. */
+#define G_LOG_DOMAIN "vsnap-shim"
+
+#include "vmm/vmm.h"
+
+#include <stdarg.h>
+
+#include "config/vm-config-json.h"
+#include "vm.h"
+#include "vmm/readiness.h"
+
+/* Handed to the VM as the callbacks' opaque: lets a callback that arrives after
+ * its VM was torn down (and maybe replaced) be recognised as stale. Lives as
+ * long as its VM (freed after vm_free), so the readiness service it holds
+ * outlives the vsock device serving it. */
+struct vm_link {
+    struct vmm *vmm;
+    guint generation;
+    struct vm_callbacks callbacks;
+    struct readiness_service readiness;
+};
+
+struct ready_watch {
+    guint id;
+    vmm_ready_func func;
+    void *data;
+};
+
+struct vmm {
+    enum vmm_state state;
+    struct vm_config *config;
+    struct vm *vm;
+    struct vm_link *link;
+    guint generation;         /* bumped at every teardown */
+    GMainContext *main_context;
+    struct events *events;
+    void (*exit_requested)(void *data);
+    void *exit_data;
+    bool exit_on_guest_poweroff;
+
+    /* What happened last, for vm.info's "vsnap" object. */
+    const char *last_stop_reason; /* "poweroff", "reboot", "crash", "shutdown", NULL */
+    const char *last_stop_origin; /* "guest" or "api" */
+    char *last_stop_detail;
+    char *last_error;
+    guint boot_count;
+
+    char *ready_info;
+    GArray *ready_watches;    /* struct ready_watch */
+    guint next_watch_id;
+};
+
+/* ---- construction --------------------------------------------------------- */
+
+struct vmm *vmm_new(struct events *events, void (*exit_requested)(void *data), void *data)
+{
+    struct vmm *vmm = g_new0(struct vmm, 1);
+    vmm->state = VMM_STATE_NOT_CREATED;
+    vmm->main_context = g_main_context_ref(g_main_context_default());
+    vmm->events = events;
+    vmm->exit_requested = exit_requested;
+    vmm->exit_data = data;
+    vmm->ready_watches = g_array_new(FALSE, FALSE, sizeof(struct ready_watch));
+    vmm->next_watch_id = 1;
+    return vmm;
+}
+
+static void teardown_vm(struct vmm *vmm);
+
+void vmm_free(struct vmm *vmm)
+{
+    if (!vmm)
+        return;
+    teardown_vm(vmm);
+    vm_config_free(vmm->config);
+    g_free(vmm->last_stop_detail);
+    g_free(vmm->last_error);
+    g_free(vmm->ready_info);
+    g_array_unref(vmm->ready_watches);
+    g_main_context_unref(vmm->main_context);
+    g_free(vmm);
+}
+
+void vmm_set_exit_on_guest_poweroff(struct vmm *vmm, bool exit)
+{
+    vmm->exit_on_guest_poweroff = exit;
+}
+
+const char *vmm_state_to_string(enum vmm_state state)
+{
+    switch (state) {
+    case VMM_STATE_NOT_CREATED:
+        return "NotCreated";
+    case VMM_STATE_CREATED:
+        return "Created";
+    case VMM_STATE_RUNNING:
+        return "Running";
+    case VMM_STATE_PAUSED:
+        return "Paused";
+    case VMM_STATE_SHUTDOWN:
+        return "Shutdown";
+    }
+    return "Invalid";
+}
+
+enum vmm_state vmm_get_state(const struct vmm *vmm)
+{
+    return vmm->state;
+}
+
+static void emit(struct vmm *vmm, const char *event)
+{
+    events_emit(vmm->events, "vm", event, NULL);
+}
+
+/* ---- readiness ------------------------------------------------------------ */
+
+static void notify_ready_watches(struct vmm *vmm, const char *info)
+{
+    g_autoptr(GArray) watches = vmm->ready_watches;
+
+    vmm->ready_watches = g_array_new(FALSE, FALSE, sizeof(struct ready_watch));
+    for (guint i = 0; i < watches->len; i++) {
+        struct ready_watch *w = &g_array_index(watches, struct ready_watch, i);
+        w->func(info, w->data);
+    }
+}
+
+const char *vmm_ready_info(const struct vmm *vmm)
+{
+    return vmm->ready_info;
+}
+
+guint vmm_watch_ready(struct vmm *vmm, vmm_ready_func func, void *data)
+{
+    struct ready_watch w = { .id = vmm->next_watch_id++, .func = func, .data = data };
+    g_array_append_val(vmm->ready_watches, w);
+    return w.id;
+}
+
+void vmm_unwatch_ready(struct vmm *vmm, guint id)
+{
+    for (guint i = 0; i < vmm->ready_watches->len; i++) {
+        if (g_array_index(vmm->ready_watches, struct ready_watch, i).id == id) {
+            g_array_remove_index(vmm->ready_watches, i);
+            return;
+        }
+    }
+}
+
+/* ---- building and tearing down the VM -------------------------------------- */
+
+static void on_guest_stop(void *opaque, enum vm_stop_reason reason, const char *detail);
+static void on_guest_ready(void *opaque, const char *info_json);
+
+static struct vm_link *new_link(struct vmm *vmm)
+{
+    struct vm_link *link = g_new0(struct vm_link, 1);
+    link->vmm = vmm;
+    link->generation = vmm->generation;
+    link->callbacks = (struct vm_callbacks){
+        .on_guest_stop = on_guest_stop,
+        .opaque = link,
+    };
+    return link;
+}
+
+/* The guest agent's announcements arrive on the config's readiness port,
+ * served by the VMM itself; installed before any vCPU runs. */
+static bool serve_readiness(struct vm *vm, const struct vm_config *cfg, struct vm_link *link, GError **error)
+{
+    if (!cfg->vsock.present)
+        return true;
+    readiness_service_init(&link->readiness, cfg->vsock.readiness_port, on_guest_ready, link);
+    return vm_serve_vsock_port(vm, &link->readiness.handler, error);
+}
+
+static void adopt_vm(struct vmm *vmm, struct vm *vm, struct vm_link *link)
+{
+    vmm->vm = vm;
+    vmm->link = link;
+    g_clear_pointer(&vmm->last_error, g_free);
+}
+
+/* Building failed: vm (maybe NULL) and link go, the error is kept for vm.info. */
+static void drop_vm(struct vmm *vmm, struct vm *vm, struct vm_link *link, const GError *error)
+{
+    vm_free(vm);
+    g_free(link);
+    g_free(vmm->last_error);
+    vmm->last_error = g_strdup(error->message);
+}
+
+/* vm_free joins the vCPU threads, so no callback can run after it returns; a
+ * callback already queued for the main thread sees a newer generation. */
+static void teardown_vm(struct vmm *vmm)
+{
+    if (!vmm->vm)
+        return;
+    vm_free(vmm->vm);
+    vmm->vm = NULL;
+    g_clear_pointer(&vmm->link, g_free);
+    vmm->generation++;
+    g_clear_pointer(&vmm->ready_info, g_free);
+    notify_ready_watches(vmm, NULL);
+}
+
+static bool build_and_start_vm(struct vmm *vmm, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    struct vm_link *link = new_link(vmm);
+    struct vm *vm = vm_new(vmm->config, &link->callbacks, &local);
+    if (!vm || !serve_readiness(vm, vmm->config, link, &local) || !vm_start(vm, &local)) {
+        drop_vm(vmm, vm, link, local);
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_FAILED, "cannot boot the VM: %s", local->message);
+        return false;
+    }
+    adopt_vm(vmm, vm, link);
+    vmm->boot_count++;
+    return true;
+}
+
+static void record_stop(struct vmm *vmm, const char *reason, const char *origin,
+                        const char *detail)
+{
+    vmm->last_stop_reason = reason;
+    vmm->last_stop_origin = origin;
+    g_free(vmm->last_stop_detail);
+    vmm->last_stop_detail = g_strdup(detail);
+}
+
+/* ---- state checks ------------------------------------------------------------ */
+
+static bool require_created(struct vmm *vmm, GError **error)
+{
+    if (vmm->state != VMM_STATE_NOT_CREATED)
+        return true;
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_CREATED, "no VM: create one with vm.create first");
+    return false;
+}
+
+static bool require_state(struct vmm *vmm, const char *action, GError **error, int n, ...)
+{
+    va_list ap;
+
+    if (!require_created(vmm, error))
+        return false;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++) {
+        if ((enum vmm_state)va_arg(ap, int) == vmm->state) {
+            va_end(ap);
+            return true;
+        }
+    }
+    va_end(ap);
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "cannot %s: the VM is %s", action,
+                vmm_state_to_string(vmm->state));
+    return false;
+}
+
+/* ---- API actions ------------------------------------------------------------- */
+
+bool vmm_create(struct vmm *vmm, struct vm_config *cfg, GError **error)
+{
+    g_autoptr(vm_config) owned = cfg;
+
+    if (vmm->state != VMM_STATE_NOT_CREATED) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE,
+                    "a VM is already created (delete it with vm.delete first)");
+        return false;
+    }
+    if (!vm_config_check_files(owned, error))
+        return false;
+    vmm->config = g_steal_pointer(&owned);
+    vmm->state = VMM_STATE_CREATED;
+    return true;
+}
+
+bool vmm_boot(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "boot", error, 2, VMM_STATE_CREATED, VMM_STATE_SHUTDOWN))
+        return false;
+    emit(vmm, "booting");
+    if (!build_and_start_vm(vmm, error))
+        return false;
+    vmm->state = VMM_STATE_RUNNING;
+    emit(vmm, "booted");
+    return true;
+}
+
+bool vmm_pause(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "pause", error, 1, VMM_STATE_RUNNING))
+        return false;
+    emit(vmm, "pausing");
+    if (!vm_pause(vmm->vm, error)) {
+        g_prefix_error(error, "cannot pause the VM: ");
+        return false;
+    }
+    vmm->state = VMM_STATE_PAUSED;
+    emit(vmm, "paused");
+    return true;
+}
+
+bool vmm_resume(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "resume", error, 1, VMM_STATE_PAUSED))
+        return false;
+    emit(vmm, "resuming");
+    if (!vm_resume(vmm->vm, error)) {
+        g_prefix_error(error, "cannot resume the VM: ");
+        return false;
+    }
+    vmm->state = VMM_STATE_RUNNING;
+    emit(vmm, "resumed");
+    return true;
+}
+
+static void shut_down(struct vmm *vmm)
+{
+    teardown_vm(vmm);
+    vmm->state = VMM_STATE_SHUTDOWN;
+    /* A stop the guest side caused says why (a crash, or an on-demand restore
+     * that met a corrupt block): {"reason": ..., "detail": ...} */
+    if (!g_strcmp0(vmm->last_stop_origin, "guest"))
+        events_emit_strings(vmm->events, "vm", "shutdown", "reason", vmm->last_stop_reason, "detail",
+                            vmm->last_stop_detail ? vmm->last_stop_detail : "", NULL);
+    else
+        emit(vmm, "shutdown");
+}
+
+bool vmm_shutdown_vm(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "shut down", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
+        return false;
+    record_stop(vmm, "shutdown", "api", NULL);
+    shut_down(vmm);
+    return true;
+}
+
+/* A reboot is a fresh VM from the same config: nothing of the old one survives. */
+static bool reboot_vm(struct vmm *vmm, GError **error)
+{
+    emit(vmm, "rebooting");
+    teardown_vm(vmm);
+    if (!build_and_start_vm(vmm, error)) {
+        vmm->state = VMM_STATE_SHUTDOWN;
+        emit(vmm, "shutdown");
+        return false;
+    }
+    vmm->state = VMM_STATE_RUNNING;
+    emit(vmm, "rebooted");
+    return true;
+}
+
+bool vmm_reboot(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "reboot", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
+        return false;
+    record_stop(vmm, "reboot", "api", NULL);
+    return reboot_vm(vmm, error);
+}
+
+/* As Cloud Hypervisor: deleting when there is no VM succeeds. */
+bool vmm_delete(struct vmm *vmm, GError **error)
+{
+    if (vmm->state == VMM_STATE_NOT_CREATED)
+        return true;
+    if (vmm->vm) {
+        record_stop(vmm, "shutdown", "api", NULL);
+        shut_down(vmm);
+    }
+    g_clear_pointer(&vmm->config, vm_config_free);
+    vmm->state = VMM_STATE_NOT_CREATED;
+    emit(vmm, "deleted");
+    return true;
+}
+
+bool vmm_power_button(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "press the power button", error, 1, VMM_STATE_RUNNING))
+        return false;
+    vm_power_button(vmm->vm);
+    return true;
+}
+
+void vmm_request_exit(struct vmm *vmm)
+{
+    if (vmm->vm) {
+        record_stop(vmm, "shutdown", "api", NULL);
+        shut_down(vmm);
+    }
+    events_emit(vmm->events, "vmm", "shutdown", NULL);
+    if (vmm->exit_requested)
+        vmm->exit_requested(vmm->exit_data);
+}
+
+/* ---- snapshot and restore ------------------------------------------------------ */
+
+/* persist's errors say whose fault it was: the request's (400) or not (500). */
+static void to_shim_error(GError **error)
+{
+    if (!error || !*error || (*error)->domain == SHIM_ERROR)
+        return;
+    int code = (*error)->domain == PERSIST_ERROR && (*error)->code == PERSIST_ERROR_INVALID ? SHIM_ERROR_INVALID
+                                                                                           : SHIM_ERROR_FAILED;
+    GError *shim = g_error_new_literal(SHIM_ERROR, code, (*error)->message);
+    g_clear_error(error);
+    *error = shim;
+}
+
+bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
+                  struct persist_snapshot_result *result, GError **error)
+{
+    if (vmm->state == VMM_STATE_NOT_CREATED) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_CREATED, "no VM: create or restore one first");
+        return false;
+    }
+    if (vmm->state != VMM_STATE_PAUSED) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "cannot snapshot: the VM is %s (pause it first)",
+                    vmm_state_to_string(vmm->state));
+        return false;
+    }
+    struct persist_snapshot_result local_result = { 0 };
+    if (!result)
+        result = &local_result;
+    emit(vmm, "snapshotting");
+    if (!persist_snapshot(vmm->vm, vmm->config, req, result, error)) {
+        to_shim_error(error);
+        return false;
+    }
+    g_info("snapshot %s: %" G_GUINT64_FORMAT " pages, %" G_GUINT64_FORMAT " bytes in %.3f ms", result->id,
+           result->data_pages, result->file_bytes, result->elapsed_ns / 1e6);
+    events_emit_strings(vmm->events, "vm", "snapshotted", "id", result->id, NULL);
+    return true;
+}
+
+bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *req, bool resume, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    struct vm_config *cfg = NULL;
+
+    if (vmm->state != VMM_STATE_NOT_CREATED) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE,
+                    "cannot restore: a VM exists already (%s); restore into a shim without a VM, or "
+                    "vm.delete first", vmm_state_to_string(vmm->state));
+        return false;
+    }
+    emit(vmm, "restoring");
+    struct vm_link *link = new_link(vmm);
+    struct vm *vm = persist_restore(req, &link->callbacks, &cfg, &local);
+    if (!vm || !serve_readiness(vm, cfg, link, &local)) {
+        drop_vm(vmm, vm, link, local);
+        vm_config_free(cfg);
+        to_shim_error(&local);
+        g_propagate_error(error, g_steal_pointer(&local));
+        return false;
+    }
+    adopt_vm(vmm, vm, link);
+    vmm->config = cfg;
+    vmm->state = VMM_STATE_PAUSED;
+    emit(vmm, "restored");
+    return !resume || vmm_resume(vmm, error);
+}
+
+/* ---- what the guest did (arrives on vCPU / device threads) --------------------- */
+
+struct guest_stop {
+    struct vmm *vmm;
+    guint generation;
+    enum vm_stop_reason reason;
+    char *detail;
+};
+
+static void guest_stop_free(gpointer data)
+{
+    struct guest_stop *stop = data;
+    g_free(stop->detail);
+    g_free(stop);
+}
+
+static void handle_guest_poweroff(struct vmm *vmm, const char *reason, const char *detail)
+{
+    record_stop(vmm, reason, "guest", detail);
+    shut_down(vmm);
+    if (vmm->exit_on_guest_poweroff && vmm->exit_requested)
+        vmm->exit_requested(vmm->exit_data);
+}
+
+static gboolean handle_guest_stop(gpointer data)
+{
+    struct guest_stop *stop = data;
+    struct vmm *vmm = stop->vmm;
+    g_autoptr(GError) error = NULL;
+
+    if (stop->generation != vmm->generation || !vmm->vm)
+        return G_SOURCE_REMOVE; /* that VM is gone already */
+    g_message("guest stop: %s%s%s", vm_stop_reason_to_string(stop->reason),
+              stop->detail ? ": " : "", stop->detail ? stop->detail : "");
+    switch (stop->reason) {
+    case VM_STOP_POWEROFF:
+        handle_guest_poweroff(vmm, "poweroff", stop->detail);
+        break;
+    case VM_STOP_CRASH:
+        handle_guest_poweroff(vmm, "crash", stop->detail);
+        break;
+    case VM_STOP_RESET:
+        record_stop(vmm, "reboot", "guest", stop->detail);
+        if (!reboot_vm(vmm, &error))
+            g_warning("guest reboot failed: %s", error->message);
+        break;
+    }
+    return G_SOURCE_REMOVE;
+}
+
+static void on_guest_stop(void *opaque, enum vm_stop_reason reason, const char *detail)
+{
+    struct vm_link *link = opaque;
+    struct guest_stop *stop = g_new0(struct guest_stop, 1);
+
+    stop->vmm = link->vmm;
+    stop->generation = link->generation;
+    stop->reason = reason;
+    stop->detail = g_strdup(detail);
+    g_main_context_invoke_full(link->vmm->main_context, G_PRIORITY_DEFAULT, handle_guest_stop,
+                               stop, guest_stop_free);
+}
+
+struct guest_ready {
+    struct vmm *vmm;
+    guint generation;
+    char *info_json;
+};
+
+static void guest_ready_free(gpointer data)
+{
+    struct guest_ready *ready = data;
+    g_free(ready->info_json);
+    g_free(ready);
+}
+
+static JsonNode *parse_json_or_string(const char *text)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+
+    if (text && json_parser_load_from_data(parser, text, -1, NULL) && json_parser_get_root(parser))
+        return json_node_copy(json_parser_get_root(parser));
+    JsonNode *node = json_node_new(JSON_NODE_VALUE);
+    json_node_set_string(node, text ? text : "");
+    return node;
+}
+
+static gboolean handle_guest_ready(gpointer data)
+{
+    struct guest_ready *ready = data;
+    struct vmm *vmm = ready->vmm;
+
+    if (ready->generation != vmm->generation || !vmm->vm)
+        return G_SOURCE_REMOVE;
+    g_free(vmm->ready_info);
+    vmm->ready_info = g_strdup(ready->info_json ? ready->info_json : "{}");
+    events_emit(vmm->events, "guest", "ready", parse_json_or_string(vmm->ready_info));
+    notify_ready_watches(vmm, vmm->ready_info);
+    return G_SOURCE_REMOVE;
+}
+
+static void on_guest_ready(void *opaque, const char *info_json)
+{
+    struct vm_link *link = opaque;
+    struct guest_ready *ready = g_new0(struct guest_ready, 1);
+
+    ready->vmm = link->vmm;
+    ready->generation = link->generation;
+    ready->info_json = g_strdup(info_json);
+    g_main_context_invoke_full(link->vmm->main_context, G_PRIORITY_DEFAULT, handle_guest_ready,
+                               ready, guest_ready_free);
+}
+
+/* ---- vm.info / vm.counters ------------------------------------------------------ */
+
+static void add_optional_string(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    if (value)
+        json_builder_add_string_value(b, value);
+    else
+        json_builder_add_null_value(b);
+}
+
+/* The guest's announcement is the readiness part of the "vsnap" object (vm.h):
+ * {"ready": true, "boot_id": ..., "generation": ..., ...}; before it, just
+ * "ready": false. */
+static void add_ready_members(struct vmm *vmm, JsonBuilder *b)
+{
+    g_autoptr(JsonNode) info = vmm->ready_info ? parse_json_or_string(vmm->ready_info) : NULL;
+
+    if (!info || !JSON_NODE_HOLDS_OBJECT(info)) {
+        json_builder_set_member_name(b, "ready");
+        json_builder_add_boolean_value(b, info != NULL);
+        return;
+    }
+    JsonObjectIter iter;
+    const char *name;
+    JsonNode *member;
+    json_object_iter_init(&iter, json_node_get_object(info));
+    while (json_object_iter_next(&iter, &name, &member)) {
+        json_builder_set_member_name(b, name);
+        json_builder_add_value(b, json_node_copy(member));
+    }
+}
+
+static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
+{
+    json_builder_set_member_name(b, "vsnap");
+    json_builder_begin_object(b);
+    add_optional_string(b, "last_stop_reason", vmm->last_stop_reason);
+    add_optional_string(b, "last_stop_origin", vmm->last_stop_origin);
+    add_optional_string(b, "last_stop_detail", vmm->last_stop_detail);
+    add_optional_string(b, "last_error", vmm->last_error);
+    json_builder_set_member_name(b, "boot_count");
+    json_builder_add_int_value(b, vmm->boot_count);
+    json_builder_set_member_name(b, "ram_resident_bytes");
+    json_builder_add_int_value(b, vmm->vm ? (gint64)vm_ram_resident_bytes(vmm->vm) : 0);
+    add_optional_string(b, "serial_pty", vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL);
+    add_ready_members(vmm, b);
+    if (vmm->vm) /* snapshot id, restore mode, on-demand progress */
+        persist_add_info(vmm->vm, b);
+    json_builder_end_object(b);
+}
+
+/* Cloud Hypervisor reports a serial PTY's path as config.serial.file, which is
+ * where libvirt's ch driver reads it. */
+static JsonNode *config_with_pty(struct vmm *vmm)
+{
+    JsonNode *config = vm_config_to_json(vmm->config);
+    const char *pty = vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL;
+
+    if (pty) {
+        JsonObject *serial = json_object_get_object_member(json_node_get_object(config), "serial");
+        json_object_set_string_member(serial, "file", pty);
+    }
+    return config;
+}
+
+JsonNode *vmm_info(struct vmm *vmm, GError **error)
+{
+    if (!require_created(vmm, error))
+        return NULL;
+
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "config");
+    json_builder_add_value(b, config_with_pty(vmm));
+    json_builder_set_member_name(b, "state");
+    json_builder_add_string_value(b, vmm_state_to_string(vmm->state));
+    json_builder_set_member_name(b, "memory_actual_size");
+    json_builder_add_int_value(b, (gint64)vmm->config->memory.size);
+    json_builder_set_member_name(b, "device_tree");
+    json_builder_begin_object(b);
+    json_builder_end_object(b);
+    add_vsnap_info(vmm, b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+JsonNode *vmm_counters(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "read counters", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
+        return NULL;
+
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    vm_add_counters(vmm->vm, b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}

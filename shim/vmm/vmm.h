@@ -1,0 +1,73 @@
+/* struct vmm: the one VM a shim process manages and its lifecycle, as Cloud
+ * Hypervisor's API sees it (Created -> Running <-> Paused -> Shutdown), plus what
+ * the guest did last (poweroff, reboot, crash) and its readiness.
+ *
+ * Every function runs on the main thread. Guest-initiated stops and readiness
+ * arrive on vCPU/device threads and are handed to the main thread here.
+ * Errors use SHIM_ERROR (config/shim-error.h), whose code is the HTTP status.
+ */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <stdbool.h>
+
+#include "config/shim-error.h"
+#include "config/vm-config.h"
+#include "persist/persist.h"
+#include "vmm/events.h"
+
+enum vmm_state {
+    VMM_STATE_NOT_CREATED,
+    VMM_STATE_CREATED,
+    VMM_STATE_RUNNING,
+    VMM_STATE_PAUSED,
+    VMM_STATE_SHUTDOWN,
+};
+
+struct vmm;
+
+/* exit_requested runs (on the main thread) when vmm.shutdown was asked for, or
+ * when the guest powered off and nothing else can happen (no API socket). */
+struct vmm *vmm_new(struct events *events, void (*exit_requested)(void *data), void *data);
+/* Tear down the VM, if any. The events monitor stays the caller's. */
+void vmm_free(struct vmm *vmm);
+
+/* Without an API the process has nothing to do once the guest powered off. */
+void vmm_set_exit_on_guest_poweroff(struct vmm *vmm, bool exit);
+
+const char *vmm_state_to_string(enum vmm_state state);
+enum vmm_state vmm_get_state(const struct vmm *vmm);
+
+/* Takes cfg. Checks that the files it names exist. */
+bool vmm_create(struct vmm *vmm, struct vm_config *cfg, GError **error);
+bool vmm_boot(struct vmm *vmm, GError **error);
+bool vmm_pause(struct vmm *vmm, GError **error);
+bool vmm_resume(struct vmm *vmm, GError **error);
+bool vmm_shutdown_vm(struct vmm *vmm, GError **error);
+bool vmm_reboot(struct vmm *vmm, GError **error);
+bool vmm_delete(struct vmm *vmm, GError **error);
+bool vmm_power_button(struct vmm *vmm, GError **error);
+/* Tear the VM down and ask for the process to exit. */
+void vmm_request_exit(struct vmm *vmm);
+
+/* vm.info and vm.counters bodies, or NULL and a SHIM_ERROR. */
+JsonNode *vmm_info(struct vmm *vmm, GError **error);
+JsonNode *vmm_counters(struct vmm *vmm, GError **error);
+
+/* vm.snapshot (shim/persist/): only while Paused (405 otherwise). Emits
+ * snapshotting/snapshotted (with the new layer's id). result may be NULL. */
+bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
+                  struct persist_snapshot_result *result, GError **error);
+/* vm.restore: only without a VM (405 otherwise). Emits restoring/restored; the
+ * VM is then Paused, or resumed (resuming/resumed) when resume is true. */
+bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *req, bool resume, GError **error);
+
+/* Readiness (for GET vm.wait-ready): the guest's announcement since the last
+ * boot, as JSON text, or NULL. A watch is called once, on the main thread, with
+ * the announcement, or with NULL when the VM stops before announcing; it is
+ * removed after that call. */
+const char *vmm_ready_info(const struct vmm *vmm);
+typedef void (*vmm_ready_func)(const char *ready_info, void *data);
+guint vmm_watch_ready(struct vmm *vmm, vmm_ready_func func, void *data);
+void vmm_unwatch_ready(struct vmm *vmm, guint id);
