@@ -1,5 +1,5 @@
 /* One watcher thread per running domain: reads the shim's event monitor
- * FIFO (one JSON object per line, the format shim/api/events.h documents;
+ * FIFO (one JSON object per line, the format shim/vmm/events.h documents;
  * other events are ignored) and watches the shim's pidfd. It turns
  * what the shim reports into domain state and libvirt events:
  *   guest/ready   -> readiness, agent-lifecycle "connected"
