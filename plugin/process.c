@@ -359,6 +359,10 @@ static void forget_serial_pty(struct domain_def *def)
 static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct domain_def *live,
                    const struct process_start_how *how, GError **error)
 {
+    /* Before anything exists: a missing image is the user's to fix, and
+     * nothing is started or left behind for it. */
+    if (!domain_def_check_disk_access(live, error))
+        return false;
     g_autofree char *json = domain_def_to_vm_config_json(live, run->vsock_socket, error);
     if (!json || !make_run_dir(run, error) || !open_event_fifo(run, error))
         return false;
@@ -734,7 +738,7 @@ static void reattach_one(struct vsnap_driver *drv, const char *name)
         terminate(run, false);
         goto discard;
     }
-    live = domain_def_parse_string(xml, drv->paths.schema_dir, &error);
+    live = domain_def_parse_live_string(xml, drv->paths.schema_dir, &error);
     if (live && monitor_vm_info(run->api_socket, &info, &error) &&
         g_str_equal(info.state, "Shutdown")) {
         finish_offline_stop(drv, name, run, &info);
