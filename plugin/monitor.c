@@ -184,7 +184,7 @@ static void add_config_overrides(JsonBuilder *b, const struct monitor_restore *r
 {
     json_builder_set_member_name(b, "config_overrides");
     json_builder_begin_object(b);
-    domain_def_add_vm_serial(b, r->live, r->serial_socket);
+    domain_def_add_vm_serial(b, r->live);
     if (r->live->vsock.present) {
         json_builder_set_member_name(b, "vsock");
         json_builder_begin_object(b);
@@ -213,6 +213,7 @@ void vm_info_clear(struct vm_info *info)
 {
     g_clear_pointer(&info->state, g_free);
     g_clear_pointer(&info->last_stop_reason, g_free);
+    g_clear_pointer(&info->serial_pty, g_free);
 }
 
 bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **error)
@@ -242,6 +243,8 @@ bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **erro
         /* The shim flattens the guest's announcement into the vsnap object:
          * "ready": true beside "generation", "boot_id", "ready_ns". */
         info->ready = json_object_get_boolean_member_with_default(vsnap, "ready", FALSE);
+        const char *pty = json_object_get_string_member_with_default(vsnap, "serial_pty", NULL);
+        info->serial_pty = g_strdup(pty);
     }
     return true;
 }

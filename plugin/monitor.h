@@ -18,6 +18,7 @@ struct vm_info {
     uint64_t memory_actual_size; /* bytes */
     char *last_stop_reason;      /* vsnap extension: poweroff, crash, reboot, shutdown */
     bool ready;                  /* vsnap extension: the guest announced readiness */
+    char *serial_pty;            /* vsnap extension: the serial's pty slave (Pty mode) */
 };
 
 void vm_info_clear(struct vm_info *info);
@@ -48,7 +49,7 @@ struct monitor_restore {
     const char *mode;            /* memory_restore_mode: copy, merge, ondemand */
     bool resume;
     const struct domain_def *live;
-    const char *vsock_socket, *serial_socket;
+    const char *vsock_socket;
 };
 bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *restore,
                         GError **error);

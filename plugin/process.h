@@ -22,8 +22,8 @@ struct domain_run {
     int pidfd;          /* readable when the shim has exited */
     int fifo_fd;        /* event monitor, read side (opened O_RDWR: never EOF) */
     int wake_fd;        /* eventfd: tells the watcher thread to stop */
-    char *dir, *api_socket, *vsock_socket, *serial_socket, *fifo_path, *pid_path,
-        *status_path, *xml_path, *log_path;
+    char *dir, *api_socket, *vsock_socket, *fifo_path, *pid_path, *status_path, *xml_path,
+        *log_path;
     bool stopping;      /* under dom->lock: an exit of the shim is expected */
     bool ready;         /* under dom->lock: the guest announced readiness */
 };

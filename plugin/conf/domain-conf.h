@@ -133,13 +133,13 @@ void domain_disk_set_chain(struct domain_disk *disk, const char *const *chain);
  * the wrong kind. */
 bool domain_def_check_disk_access(const struct domain_def *def, GError **error);
 
-/* Cloud Hypervisor VmConfig JSON for vm.create, given the runtime dir paths. */
+/* Cloud Hypervisor VmConfig JSON for vm.create, given the vsock socket's path
+ * in the runtime directory. A pty serial is the shim's Pty. */
 char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vsock_socket_path,
-                                   const char *serial_socket_path, GError **error);
+                                   GError **error);
 /* The "serial" and "console" members of that VmConfig, for a request that
  * carries them on their own (vm.restore's config_overrides). */
-void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def,
-                              const char *serial_socket_path);
+void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def);
 /* The "disks" member of that VmConfig (nothing when the domain has no disk):
  * Cloud Hypervisor's DiskConfig per disk, in definition order, with
  * "path" (the user's image), "readonly", "id" (the target name), "serial"

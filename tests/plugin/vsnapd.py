@@ -68,8 +68,10 @@ def domain_xml(name, uuid=None, cmdline="vsnap.fill_mib=1 vsnap.seed=1", memory_
 class Daemon:
     """One virtvsnapd on a private directory."""
 
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="vsnapd-test-")
+    def __init__(self, parent=None):
+        # parent: where the private directory (sockets, state) is made; the
+        # system's temporary directory unless a test needs another filesystem.
+        self.dir = tempfile.mkdtemp(prefix="vsnapd-test-", dir=parent)
         self.sock = os.path.join(self.dir, "virtvsnapd-sock")
         self.sock_ro = self.sock + "-ro"
         self.state = os.path.join(self.dir, "state")
@@ -235,11 +237,12 @@ class VirshEvents:
 
 class DaemonTest(unittest.TestCase):
     """A fresh daemon per test."""
+    daemon_parent = None   # where the daemon's directory is made (Daemon's parent)
 
     def setUp(self):
         if not VIRTVSNAPD:
             self.skipTest("VIRTVSNAPD is not set")
-        self.daemon = Daemon().start()
+        self.daemon = Daemon(self.daemon_parent).start()
 
     def tearDown(self):
         self.daemon.cleanup()

@@ -359,7 +359,7 @@ static void test_vm_config(void)
     g_autoptr(domain_def) def = parse_ok(xml);
     def->vsock.cid = 9;
     g_autoptr(GError) error = NULL;
-    g_autofree char *json = domain_def_to_vm_config_json(def, "/v.sock", NULL, &error);
+    g_autofree char *json = domain_def_to_vm_config_json(def, "/v.sock", &error);
     g_assert_no_error(error);
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonObject *root = parse_json(json, parser);
@@ -386,7 +386,7 @@ static void test_vm_config(void)
 
     /* No disk, no "disks" member (Cloud Hypervisor's default: none). */
     g_autoptr(domain_def) bare = parse_devices("");
-    g_autofree char *bare_json = domain_def_to_vm_config_json(bare, NULL, NULL, &error);
+    g_autofree char *bare_json = domain_def_to_vm_config_json(bare, NULL, &error);
     g_assert_no_error(error);
     g_autoptr(JsonParser) bare_parser = json_parser_new();
     g_assert_false(json_object_has_member(parse_json(bare_json, bare_parser), "disks"));
