@@ -162,7 +162,7 @@ static bool prepare_ram(struct snap_chain *chain, enum snap_restore_mode mode, s
 
 /* A data block failed its checksum while being served (handler or prefetch
  * thread): the guest must never see it, and a thread waiting on it, vCPU or
- * device, can never be released (snapshot/uffd.h), so the VM is lost. */
+ * device, can never be released (ram-snapshot/uffd.h), so the VM is lost. */
 static void on_demand_failed(void *opaque, const GError *error)
 {
     struct persist_vm *p = opaque;
