@@ -424,6 +424,11 @@ bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
     struct persist_snapshot_result local_result = { 0 };
     if (!result)
         result = &local_result;
+    /* As Cloud Hypervisor: "snapshotting" only for a request that will be tried. */
+    if (!persist_snapshot_check(vmm->vm, req, error)) {
+        to_shim_error(error);
+        return false;
+    }
     emit(vmm, "snapshotting");
     if (!persist_snapshot(vmm->vm, vmm->config, req, result, error)) {
         to_shim_error(error);
