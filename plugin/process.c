@@ -332,6 +332,10 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run,
                    const struct domain_def *live, const struct process_start_how *how,
                    GError **error)
 {
+    /* Before anything exists: a missing image is the user's to fix, and
+     * nothing is started or left behind for it. */
+    if (!domain_def_check_disk_access(live, error))
+        return false;
     g_autofree char *json = domain_def_to_vm_config_json(live, run->vsock_socket,
                                                          run->serial_socket, error);
     if (!json || !make_run_dir(run, error) || !open_event_fifo(run, error))
@@ -705,7 +709,7 @@ static void reattach_one(struct vsnap_driver *drv, const char *name)
         terminate(run, false);
         goto discard;
     }
-    live = domain_def_parse_string(xml, drv->paths.schema_dir, &error);
+    live = domain_def_parse_live_string(xml, drv->paths.schema_dir, &error);
     if (live && monitor_vm_info(run->api_socket, &info, &error) &&
         g_str_equal(info.state, "Shutdown")) {
         finish_offline_stop(drv, name, run, &info);

@@ -66,7 +66,8 @@ static void test_libvirt_schema(void)
         g_test_skip("libvirt's schemas are not installed (package libvirt0)");
         return;
     }
-    static const char *const examples[] = {"minimal.xml", "microvm.xml", "virt-install.xml", "serial-file.xml"};
+    static const char *const examples[] = {"minimal.xml", "microvm.xml", "virt-install.xml", "serial-file.xml",
+                                           "disks.xml"};
     for (size_t i = 0; i < G_N_ELEMENTS(examples); i++) {
         g_autofree char *xml = read_example(examples[i]);
         g_autoptr(domain_def) def = parse_ok(xml);
@@ -247,7 +248,6 @@ static void check_refusal(const char *xml, int code, const char *message_part)
 static void test_refusals(void)
 {
     static const struct refusal refusals[] = {
-        {"", "<disk type='file' device='disk'/>", VIR_ERR_CONFIG_UNSUPPORTED, "disks are not supported by vsnap yet"},
         {"", "<interface type='network'/>", VIR_ERR_CONFIG_UNSUPPORTED, "network interfaces are not supported"},
         {"", "<graphics type='vnc'/>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <graphics> in <devices>"},
         {"", "<video/>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <video> in <devices>"},
