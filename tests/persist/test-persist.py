@@ -292,6 +292,7 @@ def case_bad_input(workdir):
         src.snapshot_paused(d1, base)
         src.snapshot_paused(base2)
         src.ok("PUT", "vm.pause")
+        events_before = len(src.events())
         for body, what in (({}, "no destination"), ({"destination_url": "http://x/y"}, "not a file URL"),
                            ({"destination_url": "file://" + other, "bogus": 1}, "unknown field"),
                            ({"destination_url": "file://" + other, "mode": "diff"}, "diff without parent"),
@@ -303,6 +304,8 @@ def case_bad_input(workdir):
             check(status == 400, f"vm.snapshot with {what}: {status} {reply}")
             print(f"snapshot, {what}: {reply['error']}")
         check(not os.path.exists(other), "a refused snapshot left its destination behind")
+        refused_events = [e["event"] for e in src.events()[events_before:]]
+        check("snapshotting" not in refused_events, f"refused snapshots emitted {refused_events}")
         src.ok("PUT", "vm.resume")
         check(src.api("PUT", "vm.restore", {"source_url": "file://" + base})[0] == 405,
               "restore into a shim that has a VM must be 405")
