@@ -218,12 +218,11 @@ bool persist_snapshot(struct vm *vm, const struct vm_config *cfg, const struct p
     if (!check_request(vm, req, &parent, error))
         return false;
     g_autofree char *dest = persist_path_from_url(req->destination_url, "destination_url", error);
-    struct persist_vm *p = persist_vm_get(vm);
-    /* RAM restored on demand is only complete once every page is in. */
     if (!dest)
         return false;
+    /* RAM restored on demand is only complete once every page is in. */
     if (!req->diff)
-        persist_vm_fill_all(p);
+        persist_vm_fill_all(persist_vm_get(vm));
     devices_quiesce(vm);
     bool ok = take_snapshot(vm, cfg, req, dest, &parent, result, error);
     devices_unquiesce(vm);
