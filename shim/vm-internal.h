@@ -17,6 +17,7 @@ struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
 struct virtio_blk;
+struct virtio_console;
 
 enum vcpu_exit_kind {
     VCPU_EXIT_IO,
@@ -77,6 +78,7 @@ struct vm {
     struct i8042 *i8042;
     struct acpi_pm *acpi_pm;
     struct virtio_vsock *vsock; /* NULL without a vsock config */
+    struct virtio_console *console; /* NULL when console.mode is Off */
     struct virtio_blk **disks;  /* ndisks, in config order */
     unsigned ndisks;
     bool disks_paused;          /* main thread: vm_pause_disks was the last word */

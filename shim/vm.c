@@ -16,6 +16,7 @@
 #include "devices/i8042.h"
 #include "devices/serial.h"
 #include "devices/virtio-blk.h"
+#include "devices/virtio-console.h"
 #include "devices/virtio-vsock.h"
 #include "vm-internal.h"
 
@@ -278,10 +279,10 @@ static struct blk_backend *open_disk_backend(const struct disk_config *disk, GEr
     return blk_raw_open(&raw, error);
 }
 
-/* Disks are virtio-mmio devices after the vsock device, in config order. */
-static bool setup_disks(struct vm *vm, const struct vm_config *cfg, struct virtio_host *host, GError **error)
+/* Disks are the virtio-mmio devices from number first on, in config order. */
+static bool setup_disks(struct vm *vm, const struct vm_config *cfg, struct virtio_host *host, unsigned first,
+                        GError **error)
 {
-    unsigned first = cfg->vsock.present ? 1 : 0;
     vm->disks = g_new0(struct virtio_blk *, cfg->ndisks);
     for (unsigned i = 0; i < cfg->ndisks; i++) {
         struct blk_backend *backend = open_disk_backend(&cfg->disks[i], error);
@@ -300,20 +301,17 @@ static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **e
         return false;
     if (!bus_register(&vm->pio, PORT_POST_CODE, 1, &sink_ops, NULL, "post-code"))
         return attach_failed(error, "the port 0x80 sink");
-    struct virtio_host host = virtio_host_for(vm); /* the transport keeps a copy */
-    if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(&host, 0, &cfg->vsock, error))) /* virtio-mmio device 0 */
+    /* virtio-mmio devices take numbers in this order; the transport keeps a copy of host. */
+    struct virtio_host host = virtio_host_for(vm);
+    unsigned mmio_index = 0;
+    if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(&host, mmio_index++, &cfg->vsock, error)))
         return false;
-    return setup_disks(vm, cfg, &host, error);
+    if (cfg->console.mode != CONSOLE_MODE_OFF &&
+        !(vm->console = virtio_console_new(&host, mmio_index++, &cfg->console, error)))
+        return false;
+    return setup_disks(vm, cfg, &host, mmio_index, error);
 }
 
-/* Before the uffd server and RAM go: a disk's thread may be reading into RAM. */
-static void free_disks(struct vm *vm)
-{
-    for (unsigned i = 0; i < vm->ndisks; i++)
-        virtio_blk_free(vm->disks[i]);
-    g_clear_pointer(&vm->disks, g_free);
-    vm->ndisks = 0;
-}
 
 bool vm_pause_disks(struct vm *vm, GError **error)
 {
@@ -339,13 +337,24 @@ void vm_resume_disks(struct vm *vm)
     vm->disks_paused = false;
 }
 
+static void free_disks(struct vm *vm)
+{
+    for (unsigned i = 0; i < vm->ndisks; i++)
+        virtio_blk_free(vm->disks[i]);
+    g_clear_pointer(&vm->disks, g_free);
+    vm->ndisks = 0;
+}
+
 static void free_devices(struct vm *vm)
 {
     serial_free(vm->serial);
     i8042_free(vm->i8042);
     acpi_pm_free(vm->acpi_pm);
     virtio_vsock_free(vm->vsock); /* stops its thread, unlinks its socket */
+    virtio_console_free(vm->console);
+    free_disks(vm); /* each stops its I/O thread, requests in flight complete first */
     vm->vsock = NULL;
+    vm->console = NULL;
     vm->serial = NULL;
     vm->i8042 = NULL;
     vm->acpi_pm = NULL;
@@ -366,26 +375,27 @@ static bool create_vcpus(struct vm *vm, unsigned count, GError **error)
     return true;
 }
 
-/* The guest's command line: the config's, then every virtio-mmio device
- * (vsock, disks in order), declared there as Firecracker does. */
-static char *guest_cmdline(struct vm *vm, const struct vm_config *cfg)
+/* virtio-mmio devices are declared on the command line, as Firecracker does:
+ * vsock, console, then the disks in config order (their device numbers). */
+static char *kernel_cmdline(struct vm *vm, const struct vm_config *cfg)
 {
-    if (!vm->vsock && vm->ndisks == 0)
-        return g_strdup(cfg->payload.cmdline);
-    GString *line = g_string_new(cfg->payload.cmdline ? cfg->payload.cmdline : "");
-    g_autofree char *vsock_arg = vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL;
-    if (vsock_arg)
-        g_string_append_printf(line, " %s", vsock_arg);
-    for (unsigned i = 0; i < vm->ndisks; i++) {
-        g_autofree char *disk_arg = virtio_blk_cmdline_entry(vm->disks[i]);
-        g_string_append_printf(line, " %s", disk_arg);
-    }
+    GString *line = g_string_new(cfg->payload.cmdline);
+    GPtrArray *entries = g_ptr_array_new_with_free_func(g_free);
+    if (vm->vsock)
+        g_ptr_array_add(entries, virtio_vsock_cmdline_entry(vm->vsock));
+    if (vm->console)
+        g_ptr_array_add(entries, virtio_console_cmdline_entry(vm->console));
+    for (unsigned i = 0; i < vm->ndisks; i++)
+        g_ptr_array_add(entries, virtio_blk_cmdline_entry(vm->disks[i]));
+    for (guint i = 0; i < entries->len; i++)
+        g_string_append_printf(line, "%s%s", line->len ? " " : "", (const char *)entries->pdata[i]);
+    g_ptr_array_unref(entries);
     return g_string_free(line, FALSE);
 }
 
 static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
-    g_autofree char *cmdline = guest_cmdline(vm, cfg);
+    g_autofree char *cmdline = kernel_cmdline(vm, cfg);
     struct boot_input in = {
         .kernel_path = cfg->payload.kernel,
         .initramfs_path = cfg->payload.initramfs,
@@ -461,14 +471,15 @@ void vm_free(struct vm *vm)
         return;
     }
     vm_stop_vcpu_threads(vm);
-    free_disks(vm);
-    /* Snapshot state (an on-demand RAM server) goes before devices and RAM. */
-    if (vm->persist_release)
-        vm->persist_release(vm->persist);
     for (unsigned i = 0; i < vm->nvcpus; i++)
         vcpu_destroy(&vm->vcpus[i]);
     g_free(vm->vcpus);
     free_devices(vm); /* after the vCPUs: no handler can run any more */
+    /* persist: snapshot state goes once no thread can touch RAM: a device
+     * thread may wait on a fault that an on-demand RAM server must answer
+     * (stopped earlier, it would hand that thread zero pages). */
+    if (vm->persist_release)
+        vm->persist_release(vm->persist);
     bus_release(&vm->pio);
     bus_release(&vm->mmio);
     if (vm->vm_fd >= 0)
@@ -531,6 +542,8 @@ void vm_add_counters(struct vm *vm, JsonBuilder *b)
     add_exit_counters(b, "vcpus", total);
     if (vm->vsock)
         virtio_vsock_add_counters(vm->vsock, b);
+    if (vm->console)
+        virtio_console_add_counters(vm->console, b);
     for (unsigned i = 0; i < vm->ndisks; i++)
         virtio_blk_add_counters(vm->disks[i], b);
 }
@@ -600,6 +613,11 @@ struct virtio_vsock *vm_vsock(struct vm *vm)
     return vm->vsock;
 }
 
+struct virtio_console *vm_console(struct vm *vm)
+{
+    return vm->console;
+}
+
 unsigned vm_disk_count(struct vm *vm)
 {
     return vm->ndisks;
@@ -634,6 +652,11 @@ bool vm_serve_vsock_port(struct vm *vm, const struct vsock_port_handler *handler
 const char *vm_serial_pty_path(struct vm *vm)
 {
     return vm->serial ? serial_pty_path(vm->serial) : NULL;
+}
+
+const char *vm_console_pty_path(struct vm *vm)
+{
+    return vm->console ? virtio_console_pty_path(vm->console) : NULL;
 }
 
 void vm_mark_dirty(struct vm *vm, uint64_t gpa, uint64_t len)

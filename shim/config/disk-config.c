@@ -100,7 +100,7 @@ static bool is_power_of_two(uint32_t v)
  * name of another one's member. */
 static bool is_reserved_id(const char *id)
 {
-    if (!strcmp(id, "serial") || !strcmp(id, "vsock") || !strcmp(id, "vcpus"))
+    if (!strcmp(id, "serial") || !strcmp(id, "vsock") || !strcmp(id, "console") || !strcmp(id, "vcpus"))
         return true;
     if (strncmp(id, "vcpu", 4) != 0 || !id[4])
         return false;
@@ -149,11 +149,13 @@ static bool check_disk(const struct vm_config *cfg, unsigned i, GError **error)
 
 bool vm_config_check_disks(const struct vm_config *cfg, GError **error)
 {
-    unsigned devices = cfg->ndisks + (cfg->vsock.present ? 1 : 0);
+    bool console = cfg->console.mode != CONSOLE_MODE_OFF; /* a virtio-console device */
+    unsigned devices = cfg->ndisks + (cfg->vsock.present ? 1 : 0) + (console ? 1 : 0);
     if (devices > VSNAP_MAX_VIRTIO_DEVICES) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED,
-                    "invalid field 'disks': %u disks%s are more than the %d virtio devices vsnap gives a VM",
-                    cfg->ndisks, cfg->vsock.present ? " and a vsock device" : "", VSNAP_MAX_VIRTIO_DEVICES);
+                    "invalid field 'disks': %u disks%s%s are more than the %d virtio devices vsnap gives a VM",
+                    cfg->ndisks, cfg->vsock.present ? " and a vsock device" : "",
+                    console ? " and a console" : "", VSNAP_MAX_VIRTIO_DEVICES);
         return false;
     }
     for (unsigned i = 0; i < cfg->ndisks; i++)

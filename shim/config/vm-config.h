@@ -13,8 +13,8 @@
 #define VSNAP_MIN_MEMORY (16ull << 20)
 #define VSNAP_MAX_MEMORY (64ull << 30)
 #define VSNAP_MAX_VCPUS 64
-/* virtio-mmio devices a VM can have (the vsock device and every disk): one
- * free ISA interrupt line each (devices/virtio-mmio.c). */
+/* virtio-mmio devices a VM can have (vsock, console and every disk): one free
+ * ISA interrupt line each (devices/virtio-mmio.c). */
 #define VSNAP_MAX_VIRTIO_DEVICES 8
 /* Queues and queue entries a disk may ask for (num_queues, queue_size). */
 #define VSNAP_DISK_MAX_QUEUES 4

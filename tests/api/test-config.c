@@ -49,7 +49,7 @@ static void test_defaults(void)
     g_assert_cmpuint(cfg->cpus.max_vcpus, ==, 1);
     g_assert_cmpuint(cfg->memory.size, ==, 512ull << 20);
     g_assert_cmpint(cfg->serial.mode, ==, CONSOLE_MODE_NULL);
-    g_assert_cmpint(cfg->console.mode, ==, CONSOLE_MODE_OFF);
+    g_assert_cmpint(cfg->console.mode, ==, CONSOLE_MODE_TTY); /* Cloud Hypervisor's default */
     g_assert_false(cfg->vsock.present);
     g_assert_null(cfg->payload.cmdline);
 }
@@ -135,8 +135,10 @@ static void test_refused(void)
                    SHIM_ERROR_INVALID, "'serial.mode'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"serial\":{\"mode\":\"File\"}}",
                    SHIM_ERROR_INVALID, "'serial.file'");
-    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"console\":{\"mode\":\"Tty\"}}",
-                   SHIM_ERROR_UNSUPPORTED, "not supported by vsnap yet");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"serial\":{\"mode\":\"Tty\"}}",
+                   SHIM_ERROR_INVALID, "Tty for both serial and console");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"console\":{\"mode\":\"File\"}}",
+                   SHIM_ERROR_INVALID, "'console.file'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"vsock\":{\"cid\":2,\"socket\":\"/x\"}}",
                    SHIM_ERROR_INVALID, "'vsock.cid'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"vsock\":{\"socket\":\"/x\"}}",
@@ -230,6 +232,7 @@ static void test_disks_refused(void)
     expect_refused(DISK_CFG("{\"path\":\"/a\",\"id\":\"d\"},{\"path\":\"/b\",\"id\":\"d\"}"),
                    SHIM_ERROR_INVALID, "'disks[1].id': 'd' is the id of another disk");
     expect_refused(DISK_CFG("{\"path\":\"/a\",\"id\":\"vcpu0\"}"), SHIM_ERROR_INVALID, "'disks[0].id'");
+    expect_refused(DISK_CFG("{\"path\":\"/a\",\"id\":\"console\"}"), SHIM_ERROR_INVALID, "names another device");
     expect_refused(DISK_CFG("{\"path\":\"/a\",\"serial\":\"123456789012345678901\"}"), SHIM_ERROR_INVALID,
                    "'disks[0].serial'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"disks\":{\"path\":\"/a\"}}", SHIM_ERROR_INVALID,
@@ -238,7 +241,7 @@ static void test_disks_refused(void)
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"vsock\":{\"cid\":3,\"socket\":\"/v\"},\"disks\":["
                    "{\"path\":\"/1\"},{\"path\":\"/2\"},{\"path\":\"/3\"},{\"path\":\"/4\"},"
                    "{\"path\":\"/5\"},{\"path\":\"/6\"},{\"path\":\"/7\"},{\"path\":\"/8\"}]}",
-                   SHIM_ERROR_UNSUPPORTED, "8 disks and a vsock device are more than the 8 virtio devices");
+                   SHIM_ERROR_UNSUPPORTED, "8 disks and a vsock device and a console are more than the 8 virtio devices");
 
     /* vm.add-disk's body alone. */
     struct disk_config disk;
