@@ -10,8 +10,11 @@ The guest side is BLKBENCH on the test guest's command port (its own TSC
 clock, from the first submit to the last completion). The host side is fio
 on the image the shim serves, with the same block size, queue depth, span
 and byte count, twice: the psync engine (one synchronous preadv/pwritev at a
-time, what the shim's I/O thread does) and io_uring at the queue depth. The
-faster of the two is the host's limit; guest/host is the ratio reported.
+time, what the shim's I/O thread does) and io_uring at the queue depth, each
+run interleaved with one of the guest's so a change of load on this shared
+host hits all three alike (medians of --runs). The faster of the two fio
+engines is the host's limit; guest/host is the ratio reported. Every run
+starts with the image's dirty pages written back.
 Buffered I/O on both sides (the shim's disk without direct=true, fio
 --direct=0), and again with O_DIRECT on both sides.
 
@@ -46,8 +49,19 @@ WORKLOADS = [
 ]
 
 
+def settle(path):
+    """Write back what earlier runs left dirty in the page cache: otherwise the
+    next O_DIRECT run pays for it, whichever side it is."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fio(path, rw, bs, depth, nbytes, span, engine, direct):
     """fio on path; returns bytes per second."""
+    settle(path)
     argv = ["fio", "--name=bench", f"--filename={path}", f"--rw={rw}", f"--bs={bs}", f"--size={span}",
             f"--io_size={nbytes}", f"--ioengine={engine}", f"--iodepth={depth if engine != 'psync' else 1}",
             f"--direct={1 if direct else 0}", "--norandommap", "--randrepeat=0", "--output-format=json",
@@ -60,7 +74,8 @@ def fio(path, rw, bs, depth, nbytes, span, engine, direct):
     return side["bw_bytes"]
 
 
-def guest_bench(conn, op, bs, depth, count, span):
+def guest_bench(conn, img, op, bs, depth, count, span):
+    settle(img)
     reply = conn.cmd(f"BLKBENCH 0 {op} 0 {span:#x} {bs} {depth} {count}")
     parts = reply.split()
     if len(parts) != 4 or parts[0] != "BENCH":
@@ -74,7 +89,7 @@ def run_mode(args, workdir, direct):
     span = args.span_mib * MIB
     # A written image (not holes): reads then read data.
     subprocess.run(["fio", "--name=prefill", f"--filename={img}", "--rw=write", "--bs=1M", f"--size={span}",
-                    "--ioengine=psync", "--output-format=terse"], check=True, capture_output=True)
+                    "--ioengine=psync", "--end_fsync=1", "--output-format=terse"], check=True, capture_output=True)
     vsock = os.path.join(workdir, "bench.vsock")
     disk = f"path={img}" + (",direct=on" if direct else "")
     rows = []
@@ -85,9 +100,11 @@ def run_mode(args, workdir, direct):
         try:
             for name, op, rw, bs, depth, count in WORKLOADS:
                 nbytes = bs * count
-                guest = [guest_bench(conn, op, bs, depth, count, span) for _ in range(args.runs)]
-                psync = [fio(img, rw, bs, depth, nbytes, span, "psync", direct) for _ in range(args.runs)]
-                uring = [fio(img, rw, bs, depth, nbytes, span, "io_uring", direct) for _ in range(args.runs)]
+                guest, psync, uring = [], [], []
+                for _ in range(args.runs):  # interleaved: a load change hits all three alike
+                    guest.append(guest_bench(conn, img, op, bs, depth, count, span))
+                    psync.append(fio(img, rw, bs, depth, nbytes, span, "psync", direct))
+                    uring.append(fio(img, rw, bs, depth, nbytes, span, "io_uring", direct))
                 g, p, u = (statistics.median(x) for x in (guest, psync, uring))
                 host = max(p, u)
                 row = {"benchmark": "blk", "workload": name, "direct": direct, "block_size": bs,
