@@ -16,10 +16,11 @@
 
 #include "state/state-json.h"
 
-/* After a batch the thread keeps looking at the rings this long before it
- * turns notifications back on and sleeps: a guest's notification is a VM exit
- * (100 us and more on this host), so a driver that submits back to back
- * should find the device still looking. */
+/* After a batch the thread keeps looking at the rings for this much of its
+ * own CPU time (and at most POLL_WALL_MAX_US) before it turns notifications
+ * back on and sleeps: a guest's notification is a VM exit (100 us and more on
+ * this host), so a driver that submits back to back should find the device
+ * still looking. */
 #define POLL_AFTER_WORK_NS (100 * 1000)
 #define POLL_WALL_MAX_US 2000
 /* A disk that does not finish its requests within this is stuck (a hung
