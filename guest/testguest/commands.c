@@ -10,6 +10,7 @@
 #include "io.h"
 #include "layout.h"
 #include "libc.h"
+#include "notify.h"
 #include "pattern.h"
 #include "serial.h"
 #include "vsockdrv.h"
@@ -219,11 +220,18 @@ static void cmd_badpkt(struct client *c, char **args)
     reply(c, text);
 }
 
+/* In notify mode: what systemd sends when it shuts down (notify.h). */
+static void cmd_notifystop(struct client *c, char **args)
+{
+    notify_stopping();
+    reply(c, "OK");
+}
+
 static const struct command commands[] = {
     {"PING", 0, cmd_ping},   {"FILL", 3, cmd_fill}, {"ZERO", 2, cmd_zero},
     {"SUM", 2, cmd_sum},     {"TOUCH", 2, cmd_touch}, {"HALT", 0, cmd_halt},
     {"ECHO", 0, cmd_echo},   {"DIAL", 3, cmd_dial},  {"SEND", 3, cmd_send},
-    {"BADPKT", 0, cmd_badpkt},
+    {"BADPKT", 0, cmd_badpkt}, {"NOTIFYSTOP", 0, cmd_notifystop},
 };
 
 static bool same(const char *a, const char *b)

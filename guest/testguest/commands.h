@@ -17,6 +17,8 @@
  *                                SENT <len>
  *   BADPKT                    -> OK <n>   n malformed packets sent to the device
  *                                          (its robustness test)
+ *   NOTIFYSTOP                -> OK       in notify mode: send systemd's shutdown
+ *                                          notifications (notify.h)
  * Numbers are decimal or 0x hex. Regions must lie in RAM at or above 16 MiB
  * and be 8-byte aligned. Errors answer "ERR <why>" and the connection stays.
  */

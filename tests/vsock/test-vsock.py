@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -499,6 +500,110 @@ def case_ready_after_restore():
             target.kill()
             target.wait()
             log.close()
+
+
+NOTIFY_PORT = 1025
+
+
+def wait_notify(shim, pred, what, timeout=20):
+    """vm.info's vsnap.notify once pred(notify) holds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, info = shim.api("GET", "vm.info")
+        notify = (info or {}).get("vsnap", {}).get("notify") if status == 200 else None
+        if notify and pred(notify):
+            return notify
+        if time.monotonic() > deadline:
+            raise Fail(f"vm.info's vsnap.notify never showed {what}: {notify}")
+        time.sleep(0.05)
+
+
+def case_notify():
+    """systemd's sd_notify on the notify port (the test guest in notify mode):
+    READY=1 is readiness exactly as the agent's READY (wait-ready, vm.info,
+    the guest ready event); STATUS, WATCHDOG, X_SYSTEMD_* and garbage on one
+    connection; STOPPING=1 and EXIT_STATUS= as systemd shuts down."""
+    shim, path = vsock_shim(extra_cmdline=f"vsnap.notify_port={NOTIFY_PORT}")
+    events_path = os.path.join(shim.workdir, "events.jsonl")
+    shim.argv += ["--event-monitor", f"path={events_path}"]
+    with shim:
+        status, body, _ = http_get_unix(shim.api_socket, "/api/v1/vm.wait-ready?timeout_ms=20000", 25)
+        check(status == 200, f"wait-ready answered {status}: {body}")
+        info = json.loads(body)
+        check(info.get("ready") is True and info.get("generation") == 0 and info.get("source") == "notify",
+              f"ready info {info}")
+        check(info.get("port") == NOTIFY_PORT and re.fullmatch(r"[0-9a-f]{16}", info.get("boot_id", "")),
+              f"ready info {info}")
+        check(info.get("guest") == {"READY": "1", "STATUS": "vsnap-testguest ready"},
+              f"READY and STATUS of one write belong together: {info}")
+        shim.wait_for_serial(r"notify sent ready", timeout=5)
+        check("readiness acknowledged" not in shim.serial(), "the guest used the agent protocol too")
+        notify = wait_notify(shim, lambda n: n.get("watchdog_count") == 2, "two WATCHDOG=1")
+        print(f"notify after the several-notifications connection: {notify}")
+        check(notify.get("status") == "vsnap-testguest serving", f"last STATUS= in {notify}")
+        check(notify.get("x_systemd") == {"X_SYSTEMD_UNIT_ACTIVE": "vsnap-testguest.target"}, f"x_systemd {notify}")
+        check(notify.get("ignored_lines") == 2, f"two garbage lines counted: {notify}")
+        check(notify.get("stopping") is False and notify.get("exit_status") is None, f"not stopping yet: {notify}")
+        status, vm_info = shim.api("GET", "vm.info")
+        vsnap = vm_info["vsnap"]
+        check(vsnap.get("ready") is True and vsnap.get("source") == "notify" and vsnap.get("generation") == 0,
+              f"vm.info's readiness: {vsnap}")
+        with open(events_path) as f:
+            events = [json.loads(l) for l in f if l.strip()]
+        ready_events = [e for e in events if e.get("source") == "guest" and e.get("event") == "ready"]
+        check(len(ready_events) == 1, f"one guest ready event: {ready_events}")
+        c = wait_guest_serving(path)
+        check(c.cmd("NOTIFYSTOP") == "OK", "NOTIFYSTOP")
+        notify = wait_notify(shim, lambda n: n.get("exit_status") is not None, "EXIT_STATUS=3")
+        check(notify.get("stopping") is True and notify.get("exit_status") == 3 and
+              notify.get("status") == "vsnap-testguest stopping", f"systemd's shutdown messages: {notify}")
+        c.close()
+
+
+def case_notify_after_restore():
+    """A guest that was ready through notify is ready again as soon as the
+    restored VM runs (generation + 1, same boot), and keeps what it told."""
+    with tempfile.TemporaryDirectory(prefix="vsnap-notify-") as tmp:
+        notify_restore_in(os.path.join(tmp, "snap"))
+
+
+def notify_restore_in(snap):
+    shim, path = vsock_shim(extra_cmdline=f"vsnap.notify_port={NOTIFY_PORT}")
+    with shim:
+        status, body, _ = http_get_unix(shim.api_socket, "/api/v1/vm.wait-ready?timeout_ms=20000", 25)
+        check(status == 200, f"wait-ready answered {status}: {body}")
+        first = json.loads(body)
+        wait_notify(shim, lambda n: n.get("watchdog_count") == 2, "two WATCHDOG=1")
+        for method, endpoint, req in [("PUT", "vm.pause", None),
+                                      ("PUT", "vm.snapshot", {"destination_url": "file://" + snap})]:
+            status, reply = shim.api(method, endpoint, req)
+            check(status in (200, 204), f"{endpoint} answered {status}: {reply}")
+    target = Shim(SHIM, GUEST, api=True)
+    target.argv = [SHIM, "--api-socket", f"path={target.api_socket}"]
+    new_vsock = os.path.join(target.workdir, "vsock.sock")
+    with target:
+        status, reply = target.api("PUT", "vm.restore", {
+            "source_url": "file://" + snap,
+            "config_overrides": {"vsock": {"socket": new_vsock},
+                                 "serial": {"mode": "File", "file": target.serial_path}}})
+        check(status in (200, 204), f"vm.restore answered {status}: {reply}")
+        status, info = target.api("GET", "vm.info")
+        check(info["vsnap"].get("ready") is False, f"a paused restored VM is not ready yet: {info['vsnap']}")
+        status, reply = target.api("PUT", "vm.resume")
+        check(status in (200, 204), f"vm.resume answered {status}: {reply}")
+        status, body, _ = http_get_unix(target.api_socket, "/api/v1/vm.wait-ready?timeout_ms=5000", 10)
+        check(status == 200, f"wait-ready after the restore answered {status}: {body}")
+        again = json.loads(body)
+        print(f"before: generation {first['generation']}, after restore: {again}")
+        check(again.get("generation") == first["generation"] + 1 and again.get("boot_id") == first["boot_id"]
+              and again.get("source") == "notify", f"readiness after the restore: {again}")
+        status, info = target.api("GET", "vm.info")
+        notify = info["vsnap"]["notify"]
+        check(notify.get("watchdog_count") == 2 and notify.get("status") == "vsnap-testguest serving",
+              f"what the guest told before the snapshot: {notify}")
+        c = wait_guest_serving(new_vsock)
+        check(c.cmd("PING") == "PONG", "the restored guest serves")
+        c.close()
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
