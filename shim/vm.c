@@ -14,6 +14,7 @@
 #include "devices/acpi-pm.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
+#include "devices/virtio-rng.h"
 #include "devices/virtio-vsock.h"
 #include "vm-internal.h"
 
@@ -272,8 +273,12 @@ static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **e
         return false;
     if (!bus_register(&vm->pio, PORT_POST_CODE, 1, &sink_ops, NULL, "post-code"))
         return attach_failed(error, "the port 0x80 sink");
-    struct virtio_host host = virtio_host_for(vm); /* the transport keeps a copy */
-    if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(&host, 0, &cfg->vsock, error))) /* virtio-mmio device 0 */
+    /* virtio-mmio devices take numbers in this order; the transport keeps a copy of host. */
+    struct virtio_host host = virtio_host_for(vm);
+    unsigned mmio_index = 0;
+    if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(&host, mmio_index++, &cfg->vsock, error)))
+        return false;
+    if (cfg->rng.present && !(vm->rng = virtio_rng_new(&host, mmio_index++, &cfg->rng, error)))
         return false;
     return true;
 }
@@ -284,7 +289,9 @@ static void free_devices(struct vm *vm)
     i8042_free(vm->i8042);
     acpi_pm_free(vm->acpi_pm);
     virtio_vsock_free(vm->vsock); /* stops its thread, unlinks its socket */
+    virtio_rng_free(vm->rng);
     vm->vsock = NULL;
+    vm->rng = NULL;
     vm->serial = NULL;
     vm->i8042 = NULL;
     vm->acpi_pm = NULL;
@@ -305,16 +312,30 @@ static bool create_vcpus(struct vm *vm, unsigned count, GError **error)
     return true;
 }
 
+/* virtio-mmio devices are declared on the command line, as Firecracker does. */
+static char *kernel_cmdline(struct vm *vm, const struct vm_config *cfg)
+{
+    GString *line = g_string_new(cfg->payload.cmdline);
+    char *entries[] = {
+        vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL,
+        vm->rng ? virtio_rng_cmdline_entry(vm->rng) : NULL,
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(entries); i++) {
+        if (!entries[i])
+            continue;
+        g_string_append_printf(line, "%s%s", line->len ? " " : "", entries[i]);
+        g_free(entries[i]);
+    }
+    return g_string_free(line, FALSE);
+}
+
 static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
-    /* The virtio-mmio device is declared on the command line, as Firecracker does. */
-    g_autofree char *vsock_arg = vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL;
-    g_autofree char *cmdline = vsock_arg ? g_strjoin(" ", cfg->payload.cmdline ? cfg->payload.cmdline : "",
-                                                    vsock_arg, NULL) : NULL;
+    g_autofree char *cmdline = kernel_cmdline(vm, cfg);
     struct boot_input in = {
         .kernel_path = cfg->payload.kernel,
         .initramfs_path = cfg->payload.initramfs,
-        .cmdline = cmdline ? cmdline : cfg->payload.cmdline,
+        .cmdline = cmdline,
         .ncpus = vm->nvcpus,
     };
     struct boot_entry entry;
@@ -454,6 +475,8 @@ void vm_add_counters(struct vm *vm, JsonBuilder *b)
     add_exit_counters(b, "vcpus", total);
     if (vm->vsock)
         virtio_vsock_add_counters(vm->vsock, b);
+    if (vm->rng)
+        virtio_rng_add_counters(vm->rng, b);
 }
 
 uint64_t vm_ram_resident_bytes(struct vm *vm)
@@ -519,6 +542,11 @@ struct acpi_pm *vm_acpi_pm(struct vm *vm)
 struct virtio_vsock *vm_vsock(struct vm *vm)
 {
     return vm->vsock;
+}
+
+struct virtio_rng *vm_rng(struct vm *vm)
+{
+    return vm->rng;
 }
 
 void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data))

@@ -10,6 +10,7 @@
 #include "notify.h"
 #include "pattern.h"
 #include "readiness.h"
+#include "rngdrv.h"
 #include "serial.h"
 #include "vsockdrv.h"
 
@@ -70,6 +71,7 @@ bool vsock_service_init(const uint8_t *boot_params, uint64_t tsc_khz)
     service.ready_port = (uint32_t)cmdline_number(cmdline, "vsnap.ready_port", DEFAULT_READY_PORT);
     service.cmd_port = (uint32_t)cmdline_number(cmdline, "vsnap.cmd_port", DEFAULT_CMD_PORT);
     service.notify_port = (uint32_t)cmdline_number(cmdline, "vsnap.notify_port", 0);
+    rng_init(cmdline, service.tsc_khz); /* the command port's RNG */
     if (!vsock_init(cmdline, service.tsc_khz))
         return false;
     service.active = true;

@@ -4,6 +4,7 @@
 #include "devices/acpi-pm.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
+#include "devices/virtio-rng.h"
 #include "devices/virtio-vsock.h"
 #include "state/state-json.h"
 #include "vm.h"
@@ -12,12 +13,16 @@ void devices_quiesce(struct vm *vm)
 {
     if (vm_vsock(vm))
         virtio_vsock_quiesce(vm_vsock(vm));
+    if (vm_rng(vm))
+        virtio_rng_quiesce(vm_rng(vm));
 }
 
 void devices_unquiesce(struct vm *vm)
 {
     if (vm_vsock(vm))
         virtio_vsock_unquiesce(vm_vsock(vm));
+    if (vm_rng(vm))
+        virtio_rng_unquiesce(vm_rng(vm));
 }
 
 void devices_state_save(struct vm *vm, JsonBuilder *b)
@@ -35,6 +40,10 @@ void devices_state_save(struct vm *vm, JsonBuilder *b)
     if (vm_vsock(vm)) {
         json_builder_set_member_name(b, "vsock");
         virtio_vsock_save_state(vm_vsock(vm), b);
+    }
+    if (vm_rng(vm)) {
+        json_builder_set_member_name(b, "rng");
+        virtio_rng_save_state(vm_rng(vm), b);
     }
     json_builder_end_object(b);
 }
@@ -57,10 +66,28 @@ static bool restore_legacy(struct vm *vm, JsonObject *devices, GError **error)
     return serial_restore_state(vm_serial(vm), json_node_get_object(serial), error);
 }
 
+/* The rng device exists exactly when config.json asks for one (no override changes that). */
+static bool restore_rng(struct vm *vm, JsonObject *devices, GError **error)
+{
+    JsonNode *rng = json_object_get_member(devices, "rng");
+    if (!rng != !vm_rng(vm) || (rng && !JSON_NODE_HOLDS_OBJECT(rng))) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                    "state.json's devices.rng does not match config.json's rng");
+        return false;
+    }
+    g_autoptr(GError) local = NULL;
+    if (rng && !virtio_rng_restore_state(vm_rng(vm), json_node_get_object(rng), &local)) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: restoring the rng device: %s",
+                    local->message);
+        return false;
+    }
+    return true;
+}
+
 bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error)
 {
     JsonObject *devices = state_get_object(root, "devices", "state", error);
-    if (!devices || !restore_legacy(vm, devices, error))
+    if (!devices || !restore_legacy(vm, devices, error) || !restore_rng(vm, devices, error))
         return false;
     JsonNode *vsock = json_object_get_member(devices, "vsock");
     if (!vsock != !vm_vsock(vm)) {
