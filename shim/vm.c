@@ -329,14 +329,43 @@ static char *kernel_cmdline(struct vm *vm, const struct vm_config *cfg)
     return g_string_free(line, FALSE);
 }
 
+/* "xxxxxxxx-xxxx-..." (checked by the config) into 16 bytes in text order. */
+static void parse_uuid(const char *text, uint8_t out[16])
+{
+    unsigned n = 0;
+    for (const char *p = text; *p && n < 32; p++) {
+        if (*p == '-')
+            continue;
+        uint8_t nibble = (uint8_t)g_ascii_xdigit_value(*p);
+        out[n / 2] = (uint8_t)(n % 2 ? out[n / 2] | nibble : nibble << 4);
+        n++;
+    }
+}
+
+/* The machine's identity in SMBIOS: Cloud Hypervisor's platform config. */
+static struct boot_smbios smbios_for(const struct vm_config *cfg, unsigned ncpus)
+{
+    const struct platform_config *p = &cfg->platform;
+    struct boot_smbios smbios = {
+        .manufacturer = p->system.manufacturer, .product_name = p->system.product_name,
+        .version = p->system.version, .serial_number = p->serial_number, .sku_number = p->system.sku_number,
+        .family = p->system.family, .oem_strings = p->oem_strings, .ncpus = ncpus,
+    };
+    if (p->uuid)
+        parse_uuid(p->uuid, smbios.uuid);
+    return smbios;
+}
+
 static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
     g_autofree char *cmdline = kernel_cmdline(vm, cfg);
+    struct boot_smbios smbios = smbios_for(cfg, vm->nvcpus);
     struct boot_input in = {
         .kernel_path = cfg->payload.kernel,
         .initramfs_path = cfg->payload.initramfs,
         .cmdline = cmdline,
         .ncpus = vm->nvcpus,
+        .smbios = &smbios,
     };
     struct boot_entry entry;
     boot_write_gdt_and_page_tables(&vm->mem);

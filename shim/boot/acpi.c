@@ -12,7 +12,7 @@
 
 #include "boot-internal.h"
 
-#define ACPI_TABLES_END 0x100000ull
+#define ACPI_TABLES_END BOOT_ACPI_TABLES_END
 #define OEM_ID "VSNAP "
 #define OEM_TABLE_ID "MICROVM "
 #define CREATOR_ID "VSNP"
@@ -308,7 +308,8 @@ bool acpi_write_tables(struct guest_memory *mem, unsigned ncpus, GError **error)
     bool ok = true;
     if (BOOT_ACPI_TABLES + area.bytes->len > ACPI_TABLES_END) {
         g_set_error(error, BOOT_ERROR, BOOT_ERROR_NO_ROOM,
-                    "ACPI tables for %u vCPUs (%u bytes) do not fit below 1 MiB", ncpus, area.bytes->len);
+                    "ACPI tables for %u vCPUs (%u bytes) do not fit below 0x%llx", ncpus, area.bytes->len,
+                    ACPI_TABLES_END);
         ok = false;
     }
     ok = ok && boot_copy_to_guest(mem, BOOT_ACPI_TABLES, area.bytes->data, area.bytes->len, "ACPI tables", error) &&
