@@ -16,6 +16,7 @@
 #include "devices/serial.h"
 #include "devices/virtio-rng.h"
 #include "devices/virtio-vsock.h"
+#include "devices/vmgenid.h"
 #include "vm-internal.h"
 
 #define KVM_TSS_ADDR 0xfffbd000ull          /* 3 pages below the identity map, under 4 GiB */
@@ -267,10 +268,25 @@ static struct virtio_host virtio_host_for(struct vm *vm)
     };
 }
 
+static void vmgenid_notify(void *opaque)
+{
+    struct vm *vm = opaque;
+    acpi_pm_raise_gpe(vm->acpi_pm, ACPI_GPE_VMGENID);
+}
+
+/* The id lives in RAM (boot.h's BOOT_VMGENID_ADDR) and changes through GPE 0. */
+static void setup_vmgenid(struct vm *vm)
+{
+    struct vmgenid_host host = { .mem = &vm->mem, .mark_dirty = host_mark_dirty, .notify = vmgenid_notify,
+                                 .opaque = vm };
+    vm->vmgenid = vmgenid_new(&host);
+}
+
 static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
     if (!setup_serial(vm, &cfg->serial, error) || !setup_i8042(vm, error) || !setup_acpi_pm(vm, error))
         return false;
+    setup_vmgenid(vm);
     if (!bus_register(&vm->pio, PORT_POST_CODE, 1, &sink_ops, NULL, "post-code"))
         return attach_failed(error, "the port 0x80 sink");
     /* virtio-mmio devices take numbers in this order; the transport keeps a copy of host. */
@@ -290,6 +306,8 @@ static void free_devices(struct vm *vm)
     acpi_pm_free(vm->acpi_pm);
     virtio_vsock_free(vm->vsock); /* stops its thread, unlinks its socket */
     virtio_rng_free(vm->rng);
+    vmgenid_free(vm->vmgenid);
+    vm->vmgenid = NULL;
     vm->vsock = NULL;
     vm->rng = NULL;
     vm->serial = NULL;
@@ -369,7 +387,7 @@ static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **er
     };
     struct boot_entry entry;
     boot_write_gdt_and_page_tables(&vm->mem);
-    if (!boot_load_linux(&vm->mem, &in, &entry, error))
+    if (!boot_load_linux(&vm->mem, &in, &entry, error) || !vmgenid_new_generation(vm->vmgenid, false, error))
         return false;
     return boot_setup_bsp(vm->vcpus[0].fd, &entry, error);
 }
@@ -576,6 +594,11 @@ struct virtio_vsock *vm_vsock(struct vm *vm)
 struct virtio_rng *vm_rng(struct vm *vm)
 {
     return vm->rng;
+}
+
+struct vmgenid *vm_vmgenid(struct vm *vm)
+{
+    return vm->vmgenid;
 }
 
 void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data))

@@ -13,6 +13,7 @@
 #include "notify.h"
 #include "pattern.h"
 #include "rngdrv.h"
+#include "vmgenid.h"
 #include "serial.h"
 #include "vsockdrv.h"
 
@@ -250,6 +251,21 @@ static void cmd_rng(struct client *c, char **args)
     reply(c, got == n ? text : "ERR virtio-rng gave fewer bytes than asked before the time limit");
 }
 
+/* "VMGENID <32 hex> gpe=<0|1>": the generation id, and whether its change
+ * event was pending (it is cleared). */
+static void cmd_vmgenid(struct client *c, char **args)
+{
+    if (!vmgenid_find()) {
+        reply(c, "ERR no VM generation ID in the ACPI tables");
+        return;
+    }
+    char text[64] = "VMGENID ";
+    vmgenid_read_hex(text + 8);
+    size_t len = strlen(text);
+    memcpy(text + len, vmgenid_take_event() ? " gpe=1" : " gpe=0", 7);
+    reply(c, text);
+}
+
 /* In notify mode: what systemd sends when it shuts down (notify.h). */
 static void cmd_notifystop(struct client *c, char **args)
 {
@@ -262,7 +278,7 @@ static const struct command commands[] = {
     {"SUM", 2, cmd_sum},     {"TOUCH", 2, cmd_touch}, {"HALT", 0, cmd_halt},
     {"ECHO", 0, cmd_echo},   {"DIAL", 3, cmd_dial},  {"SEND", 3, cmd_send},
     {"BADPKT", 0, cmd_badpkt}, {"NOTIFYSTOP", 0, cmd_notifystop},
-    {"RNG", 1, cmd_rng},
+    {"RNG", 1, cmd_rng},     {"VMGENID", 0, cmd_vmgenid},
 };
 
 static bool same(const char *a, const char *b)

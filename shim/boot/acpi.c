@@ -212,6 +212,9 @@ static void fadt_fixed_hardware(struct acpi_fadt *f)
     f->x_pm1a_evt_blk = io_register(ACPI_PM1A_EVT_PORT, 4, GAS_ACCESS_WORD);
     f->x_pm1a_cnt_blk = io_register(ACPI_PM1A_CNT_PORT, 2, GAS_ACCESS_WORD);
     f->x_pm_tmr_blk = io_register(ACPI_PM_TMR_PORT, 4, GAS_ACCESS_DWORD);
+    f->gpe0_blk = ACPI_GPE0_PORT;
+    f->gpe0_blk_len = ACPI_GPE0_LEN;
+    f->x_gpe0_blk = io_register(ACPI_GPE0_PORT, ACPI_GPE0_LEN, GAS_ACCESS_BYTE);
     f->reset_reg = io_register(ACPI_RESET_PORT, 1, GAS_ACCESS_BYTE);
     f->reset_value = ACPI_RESET_VALUE;
 }

@@ -37,6 +37,9 @@
 #define ACPI_PM_TMR_PORT   0x608       /* PM timer: 4 bytes */
 #define ACPI_RESET_PORT    0x60c       /* FADT RESET_REG, write ACPI_RESET_VALUE */
 #define ACPI_RESET_VALUE   0x1
+#define ACPI_GPE0_PORT     0x610       /* GPE0_BLK: status (2 bytes) + enable (2 bytes) */
+#define ACPI_GPE0_LEN      4
+#define ACPI_GPE_VMGENID   0           /* GPE 0: the VM generation ID changed (\_GPE._E00) */
 #define ACPI_SCI_IRQ       9
 #define ACPI_S5_SLP_TYP    5           /* the value \_S5 declares */
 #define ACPI_PM1_PWRBTN_STS (1u << 8)

@@ -6,6 +6,7 @@
 #include "devices/serial.h"
 #include "devices/virtio-rng.h"
 #include "devices/virtio-vsock.h"
+#include "devices/vmgenid.h"
 #include "state/state-json.h"
 #include "vm.h"
 
@@ -110,8 +111,11 @@ bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error)
     return true;
 }
 
-void devices_after_restore(struct vm *vm)
+bool devices_after_restore(struct vm *vm, GError **error)
 {
+    if (!vmgenid_new_generation(vm_vmgenid(vm), true, error))
+        return false;
     if (vm_vsock(vm))
         virtio_vsock_transport_reset(vm_vsock(vm));
+    return true;
 }

@@ -264,7 +264,10 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
     JsonNode *vmm_state = json_object_get_member(root, "vmm");
     if (vmm_state && JSON_NODE_HOLDS_OBJECT(vmm_state))
         p->vmm_state = json_node_copy(vmm_state);
-    devices_after_restore(vm);
+    if (!devices_after_restore(vm, error)) {
+        vm_free(vm);
+        return NULL;
+    }
     *cfg_out = g_steal_pointer(&cfg);
     return vm;
 }

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 
 #include "config/vm-config-json.h"
+#include "devices/vmgenid.h"
 #include "vm.h"
 #include "vmm/notify.h"
 #include "vmm/readiness.h"
@@ -671,6 +672,11 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
     json_builder_set_member_name(b, "notify");
     if (vmm->vm && vmm->config->vsock.present)
         notify_service_add_info(&vmm->link->notify, b);
+    else
+        json_builder_add_null_value(b);
+    json_builder_set_member_name(b, "vmgenid");
+    if (vmm->vm)
+        vmgenid_add_info(vm_vmgenid(vmm->vm), b);
     else
         json_builder_add_null_value(b);
     if (vmm->vm) /* snapshot id, restore mode, on-demand progress */

@@ -671,6 +671,92 @@ def counters_all(shim):
     return body
 
 
+def restored_shim(snap):
+    """A new shim with the snapshot at snap restored and running; returns
+    (Shim, its vsock socket path). Use as a context manager."""
+    target = Shim(SHIM, GUEST, api=True)
+    target.argv = [SHIM, "--api-socket", f"path={target.api_socket}"]
+    new_vsock = os.path.join(target.workdir, "vsock.sock")
+    target.start()
+    status, reply = target.api("PUT", "vm.restore", {
+        "source_url": "file://" + snap, "resume": True,
+        "config_overrides": {"vsock": {"socket": new_vsock},
+                             "serial": {"mode": "File", "file": target.serial_path}}})
+    if status not in (200, 204):
+        target.close()
+        raise Fail(f"vm.restore answered {status}: {reply}")
+    return target, new_vsock
+
+
+def snapshot(shim, snap):
+    for method, endpoint, req in [("PUT", "vm.pause", None),
+                                  ("PUT", "vm.snapshot", {"destination_url": "file://" + snap}),
+                                  ("PUT", "vm.resume", None)]:
+        status, reply = shim.api(method, endpoint, req)
+        check(status in (200, 204), f"{endpoint} answered {status}: {reply}")
+
+
+def guest_vmgenid(path):
+    """(id, gpe pending) as the guest reads them through ACPI."""
+    c = wait_guest_serving(path)
+    try:
+        answer = c.cmd("VMGENID")
+    finally:
+        c.close()
+    m = re.fullmatch(r"VMGENID ([0-9a-f]{32}) gpe=([01])", answer)
+    check(m, f"VMGENID answered {answer!r}")
+    return m.group(1), m.group(2) == "1"
+
+
+def shim_vmgenid(shim):
+    status, info = shim.api("GET", "vm.info")
+    check(status == 200, f"vm.info answered {status}")
+    return info["vsnap"]["vmgenid"]["id"]
+
+
+def case_vmgenid():
+    """The VM generation ID the guest finds through ACPI is new after every
+    restore (with its GPE pending), two clones of one snapshot differ, and a
+    clone's own snapshot restored changes it again. The restored clock says
+    how it was set and moved on by the time stopped."""
+    with tempfile.TemporaryDirectory(prefix="vsnap-vmgenid-") as tmp:
+        shim, path = vsock_shim()
+        with shim:
+            booted, pending = guest_vmgenid(path)
+            check(not pending and booted == shim_vmgenid(shim), f"at boot: {booted} pending={pending}")
+            check(guest_vmgenid(path)[0] == booted, "the id stays while the VM runs")
+            snap = os.path.join(tmp, "snap")
+            snapshot(shim, snap)
+        with open(os.path.join(snap, "state.json")) as f:
+            saved_clock = int(json.load(f)["kvm"]["clock_ns"], 16)
+        time.sleep(1.0)
+        ids = [booted]
+        first, first_path = restored_shim(snap)
+        with first:
+            second, second_path = restored_shim(snap)
+            with second:
+                for clone, clone_path in ((first, first_path), (second, second_path)):
+                    gid, pending = guest_vmgenid(clone_path)
+                    check(pending, "the restore raised the generation-changed GPE")
+                    check(gid == shim_vmgenid(clone), f"guest {gid} and vm.info agree")
+                    check(guest_vmgenid(clone_path) == (gid, False), "the GPE was cleared, the id stays")
+                    ids.append(gid)
+                status, info = second.api("GET", "vm.info")
+                clock = info["vsnap"]["clock"]
+                print(f"clock after the restore: {clock} (saved kvmclock {saved_clock})")
+                check(clock["restore"] in ("realtime", "advance"), f"vsnap.clock {clock}")
+                check(clock["stopped_ns"] >= 1_000_000_000, f"stopped at least the 1 s slept: {clock}")
+                check(clock["clock_ns"] - saved_clock >= 1_000_000_000,
+                      f"the kvmclock moved on by the time stopped: {clock}, saved {saved_clock}")
+            snap2 = os.path.join(tmp, "snap2")
+            snapshot(first, snap2)
+        again, again_path = restored_shim(snap2)
+        with again:
+            ids.append(guest_vmgenid(again_path)[0])
+        print(f"generation ids: boot, clone 1, clone 2, clone 1 restored: {ids}")
+        check(len(set(ids)) == len(ids), f"every restore gives a new id: {ids}")
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":
