@@ -16,6 +16,7 @@ struct serial;
 struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
+struct virtio_console;
 struct virtio_rng;
 struct vmgenid;
 
@@ -78,6 +79,7 @@ struct vm {
     struct i8042 *i8042;
     struct acpi_pm *acpi_pm;
     struct virtio_vsock *vsock; /* NULL without a vsock config */
+    struct virtio_console *console; /* NULL when console.mode is Off */
     struct virtio_rng *rng;     /* NULL without an rng config */
     struct vmgenid *vmgenid;
 

@@ -6,6 +6,7 @@
  * vm->run_cond is broadcast on every change.
  */
 #include <gio/gio.h>
+#include <unistd.h>
 
 #include "vm-internal.h"
 
@@ -126,6 +127,18 @@ void vm_report_guest_stop(struct vm *vm, enum vm_stop_reason reason, const char 
     g_debug("guest stopped (%s): %s", vm_stop_reason_to_string(reason), detail);
     if (vm->cb.on_guest_stop)
         vm->cb.on_guest_stop(vm->cb.opaque, reason, detail);
+}
+
+/* _exit, not exit: other threads still run (some blocked for good), so
+ * atexit handlers and library destructors must not run under them. The log
+ * writer flushes every line, and events are written by then. */
+void vm_report_fatal(struct vm *vm, const char *detail)
+{
+    atomic_store(&vm->stop_reported, true);
+    g_warning("the VM is lost, the shim exits: %s", detail);
+    if (vm->cb.on_fatal)
+        vm->cb.on_fatal(vm->cb.opaque, detail);
+    _exit(VM_FATAL_EXIT_STATUS);
 }
 
 bool vm_on_vcpu_thread(struct vm *vm)

@@ -14,6 +14,7 @@
 #include "devices/acpi-pm.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
+#include "devices/virtio-console.h"
 #include "devices/virtio-rng.h"
 #include "devices/virtio-vsock.h"
 #include "devices/vmgenid.h"
@@ -294,6 +295,9 @@ static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **e
     unsigned mmio_index = 0;
     if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(&host, mmio_index++, &cfg->vsock, error)))
         return false;
+    if (cfg->console.mode != CONSOLE_MODE_OFF &&
+        !(vm->console = virtio_console_new(&host, mmio_index++, &cfg->console, error)))
+        return false;
     if (cfg->rng.present && !(vm->rng = virtio_rng_new(&host, mmio_index++, &cfg->rng, error)))
         return false;
     return true;
@@ -305,10 +309,12 @@ static void free_devices(struct vm *vm)
     i8042_free(vm->i8042);
     acpi_pm_free(vm->acpi_pm);
     virtio_vsock_free(vm->vsock); /* stops its thread, unlinks its socket */
+    virtio_console_free(vm->console);
     virtio_rng_free(vm->rng);
     vmgenid_free(vm->vmgenid);
     vm->vmgenid = NULL;
     vm->vsock = NULL;
+    vm->console = NULL;
     vm->rng = NULL;
     vm->serial = NULL;
     vm->i8042 = NULL;
@@ -336,6 +342,7 @@ static char *kernel_cmdline(struct vm *vm, const struct vm_config *cfg)
     GString *line = g_string_new(cfg->payload.cmdline);
     char *entries[] = {
         vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL,
+        vm->console ? virtio_console_cmdline_entry(vm->console) : NULL,
         vm->rng ? virtio_rng_cmdline_entry(vm->rng) : NULL,
     };
     for (size_t i = 0; i < G_N_ELEMENTS(entries); i++) {
@@ -454,13 +461,15 @@ void vm_free(struct vm *vm)
         return;
     }
     vm_stop_vcpu_threads(vm);
-    /* Snapshot state (an on-demand RAM server) goes before devices and RAM. */
-    if (vm->persist_release)
-        vm->persist_release(vm->persist);
     for (unsigned i = 0; i < vm->nvcpus; i++)
         vcpu_destroy(&vm->vcpus[i]);
     g_free(vm->vcpus);
     free_devices(vm); /* after the vCPUs: no handler can run any more */
+    /* persist: snapshot state goes once no thread can touch RAM: a device
+     * thread may wait on a fault that an on-demand RAM server must answer
+     * (stopped earlier, it would hand that thread zero pages). */
+    if (vm->persist_release)
+        vm->persist_release(vm->persist);
     bus_release(&vm->pio);
     bus_release(&vm->mmio);
     if (vm->vm_fd >= 0)
@@ -522,6 +531,8 @@ void vm_add_counters(struct vm *vm, JsonBuilder *b)
     add_exit_counters(b, "vcpus", total);
     if (vm->vsock)
         virtio_vsock_add_counters(vm->vsock, b);
+    if (vm->console)
+        virtio_console_add_counters(vm->console, b);
     if (vm->rng)
         virtio_rng_add_counters(vm->rng, b);
 }
@@ -591,6 +602,11 @@ struct virtio_vsock *vm_vsock(struct vm *vm)
     return vm->vsock;
 }
 
+struct virtio_console *vm_console(struct vm *vm)
+{
+    return vm->console;
+}
+
 struct virtio_rng *vm_rng(struct vm *vm)
 {
     return vm->rng;
@@ -625,6 +641,11 @@ bool vm_serve_vsock_port(struct vm *vm, const struct vsock_port_handler *handler
 const char *vm_serial_pty_path(struct vm *vm)
 {
     return vm->serial ? serial_pty_path(vm->serial) : NULL;
+}
+
+const char *vm_console_pty_path(struct vm *vm)
+{
+    return vm->console ? virtio_console_pty_path(vm->console) : NULL;
 }
 
 void vm_mark_dirty(struct vm *vm, uint64_t gpa, uint64_t len)

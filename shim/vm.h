@@ -3,11 +3,12 @@
  * Threading: the API runs on the main thread (GMainLoop). vCPUs run on their own
  * threads. Anything the guest causes that changes the VM's lifecycle (poweroff
  * via ACPI S5, reset via i8042 or the ACPI reset register, triple fault, KVM
- * internal error, an interrupt KVM refuses, restored RAM that cannot be
- * served) is reported through vm_callbacks.on_guest_stop from a vCPU, device
- * or userfaultfd thread; the receiver must hop to the main thread (g_main_context_invoke)
- * before tearing the VM down. vm_* functions below are called from the main
- * thread only.
+ * internal error, an interrupt KVM refuses) is reported through
+ * vm_callbacks.on_guest_stop from a vCPU or device thread; the receiver must
+ * hop to the main thread (g_main_context_invoke) before tearing the VM down.
+ * Restored RAM that cannot be served is not a stop but the end of the process
+ * (vm_report_fatal, from a userfaultfd or the main thread). vm_* functions
+ * below are called from the main thread only.
  *
  * Signals: vm_new installs a no-op SIGUSR1 handler (without SA_RESTART); the
  * VM sends SIGUSR1 to its vCPU threads to throw them out of KVM_RUN. Nothing
@@ -32,6 +33,10 @@ const char *vm_stop_reason_to_string(enum vm_stop_reason reason);
 
 struct vm_callbacks {
     void (*on_guest_stop)(void *opaque, enum vm_stop_reason reason, const char *detail);
+    /* The VM is lost beyond teardown (see vm_report_fatal): report it, from
+     * whatever thread this runs on, touching nothing another thread may hold.
+     * The process ends when this returns. */
+    void (*on_fatal)(void *opaque, const char *detail);
     void *opaque;
 };
 
@@ -42,6 +47,7 @@ struct serial;
 struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
+struct virtio_console;
 struct virtio_rng;
 struct vmgenid;
 struct vsock_port_handler;
@@ -72,10 +78,18 @@ bool vm_resume(struct vm *vm, GError **error);
 /* ACPI power button: set PM1a PWRBTN_STS, raise the SCI. */
 void vm_power_button(struct vm *vm);
 
-/* The guest cannot go on (a vCPU or device saw it stop, or its restored RAM
- * cannot be served): park the vCPUs for good and report it through
- * vm_callbacks.on_guest_stop. Any thread; the first report wins. */
+/* The guest cannot go on (a vCPU or device saw it stop): park the vCPUs for
+ * good and report it through vm_callbacks.on_guest_stop. Any thread; the
+ * first report wins. */
 void vm_report_guest_stop(struct vm *vm, enum vm_stop_reason reason, const char *detail);
+
+/* Guest RAM that a thread of the VM waits on can never be supplied (an
+ * on-demand restore met a corrupt block; zeros in its place would be a lie).
+ * Such a thread cannot be released, so the VM can neither go on nor be torn
+ * down: on_fatal reports it and the process exits with VM_FATAL_EXIT_STATUS,
+ * which releases every thread. Any thread; never returns. */
+#define VM_FATAL_EXIT_STATUS 3
+G_NORETURN void vm_report_fatal(struct vm *vm, const char *detail);
 
 /* Stop and join vCPU threads, close every fd, unmap RAM. Safe on a half-built VM. */
 void vm_free(struct vm *vm);
@@ -94,11 +108,13 @@ int vm_kvm_vm_fd(struct vm *vm);  /* the VM's fd (KVM_CREATE_VM): irqchip, PIT, 
 int vm_dev_kvm_fd(struct vm *vm); /* /dev/kvm itself: system-wide queries (MSR index list) */
 unsigned vm_vcpu_count(struct vm *vm);
 int vm_vcpu_fd(struct vm *vm, unsigned index);
-/* The devices; serial is NULL when serial.mode is Off, vsock without a vsock config. */
+/* The devices; serial is NULL when serial.mode is Off, vsock without a vsock
+ * config, console when console.mode is Off. */
 struct serial *vm_serial(struct vm *vm);
 struct i8042 *vm_i8042(struct vm *vm);
 struct acpi_pm *vm_acpi_pm(struct vm *vm);
 struct virtio_vsock *vm_vsock(struct vm *vm);
+struct virtio_console *vm_console(struct vm *vm);
 struct virtio_rng *vm_rng(struct vm *vm); /* NULL without an rng config */
 struct vmgenid *vm_vmgenid(struct vm *vm);
 /* Snapshot state kept with the VM: release(data) runs in vm_free once the
@@ -117,6 +133,8 @@ void vm_mark_dirty(struct vm *vm, uint64_t gpa, uint64_t len);
 
 /* The serial port's pty slave path when serial.mode is Pty, else NULL (vm.info). */
 const char *vm_serial_pty_path(struct vm *vm);
+/* The virtio-console's pty slave path when console.mode is Pty, else NULL. */
+const char *vm_console_pty_path(struct vm *vm);
 
 /* Pages the VMM itself wrote (vm_mark_dirty) since the last call, fetched and
  * cleared atomically: a bitmap of *nwords 64-bit words, bit n = RAM page n

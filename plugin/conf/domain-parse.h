@@ -36,6 +36,8 @@ bool domain_parse_features(struct domain_def *def, const xmlNode *features, GErr
 bool domain_parse_cpu(struct domain_def *def, const xmlNode *cpu, GError **error);
 bool domain_parse_clock(struct domain_def *def, const xmlNode *clock, GError **error);
 bool domain_parse_devices(struct domain_def *def, const xmlNode *devices, GError **error);
+/* One <disk>, appended to def->disks (domain-parse-disk.c). */
+bool domain_parse_disk(struct domain_def *def, const xmlNode *disk, GError **error);
 bool domain_parse_metadata(struct domain_def *def, const xmlNode *metadata, GError **error);
 bool domain_parse_sysinfo(struct domain_def *def, const xmlNode *sysinfo, GError **error);
 bool domain_parse_smbios(struct domain_def *def, const xmlNode *smbios, GError **error);

@@ -6,7 +6,7 @@
  *
  * All state below is protected by dev->transport.lock, which the device
  * thread holds while it handles an event and vCPU threads hold while they
- * access registers.
+ * access registers (reset_requested excepted).
  */
 #pragma once
 
@@ -143,6 +143,7 @@ struct virtio_vsock {
     GQueue rx_ready;        /* struct vsock_conn* with data for the guest */
     uint32_t next_local_port;
     bool event_pending;     /* a TRANSPORT_RESET event waits for a buffer */
+    bool reset_requested;   /* atomic: virtio_vsock_transport_reset was called */
     /* Destroyed connections and handshakes: a later event of the same epoll
      * batch may still point at them, so they are freed after the batch. */
     GSList *dead_conns, *dead_handshakes;

@@ -168,6 +168,18 @@ static bool dispatch(struct virtio_vsock *dev, struct vsock_watch *watch, uint32
     return true;
 }
 
+/* The device thread's half of virtio_vsock_transport_reset, first thing
+ * after it wakes: a host connection accepted after the request survives. */
+static void reset_if_requested(struct virtio_vsock *dev)
+{
+    if (!__atomic_exchange_n(&dev->reset_requested, false, __ATOMIC_ACQ_REL))
+        return;
+    drop_all_connections(dev);
+    dev->event_pending = true;
+    if (virtio_mmio_is_active(&dev->transport))
+        vsock_process_event(dev);
+}
+
 static gpointer device_thread(gpointer data)
 {
     struct virtio_vsock *dev = data;
@@ -181,6 +193,7 @@ static gpointer device_thread(gpointer data)
             return NULL;
         }
         g_mutex_lock(&dev->transport.lock);
+        reset_if_requested(dev);
         bool go_on = true;
         for (int i = 0; i < n && go_on; i++)
             go_on = dispatch(dev, events[i].data.ptr, events[i].events);
@@ -353,12 +366,10 @@ void virtio_vsock_add_counters(struct virtio_vsock *dev, JsonBuilder *builder)
 
 void virtio_vsock_transport_reset(struct virtio_vsock *dev)
 {
-    g_mutex_lock(&dev->transport.lock);
-    drop_all_connections(dev);
-    dev->event_pending = true;
-    if (virtio_mmio_is_active(&dev->transport))
-        vsock_process_event(dev);
-    g_mutex_unlock(&dev->transport.lock);
+    __atomic_store_n(&dev->reset_requested, true, __ATOMIC_RELEASE);
+    uint64_t one = 1; /* wakes the device thread like a guest notification */
+    if (write(dev->transport.notify_fd[VSOCK_QUEUE_EVENT], &one, sizeof one) < 0)
+        g_warning("virtio-vsock: notify eventfd: %s", g_strerror(errno));
 }
 
 /* ---- snapshot state ---- */

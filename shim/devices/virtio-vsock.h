@@ -68,7 +68,9 @@ void virtio_vsock_add_counters(struct virtio_vsock *dev, JsonBuilder *builder);
 
 /* Reset every connection and post VIRTIO_VSOCK_EVENT_TRANSPORT_RESET to the
  * guest, as after a restore: the guest's sockets see a reset and its agent
- * announces readiness again. */
+ * announces readiness again. The device thread does it, before anything else
+ * it handles from then on; the caller neither waits for that thread (which
+ * may be waiting on guest RAM restored on demand) nor touches guest RAM. */
 void virtio_vsock_transport_reset(struct virtio_vsock *dev);
 
 /* Snapshots. quiesce holds the device still (its thread waits,

@@ -160,15 +160,14 @@ static bool prepare_ram(struct snap_chain *chain, enum snap_restore_mode mode, s
     return true;
 }
 
-/* A data block failed its checksum while being served: the guest must never
- * see it, so the VM stops (from the handler thread; the vCPUs waiting on the
- * fault are kicked by the stop). */
+/* A data block failed its checksum while being served (handler or prefetch
+ * thread): the guest must never see it, and a thread waiting on it, vCPU or
+ * device, can never be released (ram-snapshot/uffd.h), so the VM is lost. */
 static void on_demand_failed(void *opaque, const GError *error)
 {
     struct persist_vm *p = opaque;
-    g_autofree char *detail = g_strdup_printf("on-demand restore failed, the VM is stopped: %s", error->message);
-    g_warning("%s", detail);
-    vm_report_guest_stop(p->vm, VM_STOP_CRASH, detail);
+    g_autofree char *detail = g_strdup_printf("on-demand restore failed: %s", error->message);
+    vm_report_fatal(p->vm, detail);
 }
 
 static bool start_on_demand(struct persist_vm *p, const struct persist_restore_request *req, GError **error)
@@ -182,6 +181,8 @@ static bool start_on_demand(struct persist_vm *p, const struct persist_restore_r
     p->uffd = snap_uffd_start(&config, &local);
     if (!p->uffd)
         return snap_failed(error, local, "restore on demand");
+    /* Nothing runs yet that could wait on a page: a bad block here is an
+     * error of the restore, and the VM is freed. */
     if (req->prefault && !snap_uffd_fill_all(p->uffd, &local))
         return snap_failed(error, local, "restore on demand (prefault)");
     return true;

@@ -15,8 +15,9 @@
 static void persist_vm_release(void *opaque)
 {
     struct persist_vm *p = opaque;
-    /* The vCPUs have stopped (vm_free): a vCPU blocked in a fault was kicked
-     * out of it, so the server can go before RAM is unmapped. */
+    /* Every thread that touches RAM has stopped (vm_free: vCPUs, then
+     * devices): none can be waiting on a fault, so the server can go before
+     * RAM is unmapped. */
     snap_uffd_stop(p->uffd);
     snap_chain_free(p->chain);
     g_free(p->in_diffs);
@@ -94,15 +95,16 @@ void persist_dirty_settle(struct persist_vm *p, uint64_t *dirty, bool snapshot_o
     p->carry = dirty;
 }
 
-bool persist_vm_fill_all(struct persist_vm *p, GError **error)
+/* The VM has run, and serving has stopped for every thread after a bad
+ * block: the VM is lost (vm_report_fatal), as when a fault meets it. */
+void persist_vm_fill_all(struct persist_vm *p)
 {
-    if (!p->uffd)
-        return true;
-    if (!snap_uffd_fill_all(p->uffd, error)) {
-        g_prefix_error(error, "bringing in the rest of the restored RAM: ");
-        return false;
-    }
-    return true;
+    g_autoptr(GError) error = NULL;
+    if (!p->uffd || snap_uffd_fill_all(p->uffd, &error))
+        return;
+    g_autofree char *detail = g_strdup_printf("on-demand restore failed while bringing in the rest "
+                                              "of the restored RAM: %s", error->message);
+    vm_report_fatal(p->vm, detail);
 }
 
 /* ---- the reference ---- */

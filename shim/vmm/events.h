@@ -2,6 +2,26 @@
  * parsed in api/cli.c): one JSON object per line, in Cloud Hypervisor's shape:
  *   {"timestamp":{"secs":S,"nanos":N},"source":"vm","event":"booting","properties":null}
  *
+ * The format, for readers (virtvsnapd's plugin/shim-events.c is one):
+ *   - "\n" ends every event; a line is one write(), so lines never interleave.
+ *   - timestamp: time since the shim started (monotonic), not wall time.
+ *   - source "vmm": starting (the process is up), shutdown (vmm.shutdown).
+ *   - source "vm": booting, booted, pausing, paused, resuming, resumed,
+ *     rebooting, rebooted (a fresh VM from the same config), deleted,
+ *     snapshotting, snapshotted ({"id": layer id}), restoring, restored,
+ *     shutdown: properties null when the API or a signal stopped the VM,
+ *     {"reason": R, "detail": D} when the guest side did (R as vm.info's
+ *     vsnap.last_stop_reason: "poweroff", "crash", ...).
+ *   - source "guest", event "ready": the guest announced readiness on the
+ *     readiness port; properties {"ready": true, "generation": G,
+ *     "boot_id": ..., "ready_ns": host wall clock in ns, "port": P,
+ *     "guest": the announcement's own JSON}. A new generation comes after
+ *     each restore (the guest announces again).
+ *   - Members and events may be added; readers ignore what they do not know.
+ * With path=P and P a FIFO the shim opens it O_RDWR, so neither side blocks
+ * on open and the FIFO survives a reader that goes away and comes back (the
+ * daemon restarting).
+ *
  * events_emit() may be called from any thread (the guest's readiness arrives on a
  * device thread). A slow or absent reader never blocks the VMM: the fd is
  * non-blocking and an event that does not fit in the pipe is dropped with a

@@ -155,6 +155,7 @@ void vmm_unwatch_ready(struct vmm *vmm, guint id)
 /* ---- building and tearing down the VM -------------------------------------- */
 
 static void on_guest_stop(void *opaque, enum vm_stop_reason reason, const char *detail);
+static void on_fatal(void *opaque, const char *detail);
 static void on_guest_ready(void *opaque, const char *info_json);
 
 static struct vm_link *new_link(struct vmm *vmm)
@@ -164,6 +165,7 @@ static struct vm_link *new_link(struct vmm *vmm)
     link->generation = vmm->generation;
     link->callbacks = (struct vm_callbacks){
         .on_guest_stop = on_guest_stop,
+        .on_fatal = on_fatal,
         .opaque = link,
     };
     return link;
@@ -466,6 +468,11 @@ bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
     struct persist_snapshot_result local_result = { 0 };
     if (!result)
         result = &local_result;
+    /* As Cloud Hypervisor: "snapshotting" only for a request that will be tried. */
+    if (!persist_snapshot_check(vmm->vm, req, error)) {
+        to_shim_error(error);
+        return false;
+    }
     emit(vmm, "snapshotting");
     struct persist_snapshot_request with_vmm = *req;
     g_autoptr(JsonNode) vmm_state = vmm_state_for_snapshot(vmm);
@@ -572,6 +579,17 @@ static void on_guest_stop(void *opaque, enum vm_stop_reason reason, const char *
                                stop, guest_stop_free);
 }
 
+/* The process ends after this (vm_report_fatal), possibly while the main
+ * thread waits on the lost VM: only the event monitor, which any thread may
+ * write, tells the daemon. A guest crash reads the same there, then the
+ * process is gone: vm.info can no longer be asked. */
+static void on_fatal(void *opaque, const char *detail)
+{
+    struct vm_link *link = opaque;
+    events_emit_strings(link->vmm->events, "vm", "shutdown", "reason", "crash", "detail", detail, NULL);
+    events_emit(link->vmm->events, "vmm", "shutdown", NULL);
+}
+
 struct guest_ready {
     struct vmm *vmm;
     guint generation;
@@ -668,6 +686,7 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
     json_builder_set_member_name(b, "ram_resident_bytes");
     json_builder_add_int_value(b, vmm->vm ? (gint64)vm_ram_resident_bytes(vmm->vm) : 0);
     add_optional_string(b, "serial_pty", vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL);
+    add_optional_string(b, "console_pty", vmm->vm ? vm_console_pty_path(vmm->vm) : NULL);
     add_ready_members(vmm, b);
     json_builder_set_member_name(b, "notify");
     if (vmm->vm && vmm->config->vsock.present)
@@ -684,16 +703,22 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
     json_builder_end_object(b);
 }
 
-/* Cloud Hypervisor reports a serial PTY's path as config.serial.file, which is
- * where libvirt's ch driver reads it. */
+static void set_pty_file(JsonNode *config, const char *device, const char *pty)
+{
+    if (pty) {
+        JsonObject *section = json_object_get_object_member(json_node_get_object(config), device);
+        json_object_set_string_member(section, "file", pty);
+    }
+}
+
+/* Cloud Hypervisor reports a PTY's path as config.serial.file and
+ * config.console.file, which is where libvirt's ch driver reads them. */
 static JsonNode *config_with_pty(struct vmm *vmm)
 {
     JsonNode *config = vm_config_to_json(vmm->config);
-    const char *pty = vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL;
-
-    if (pty) {
-        JsonObject *serial = json_object_get_object_member(json_node_get_object(config), "serial");
-        json_object_set_string_member(serial, "file", pty);
+    if (vmm->vm) {
+        set_pty_file(config, "serial", vm_serial_pty_path(vmm->vm));
+        set_pty_file(config, "console", vm_console_pty_path(vmm->vm));
     }
     return config;
 }
