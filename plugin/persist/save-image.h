@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct caller;
+
 /* Called while sections are copied: bytes done of the total. */
 typedef void (*save_image_progress)(void *data, guint64 done, guint64 total);
 
@@ -31,8 +33,10 @@ struct save_image_info {
 };
 void save_image_info_clear(struct save_image_info *info);
 
-/* Header and the definition, checked. Errors name the file. */
-bool save_image_read_info(const char *path, struct save_image_info *info, GError **error);
+/* Header and the definition, checked, read from a regular file opened as
+ * caller could (caller.h). Errors name the file. */
+bool save_image_read_info(const char *path, const struct caller *caller,
+                          struct save_image_info *info, GError **error);
 
 /* The snapshot directory again (every section but domain.xml) into dir. */
 bool save_image_extract(const char *path, const char *dir, GError **error);

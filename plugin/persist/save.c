@@ -5,6 +5,7 @@
 #include <libvirt/libvirt.h>
 #include <string.h>
 
+#include "caller.h"
 #include "job.h"
 #include "lineage.h"
 #include "managed-image.h"
@@ -262,7 +263,7 @@ bool save_restore_file(struct vsnap_driver *drv, const char *from, const char *d
                                 VIR_DOMAIN_SAVE_PAUSED, error))
         return false;
     struct save_image_info info = {0};
-    if (!save_image_read_info(from, &info, error))
+    if (!save_image_read_info(from, &caller_daemon, &info, error))
         return false;
     g_autoptr(domain_def) def = image_definition(drv, info.domain_xml, dxml, error);
     bool run = (flags & VIR_DOMAIN_SAVE_RUNNING) ||
@@ -280,7 +281,8 @@ bool save_restore_file(struct vsnap_driver *drv, const char *from, const char *d
     return ok;
 }
 
-char *save_image_xml(struct vsnap_driver *drv, const char *file, unsigned flags, GError **error)
+char *save_image_xml(struct vsnap_driver *drv, const struct caller *caller, const char *file,
+                     unsigned flags, GError **error)
 {
     if (flags & ~VIR_DOMAIN_SAVE_IMAGE_XML_SECURE) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
@@ -288,7 +290,7 @@ char *save_image_xml(struct vsnap_driver *drv, const char *file, unsigned flags,
         return NULL;
     }
     struct save_image_info info = {0};
-    if (!save_image_read_info(file, &info, error))
+    if (!save_image_read_info(file, caller, &info, error))
         return NULL;
     return info.domain_xml;
 }
@@ -299,7 +301,7 @@ bool save_image_define(struct vsnap_driver *drv, const char *file, const char *d
     if (!check_flags(flags, VIR_DOMAIN_SAVE_RUNNING | VIR_DOMAIN_SAVE_PAUSED, error))
         return false;
     struct save_image_info info = {0};
-    if (!save_image_read_info(file, &info, error))
+    if (!save_image_read_info(file, &caller_daemon, &info, error))
         return false;
     g_autoptr(domain_def) def = image_definition(drv, info.domain_xml, dxml, error);
     bool paused = (flags & VIR_DOMAIN_SAVE_PAUSED) ||

@@ -19,14 +19,18 @@
 
 #include "state.h"
 
+struct caller;
+
 bool save_to_file(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *to,
                   const char *dxml, unsigned flags, GError **error);
 /* Restores into the domain the image names (defined or not: an undefined one
  * comes back transient). */
 bool save_restore_file(struct vsnap_driver *drv, const char *from, const char *dxml,
                        unsigned flags, GError **error);
-char *save_image_xml(struct vsnap_driver *drv, const char *file, unsigned flags,
-                     GError **error);
+/* save-image-dumpxml: the image is opened as caller could (a read-only
+ * client's own credentials, caller.h), never as root for someone else. */
+char *save_image_xml(struct vsnap_driver *drv, const struct caller *caller, const char *file,
+                     unsigned flags, GError **error);
 /* save-image-define / save-image-edit: a new definition (same domain, memory
  * and vCPUs) and, with VIR_DOMAIN_SAVE_RUNNING/PAUSED, a new state to restore
  * into. The image is rewritten under a temporary name and renamed. */

@@ -40,7 +40,7 @@ LAYERS = [
     ("shared state", [["state.h"]]),
     ("events", [["events.*"]]),
     ("domains", [["domain.*"]]),
-    ("files", [["atomic-file.*"]]),
+    ("files", [["atomic-file.*"], ["caller.*"]]),
     # The XML and capabilities configuration, and the GError domain of
     # libvirt's error codes that every layer uses (conf/virt-error.h).
     ("conf", [["conf/*"]]),
