@@ -423,7 +423,7 @@ bool save_start_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsi
         .source_dir = dir, .def = def, .run = !(flags & VIR_DOMAIN_START_PAUSED) && !paused,
         .origin = RESTORE_FROM_SAVE,
     };
-    if (!def || !snapdir_check_chain(dir, error) || !restore_start(drv, dom, &req, error)) {
+    if (!def || !snapdir_check_chain(dir, NULL, error) || !restore_start(drv, dom, &req, error)) {
         g_prefix_error(error, "cannot start %s from its managed save image: ", dom->name);
         return false;
     }

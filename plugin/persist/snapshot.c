@@ -177,7 +177,9 @@ static bool take_layers(struct vsnap_domain *dom, struct snapshot_entry *e,
         return false;
     e->full = !is_diff;
     e->layer_parent = is_diff ? g_strdup(base->id) : NULL;
-    return true;
+    /* Recorded, so a revert knows the directory still holds this snapshot. */
+    e->memory_id = snapdir_layer_id(e->dir, error);
+    return e->memory_id != NULL;
 }
 
 static bool record(struct vsnap_driver *drv, struct vsnap_domain *dom, struct snapshot_tree *tree,
@@ -496,7 +498,7 @@ static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
         return false;
     g_autoptr(domain_def) def = snapshot_domain(drv, dom, e, error);
     /* Everything that can be checked is checked before the domain is touched. */
-    if (!def || !snapdir_check_chain(e->dir, error)) {
+    if (!def || !snapdir_check_chain(e->dir, e->memory_id, error)) {
         g_prefix_error(error, "cannot revert to snapshot '%s': ", name);
         return false;
     }
