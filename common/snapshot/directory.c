@@ -125,6 +125,23 @@ guint64 snap_dir_bytes(const char *dir)
     return total;
 }
 
+bool snap_dir_remove_partials(const char *dest, GError **error)
+{
+    g_autofree char *parent = g_path_get_dirname(dest);
+    g_autofree char *base = g_path_get_basename(dest);
+    g_autofree char *prefix = g_strdup_printf(".%s.partial-", base);
+    g_autoptr(GDir) d = g_dir_open(parent, 0, NULL);
+    const char *name;
+    while (d && (name = g_dir_read_name(d))) {
+        if (!g_str_has_prefix(name, prefix))
+            continue;
+        g_autofree char *path = g_build_filename(parent, name, NULL);
+        if (!snap_dir_remove(path, error))
+            return false;
+    }
+    return true;
+}
+
 bool snap_dir_remove(const char *dir, GError **error)
 {
     g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);

@@ -139,5 +139,9 @@ bool snap_dir_commit(const char *partial, const char *dest, GError **error);
  * progress of a snapshot being written. */
 guint64 snap_dir_bytes(const char *dir);
 
+/* Remove the partial directories of snapshots for dest that writers which
+ * died left behind (call only when no writer for dest runs). */
+bool snap_dir_remove_partials(const char *dest, GError **error);
+
 /* Remove dir and everything in it (rm -r). A missing dir is not an error. */
 bool snap_dir_remove(const char *dir, GError **error);

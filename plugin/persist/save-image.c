@@ -233,10 +233,15 @@ static bool finish(struct writer *w, const char *tmp, GError **error)
     return true;
 }
 
+char *save_image_temp_path(const char *path)
+{
+    return g_strconcat(path, ".vsnap-tmp", NULL);
+}
+
 bool save_image_write(const char *path, const char *domain_xml, const char *snapshot_dir,
                       bool paused, save_image_progress progress, void *data, GError **error)
 {
-    g_autofree char *tmp = g_strconcat(path, ".vsnap-tmp", NULL);
+    g_autofree char *tmp = save_image_temp_path(path);
     struct writer w = {.path = path, .end = HEADER_SIZE, .progress = progress, .data = data};
     w.total = dir_bytes(snapshot_dir);
     w.hdr.flags = paused ? IMAGE_PAUSED : 0;

@@ -26,6 +26,8 @@ typedef void (*save_image_progress)(void *data, guint64 done, guint64 total);
 
 bool save_image_write(const char *path, const char *domain_xml, const char *snapshot_dir,
                       bool paused, save_image_progress progress, void *data, GError **error);
+/* The temporary name save_image_write writes path under. */
+char *save_image_temp_path(const char *path);
 
 struct save_image_info {
     char *domain_xml;

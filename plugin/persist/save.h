@@ -53,6 +53,11 @@ bool save_start_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsi
 bool save_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                          GError **error);
 
+/* At start-up: what saves, restores and managed saves that a daemon's end cut
+ * short left on disk (work directories, managed images never renamed into
+ * place, the shim's partial directories) goes. */
+void save_recover(struct vsnap_driver *drv);
+
 /* domjobinfo: the job under way on dom (VIR_DOMAIN_JOB_NONE when none). */
 struct save_job_info {
     int type;                   /* VIR_DOMAIN_JOB_* */

@@ -82,3 +82,10 @@ bool snapdir_remove(const char *dir, GError **error)
     GError *local = NULL;
     return snap_dir_remove(dir, &local) || to_vir_error(local, error);
 }
+
+bool snapdir_remove_with_partials(const char *dir, GError **error)
+{
+    GError *local = NULL;
+    return (snap_dir_remove_partials(dir, &local) && snap_dir_remove(dir, &local)) ||
+           to_vir_error(local, error);
+}

@@ -36,3 +36,6 @@ guint64 snapdir_bytes(const char *dir);
 
 /* rm -r of a snapshot or image directory. */
 bool snapdir_remove(const char *dir, GError **error);
+/* The same, and the partial directories a shim that died while writing a
+ * snapshot for dir left beside it. */
+bool snapdir_remove_with_partials(const char *dir, GError **error);

@@ -44,6 +44,8 @@ LAYERS = [
     # The XML and capabilities configuration, and the GError domain of
     # libvirt's error codes that every layer uses (conf/virt-error.h).
     ("conf", [["conf/*"]]),
+    # Test-only crash points (VSNAPD_TEST_HOOK), reachable from anywhere.
+    ("test hooks", [["test-hook.*"]]),
 ]
 
 # Where a quoted include is looked up, after the including file's own
