@@ -61,8 +61,8 @@ const struct caller *rpc_client_caller(struct rpc_client *client)
 void rpc_client_set_opened(struct rpc_client *client, bool readonly)
 {
     g_mutex_lock(&client->lock);
-    client->opened = true;
     client->readonly = client->readonly_socket || readonly;
+    g_atomic_int_set(&client->opened, 1);
     g_mutex_unlock(&client->lock);
 }
 
@@ -76,10 +76,7 @@ bool rpc_client_is_readonly(struct rpc_client *client)
 
 bool rpc_client_is_opened(struct rpc_client *client)
 {
-    g_mutex_lock(&client->lock);
-    bool opened = client->opened;
-    g_mutex_unlock(&client->lock);
-    return opened;
+    return g_atomic_int_get(&client->opened) != 0;
 }
 
 /* Serialise length word + header + body. The buffer grows until the packet

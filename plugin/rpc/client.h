@@ -32,10 +32,12 @@ struct rpc_client {
 
     GMutex lock;             /* protects the fields below and socket writes */
     bool closed;
-    bool opened;             /* CONNECT_OPEN succeeded */
     bool readonly;           /* read-only socket or VIR_CONNECT_RO */
 
-    gint calls_in_flight;    /* queued or running calls (atomic) */
+    /* Atomic, not under lock: the main loop reads them for every packet,
+     * while a worker may hold lock for a whole send to a slow client. */
+    gint opened;             /* CONNECT_OPEN succeeded */
+    gint calls_in_flight;    /* queued or running calls */
 
     /* Reading state: main loop only. */
     GSource *source;         /* NULL while reading_paused */

@@ -251,8 +251,8 @@ static uint32_t message_max(struct rpc_client *client)
     return limited ? LIMITED_MESSAGE_MAX : RPC_MESSAGE_MAX;
 }
 
-/* The length word and header are in: check them before any allocation. */
-static bool check_head(struct rpc_client *client)
+/* The length word is in: check it before waiting for the header. */
+static bool check_length(struct rpc_client *client)
 {
     const uint8_t *b = client->head;
     uint32_t total = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
@@ -264,18 +264,22 @@ static bool check_head(struct rpc_client *client)
                         RPC_LEN_WORD_SIZE + max);
         return false;
     }
+    client->body_len = total - RPC_LEN_WORD_SIZE - RPC_HEADER_SIZE;
+    return true;
+}
+
+/* The header is in: check it before any allocation. */
+static bool check_header(struct rpc_client *client)
+{
     XDR xdrs;
-    xdrmem_create(&xdrs, (char *)b + RPC_LEN_WORD_SIZE, RPC_HEADER_SIZE, XDR_DECODE);
+    xdrmem_create(&xdrs, (char *)client->head + RPC_LEN_WORD_SIZE, RPC_HEADER_SIZE, XDR_DECODE);
     bool ok = xdr_wire_header(&xdrs, &client->hdr) && header_acceptable(&client->hdr);
     xdr_destroy(&xdrs);
-    if (!ok) {
+    if (!ok)
         limited_message(&client->server->dropped_log, "client %u (uid %u): malformed packet, "
                         "closing", client->id, client->uid);
-        return false;
-    }
-    client->body_len = total - RPC_LEN_WORD_SIZE - RPC_HEADER_SIZE;
     client->body_have = client->body_cap = 0;
-    return true;
+    return ok;
 }
 
 /* Room for the next bytes of the body: the buffer doubles as data arrives,
@@ -332,10 +336,14 @@ static bool client_read(struct rpc_client *client)
         if (n < 0)
             return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
         if (in_head) {
+            size_t before = client->head_have;
             client->head_have += (size_t)n;
+            if (before < RPC_LEN_WORD_SIZE && client->head_have >= RPC_LEN_WORD_SIZE &&
+                !check_length(client))
+                return false;
             if (client->head_have < head_size)
                 continue;
-            if (!check_head(client))
+            if (!check_header(client))
                 return false;
         } else {
             client->body_have += (size_t)n;
