@@ -116,6 +116,11 @@ class Daemon:
                     return int(line.split()[1]) / 1024
         raise AssertionError("no VmRSS")
 
+    def sanitized(self):
+        """Built with AddressSanitizer (its allocator, not glibc's)."""
+        with open(f"/proc/{self.proc.pid}/maps") as f:
+            return "libasan" in f.read()
+
     def cpu_seconds(self):
         """utime + stime of the daemon so far."""
         with open(f"/proc/{self.proc.pid}/stat") as f:
