@@ -52,19 +52,21 @@ static bool save_identity(struct fs_identity *id)
 static int open_as(const struct caller *c, const char *path)
 {
     const int flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
-    if (c->as_daemon) {
+    /* The daemon's own user (root on the read-only socket, the session
+     * user) may open what the daemon opens. */
+    if (c->as_daemon || c->uid == geteuid()) {
         int fd = open(path, flags);
         return fd >= 0 ? fd : -errno;
     }
     struct fs_identity own;
     if (!save_identity(&own))
         return -EPERM;
-    /* Fail closed: a caller we cannot become gets nothing (a daemon that is
-     * not root can only act as itself). */
+    /* Fail closed: a caller we cannot become (a daemon that is not root can
+     * only act as itself) gets nothing. */
     if (!switch_to(c->uid, c->gid, c->ngroups, c->groups)) {
         if (!switch_to(own.uid, own.gid, own.ngroups, own.groups))
             g_error("cannot return to the daemon's own credentials after a failed switch");
-        return c->uid == own.uid ? -EPERM : -EACCES;
+        return -EACCES;
     }
     int fd = open(path, flags);
     int err = errno;

@@ -38,7 +38,8 @@ struct listener {
     struct rpc_server *server;
 };
 
-/* At most one line a second for messages a hostile peer can cause at will. */
+/* At most one line a second for messages a hostile peer can cause at will
+ * (main loop only). */
 struct log_limit {
     gint64 next_us;
     unsigned suppressed;
@@ -55,8 +56,9 @@ struct rpc_server {
     GThreadPool *pool;         /* calls of read-write clients */
     GThreadPool *ro_pool;      /* calls of read-only clients */
     gint readonly_bytes;       /* atomic: held for read-only clients */
+    guint backoff_source;      /* main loop: accepting resumes then; 0 when accepting */
     bool accept_paused;        /* main loop */
-    struct log_limit refused_log, accept_log, dropped_log;
+    struct log_limit refused_log, accept_log, dropped_log;   /* main loop */
 };
 
 struct rpc_job {
@@ -203,23 +205,33 @@ static bool header_acceptable(const struct wire_header *hdr)
     return hdr->type == RPC_CALL;
 }
 
-/* One complete packet; body (owned) is handed to a worker or freed. */
+/* What the main loop answers itself: keepalive, stream data, calls to a
+ * program we do not serve. */
+static void handle_here(struct rpc_client *client, const struct wire_header *h,
+                        const uint8_t *body, size_t len)
+{
+    if (h->prog == KEEPALIVE_PROGRAM) {
+        answer_keepalive(client, h);
+    } else if (h->type == RPC_STREAM) {
+        stream_handle_packet(client->server->ctx.streams, client, h, body, len);
+    } else {
+        g_autofree char *text = g_strdup_printf(
+            "unknown program 0x%x version %u (virtvsnapd serves 0x%x version %u)", h->prog,
+            h->vers, REMOTE_PROGRAM, REMOTE_PROTOCOL_VERSION);
+        rpc_send_error_reply(client, h, VIR_ERR_RPC, VIR_FROM_RPC, text);
+    }
+}
+
+/* One complete packet; body (owned, charged bytes of the read-only share)
+ * goes to a worker with its call, or is freed here. */
 static void handle_packet(struct rpc_client *client, uint8_t *body, size_t len, size_t charged)
 {
     struct rpc_server *server = client->server;
     const struct wire_header *h = &client->hdr;
-    if (h->prog == KEEPALIVE_PROGRAM || h->type == RPC_STREAM ||
-        h->prog != REMOTE_PROGRAM || h->vers != REMOTE_PROTOCOL_VERSION) {
-        if (h->prog == KEEPALIVE_PROGRAM) {
-            answer_keepalive(client, h);
-        } else if (h->type == RPC_STREAM) {
-            stream_handle_packet(server->ctx.streams, client, h, body, len);
-        } else {
-            g_autofree char *text = g_strdup_printf(
-                "unknown program 0x%x version %u (virtvsnapd serves 0x%x version %u)", h->prog,
-                h->vers, REMOTE_PROGRAM, REMOTE_PROTOCOL_VERSION);
-            rpc_send_error_reply(client, h, VIR_ERR_RPC, VIR_FROM_RPC, text);
-        }
+    bool call = h->type == RPC_CALL && h->prog == REMOTE_PROGRAM &&
+                h->vers == REMOTE_PROTOCOL_VERSION;
+    if (!call) {
+        handle_here(client, h, body, len);
         release(server, charged);
         g_free(body);
         return;
@@ -379,6 +391,7 @@ static gboolean resume_accepting(gpointer data)
 {
     struct rpc_server *server = data;
     server->accept_paused = false;
+    server->backoff_source = 0;
     for (guint i = 0; i < server->listeners->len; i++)
         watch_listener(server->listeners->pdata[i]);
     return G_SOURCE_REMOVE;
@@ -399,7 +412,7 @@ static void back_off_accepting(struct rpc_server *server, int err)
         g_source_unref(lst->source);
         lst->source = NULL;
     }
-    g_timeout_add(ACCEPT_BACKOFF_MS, resume_accepting, server);
+    server->backoff_source = g_timeout_add(ACCEPT_BACKOFF_MS, resume_accepting, server);
 }
 
 struct census {
@@ -618,6 +631,8 @@ void rpc_server_free(struct rpc_server *server)
 {
     if (!server)
         return;
+    if (server->backoff_source)
+        g_source_remove(server->backoff_source);
     for (guint i = 0; i < server->listeners->len; i++) {
         struct listener *lst = server->listeners->pdata[i];
         if (lst->source) {
