@@ -4,7 +4,8 @@
 #
 #   guest/mkinitramfs.sh -o OUT.cpio [-a AGENT] [-b BUSYBOX] [-z]
 #
-#   -a AGENT    the static vsnap-agent (default: build/guest/agent/vsnap-agent)
+#   -a AGENT    the static vsnap-agent (default: build/guest/agent/vsnap-agent
+#               in a checkout, <prefix>/lib/vsnap/vsnap-agent when installed)
 #   -b BUSYBOX  also add a static busybox as /bin/busybox with /bin/sh; "auto"
 #               takes /bin/busybox if it is there (package busybox-static)
 #   -z          gzip the archive
@@ -14,8 +15,11 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-out= agent="$here/../build/guest/agent/vsnap-agent" busybox= gzip=0
-usage() { sed -n '2,13s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+# Run from a checkout (guest/) or installed as <prefix>/bin/vsnap-mkinitramfs.
+agent="$here/../build/guest/agent/vsnap-agent"
+[ -f "$agent" ] || agent="$here/../lib/vsnap/vsnap-agent"
+out= busybox= gzip=0
+usage() { sed -n '2,14s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 while getopts "o:a:b:zh" opt; do
   case $opt in
     o) out=$OPTARG ;;

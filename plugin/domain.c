@@ -132,6 +132,14 @@ struct vsnap_domain *domain_list_find_id(struct domain_list *list, int id)
     return id < 0 ? NULL : find(list, NULL, NULL, id);
 }
 
+/* Under the list lock; readers check `listed` under the domain lock. */
+static void set_listed(struct vsnap_domain *dom, bool listed)
+{
+    g_mutex_lock(&dom->lock);
+    dom->listed = listed;
+    g_mutex_unlock(&dom->lock);
+}
+
 bool domain_list_add(struct domain_list *list, struct vsnap_domain *dom, GError **error)
 {
     g_mutex_lock(&list->lock);
@@ -149,7 +157,7 @@ bool domain_list_add(struct domain_list *list, struct vsnap_domain *dom, GError 
         g_mutex_unlock(&list->lock);
         return false;
     }
-    dom->listed = true;
+    set_listed(dom, true);
     g_ptr_array_add(list->doms, vsnap_domain_ref(dom));
     g_mutex_unlock(&list->lock);
     return true;
@@ -158,7 +166,7 @@ bool domain_list_add(struct domain_list *list, struct vsnap_domain *dom, GError 
 void domain_list_remove(struct domain_list *list, struct vsnap_domain *dom)
 {
     g_mutex_lock(&list->lock);
-    dom->listed = false;
+    set_listed(dom, false);
     g_ptr_array_remove(list->doms, dom);
     g_mutex_unlock(&list->lock);
 }

@@ -27,7 +27,7 @@ struct vsnap_domain {
     struct domain_def *next_def; /* redefined while running: applies at stop */
     bool persistent;
     bool autostart;
-    bool listed;                 /* still in the domain list */
+    bool listed;                 /* still in the domain list (written under both locks) */
 
     int id;                      /* -1 when inactive */
     int state;                   /* virDomainState */

@@ -4,8 +4,8 @@
 #include <glib/gstdio.h>
 #include <libvirt/libvirt.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
+#include <fcntl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "atomic-file.h"
@@ -96,6 +96,7 @@ struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error
     drv->domains = domain_list_new();
     drv->events = event_queue_new();
     drv->hostname = g_strdup(g_get_host_name());
+    drv->autostart = g_ptr_array_new_with_free_func((GDestroyNotify)vsnap_domain_unref);
     return drv;
 }
 
@@ -104,6 +105,7 @@ void driver_free(struct vsnap_driver *drv)
     if (!drv)
         return;
     event_queue_free(drv->events);
+    g_ptr_array_unref(drv->autostart);
     domain_list_free(drv->domains);
     g_free(drv->paths.socket_dir);
     g_free(drv->paths.state_dir);
@@ -140,6 +142,8 @@ static void load_config(struct vsnap_driver *drv, const char *path)
     dom->autostart = g_file_test(mark, G_FILE_TEST_EXISTS);
     if (!domain_list_add(drv->domains, dom, &error))
         g_warning("ignoring %s: %s", path, error->message);
+    else if (dom->autostart)
+        g_ptr_array_add(drv->autostart, vsnap_domain_ref(dom));
 }
 
 bool driver_load(struct vsnap_driver *drv, GError **error)
@@ -167,18 +171,27 @@ bool driver_load(struct vsnap_driver *drv, GError **error)
     return true;
 }
 
+static bool start_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                         GError **error);
+
+/* The set comes from driver_load, before any client was served: a pass that
+ * took the list when its thread got to run could find a domain a client had
+ * just defined and marked, start it, and so keep it alive (as a running
+ * transient domain) past the undefine that client sent next. */
 void driver_autostart(struct vsnap_driver *drv)
 {
-    g_autoptr(GPtrArray) doms = domain_list_snapshot(drv->domains);
-    for (guint i = 0; i < doms->len; i++) {
-        struct vsnap_domain *dom = doms->pdata[i];
+    for (guint i = 0; i < drv->autostart->len; i++) {
+        struct vsnap_domain *dom = drv->autostart->pdata[i];
+        g_mutex_lock(&dom->job);
         g_mutex_lock(&dom->lock);
-        bool wanted = dom->autostart && !dom->run;
+        bool wanted = dom->listed && dom->autostart && !dom->run;
         g_mutex_unlock(&dom->lock);
         g_autoptr(GError) error = NULL;
-        if (wanted && !driver_start(drv, dom, 0, &error))
+        if (wanted && !start_locked(drv, dom, 0, &error))
             g_warning("autostart of %s failed: %s", dom->name, error->message);
+        g_mutex_unlock(&dom->job);
     }
+    g_ptr_array_set_size(drv->autostart, 0);
 }
 
 unsigned driver_active_count(struct vsnap_driver *drv)
@@ -329,6 +342,8 @@ static bool check_identity(struct vsnap_driver *drv, const struct domain_def *de
                     "domain '%s' already exists with uuid %s", by_uuid->name, uuid);
         return false;
     }
+    if (by_name && !by_uuid && memcmp(by_name->uuid, def->uuid, 16) == 0)
+        by_uuid = g_steal_pointer(&by_name);   /* defined between the two look-ups */
     if (by_name && !by_uuid) {
         char other[37];
         uuid_format(by_name->uuid, other);
@@ -340,22 +355,32 @@ static bool check_identity(struct vsnap_driver *drv, const struct domain_def *de
     return true;
 }
 
-/* A new definition from XML, checked by check_identity (NULL on either error). */
-static struct domain_def *parse_new_def(struct vsnap_driver *drv, const char *xml,
-                                        struct vsnap_domain **existing, GError **error)
+/* Define and create check what exists, then change it; a concurrent
+ * define, create or undefine of the same domain may come between. They then
+ * look again, this many times at most. */
+#define IDENTITY_ATTEMPTS 16
+
+static bool too_many_attempts(const struct domain_def *def, GError **error)
 {
-    struct domain_def *def = domain_def_parse_string(xml, drv->paths.schema_dir, error);
-    if (def && !check_identity(drv, def, existing, error)) {
-        domain_def_free(def);
-        return NULL;
-    }
-    return def;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                "domain '%s' kept changing under concurrent definitions; try again", def->name);
+    return false;
 }
 
+/* A definition for a domain that exists (same name and uuid). Takes def,
+ * unless the domain was undefined meanwhile: then *again, and def is not
+ * taken. */
 static struct vsnap_domain *redefine(struct vsnap_driver *drv, struct vsnap_domain *dom,
-                                     struct domain_def *def, GError **error)
+                                     struct domain_def *def, bool *again, GError **error)
 {
     g_mutex_lock(&dom->job);
+    g_mutex_lock(&dom->lock);
+    *again = !dom->listed;
+    g_mutex_unlock(&dom->lock);
+    if (*again) {
+        g_mutex_unlock(&dom->job);
+        return NULL;
+    }
     if (!save_config(drv, def, error)) {
         g_mutex_unlock(&dom->job);
         domain_def_free(def);
@@ -377,34 +402,70 @@ static struct vsnap_domain *redefine(struct vsnap_driver *drv, struct vsnap_doma
     return vsnap_domain_ref(dom);
 }
 
+/* A new domain object for def, listed with its job lock held (returned
+ * locked), so that whoever finds it next waits until the caller is done.
+ * NULL with *again when another client listed the name or uuid first: def is
+ * then not taken. */
+static struct vsnap_domain *list_new_locked(struct vsnap_driver *drv, struct domain_def *def,
+                                            bool persistent, bool *again)
+{
+    struct vsnap_domain *dom = vsnap_domain_new(def);
+    dom->persistent = persistent;
+    g_mutex_lock(&dom->job);
+    *again = !domain_list_add(drv->domains, dom, NULL);
+    if (*again) {
+        g_mutex_unlock(&dom->job);
+        dom->def = NULL;   /* not ours to free */
+        vsnap_domain_unref(dom);
+        return NULL;
+    }
+    return dom;
+}
+
+/* Takes def unless *again (see list_new_locked). */
+static struct vsnap_domain *define_new(struct vsnap_driver *drv, struct domain_def *def,
+                                       bool *again, GError **error)
+{
+    struct vsnap_domain *dom = list_new_locked(drv, def, true, again);
+    if (!dom)
+        return NULL;
+    bool saved = save_config(drv, dom->def, error);
+    if (saved) {
+        g_mutex_lock(&dom->lock);
+        event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_DEFINED,
+                              VIR_DOMAIN_EVENT_DEFINED_ADDED);
+        g_mutex_unlock(&dom->lock);
+    } else {
+        domain_list_remove(drv->domains, dom);
+    }
+    g_mutex_unlock(&dom->job);
+    if (!saved)
+        g_clear_pointer(&dom, vsnap_domain_unref);
+    return dom;
+}
+
 struct vsnap_domain *driver_define_xml(struct vsnap_driver *drv, const char *xml,
                                        unsigned flags, GError **error)
 {
     if (!check_flags(flags, VIR_DOMAIN_DEFINE_VALIDATE, error))
         return NULL;
-    g_autoptr(vsnap_domain) existing = NULL;
-    struct domain_def *def = parse_new_def(drv, xml, &existing, error);
+    struct domain_def *def = domain_def_parse_string(xml, drv->paths.schema_dir, error);
     if (!def)
         return NULL;
-    if (existing)
-        return redefine(drv, existing, def, error);
-
-    if (!save_config(drv, def, error)) {
-        domain_def_free(def);
-        return NULL;
+    for (unsigned attempt = 0; attempt < IDENTITY_ATTEMPTS; attempt++) {
+        g_autoptr(vsnap_domain) existing = NULL;
+        if (!check_identity(drv, def, &existing, error))
+            break;
+        bool again = false;
+        struct vsnap_domain *dom = existing ? redefine(drv, existing, def, &again, error)
+                                            : define_new(drv, def, &again, error);
+        if (!again)
+            return dom;
     }
-    struct vsnap_domain *dom = vsnap_domain_new(def);
-    dom->persistent = true;
-    if (!domain_list_add(drv->domains, dom, error)) {
-        /* Lost a race with a concurrent define of the same name. */
-        vsnap_domain_unref(dom);
-        return NULL;
-    }
-    g_mutex_lock(&dom->lock);
-    event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_DEFINED,
-                          VIR_DOMAIN_EVENT_DEFINED_ADDED);
-    g_mutex_unlock(&dom->lock);
-    return dom;
+    if (error && !*error)
+        too_many_attempts(def, error);
+    domain_def_free(def);
+    return NULL;
 }
 
 bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
@@ -518,8 +579,12 @@ static void set_state(struct vsnap_driver *drv, struct vsnap_domain *dom, int st
 static bool pause_after_start(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
 {
     g_autofree char *api = api_socket_of(dom);
-    if (!api || !monitor_vm_pause(api, error))
+    if (!api)
         return false;
+    if (!monitor_vm_pause(api, error)) {
+        process_kill_if_stuck(dom, error ? *error : NULL);
+        return false;
+    }
     set_state(drv, dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER, VIR_DOMAIN_EVENT_SUSPENDED,
               VIR_DOMAIN_EVENT_SUSPENDED_PAUSED);
     return true;
@@ -559,35 +624,87 @@ bool driver_start(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned f
     return ok;
 }
 
+/* create of a defined domain (same name and uuid; check_identity refused
+ * the rest), as libvirt's QEMU driver does it: when it is not running, def
+ * runs as its live definition and the persistent one applies again at the
+ * next start. Takes def, unless the domain was undefined meanwhile: then
+ * *again, and def is not taken. */
+static bool create_defined(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                           struct domain_def *def, unsigned flags, bool *again, GError **error)
+{
+    g_mutex_lock(&dom->job);
+    g_mutex_lock(&dom->lock);
+    *again = !dom->listed;
+    bool active = dom->run != NULL;
+    g_mutex_unlock(&dom->lock);
+    if (*again || active) {
+        g_mutex_unlock(&dom->job);
+        if (active) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                        "domain '%s' is already active", dom->name);
+            domain_def_free(def);
+        }
+        return false;
+    }
+    /* Inactive: next_def is empty (a stop moves it into def). */
+    g_mutex_lock(&dom->lock);
+    dom->next_def = dom->def;
+    dom->def = def;
+    g_mutex_unlock(&dom->lock);
+    if (!process_start(drv, dom, error)) {
+        g_mutex_lock(&dom->lock);
+        domain_def_free(dom->def);
+        dom->def = g_steal_pointer(&dom->next_def);
+        g_mutex_unlock(&dom->lock);
+        g_mutex_unlock(&dom->job);
+        return false;
+    }
+    bool ok = !(flags & VIR_DOMAIN_START_PAUSED) || pause_after_start(drv, dom, error);
+    g_mutex_unlock(&dom->job);
+    return ok;
+}
+
+/* A new transient domain, started. Takes def unless *again (see
+ * list_new_locked). */
+static struct vsnap_domain *create_new(struct vsnap_driver *drv, struct domain_def *def,
+                                       unsigned flags, bool *again, GError **error)
+{
+    struct vsnap_domain *dom = list_new_locked(drv, def, false, again);
+    if (!dom)
+        return NULL;
+    bool ok = start_locked(drv, dom, flags, error);
+    if (!ok)
+        domain_list_remove(drv->domains, dom);
+    g_mutex_unlock(&dom->job);
+    if (!ok)
+        g_clear_pointer(&dom, vsnap_domain_unref);
+    return dom;
+}
+
 struct vsnap_domain *driver_create_xml(struct vsnap_driver *drv, const char *xml,
                                        unsigned flags, GError **error)
 {
     if (!check_flags(flags, VIR_DOMAIN_START_PAUSED | VIR_DOMAIN_START_VALIDATE, error))
         return NULL;
-    g_autoptr(vsnap_domain) existing = NULL;
-    struct domain_def *def = parse_new_def(drv, xml, &existing, error);
+    struct domain_def *def = domain_def_parse_string(xml, drv->paths.schema_dir, error);
     if (!def)
         return NULL;
-    if (existing) {
-        domain_def_free(def);
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
-                    "domain '%s' is already defined; use start", existing->name);
-        return NULL;
+    flags &= VIR_DOMAIN_START_PAUSED;
+    for (unsigned attempt = 0; attempt < IDENTITY_ATTEMPTS; attempt++) {
+        g_autoptr(vsnap_domain) existing = NULL;
+        if (!check_identity(drv, def, &existing, error))
+            break;
+        bool again = false;
+        if (existing && create_defined(drv, existing, def, flags, &again, error))
+            return vsnap_domain_ref(existing);
+        struct vsnap_domain *dom = existing ? NULL : create_new(drv, def, flags, &again, error);
+        if (!again)
+            return dom;
     }
-    struct vsnap_domain *dom = vsnap_domain_new(def);
-    if (!domain_list_add(drv->domains, dom, error)) {
-        vsnap_domain_unref(dom);
-        return NULL;
-    }
-    g_mutex_lock(&dom->job);
-    bool ok = start_locked(drv, dom, flags & VIR_DOMAIN_START_PAUSED, error);
-    g_mutex_unlock(&dom->job);
-    if (!ok) {
-        domain_list_remove(drv->domains, dom);
-        vsnap_domain_unref(dom);
-        return NULL;
-    }
-    return dom;
+    if (error && !*error)
+        too_many_attempts(def, error);
+    domain_def_free(def);
+    return NULL;
 }
 
 /* After a stop: a transient domain ceases to exist. */
@@ -631,7 +748,13 @@ static bool simple_action(struct vsnap_domain *dom, int needed, const char *not_
         return false;
     }
     g_autofree char *api = api_socket_of(dom);
-    return api && action(api, error);
+    if (!api)
+        return false;
+    if (!action(api, error)) {
+        process_kill_if_stuck(dom, error ? *error : NULL);
+        return false;
+    }
+    return true;
 }
 
 bool driver_shutdown(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
@@ -716,6 +839,30 @@ bool driver_set_autostart(struct vsnap_driver *drv, struct vsnap_domain *dom, bo
     return ok;
 }
 
+/* The serial's pty, opened as a console's end: raw, so the guest gets every
+ * key; without becoming the daemon's controlling terminal; non-blocking, so a
+ * guest that stops reading never stalls the daemon (stream.c waits briefly,
+ * then drops input, as a UART without flow control would). What the guest
+ * wrote while no console was open is discarded, as QEMU discards a pty's
+ * output while nobody has it open: the console starts at the present. */
+static int open_console_pty(const char *path, GError **error)
+{
+    int fd = open(path, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    struct termios t;
+    if (fd < 0 || tcgetattr(fd, &t) < 0) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR,
+                    "cannot open the serial console's pty %s: %s", path, g_strerror(err));
+        return -1;
+    }
+    cfmakeraw(&t);
+    tcsetattr(fd, TCSANOW, &t);
+    tcflush(fd, TCIFLUSH);
+    return fd;
+}
+
 int driver_console_connect(struct vsnap_driver *drv, struct vsnap_domain *dom,
                            const char *dev_name, GError **error)
 {
@@ -726,29 +873,26 @@ int driver_console_connect(struct vsnap_driver *drv, struct vsnap_domain *dom,
         return -1;
     }
     g_mutex_lock(&dom->lock);
-    g_autofree char *path = dom->run ? g_strdup(dom->run->serial_socket) : NULL;
+    bool active = dom->run != NULL;
+    enum domain_chr_type type = dom->def->serial.type;
+    g_autofree char *pty = type == DOMAIN_CHR_PTY ? g_strdup(dom->def->serial.path) : NULL;
     g_mutex_unlock(&dom->lock);
-    if (!path) {
+    if (!active) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
         return -1;
     }
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    g_strlcpy(addr.sun_path, path, sizeof(addr.sun_path));
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
-        int err = errno;
-        if (fd >= 0)
-            close(fd);
-        if (err == ENOENT)
-            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
-                        "domain '%s' has no serial console (add <serial type='pty'/>)",
-                        dom->name);
-        else
-            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR,
-                        "cannot connect to the serial port at %s: %s", path, g_strerror(err));
+    if (type == DOMAIN_CHR_FILE) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "character device serial0 of domain '%s' is not using a PTY (its serial "
+                    "port writes to a file)", dom->name);
         return -1;
     }
-    return fd;
+    if (!pty) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "domain '%s' has no serial console (add <serial type='pty'/>)", dom->name);
+        return -1;
+    }
+    return open_console_pty(pty, error);
 }
 
 char *driver_capabilities(struct vsnap_driver *drv, GError **error)

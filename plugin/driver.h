@@ -28,7 +28,9 @@ struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error
 void driver_free(struct vsnap_driver *drv);
 /* Load persistent definitions and reattach to shims still running. */
 bool driver_load(struct vsnap_driver *drv, GError **error);
-/* Start domains marked autostart that are not running (errors are logged). */
+/* Start the domains driver_load found marked autostart, each if it is still
+ * defined, marked and shut off when its turn comes (errors are logged). May
+ * run while clients are served. */
 void driver_autostart(struct vsnap_driver *drv);
 unsigned driver_active_count(struct vsnap_driver *drv);
 
@@ -64,8 +66,9 @@ bool driver_suspend(struct vsnap_driver *drv, struct vsnap_domain *dom, GError *
 bool driver_resume(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
 bool driver_set_autostart(struct vsnap_driver *drv, struct vsnap_domain *dom, bool autostart,
                           GError **error);
-/* A connected socket to the guest's serial port (the shim's Socket serial
- * backend), for a console stream. dev_name: NULL, "serial0" or "console0". */
+/* The guest's serial port for a console stream: its pty (the shim's Pty
+ * serial, the path the live XML shows), opened raw and non-blocking.
+ * dev_name: NULL, "serial0" or "console0". */
 int driver_console_connect(struct vsnap_driver *drv, struct vsnap_domain *dom,
                            const char *dev_name, GError **error);
 char *driver_capabilities(struct vsnap_driver *drv, GError **error);

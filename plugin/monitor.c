@@ -5,12 +5,23 @@
 
 #include "virt-error.h"
 
-/* The API answers in milliseconds; creating and booting a VM may touch a
- * lot of memory, so those get more time. */
-#define QUICK_TIMEOUT_MS 10000L
+/* No call waits forever. The API answers in milliseconds, but vm.pause may
+ * wait up to 10 s for the vCPUs inside the shim, so quick calls get well
+ * over that; creating and booting a VM may touch a lot of memory; vm.snapshot
+ * and vm.restore read or write all of it (ram_timeout_ms). A ping is a
+ * probe, repeated while a shim starts. */
+#define PING_TIMEOUT_MS 5000L
+#define QUICK_TIMEOUT_MS 30000L
 #define SLOW_TIMEOUT_MS 60000L
-/* Snapshots and restores: none, a large VM may take long. */
-#define STATE_TIMEOUT_MS 0L
+#define PER_GIB_TIMEOUT_MS 30000L
+
+/* For a call that reads or writes all guest RAM: a minute, and half a minute
+ * per GiB. */
+static long ram_timeout_ms(uint64_t ram_bytes)
+{
+    uint64_t gib = (ram_bytes + (1ull << 30) - 1) >> 30;
+    return SLOW_TIMEOUT_MS + (long)MIN(gib, 1u << 16) * PER_GIB_TIMEOUT_MS;
+}
 
 static size_t collect_body(char *data, size_t size, size_t nmemb, void *user)
 {
@@ -69,6 +80,12 @@ static bool request_status(const char *api_socket, const char *method, const cha
     if (http_status)
         *http_status = rc == CURLE_OK ? status : 0;
 
+    if (rc == CURLE_OPERATION_TIMEDOUT) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_TIMEOUT,
+                    "the VM's API at %s did not answer %s within %ld s", api_socket, endpoint,
+                    timeout_ms / 1000);
+        return false;
+    }
     if (rc != CURLE_OK) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
                     "cannot reach the VM's API at %s (%s): %s", api_socket, endpoint,
@@ -95,7 +112,7 @@ static bool request(const char *api_socket, const char *method, const char *endp
 
 bool monitor_ping(const char *api_socket, GError **error)
 {
-    return request(api_socket, "GET", "vmm.ping", NULL, QUICK_TIMEOUT_MS, NULL, error);
+    return request(api_socket, "GET", "vmm.ping", NULL, PING_TIMEOUT_MS, NULL, error);
 }
 
 bool monitor_vm_create(const char *api_socket, const char *json, GError **error)
@@ -157,7 +174,8 @@ static void add_bool(JsonBuilder *b, const char *name, bool value)
 }
 
 bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
-                         const char *parent_url, bool *refused, GError **error)
+                         const char *parent_url, uint64_t ram_bytes, bool *refused,
+                         GError **error)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
@@ -169,8 +187,8 @@ bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
     json_builder_end_object(b);
     g_autofree char *body = to_json(b);
     long status = 0;
-    bool ok = request_status(api_socket, "PUT", "vm.snapshot", body, STATE_TIMEOUT_MS, NULL,
-                             &status, error);
+    bool ok = request_status(api_socket, "PUT", "vm.snapshot", body, ram_timeout_ms(ram_bytes),
+                             NULL, &status, error);
     if (refused)
         *refused = status >= 400 && status < 500;
     return ok;
@@ -182,7 +200,7 @@ static void add_config_overrides(JsonBuilder *b, const struct monitor_restore *r
 {
     json_builder_set_member_name(b, "config_overrides");
     json_builder_begin_object(b);
-    domain_def_add_vm_serial(b, r->live, r->serial_socket);
+    domain_def_add_vm_serial(b, r->live);
     if (r->live->vsock.present) {
         json_builder_set_member_name(b, "vsock");
         json_builder_begin_object(b);
@@ -203,13 +221,15 @@ bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *r,
     add_config_overrides(b, r);
     json_builder_end_object(b);
     g_autofree char *body = to_json(b);
-    return request(api_socket, "PUT", "vm.restore", body, STATE_TIMEOUT_MS, NULL, error);
+    return request(api_socket, "PUT", "vm.restore", body,
+                   ram_timeout_ms(r->live->memory_kib * 1024), NULL, error);
 }
 
 void vm_info_clear(struct vm_info *info)
 {
     g_clear_pointer(&info->state, g_free);
     g_clear_pointer(&info->last_stop_reason, g_free);
+    g_clear_pointer(&info->serial_pty, g_free);
 }
 
 bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **error)
@@ -239,6 +259,8 @@ bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **erro
         /* The shim flattens the guest's announcement into the vsnap object:
          * "ready": true beside "generation", "boot_id", "ready_ns". */
         info->ready = json_object_get_boolean_member_with_default(vsnap, "ready", FALSE);
+        const char *pty = json_object_get_string_member_with_default(vsnap, "serial_pty", NULL);
+        info->serial_pty = g_strdup(pty);
     }
     return true;
 }

@@ -1,7 +1,10 @@
 /* Client of the shim's Cloud Hypervisor API over its UNIX socket (libcurl).
  * One small function per endpoint; each builds its own request body, so this
  * file is the one place that knows what the shim is sent. Errors are VSNAP_VIR_ERROR with
- * VIR_ERR_OPERATION_FAILED and the shim's own message when it sent one. */
+ * VIR_ERR_OPERATION_FAILED and the shim's own message when it sent one.
+ * Every call has a timeout; one that runs out fails with
+ * VIR_ERR_OPERATION_TIMEOUT: the shim is stuck, and the caller that holds
+ * the domain's job stops it (process_kill_if_stuck). */
 #pragma once
 
 #include <glib.h>
@@ -15,6 +18,7 @@ struct vm_info {
     uint64_t memory_actual_size; /* bytes */
     char *last_stop_reason;      /* vsnap extension: poweroff, crash, reboot, shutdown */
     bool ready;                  /* vsnap extension: the guest announced readiness */
+    char *serial_pty;            /* vsnap extension: the serial's pty slave (Pty mode) */
 };
 
 void vm_info_clear(struct vm_info *info);
@@ -31,11 +35,14 @@ bool monitor_vmm_shutdown(const char *api_socket, GError **error);
 bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **error);
 
 /* vm.snapshot of the paused VM into destination_url (file://DIR); with
- * parent_url, a diff on the snapshot there (vsnap's "mode": "diff").
- * *refused (when given) says whether the shim answered and refused the
- * request (HTTP 4xx), as opposed to failing at it or not answering. */
+ * parent_url, a diff on the snapshot there (vsnap's "mode": "diff"). It and
+ * vm.restore get more time the more RAM (ram_bytes, live->memory_kib) they
+ * read or write. *refused (when given) says whether the shim answered and
+ * refused the request (HTTP 4xx), as opposed to failing at it or not
+ * answering. */
 bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
-                         const char *parent_url, bool *refused, GError **error);
+                         const char *parent_url, uint64_t ram_bytes, bool *refused,
+                         GError **error);
 
 /* vm.restore into a new shim. Its config_overrides give the snapshot's VM the
  * host paths of this run: the vsock socket and the serial port and console
@@ -45,7 +52,7 @@ struct monitor_restore {
     const char *mode;            /* memory_restore_mode: copy, merge, ondemand */
     bool resume;
     const struct domain_def *live;
-    const char *vsock_socket, *serial_socket;
+    const char *vsock_socket;
 };
 bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *restore,
                         GError **error);

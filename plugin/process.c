@@ -23,6 +23,7 @@
 #define API_WAIT_MS 10000
 #define TERM_WAIT_MS 3000
 #define KILL_WAIT_MS 5000
+#define LOST_WAIT_MS 1000   /* a shim that dropped the connection is gone by then */
 
 struct domain_run *domain_run_ref(struct domain_run *run)
 {
@@ -43,7 +44,6 @@ void domain_run_unref(struct domain_run *run)
     g_free(run->dir);
     g_free(run->api_socket);
     g_free(run->vsock_socket);
-    g_free(run->serial_socket);
     g_free(run->fifo_path);
     g_free(run->pid_path);
     g_free(run->status_path);
@@ -60,7 +60,6 @@ static struct domain_run *run_new(struct vsnap_driver *drv, const char *name)
     run->dir = g_build_filename(drv->paths.run_dir, name, NULL);
     run->api_socket = g_build_filename(run->dir, "api.sock", NULL);
     run->vsock_socket = g_build_filename(run->dir, "vsock.sock", NULL);
-    run->serial_socket = g_build_filename(run->dir, "serial.sock", NULL);
     run->fifo_path = g_build_filename(run->dir, "events", NULL);
     run->pid_path = g_build_filename(run->dir, "pid", NULL);
     run->status_path = g_build_filename(run->dir, "status", NULL);
@@ -72,9 +71,8 @@ static struct domain_run *run_new(struct vsnap_driver *drv, const char *name)
 
 static void remove_runtime_files(struct domain_run *run)
 {
-    const char *files[] = {run->api_socket, run->vsock_socket, run->serial_socket,
-                           run->fifo_path,  run->pid_path,     run->status_path,
-                           run->xml_path};
+    const char *files[] = {run->api_socket, run->vsock_socket, run->fifo_path,
+                           run->pid_path,   run->status_path,  run->xml_path};
     for (size_t i = 0; i < G_N_ELEMENTS(files); i++)
         g_unlink(files[i]);
     /* Guest-initiated vsock connections leave <vsock>_<port> listeners. */
@@ -328,13 +326,63 @@ static int open_log(struct domain_run *run, GError **error)
     return fd;
 }
 
-/* Launch and boot; on failure the shim is stopped and the run freed. */
-static bool launch(struct vsnap_driver *drv, struct domain_run *run,
-                   const struct domain_def *live, const struct process_start_how *how,
-                   GError **error)
+/* A restore whose shim exited before it answered: the VM it restored was
+ * lost at once (an on-demand restore that reads a corrupt block ends the
+ * shim: shim/vm.h, vm_report_fatal), maybe before vm.restore's answer was
+ * written. The domain did start, and ends the way any crash does: its
+ * watcher reads why from the event monitor, which holds it, and finds the
+ * shim gone. A shim that answered with an error lives on: a plain failure. */
+static bool lost_while_restoring(struct domain_run *run, const struct domain_def *live,
+                                 const struct process_start_how *how, GError **error)
 {
-    g_autofree char *json = domain_def_to_vm_config_json(live, run->vsock_socket,
-                                                         run->serial_socket, error);
+    if (!how || !wait_readable(run->pidfd, LOST_WAIT_MS))
+        return false;
+    g_message("domain %s: its shim (pid %d) exited during the restore (%s)", live->name, run->pid,
+              error && *error ? (*error)->message : "no answer");
+    g_clear_error(error);
+    return true;
+}
+
+/* A pty serial's slave is the shim's choice, reported by vm.info: the live
+ * definition shows it (serial <source path>, console tty), as libvirt shows
+ * the pty of a QEMU serial, and consoles open it. */
+static bool learn_serial_pty(struct domain_run *run, struct domain_def *live, GError **error)
+{
+    if (live->serial.type != DOMAIN_CHR_PTY)
+        return true;
+    struct vm_info info = {0};
+    bool ok = monitor_vm_info(run->api_socket, &info, error);
+    if (ok && !info.serial_pty) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "the shim reports no pty for the serial port of %s", live->name);
+        ok = false;
+    }
+    if (ok) {
+        g_free(live->serial.path);
+        live->serial.path = g_steal_pointer(&info.serial_pty);
+        g_clear_pointer(&live->console.path, g_free);   /* the console is the serial */
+    }
+    vm_info_clear(&info);
+    return ok;
+}
+
+/* The pty of a run that ended means nothing any more. */
+static void forget_serial_pty(struct domain_def *def)
+{
+    if (def->serial.type == DOMAIN_CHR_PTY)
+        g_clear_pointer(&def->serial.path, g_free);
+    g_clear_pointer(&def->console.path, g_free);
+}
+
+/* Launch and boot; on failure the shim is stopped and the run freed. */
+static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct domain_def *live,
+                   const struct process_start_how *how, GError **error)
+{
+    /* Before anything exists: a missing image is the user's to fix, and
+     * nothing is started or left behind for it. */
+    if (!domain_def_check_disk_access(live, error))
+        return false;
+    g_autofree char *json = domain_def_to_vm_config_json(live, run->vsock_socket, error);
     if (!json || !make_run_dir(run, error) || !open_event_fifo(run, error))
         return false;
     int log_fd = open_log(run, error);
@@ -356,7 +404,9 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run,
     if (!atomic_file_write(run->pid_path, pid_text, error) || !wait_for_api(run, error))
         return false;
     test_hook("start-launched");
-    bool alive = how ? how->setup_vm(run, live, how->data, error)
+    bool lost = false;
+    bool alive = how ? how->setup_vm(run, live, how->data, error) ||
+                           (lost = lost_while_restoring(run, live, how, error))
                      : monitor_vm_create(run->api_socket, json, error) &&
                            monitor_vm_boot(run->api_socket, error);
     if (!alive) {
@@ -365,6 +415,9 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run,
         g_debug("shim log tail: %s", tail);
         return false;
     }
+    /* A shim lost during its restore has no pty to ask for: its watcher ends the run. */
+    if (!lost && !learn_serial_pty(run, live, error))
+        return false;
     g_autofree char *xml = domain_def_format(live, true, -1);
     return atomic_file_write(run->xml_path, xml, error);
 }
@@ -422,6 +475,7 @@ void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct 
     remove_runtime_files(run);
     dom->run = NULL;
     dom->id = -1;
+    forget_serial_pty(dom->def);
     if (dom->next_def) {
         domain_def_free(dom->def);
         dom->def = g_steal_pointer(&dom->next_def);
@@ -458,6 +512,21 @@ bool process_stop(struct vsnap_driver *drv, struct vsnap_domain *dom, int reason
     process_cleanup(drv, dom, run, reason);
     domain_run_unref(run);
     return true;
+}
+
+void process_kill_if_stuck(struct vsnap_domain *dom, const GError *error)
+{
+    if (!error || !g_error_matches(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_TIMEOUT))
+        return;
+    g_mutex_lock(&dom->lock);
+    struct domain_run *run = dom->run && !dom->run->stopping ? domain_run_ref(dom->run) : NULL;
+    g_mutex_unlock(&dom->lock);
+    if (!run)
+        return;
+    g_warning("domain %s: %s; killing its shim (pid %d)", dom->name, error->message, run->pid);
+    if (pidfd_send_signal(run->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+        g_warning("cannot kill shim %d: %s", run->pid, g_strerror(errno));
+    domain_run_unref(run);
 }
 
 uint64_t process_rss_kib(pid_t pid)
@@ -728,7 +797,7 @@ static void reattach_one(struct vsnap_driver *drv, const char *name)
         terminate(run, false);
         goto discard;
     }
-    live = domain_def_parse_string(xml, drv->paths.schema_dir, &error);
+    live = domain_def_parse_live_string(xml, drv->paths.schema_dir, &error);
     if (live && monitor_vm_info(run->api_socket, &info, &error) &&
         g_str_equal(info.state, "Shutdown")) {
         finish_offline_stop(drv, name, run, &info);

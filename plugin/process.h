@@ -22,8 +22,8 @@ struct domain_run {
     int pidfd;          /* readable when the shim has exited */
     int fifo_fd;        /* event monitor, read side (opened O_RDWR: never EOF) */
     int wake_fd;        /* eventfd: tells the watcher thread to stop */
-    char *dir, *api_socket, *vsock_socket, *serial_socket, *fifo_path, *pid_path,
-        *status_path, *xml_path, *log_path;
+    char *dir, *api_socket, *vsock_socket, *fifo_path, *pid_path, *status_path, *xml_path,
+        *log_path;
     bool stopping;      /* under dom->lock: an exit of the shim is expected */
     bool ready;         /* under dom->lock: the guest announced readiness */
 };
@@ -53,6 +53,12 @@ bool process_start_with(struct vsnap_driver *drv, struct vsnap_domain *dom,
  * off with reason. The caller emits the event. */
 bool process_stop(struct vsnap_driver *drv, struct vsnap_domain *dom, int reason,
                   bool graceful, GError **error);
+/* A call to dom's shim ran out of time (error is VIR_ERR_OPERATION_TIMEOUT,
+ * see monitor.h): the shim is stuck, and the next call would wait again.
+ * It is killed; its watcher finds it gone and, once the caller's job ends,
+ * the domain is shut off (crashed) with a Stopped Crashed event. Any other
+ * error (or NULL) leaves the shim alone. Call with dom->job held. */
+void process_kill_if_stuck(struct vsnap_domain *dom, const GError *error);
 /* After the shim exited on its own: forget the run, mark shut off. */
 void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct domain_run *run,
                      int reason);

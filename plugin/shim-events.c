@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "monitor.h"
 #include "process.h"
 
 struct watcher {
@@ -36,18 +35,6 @@ static void on_guest_ready(struct watcher *w)
     g_mutex_unlock(&dom->lock);
 }
 
-/* Why the VM stopped, from vm.info's vsnap.last_stop_reason. */
-static bool guest_crashed(struct domain_run *run)
-{
-    g_autoptr(GError) error = NULL;
-    struct vm_info info = {0};
-    bool crashed = false;
-    if (monitor_vm_info(run->api_socket, &info, &error))
-        crashed = info.last_stop_reason && g_str_equal(info.last_stop_reason, "crash");
-    vm_info_clear(&info);
-    return crashed;
-}
-
 /* on_poweroff / on_crash = restart: a fresh VM from the same definition
  * (the caller holds the job). Otherwise a transient domain ends here. */
 static void restart_if_wanted(struct watcher *w, enum domain_lifecycle_action action)
@@ -67,11 +54,15 @@ static void restart_if_wanted(struct watcher *w, enum domain_lifecycle_action ac
 }
 
 /* The guest stopped its VM: finish the job the way libvirt does for a
- * guest-initiated poweroff: shutdown event, then stopped. Returns true when
- * the watcher is done. */
-static bool on_vm_shutdown(struct watcher *w)
+ * guest-initiated poweroff: shutdown event, then stopped. Why it stopped is
+ * in the event ({"reason": "crash", "detail": ...}): a shim whose VM is lost
+ * exits right after saying so, and cannot be asked. Returns true when the
+ * watcher is done. */
+static bool on_vm_shutdown(struct watcher *w, JsonObject *properties)
 {
     struct vsnap_domain *dom = w->dom;
+    bool crashed = properties &&
+                   !g_strcmp0(json_object_get_string_member_with_default(properties, "reason", NULL), "crash");
     g_mutex_lock(&dom->job);
     g_mutex_lock(&dom->lock);
     bool current = run_is_current_locked(w);
@@ -80,7 +71,9 @@ static bool on_vm_shutdown(struct watcher *w)
         g_mutex_unlock(&dom->job);
         return false;
     }
-    bool crashed = guest_crashed(w->run);
+    if (crashed)
+        g_warning("domain %s: the guest crashed: %s", dom->name,
+                  json_object_get_string_member_with_default(properties, "detail", "no details"));
     int reason = crashed ? VIR_DOMAIN_SHUTOFF_CRASHED : VIR_DOMAIN_SHUTOFF_SHUTDOWN;
     g_mutex_lock(&dom->lock);
     enum domain_lifecycle_action action = crashed ? dom->def->on_crash : dom->def->on_poweroff;
@@ -119,7 +112,7 @@ static bool on_vm_rebooted(struct watcher *w)
     }
     g_mutex_unlock(&dom->lock);
     /* on_reboot=destroy: the reboot ends the domain like a poweroff. */
-    return destroy && on_vm_shutdown(w);
+    return destroy && on_vm_shutdown(w, NULL);
 }
 
 /* Shim exited and no stop was under way: the VM is lost. */
@@ -144,6 +137,13 @@ static void on_shim_exit(struct watcher *w)
     g_mutex_unlock(&dom->job);
 }
 
+/* The event's "properties" object, NULL when it has none (null). */
+static JsonObject *event_properties(JsonObject *event)
+{
+    JsonNode *node = json_object_get_member(event, "properties");
+    return node && JSON_NODE_HOLDS_OBJECT(node) ? json_node_get_object(node) : NULL;
+}
+
 /* Returns true when the watcher is done. */
 static bool handle_line(struct watcher *w, const char *line)
 {
@@ -161,7 +161,7 @@ static bool handle_line(struct watcher *w, const char *line)
     if (g_str_equal(source, "guest") && g_str_equal(event, "ready"))
         on_guest_ready(w);
     else if (g_str_equal(source, "vm") && g_str_equal(event, "shutdown"))
-        return on_vm_shutdown(w);
+        return on_vm_shutdown(w, event_properties(obj));
     else if (g_str_equal(source, "vm") && g_str_equal(event, "rebooted"))
         return on_vm_rebooted(w);
     return false;

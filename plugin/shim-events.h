@@ -1,5 +1,6 @@
 /* One watcher thread per running domain: reads the shim's event monitor
- * FIFO (one JSON object per line) and watches the shim's pidfd. It turns
+ * FIFO (one JSON object per line, the format shim/vmm/events.h documents;
+ * other events are ignored) and watches the shim's pidfd. It turns
  * what the shim reports into domain state and libvirt events:
  *   guest/ready   -> readiness, agent-lifecycle "connected"
  *   vm/shutdown   -> the guest powered off (or crashed): stop the shim per

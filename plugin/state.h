@@ -24,4 +24,7 @@ struct vsnap_driver {
     struct domain_list *domains;
     struct event_queue *events;
     char *hostname;
+    /* Domains marked autostart when driver_load read them, for
+     * driver_autostart: a mark set later waits for the next daemon start. */
+    GPtrArray *autostart;
 };

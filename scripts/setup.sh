@@ -10,6 +10,9 @@ PACKAGES=(
   libxml2-dev libxml2-utils libzstd-dev zstd xz-utils libtirpc-dev libseccomp-dev
   libvirt-dev libvirt-clients python3-libvirt
   curl socat cpio busybox-static
+  # man pages; the Debian package and its test (tests/package: build, lintian,
+  # systemd-analyze verify)
+  scdoc dpkg-dev debhelper lintian systemd git
 )
 
 missing=()
@@ -17,6 +20,10 @@ for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing packages ${missing[*]}; installing them needs root: run this as root (sudo $0 when you are not)" >&2
+    exit 1
+  fi
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

@@ -15,12 +15,12 @@
 #define L1_EDX_HTT (1u << 28)
 #define EXT1_ECX_CMP_LEGACY (1u << 1)
 
-struct kvm_cpuid2 *cpuid_get_supported(int kvm_fd, GError **error)
+struct kvm_cpuid2 *cpuid_get_supported(int dev_kvm_fd, GError **error)
 {
     for (unsigned n = MAX_ENTRIES_START; n <= MAX_ENTRIES_LIMIT; n *= 2) {
         struct kvm_cpuid2 *c = g_malloc0(sizeof(*c) + n * sizeof(struct kvm_cpuid_entry2));
         c->nent = n;
-        if (ioctl(kvm_fd, KVM_GET_SUPPORTED_CPUID, c) == 0)
+        if (ioctl(dev_kvm_fd, KVM_GET_SUPPORTED_CPUID, c) == 0)
             return c;
         int e = errno;
         g_free(c);
@@ -187,12 +187,13 @@ static void set_hypervisor_leaves(struct kvm_cpuid2 *t, uint32_t tsc_khz)
     }
 }
 
-/* No feature is hidden. FINDINGS.md suggested masking what KVM's CPL0
- * emulator lacks (XSAVE, AVX, SSE4, ...), but on these kvm_pvm hosts
- * KVM_SET_CPUID2 keeps the host's bits in leaves 1, 7 and 0xd whatever the
- * table says (KVM_GET_CPUID2 returns them, and a CPL0 guest reads them), so a
- * mask changes nothing here, while on VMX/SVM hosts it would only take
- * features away from guests. Topology and hypervisor leaves are honoured. */
+/* No feature is hidden. Masking what the development hosts' instruction
+ * emulator lacks for guest kernel code (XSAVE, AVX, SSE4, ...) looks tempting,
+ * but there (kvm_pvm, see shim/README.md, "Host limits") KVM_SET_CPUID2 keeps
+ * the host's bits in leaves 1, 7 and 0xd whatever the table says
+ * (KVM_GET_CPUID2 returns them, and a CPL0 guest reads them), so a mask
+ * changes nothing, while on VMX/SVM hosts it would only take features away
+ * from guests. Topology and hypervisor leaves are honoured. */
 
 struct kvm_cpuid2 *cpuid_for_vcpu(const struct kvm_cpuid2 *supported, unsigned index, unsigned ncpus,
                                   uint32_t tsc_khz)

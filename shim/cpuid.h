@@ -15,7 +15,7 @@
 #define CPUID_KVM_BASE 0x40000100u    /* KVM's own leaves, moved out of the way */
 
 /* KVM_GET_SUPPORTED_CPUID, sized to fit. g_free the result. */
-struct kvm_cpuid2 *cpuid_get_supported(int kvm_fd, GError **error);
+struct kvm_cpuid2 *cpuid_get_supported(int dev_kvm_fd, GError **error);
 
 /* The table for vCPU index of ncpus, with tsc_khz in the timing leaf. g_free it. */
 struct kvm_cpuid2 *cpuid_for_vcpu(const struct kvm_cpuid2 *supported, unsigned index, unsigned ncpus,

@@ -63,7 +63,6 @@ bool guest_memory_init(struct guest_memory *mem, uint64_t size, GError **error)
     return true;
 }
 
-/* persist: begin */
 bool guest_memory_adopt(struct guest_memory *mem, uint8_t *host, uint64_t size, int fd, GError **error)
 {
     memset(mem, 0, sizeof(*mem));
@@ -80,7 +79,6 @@ bool guest_memory_adopt(struct guest_memory *mem, uint8_t *host, uint64_t size, 
     layout_regions(mem);
     return true;
 }
-/* persist: end */
 
 void guest_memory_release(struct guest_memory *mem)
 {

@@ -39,7 +39,7 @@ struct guest_memory {
 /* Allocate RAM of size bytes (not touched). */
 bool guest_memory_init(struct guest_memory *mem, uint64_t size, GError **error);
 void guest_memory_release(struct guest_memory *mem);
-/* persist: take over a mapping made elsewhere (a restore's merged RAM image):
+/* Take over a mapping made elsewhere (a restore's merged RAM image):
  * host is size bytes, fd backs it or is -1; released like RAM of init. */
 bool guest_memory_adopt(struct guest_memory *mem, uint8_t *host, uint64_t size, int fd, GError **error);
 

@@ -1,5 +1,7 @@
-/* struct vm and struct vcpu: shared by vm.c (building, lifecycle) and vcpu.c
- * (the run loop). Nothing outside the KVM core includes this. */
+/* struct vm and struct vcpu: shared by the KVM core, vm.c (building,
+ * lifecycle), vm-run.c (running, pausing) and vcpu.c (the run loop). Nothing
+ * outside those files includes this (tests/unit/test-shim-layers.py checks);
+ * everything else goes through vm.h. */
 #pragma once
 
 #include <linux/kvm.h>
@@ -14,6 +16,7 @@ struct serial;
 struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
+struct virtio_console;
 
 enum vcpu_exit_kind {
     VCPU_EXIT_IO,
@@ -53,7 +56,8 @@ enum vm_run_state {
 };
 
 struct vm {
-    int kvm_fd, vm_fd;
+    int dev_kvm_fd; /* /dev/kvm */
+    int vm_fd;      /* KVM_CREATE_VM's */
     size_t run_size;
     struct guest_memory mem;
     struct bus pio, mmio;
@@ -73,8 +77,9 @@ struct vm {
     struct i8042 *i8042;
     struct acpi_pm *acpi_pm;
     struct virtio_vsock *vsock; /* NULL without a vsock config */
+    struct virtio_console *console; /* NULL when console.mode is Off */
 
-    /* persist: snapshot state kept with the VM (shim/persist/), released by vm_free */
+    /* vm_set_persist_state: snapshot state kept with the VM, released by vm_free */
     void *persist;
     void (*persist_release)(void *persist);
 
@@ -93,8 +98,6 @@ bool vcpu_start_thread(struct vcpu *vcpu, GError **error);
 void vcpu_kick(struct vcpu *vcpu); /* with vm->run_lock held */
 void vcpu_install_kick_handler(void);
 
-/* vm-run.c: a vCPU or device saw the guest stop; the first report wins. */
-void vm_report_guest_stop(struct vm *vm, enum vm_stop_reason reason, const char *detail);
 /* vm-run.c: end every vCPU thread (for vm_free); and whether we are on one. */
 void vm_stop_vcpu_threads(struct vm *vm);
 bool vm_on_vcpu_thread(struct vm *vm);

@@ -6,13 +6,15 @@
  * vm->run_cond is broadcast on every change.
  */
 #include <gio/gio.h>
+#include <unistd.h>
 
 #include "vm-internal.h"
 
 #define PAUSE_TIMEOUT_US (10 * G_USEC_PER_SEC)
 #define PAUSE_REKICK_US (100 * 1000)
 
-bool vm_start(struct vm *vm, GError **error)
+/* Threads that start while the state is VM_RUN_PAUSED park at once. */
+static bool start_vcpu_threads(struct vm *vm, enum vm_run_state initial, GError **error)
 {
     g_mutex_lock(&vm->run_lock);
     if (vm->state != VM_RUN_CREATED) {
@@ -20,7 +22,7 @@ bool vm_start(struct vm *vm, GError **error)
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "the VM was already started");
         return false;
     }
-    vm->state = VM_RUN_RUNNING;
+    vm->state = initial;
     bool ok = true;
     for (unsigned i = 0; ok && i < vm->nvcpus; i++)
         ok = vcpu_start_thread(&vm->vcpus[i], error);
@@ -28,6 +30,16 @@ bool vm_start(struct vm *vm, GError **error)
         vm->state = VM_RUN_PAUSED; /* threads that did start park; vm_free ends them */
     g_mutex_unlock(&vm->run_lock);
     return ok;
+}
+
+bool vm_start(struct vm *vm, GError **error)
+{
+    return start_vcpu_threads(vm, VM_RUN_RUNNING, error);
+}
+
+bool vm_start_paused(struct vm *vm, GError **error)
+{
+    return start_vcpu_threads(vm, VM_RUN_PAUSED, error);
 }
 
 static unsigned started_threads(struct vm *vm)
@@ -115,6 +127,18 @@ void vm_report_guest_stop(struct vm *vm, enum vm_stop_reason reason, const char 
     g_debug("guest stopped (%s): %s", vm_stop_reason_to_string(reason), detail);
     if (vm->cb.on_guest_stop)
         vm->cb.on_guest_stop(vm->cb.opaque, reason, detail);
+}
+
+/* _exit, not exit: other threads still run (some blocked for good), so
+ * atexit handlers and library destructors must not run under them. The log
+ * writer flushes every line, and events are written by then. */
+void vm_report_fatal(struct vm *vm, const char *detail)
+{
+    atomic_store(&vm->stop_reported, true);
+    g_warning("the VM is lost, the shim exits: %s", detail);
+    if (vm->cb.on_fatal)
+        vm->cb.on_fatal(vm->cb.opaque, detail);
+    _exit(VM_FATAL_EXIT_STATUS);
 }
 
 bool vm_on_vcpu_thread(struct vm *vm)

@@ -14,6 +14,7 @@
 #include "devices/acpi-pm.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
+#include "devices/virtio-console.h"
 #include "devices/virtio-vsock.h"
 #include "vm-internal.h"
 
@@ -74,22 +75,22 @@ static bool check_config(const struct vm_config *cfg, GError **error)
 
 static bool open_kvm(struct vm *vm, GError **error)
 {
-    vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-    if (vm->kvm_fd < 0)
+    vm->dev_kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    if (vm->dev_kvm_fd < 0)
         return kvm_fail(error, "opening /dev/kvm");
-    int version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
+    int version = ioctl(vm->dev_kvm_fd, KVM_GET_API_VERSION, 0);
     if (version != KVM_API_VERSION) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, "/dev/kvm speaks API version %d, vsnap needs %d",
                     version, KVM_API_VERSION);
         return false;
     }
-    if (ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IMMEDIATE_EXIT) <= 0)
+    if (ioctl(vm->dev_kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_IMMEDIATE_EXIT) <= 0)
         return refuse(error, "KVM lacks KVM_CAP_IMMEDIATE_EXIT, needed to pause vCPUs reliably");
-    int run_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+    int run_size = ioctl(vm->dev_kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
     if (run_size <= 0)
         return kvm_fail(error, "KVM_GET_VCPU_MMAP_SIZE");
     vm->run_size = (size_t)run_size;
-    vm->supported_cpuid = cpuid_get_supported(vm->kvm_fd, error);
+    vm->supported_cpuid = cpuid_get_supported(vm->dev_kvm_fd, error);
     return vm->supported_cpuid != NULL;
 }
 
@@ -98,7 +99,7 @@ static bool open_kvm(struct vm *vm, GError **error)
 static bool create_kvm_vm(struct vm *vm, GError **error)
 {
     do {
-        vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+        vm->vm_fd = ioctl(vm->dev_kvm_fd, KVM_CREATE_VM, 0);
     } while (vm->vm_fd < 0 && errno == EINTR);
     if (vm->vm_fd < 0)
         return kvm_fail(error, "KVM_CREATE_VM");
@@ -124,19 +125,18 @@ static bool create_kvm_vm(struct vm *vm, GError **error)
 static bool setup_memory(struct vm *vm, const struct memory_config *cfg, struct guest_memory *restored,
                          GError **error)
 {
-    /* persist: begin (a restore hands over RAM it prepared: fresh, copied or merged) */
+    /* A restore hands over RAM it prepared: fresh, copied or merged. */
     if (restored) {
         vm->mem = *restored;
         *restored = (struct guest_memory){ .fd = -1 };
     } else if (!guest_memory_init(&vm->mem, cfg->size, error)) {
         return false;
     }
-    /* persist: end */
     for (unsigned i = 0; i < vm->mem.nregions; i++) {
         const struct guest_region *r = &vm->mem.regions[i];
         struct kvm_userspace_memory_region slot = {
             .slot = i,
-            .flags = KVM_MEM_LOG_DIRTY_PAGES, /* persist: diff snapshots need the dirty log from boot on */
+            .flags = KVM_MEM_LOG_DIRTY_PAGES, /* diff snapshots need the dirty log from boot on */
             .guest_phys_addr = r->gpa,
             .memory_size = r->size,
             .userspace_addr = (uint64_t)(uintptr_t)(vm->mem.host + r->ram_offset),
@@ -154,9 +154,21 @@ static bool setup_memory(struct vm *vm, const struct memory_config *cfg, struct 
 
 /* ---- devices ---- */
 
+/* Drive a GSI of the in-kernel IOAPIC/PIC. KVM_IRQ_LINE fails only when the VM's interrupt controller is gone or
+ * broken. The guest would then wait for interrupts that never come, so the
+ * VM stops as crashed, saying why. */
 static void set_irq_level(void *opaque, unsigned gsi, bool level)
 {
-    vm_set_irq_line(opaque, gsi, level);
+    struct vm *vm = opaque;
+    struct kvm_irq_level irq = { .irq = gsi, .level = level };
+    if (ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq) == 0)
+        return;
+    int e = errno;
+    g_autofree char *detail = g_strdup_printf("cannot %s GSI %u (KVM_IRQ_LINE): %s", level ? "raise" : "lower",
+                                              gsi, g_strerror(e));
+    if (!atomic_load(&vm->stop_reported))
+        g_warning("%s", detail);
+    vm_report_guest_stop(vm, VM_STOP_CRASH, detail);
 }
 
 static struct irq_line irq_line_for(struct vm *vm, unsigned gsi)
@@ -214,16 +226,61 @@ static bool setup_acpi_pm(struct vm *vm, GError **error)
     return acpi_pm_attach(vm->acpi_pm, &vm->pio) || attach_failed(error, "the ACPI PM registers");
 }
 
+/* ---- what virtio devices get (devices/virtio-host.h) ---- */
+
+static void host_mark_dirty(void *opaque, uint64_t gpa, uint64_t len)
+{
+    vm_mark_dirty(opaque, gpa, len);
+}
+
+static bool host_bind_ioeventfd(void *opaque, int fd, uint64_t addr, unsigned len, uint64_t datamatch,
+                                bool assign)
+{
+    struct vm *vm = opaque;
+    struct kvm_ioeventfd io = {
+        .datamatch = datamatch,
+        .addr = addr,
+        .len = len,
+        .fd = fd,
+        .flags = KVM_IOEVENTFD_FLAG_DATAMATCH | (assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN),
+    };
+    return ioctl(vm->vm_fd, KVM_IOEVENTFD, &io) == 0;
+}
+
+static bool host_bind_irqfd(void *opaque, int fd, unsigned gsi, bool assign)
+{
+    struct vm *vm = opaque;
+    struct kvm_irqfd irqfd = { .fd = (uint32_t)fd, .gsi = gsi, .flags = assign ? 0 : KVM_IRQFD_FLAG_DEASSIGN };
+    return ioctl(vm->vm_fd, KVM_IRQFD, &irqfd) == 0;
+}
+
+static struct virtio_host virtio_host_for(struct vm *vm)
+{
+    return (struct virtio_host){
+        .mmio = &vm->mmio,
+        .mem = &vm->mem,
+        .mark_dirty = host_mark_dirty,
+        .set_irq_level = set_irq_level,
+        .bind_ioeventfd = host_bind_ioeventfd,
+        .bind_irqfd = host_bind_irqfd,
+        .opaque = vm,
+    };
+}
+
 static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
     if (!setup_serial(vm, &cfg->serial, error) || !setup_i8042(vm, error) || !setup_acpi_pm(vm, error))
         return false;
     if (!bus_register(&vm->pio, PORT_POST_CODE, 1, &sink_ops, NULL, "post-code"))
         return attach_failed(error, "the port 0x80 sink");
-    /* vsock (virtio-mmio device 0): begin */
-    if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(vm, 0, &cfg->vsock, error)))
+    /* virtio-mmio devices take numbers in this order; the transport keeps a copy of host. */
+    struct virtio_host host = virtio_host_for(vm);
+    unsigned mmio_index = 0;
+    if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(&host, mmio_index++, &cfg->vsock, error)))
         return false;
-    /* vsock: end */
+    if (cfg->console.mode != CONSOLE_MODE_OFF &&
+        !(vm->console = virtio_console_new(&host, mmio_index++, &cfg->console, error)))
+        return false;
     return true;
 }
 
@@ -232,8 +289,10 @@ static void free_devices(struct vm *vm)
     serial_free(vm->serial);
     i8042_free(vm->i8042);
     acpi_pm_free(vm->acpi_pm);
-    virtio_vsock_free(vm->vsock); /* vsock: stops its thread, unlinks its socket */
+    virtio_vsock_free(vm->vsock); /* stops its thread, unlinks its socket */
+    virtio_console_free(vm->console);
     vm->vsock = NULL;
+    vm->console = NULL;
     vm->serial = NULL;
     vm->i8042 = NULL;
     vm->acpi_pm = NULL;
@@ -254,16 +313,30 @@ static bool create_vcpus(struct vm *vm, unsigned count, GError **error)
     return true;
 }
 
+/* virtio-mmio devices are declared on the command line, as Firecracker does. */
+static char *kernel_cmdline(struct vm *vm, const struct vm_config *cfg)
+{
+    GString *line = g_string_new(cfg->payload.cmdline);
+    char *entries[] = {
+        vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL,
+        vm->console ? virtio_console_cmdline_entry(vm->console) : NULL,
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(entries); i++) {
+        if (!entries[i])
+            continue;
+        g_string_append_printf(line, "%s%s", line->len ? " " : "", entries[i]);
+        g_free(entries[i]);
+    }
+    return g_string_free(line, FALSE);
+}
+
 static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
-    /* vsock: declare the virtio-mmio device on the command line, as Firecracker does */
-    g_autofree char *vsock_arg = vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL;
-    g_autofree char *cmdline = vsock_arg ? g_strjoin(" ", cfg->payload.cmdline ? cfg->payload.cmdline : "",
-                                                    vsock_arg, NULL) : NULL;
+    g_autofree char *cmdline = kernel_cmdline(vm, cfg);
     struct boot_input in = {
         .kernel_path = cfg->payload.kernel,
         .initramfs_path = cfg->payload.initramfs,
-        .cmdline = cmdline ? cmdline : cfg->payload.cmdline,
+        .cmdline = cmdline,
         .ncpus = vm->nvcpus,
     };
     struct boot_entry entry;
@@ -273,11 +346,11 @@ static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **er
     return boot_setup_bsp(vm->vcpus[0].fd, &entry, error);
 }
 
-/* persist: begin (vm_new and vm_new_for_restore share the empty VM) */
+/* The empty VM vm_new and vm_new_for_restore both start from. */
 static struct vm *vm_alloc(const struct vm_callbacks *cb)
 {
     struct vm *vm = g_new0(struct vm, 1);
-    vm->kvm_fd = vm->vm_fd = -1;
+    vm->dev_kvm_fd = vm->vm_fd = -1;
     vm->mem.fd = -1;
     if (cb)
         vm->cb = *cb;
@@ -325,7 +398,6 @@ struct vm *vm_new_for_restore(const struct vm_config *cfg, const struct vm_callb
     }
     return vm;
 }
-/* persist: end */
 
 void vm_free(struct vm *vm)
 {
@@ -336,20 +408,22 @@ void vm_free(struct vm *vm)
         return;
     }
     vm_stop_vcpu_threads(vm);
-    /* persist: snapshot state (an on-demand RAM server) goes before devices and RAM */
-    if (vm->persist_release)
-        vm->persist_release(vm->persist);
     for (unsigned i = 0; i < vm->nvcpus; i++)
         vcpu_destroy(&vm->vcpus[i]);
     g_free(vm->vcpus);
     free_devices(vm); /* after the vCPUs: no handler can run any more */
+    /* persist: snapshot state goes once no thread can touch RAM: a device
+     * thread may wait on a fault that an on-demand RAM server must answer
+     * (stopped earlier, it would hand that thread zero pages). */
+    if (vm->persist_release)
+        vm->persist_release(vm->persist);
     bus_release(&vm->pio);
     bus_release(&vm->mmio);
     if (vm->vm_fd >= 0)
         close(vm->vm_fd);
     guest_memory_release(&vm->mem); /* after the VM fd: KVM holds the slots until then */
-    if (vm->kvm_fd >= 0)
-        close(vm->kvm_fd);
+    if (vm->dev_kvm_fd >= 0)
+        close(vm->dev_kvm_fd);
     g_free(vm->supported_cpuid);
     g_free(vm->vmm_dirty);
     g_hash_table_destroy(vm->mmio_logged);
@@ -404,6 +478,8 @@ void vm_add_counters(struct vm *vm, JsonBuilder *b)
     add_exit_counters(b, "vcpus", total);
     if (vm->vsock)
         virtio_vsock_add_counters(vm->vsock, b);
+    if (vm->console)
+        virtio_console_add_counters(vm->console, b);
 }
 
 uint64_t vm_ram_resident_bytes(struct vm *vm)
@@ -431,35 +507,80 @@ struct guest_memory *vm_memory(struct vm *vm)
     return &vm->mem;
 }
 
-struct bus *vm_pio_bus(struct vm *vm)
-{
-    return &vm->pio;
-}
-
-struct bus *vm_mmio_bus(struct vm *vm)
-{
-    return &vm->mmio;
-}
-
-int vm_kvm_fd(struct vm *vm)
+int vm_kvm_vm_fd(struct vm *vm)
 {
     return vm->vm_fd;
 }
 
-bool vm_set_irq_line(struct vm *vm, unsigned gsi, bool level)
+int vm_dev_kvm_fd(struct vm *vm)
 {
-    struct kvm_irq_level irq = { .irq = gsi, .level = level };
-    return ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq) == 0;
+    return vm->dev_kvm_fd;
 }
 
-const struct vm_callbacks *vm_get_callbacks(struct vm *vm)
+unsigned vm_vcpu_count(struct vm *vm)
 {
-    return &vm->cb;
+    return vm->nvcpus;
+}
+
+int vm_vcpu_fd(struct vm *vm, unsigned index)
+{
+    return index < vm->nvcpus ? vm->vcpus[index].fd : -1;
+}
+
+struct serial *vm_serial(struct vm *vm)
+{
+    return vm->serial;
+}
+
+struct i8042 *vm_i8042(struct vm *vm)
+{
+    return vm->i8042;
+}
+
+struct acpi_pm *vm_acpi_pm(struct vm *vm)
+{
+    return vm->acpi_pm;
+}
+
+struct virtio_vsock *vm_vsock(struct vm *vm)
+{
+    return vm->vsock;
+}
+
+struct virtio_console *vm_console(struct vm *vm)
+{
+    return vm->console;
+}
+
+void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data))
+{
+    vm->persist = data;
+    vm->persist_release = release;
+}
+
+void *vm_get_persist_state(struct vm *vm)
+{
+    return vm->persist;
+}
+
+bool vm_serve_vsock_port(struct vm *vm, const struct vsock_port_handler *handler, GError **error)
+{
+    if (!vm->vsock) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "the VM has no vsock device to serve port %u on",
+                    handler->port);
+        return false;
+    }
+    return virtio_vsock_serve_port(vm->vsock, handler, error);
 }
 
 const char *vm_serial_pty_path(struct vm *vm)
 {
     return vm->serial ? serial_pty_path(vm->serial) : NULL;
+}
+
+const char *vm_console_pty_path(struct vm *vm)
+{
+    return vm->console ? virtio_console_pty_path(vm->console) : NULL;
 }
 
 void vm_mark_dirty(struct vm *vm, uint64_t gpa, uint64_t len)

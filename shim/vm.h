@@ -3,10 +3,12 @@
  * Threading: the API runs on the main thread (GMainLoop). vCPUs run on their own
  * threads. Anything the guest causes that changes the VM's lifecycle (poweroff
  * via ACPI S5, reset via i8042 or the ACPI reset register, triple fault, KVM
- * internal error) is reported through vm_callbacks.on_guest_stop from a vCPU
- * thread; the receiver must hop to the main thread (g_main_context_invoke)
- * before tearing the VM down. vm_* functions below are called from the main
- * thread only.
+ * internal error, an interrupt KVM refuses) is reported through
+ * vm_callbacks.on_guest_stop from a vCPU or device thread; the receiver must
+ * hop to the main thread (g_main_context_invoke) before tearing the VM down.
+ * Restored RAM that cannot be served is not a stop but the end of the process
+ * (vm_report_fatal, from a userfaultfd or the main thread). vm_* functions
+ * below are called from the main thread only.
  *
  * Signals: vm_new installs a no-op SIGUSR1 handler (without SA_RESTART); the
  * VM sends SIGUSR1 to its vCPU threads to throw them out of KVM_RUN. Nothing
@@ -19,7 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "config/vm-config.h"
 
 enum vm_stop_reason {
     VM_STOP_POWEROFF,   /* guest wrote S5 to PM1a_CNT */
@@ -31,22 +33,27 @@ const char *vm_stop_reason_to_string(enum vm_stop_reason reason);
 
 struct vm_callbacks {
     void (*on_guest_stop)(void *opaque, enum vm_stop_reason reason, const char *detail);
-    /* The guest announced readiness on the vsock readiness port (vsock issue).
-     * info_json is the "vsnap" object for vm.info / wait-ready. Called from a
-     * device thread. */
-    void (*on_guest_ready)(void *opaque, const char *info_json);
+    /* The VM is lost beyond teardown (see vm_report_fatal): report it, from
+     * whatever thread this runs on, touching nothing another thread may hold.
+     * The process ends when this returns. */
+    void (*on_fatal)(void *opaque, const char *detail);
     void *opaque;
 };
 
 struct vm;
 struct bus;
 struct guest_memory;
+struct serial;
+struct i8042;
+struct acpi_pm;
+struct virtio_vsock;
+struct virtio_console;
+struct vsock_port_handler;
 
 /* Build the VM from cfg: KVM VM, irqchip, PIT, RAM (untouched), vCPUs with
  * CPUID/MSRs, devices, payload loaded. vCPUs are not running yet. */
 struct vm *vm_new(const struct vm_config *cfg, const struct vm_callbacks *cb, GError **error);
 
-/* persist: begin */
 /* Build the VM of cfg for a restore: the same KVM VM, devices and vCPUs as
  * vm_new, but no payload is loaded and guest RAM is `ram`, prepared by the
  * caller (fresh, filled by copy, a merged image, or registered for on-demand
@@ -54,10 +61,12 @@ struct vm *vm_new(const struct vm_config *cfg, const struct vm_callbacks *cb, GE
  * loads the vCPU, VM and device state before any vCPU runs (shim/persist/). */
 struct vm *vm_new_for_restore(const struct vm_config *cfg, const struct vm_callbacks *cb,
                               struct guest_memory *ram, GError **error);
-/* persist: end */
 
 /* Start the vCPU threads (first boot). */
 bool vm_start(struct vm *vm, GError **error);
+/* Start the vCPU threads parked (a restore, once its state is loaded):
+ * vm_resume runs them. */
+bool vm_start_paused(struct vm *vm, GError **error);
 
 /* Stop all vCPUs at an instruction boundary (KVM_RUN returned) and keep them
  * parked; returns once every vCPU is parked. */
@@ -66,6 +75,19 @@ bool vm_resume(struct vm *vm, GError **error);
 
 /* ACPI power button: set PM1a PWRBTN_STS, raise the SCI. */
 void vm_power_button(struct vm *vm);
+
+/* The guest cannot go on (a vCPU or device saw it stop): park the vCPUs for
+ * good and report it through vm_callbacks.on_guest_stop. Any thread; the
+ * first report wins. */
+void vm_report_guest_stop(struct vm *vm, enum vm_stop_reason reason, const char *detail);
+
+/* Guest RAM that a thread of the VM waits on can never be supplied (an
+ * on-demand restore met a corrupt block; zeros in its place would be a lie).
+ * Such a thread cannot be released, so the VM can neither go on nor be torn
+ * down: on_fatal reports it and the process exits with VM_FATAL_EXIT_STATUS,
+ * which releases every thread. Any thread; never returns. */
+#define VM_FATAL_EXIT_STATUS 3
+G_NORETURN void vm_report_fatal(struct vm *vm, const char *detail);
 
 /* Stop and join vCPU threads, close every fd, unmap RAM. Safe on a half-built VM. */
 void vm_free(struct vm *vm);
@@ -78,21 +100,37 @@ void vm_add_counters(struct vm *vm, JsonBuilder *builder);
 uint64_t vm_ram_resident_bytes(struct vm *vm);
 uint64_t vm_ram_size(struct vm *vm);
 
-/* What devices need from the VM. */
+/* What snapshot and restore (shim/persist/) use, with the vCPUs parked. */
 struct guest_memory *vm_memory(struct vm *vm);
-struct bus *vm_pio_bus(struct vm *vm);
-struct bus *vm_mmio_bus(struct vm *vm);
-int vm_kvm_fd(struct vm *vm); /* the KVM VM fd, for irqfd / ioeventfd */
-/* Drive a GSI of the in-kernel IOAPIC/PIC (KVM_IRQ_LINE). */
-bool vm_set_irq_line(struct vm *vm, unsigned gsi, bool level);
-const struct vm_callbacks *vm_get_callbacks(struct vm *vm);
+int vm_kvm_vm_fd(struct vm *vm);  /* the VM's fd (KVM_CREATE_VM): irqchip, PIT, clock, dirty log */
+int vm_dev_kvm_fd(struct vm *vm); /* /dev/kvm itself: system-wide queries (MSR index list) */
+unsigned vm_vcpu_count(struct vm *vm);
+int vm_vcpu_fd(struct vm *vm, unsigned index);
+/* The devices; serial is NULL when serial.mode is Off, vsock without a vsock
+ * config, console when console.mode is Off. */
+struct serial *vm_serial(struct vm *vm);
+struct i8042 *vm_i8042(struct vm *vm);
+struct acpi_pm *vm_acpi_pm(struct vm *vm);
+struct virtio_vsock *vm_vsock(struct vm *vm);
+struct virtio_console *vm_console(struct vm *vm);
+/* Snapshot state kept with the VM: release(data) runs in vm_free once the
+ * vCPUs have stopped, before devices and RAM go. */
+void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data));
+void *vm_get_persist_state(struct vm *vm);
 
-/* For devices that write guest RAM themselves (virtio used rings, RX buffers):
- * KVM's dirty log does not see those writes, so they must be recorded here. */
+/* Serve a vsock port inside the shim (devices/virtio-vsock.h), before the
+ * vCPUs run. Fails without a vsock device or when the port is served already. */
+bool vm_serve_vsock_port(struct vm *vm, const struct vsock_port_handler *handler, GError **error);
+
+/* A write of the VMM's own into guest RAM (virtio used rings and RX buffers,
+ * through struct virtio_host): KVM's dirty log does not see those, so they
+ * are recorded here. */
 void vm_mark_dirty(struct vm *vm, uint64_t gpa, uint64_t len);
 
 /* The serial port's pty slave path when serial.mode is Pty, else NULL (vm.info). */
 const char *vm_serial_pty_path(struct vm *vm);
+/* The virtio-console's pty slave path when console.mode is Pty, else NULL. */
+const char *vm_console_pty_path(struct vm *vm);
 
 /* Pages the VMM itself wrote (vm_mark_dirty) since the last call, fetched and
  * cleared atomically: a bitmap of *nwords 64-bit words, bit n = RAM page n

@@ -15,6 +15,11 @@
  *                              (optional: snap_dir_seal)
  *   .<name>.partial-XXXXXX     beside <dir>, while a snapshot is written
  *
+ * A snapshot is written into a directory that does not exist yet, an empty
+ * one, or one another program prepared: regular files that are none of the
+ * snapshot's own (libvirt's ch driver writes libvirt-save.xml first). Those
+ * files are kept; an existing snapshot is never overwritten.
+ *
  * A diff names its parent twice: where its directory is (parent_url) and
  * which snapshot it must be (parent_id, the parent's memory.id and the id the
  * diff's layer names as parent). The files are bound to each other: the layer
@@ -123,6 +128,16 @@ bool snap_dir_fold_into_child(const char *inner, const char *child, GError **err
 
 /* ---- writing a snapshot directory ---- */
 
+/* Whether a file named name belongs to the snapshot itself (the files above
+ * and the temporary names they are written under). */
+bool snap_dir_is_snapshot_file(const char *name);
+
+/* Whether a snapshot may be written to dest: dest does not exist (but its
+ * parent directory does), or is a
+ * directory holding only regular files that are not snapshot files.
+ * SNAP_ERROR_INVALID naming the obstacle otherwise. */
+bool snap_dir_check_destination(const char *dest, GError **error);
+
 /* Create the partial directory a snapshot for dest is written into
  * (".<name>.partial-XXXXXX" beside dest). SNAP_ERROR_INVALID if dest's parent
  * directory does not exist. */
@@ -131,8 +146,12 @@ char *snap_dir_create_partial(const char *dest, GError **error);
 /* Write text to dir/name durably (temporary name, fsync, rename). */
 bool snap_dir_write_file(const char *dir, const char *name, const char *text, GError **error);
 
-/* Make the partial directory dest: fsync it, rename it over dest (absent or
- * an empty directory), fsync dest's parent. */
+/* Make the partial directory dest, atomically: a reader of dest sees the
+ * whole snapshot or none of it. dest must pass snap_dir_check_destination.
+ * Absent or empty, the partial directory is renamed over it; holding foreign
+ * files, those are linked (or copied) into the partial directory, which then
+ * trades places with dest (RENAME_EXCHANGE), and the old directory goes.
+ * Everything is fsynced, dest's parent last. */
 bool snap_dir_commit(const char *partial, const char *dest, GError **error);
 
 /* Bytes of the regular files in dir and in its partial directories: the

@@ -71,8 +71,8 @@ struct tss64 {
 
 /* All ports allowed (bits clear), plus the 0xff byte the CPU wants past the end.
  * IOPL=3 alone is not enough here: KVM emulates port I/O from CPL3 and, on this
- * host, checks the TSS bitmap (cpl.c in kvm-probe only passed by accident: its
- * TSS was at address 0, whose "bitmap" was zeros). */
+ * host, checks the TSS bitmap (docs/host-limits.md). A TSS whose bitmap only
+ * happens to read as zeros, as one left at address 0 does, hides that. */
 struct tss_with_iomap {
     struct tss64 tss;
     uint8_t iomap[65536 / 8];

@@ -39,7 +39,7 @@ struct host_info {
     struct host_cpu_info cpu;
     unsigned sockets, dies, cores, threads; /* cores per die, threads per core */
     unsigned online_cpus;
-    uint64_t memory_kib;         /* all cells */
+    uint64_t memory_kib;         /* /proc/meminfo MemTotal */
     GArray *cpus;                /* struct host_cpu_topology, online CPUs */
     GPtrArray *cells;            /* struct host_numa_cell * */
 };

@@ -61,8 +61,9 @@ static void format_os_cpu(GString *out)
 static void format_devices_features(GString *out)
 {
     /* In domaincaps.rng order, limited to the elements libvirt 9.0's schema
-     * knows (Debian 12's clients). Disks and network interfaces come with the
-     * shim's virtio-blk and virtio-net; until then the parser refuses them. */
+     * knows (Debian 12's clients). Disks are parsed already, but a domain
+     * with one cannot boot until the shim has virtio-blk: 'no' until then.
+     * Network interfaces come with virtio-net; until then they are refused. */
     static const char *const devices[] = {"disk", "graphics", "video",    "hostdev", "rng",
                                           "filesystem", "tpm", "redirdev", "channel"};
     static const char *const features[] = {"vmcoreinfo", "genid", "backingStoreInput", "backup", "sev", "sgx"};

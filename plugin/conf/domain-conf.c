@@ -3,9 +3,42 @@
  * domain-vm-config.c. */
 #include "domain-conf.h"
 
+#include <string.h>
+
 static void domain_chr_clear(struct domain_chr *chr)
 {
     g_clear_pointer(&chr->path, g_free);
+}
+
+static void domain_disk_clear(struct domain_disk *disk)
+{
+    g_free(disk->target);
+    g_free(disk->path);
+    g_free(disk->serial);
+    g_strfreev(disk->chain);
+}
+
+static void domain_disk_copy_into(struct domain_disk *to, const struct domain_disk *from)
+{
+    *to = *from;
+    to->target = g_strdup(from->target);
+    to->path = g_strdup(from->path);
+    to->serial = g_strdup(from->serial);
+    to->chain = g_strdupv(from->chain);
+}
+
+void domain_disk_set_chain(struct domain_disk *disk, const char *const *chain)
+{
+    g_strfreev(disk->chain);
+    disk->chain = chain && chain[0] ? g_strdupv((char **)chain) : NULL;
+}
+
+struct domain_disk *domain_def_find_disk(const struct domain_def *def, const char *name)
+{
+    for (size_t i = 0; i < def->n_disks; i++)
+        if (strcmp(def->disks[i].target, name) == 0 || strcmp(def->disks[i].path, name) == 0)
+            return &def->disks[i];
+    return NULL;
 }
 
 void domain_def_free(struct domain_def *def)
@@ -23,6 +56,9 @@ void domain_def_free(struct domain_def *def)
     domain_chr_clear(&def->console);
     g_free(def->emulator);
     g_free(def->foreign_metadata);
+    for (size_t i = 0; i < def->n_disks; i++)
+        domain_disk_clear(&def->disks[i]);
+    g_free(def->disks);
     g_free(def);
 }
 
@@ -41,6 +77,9 @@ struct domain_def *domain_def_copy(const struct domain_def *def)
     copy->console.path = g_strdup(def->console.path);
     copy->emulator = g_strdup(def->emulator);
     copy->foreign_metadata = g_strdup(def->foreign_metadata);
+    copy->disks = g_new0(struct domain_disk, def->n_disks);
+    for (size_t i = 0; i < def->n_disks; i++)
+        domain_disk_copy_into(&copy->disks[i], &def->disks[i]);
     return copy;
 }
 

@@ -33,6 +33,28 @@ struct domain_chr {
 
 enum restore_mode { RESTORE_MODE_ONDEMAND, RESTORE_MODE_MERGE, RESTORE_MODE_COPY };
 
+/* <driver name>: vsnap's own name, or 'qemu' as definitions written for QEMU
+ * (and virt-manager) say. Both mean the same thing here, the shim's
+ * virtio-blk on a raw image, and the name is kept as it was written. */
+enum domain_disk_driver { DOMAIN_DISK_DRIVER_VSNAP, DOMAIN_DISK_DRIVER_QEMU };
+
+/* One <disk type='file|block' device='disk'>, a virtio-blk device. */
+struct domain_disk {
+    char *target;     /* <target dev='vdX'>: unique in the domain; the disk's "id" for the shim */
+    char *path;       /* <source file> or <source dev>: the user's raw image or block device */
+    bool is_block;    /* <disk type='block'> (path is a block device) */
+    bool readonly;    /* <readonly/> */
+    char *serial;     /* <serial>, NULL if absent; at most 20 bytes (virtio-blk's GET_ID) */
+    enum domain_disk_driver driver;
+    /* Runtime, like a pty path: the layers the guest sees above path, top
+     * first (chain[0] the active overlay, then sealed disk layers newest
+     * first), NULL-terminated; NULL when the guest writes path itself. Live
+     * XML shows chain[0] as <source> and one <backingStore> per further
+     * layer down to path; inactive XML shows path, the user's definition.
+     * Every layer is a raw-addressed file (never a block device). */
+    char **chain;
+};
+
 struct domain_def {
     char *name;
     unsigned char uuid[16];
@@ -71,6 +93,8 @@ struct domain_def {
     } cpu;
     bool memballoon_none;         /* <memballoon model='none'/> */
     char *foreign_metadata;       /* other namespaces' <metadata> children, serialized verbatim */
+    struct domain_disk *disks;    /* <disk>s in definition order (disk N of the guest is disks[N]) */
+    size_t n_disks;
 };
 
 /* g_autoptr() needs a type name without 'struct'. */
@@ -83,18 +107,44 @@ struct domain_def *domain_def_copy(const struct domain_def *def);
  * (malformed), VIR_ERR_XML_DETAIL / VIR_ERR_CONFIG_UNSUPPORTED (valid XML but
  * outside what vsnap supports, naming the element), VIR_ERR_INVALID_ARG. */
 struct domain_def *domain_def_parse_string(const char *xml, const char *schema_dir, GError **error);
+/* The same for live XML the daemon wrote itself (its status file): disks
+ * may have a <backingStore> chain, read into domain_disk.chain. A
+ * definition (domain_def_parse_string) with a non-empty chain is refused
+ * with VIR_ERR_CONFIG_UNSUPPORTED; an empty <backingStore/> is accepted in
+ * both, so live dumpxml output of a domain without snapshots defines. */
+struct domain_def *domain_def_parse_live_string(const char *xml, const char *schema_dir, GError **error);
 
 /* Format back. Round-trip stable: parse(format(def)) == def. When live is true,
  * runtime details (id, pty paths, vsock cid) are included. */
 char *domain_def_format(const struct domain_def *def, bool live, int id);
 
-/* Cloud Hypervisor VmConfig JSON for vm.create, given the runtime dir paths. */
+/* The disk whose target ("vda") or source path is name, as libvirt's
+ * domblk* calls name disks; NULL if none. */
+struct domain_disk *domain_def_find_disk(const struct domain_def *def, const char *name);
+/* Replace disk->chain with a copy of chain (NULL or empty: no chain). */
+void domain_disk_set_chain(struct domain_disk *disk, const char *const *chain);
+
+/* What the daemon checks before it spawns a shim: every disk's image exists,
+ * is what its <disk type> says (a regular file or a block device) and opens
+ * as the shim will open it (read-only for <readonly/> or when it is the base
+ * of a chain, read-write otherwise). VIR_ERR_SYSTEM_ERROR "Cannot access
+ * storage file '<path>' ..." naming the disk and errno, as libvirt's QEMU
+ * driver reports a missing source; VIR_ERR_OPERATION_FAILED for a path of
+ * the wrong kind. */
+bool domain_def_check_disk_access(const struct domain_def *def, GError **error);
+
+/* Cloud Hypervisor VmConfig JSON for vm.create, given the vsock socket's path
+ * in the runtime directory. A pty serial is the shim's Pty. */
 char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vsock_socket_path,
-                                   const char *serial_socket_path, GError **error);
+                                   GError **error);
 /* The "serial" and "console" members of that VmConfig, for a request that
  * carries them on their own (vm.restore's config_overrides). */
-void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def,
-                              const char *serial_socket_path);
+void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def);
+/* The "disks" member of that VmConfig (nothing when the domain has no disk):
+ * Cloud Hypervisor's DiskConfig per disk, in definition order, with
+ * "path" (the user's image), "readonly", "id" (the target name), "serial"
+ * when set and "image_type": "Raw". */
+void domain_def_add_vm_disks(JsonBuilder *b, const struct domain_def *def);
 
 const char *restore_mode_to_string(enum restore_mode mode);
 const char *domain_lifecycle_action_to_string(enum domain_lifecycle_action action);

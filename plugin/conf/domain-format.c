@@ -1,6 +1,7 @@
 /* struct domain_def back to libvirt-style XML. Defaults are written out, so
  * format(parse(format(x))) == format(parse(x)); runtime details (domain id,
- * pty paths, an automatic vsock CID) only appear in live XML. */
+ * pty paths, an automatic vsock CID, disk backing chains) only appear in
+ * live XML. */
 #include "domain-conf.h"
 
 #include <string.h>
@@ -117,10 +118,61 @@ static void format_vsock(GString *out, const struct domain_def *def, bool live)
     g_string_append(out, "    </vsock>\n");
 }
 
+static void format_disk_source(GString *out, int depth, const char *path, bool is_block)
+{
+    g_autofree char *escaped = g_markup_escape_text(path, -1);
+    g_string_append_printf(out, "%*s<source %s='%s'/>\n", 6 + 2 * depth, "", is_block ? "dev" : "file",
+                           escaped);
+}
+
+/* Live XML: the layers below the top one, each a <backingStore> inside the
+ * one above, down to the image, then the empty <backingStore/> that tells
+ * libvirt clients the chain ends there. */
+static void format_backing_chain(GString *out, const struct domain_disk *disk)
+{
+    int depth = 0;
+    for (char **layer = disk->chain ? disk->chain + 1 : NULL; layer && *layer; layer++, depth++) {
+        g_string_append_printf(out, "%*s<backingStore type='file'>\n%*s<format type='raw'/>\n", 6 + 2 * depth,
+                               "", 8 + 2 * depth, "");
+        format_disk_source(out, depth + 1, *layer, false);
+    }
+    if (disk->chain) {
+        g_string_append_printf(out, "%*s<backingStore type='%s'>\n%*s<format type='raw'/>\n", 6 + 2 * depth,
+                               "", disk->is_block ? "block" : "file", 8 + 2 * depth, "");
+        format_disk_source(out, depth + 1, disk->path, disk->is_block);
+        depth++;
+    }
+    g_string_append_printf(out, "%*s<backingStore/>\n", 6 + 2 * depth, "");
+    for (depth--; depth >= 0; depth--)
+        g_string_append_printf(out, "%*s</backingStore>\n", 6 + 2 * depth, "");
+}
+
+/* Inactive XML is the user's definition (the image as <source>); live XML
+ * shows the chain's top as <source> with the chain below it. */
+static void format_disk(GString *out, const struct domain_disk *disk, bool live)
+{
+    bool top_is_block = disk->is_block && !(live && disk->chain);
+    g_string_append_printf(out,
+                           "    <disk type='%s' device='disk'>\n"
+                           "      <driver name='%s' type='raw'/>\n",
+                           top_is_block ? "block" : "file",
+                           disk->driver == DOMAIN_DISK_DRIVER_QEMU ? "qemu" : "vsnap");
+    format_disk_source(out, 0, live && disk->chain ? disk->chain[0] : disk->path, top_is_block);
+    if (live)
+        format_backing_chain(out, disk);
+    g_string_append_printf(out, "      <target dev='%s' bus='virtio'/>\n", disk->target);
+    if (disk->readonly)
+        g_string_append(out, "      <readonly/>\n");
+    append_text_element(out, "      ", "serial", disk->serial);
+    g_string_append(out, "    </disk>\n");
+}
+
 static void format_devices(GString *out, const struct domain_def *def, bool live)
 {
     g_string_append(out, "  <devices>\n");
     append_text_element(out, "    ", "emulator", def->emulator);
+    for (size_t i = 0; i < def->n_disks; i++)
+        format_disk(out, &def->disks[i], live);
     format_serial(out, def, live);
     format_console(out, def, live);
     format_vsock(out, def, live);

@@ -1,6 +1,7 @@
-/* <devices>: the emulator, one serial port (pty or file) and its console
- * alias, virtio-vsock, and an explicitly absent balloon. Disks and network
- * interfaces get their own message: they are planned, not forgotten. */
+/* <devices>: the emulator, virtio-blk disks (domain-parse-disk.c), one
+ * serial port (pty or file) and its console alias, virtio-vsock, and an
+ * explicitly absent balloon. Network interfaces get their own message: they
+ * are planned, not forgotten. */
 #include "domain-parse.h"
 
 #include <string.h>
@@ -241,12 +242,6 @@ static bool parse_memballoon(struct domain_def *def, const xmlNode *node, GError
     return true;
 }
 
-static bool refuse_disk(struct domain_def *def, const xmlNode *node, GError **error)
-{
-    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED, "disks are not supported by vsnap yet");
-    return false;
-}
-
 static bool refuse_interface(struct domain_def *def, const xmlNode *node, GError **error)
 {
     g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
@@ -278,7 +273,7 @@ bool domain_parse_devices(struct domain_def *def, const xmlNode *devices, GError
         {"console", parse_console, false},
         {"vsock", parse_vsock, false},
         {"memballoon", parse_memballoon, false},
-        {"disk", refuse_disk, true},
+        {"disk", domain_parse_disk, true},
         {"interface", refuse_interface, true},
     };
     uint32_t seen = 0;

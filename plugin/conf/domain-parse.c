@@ -296,7 +296,7 @@ static struct domain_def *domain_def_new_defaults(void)
     return def;
 }
 
-struct domain_def *domain_def_parse_string(const char *xml, const char *schema_dir, GError **error)
+static struct domain_def *parse_string(const char *xml, const char *schema_dir, GError **error)
 {
     g_autoptr(xmlDoc) doc = conf_xml_read(xml, "domain", error);
     if (!doc)
@@ -314,6 +314,37 @@ struct domain_def *domain_def_parse_string(const char *xml, const char *schema_d
         !finish(def, seen, error))
         return NULL;
     if (!conf_xml_validate(doc, schema_dir, "domain.rng", error))
+        return NULL;
+    return g_steal_pointer(&def);
+}
+
+struct domain_def *domain_def_parse_live_string(const char *xml, const char *schema_dir, GError **error)
+{
+    return parse_string(xml, schema_dir, error);
+}
+
+/* A definition names each disk's image; the layers above it are vsnap's
+ * own (its snapshots), never the user's to give. Reading a chain from a
+ * definition would make the bottom of it the disk and silently drop what
+ * the user named as <source>. */
+static bool check_no_chains(const struct domain_def *def, GError **error)
+{
+    for (size_t i = 0; i < def->n_disks; i++) {
+        if (def->disks[i].chain) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                        "disk '%s': a <backingStore> chain is not supported in a definition: vsnap "
+                        "layers its snapshots over the image itself; give the image as <source>",
+                        def->disks[i].target);
+            return false;
+        }
+    }
+    return true;
+}
+
+struct domain_def *domain_def_parse_string(const char *xml, const char *schema_dir, GError **error)
+{
+    g_autoptr(domain_def) def = parse_string(xml, schema_dir, error);
+    if (!def || !check_no_chains(def, error))
         return NULL;
     return g_steal_pointer(&def);
 }

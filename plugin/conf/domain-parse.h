@@ -5,7 +5,7 @@
 
 #include "domain-conf.h"
 
-/* Limits of the shim (shim/config.h), repeated here so the daemon refuses a
+/* Limits of the shim (shim/config/vm-config.h), repeated here so the daemon refuses a
  * definition the shim would refuse, at define time rather than at start. */
 #define DOMAIN_MIN_MEMORY_KIB (16ull << 10)
 #define DOMAIN_MAX_MEMORY_KIB (64ull << 20)
@@ -36,4 +36,6 @@ bool domain_parse_features(struct domain_def *def, const xmlNode *features, GErr
 bool domain_parse_cpu(struct domain_def *def, const xmlNode *cpu, GError **error);
 bool domain_parse_clock(struct domain_def *def, const xmlNode *clock, GError **error);
 bool domain_parse_devices(struct domain_def *def, const xmlNode *devices, GError **error);
+/* One <disk>, appended to def->disks (domain-parse-disk.c). */
+bool domain_parse_disk(struct domain_def *def, const xmlNode *disk, GError **error);
 bool domain_parse_metadata(struct domain_def *def, const xmlNode *metadata, GError **error);

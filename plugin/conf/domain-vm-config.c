@@ -40,10 +40,10 @@ static void add_cpus_memory(JsonBuilder *b, const struct domain_def *def)
     json_builder_end_object(b);
 }
 
-/* Serial: a pty serial becomes "Pty", or "Socket" when the daemon asks the
- * shim to listen on serial_socket_path (so it can own the pty itself). */
-void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def,
-                              const char *serial_socket_path)
+/* Serial: a pty serial is the shim's "Pty": the shim holds the master and
+ * reports the slave's path in vm.info (vsnap.serial_pty), which the live
+ * XML shows and consoles open, as libvirt's QEMU driver does with QEMU's. */
+void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def)
 {
     json_builder_set_member_name(b, "serial");
     json_builder_begin_object(b);
@@ -58,11 +58,7 @@ void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def,
         json_builder_add_string_value(b, def->serial.path);
         break;
     case DOMAIN_CHR_PTY:
-        json_builder_add_string_value(b, serial_socket_path ? "Socket" : "Pty");
-        if (serial_socket_path) {
-            json_builder_set_member_name(b, "socket");
-            json_builder_add_string_value(b, serial_socket_path);
-        }
+        json_builder_add_string_value(b, "Pty");
         break;
     }
     json_builder_end_object(b);
@@ -73,6 +69,41 @@ void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def,
     json_builder_set_member_name(b, "mode");
     json_builder_add_string_value(b, "Off");
     json_builder_end_object(b);
+}
+
+/* Cloud Hypervisor's DiskConfig (openapi: path, readonly, id, serial,
+ * image_type, ...). libvirt's ch driver sends only path and readonly, so
+ * Cloud Hypervisor names its disks _disk0, _disk1, ...; vsnap sends the
+ * target name as the id instead, because that is how libvirt clients name
+ * a disk (domblkstat vda) and what the daemon finds the shim's per-disk
+ * counters under. The image type is explicit: the shim refuses any other. */
+static void add_vm_disk(JsonBuilder *b, const struct domain_disk *disk)
+{
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "path");
+    json_builder_add_string_value(b, disk->path);
+    json_builder_set_member_name(b, "readonly");
+    json_builder_add_boolean_value(b, disk->readonly);
+    json_builder_set_member_name(b, "id");
+    json_builder_add_string_value(b, disk->target);
+    if (disk->serial) {
+        json_builder_set_member_name(b, "serial");
+        json_builder_add_string_value(b, disk->serial);
+    }
+    json_builder_set_member_name(b, "image_type");
+    json_builder_add_string_value(b, "Raw");
+    json_builder_end_object(b);
+}
+
+void domain_def_add_vm_disks(JsonBuilder *b, const struct domain_def *def)
+{
+    if (def->n_disks == 0)
+        return;
+    json_builder_set_member_name(b, "disks");
+    json_builder_begin_array(b);
+    for (size_t i = 0; i < def->n_disks; i++)
+        add_vm_disk(b, &def->disks[i]);
+    json_builder_end_array(b);
 }
 
 static bool add_vsock(JsonBuilder *b, const struct domain_def *def, const char *vsock_socket_path,
@@ -103,7 +134,7 @@ static bool add_vsock(JsonBuilder *b, const struct domain_def *def, const char *
 }
 
 char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vsock_socket_path,
-                                   const char *serial_socket_path, GError **error)
+                                   GError **error)
 {
     if (!def->kernel) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
@@ -114,7 +145,8 @@ char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vso
     json_builder_begin_object(b);
     add_payload(b, def);
     add_cpus_memory(b, def);
-    domain_def_add_vm_serial(b, def, serial_socket_path);
+    domain_def_add_vm_serial(b, def);
+    domain_def_add_vm_disks(b, def);
     if (!add_vsock(b, def, vsock_socket_path, error))
         return NULL;
     json_builder_end_object(b);

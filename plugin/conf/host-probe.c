@@ -165,15 +165,11 @@ static bool probe_numa_node(struct host_info *host, const GArray *node_ids, unsi
 }
 
 /* Without NUMA support in the kernel there is no node directory: one cell
- * holds every CPU and all memory, as libvirt reports it. */
-static bool probe_single_cell(struct host_info *host, GError **error)
+ * holds every CPU (and all memory, see host_info_probe), as libvirt reports it. */
+static bool probe_single_cell(struct host_info *host)
 {
-    g_autofree char *meminfo = read_text("/proc/meminfo", error);
-    if (!meminfo)
-        return false;
     struct host_numa_cell *cell = numa_cell_new(0);
     g_ptr_array_add(host->cells, cell);
-    cell->memory_kib = mem_total_kib(meminfo);
     for (guint i = 0; i < host->cpus->len; i++)
         g_array_append_val(cell->cpus, g_array_index(host->cpus, struct host_cpu_topology, i).id);
     return true;
@@ -183,7 +179,7 @@ static bool probe_numa(struct host_info *host, GError **error)
 {
     g_autofree char *online = read_text(SYS_NODE "/online", NULL);
     if (!online)
-        return probe_single_cell(host, error);
+        return probe_single_cell(host);
     g_autoptr(GArray) node_ids = g_array_new(false, false, sizeof(unsigned));
     if (!host_parse_cpu_list(online, node_ids, error))
         return false;
@@ -211,10 +207,17 @@ struct host_info *host_info_probe(GError **error)
     if (!cpuinfo || !host_cpu_parse_cpuinfo(cpuinfo, &host->cpu, error) || !probe_cpu_topology(host, error))
         return NULL;
     count_topology(host);
-    if (!probe_numa(host, error))
+    g_autofree char *meminfo = read_text("/proc/meminfo", error);
+    if (!meminfo || !probe_numa(host, error))
         return NULL;
-    for (guint i = 0; i < host->cells->len; i++)
-            host->memory_kib += ((struct host_numa_cell *)host->cells->pdata[i])->memory_kib;
+    /* The host's memory is MemTotal, as nodeinfo reports it. A node's own
+     * meminfo can count far less (memory the kernel keeps outside the node's
+     * accounting: half of it on some virtual machines), so a single cell,
+     * which owns all memory, is given MemTotal too. Several cells keep what
+     * each node reports. */
+    host->memory_kib = mem_total_kib(meminfo);
+    if (host->cells->len == 1)
+        ((struct host_numa_cell *)host->cells->pdata[0])->memory_kib = host->memory_kib;
     return g_steal_pointer(&host);
 }
 

@@ -24,6 +24,7 @@
 /* Sections other than the layer are small JSON/XML files. */
 #define SMALL_SECTION_MAX (64u * 1024 * 1024)
 #define COPY_CHUNK (64u << 20)
+#define BUFFERED_CHUNK (1u << 20)
 
 struct section {
     char name[NAME_MAX_LEN];
@@ -126,12 +127,43 @@ static bool add_bytes(struct writer *w, const char *name, const char *bytes, siz
     return true;
 }
 
+/* Through a buffer: what copy_file_range cannot do between filesystems. */
+static ssize_t copy_buffered(int in, loff_t *src, int out, loff_t *dst, size_t want)
+{
+    g_autofree char *buf = g_malloc(BUFFERED_CHUNK);
+    ssize_t n = pread(in, buf, MIN(want, (size_t)BUFFERED_CHUNK), *src);
+    if (n <= 0)
+        return n;
+    if (!write_at(out, buf, (size_t)n, (uint64_t)*dst))
+        return -1;
+    *src += n;
+    *dst += n;
+    return n;
+}
+
+/* One step of a copy, as copy_file_range returns. The kernel copies (or
+ * shares extents) within a filesystem; between two it refuses with EXDEV
+ * (some filesystems with EOPNOTSUPP or EINVAL), and from then on this copy
+ * goes through a buffer (*buffered). */
+static ssize_t copy_step(int in, loff_t *src, int out, loff_t *dst, size_t want, bool *buffered)
+{
+    if (!*buffered) {
+        ssize_t n = copy_file_range(in, src, out, dst, want, 0);
+        if (n >= 0 || (errno != EXDEV && errno != EOPNOTSUPP && errno != EINVAL &&
+                       errno != ENOSYS))
+            return n;
+        *buffered = true;
+    }
+    return copy_buffered(in, src, out, dst, want);
+}
+
 static bool copy_range(struct writer *w, int in, uint64_t len, uint64_t out_off, GError **error)
 {
     loff_t src = 0, dst = (loff_t)out_off;
+    bool buffered = false;
     while ((uint64_t)src < len) {
         size_t want = (size_t)MIN((uint64_t)COPY_CHUNK, len - (uint64_t)src);
-        ssize_t n = copy_file_range(in, &src, w->fd, &dst, want, 0);
+        ssize_t n = copy_step(in, &src, w->fd, &dst, want, &buffered);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -217,6 +249,19 @@ static bool add_dir(struct writer *w, const char *dir, GError **error)
     return true;
 }
 
+/* The rename itself lasts once the directory holding it is on disk. */
+static bool sync_parent_dir(const char *path, GError **error)
+{
+    g_autofree char *dir = g_path_get_dirname(path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    bool ok = fd >= 0 && fsync(fd) == 0;
+    int err = errno;
+    if (fd >= 0)
+        close(fd);
+    return ok || fail(error, VIR_ERR_SYSTEM_ERROR, "cannot sync directory %s: %s", dir,
+                      g_strerror(err));
+}
+
 static bool finish(struct writer *w, const char *tmp, GError **error)
 {
     memcpy(w->hdr.magic, IMAGE_MAGIC, 8);
@@ -227,10 +272,11 @@ static bool finish(struct writer *w, const char *tmp, GError **error)
     if (!write_at(w->fd, page, sizeof(page), 0) || ftruncate(w->fd, (off_t)w->end) < 0 ||
         fsync(w->fd) < 0)
         return fail(error, VIR_ERR_SYSTEM_ERROR, "cannot write %s: %s", tmp, g_strerror(errno));
+    /* tmp is beside the image: the rename never crosses a filesystem. */
     if (rename(tmp, w->path) < 0)
         return fail(error, VIR_ERR_SYSTEM_ERROR, "cannot rename %s to %s: %s", tmp, w->path,
                     g_strerror(errno));
-    return true;
+    return sync_parent_dir(w->path, error);
 }
 
 char *save_image_temp_path(const char *path)
@@ -364,10 +410,10 @@ static bool extract_section(int fd, const char *path, const struct section *s, c
         return fail(error, VIR_ERR_SYSTEM_ERROR, "cannot create %s: %s", out_path,
                     g_strerror(errno));
     loff_t src = (loff_t)s->offset, dst = 0;
-    bool ok = true;
+    bool ok = true, buffered = false;
     while (ok && (uint64_t)dst < s->length) {
         size_t want = (size_t)MIN((uint64_t)COPY_CHUNK, s->length - (uint64_t)dst);
-        ssize_t n = copy_file_range(fd, &src, out, &dst, want, 0);
+        ssize_t n = copy_step(fd, &src, out, &dst, want, &buffered);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)

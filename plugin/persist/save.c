@@ -100,8 +100,10 @@ static bool pause_for_save(struct vsnap_driver *drv, struct vsnap_domain *dom, b
     g_autofree char *api_owned = api;
     if (!active)
         return refuse(error, VIR_ERR_OPERATION_INVALID, "domain is not running");
-    if (*was_running && !monitor_vm_pause(api, error))
+    if (*was_running && !monitor_vm_pause(api, error)) {
+        process_kill_if_stuck(dom, error ? *error : NULL);
         return false;
+    }
     g_mutex_lock(&dom->lock);
     vsnap_domain_set_state_locked(dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_SAVE);
     g_mutex_unlock(&dom->lock);
@@ -115,8 +117,10 @@ static void cancel_save(struct vsnap_domain *dom, bool was_running)
     g_mutex_unlock(&dom->lock);
     g_autofree char *api_owned = api;
     g_autoptr(GError) error = NULL;
-    if (was_running && api && !monitor_vm_resume(api, &error))
+    if (was_running && api && !monitor_vm_resume(api, &error)) {
+        process_kill_if_stuck(dom, error);
         g_warning("domain %s: cannot resume after a failed save: %s", dom->name, error->message);
+    }
     g_mutex_lock(&dom->lock);
     if (dom->run)
         vsnap_domain_set_state_locked(dom, was_running ? VIR_DOMAIN_RUNNING : VIR_DOMAIN_PAUSED,

@@ -9,22 +9,26 @@
 #include "test-hook.h"
 #include "virt-error.h"
 
-static char *api_socket(struct vsnap_domain *dom, int *state)
+static char *api_socket(struct vsnap_domain *dom, int *state, uint64_t *ram_bytes)
 {
     g_mutex_lock(&dom->lock);
     char *path = dom->run ? g_strdup(dom->run->api_socket) : NULL;
     *state = dom->state;
+    *ram_bytes = dom->def->memory_kib * 1024;
     g_mutex_unlock(&dom->lock);
     return path;
 }
 
-static bool snapshot_paused(const char *api, const char *dir, const char *parent_dir,
-                            bool *refused, GError **error)
+static bool snapshot_paused(struct vsnap_domain *dom, const char *api, uint64_t ram_bytes,
+                            const char *dir, const char *parent_dir, bool *refused,
+                            GError **error)
 {
     g_autofree char *url = snapdir_url(dir);
     g_autofree char *parent_url = parent_dir ? snapdir_url(parent_dir) : NULL;
-    if (!monitor_vm_snapshot(api, url, parent_url, refused, error))
+    if (!monitor_vm_snapshot(api, url, parent_url, ram_bytes, refused, error)) {
+        process_kill_if_stuck(dom, error ? *error : NULL);
         return false;
+    }
     test_hook("snapshot-written");
     /* The shim just wrote the layer with the checksums of what it read from
      * RAM: seal it, so reverts check its data again only if the file changes. */
@@ -35,18 +39,22 @@ static bool take(struct vsnap_domain *dom, const char *dir, const char *parent_d
                  bool *refused, GError **error)
 {
     int state;
-    g_autofree char *api = api_socket(dom, &state);
+    uint64_t ram_bytes;
+    g_autofree char *api = api_socket(dom, &state, &ram_bytes);
     if (!api) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
         return false;
     }
     bool was_running = state == VIR_DOMAIN_RUNNING;
-    if (was_running && !monitor_vm_pause(api, error))
+    if (was_running && !monitor_vm_pause(api, error)) {
+        process_kill_if_stuck(dom, error ? *error : NULL);
         return false;
+    }
     test_hook("snapshot-paused");
-    bool ok = snapshot_paused(api, dir, parent_dir, refused, error);
+    bool ok = snapshot_paused(dom, api, ram_bytes, dir, parent_dir, refused, error);
     g_autoptr(GError) resume_error = NULL;
     if (was_running && !monitor_vm_resume(api, &resume_error)) {
+        process_kill_if_stuck(dom, resume_error);
         g_warning("domain %s: cannot resume after the snapshot: %s", dom->name,
                   resume_error->message);
         if (ok) {

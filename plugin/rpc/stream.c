@@ -1,12 +1,16 @@
 #include "stream.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 /* Console output is small; one chunk per packet keeps latency low. */
 #define CHUNK 4096
+/* Console input waits this long for a guest that does not read (its pty is
+ * full), then is dropped: the main loop writes it and must not stall. */
+#define INPUT_WAIT_MS 100
 
 struct rpc_stream {
     gint refs;
@@ -14,7 +18,8 @@ struct rpc_stream {
     struct rpc_client *client;
     struct wire_header hdr;     /* procedure and serial of the opening call */
     unsigned char uuid[16];
-    int fd;
+    int fd;                     /* the console's end: the serial's pty, non-blocking */
+    int wake_fd;                /* eventfd: the reader stops (stop_reader) */
     GMutex lock;
     bool eof_sent;              /* the guest side ended: empty CONTINUE sent */
     bool closed;                /* the client finished or aborted, or is gone */
@@ -37,6 +42,8 @@ static void stream_unref(struct rpc_stream *st)
     if (!st || !g_atomic_int_dec_and_test(&st->refs))
         return;
     close(st->fd);
+    if (st->wake_fd >= 0)
+        close(st->wake_fd);
     rpc_client_unref(st->client);
     g_mutex_clear(&st->lock);
     g_free(st);
@@ -79,6 +86,14 @@ static void send_eof(struct rpc_stream *st)
     g_mutex_unlock(&st->lock);
 }
 
+/* The reader sends end of file and exits; the fd is closed with the last
+ * reference, so no thread reads or writes a reused fd. */
+static void stop_reader(struct rpc_stream *st)
+{
+    uint64_t one = 1;
+    (void)!write(st->wake_fd, &one, sizeof(one));
+}
+
 static void forget(struct rpc_stream *st)
 {
     g_mutex_lock(&st->reg->lock);
@@ -94,17 +109,29 @@ static void close_by_client(struct rpc_stream *st)
         send_packet(st, RPC_STATUS_OK, NULL, 0);
     st->closed = true;
     g_mutex_unlock(&st->lock);
-    shutdown(st->fd, SHUT_RDWR);
+    stop_reader(st);
     forget(st);
 }
 
+/* Until the guest side ends (the shim closed the pty's master: end of file
+ * or EIO) or someone stops the reader. */
 static gpointer relay_output(gpointer data)
 {
     struct rpc_stream *st = data;
     char buf[CHUNK];
     for (;;) {
+        struct pollfd fds[2] = {{.fd = st->fd, .events = POLLIN},
+                                {.fd = st->wake_fd, .events = POLLIN}};
+        if (poll(fds, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (fds[1].revents)
+            break;
         ssize_t n = read(st->fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
+        bool hung_up = fds[0].revents & (POLLHUP | POLLERR | POLLNVAL);
+        if (n < 0 && (errno == EINTR || (errno == EAGAIN && !hung_up)))
             continue;
         if (n <= 0)
             break;
@@ -127,8 +154,15 @@ void stream_start(struct stream_registry *reg, struct rpc_client *client,
     st->client = rpc_client_ref(client);
     st->hdr = *hdr;
     st->fd = fd;
+    st->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     memcpy(st->uuid, uuid, 16);
     g_mutex_init(&st->lock);
+    if (st->wake_fd < 0) {
+        g_warning("console stream: eventfd: %s; ending the stream", g_strerror(errno));
+        send_eof(st);
+        stream_unref(st);
+        return;
+    }
     g_mutex_lock(&reg->lock);
     g_ptr_array_add(reg->streams, stream_ref(st));
     g_mutex_unlock(&reg->lock);
@@ -163,7 +197,7 @@ bool stream_registry_console_busy(struct stream_registry *reg, const unsigned ch
         g_mutex_lock(&st->lock);
         st->superseded = true;
         g_mutex_unlock(&st->lock);
-        shutdown(st->fd, SHUT_RDWR);   /* its reader sends end of file */
+        stop_reader(st);   /* it sends end of file */
     }
     stream_unref(st);
     return !force;
@@ -172,9 +206,15 @@ bool stream_registry_console_busy(struct stream_registry *reg, const unsigned ch
 static void write_all(int fd, const uint8_t *data, size_t len)
 {
     while (len > 0) {
-        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        ssize_t n = write(fd, data, len);
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && errno == EAGAIN) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            if (poll(&pfd, 1, INPUT_WAIT_MS) > 0)
+                continue;
+            return;   /* the guest does not read: drop the rest */
+        }
         if (n <= 0)
             return;   /* the guest side is gone; the reader reports the end */
         data += n;
@@ -210,7 +250,7 @@ void stream_registry_remove_client(struct stream_registry *reg, struct rpc_clien
         g_mutex_lock(&st->lock);
         st->closed = true;   /* nobody to tell */
         g_mutex_unlock(&st->lock);
-        shutdown(st->fd, SHUT_RDWR);
+        stop_reader(st);
         forget(st);
     }
 }

@@ -405,7 +405,7 @@ static bool do_open_console(struct rpc_call *call, struct console_args *a, struc
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     if (!dom)
         return false;
-    /* The shim serves one serial client at a time. */
+    /* One console stream per domain, as libvirt's console lock allows. */
     if (stream_registry_console_busy(call->streams, dom->uuid,
                                      a->flags & VIR_DOMAIN_CONSOLE_FORCE)) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,

@@ -4,7 +4,7 @@
 
 #include <glib.h>
 
-#include "vmm.h"
+#include "vmm/vmm.h"
 
 struct api_server;
 

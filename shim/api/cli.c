@@ -6,9 +6,9 @@
 
 #include <string.h>
 
-#include "api/api-error.h"
-#include "api/config-json.h"
 #include "api/options.h"
+#include "config/shim-error.h"
+#include "config/vm-config-json.h"
 
 struct raw_options {
     char *kernel, *initramfs, *cmdline, *memory, *cpus, *serial, *console, *vsock;
@@ -154,6 +154,31 @@ bool cli_parse_vsock(const char *spec, struct vsock_config *out, GError **error)
     return true;
 }
 
+struct events *cli_open_event_monitor(const char *spec, GError **error)
+{
+    static const char *const keys[] = { "path", "fd", NULL };
+    g_autoptr(option_list) opts = option_list_parse("--event-monitor", spec, keys, error);
+    if (!opts)
+        return NULL;
+    const char *path = option_list_get(opts, "path");
+    const char *fd_text = option_list_get(opts, "fd");
+    if ((path == NULL) == (fd_text == NULL)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "--event-monitor: give exactly one of path=<file> or fd=<n>");
+        return NULL;
+    }
+    uint64_t fd = 0;
+    struct events *events = NULL;
+    if (path)
+        events = events_open_path(path, error);
+    else if (!parse_uint(fd_text, G_MAXINT, &fd, error))
+        g_prefix_error(error, "fd=: ");
+    else
+        events = events_adopt_fd((int)fd, error);
+    if (!events)
+        g_prefix_error(error, "--event-monitor: ");
+    return events;
+}
+
 static gboolean count_verbose(const char *name, const char *value, gpointer data, GError **error)
 {
     struct shim_options *out = data;
@@ -217,7 +242,7 @@ static GOptionContext *make_context(struct shim_options *out, struct raw_options
         { "serial", 0, 0, G_OPTION_ARG_STRING, &raw->serial, "Serial port output",
           "off|null|tty|pty|file=<path>|socket=<path>" },
         { "console", 0, 0, G_OPTION_ARG_STRING, &raw->console,
-          "virtio-console output (vsnap: off or null only)", "off|null" },
+          "virtio-console output (default tty)", "off|null|tty|pty|file=<path>|socket=<path>" },
         { "vsock", 0, 0, G_OPTION_ARG_STRING, &raw->vsock, "virtio-vsock device",
           "cid=<n>,socket=<path>[,readiness_port=<n>]" },
         { NULL },

@@ -5,7 +5,8 @@
 #include <glib.h>
 #include <stdbool.h>
 
-#include "config.h"
+#include "config/vm-config.h"
+#include "vmm/events.h"
 
 struct shim_options {
     char *api_socket;     /* --api-socket value, or NULL */
@@ -19,6 +20,9 @@ struct shim_options {
 /* Parse argv. --help prints the help and exits 0 (GOption does that). */
 bool shim_options_parse(int argc, char **argv, struct shim_options *out, GError **error);
 void shim_options_clear(struct shim_options *options);
+
+/* The event monitor an --event-monitor value names ("path=P" or "fd=N"), open. */
+struct events *cli_open_event_monitor(const char *spec, GError **error);
 
 /* The parts of the direct mode, exposed for tests. */
 bool cli_parse_console(const char *option, const char *spec, struct console_config *out,

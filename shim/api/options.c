@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api-error.h"
+#include "config/shim-error.h"
 
 struct option_pair {
     char *key;

@@ -5,7 +5,7 @@
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
 
-#include "vmm.h"
+#include "vmm/vmm.h"
 
 struct api_request {
     struct vmm *vmm;
@@ -28,7 +28,7 @@ extern const struct route vmm_routes[]; /* NULL-path terminated */
 extern const struct route vm_routes[];
 extern const struct route info_routes[];
 extern const struct route ready_routes[];
-extern const struct route snapshot_routes[]; /* persist: api/snapshot.c */
+extern const struct route snapshot_routes[]; /* vm.snapshot, vm.restore */
 
 void reply_no_content(struct api_request *req);
 /* Takes json. */

@@ -3,7 +3,9 @@
 
 #include "api/api.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "api/api-socket.h"
@@ -46,9 +48,21 @@ void reply_error(struct api_request *req, const GError *error)
     reply_error_message(req->msg, status, error->message);
 }
 
+/* libsoup 3.2 writes a 204 without Content-Length (as it must), and then
+ * reads the headers it wrote as a response whose body ends when the
+ * connection closes: it would close the connection after every 204, without
+ * "Connection: close". Once the headers are on the wire, saying that the
+ * response had no body keeps the connection open (the wire is unchanged). */
+static void no_body_written(SoupServerMessage *msg)
+{
+    soup_message_headers_set_encoding(soup_server_message_get_response_headers(msg),
+                                      SOUP_ENCODING_NONE);
+}
+
 void reply_no_content(struct api_request *req)
 {
     soup_server_message_set_status(req->msg, SOUP_STATUS_NO_CONTENT, NULL);
+    g_signal_connect(req->msg, "wrote-headers", G_CALLBACK(no_body_written), NULL);
 }
 
 void reply_json(struct api_request *req, unsigned status, JsonNode *json)
@@ -72,7 +86,7 @@ void reply_result(struct api_request *req, bool ok, const GError *error)
 
 static const struct route *const route_tables[] = {
     vmm_routes, vm_routes, info_routes, ready_routes,
-    snapshot_routes, /* persist: api/snapshot.c */
+    snapshot_routes,
 };
 
 /* The route for path, and whether some route has that path at all. */
@@ -128,17 +142,58 @@ static void handle_request(SoupServer *soup, SoupServerMessage *msg, const char 
     route->handle(&req);
 }
 
-/* An early handler runs when the headers are in, before the body is read. */
-static void check_body_size(SoupServer *soup, SoupServerMessage *msg, const char *path,
-                            GHashTable *query, gpointer data)
+/* The response says "Connection: close" whenever the connection ends after
+ * it, as HTTP/1.1 asks: libsoup closes without saying so. */
+static void say_close(SoupServerMessage *msg)
+{
+    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Connection",
+                                 "close");
+}
+
+/* An early handler runs when the headers are in, before the body is read.
+ * A body refused here is never read, so the connection cannot go on. */
+static void check_request_headers(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                                  GHashTable *query, gpointer data)
 {
     SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
     goffset len = soup_message_headers_get_content_length(headers);
+    bool close = soup_server_message_get_http_version(msg) == SOUP_HTTP_1_0
+                     ? !soup_message_headers_header_contains(headers, "Connection", "keep-alive")
+                     : soup_message_headers_header_contains(headers, "Connection", "close");
 
     g_debug("%s %s: %" G_GINT64_FORMAT " body bytes announced",
             soup_server_message_get_method(msg), path, (gint64)len);
-    if (len > MAX_BODY_BYTES)
+    if (len > MAX_BODY_BYTES) {
         reply_error_message(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "request body too large");
+        close = true;
+    }
+    if (close)
+        say_close(msg);
+}
+
+/* libsoup 3.2 keeps a connection open after a response only when the server
+ * has a listener of its own (soup-server.c: request_finished); a connection
+ * handed over with soup_server_accept_iostream gets one request and is then
+ * closed, without "Connection: close" (clients that reuse connections fail).
+ * A listener that can never accept gives every connection HTTP/1.1
+ * persistence: one end of a socket pair whose other end is closed, so nobody
+ * can reach it (it sees end-of-file once, its accept fails, and libsoup stops
+ * watching it). */
+static bool add_unreachable_listener(SoupServer *soup, GError **error)
+{
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) < 0) {
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
+                    "API server: socketpair: %s", g_strerror(errno));
+        return false;
+    }
+    close(pair[1]);
+    g_autoptr(GSocket) sock = g_socket_new_from_fd(pair[0], error);
+    if (!sock) {
+        close(pair[0]);
+        return false;
+    }
+    return soup_server_listen_socket(soup, sock, 0, error);
 }
 
 /* We accept connections ourselves and hand each to libsoup as a stream:
@@ -175,7 +230,9 @@ struct api_server *api_server_new(struct vmm *vmm, const char *spec, GError **er
     if (!sock)
         return NULL;
     server->soup = soup_server_new("server-header", "vsnap-shim", NULL);
-    soup_server_add_early_handler(server->soup, NULL, check_body_size, server, NULL);
+    if (!add_unreachable_listener(server->soup, error))
+        return NULL;
+    soup_server_add_early_handler(server->soup, NULL, check_request_headers, server, NULL);
     soup_server_add_handler(server->soup, NULL, handle_request, server, NULL);
     server->listener = g_steal_pointer(&sock);
     g_socket_set_blocking(server->listener, FALSE);

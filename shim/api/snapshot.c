@@ -1,5 +1,6 @@
 /* vm.snapshot and vm.restore (Cloud Hypervisor's bodies plus vsnap's optional
- * fields), on top of shim/persist/.
+ * fields): the bodies are parsed here, vmm_snapshot and vmm_restore do the
+ * rest (through shim/persist/).
  *
  *   PUT vm.snapshot {"destination_url": "file:///dir",
  *                    "mode": "full" | "diff", "parent_url": "file:///parent"}
@@ -15,18 +16,6 @@
 
 #define MAX_BLOCK_SIZE (2u << 20)
 #define MIN_BLOCK_SIZE 4096u
-
-/* persist's errors say whose fault it was: the request's (400) or not (500). */
-static void to_shim_error(GError **error)
-{
-    if (!error || !*error || (*error)->domain == SHIM_ERROR)
-        return;
-    int code = (*error)->domain == PERSIST_ERROR && (*error)->code == PERSIST_ERROR_INVALID ? SHIM_ERROR_INVALID
-                                                                                           : SHIM_ERROR_FAILED;
-    GError *shim = g_error_new_literal(SHIM_ERROR, code, (*error)->message);
-    g_clear_error(error);
-    *error = shim;
-}
 
 static JsonObject *parse_body(struct api_request *req, const char *endpoint, GError **error,
                               JsonParser *parser)
@@ -118,40 +107,13 @@ static bool parse_snapshot(JsonObject *obj, struct persist_snapshot_request *out
     return true;
 }
 
-static bool require_paused(struct vmm *vmm, GError **error)
-{
-    enum vmm_state state = vmm_get_state(vmm);
-    if (state == VMM_STATE_NOT_CREATED) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_CREATED, "no VM: create or restore one first");
-        return false;
-    }
-    if (state != VMM_STATE_PAUSED) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "cannot snapshot: the VM is %s (pause it first)",
-                    vmm_state_to_string(state));
-        return false;
-    }
-    return true;
-}
-
 static void handle_snapshot(struct api_request *req)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonParser) parser = json_parser_new();
     struct persist_snapshot_request sreq = { 0 };
-    struct persist_snapshot_result result = { 0 };
     JsonObject *obj = parse_body(req, "vm.snapshot", &error, parser);
-    bool ok = obj && parse_snapshot(obj, &sreq, &error) && require_paused(req->vmm, &error);
-    if (ok) {
-        struct events *events = vmm_get_events(req->vmm);
-        events_emit(events, "vm", "snapshotting", NULL);
-        ok = persist_snapshot(vmm_get_vm(req->vmm), vmm_get_config(req->vmm), &sreq, &result, &error);
-        to_shim_error(&error);
-        if (ok) {
-            g_info("snapshot %s: %" G_GUINT64_FORMAT " pages, %" G_GUINT64_FORMAT " bytes in %.3f ms", result.id,
-                   result.data_pages, result.file_bytes, result.elapsed_ns / 1e6);
-            events_emit_strings(events, "vm", "snapshotted", "id", result.id, NULL);
-        }
-    }
+    bool ok = obj && parse_snapshot(obj, &sreq, &error) && vmm_snapshot(req->vmm, &sreq, NULL, &error);
     reply_result(req, ok, error);
 }
 
@@ -210,14 +172,6 @@ static bool parse_restore(JsonObject *obj, struct restore_body *out, GError **er
     return true;
 }
 
-static struct vm *build_restored(void *data, const struct vm_callbacks *cb, struct vm_config **cfg, GError **error)
-{
-    const struct restore_body *body = data;
-    struct vm *vm = persist_restore(&body->req, cb, cfg, error);
-    to_shim_error(error);
-    return vm;
-}
-
 static void handle_restore(struct api_request *req)
 {
     g_autoptr(GError) error = NULL;
@@ -225,7 +179,7 @@ static void handle_restore(struct api_request *req)
     struct restore_body body = { 0 };
     JsonObject *obj = parse_body(req, "vm.restore", &error, parser);
     bool ok = obj && parse_restore(obj, &body, &error) &&
-              vmm_restore(req->vmm, build_restored, &body, body.resume, &error);
+              vmm_restore(req->vmm, &body.req, body.resume, &error);
     reply_result(req, ok, error);
 }
 

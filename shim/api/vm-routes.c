@@ -2,7 +2,7 @@
  * delete, power-button. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
-#include "api/config-json.h"
+#include "config/vm-config-json.h"
 #include "api/routes.h"
 
 static void handle_create(struct api_request *req)

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "boot/boot.h"
+#include "state/state-json.h"
 
 /* One bus range covers all of boot.h's ports. */
 G_STATIC_ASSERT(ACPI_PM1A_EVT_PORT >= ACPI_PM_PORT_BASE);
@@ -188,8 +189,7 @@ bool acpi_pm_attach(struct acpi_pm *pm, struct bus *bus)
     return bus_register(bus, ACPI_PM_PORT_BASE, ACPI_PM_PORT_COUNT, &acpi_pm_bus_ops, pm, "acpi-pm");
 }
 
-/* persist: begin */
-#include "persist/state-json.h"
+/* ---- snapshot state ---- */
 
 void acpi_pm_save_state(struct acpi_pm *pm, JsonBuilder *b)
 {
@@ -218,4 +218,3 @@ bool acpi_pm_restore_state(struct acpi_pm *pm, JsonObject *obj, GError **error)
     g_mutex_unlock(&pm->lock);
     return true;
 }
-/* persist: end */

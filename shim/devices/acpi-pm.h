@@ -5,6 +5,8 @@
  * (status & enable) != 0. */
 #pragma once
 
+#include <glib.h>
+#include <json-glib/json-glib.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -38,9 +40,7 @@ void acpi_pm_write(struct acpi_pm *pm, uint16_t port, unsigned len, uint32_t val
 /* PM timer value for a CLOCK_MONOTONIC time in nanoseconds (24 bits). */
 uint32_t acpi_pm_timer_ticks(uint64_t monotonic_ns);
 
-/* persist: begin (snapshots: status, enable and control registers) */
-#include <glib.h>
-#include <json-glib/json-glib.h>
+/* Snapshot state (state.json "devices.acpi_pm"): status, enable and control
+ * registers. */
 void acpi_pm_save_state(struct acpi_pm *pm, JsonBuilder *b);
 bool acpi_pm_restore_state(struct acpi_pm *pm, JsonObject *obj, GError **error);
-/* persist: end */

@@ -8,6 +8,8 @@
 
 #include <glib.h>
 
+#include "state/state-json.h"
+
 #define STATUS_OBF 0x01     /* output buffer full */
 #define STATUS_SYS 0x04     /* self test passed */
 #define STATUS_CMD 0x08     /* last write went to the command port */
@@ -285,8 +287,7 @@ bool i8042_attach(struct i8042 *d, struct bus *bus)
            bus_register(bus, I8042_COMMAND_PORT, 1, &command_port_ops, d, "i8042-command");
 }
 
-/* persist: begin */
-#include "persist/state-json.h"
+/* ---- snapshot state ---- */
 
 void i8042_save_state(struct i8042 *d, JsonBuilder *b)
 {
@@ -341,4 +342,3 @@ bool i8042_restore_state(struct i8042 *d, JsonObject *obj, GError **error)
     g_mutex_unlock(&d->lock);
     return true;
 }
-/* persist: end */

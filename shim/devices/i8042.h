@@ -4,6 +4,8 @@
  * output port, is how "reboot=k" resets the machine. No keys are ever typed. */
 #pragma once
 
+#include <glib.h>
+#include <json-glib/json-glib.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -30,9 +32,7 @@ bool i8042_attach(struct i8042 *dev, struct bus *bus);
 uint8_t i8042_read(struct i8042 *dev, uint16_t port);
 void i8042_write(struct i8042 *dev, uint16_t port, uint8_t value);
 
-/* persist: begin (snapshots: controller registers and the output queue) */
-#include <glib.h>
-#include <json-glib/json-glib.h>
+/* Snapshot state (state.json "devices.i8042"): controller registers and the
+ * output queue. */
 void i8042_save_state(struct i8042 *dev, JsonBuilder *b);
 bool i8042_restore_state(struct i8042 *dev, JsonObject *obj, GError **error);
-/* persist: end */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "serial-backend.h"
+#include "state/state-json.h"
 
 enum {
     REG_RBR_THR_DLL = 0,
@@ -322,8 +323,7 @@ uint64_t serial_rx_bytes(struct serial *s)
     return atomic_load(&s->rx_bytes);
 }
 
-/* persist: begin */
-#include "persist/state-json.h"
+/* ---- snapshot state ---- */
 
 static const char *const serial_regs[] = { "ier", "lcr", "mcr", "scr", "dll", "dlm", "fcr" };
 
@@ -379,4 +379,3 @@ bool serial_restore_state(struct serial *s, JsonObject *obj, GError **error)
     g_mutex_unlock(&s->lock);
     return true;
 }
-/* persist: end */

@@ -8,12 +8,13 @@
 #pragma once
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "bus.h"
-#include "config.h"
+#include "config/vm-config.h"
 
 #define SERIAL_COM1_PORT 0x3f8
 #define SERIAL_COM1_IRQ 4
@@ -43,8 +44,7 @@ const char *serial_pty_path(struct serial *serial);
 uint64_t serial_tx_bytes(struct serial *serial);
 uint64_t serial_rx_bytes(struct serial *serial);
 
-/* persist: begin (snapshots: registers, receive FIFO and interrupt line) */
-#include <json-glib/json-glib.h>
+/* Snapshot state (state.json "devices.serial"): registers, receive FIFO and
+ * interrupt line. */
 void serial_save_state(struct serial *serial, JsonBuilder *b);
 bool serial_restore_state(struct serial *serial, JsonObject *obj, GError **error);
-/* persist: end */

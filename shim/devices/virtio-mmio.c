@@ -3,17 +3,14 @@
 
 #include <errno.h>
 #include <gio/gio.h>
-#include <linux/kvm.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_mmio.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "bus.h"
 #include "memory.h"
-#include "vm.h"
 
 #define VIRTIO_MMIO_MAGIC 0x74726976u /* "virt" */
 #define VIRTIO_MMIO_VERSION_MODERN 2u
@@ -43,8 +40,8 @@ static void set_irq(struct virtio_mmio *t)
         return;
     }
     /* No irqfd: pulse the line, which an edge-triggered pin latches. */
-    vm_set_irq_line(t->vm, t->gsi, true);
-    vm_set_irq_line(t->vm, t->gsi, false);
+    t->host.set_irq_level(t->host.opaque, t->gsi, true);
+    t->host.set_irq_level(t->host.opaque, t->gsi, false);
 }
 
 void virtio_mmio_signal_used(struct virtio_mmio *t, struct virtq *q)
@@ -85,7 +82,7 @@ static void reset_device(struct virtio_mmio *t)
     t->queue_sel = 0;
     t->interrupt_status = 0;
     for (unsigned i = 0; i < t->ops->nqueues; i++)
-        virtq_reset(&t->queues[i], t->vm);
+        virtq_reset(&t->queues[i], &t->host);
 }
 
 static uint32_t read_register(struct virtio_mmio *t, uint64_t offset)
@@ -235,24 +232,13 @@ static const struct bus_ops virtio_mmio_bus_ops = {
 /* Bind queue i's eventfd to QueueNotify writes of value i inside KVM. */
 static bool bind_ioeventfd(struct virtio_mmio *t, unsigned i, bool assign)
 {
-    struct kvm_ioeventfd io = {
-        .datamatch = i,
-        .addr = t->base + VIRTIO_MMIO_QUEUE_NOTIFY,
-        .len = 4,
-        .fd = t->notify_fd[i],
-        .flags = KVM_IOEVENTFD_FLAG_DATAMATCH | (assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN),
-    };
-    return ioctl(vm_kvm_fd(t->vm), KVM_IOEVENTFD, &io) == 0;
+    return t->host.bind_ioeventfd(t->host.opaque, t->notify_fd[i], t->base + VIRTIO_MMIO_QUEUE_NOTIFY, 4, i,
+                                  assign);
 }
 
 static bool bind_irqfd(struct virtio_mmio *t, bool assign)
 {
-    struct kvm_irqfd irqfd = {
-        .fd = (uint32_t)t->irq_fd,
-        .gsi = t->gsi,
-        .flags = assign ? 0 : KVM_IRQFD_FLAG_DEASSIGN,
-    };
-    return ioctl(vm_kvm_fd(t->vm), KVM_IRQFD, &irqfd) == 0;
+    return t->host.bind_irqfd(t->host.opaque, t->irq_fd, t->gsi, assign);
 }
 
 static bool open_eventfds(struct virtio_mmio *t, GError **error)
@@ -283,12 +269,12 @@ static bool open_eventfds(struct virtio_mmio *t, GError **error)
     return true;
 }
 
-bool virtio_mmio_init(struct virtio_mmio *t, struct vm *vm, unsigned index,
+bool virtio_mmio_init(struct virtio_mmio *t, const struct virtio_host *host, unsigned index,
                       const struct virtio_device_ops *ops, void *opaque, GError **error)
 {
     memset(t, 0, sizeof *t);
     g_mutex_init(&t->lock);
-    t->vm = vm;
+    t->host = *host;
     t->base = MMIO_VIRTIO_BASE + index * MMIO_VIRTIO_STRIDE;
     t->gsi = VIRTIO_MMIO_GSI_BASE + index;
     t->ops = ops;
@@ -296,12 +282,12 @@ bool virtio_mmio_init(struct virtio_mmio *t, struct vm *vm, unsigned index,
     t->irq_fd = -1;
     for (unsigned i = 0; i < VIRTIO_MMIO_MAX_QUEUES; i++) {
         t->notify_fd[i] = -1;
-        virtq_reset(&t->queues[i], vm);
+        virtq_reset(&t->queues[i], &t->host);
     }
     g_assert(ops->nqueues <= VIRTIO_MMIO_MAX_QUEUES);
     if (!open_eventfds(t, error))
         return false;
-    if (!bus_register(vm_mmio_bus(vm), t->base, MMIO_VIRTIO_STRIDE, &virtio_mmio_bus_ops, t,
+    if (!bus_register(t->host.mmio, t->base, MMIO_VIRTIO_STRIDE, &virtio_mmio_bus_ops, t,
                       ops->name)) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_EXISTS,
                     "%s: MMIO range 0x%" G_GINT64_MODIFIER "x is already taken", ops->name, t->base);
@@ -333,7 +319,8 @@ char *virtio_mmio_cmdline_entry(const struct virtio_mmio *t)
     return g_strdup_printf("virtio_mmio.device=4K@0x%" G_GINT64_MODIFIER "x:%u", t->base, t->gsi);
 }
 
-/* persist: begin */
+/* ---- snapshot state ---- */
+
 static void add_int(JsonBuilder *b, const char *name, gint64 value)
 {
     json_builder_set_member_name(b, name);
@@ -444,4 +431,3 @@ bool virtio_mmio_restore_state(struct virtio_mmio *t, JsonObject *obj, GError **
         t->ops->activate(t->opaque);
     return true;
 }
-/* persist: end */

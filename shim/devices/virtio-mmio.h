@@ -16,12 +16,12 @@
 #pragma once
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "virtio-host.h"
 #include "virtio-queue.h"
-
-struct vm;
 
 #define VIRTIO_MMIO_GSI_BASE 5u /* 0-4, 8, 9, 12 are taken by the PIT, serial, RTC, SCI, i8042 */
 #define VIRTIO_MMIO_MAX_QUEUES 4u
@@ -45,7 +45,7 @@ struct virtio_device_ops {
 
 struct virtio_mmio {
     GMutex lock;
-    struct vm *vm;
+    struct virtio_host host; /* a copy; the queues point at it */
     uint64_t base;
     unsigned gsi;
     const struct virtio_device_ops *ops;
@@ -65,9 +65,9 @@ struct virtio_mmio {
     int irq_fd;                            /* -1 when falling back to KVM_IRQ_LINE */
 };
 
-/* Set the transport up for device number index and register it on the VM's
- * MMIO bus. */
-bool virtio_mmio_init(struct virtio_mmio *t, struct vm *vm, unsigned index,
+/* Set the transport up for device number index and register it on the
+ * host's MMIO bus. */
+bool virtio_mmio_init(struct virtio_mmio *t, const struct virtio_host *host, unsigned index,
                       const struct virtio_device_ops *ops, void *opaque, GError **error);
 /* Unbind eventfds and close them. The bus registration stays (the bus goes
  * with the VM). */
@@ -90,10 +90,8 @@ void virtio_mmio_signal_config(struct virtio_mmio *t);
  * non-blocking). Returns true if the driver notified since the last call. */
 bool virtio_mmio_take_notify(struct virtio_mmio *t, unsigned queue);
 
-/* persist: begin (snapshot state: the registers above and every queue; the
- * rings live in guest RAM). Both with t->lock held. Restoring a live device
- * re-activates it, so the device looks at its queues again. */
-#include <json-glib/json-glib.h>
+/* Snapshot state: the registers above and every queue (the rings live in
+ * guest RAM). Both with t->lock held. Restoring a live device re-activates it,
+ * so the device looks at its queues again. */
 void virtio_mmio_save_state(const struct virtio_mmio *t, JsonBuilder *b);
 bool virtio_mmio_restore_state(struct virtio_mmio *t, JsonObject *obj, GError **error);
-/* persist: end */

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "memory.h"
-#include "vm.h"
+#include "virtio-host.h"
 
 /* Ring layout (virtio 1.x, 2.7): avail = flags, idx, ring[size];
  * used = flags, idx, {id, len}[size]. All little-endian, as is x86. */
@@ -16,7 +16,7 @@
 
 static void *gpa_ptr(const struct virtq *q, uint64_t gpa, uint64_t len)
 {
-    return guest_memory_ptr(vm_memory(q->vm), gpa, len);
+    return guest_memory_ptr(q->host->mem, gpa, len);
 }
 
 static uint16_t *avail_idx_ptr(const struct virtq *q)
@@ -34,10 +34,15 @@ static uint16_t *used_idx_ptr(const struct virtq *q)
     return gpa_ptr(q, q->used_gpa + 2, 2);
 }
 
-void virtq_reset(struct virtq *q, struct vm *vm)
+void virtq_reset(struct virtq *q, const struct virtio_host *host)
 {
     memset(q, 0, sizeof *q);
-    q->vm = vm;
+    q->host = host;
+}
+
+static void mark_dirty(const struct virtq *q, uint64_t gpa, uint64_t len)
+{
+    q->host->mark_dirty(q->host->opaque, gpa, len);
 }
 
 bool virtq_validate(const struct virtq *q, GError **error)
@@ -171,11 +176,11 @@ void virtq_push(struct virtq *q, uint16_t head, uint32_t written)
     struct vring_used_elem *elem = gpa_ptr(q, elem_gpa, USED_ELEM_SIZE);
     elem->id = head;
     elem->len = written;
-    vm_mark_dirty(q->vm, elem_gpa, USED_ELEM_SIZE);
+    mark_dirty(q, elem_gpa, USED_ELEM_SIZE);
     q->used_idx++;
     /* The element must be visible before the index that publishes it. */
     __atomic_store_n(used_idx_ptr(q), q->used_idx, __ATOMIC_RELEASE);
-    vm_mark_dirty(q->vm, q->used_gpa + 2, 2);
+    mark_dirty(q, q->used_gpa + 2, 2);
 }
 
 bool virtq_interrupt_suppressed(const struct virtq *q)
@@ -191,7 +196,7 @@ void virtq_set_notify_wanted(struct virtq *q, bool wanted)
     if (__atomic_load_n(flags, __ATOMIC_RELAXED) == value)
         return;
     __atomic_store_n(flags, value, __ATOMIC_SEQ_CST);
-    vm_mark_dirty(q->vm, q->used_gpa, 2);
+    mark_dirty(q, q->used_gpa, 2);
 }
 
 /* The pieces of segs covering [offset, offset + max), as a new iovec. */
@@ -247,7 +252,7 @@ void virtq_chain_mark_written(struct virtq *q, const struct virtq_chain *chain, 
             continue;
         }
         size_t piece = MIN(seg - offset, len);
-        vm_mark_dirty(q->vm, chain->write_gpa[i] + offset, piece);
+        mark_dirty(q, chain->write_gpa[i] + offset, piece);
         len -= piece;
         offset = 0;
     }

@@ -3,9 +3,9 @@
  * The driver publishes descriptor chains in the available ring; the device
  * takes them in order (virtq_pop), reads or fills the buffers they describe,
  * and hands them back through the used ring (virtq_push). Every byte the device
- * writes into guest RAM goes through vm_mark_dirty: KVM's dirty log only sees
- * writes made by the guest itself, and a diff snapshot must not miss a used
- * ring update or a received packet.
+ * writes into guest RAM is marked dirty through the host (virtio-host.h): KVM's
+ * dirty log only sees writes made by the guest itself, and a diff snapshot must
+ * not miss a used ring update or a received packet.
  *
  * The queue state below (addresses, size, the two indices) is all a snapshot
  * needs to resume a queue: the rings themselves live in guest RAM.
@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-struct vm;
+struct virtio_host;
 
 #define VIRTQ_MAX_SIZE 256u
 /* A chain longer than this is refused: it can only come from a confused or
@@ -32,7 +32,7 @@ struct virtq {
     /* Device-side progress. */
     uint16_t last_avail_idx; /* next available entry the device will take */
     uint16_t used_idx;       /* next used entry the device will write */
-    struct vm *vm;
+    const struct virtio_host *host;
 };
 
 /* One descriptor chain, split into device-readable and device-writable parts,
@@ -46,7 +46,7 @@ struct virtq_chain {
     size_t read_len, write_len; /* totals */
 };
 
-void virtq_reset(struct virtq *q, struct vm *vm);
+void virtq_reset(struct virtq *q, const struct virtio_host *host);
 
 /* Check the addresses the driver gave before the queue goes live: every ring
  * must lie in RAM and be aligned as the spec requires. */

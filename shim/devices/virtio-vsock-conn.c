@@ -27,7 +27,6 @@ struct vsock_conn *vsock_conn_new(struct virtio_vsock *dev, uint32_t local_port,
     conn->watch.owner = conn;
     conn->to_host = g_byte_array_new();
     conn->to_guest = g_byte_array_new();
-    conn->ready.line = g_string_new(NULL);
     g_hash_table_insert(dev->conns, &conn->key, conn);
     return conn;
 }
@@ -68,7 +67,8 @@ static void conn_free(struct vsock_conn *conn)
 {
     g_byte_array_unref(conn->to_host);
     g_byte_array_unref(conn->to_guest);
-    vsock_ready_session_clear(&conn->ready);
+    if (conn->handler && conn->handler->close)
+        conn->handler->close(conn->handler->opaque, conn->session);
     g_free(conn);
 }
 
@@ -206,11 +206,12 @@ static void from_guest_to_unix(struct virtio_vsock *dev, struct vsock_conn *conn
     }
 }
 
-static void from_guest_to_ready(struct virtio_vsock *dev, struct vsock_conn *conn,
+static void from_guest_to_local(struct virtio_vsock *dev, struct vsock_conn *conn,
                                 const struct iovec *iov, unsigned niov, size_t len)
 {
+    const struct vsock_port_handler *h = conn->handler;
     for (unsigned i = 0; i < niov; i++) {
-        if (!vsock_ready_consume(dev, conn, iov[i].iov_base, iov[i].iov_len)) {
+        if (!h->receive(h->opaque, conn->session, iov[i].iov_base, iov[i].iov_len, conn->to_guest)) {
             vsock_conn_reset(dev, conn);
             return;
         }
@@ -233,8 +234,8 @@ void vsock_conn_from_guest(struct virtio_vsock *dev, struct vsock_conn *conn,
         vsock_conn_reset(dev, conn);
         return;
     }
-    if (conn->backend == BACKEND_READY)
-        from_guest_to_ready(dev, conn, iov, niov, len);
+    if (conn->backend == BACKEND_LOCAL)
+        from_guest_to_local(dev, conn, iov, niov, len);
     else
         from_guest_to_unix(dev, conn, iov, niov, len);
 }

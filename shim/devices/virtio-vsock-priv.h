@@ -3,11 +3,10 @@
  *   virtio-vsock-rxtx.c   guest packets in (TX queue), packets out (RX queue)
  *   virtio-vsock-conn.c   connection table, credit accounting, teardown
  *   virtio-vsock-unix.c   the hybrid UNIX-socket side (listen, CONNECT, dial)
- *   virtio-vsock-ready.c  the readiness port served by the shim
  *
  * All state below is protected by dev->transport.lock, which the device
  * thread holds while it handles an event and vCPU threads hold while they
- * access registers.
+ * access registers (reset_requested excepted).
  */
 #pragma once
 
@@ -16,8 +15,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "config/vm-config.h"
 #include "virtio-mmio.h"
+#include "virtio-vsock.h"
 
 #define VSOCK_HOST_CID 2u
 #define VSOCK_QUEUE_RX 0u
@@ -33,7 +33,6 @@
 /* Ports the shim gives its side of host-initiated connections, as Firecracker. */
 #define VSOCK_LOCAL_PORT_FIRST (1u << 30)
 #define VSOCK_CONNECT_LINE_MAX 64u
-#define VSOCK_READY_LINE_MAX 4096u
 /* A host-initiated REQUEST the guest does not answer is given up after this. */
 #define VSOCK_CONNECT_TIMEOUT_US (2 * G_USEC_PER_SEC)
 /* A UNIX client that does not send its CONNECT line within this is dropped. */
@@ -73,11 +72,7 @@ enum vsock_conn_state {
 
 enum vsock_backend {
     BACKEND_UNIX,  /* a UNIX stream socket */
-    BACKEND_READY, /* the readiness protocol inside the shim */
-};
-
-struct vsock_ready_session {
-    GString *line; /* bytes of the current line so far */
+    BACKEND_LOCAL, /* a struct vsock_port_handler inside the shim */
 };
 
 struct vsock_conn {
@@ -88,6 +83,8 @@ struct vsock_conn {
     enum vsock_backend backend;
     bool host_initiated;
     int fd;               /* BACKEND_UNIX */
+    const struct vsock_port_handler *handler; /* BACKEND_LOCAL, with its session */
+    void *session;
     struct vsock_watch watch;
     uint32_t epoll_events; /* interest currently registered, 0 if not in epoll */
     gint64 deadline_us;   /* CONNECTING or CLOSING timeout, 0 if none */
@@ -102,13 +99,12 @@ struct vsock_conn {
     /* host -> guest */
     uint32_t peer_buf_alloc, peer_fwd_cnt; /* from the guest's last header */
     uint32_t tx_cnt;                        /* payload bytes sent to the guest */
-    GByteArray *to_guest;                   /* BACKEND_READY replies */
+    GByteArray *to_guest;                   /* BACKEND_LOCAL replies */
     bool host_eof;       /* host side will send no more (SHUTDOWN SEND sent) */
     bool hup;            /* fd removed from epoll after EPOLLHUP */
     bool in_rx_ready;    /* queued in dev->rx_ready */
     bool credit_blocked; /* has data for the guest but no credit */
 
-    struct vsock_ready_session ready;
     bool dead; /* destroyed; freed after the current epoll batch */
 };
 
@@ -125,15 +121,14 @@ struct vsock_counters {
     uint64_t rx_bytes, tx_bytes; /* payload to / from the guest */
     uint64_t rx_packets, tx_packets;
     uint64_t connections_host, connections_guest, resets;
-    uint64_t ready_events;
+    uint64_t local_connections; /* to ports the shim serves itself */
     uint64_t guest_errors; /* malformed packets or buffers from the guest */
 };
 
 struct virtio_vsock {
     struct virtio_mmio transport;
-    struct vm *vm;
     uint64_t guest_cid;
-    uint32_t readiness_port;
+    GPtrArray *handlers;    /* const struct vsock_port_handler *, not owned */
     char *socket_path;
     bool socket_bound; /* we created socket_path and unlink it */
 
@@ -148,6 +143,7 @@ struct virtio_vsock {
     GQueue rx_ready;        /* struct vsock_conn* with data for the guest */
     uint32_t next_local_port;
     bool event_pending;     /* a TRANSPORT_RESET event waits for a buffer */
+    bool reset_requested;   /* atomic: virtio_vsock_transport_reset was called */
     /* Destroyed connections and handshakes: a later event of the same epoll
      * batch may still point at them, so they are freed after the batch. */
     GSList *dead_conns, *dead_handshakes;
@@ -160,6 +156,9 @@ void vsock_epoll_set(struct virtio_vsock *dev, int fd, struct vsock_watch *watch
 void vsock_epoll_remove(struct virtio_vsock *dev, int fd, uint32_t *current);
 
 void vsock_free_dead(struct virtio_vsock *dev);
+/* The handler serving port inside the shim, or NULL (then a guest connection
+ * is dialled to the UNIX side). */
+const struct vsock_port_handler *vsock_port_handler_for(struct virtio_vsock *dev, uint32_t port);
 /* Log what a guest did wrong, but only the first few times: a guest must not
  * be able to flood the host's log. Counted in counters.guest_errors. */
 void vsock_log_guest_error(struct virtio_vsock *dev, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -224,10 +223,3 @@ int vsock_unix_dial(struct virtio_vsock *dev, uint32_t port);
 bool vsock_unix_send_ok(struct vsock_conn *conn);
 /* Parse "CONNECT <port>" (without the newline). Exposed for unit tests. */
 bool vsock_parse_connect_line(const char *line, size_t len, uint32_t *port, GError **error);
-
-/* virtio-vsock-ready.c */
-/* Feed guest bytes into the readiness protocol; replies go to conn->to_guest.
- * false: the session is beyond repair (a line too long) and must be reset. */
-bool vsock_ready_consume(struct virtio_vsock *dev, struct vsock_conn *conn, const uint8_t *data,
-                         size_t len);
-void vsock_ready_session_clear(struct vsock_ready_session *session);

@@ -47,8 +47,12 @@ static void reply_rst(struct virtio_vsock *dev, const struct virtio_vsock_hdr *h
 static void handle_request(struct virtio_vsock *dev, const struct virtio_vsock_hdr *hdr)
 {
     struct vsock_conn *conn;
-    if (hdr->dst_port == dev->readiness_port) {
-        conn = vsock_conn_new(dev, hdr->dst_port, hdr->src_port, BACKEND_READY, -1);
+    const struct vsock_port_handler *h = vsock_port_handler_for(dev, hdr->dst_port);
+    if (h) {
+        conn = vsock_conn_new(dev, hdr->dst_port, hdr->src_port, BACKEND_LOCAL, -1);
+        conn->handler = h;
+        conn->session = h->open ? h->open(h->opaque) : NULL;
+        dev->counters.local_connections++;
     } else {
         int fd = vsock_unix_dial(dev, hdr->dst_port);
         if (fd < 0) {
@@ -224,7 +228,7 @@ static void host_eof(struct virtio_vsock *dev, struct vsock_conn *conn)
 static size_t read_host_data(struct virtio_vsock *dev, struct virtq *rxq, struct vsock_conn *conn,
                              const struct virtq_chain *chain, size_t max)
 {
-    if (conn->backend == BACKEND_READY) {
+    if (conn->backend == BACKEND_LOCAL) {
         size_t n = MIN(max, conn->to_guest->len);
         virtq_chain_write(rxq, chain, VSOCK_HDR_SIZE, conn->to_guest->data, n);
         g_byte_array_remove_range(conn->to_guest, 0, (guint)n);

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "virtio-vsock-priv.h"
-#include "vm.h"
 
 #define TIMER_PERIOD_NS (100 * 1000 * 1000) /* deadline checks: 100 ms granularity */
 #define EPOLL_BATCH 64
@@ -169,6 +168,18 @@ static bool dispatch(struct virtio_vsock *dev, struct vsock_watch *watch, uint32
     return true;
 }
 
+/* The device thread's half of virtio_vsock_transport_reset, first thing
+ * after it wakes: a host connection accepted after the request survives. */
+static void reset_if_requested(struct virtio_vsock *dev)
+{
+    if (!__atomic_exchange_n(&dev->reset_requested, false, __ATOMIC_ACQ_REL))
+        return;
+    drop_all_connections(dev);
+    dev->event_pending = true;
+    if (virtio_mmio_is_active(&dev->transport))
+        vsock_process_event(dev);
+}
+
 static gpointer device_thread(gpointer data)
 {
     struct virtio_vsock *dev = data;
@@ -182,6 +193,7 @@ static gpointer device_thread(gpointer data)
             return NULL;
         }
         g_mutex_lock(&dev->transport.lock);
+        reset_if_requested(dev);
         bool go_on = true;
         for (int i = 0; i < n && go_on; i++)
             go_on = dispatch(dev, events[i].data.ptr, events[i].events);
@@ -229,24 +241,24 @@ static bool check_config(const struct vsock_config *cfg, GError **error)
     return true;
 }
 
-struct virtio_vsock *virtio_vsock_new(struct vm *vm, unsigned mmio_index,
+struct virtio_vsock *virtio_vsock_new(const struct virtio_host *host, unsigned mmio_index,
                                       const struct vsock_config *cfg, GError **error)
 {
     if (!check_config(cfg, error))
         return NULL;
     struct virtio_vsock *dev = g_new0(struct virtio_vsock, 1);
-    dev->vm = vm;
     dev->guest_cid = cfg->cid;
-    dev->readiness_port = cfg->readiness_port;
+    dev->handlers = g_ptr_array_new();
     dev->socket_path = g_strdup(cfg->socket);
     dev->epoll_fd = dev->listen_fd = dev->stop_fd = dev->timer_fd = -1;
     dev->conns = g_hash_table_new(g_int64_hash, g_int64_equal);
     g_queue_init(&dev->ctrl_queue);
     g_queue_init(&dev->rx_ready);
     dev->next_local_port = VSOCK_LOCAL_PORT_FIRST;
-    if (!virtio_mmio_init(&dev->transport, vm, mmio_index, &vsock_ops, dev, error)) {
+    if (!virtio_mmio_init(&dev->transport, host, mmio_index, &vsock_ops, dev, error)) {
         virtio_mmio_release(&dev->transport);
         g_hash_table_destroy(dev->conns);
+        g_ptr_array_unref(dev->handlers);
         g_free(dev->socket_path);
         g_free(dev);
         return NULL;
@@ -288,8 +300,33 @@ void virtio_vsock_free(struct virtio_vsock *dev)
     close_fd(&dev->epoll_fd);
     virtio_mmio_release(&dev->transport);
     g_hash_table_destroy(dev->conns);
+    g_ptr_array_unref(dev->handlers);
     g_free(dev->socket_path);
     g_free(dev);
+}
+
+const struct vsock_port_handler *vsock_port_handler_for(struct virtio_vsock *dev, uint32_t port)
+{
+    for (guint i = 0; i < dev->handlers->len; i++) {
+        const struct vsock_port_handler *h = g_ptr_array_index(dev->handlers, i);
+        if (h->port == port)
+            return h;
+    }
+    return NULL;
+}
+
+bool virtio_vsock_serve_port(struct virtio_vsock *dev, const struct vsock_port_handler *handler,
+                             GError **error)
+{
+    g_mutex_lock(&dev->transport.lock);
+    bool taken = vsock_port_handler_for(dev, handler->port) != NULL;
+    if (!taken)
+        g_ptr_array_add(dev->handlers, (gpointer)handler);
+    g_mutex_unlock(&dev->transport.lock);
+    if (taken)
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_EXISTS, "virtio-vsock: port %u is served already",
+                    handler->port);
+    return !taken;
 }
 
 char *virtio_vsock_cmdline_entry(const struct virtio_vsock *dev)
@@ -317,7 +354,7 @@ void virtio_vsock_add_counters(struct virtio_vsock *dev, JsonBuilder *builder)
         {"guest_connections", c.connections_guest},
         {"open_connections", open},
         {"resets", c.resets},
-        {"ready_events", c.ready_events},
+        {"local_connections", c.local_connections},
         {"guest_errors", c.guest_errors},
     };
     for (unsigned i = 0; i < G_N_ELEMENTS(items); i++) {
@@ -329,15 +366,14 @@ void virtio_vsock_add_counters(struct virtio_vsock *dev, JsonBuilder *builder)
 
 void virtio_vsock_transport_reset(struct virtio_vsock *dev)
 {
-    g_mutex_lock(&dev->transport.lock);
-    drop_all_connections(dev);
-    dev->event_pending = true;
-    if (virtio_mmio_is_active(&dev->transport))
-        vsock_process_event(dev);
-    g_mutex_unlock(&dev->transport.lock);
+    __atomic_store_n(&dev->reset_requested, true, __ATOMIC_RELEASE);
+    uint64_t one = 1; /* wakes the device thread like a guest notification */
+    if (write(dev->transport.notify_fd[VSOCK_QUEUE_EVENT], &one, sizeof one) < 0)
+        g_warning("virtio-vsock: notify eventfd: %s", g_strerror(errno));
 }
 
-/* persist: begin */
+/* ---- snapshot state ---- */
+
 void virtio_vsock_quiesce(struct virtio_vsock *dev)
 {
     g_mutex_lock(&dev->transport.lock);
@@ -370,4 +406,3 @@ bool virtio_vsock_restore_state(struct virtio_vsock *dev, JsonObject *obj, GErro
     g_mutex_unlock(&dev->transport.lock);
     return ok;
 }
-/* persist: end */

@@ -6,15 +6,15 @@
  *    shim answers "OK <host port>\n" and the connection carries the stream. If
  *    the guest refuses (RST) the UNIX connection is closed without an OK.
  *  - guest-initiated: a connection to CID 2 port P is dialled to "<socket>_P".
- *  - the readiness port (vsock_config.readiness_port) is served by the shim
- *    itself: "READY {json}\n" -> "ACK {json}\n" and vm_callbacks.on_guest_ready.
+ *  - a port with a struct vsock_port_handler (virtio_vsock_serve_port) is
+ *    served inside the shim instead, with no socket behind it: the VMM's
+ *    readiness port is one.
  *
  * The device runs one thread (epoll over the sockets and the queue eventfds).
  *
- * Snapshots (not implemented yet; the plan the state is shaped for): the
- * transport's registers and each queue's struct virtq (addresses, size,
- * last_avail_idx, used_idx) are all that must be saved; rings and buffers are
- * guest RAM, and every device write to them went through vm_mark_dirty. Host
+ * Snapshots: the transport's registers and each queue's struct virtq
+ * (addresses, size, last_avail_idx, used_idx) are all that is saved; rings and
+ * buffers are guest RAM, and every device write to them was marked dirty. Host
  * sockets cannot be saved, so a restored device starts with an empty
  * connection table and calls virtio_vsock_transport_reset(): the guest's
  * sockets see a reset and its agent announces readiness with generation + 1.
@@ -24,17 +24,38 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <stdbool.h>
+#include <stdint.h>
 
-#include "config.h"
+#include "config/vm-config.h"
+#include "virtio-host.h"
 
-struct vm;
 struct virtio_vsock;
 
 /* Create the device as virtio-mmio device number mmio_index, bind the UNIX
  * socket (a stale socket file is replaced; a live one is an error) and start
  * the device thread. */
-struct virtio_vsock *virtio_vsock_new(struct vm *vm, unsigned mmio_index,
+struct virtio_vsock *virtio_vsock_new(const struct virtio_host *host, unsigned mmio_index,
                                       const struct vsock_config *cfg, GError **error);
+
+/* A service on a vsock port that the shim serves itself. Guest connections to
+ * `port` are accepted (no UNIX socket is dialled): open makes the session,
+ * receive gets the guest's bytes and appends what goes back to `reply`,
+ * close ends the session when the connection goes. They run on the device
+ * thread with the device lock held: they must not block. receive returning
+ * false resets the connection (the session is beyond repair). */
+struct vsock_port_handler {
+    uint32_t port;
+    void *(*open)(void *opaque);
+    bool (*receive)(void *opaque, void *session, const uint8_t *data, size_t len, GByteArray *reply);
+    void (*close)(void *opaque, void *session);
+    void *opaque;
+};
+
+/* Serve handler->port with handler, which must outlive the device. Before the
+ * guest runs (a connection already open to that port stays as it is). Fails
+ * if the port is served already. */
+bool virtio_vsock_serve_port(struct virtio_vsock *dev, const struct vsock_port_handler *handler,
+                             GError **error);
 
 /* Stop the thread, close every connection, unlink the socket. NULL is fine. */
 void virtio_vsock_free(struct virtio_vsock *dev);
@@ -47,10 +68,12 @@ void virtio_vsock_add_counters(struct virtio_vsock *dev, JsonBuilder *builder);
 
 /* Reset every connection and post VIRTIO_VSOCK_EVENT_TRANSPORT_RESET to the
  * guest, as after a restore: the guest's sockets see a reset and its agent
- * announces readiness again. */
+ * announces readiness again. The device thread does it, before anything else
+ * it handles from then on; the caller neither waits for that thread (which
+ * may be waiting on guest RAM restored on demand) nor touches guest RAM. */
 void virtio_vsock_transport_reset(struct virtio_vsock *dev);
 
-/* persist: begin (snapshots). quiesce holds the device still (its thread waits,
+/* Snapshots. quiesce holds the device still (its thread waits,
  * nothing is written into guest RAM) until unquiesce; save_state runs between
  * the two. restore_state loads the transport and queues of a snapshot into a
  * fresh device; connections are not restored: call
@@ -59,4 +82,3 @@ void virtio_vsock_quiesce(struct virtio_vsock *dev);
 void virtio_vsock_unquiesce(struct virtio_vsock *dev);
 void virtio_vsock_save_state(struct virtio_vsock *dev, JsonBuilder *b);
 bool virtio_vsock_restore_state(struct virtio_vsock *dev, JsonObject *obj, GError **error);
-/* persist: end */

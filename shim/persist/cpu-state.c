@@ -1,13 +1,14 @@
-/* KVM VM and vCPU state <-> state.json (see cpu-state.h). Part of the KVM
- * core's own data, so it reads struct vm directly (vm-internal.h). */
+/* KVM VM and vCPU state <-> state.json (see cpu-state.h), through the fds
+ * the KVM core lends out while the vCPUs are parked (vm.h). */
 #include "persist/cpu-state.h"
 
 #include <errno.h>
+#include <linux/kvm.h>
 #include <string.h>
 #include <sys/ioctl.h>
 
-#include "persist/state-json.h"
-#include "vm-internal.h"
+#include "state/state-json.h"
+#include "vm.h"
 
 #define MAX_MSRS 1024u
 
@@ -26,17 +27,17 @@ static bool kvm_failed(GError **error, const char *who, const char *what)
 /* ---- MSRs ---- */
 
 /* Every MSR KVM knows of (KVM_GET_MSR_INDEX_LIST: real and emulated ones). */
-static struct kvm_msr_list *msr_index_list(int kvm_fd, GError **error)
+static struct kvm_msr_list *msr_index_list(int dev_kvm_fd, GError **error)
 {
     struct kvm_msr_list probe = { .nmsrs = 0 };
-    if (ioctl(kvm_fd, KVM_GET_MSR_INDEX_LIST, &probe) < 0 && errno != E2BIG) {
+    if (ioctl(dev_kvm_fd, KVM_GET_MSR_INDEX_LIST, &probe) < 0 && errno != E2BIG) {
         kvm_failed(error, "KVM", "KVM_GET_MSR_INDEX_LIST");
         return NULL;
     }
     unsigned n = MIN(probe.nmsrs, MAX_MSRS);
     struct kvm_msr_list *list = g_malloc0(sizeof *list + n * sizeof(uint32_t));
     list->nmsrs = n;
-    if (ioctl(kvm_fd, KVM_GET_MSR_INDEX_LIST, list) < 0) {
+    if (ioctl(dev_kvm_fd, KVM_GET_MSR_INDEX_LIST, list) < 0) {
         g_free(list);
         kvm_failed(error, "KVM", "KVM_GET_MSR_INDEX_LIST");
         return NULL;
@@ -115,7 +116,7 @@ static bool write_msrs(int vcpu_fd, struct msr_buffer *msrs, const char *who, GE
 
 static size_t xsave_size(struct vm *vm)
 {
-    int size = ioctl(vm->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_XSAVE2);
+    int size = ioctl(vm_kvm_vm_fd(vm), KVM_CHECK_EXTENSION, KVM_CAP_XSAVE2);
     return size > (int)sizeof(struct kvm_xsave) ? (size_t)size : sizeof(struct kvm_xsave);
 }
 
@@ -129,10 +130,11 @@ static bool save_blob(JsonBuilder *b, int fd, unsigned long request, const char 
     return true;
 }
 
-static bool save_vcpu(struct vm *vm, struct vcpu *v, const struct kvm_msr_list *list, JsonBuilder *b,
+static bool save_vcpu(struct vm *vm, unsigned index, const struct kvm_msr_list *list, JsonBuilder *b,
                       GError **error)
 {
-    g_autofree char *who = g_strdup_printf("vCPU %u", v->index);
+    int fd = vm_vcpu_fd(vm, index);
+    g_autofree char *who = g_strdup_printf("vCPU %u", index);
     struct kvm_regs regs;
     struct kvm_sregs sregs;
     struct kvm_xcrs xcrs;
@@ -146,21 +148,21 @@ static bool save_vcpu(struct vm *vm, struct vcpu *v, const struct kvm_msr_list *
     unsigned long xsave_request = xsize > sizeof(struct kvm_xsave) ? KVM_GET_XSAVE2 : KVM_GET_XSAVE;
 
     json_builder_begin_object(b);
-    bool ok = save_blob(b, v->fd, KVM_GET_REGS, "KVM_GET_REGS", "regs", &regs, sizeof regs, who, error) &&
-              save_blob(b, v->fd, KVM_GET_SREGS, "KVM_GET_SREGS", "sregs", &sregs, sizeof sregs, who, error) &&
-              save_blob(b, v->fd, xsave_request, "KVM_GET_XSAVE2", "xsave", xsave, xsize, who, error) &&
-              save_blob(b, v->fd, KVM_GET_XCRS, "KVM_GET_XCRS", "xcrs", &xcrs, sizeof xcrs, who, error) &&
-              save_blob(b, v->fd, KVM_GET_LAPIC, "KVM_GET_LAPIC", "lapic", &lapic, sizeof lapic, who, error) &&
-              save_blob(b, v->fd, KVM_GET_VCPU_EVENTS, "KVM_GET_VCPU_EVENTS", "events", &events, sizeof events,
+    bool ok = save_blob(b, fd, KVM_GET_REGS, "KVM_GET_REGS", "regs", &regs, sizeof regs, who, error) &&
+              save_blob(b, fd, KVM_GET_SREGS, "KVM_GET_SREGS", "sregs", &sregs, sizeof sregs, who, error) &&
+              save_blob(b, fd, xsave_request, "KVM_GET_XSAVE2", "xsave", xsave, xsize, who, error) &&
+              save_blob(b, fd, KVM_GET_XCRS, "KVM_GET_XCRS", "xcrs", &xcrs, sizeof xcrs, who, error) &&
+              save_blob(b, fd, KVM_GET_LAPIC, "KVM_GET_LAPIC", "lapic", &lapic, sizeof lapic, who, error) &&
+              save_blob(b, fd, KVM_GET_VCPU_EVENTS, "KVM_GET_VCPU_EVENTS", "events", &events, sizeof events,
                         who, error) &&
-              save_blob(b, v->fd, KVM_GET_DEBUGREGS, "KVM_GET_DEBUGREGS", "debugregs", &debugregs,
+              save_blob(b, fd, KVM_GET_DEBUGREGS, "KVM_GET_DEBUGREGS", "debugregs", &debugregs,
                         sizeof debugregs, who, error);
-    if (ok && ioctl(v->fd, KVM_GET_MP_STATE, &mp) < 0)
+    if (ok && ioctl(fd, KVM_GET_MP_STATE, &mp) < 0)
         ok = kvm_failed(error, who, "KVM_GET_MP_STATE");
     if (ok) {
         json_builder_set_member_name(b, "mp_state");
         json_builder_add_int_value(b, mp.mp_state);
-        if (!read_msrs(v->fd, list, msrs))
+        if (!read_msrs(fd, list, msrs))
             ok = kvm_failed(error, who, "KVM_GET_MSRS (no MSR readable)");
         else
             add_msrs(b, msrs);
@@ -205,9 +207,10 @@ static bool restore_events(JsonObject *obj, int fd, const char *who, GError **er
     return true;
 }
 
-static bool restore_vcpu(struct vm *vm, struct vcpu *v, JsonObject *obj, GError **error)
+static bool restore_vcpu(struct vm *vm, unsigned index, JsonObject *obj, GError **error)
 {
-    g_autofree char *who = g_strdup_printf("vCPU %u", v->index);
+    int fd = vm_vcpu_fd(vm, index);
+    g_autofree char *who = g_strdup_printf("vCPU %u", index);
     struct kvm_regs regs;
     struct kvm_sregs sregs;
     struct kvm_xcrs xcrs;
@@ -217,16 +220,16 @@ static bool restore_vcpu(struct vm *vm, struct vcpu *v, JsonObject *obj, GError 
     g_autofree struct kvm_xsave *xsave = g_malloc0(xsize);
     g_autofree struct msr_buffer *msrs = g_new0(struct msr_buffer, 1);
 
-    return restore_mp_state(obj, v->fd, who, error) &&
-           restore_blob(obj, v->fd, KVM_SET_REGS, "KVM_SET_REGS", "regs", &regs, sizeof regs, who, error) &&
-           restore_blob(obj, v->fd, KVM_SET_SREGS, "KVM_SET_SREGS", "sregs", &sregs, sizeof sregs, who, error) &&
-           restore_blob(obj, v->fd, KVM_SET_XSAVE, "KVM_SET_XSAVE", "xsave", xsave, xsize, who, error) &&
-           restore_blob(obj, v->fd, KVM_SET_XCRS, "KVM_SET_XCRS", "xcrs", &xcrs, sizeof xcrs, who, error) &&
-           restore_blob(obj, v->fd, KVM_SET_DEBUGREGS, "KVM_SET_DEBUGREGS", "debugregs", &debugregs,
+    return restore_mp_state(obj, fd, who, error) &&
+           restore_blob(obj, fd, KVM_SET_REGS, "KVM_SET_REGS", "regs", &regs, sizeof regs, who, error) &&
+           restore_blob(obj, fd, KVM_SET_SREGS, "KVM_SET_SREGS", "sregs", &sregs, sizeof sregs, who, error) &&
+           restore_blob(obj, fd, KVM_SET_XSAVE, "KVM_SET_XSAVE", "xsave", xsave, xsize, who, error) &&
+           restore_blob(obj, fd, KVM_SET_XCRS, "KVM_SET_XCRS", "xcrs", &xcrs, sizeof xcrs, who, error) &&
+           restore_blob(obj, fd, KVM_SET_DEBUGREGS, "KVM_SET_DEBUGREGS", "debugregs", &debugregs,
                         sizeof debugregs, who, error) &&
-           restore_blob(obj, v->fd, KVM_SET_LAPIC, "KVM_SET_LAPIC", "lapic", &lapic, sizeof lapic, who, error) &&
-           parse_msrs(obj, msrs, who, error) && write_msrs(v->fd, msrs, who, error) &&
-           restore_events(obj, v->fd, who, error);
+           restore_blob(obj, fd, KVM_SET_LAPIC, "KVM_SET_LAPIC", "lapic", &lapic, sizeof lapic, who, error) &&
+           parse_msrs(obj, msrs, who, error) && write_msrs(fd, msrs, who, error) &&
+           restore_events(obj, fd, who, error);
 }
 
 /* ---- the VM: irqchip, PIT, clock ---- */
@@ -240,17 +243,17 @@ static bool save_vm(struct vm *vm, JsonBuilder *b, GError **error)
     bool ok = true;
     for (unsigned i = 0; ok && i < G_N_ELEMENTS(irqchip_names); i++) {
         struct kvm_irqchip chip = { .chip_id = i };
-        ok = save_blob(b, vm->vm_fd, KVM_GET_IRQCHIP, "KVM_GET_IRQCHIP", irqchip_names[i], &chip, sizeof chip,
+        ok = save_blob(b, vm_kvm_vm_fd(vm), KVM_GET_IRQCHIP, "KVM_GET_IRQCHIP", irqchip_names[i], &chip, sizeof chip,
                        "VM", error);
     }
     struct kvm_pit_state2 pit;
     struct kvm_clock_data clock = { 0 };
-    ok = ok && save_blob(b, vm->vm_fd, KVM_GET_PIT2, "KVM_GET_PIT2", "pit", &pit, sizeof pit, "VM", error);
-    if (ok && ioctl(vm->vm_fd, KVM_GET_CLOCK, &clock) < 0)
+    ok = ok && save_blob(b, vm_kvm_vm_fd(vm), KVM_GET_PIT2, "KVM_GET_PIT2", "pit", &pit, sizeof pit, "VM", error);
+    if (ok && ioctl(vm_kvm_vm_fd(vm), KVM_GET_CLOCK, &clock) < 0)
         ok = kvm_failed(error, "VM", "KVM_GET_CLOCK");
     if (ok) {
         state_add_u64(b, "clock_ns", clock.clock);
-        int khz = ioctl(vm->vcpus[0].fd, KVM_GET_TSC_KHZ, 0);
+        int khz = ioctl(vm_vcpu_fd(vm, 0), KVM_GET_TSC_KHZ, 0);
         json_builder_set_member_name(b, "tsc_khz");
         json_builder_add_int_value(b, khz > 0 ? khz : 0);
     }
@@ -268,21 +271,21 @@ static bool restore_vm(struct vm *vm, JsonObject *root, GError **error)
         if (!state_get_blob(obj, irqchip_names[i], &chip, sizeof chip, "VM", error))
             return false;
         chip.chip_id = i;
-        if (ioctl(vm->vm_fd, KVM_SET_IRQCHIP, &chip) < 0)
+        if (ioctl(vm_kvm_vm_fd(vm), KVM_SET_IRQCHIP, &chip) < 0)
             return kvm_failed(error, "VM", "KVM_SET_IRQCHIP");
     }
     struct kvm_pit_state2 pit;
-    if (!restore_blob(obj, vm->vm_fd, KVM_SET_PIT2, "KVM_SET_PIT2", "pit", &pit, sizeof pit, "VM", error))
+    if (!restore_blob(obj, vm_kvm_vm_fd(vm), KVM_SET_PIT2, "KVM_SET_PIT2", "pit", &pit, sizeof pit, "VM", error))
         return false;
     uint64_t clock_ns = 0;
     if (!state_get_u64(obj, "clock_ns", &clock_ns, "VM", error))
         return false;
     struct kvm_clock_data clock = { .clock = clock_ns };
-    if (ioctl(vm->vm_fd, KVM_SET_CLOCK, &clock) < 0)
+    if (ioctl(vm_kvm_vm_fd(vm), KVM_SET_CLOCK, &clock) < 0)
         return kvm_failed(error, "VM", "KVM_SET_CLOCK");
     /* The TSC frequency cannot be set here (no KVM_CAP_TSC_CONTROL): a guest
      * moved to a host with another TSC rate would see time run differently. */
-    int khz = ioctl(vm->vcpus[0].fd, KVM_GET_TSC_KHZ, 0);
+    int khz = ioctl(vm_vcpu_fd(vm, 0), KVM_GET_TSC_KHZ, 0);
     gint64 saved = json_object_get_int_member_with_default(obj, "tsc_khz", 0);
     if (saved > 0 && khz > 0 && saved != khz)
         g_warning("restore: the snapshot's TSC ran at %" G_GINT64_FORMAT " kHz, this host's at %d kHz", saved,
@@ -294,14 +297,14 @@ static bool restore_vm(struct vm *vm, JsonObject *root, GError **error)
 
 bool cpu_state_save(struct vm *vm, JsonBuilder *b, GError **error)
 {
-    g_autofree struct kvm_msr_list *list = msr_index_list(vm->kvm_fd, error);
+    g_autofree struct kvm_msr_list *list = msr_index_list(vm_dev_kvm_fd(vm), error);
     if (!list || !save_vm(vm, b, error))
         return false;
     json_builder_set_member_name(b, "vcpus");
     json_builder_begin_array(b);
     bool ok = true;
-    for (unsigned i = 0; ok && i < vm->nvcpus; i++)
-        ok = save_vcpu(vm, &vm->vcpus[i], list, b, error);
+    for (unsigned i = 0; ok && i < vm_vcpu_count(vm); i++)
+        ok = save_vcpu(vm, i, list, b, error);
     json_builder_end_array(b);
     return ok;
 }
@@ -314,21 +317,21 @@ bool cpu_state_restore(struct vm *vm, JsonObject *root, GError **error)
         return false;
     }
     JsonArray *vcpus = json_node_get_array(node);
-    if (json_array_get_length(vcpus) != vm->nvcpus) {
+    if (json_array_get_length(vcpus) != vm_vcpu_count(vm)) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
                     "state.json holds %u vCPUs but config.json asks for %u", json_array_get_length(vcpus),
-                    vm->nvcpus);
+                    vm_vcpu_count(vm));
         return false;
     }
     if (!restore_vm(vm, root, error))
         return false;
-    for (unsigned i = 0; i < vm->nvcpus; i++) {
+    for (unsigned i = 0; i < vm_vcpu_count(vm); i++) {
         JsonNode *vcpu = json_array_get_element(vcpus, i);
         if (!JSON_NODE_HOLDS_OBJECT(vcpu)) {
             g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: vCPU %u is not an object", i);
             return false;
         }
-        if (!restore_vcpu(vm, &vm->vcpus[i], json_node_get_object(vcpu), error))
+        if (!restore_vcpu(vm, i, json_node_get_object(vcpu), error))
             return false;
     }
     return true;

@@ -5,9 +5,11 @@
  * the MSRs KVM lists in KVM_GET_MSR_INDEX_LIST that this vCPU can read, LAPIC,
  * vCPU events, MP state and debug registers; per VM the irqchip (PIC master,
  * PIC slave, IOAPIC), the PIT and the kvmclock. Restored into a VM built by
- * vm_new_for_restore before any vCPU runs, in the order the KVM probe
- * (reference/kvm-probe/state.c) showed to round-trip: VM state, then per vCPU
- * MP state, regs, sregs, xsave, xcrs, debug registers, LAPIC, MSRs, events.
+ * vm_new_for_restore before any vCPU runs, in this order, which was checked to
+ * round-trip every one of them into a fresh VM on the development hosts: VM
+ * state, then per vCPU MP state, regs, sregs, xsave, xcrs, debug registers,
+ * LAPIC, MSRs, events. What cannot be restored (the TSC rate) is in
+ * shim/README.md, "Host limits".
  */
 #pragma once
 

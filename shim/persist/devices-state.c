@@ -4,37 +4,46 @@
 #include "devices/acpi-pm.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
+#include "devices/virtio-console.h"
 #include "devices/virtio-vsock.h"
-#include "persist/state-json.h"
-#include "vm-internal.h"
+#include "state/state-json.h"
+#include "vm.h"
 
 void devices_quiesce(struct vm *vm)
 {
-    if (vm->vsock)
-        virtio_vsock_quiesce(vm->vsock);
+    if (vm_vsock(vm))
+        virtio_vsock_quiesce(vm_vsock(vm));
+    if (vm_console(vm))
+        virtio_console_quiesce(vm_console(vm));
 }
 
 void devices_unquiesce(struct vm *vm)
 {
-    if (vm->vsock)
-        virtio_vsock_unquiesce(vm->vsock);
+    if (vm_console(vm))
+        virtio_console_unquiesce(vm_console(vm));
+    if (vm_vsock(vm))
+        virtio_vsock_unquiesce(vm_vsock(vm));
 }
 
 void devices_state_save(struct vm *vm, JsonBuilder *b)
 {
     json_builder_set_member_name(b, "devices");
     json_builder_begin_object(b);
-    if (vm->serial) {
+    if (vm_serial(vm)) {
         json_builder_set_member_name(b, "serial");
-        serial_save_state(vm->serial, b);
+        serial_save_state(vm_serial(vm), b);
     }
     json_builder_set_member_name(b, "i8042");
-    i8042_save_state(vm->i8042, b);
+    i8042_save_state(vm_i8042(vm), b);
     json_builder_set_member_name(b, "acpi_pm");
-    acpi_pm_save_state(vm->acpi_pm, b);
-    if (vm->vsock) {
+    acpi_pm_save_state(vm_acpi_pm(vm), b);
+    if (vm_vsock(vm)) {
         json_builder_set_member_name(b, "vsock");
-        virtio_vsock_save_state(vm->vsock, b);
+        virtio_vsock_save_state(vm_vsock(vm), b);
+    }
+    if (vm_console(vm)) {
+        json_builder_set_member_name(b, "console");
+        virtio_console_save_state(vm_console(vm), b);
     }
     json_builder_end_object(b);
 }
@@ -45,46 +54,66 @@ static bool restore_legacy(struct vm *vm, JsonObject *devices, GError **error)
 {
     JsonObject *i8042 = state_get_object(devices, "i8042", "devices", error);
     JsonObject *pm = i8042 ? state_get_object(devices, "acpi_pm", "devices", error) : NULL;
-    if (!pm || !i8042_restore_state(vm->i8042, i8042, error) || !acpi_pm_restore_state(vm->acpi_pm, pm, error))
+    if (!pm || !i8042_restore_state(vm_i8042(vm), i8042, error) || !acpi_pm_restore_state(vm_acpi_pm(vm), pm, error))
         return false;
     JsonNode *serial = json_object_get_member(devices, "serial");
-    if (!vm->serial || !serial)
+    if (!vm_serial(vm) || !serial)
         return true;
     if (!JSON_NODE_HOLDS_OBJECT(serial)) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: devices.serial is not an object");
         return false;
     }
-    return serial_restore_state(vm->serial, json_node_get_object(serial), error);
+    return serial_restore_state(vm_serial(vm), json_node_get_object(serial), error);
+}
+
+/* A virtio device is in state.json exactly when config.json asks for it (a
+ * device the guest found cannot vanish, nor others move to its address).
+ * *state is its saved state, NULL when neither has it. */
+static bool virtio_device_state(JsonObject *devices, const char *name, bool present, JsonObject **state,
+                                GError **error)
+{
+    JsonNode *node = json_object_get_member(devices, name);
+    *state = NULL;
+    if (!node != !present) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                    "state.json %s a %s device but config.json (with any config_overrides) %s",
+                    node ? "has" : "has no", name, present ? "asks for one" : "does not");
+        return false;
+    }
+    if (node && !JSON_NODE_HOLDS_OBJECT(node)) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: devices.%s is not an object", name);
+        return false;
+    }
+    *state = node ? json_node_get_object(node) : NULL;
+    return true;
+}
+
+/* Whatever a device refused came from the snapshot. */
+static bool device_refused(GError **error, const char *name, const GError *local)
+{
+    g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: restoring the %s device: %s", name,
+                local->message);
+    return false;
 }
 
 bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error)
 {
     JsonObject *devices = state_get_object(root, "devices", "state", error);
-    if (!devices || !restore_legacy(vm, devices, error))
-        return false;
-    JsonNode *vsock = json_object_get_member(devices, "vsock");
-    if (!vsock != !vm->vsock) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                    "state.json %s a vsock device but config.json %s", vsock ? "has" : "has no",
-                    vm->vsock ? "asks for one" : "does not");
-        return false;
-    }
-    if (vsock && !JSON_NODE_HOLDS_OBJECT(vsock)) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: devices.vsock is not an object");
-        return false;
-    }
+    JsonObject *vsock, *console;
     g_autoptr(GError) local = NULL;
-    if (vsock && !virtio_vsock_restore_state(vm->vsock, json_node_get_object(vsock), &local)) {
-        /* Whatever the device refused came from the snapshot. */
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: restoring the vsock device: %s",
-                    local->message);
+    if (!devices || !restore_legacy(vm, devices, error) ||
+        !virtio_device_state(devices, "vsock", vm_vsock(vm) != NULL, &vsock, error) ||
+        !virtio_device_state(devices, "console", vm_console(vm) != NULL, &console, error))
         return false;
-    }
+    if (vsock && !virtio_vsock_restore_state(vm_vsock(vm), vsock, &local))
+        return device_refused(error, "vsock", local);
+    if (console && !virtio_console_restore_state(vm_console(vm), console, &local))
+        return device_refused(error, "console", local);
     return true;
 }
 
 void devices_after_restore(struct vm *vm)
 {
-    if (vm->vsock)
-        virtio_vsock_transport_reset(vm->vsock);
+    if (vm_vsock(vm))
+        virtio_vsock_transport_reset(vm_vsock(vm));
 }

@@ -6,7 +6,7 @@
  * The directory's layout, state.json's version and its "memory" record belong
  * to the snapshot library (common/snapshot/directory.h, README.md there); this
  * folder writes and reads the rest through it:
- *   config.json    the VmConfig (api/config-json.h), as vm.info shows it
+ *   config.json    the VmConfig (config/vm-config-json.h), as vm.info shows it
  *   state.json     "kvm": {...}, "vcpus": [...], "devices": {...} beside the
  *                  library's "vsnap_state_version" and "memory"
  *   memory-ranges  the layer (common/snapshot/layer.h), a diff naming its parent
@@ -22,13 +22,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "persist/state-json.h"
+#include "config/vm-config.h"
 #include "ram-snapshot/restore-mode.h"
+#include "state/state-json.h"
 #include "vm.h"
 
 struct persist_snapshot_request {
-    const char *destination_url; /* file:///dir: must not exist or be an empty directory */
+    const char *destination_url; /* file:///dir: absent, or a directory without snapshot files */
     bool diff;
     const char *parent_url;      /* diff: the VM's last snapshot */
 };
@@ -40,6 +40,9 @@ struct persist_snapshot_result {
     uint64_t elapsed_ns;
 };
 
+/* Check the request alone (destination, parent) without touching the VM:
+ * what persist_snapshot refuses before it starts. */
+bool persist_snapshot_check(struct vm *vm, const struct persist_snapshot_request *req, GError **error);
 /* The VM must be paused. result may be NULL. */
 bool persist_snapshot(struct vm *vm, const struct vm_config *cfg, const struct persist_snapshot_request *req,
                       struct persist_snapshot_result *result, GError **error);

@@ -8,13 +8,14 @@
 #include <errno.h>
 #include <sys/mman.h>
 
-#include "api/config-json.h"
+#include "config/vm-config-json.h"
+#include "memory.h"
 #include "persist/cpu-state.h"
 #include "persist/devices-state.h"
 #include "persist/vm-persist.h"
 #include "ram-snapshot/restore.h"
 #include "snapshot/directory.h"
-#include "vm-internal.h"
+#include "vm.h"
 
 /* ---- config.json and its overrides ---- */
 
@@ -159,28 +160,29 @@ static bool prepare_ram(struct snap_chain *chain, enum snap_restore_mode mode, s
     return true;
 }
 
-/* A data block failed its checksum while being served: the guest must never
- * see it, so the VM stops (from the handler thread; the vCPUs waiting on the
- * fault are kicked by the stop). */
+/* A data block failed its checksum while being served (handler or prefetch
+ * thread): the guest must never see it, and a thread waiting on it, vCPU or
+ * device, can never be released (ram-snapshot/uffd.h), so the VM is lost. */
 static void on_demand_failed(void *opaque, const GError *error)
 {
     struct persist_vm *p = opaque;
-    g_autofree char *detail = g_strdup_printf("on-demand restore failed, the VM is stopped: %s", error->message);
-    g_warning("%s", detail);
-    vm_report_guest_stop(p->vm, VM_STOP_CRASH, detail);
+    g_autofree char *detail = g_strdup_printf("on-demand restore failed: %s", error->message);
+    vm_report_fatal(p->vm, detail);
 }
 
 static bool start_on_demand(struct persist_vm *p, const struct persist_restore_request *req, GError **error)
 {
-    struct vm *vm = p->vm;
+    struct guest_memory *mem = vm_memory(p->vm);
     struct snap_uffd_config config = {
-        .chain = p->chain, .host = vm->mem.host, .size = vm->mem.size, .block_size = req->block_size,
+        .chain = p->chain, .host = mem->host, .size = mem->size, .block_size = req->block_size,
         .on_error = on_demand_failed, .opaque = p,
     };
     g_autoptr(GError) local = NULL;
     p->uffd = snap_uffd_start(&config, &local);
     if (!p->uffd)
         return snap_failed(error, local, "restore on demand");
+    /* Nothing runs yet that could wait on a page: a bad block here is an
+     * error of the restore, and the VM is freed. */
     if (req->prefault && !snap_uffd_fill_all(p->uffd, &local))
         return snap_failed(error, local, "restore on demand (prefault)");
     return true;
@@ -188,7 +190,8 @@ static bool start_on_demand(struct persist_vm *p, const struct persist_restore_r
 
 static bool prefault_ram(struct vm *vm, GError **error)
 {
-    if (madvise(vm->mem.host, vm->mem.size, MADV_POPULATE_WRITE) == 0)
+    struct guest_memory *mem = vm_memory(vm);
+    if (madvise(mem->host, mem->size, MADV_POPULATE_WRITE) == 0)
         return true;
     int e = errno;
     g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_FAILED, "prefaulting restored RAM: %s", g_strerror(e));
@@ -196,18 +199,6 @@ static bool prefault_ram(struct vm *vm, GError **error)
 }
 
 /* ---- the VM ---- */
-
-/* vCPU threads start parked: vm_resume (vm.resume or resume=true) runs them. */
-static bool start_paused(struct vm *vm, GError **error)
-{
-    g_mutex_lock(&vm->run_lock);
-    vm->state = VM_RUN_PAUSED;
-    bool ok = true;
-    for (unsigned i = 0; ok && i < vm->nvcpus; i++)
-        ok = vcpu_start_thread(&vm->vcpus[i], error);
-    g_mutex_unlock(&vm->run_lock);
-    return ok;
-}
 
 static struct vm *build_vm(const struct vm_config *cfg, const struct vm_callbacks *cb, struct snap_chain **chain,
                            const snap_id *top_id, const struct persist_restore_request *req, GError **error)
@@ -257,9 +248,10 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
     snap_chain_free(chain); /* NULL once the VM took it */
     if (!vm)
         return NULL;
+    /* vCPU threads start parked: vm_resume (vm.resume or resume=true) runs them. */
     JsonObject *root = json_node_get_object(top->state);
     if (!cpu_state_restore(vm, root, error) || !devices_state_restore(vm, root, error) ||
-        !start_paused(vm, error)) {
+        !vm_start_paused(vm, error)) {
         vm_free(vm);
         return NULL;
     }

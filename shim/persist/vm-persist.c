@@ -2,19 +2,22 @@
 #include "persist/vm-persist.h"
 
 #include <errno.h>
+#include <linux/kvm.h>
 #include <string.h>
 #include <sys/ioctl.h>
 
 #include "persist/persist.h"
-#include "persist/state-json.h"
+#include "memory.h"
 #include "ram-snapshot/dirty-bitmap.h"
-#include "vm-internal.h"
+#include "state/state-json.h"
+#include "vm.h"
 
 static void persist_vm_release(void *opaque)
 {
     struct persist_vm *p = opaque;
-    /* The vCPUs have stopped (vm_free): a vCPU blocked in a fault was kicked
-     * out of it, so the server can go before RAM is unmapped. */
+    /* Every thread that touches RAM has stopped (vm_free: vCPUs, then
+     * devices): none can be waiting on a fault, so the server can go before
+     * RAM is unmapped. */
     snap_uffd_stop(p->uffd);
     snap_chain_free(p->chain);
     g_free(p->in_diffs);
@@ -24,24 +27,24 @@ static void persist_vm_release(void *opaque)
 
 struct persist_vm *persist_vm_get(struct vm *vm)
 {
-    if (!vm->persist) {
-        struct persist_vm *p = g_new0(struct persist_vm, 1);
+    struct persist_vm *p = vm_get_persist_state(vm);
+    if (!p) {
+        p = g_new0(struct persist_vm, 1);
         p->vm = vm;
-        vm->persist = p;
-        vm->persist_release = persist_vm_release;
+        vm_set_persist_state(vm, p, persist_vm_release);
     }
-    return vm->persist;
+    return p;
 }
 
 /* KVM_GET_DIRTY_LOG without manual protection returns the slot's log and
  * clears it (write-protecting the pages again) in one step. */
 static bool fetch_slot_log(struct vm *vm, unsigned slot, uint64_t *ram_bitmap, GError **error)
 {
-    const struct guest_region *r = &vm->mem.regions[slot];
+    const struct guest_region *r = &vm_memory(vm)->regions[slot];
     uint64_t pages = r->size / GUEST_PAGE_SIZE;
     g_autofree uint64_t *log = g_new0(uint64_t, (pages + 63) / 64);
     struct kvm_dirty_log request = { .slot = slot, .dirty_bitmap = log };
-    if (ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &request) < 0) {
+    if (ioctl(vm_kvm_vm_fd(vm), KVM_GET_DIRTY_LOG, &request) < 0) {
         int e = errno;
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_FAILED, "KVM_GET_DIRTY_LOG of memory slot %u failed: %s",
                     slot, g_strerror(e));
@@ -54,9 +57,9 @@ static bool fetch_slot_log(struct vm *vm, unsigned slot, uint64_t *ram_bitmap, G
 uint64_t *persist_dirty_collect(struct persist_vm *p, GError **error)
 {
     struct vm *vm = p->vm;
-    uint64_t *dirty = snap_dirty_bitmap_new(vm->mem.size);
-    uint64_t words = snap_dirty_bitmap_words(vm->mem.size);
-    for (unsigned slot = 0; slot < vm->mem.nregions; slot++) {
+    uint64_t *dirty = snap_dirty_bitmap_new(vm_memory(vm)->size);
+    uint64_t words = snap_dirty_bitmap_words(vm_memory(vm)->size);
+    for (unsigned slot = 0; slot < vm_memory(vm)->nregions; slot++) {
         if (!fetch_slot_log(vm, slot, dirty, error)) {
             /* Slots fetched so far were cleared in KVM: keep their bits. */
             persist_dirty_settle(p, dirty, false);
@@ -82,7 +85,7 @@ void persist_dirty_settle(struct persist_vm *p, uint64_t *dirty, bool snapshot_o
         return;
     }
     if (p->carry) {
-        uint64_t words = snap_dirty_bitmap_words(p->vm->mem.size);
+        uint64_t words = snap_dirty_bitmap_words(vm_memory(p->vm)->size);
         for (uint64_t w = 0; w < words; w++)
             dirty[w] |= p->carry[w];
         g_free(p->carry);
@@ -90,15 +93,16 @@ void persist_dirty_settle(struct persist_vm *p, uint64_t *dirty, bool snapshot_o
     p->carry = dirty;
 }
 
-bool persist_vm_fill_all(struct persist_vm *p, GError **error)
+/* The VM has run, and serving has stopped for every thread after a bad
+ * block: the VM is lost (vm_report_fatal), as when a fault meets it. */
+void persist_vm_fill_all(struct persist_vm *p)
 {
-    if (!p->uffd)
-        return true;
-    if (!snap_uffd_fill_all(p->uffd, error)) {
-        g_prefix_error(error, "bringing in the rest of the restored RAM: ");
-        return false;
-    }
-    return true;
+    g_autoptr(GError) error = NULL;
+    if (!p->uffd || snap_uffd_fill_all(p->uffd, &error))
+        return;
+    g_autofree char *detail = g_strdup_printf("on-demand restore failed while bringing in the rest "
+                                              "of the restored RAM: %s", error->message);
+    vm_report_fatal(p->vm, detail);
 }
 
 /* ---- the reference ---- */
@@ -128,7 +132,7 @@ void persist_dirty_drop_unchanged(struct persist_vm *p, uint64_t *dirty)
 {
     if (!p->chain || p->chain->partial)
         return;
-    uint64_t words = snap_dirty_bitmap_words(p->vm->mem.size);
+    uint64_t words = snap_dirty_bitmap_words(vm_memory(p->vm)->size);
     for (uint64_t w = 0; w < words; w++) {
         uint64_t candidates = dirty[w] & ~(p->in_diffs ? p->in_diffs[w] : 0);
         while (candidates) {
@@ -136,7 +140,7 @@ void persist_dirty_drop_unchanged(struct persist_vm *p, uint64_t *dirty)
             candidates &= candidates - 1;
             uint64_t page = w * 64 + bit;
             if (page < p->chain->npages &&
-                page_matches_reference(p->chain, p->vm->mem.host + page * GUEST_PAGE_SIZE, page))
+                page_matches_reference(p->chain, vm_memory(p->vm)->host + page * GUEST_PAGE_SIZE, page))
                 dirty[w] &= ~(1ull << bit);
         }
     }
@@ -146,9 +150,9 @@ void persist_note_diff(struct persist_vm *p, const uint64_t *dirty)
 {
     if (!p->chain)
         return;
-    uint64_t words = snap_dirty_bitmap_words(p->vm->mem.size);
+    uint64_t words = snap_dirty_bitmap_words(vm_memory(p->vm)->size);
     if (!p->in_diffs)
-        p->in_diffs = snap_dirty_bitmap_new(p->vm->mem.size);
+        p->in_diffs = snap_dirty_bitmap_new(vm_memory(p->vm)->size);
     for (uint64_t w = 0; w < words; w++)
         p->in_diffs[w] |= dirty[w];
 }
@@ -202,7 +206,7 @@ static void add_ondemand_stats(struct snap_uffd *u, JsonBuilder *b)
 
 void persist_add_info(struct vm *vm, JsonBuilder *b)
 {
-    struct persist_vm *p = vm->persist;
+    struct persist_vm *p = vm_get_persist_state(vm);
     char id[37];
     json_builder_set_member_name(b, "snapshot");
     json_builder_begin_object(b);

@@ -1,5 +1,5 @@
 /* What the snapshot code keeps with a VM (struct vm's persist slot, released by
- * vm_free after the vCPUs stopped and before devices and RAM go):
+ * vm_free after the vCPU and device threads stopped and before RAM goes):
  *
  *  - dirty tracking between snapshots: KVM's dirty log of every memory slot
  *    (KVM_MEM_LOG_DIRTY_PAGES is set from boot and from restore) ORed with the
@@ -64,6 +64,7 @@ void persist_note_full(struct persist_vm *p, const char *layer_path);
 /* A restore: the chain restored is the reference (the VM keeps it open). */
 void persist_set_reference(struct persist_vm *p, struct snap_chain *chain);
 
-/* On demand: make every page the chain holds resident (before a full snapshot,
- * or for prefault), then the server may stop. No-op otherwise. */
-bool persist_vm_fill_all(struct persist_vm *p, GError **error);
+/* On demand: make every page the chain holds resident (before a full
+ * snapshot), then the server may stop. No-op otherwise. A bad block on the
+ * way ends the process (vm_report_fatal): it does not return then. */
+void persist_vm_fill_all(struct persist_vm *p);

@@ -240,12 +240,18 @@ static bool block_data_served(struct snap_uffd *u, uint64_t block)
     return true;
 }
 
-/* First failure wins: it stops all serving and is reported once. */
-static void report_failure(struct snap_uffd *u, GError *err)
+/* The first failure stops all serving; true for the caller that set it. */
+static bool mark_failed(struct snap_uffd *u)
 {
     int expected = 0;
-    if (__atomic_compare_exchange_n(&u->failed, &expected, 1, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE)) {
+    return __atomic_compare_exchange_n(&u->failed, &expected, 1, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE);
+}
+
+/* A server thread met a bad block: the first one reports it, once. */
+static void report_failure(struct snap_uffd *u, GError *err)
+{
+    if (mark_failed(u)) {
         if (u->on_error)
             u->on_error(u->opaque, err);
         else
@@ -431,8 +437,7 @@ bool snap_uffd_fill_all(struct snap_uffd *u, GError **error)
         __atomic_store_n(&u->stats.complete, true, __ATOMIC_RELEASE);
         return true;
     }
-    if (!should_stop(u))
-        report_failure(u, g_error_copy(err)); /* a bad block stops serving for everyone */
+    mark_failed(u); /* a bad block stops serving for everyone; the caller reports it */
     g_propagate_error(error, err);
     return false;
 }

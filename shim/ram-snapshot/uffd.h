@@ -5,9 +5,13 @@
  * Faults are served a block at a time: the aligned block_size block around the
  * faulting address, each page from its own layer. A data block whose checksum
  * fails is never served: the server stops answering, and on_error is called
- * once (from the handler or prefetch thread) so the VM can stop with an error
- * event. Threads blocked on a fault then stay blocked until the owner kicks
- * them (vCPUs: a signal) and stops the server.
+ * once (from the handler or prefetch thread). A thread blocked on a fault that
+ * will never be answered cannot be released by anything but the end of the
+ * process (a signal interrupts the wait, but the access faults again; stopping
+ * the server would hand it zero pages instead of the data), and any thread may
+ * fault next, so on_error must end the process (shim: vm_report_fatal).
+ * snap_uffd_fill_all, which runs on its caller's thread, does not call
+ * on_error: it returns the error, and its caller decides.
  *
  * Lifetime: the chain and the RAM mapping must outlive the server. Stopping
  * unregisters RAM; pages not served by then read as zero afterwards. That is
@@ -60,7 +64,8 @@ bool snap_uffd_start_prefetch(struct snap_uffd *u, GError **error);
 
 /* Serve every page holding snapshot data not served yet, in the calling thread
  * (before a full snapshot of a VM restored on demand, or for prefault=true).
- * Afterwards stats.complete is true. */
+ * Afterwards stats.complete is true. A bad block stops serving for every
+ * thread, as in the server threads, but is only returned (see above). */
 bool snap_uffd_fill_all(struct snap_uffd *u, GError **error);
 
 void snap_uffd_get_stats(struct snap_uffd *u, struct snap_uffd_stats *stats);

@@ -4,6 +4,7 @@ curl does the HTTP (the same client libvirt uses, libcurl); raw sockets send the
 malformed requests curl refuses to produce.
 """
 
+import http.client
 import os
 import signal
 import socket
@@ -18,6 +19,20 @@ from vsnaptest import CurlError, curl_api, read_text  # noqa: E402
 
 class ShimFailure(AssertionError):
     pass
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """Python's own HTTP/1.1 client (persistent connections, as clients that
+    keep a connection open use them) over the API's UNIX socket."""
+
+    def __init__(self, socket_path, timeout=10):
+        super().__init__("localhost", timeout=timeout)
+        self.socket_path = socket_path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.socket_path)
 
 
 class ApiShim:

@@ -2,15 +2,17 @@
 bad-input answers, malformed HTTP, idle clients. After each case the shim must
 still answer vmm.ping."""
 
+import json
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import unittest
 
-from apishim import ApiShim
+from apishim import ApiShim, UnixHTTPConnection
 
 SHIM = sys.argv[1]
 
@@ -206,6 +208,85 @@ class Rest(unittest.TestCase):
         for t in threads:
             t.join()
         self.assertEqual(errors, [])
+
+    def exchanges(self):
+        """(method, endpoint, request body, expected status): requests with
+        and without a body, answers with and without one."""
+        create = json.dumps(self.config())
+        return [("GET", "vmm.ping", None, 200),
+                ("PUT", "vm.create", create, 204),
+                ("GET", "vm.info", None, 200),
+                ("PUT", "vm.create", '{"payload": ', 400),
+                ("PUT", "vm.delete", None, 204)]
+
+    def test_100_requests_on_one_connection(self):
+        """HTTP/1.1 connections persist: Python's http.client sends 100
+        requests on one connection (it would open another only if the shim
+        said Connection: close)."""
+        conn = UnixHTTPConnection(self.shim.socket_path)
+        try:
+            exchanges = self.exchanges()
+            first = None
+            for i in range(100):
+                method, endpoint, body, status = exchanges[i % len(exchanges)]
+                headers = {"Content-Type": "application/json"} if body else {}
+                conn.request(method, f"/api/v1/{endpoint}", body=body, headers=headers)
+                reply = conn.getresponse()
+                data = reply.read()
+                self.assertEqual(reply.status, status, f"request {i}: {method} {endpoint}: {data}")
+                self.assertNotEqual((reply.getheader("Connection") or "").lower(), "close",
+                                    f"request {i}")
+                if reply.status not in (200, 400, 404) or not data:
+                    self.assertEqual(data, b"")
+                else:
+                    json.loads(data)
+                first = first or conn.sock
+                self.assertIs(conn.sock, first, f"request {i} went on a new connection")
+        finally:
+            conn.close()
+
+    def test_connection_close_is_honoured(self):
+        conn = UnixHTTPConnection(self.shim.socket_path)
+        try:
+            conn.request("GET", "/api/v1/vmm.ping", headers={"Connection": "close"})
+            reply = conn.getresponse()
+            reply.read()
+            self.assertEqual(reply.status, 200)
+            self.assertEqual(reply.getheader("Connection"), "close")
+        finally:
+            conn.close()
+
+    def test_pipelined_requests(self):
+        one = b"GET /api/v1/vmm.ping HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        last = b"GET /api/v1/vmm.ping HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        reply = self.shim.raw(one * 9 + last, timeout=10, shut_write=False)
+        self.assertEqual(reply.count(b"HTTP/1.1 200 "), 10, reply[:2000])
+
+    def test_100_requests_on_one_libcurl_connection(self):
+        """libcurl reuses its connection for one handle's transfers (curl's
+        tool shares it across URLs and --next): 100 transfers, one connect."""
+        body_path = os.path.join(self.dir, "create.json")
+        with open(body_path, "w") as f:
+            json.dump(self.config(), f)
+        url = "http://localhost/api/v1/"
+        argv = ["curl", "-sS", "--max-time", "60"]
+        per = ["--unix-socket", self.shim.socket_path, "-o", "/dev/null",
+               "-w", "%{num_connects} %{http_code}\n"]
+        for i in range(50):
+            if i:
+                argv.append("--next")
+            argv += per + [url + "vmm.ping", "--next"] + per
+            argv += ["-X", "PUT", "-H", "Content-Type: application/json",
+                     "--data-binary", "@" + body_path if i % 2 == 0 else '{"bad',
+                     url + "vm.create"]
+            argv += ["--next"] + per + ["-X", "PUT", url + "vm.delete"] if i % 2 == 0 else []
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=90)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        lines = [line.split() for line in res.stdout.splitlines()]
+        self.assertGreaterEqual(len(lines), 100)
+        codes = {code for _, code in lines}
+        self.assertEqual(codes, {"200", "204", "400"}, res.stdout)
+        self.assertEqual(sum(int(n) for n, _ in lines), 1, f"connects per transfer: {res.stdout}")
 
     def test_vmm_shutdown_exits_after_replying(self):
         other = ApiShim(SHIM)

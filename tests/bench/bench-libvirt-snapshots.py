@@ -109,6 +109,10 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sizes", default="512,8192")
     args = ap.parse_args()
+    # meson passes build paths relative to the build directory; the daemon
+    # wants an absolute <kernel>.
+    for key in ("virtvsnapd", "shim", "guest", "results"):
+        setattr(args, key, os.path.abspath(getattr(args, key)))
     os.environ.update(VIRTVSNAPD=args.virtvsnapd, VSNAP_SHIM=args.shim, VSNAP_TESTGUEST=args.guest)
     os.environ.setdefault("VSNAP_SCHEMA_DIR", os.path.join(HERE, "..", "..", "xml"))
     import vsnapd  # reads the environment above

@@ -16,8 +16,9 @@ per run, interleaved so load on the shared machine hits both alike:
   vsnap (virtvsnapd on a private socket, vsnap:///system)
     save_ms, restore_ms   the same two virsh commands
     restore_running_ms  the same first output, read from the new shim's
-                      serial socket (<serial type='pty'/>, what `virsh console`
-                      uses), checked by its peer pid to be the new shim
+                      serial pty (<serial type='pty'/>, what `virsh console`
+                      and `virsh ttyconsole` use), found among the new shim's
+                      open files as soon as its pid file names it
     restore_ready_ms  from the start of `virsh restore` to the agent-lifecycle
                       "connected" event (the guest announces readiness again)
     revert_ms, revert_running_ms, revert_ready_ms   `virsh snapshot-revert` to a
@@ -42,6 +43,7 @@ usage: bench-qemu-save.py VIRTVSNAPD SHIM GUEST RESULTS [--runs N] [--sizes 512,
 import argparse
 import json
 import os
+import select
 import shutil
 import socket
 import statistics
@@ -338,11 +340,6 @@ def vsnap_domain_xml(name, kernel, ram_mib):
 """
 
 
-def peer_pid(sock):
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-    return int.from_bytes(creds[:4], "little")
-
-
 def read_pid(path):
     try:
         with open(path) as f:
@@ -351,29 +348,51 @@ def read_pid(path):
         return None
 
 
+def pty_of(pid):
+    """The serial pty's slave that shim pid holds open, or None (yet)."""
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        for fd in os.listdir(fd_dir):
+            try:
+                target = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if target.startswith("/dev/pts/"):
+                return target
+    except OSError:
+        pass
+    return None
+
+
 def first_output_from_new_shim(run_dir, old_pid, deadline):
     """Monotonic time of the first guest output that a shim other than old_pid
-    writes to the domain's serial socket."""
-    sock_path = os.path.join(run_dir, "serial.sock")
+    writes to its serial pty."""
     pid_path = os.path.join(run_dir, "pid")
-    while time.monotonic() < deadline:
-        pid = read_pid(pid_path)
-        if pid is None or pid == old_pid:
-            time.sleep(0.001)
-            continue
-        s = socket.socket(socket.AF_UNIX)
-        try:
-            s.connect(sock_path)
-            if peer_pid(s) != pid:  # the old shim's socket, or a stale pid file
-                continue
-            s.settimeout(max(0.01, deadline - time.monotonic()))
-            if s.recv(4096):
-                return time.monotonic()
-        except (OSError, socket.timeout):
-            time.sleep(0.001)
-        finally:
-            s.close()
-    raise RuntimeError(f"no output from a new shim on {sock_path}")
+    fd = None
+    try:
+        while time.monotonic() < deadline:
+            if fd is None:
+                pid = read_pid(pid_path)
+                path = pty_of(pid) if pid not in (None, old_pid) else None
+                if path is None:
+                    time.sleep(0.001)
+                    continue
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+                except OSError:
+                    time.sleep(0.001)
+                    continue
+            ready, _, _ = select.select([fd], [], [], max(0.0, min(0.05, deadline - time.monotonic())))
+            if ready:
+                try:
+                    if os.read(fd, 4096):
+                        return time.monotonic()
+                except BlockingIOError:
+                    pass
+    finally:
+        if fd is not None:
+            os.close(fd)
+    raise RuntimeError(f"no output from a new shim's serial pty (run directory {run_dir})")
 
 
 class VsnapGuest:
@@ -484,6 +503,10 @@ def main():
     ap.add_argument("--sizes", default="512,8192")
     ap.add_argument("--pattern", help="vsnap-pattern (default: beside GUEST's build tree)")
     args = ap.parse_args()
+    # meson passes build paths relative to the build directory; the daemon
+    # wants an absolute <kernel>.
+    for key in ("virtvsnapd", "shim", "guest", "results"):
+        setattr(args, key, os.path.abspath(getattr(args, key)))
     if not args.pattern:
         args.pattern = os.path.join(os.path.dirname(os.path.abspath(args.guest)), "..", "..",
                                     "tests", "lib", "vsnap-pattern")

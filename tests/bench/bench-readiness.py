@@ -132,6 +132,8 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--delays", default="0,100,800")
     args = ap.parse_args()
+    # meson passes build paths relative to the build directory.
+    args.shim, args.guest = os.path.abspath(args.shim), os.path.abspath(args.guest)
     sys.path.insert(0, args.prober_dir)
     import vsock_prober as prober
 

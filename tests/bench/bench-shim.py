@@ -139,6 +139,8 @@ def main():
     ap.add_argument("results")
     ap.add_argument("--runs", type=int, default=20)
     args = ap.parse_args()
+    # meson passes build paths relative to the build directory.
+    args.shim, args.guest = os.path.abspath(args.shim), os.path.abspath(args.guest)
 
     workdir = tempfile.mkdtemp(prefix="vsnap-bench-shim-")
     samples = {"api_ready_ms": [], "boot_to_guest_ms": [], "vmm_overhead_mib": [],

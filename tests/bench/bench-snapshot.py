@@ -160,6 +160,8 @@ def main():
     ap.add_argument("--modes", default="copy,merge,ondemand,ondemand-2M-prefetch",
                     help="restore variants to measure (a subset gives a partial table)")
     args = ap.parse_args()
+    # meson passes build paths relative to the build directory.
+    args.shim, args.guest = os.path.abspath(args.shim), os.path.abspath(args.guest)
     args.modes = args.modes.split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
     workdir = tempfile.mkdtemp(prefix="vsnap-bench-snapshot-")

@@ -11,7 +11,7 @@ The shim boots in direct mode (create + boot from the command line):
 After each, SIGTERM must stop the shim cleanly (exit status 0).
 
 A stock kernel cannot reach userspace here (guest kernel mode is emulated, see
-shared/reference/kvm-probe/FINDINGS.md), so the banner is the goal. The kernel
+docs/host-limits.md), so the banner is the goal. The kernel
 is fetched with scripts/fetch-linux.sh when it is not cached yet.
 
 usage: test-linux-banner.py <vsnap-shim> <source root>

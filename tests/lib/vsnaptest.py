@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -252,6 +253,53 @@ def wait_command_port(path, timeout=20, connect_timeout=5, conn_class=None):
         if time.monotonic() > deadline:
             raise Fail(f"the guest's command port on {path} never answered")
         time.sleep(0.05)
+
+
+# --- memory layers (shim/snapshot/layer.h, format version 1) -------------------
+
+LAYER_MAGIC = b"VSNAPLYR"
+LAYER_PAGE = 4096
+LAYER_DATA_OFFSET = 4096
+
+
+def layer_data_runs(path, start=0):
+    """The data runs of the memory layer at byte `start` of file path (a layer
+    file, or a save image section holding one): (first RAM page, pages, file
+    offset of the first page's data). Zero runs are left out."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        header = f.read(128)
+        check(header[:8] == LAYER_MAGIC, f"{path}+{start}: not a memory layer")
+        run_count, index_offset = struct.unpack_from("<Q8xQ", header, 72)
+        f.seek(start + index_offset)
+        index = f.read(16 * run_count)
+    runs, data_page = [], 0
+    for i in range(run_count):
+        first, npages, kind = struct.unpack_from("<QII", index, 16 * i)
+        if kind == 0:
+            runs.append((first, npages, start + LAYER_DATA_OFFSET + data_page * LAYER_PAGE))
+            data_page += npages
+    return runs
+
+
+def layer_page_offset(path, ram_offset, start=0):
+    """File offset of the stored data of the page at RAM offset ram_offset, or
+    None when the layer does not store that page."""
+    page = ram_offset // LAYER_PAGE
+    for first, npages, offset in layer_data_runs(path, start):
+        if first <= page < first + npages:
+            return offset + (page - first) * LAYER_PAGE + ram_offset % LAYER_PAGE
+    return None
+
+
+def flip_byte(path, offset, mask=0x01):
+    """Change one byte in place: the file keeps its size (a silent corruption
+    once its times are put back, which the tests do where it matters)."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ mask]))
 
 
 # --- HTTP over the API socket without curl ------------------------------------

@@ -21,7 +21,8 @@ SHIM, GUEST, PATTERN, CASE = sys.argv[1:5]
 COMPACT = os.environ.get("VSNAP_COMPACT", "vsnap-compact")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from persisttest import ApiShim, Conn, Fail, FILL_BASE, MIB, check, connect  # noqa: E402
-from vsnaptest import write_state_json  # noqa: E402
+from vsnaptest import (LAYER_DATA_OFFSET, CurlError, curl_api, flip_byte,  # noqa: E402
+                       layer_page_offset, write_state_json)
 
 MODES = ("copy", "merge", "ondemand")
 # Regions the chain test checks, as (gpa, length): A is the boot-time fill.
@@ -295,6 +296,7 @@ def case_bad_input(workdir):
         src.snapshot_paused(d1, base)
         src.snapshot_paused(base2)
         src.ok("PUT", "vm.pause")
+        events_before = len(src.events())
         for body, what in (({}, "no destination"), ({"destination_url": "http://x/y"}, "not a file URL"),
                            ({"destination_url": "file://" + other, "bogus": 1}, "unknown field"),
                            ({"destination_url": "file://" + other, "mode": "diff"}, "diff without parent"),
@@ -306,6 +308,8 @@ def case_bad_input(workdir):
             check(status == 400, f"vm.snapshot with {what}: {status} {reply}")
             print(f"snapshot, {what}: {reply['error']}")
         check(not os.path.exists(other), "a refused snapshot left its destination behind")
+        refused_events = [e["event"] for e in src.events()[events_before:]]
+        check("snapshotting" not in refused_events, f"refused snapshots emitted {refused_events}")
         src.ok("PUT", "vm.resume")
         check(src.api("PUT", "vm.restore", {"source_url": "file://" + base})[0] == 405,
               "restore into a shim that has a VM must be 405")
@@ -383,47 +387,122 @@ def case_bad_input(workdir):
         check(conn.sum(*REGION_B) == host_sum(11, REGION_B[1]), "region B after the good restore")
 
 
-def case_ondemand_corrupt(workdir):
-    """On demand, data blocks are checked when first served: a flipped byte is
-    not noticed up front, but the VM stops with an error (a crash event and
-    vm.info's detail) the moment the guest touches that block; bad data never
-    reaches it, and nothing falls back to copy."""
+# A VM restored on demand that meets a corrupt block cannot go on, and a thread
+# that faulted on that block can never be released (its data is gone; zeros
+# would be a lie): the shim says "crash" on the event monitor and exits. These
+# bound how long that may take.
+EXIT_WITHIN_S = 15
+
+
+def corrupt_snapshot(workdir, where):
+    """A base snapshot of a booted guest with one byte flipped in one data
+    block: `fill` (the fill region, read by the guest only as its working set
+    after the restore) or `first` (the layer's first block: the guest's lowest
+    pages, its page tables and code, touched at its first instruction)."""
     with ApiShim(SHIM, workdir=workdir, name="src") as src:
         src.boot(GUEST, guest_cmdline())
         connect(src).close()
         base = os.path.join(workdir, "base")
         src.snapshot_paused(base)
     layer = os.path.join(base, "memory-ranges")
-    size = os.path.getsize(layer)
-    with open(layer, "r+b") as f:
-        # The last data page belongs to the end of the fill region (RAM order),
-        # which the guest does not touch until asked to.
-        f.seek(size // 2)
-        byte = f.read(1)
-        f.seek(size // 2)
-        f.write(bytes([byte[0] ^ 1]))
+    offset = (layer_page_offset(layer, REGION_A[0] + REGION_A[1] // 2) if where == "fill"
+              else LAYER_DATA_OFFSET + 100)
+    check(offset is not None, "the layer does not store the middle of the fill region")
+    flip_byte(layer, offset)
+    return base
+
+
+def api_or_gone(shim, method, endpoint, body=None):
+    """An API call to a shim that may exit under it: (status, reply), or
+    (None, curl's message) when the connection ended without an answer."""
+    try:
+        return curl_api(shim.sock, method, endpoint, body, timeout=30)
+    except CurlError as e:
+        return None, str(e)
+
+
+def wait_exit(shim, timeout_s=EXIT_WITHIN_S):
+    try:
+        return shim.proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        threads = subprocess.run(["ps", "-L", "-o", "tid,stat,pcpu,comm,wchan:24", "-p",
+                                  str(shim.proc.pid)], capture_output=True, text=True).stdout
+        raise Fail(f"{shim.name}: still running {timeout_s}s after the corrupt block:\n{threads}"
+                   + shim.describe()) from None
+
+
+def check_crashed(shim):
+    """The shim ended on its own, after a crash event that names the checksum,
+    and the guest never got past the corrupt block."""
+    code = wait_exit(shim)
+    check(code > 0, f"{shim.name}: exit status {code} (a signal, or success?)" + shim.describe())
+    stops = [e for e in shim.events() if e["source"] == "vm" and e["event"] == "shutdown"]
+    props = (stops[-1]["properties"] or {}) if stops else {}
+    check(props.get("reason") == "crash" and "checksum" in props.get("detail", ""),
+          f"no crash event naming the checksum: {stops}" + shim.describe())
+    check("checksum" in shim.read(shim.log_path), "the shim's log does not say what failed")
+    print(f"{shim.name}: exited ({code}) after: {props['detail']}")
+
+
+def case_ondemand_corrupt(workdir):
+    """On demand, data blocks are checked when first served: a flipped byte is
+    not noticed up front, but when the guest touches that block (its working
+    set, read back after the restore) the VM crashes and the shim exits; bad
+    data never reaches the guest, and nothing falls back to copy."""
+    base = corrupt_snapshot(workdir, "fill")
     with restored(workdir, "dst", base, "ondemand") as dst:
-        # The guest reads its working set (the fill region) back before it
-        # announces READY again, so it usually trips over the bad block before
-        # anyone can connect; if not, SUM over the region does.
         try:
             reply = connect(dst).cmd(f"SUM {REGION_A[0]:#x} {REGION_A[1]:#x}")
         except (Fail, OSError):
             reply = None  # the VM stopped under the connection, as it must
         check(reply is None, f"the guest answered SUM over a corrupt block: {reply!r}")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            status, info = dst.api("GET", "vm.info")
-            if status == 200 and info["state"] == "Shutdown":
-                break
-            time.sleep(0.1)
-        check(info["state"] == "Shutdown", f"VM state after a corrupt block: {info['state']}")
-        detail = info["vsnap"]["last_stop_detail"] or ""
-        check("checksum" in detail, f"stop detail does not name the checksum: {detail!r}")
-        stops = [e for e in dst.events() if e["event"] == "shutdown"]
-        check(stops and (stops[-1]["properties"] or {}).get("reason") == "crash" and
-              "checksum" in stops[-1]["properties"].get("detail", ""), f"no error event: {stops}")
-        print("stopped:", detail)
+        check_crashed(dst)
+
+
+def case_ondemand_corrupt_first(workdir):
+    """A corrupt block among the guest's first pages: its vCPU faults on it in
+    the kernel's page walk, at once. vm.restore may still answer (or the shim
+    is gone before it could); either way the shim exits with a crash event
+    instead of spinning or hanging."""
+    base = corrupt_snapshot(workdir, "first")
+    with ApiShim(SHIM, workdir=workdir, name="dst") as dst:
+        status, reply = api_or_gone(dst, "PUT", "vm.restore", restore_body(dst, base, resume=True))
+        check(status in (204, None), f"vm.restore -> {status} {reply}")
+        check_crashed(dst)
+
+
+def case_ondemand_corrupt_paused(workdir):
+    """Restored paused, the VM has read nothing and lives on (SIGTERM still
+    ends such a shim cleanly); resumed, it reaches the bad block and the shim
+    exits with a crash event. A full snapshot of such a VM reads every page
+    first and meets the block on the main thread: the same end."""
+    base = corrupt_snapshot(workdir, "fill")
+    with restored(workdir, "term", base, "ondemand", resume=False) as term:
+        time.sleep(0.5)
+        check(term.state() == "Paused", "a VM restored paused does not read Paused")
+        term.proc.terminate()
+        code = wait_exit(term, 10)
+        check(code == 0, f"SIGTERM: exit status {code}" + term.describe())
+        check(not [e for e in term.events() if e["event"] == "shutdown" and
+                   (e["properties"] or {}).get("reason") == "crash"], "a crash nobody caused")
+    with restored(workdir, "dst", base, "ondemand", resume=False) as dst:
+        time.sleep(0.5)
+        check(dst.state() == "Paused", "a VM restored paused does not read Paused")
+        status, reply = api_or_gone(dst, "PUT", "vm.resume")
+        check(status in (204, None), f"vm.resume -> {status} {reply}")
+        check_crashed(dst)
+    with restored(workdir, "snap", base, "ondemand", resume=False) as snap:
+        status, reply = api_or_gone(snap, "PUT", "vm.snapshot",
+                                    {"destination_url": "file://" + os.path.join(workdir, "full")})
+        check(status is None, f"vm.snapshot over a corrupt block -> {status} {reply}")
+        check_crashed(snap)
+
+
+def restore_body(shim, source, resume):
+    """What ApiShim.restore sends, for a call made with api_or_gone."""
+    return {"source_url": "file://" + source, "memory_restore_mode": "ondemand", "resume": resume,
+            "config_overrides": {"serial": {"mode": "File", "file": shim.serial_path},
+                                 "vsock": {"socket": shim.vsock_path}}}
 
 
 def case_fold_snapshot(workdir):
@@ -526,6 +605,8 @@ CASES = {
     "sparse_8g": case_sparse_8g,
     "bad_input": case_bad_input,
     "ondemand_corrupt": case_ondemand_corrupt,
+    "ondemand_corrupt_first": case_ondemand_corrupt_first,
+    "ondemand_corrupt_paused": case_ondemand_corrupt_paused,
     "full_fs": case_full_fs,
     "fold_snapshot": case_fold_snapshot,
 }

@@ -32,6 +32,23 @@ class ConnectTest(DaemonTest):
         self.assertIsNotNone(root.find("host/cpu/arch"))
         self.assertEqual(root.find("guest/os_type").text, "hvm")
 
+    def test_capabilities_memory_is_nodeinfo_memory(self):
+        # A host with one NUMA cell: the cell holds all of MemTotal, the same
+        # number nodeinfo gives (a node's own meminfo may count half of it).
+        cells = ET.fromstring(self.daemon.virsh("capabilities").stdout).findall(
+            "host/topology/cells/cell")
+        with open("/proc/meminfo") as f:
+            total = [int(l.split()[1]) for l in f if l.startswith("MemTotal:")][0]
+        out = self.daemon.virsh("nodeinfo").stdout
+        fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        self.assertEqual(int(fields["Memory size"].split()[0]), total)
+        memory = [int(c.find("memory").text) for c in cells]
+        if len(cells) == 1:
+            self.assertEqual(cells[0].find("memory").get("unit"), "KiB")
+            self.assertEqual(memory, [total])
+        else:
+            self.assertLessEqual(sum(memory), total)
+
     def test_domain_capabilities(self):
         root = ET.fromstring(self.daemon.virsh("domcapabilities").stdout)
         self.assertEqual(root.tag, "domainCapabilities")

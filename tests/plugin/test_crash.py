@@ -1,254 +1,222 @@
-"""kill -9 of the daemon in the middle of a snapshot, a save or a start, at
-aimed points (VSNAPD_TEST_HOOK, plugin/test-hook.h) and at random ones; and a
-shim that dies in the middle of a diff. After a restart every domain is as
-before or as after: never paused by nobody, no phantom job, no orphan shim,
-no snapshot directory nobody recorded, no partial directory."""
+"""A domain restored on demand from memory that turns out corrupt: real virsh,
+the real shim, the test guest. Save images, snapshot layers whose data was
+silently damaged (the daemon's seal still matches), restore --paused, and a
+corrupt block among the guest's first pages. In every case the domain ends
+shut off (crashed) with a Stopped Crashed event, its shim is gone, the
+daemon's log says why, no job is left held (destroy, start, undefine answer
+at once), and nothing waits forever: every step has a timeout.
+
+Also: a shim that stops answering its API (SIGSTOP) is killed when a call
+times out, and its domain ends shut off (crashed)."""
 
 import os
-import random
 import signal
-import subprocess
-import threading
+import struct
+import sys
 import time
-import unittest
 
-import libvirt
+from vsnapd import DaemonTest, VirshEvents, needs_guest, wait_for
 
-from test_snapshots import MIB, REGION_A, REGION_B, SnapshotTestBase
-from vsnapd import wait_for
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vsnaptest import LAYER_DATA_OFFSET, flip_byte, layer_page_offset, wait_command_port  # noqa: E402
 
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
+MIB = 1 << 20
+FILL = (16 * MIB, 8 * MIB)   # the guest's fill region: its working set after a restore
+CMDLINE = f"vsnap.fill_mib={FILL[1] // MIB} vsnap.seed=3"
+LAYER = "memory-ranges"
+GONE_WITHIN_S = 20           # from the restore to the shim gone and the domain shut off
+STEP_TIMEOUT_S = 30          # any one virsh command
 
 
-def process_state(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
+def save_image_section(path, name):
+    """Byte offset of section `name` in a save image (plugin/save-image.h)."""
+    with open(path, "rb") as f:
+        header = f.read(4096)
+    assert header[:8] == b"VSNAPSAV", f"{path} is not a save image"
+    (nsections,) = struct.unpack_from("<I", header, 16)
+    for i in range(nsections):
+        entry = 24 + 56 * i
+        if header[entry:entry + 32].rstrip(b"\0").decode() == name:
+            return struct.unpack_from("<Q", header, entry + 32)[0]
+    raise AssertionError(f"{path} has no section {name}")
 
 
-class CrashTest(SnapshotTestBase):
-    def restart(self, hook=None):
-        """A new daemon (the old one was killed), with a hook or none."""
-        if self.daemon.proc and self.daemon.proc.poll() is None:
-            self.daemon.proc.kill()
-        if self.daemon.proc:
-            self.daemon.proc.wait(timeout=20)
-        self.daemon.proc = None
-        self.daemon.start(env={"VSNAPD_TEST_HOOK": hook} if hook else None)
+def corrupt_layer(path, where, start=0):
+    """One flipped byte in the fill region's middle, or in the layer's first
+    data block (the guest's lowest pages: page tables and code)."""
+    if where == "fill":
+        offset = layer_page_offset(path, FILL[0] + FILL[1] // 2, start)
+        assert offset is not None, "the layer does not hold the fill region"
+    else:
+        offset = start + LAYER_DATA_OFFSET + 100
+    flip_byte(path, offset)
 
-    def shims_of(self, name):
-        """pids of every process whose command line names the domain's API
-        socket: its shims, whether a pid file names them or not."""
-        api = os.path.join(self.daemon.state, "run", name, "api.sock").encode()
-        found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    args = f.read().split(b"\0")
-            except OSError:
-                continue
-            if b"path=" + api in args:
-                found.append(int(entry))
-        return found
 
-    def leftovers(self, name):
-        """Snapshot directories without metadata, partial directories and
-        managed-save or save work left on disk."""
-        out = []
-        snaps = os.path.join(self.daemon.state, "snapshots", name)
-        for entry in os.listdir(snaps) if os.path.isdir(snaps) else []:
-            path = os.path.join(snaps, entry)
-            if os.path.isdir(path) and not os.path.exists(os.path.join(path, "snapshot.ini")):
-                out.append(path)
-        for sub in ("managedsave", "save-work"):
-            d = os.path.join(self.daemon.state, sub)
-            for entry in os.listdir(d) if os.path.isdir(d) else []:
-                if entry != name:
-                    out.append(os.path.join(d, entry))
-        return out
+def reseal(layer):
+    """What a disk that flips a bit silently leaves behind: the layer's seal
+    (common/snapshot: inode, size, mtime, ctime) matches the file again,
+    so the daemon does not read the layer before the revert."""
+    st = os.stat(layer)
+    with open(layer + ".seal", "w") as f:
+        f.write(f"{st.st_ino} {st.st_size} {st.st_mtime_ns // 10**9}.{st.st_mtime_ns % 10**9:09d} "
+                f"{st.st_ctime_ns // 10**9}.{st.st_ctime_ns % 10**9:09d}\n")
 
-    def job(self, name):
-        conn = self.daemon.connect(readonly=True)
+
+def shims_of(daemon, name):
+    """pids of the live (not zombie) shims serving domain name, found by the
+    API socket on their command line: the daemon's pid file goes with them."""
+    api = os.path.join(daemon.state, "run", name, "api.sock").encode()
+    pids = []
+    for entry in os.listdir("/proc"):
         try:
-            return conn.lookupByName(name).jobInfo()[0]
-        finally:
-            conn.close()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if b"path=" + api not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    pids.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            pass
+    return pids
 
-    def assert_as_before(self, name, sums, pid):
-        """Running as before the interrupted job, in the same shim, memory
-        intact, nothing left behind."""
-        self.assertEqual(self.state(name), "running (booted)")
-        self.assertEqual(self.job(name), libvirt.VIR_DOMAIN_JOB_NONE)
-        self.assertEqual(self.daemon.shim_pids()[name], pid)
-        self.assertEqual(self.shims_of(name), [pid])
-        self.assertEqual(self.leftovers(name), [])
-        self.assertEqual(self.sums(name), sums)
 
-    def test_killed_at_each_step_of_a_snapshot(self):
-        self.start_guest("c1")
-        self.v("snapshot-create-as", "c1", "base")   # the next ones are diffs
-        pid = self.daemon.shim_pids()["c1"]
-        g = self.guest("c1")
-        g.fill(REGION_A, 21)
-        sums = (g.sum(REGION_A), g.sum(REGION_B))
-        g.close()
-        for step in ("snapshot-paused", "snapshot-written", "snapshot-taken"):
-            self.restart(hook=f"{step}:kill")
-            res = self.v("snapshot-create-as", "c1", "s-" + step, check=False)
-            self.assertNotEqual(res.returncode, 0, f"the daemon survived {step}")
-            self.daemon.proc.wait(timeout=20)
-            self.restart()
-            self.assert_as_before("c1", sums, pid)
-            # Never recorded: the snapshot is not there; the next one works.
-            self.assertEqual(self.v("snapshot-list", "c1", "--name").stdout.split(), ["base"])
-            print(f"killed at {step}: running (booted), no job, nothing left")
-        self.v("snapshot-create-as", "c1", "after")
-        self.check_revert("c1", "base", self.sums_at_base)
-
+@needs_guest
+class CorruptRestoreTest(DaemonTest):
     def setUp(self):
         super().setUp()
-        self.sums_at_base = None
+        self.events = None
 
-    def start_guest(self, name, memory_mib=128):
-        super().start_guest(name, memory_mib)
-        self.sums_at_base = self.sums(name)
+    def tearDown(self):
+        if self.events:
+            self.events.stop()
+        super().tearDown()
 
-    def test_killed_during_a_save_or_managed_save(self):
-        self.start_guest("c2")
-        pid = self.daemon.shim_pids()["c2"]
-        sums = self.sums("c2")
-        target = os.path.join(self.daemon.dir, "c2.save")
-        for cmd in (["save", "c2", target], ["managedsave", "c2"]):
-            self.restart(hook="save-paused:kill")
-            res = self.v(*cmd, check=False)
-            self.assertNotEqual(res.returncode, 0)
-            self.daemon.proc.wait(timeout=20)
-            self.restart()
-            self.assert_as_before("c2", sums, pid)
-            self.assertFalse(os.path.exists(target + ".vsnap-tmp"))
-            self.assertFalse(os.path.exists(target))
-        self.assertEqual(self.v("dominfo", "c2").returncode, 0)
-        self.v("managedsave", "c2")   # and a real one still works
-        self.v("start", "c2")
-        self.assertEqual(self.sums("c2"), sums)
+    def v(self, *args, **kw):
+        return self.daemon.virsh(*args, timeout=STEP_TIMEOUT_S, **kw)
 
-    def test_killed_during_start(self):
-        self.define("c3")
-        for step in ("start-spawned", "start-launched"):
-            self.restart(hook=f"{step}:kill")
-            res = self.v("start", "c3", check=False)
-            self.assertNotEqual(res.returncode, 0)
-            self.daemon.proc.wait(timeout=20)
-            orphans = self.shims_of("c3")
-            self.assertTrue(orphans, "the shim should outlive the daemon")
-            self.restart()
-            for pid in orphans:
-                wait_for(lambda: not alive(pid) or process_state(pid) == "Z", timeout=10,
-                         what=f"the orphan shim {pid} (after {step}) to be stopped")
-            self.assertTrue(self.state("c3").startswith("shut off"), self.state("c3"))
-            self.assertEqual(self.shims_of("c3"), [])
-            print(f"killed at {step}: orphan shim {orphans} stopped, domain {self.state('c3')}")
-        self.v("start", "c3")
-        self.guest("c3").close()
+    def boot(self, name, on_crash="destroy"):
+        """Started, and its guest ready: it listens on its command port only
+        once its fill region is written."""
+        self.define(name, cmdline=CMDLINE, on_crash=on_crash)
+        self.v("start", name)
+        vsock = os.path.join(self.daemon.state, "run", name, "vsock.sock")
+        wait_command_port(vsock, timeout=30, connect_timeout=10).close()
 
-    def test_killed_at_random_points(self):
-        rng = random.Random(1212)
-        self.start_guest("c4")
-        self.v("snapshot-create-as", "c4", "base")
-        self.define("c5")
-        for i in range(6):
-            # A snapshot (diff) of c4 and a start of c5, the daemon killed
-            # somewhere in the middle of both.
-            delay = rng.uniform(0.005, 0.25)
-            snap = subprocess.Popen(["virsh", "-q", "-c", self.daemon.uri, "snapshot-create-as",
-                                     "c4", f"r{i}"], stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)
-            start = subprocess.Popen(["virsh", "-q", "-c", self.daemon.uri, "start", "c5"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(delay)
-            self.daemon.proc.kill()
-            snap.wait(timeout=30)
-            start.wait(timeout=30)
-            self.restart()
-            state = self.state("c4")
-            self.assertEqual(state, "running (booted)", f"round {i}, killed after {delay:.3f} s")
-            self.assertEqual(self.job("c4"), libvirt.VIR_DOMAIN_JOB_NONE)
-            self.assertEqual(self.leftovers("c4"), [])
-            listed = set(self.v("snapshot-list", "c4", "--name").stdout.split())
-            self.assertTrue({"base"} <= listed <= {"base"} | {f"r{j}" for j in range(i + 1)})
-            # c5 either runs in the one shim its pid file names, or is off
-            # with no shim at all.
-            shims = self.shims_of("c5")
-            if self.state("c5").startswith("running"):
-                self.assertEqual(shims, [self.daemon.shim_pids()["c5"]])
-                self.v("destroy", "c5")
-            else:
-                for pid in shims:
-                    wait_for(lambda: not alive(pid) or process_state(pid) == "Z", timeout=10,
-                             what="an orphan shim of c5 to be stopped")
-            print(f"round {i}: killed after {delay * 1000:.0f} ms: c4 {state}, "
-                  f"snapshots {sorted(listed)}, c5 {self.state('c5')}")
-        self.guest("c4").close()
+    def watch(self, name):
+        self.events = VirshEvents(self.daemon, name, "--event", "lifecycle")
 
-    def test_shim_dies_in_the_middle_of_a_diff(self):
-        # 64 MiB dirtied since the base: the diff takes a while to write, and
-        # the shim is killed while its partial directory exists.
-        self.start_guest("c6", memory_mib=256)
-        self.v("snapshot-create-as", "c6", "base")
-        g = self.guest("c6")
-        g.fill((16 * MIB, 64 * MIB), 9)
-        g.close()
-        pid = self.daemon.shim_pids()["c6"]
-        snaps = os.path.join(self.daemon.state, "snapshots", "c6")
-        killed = threading.Event()
+        def probe(attempt):
+            self.v("suspend", name)
+            self.v("resume", name)
+            return "Resumed Unpaused"
+        return self.events.wait_registered(probe)
 
-        def kill_when_writing():
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                if any(".partial-" in e for e in os.listdir(snaps)):
-                    os.kill(pid, signal.SIGKILL)
-                    killed.set()
-                    return
-                time.sleep(0.0005)
-
-        killer = threading.Thread(target=kill_when_writing)
-        killer.start()
-        res = self.v("snapshot-create-as", "c6", "diff", check=False)
-        killer.join()
-        self.assertTrue(killed.is_set(), "the shim was never seen writing the diff")
+    def assert_crashed(self, name, start, started="Started Restored"):
+        """Started, then Stopped Crashed; shut off (crashed), the shim gone,
+        the reason in the daemon's log; then destroy, start, destroy and
+        undefine all answer: no job was left held."""
+        end = self.events.wait_for_line(f"for domain '{name}': Stopped Crashed", after=start,
+                                        timeout=GONE_WITHIN_S)
+        self.assertIn(started, "\n".join(self.events.lines[start:end]))
+        wait_for(lambda: self.state(name) == "shut off (crashed)", timeout=GONE_WITHIN_S,
+                 what=f"{name} to read shut off (crashed)")
+        wait_for(lambda: not shims_of(self.daemon, name), timeout=GONE_WITHIN_S,
+                 what=f"the shim of {name} to be gone")
+        self.assertIn("checksum", self.daemon.log(),
+                      "the daemon's log does not say why the domain crashed")
+        res = self.v("destroy", name, check=False)
         self.assertNotEqual(res.returncode, 0)
-        # The error is the diff's own, not that of a full snapshot tried after.
-        self.assertIn("vm.snapshot", res.stderr)
-        self.assertNotIn("vm.pause", res.stderr)
-        wait_for(lambda: self.state("c6") == "shut off (crashed)", what="the crash to be seen")
-        self.assertEqual(self.leftovers("c6"), [])
-        print("shim killed mid-diff:", res.stderr.strip().splitlines()[-1])
+        self.assertIn("not running", res.stderr)
+        self.v("start", name)
+        self.assertEqual(self.state(name), "running (booted)")
+        self.v("destroy", name)
+        self.v("undefine", name, "--snapshots-metadata")
 
-    def test_partial_directories_go_at_start_up(self):
-        self.start_guest("c7")
-        self.daemon.stop()
-        made = []
-        for sub in (os.path.join("snapshots", "c7"), "managedsave"):
-            d = os.path.join(self.daemon.state, sub)
-            os.makedirs(d, exist_ok=True)
-            for name in (".x.partial-AbC123", "c7.tmp"):
-                path = os.path.join(d, name)
-                os.makedirs(path)
-                with open(os.path.join(path, "memory-ranges"), "wb") as f:
-                    f.write(b"\0" * 4096)
-                made.append(path)
-        self.daemon.start()
-        # Answered once start-up (reattach, recovery) is over.
-        self.assertEqual(self.state("c7"), "running (booted)")
-        self.assertEqual([p for p in made if os.path.exists(p)], [])
+    def save_corrupt(self, name, where):
+        image = os.path.join(self.daemon.dir, f"{name}.save")
+        self.v("save", name, image)
+        corrupt_layer(image, where, save_image_section(image, LAYER))
+        return image
+
+    def test_restore_of_a_corrupt_save_image(self):
+        self.boot("c1")
+        start = self.watch("c1")
+        image = self.save_corrupt("c1", "fill")
+        self.v("restore", image)
+        self.assert_crashed("c1", start)
+
+    def test_restore_paused_then_resume(self):
+        self.boot("c2")
+        start = self.watch("c2")
+        image = self.save_corrupt("c2", "fill")
+        self.v("restore", image, "--paused")
+        time.sleep(0.5)
+        self.assertEqual(self.state("c2"), "paused (user)", "nothing reads memory while paused")
+        self.v("resume", "c2", check=False)   # the crash may end the domain under it
+        self.assert_crashed("c2", start)
+
+    def test_corrupt_first_pages(self):
+        self.boot("c3")
+        start = self.watch("c3")
+        image = self.save_corrupt("c3", "first")
+        self.v("restore", image)
+        self.assert_crashed("c3", start)
+
+    def test_snapshot_revert_to_a_silently_corrupt_layer(self):
+        self.boot("c4")
+        self.v("snapshot-create-as", "c4", "s1")
+        start = self.watch("c4")
+        layer = [os.path.join(root, LAYER) for root, _, files in
+                 os.walk(os.path.join(self.daemon.state, "snapshots", "c4")) if LAYER in files][0]
+        corrupt_layer(layer, "first")
+        reseal(layer)
+        self.v("snapshot-revert", "c4", "s1")
+        self.assert_crashed("c4", start, started="Started Snapshot")
+
+    def test_on_crash_restart_boots_afresh(self):
+        self.boot("c5", on_crash="restart")
+        start = self.watch("c5")
+        image = self.save_corrupt("c5", "fill")
+        self.v("restore", image)
+        self.events.wait_for_line("for domain 'c5': Stopped Crashed", after=start,
+                                  timeout=GONE_WITHIN_S)
+        self.events.wait_for_line("for domain 'c5': Started Booted", after=start,
+                                  timeout=GONE_WITHIN_S)
+        wait_for(lambda: self.state("c5") == "running (booted)", timeout=GONE_WITHIN_S,
+                 what="c5 running again")
+        self.assertIn("checksum", self.daemon.log())
+        self.v("destroy", "c5")
+        self.v("undefine", "c5")
+
+
+@needs_guest
+class UnresponsiveShimTest(DaemonTest):
+    def test_a_call_that_times_out_kills_the_shim(self):
+        self.define("u1")
+        self.daemon.virsh("start", "u1")
+        pid = self.daemon.shim_pids()["u1"]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            res = self.daemon.virsh("suspend", "u1", check=False, timeout=120)
+            took = time.monotonic() - t0
+            self.assertNotEqual(res.returncode, 0)
+            self.assertIn("did not answer", res.stderr)
+            self.assertLess(took, 90, "the call waited far beyond its timeout")
+            wait_for(lambda: self.state("u1") == "shut off (crashed)", timeout=GONE_WITHIN_S,
+                     what="u1 shut off (crashed)")
+            wait_for(lambda: not shims_of(self.daemon, "u1"), timeout=GONE_WITHIN_S,
+                     what=f"shim {pid} killed")
+        finally:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self.daemon.virsh("start", "u1", timeout=STEP_TIMEOUT_S)
+        self.daemon.virsh("destroy", "u1", timeout=STEP_TIMEOUT_S)
+        self.daemon.virsh("undefine", "u1", timeout=STEP_TIMEOUT_S)
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    import unittest
+    unittest.main()

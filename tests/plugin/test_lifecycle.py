@@ -106,6 +106,65 @@ class LifecycleTest(DaemonTest):
         self.assertEqual(ctx.exception.get_error_code(), libvirt.VIR_ERR_NO_DOMAIN)
         conn.close()
 
+    def test_create_of_defined_domain(self):
+        # As libvirt-tck's domain/081-unique-id-create and libvirt's QEMU
+        # driver: create with the XML of a defined, inactive domain starts it
+        # with that XML as the live definition; the persistent one stays.
+        conn = self.daemon.connect()
+        uuid1, uuid2 = "11111111-1111-1111-1111-111111111111", "22222222-1111-1111-1111-111111111111"
+        dom = conn.defineXML(domain_xml("tck1", uuid=uuid1, vcpus=1))
+        live = conn.createXML(domain_xml("tck1", uuid=uuid1, vcpus=2))
+        self.assertEqual(live.UUIDString(), uuid1)
+        self.assertTrue(dom.isActive())
+        self.assertTrue(dom.isPersistent())
+        self.assertEqual(dom.info()[3], 2)
+        self.assertIn(">2</vcpu>", dom.XMLDesc(0))
+        self.assertIn(">1</vcpu>", dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
+        # Running: a second create is refused, as is any clash of name or uuid.
+        for xml, code in ((domain_xml("tck1", uuid=uuid1), libvirt.VIR_ERR_OPERATION_INVALID),
+                          (domain_xml("tck2", uuid=uuid1), libvirt.VIR_ERR_OPERATION_FAILED),
+                          (domain_xml("tck1", uuid=uuid2), libvirt.VIR_ERR_OPERATION_FAILED)):
+            with self.assertRaises(libvirt.libvirtError) as ctx:
+                conn.createXML(xml)
+            self.assertEqual(ctx.exception.get_error_code(), code, ctx.exception.get_error_message())
+        other = conn.createXML(domain_xml("tck2", uuid=uuid2))
+        self.assertFalse(other.isPersistent())
+        other.destroy()
+        # Stopped, the domain is its persistent definition again, still defined.
+        dom.destroy()
+        self.assertTrue(dom.isPersistent())
+        self.assertEqual(dom.info()[3], 1)
+        self.assertIn(">1</vcpu>", dom.XMLDesc(0))
+        # Inactive: a clash of name or uuid is refused too, and changes nothing.
+        for xml in (domain_xml("tck2", uuid=uuid1), domain_xml("tck1", uuid=uuid2)):
+            with self.assertRaises(libvirt.libvirtError) as ctx:
+                conn.createXML(xml)
+            self.assertEqual(ctx.exception.get_error_code(), libvirt.VIR_ERR_OPERATION_FAILED)
+        self.assertFalse(dom.isActive())
+        self.assertEqual([d.name() for d in conn.listAllDomains()], ["tck1"])
+        dom.undefine()
+        conn.close()
+
+    def test_virsh_create_of_defined_domain(self):
+        path = self.define("vc1", vcpus=1)
+        with open(path) as f:
+            xml = f.read().replace(">1</vcpu>", ">2</vcpu>")
+        live_path = os.path.join(self.daemon.dir, "vc1-live.xml")
+        with open(live_path, "w") as f:
+            f.write(xml)
+        self.daemon.virsh("create", live_path, "--paused")
+        self.assertEqual(self.daemon.virsh("domstate", "vc1").stdout.strip(), "paused")
+        self.assertIn(">2</vcpu>", self.daemon.virsh("dumpxml", "vc1").stdout)
+        self.assertIn(">1</vcpu>", self.daemon.virsh("dumpxml", "vc1", "--inactive").stdout)
+        refused = self.daemon.virsh("create", live_path, check=False)
+        self.assertNotEqual(refused.returncode, 0)
+        self.assertIn("already active", refused.stderr)
+        self.daemon.virsh("destroy", "vc1")
+        info = self.daemon.virsh("dominfo", "vc1").stdout
+        self.assertRegex(info, r"Persistent:\s+yes")
+        self.assertRegex(info, r"CPU\(s\):\s+1")
+        self.daemon.virsh("undefine", "vc1")
+
     def test_guest_poweroff_by_itself(self):
         conn = self.daemon.connect()
         dom = conn.defineXML(domain_xml("halt", cmdline="vsnap.fill_mib=1 vsnap.halt_after_ready=1"))

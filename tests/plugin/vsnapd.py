@@ -39,7 +39,7 @@ libvirt.registerErrorHandler(lambda ctx, err: None, None)
 
 def domain_xml(name, uuid=None, cmdline="vsnap.fill_mib=1 vsnap.seed=1", memory_mib=64,
                vcpus=1, kernel=None, extra_devices="", on_reboot="restart",
-               on_poweroff="destroy", restore_mode=None):
+               on_poweroff="destroy", on_crash="destroy", restore_mode=None):
     uuid = uuid or str(uuidlib.uuid4())
     kernel = kernel or TESTGUEST or "/nonexistent/vsnap-testguest"
     metadata = ("  <metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'>"
@@ -57,7 +57,7 @@ def domain_xml(name, uuid=None, cmdline="vsnap.fill_mib=1 vsnap.seed=1", memory_
   </os>
   <on_poweroff>{on_poweroff}</on_poweroff>
   <on_reboot>{on_reboot}</on_reboot>
-  <on_crash>destroy</on_crash>
+  <on_crash>{on_crash}</on_crash>
   <devices>
     <vsock model='virtio'><cid auto='yes'/></vsock>
 {extra_devices}  </devices>
@@ -68,8 +68,10 @@ def domain_xml(name, uuid=None, cmdline="vsnap.fill_mib=1 vsnap.seed=1", memory_
 class Daemon:
     """One virtvsnapd on a private directory."""
 
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="vsnapd-test-")
+    def __init__(self, parent=None):
+        # parent: where the private directory (sockets, state) is made; the
+        # system's temporary directory unless a test needs another filesystem.
+        self.dir = tempfile.mkdtemp(prefix="vsnapd-test-", dir=parent)
         self.sock = os.path.join(self.dir, "virtvsnapd-sock")
         self.sock_ro = self.sock + "-ro"
         self.state = os.path.join(self.dir, "state")
@@ -256,11 +258,12 @@ class VirshEvents:
 
 class DaemonTest(unittest.TestCase):
     """A fresh daemon per test."""
+    daemon_parent = None   # where the daemon's directory is made (Daemon's parent)
 
     def setUp(self):
         if not VIRTVSNAPD:
             self.skipTest("VIRTVSNAPD is not set")
-        self.daemon = Daemon().start()
+        self.daemon = Daemon(self.daemon_parent).start()
 
     def tearDown(self):
         self.daemon.cleanup()

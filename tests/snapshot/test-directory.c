@@ -606,6 +606,99 @@ static void test_write_and_commit(void)
     g_assert_no_error(error);
 }
 
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    g_assert_true(g_file_set_contents(path, text, -1, &error));
+    g_assert_no_error(error);
+}
+
+static unsigned count_entries(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    unsigned n = 0;
+    while (d && g_dir_read_name(d))
+        n++;
+    return n;
+}
+
+static void assert_destination_refused(const char *dest, const char *needle)
+{
+    g_autoptr(GError) error = NULL;
+    g_assert_false(snap_dir_check_destination(dest, &error));
+    g_assert_error(error, SNAP_ERROR, SNAP_ERROR_INVALID);
+    g_assert_nonnull(strstr(error->message, needle));
+}
+
+/* libvirt's ch driver creates the directory, writes libvirt-save.xml and only
+ * then asks for the snapshot: the file stays, the snapshot appears whole. */
+static void test_prepared_destination(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *root = g_dir_make_tmp("vsnap-dir-XXXXXX", &error);
+    g_autofree char *dest = g_build_filename(root, "save", NULL);
+    g_assert_true(snap_dir_check_destination(dest, &error)); /* absent */
+    g_assert_cmpint(g_mkdir(dest, 0770), ==, 0);
+    g_assert_true(snap_dir_check_destination(dest, &error)); /* empty */
+    write_text(dest, "libvirt-save.xml", "LibvirtXML header and domain");
+    g_autofree char *xml = g_build_filename(dest, "libvirt-save.xml", NULL);
+    g_assert_cmpint(chmod(xml, 0600), ==, 0);
+    g_assert_true(snap_dir_check_destination(dest, &error));
+    g_assert_no_error(error);
+
+    g_autofree char *partial = snap_dir_create_partial(dest, &error);
+    g_assert_true(snap_dir_write_file(partial, SNAP_DIR_STATE_FILE, "{}", &error));
+    g_assert_true(snap_dir_commit(partial, dest, &error));
+    g_assert_no_error(error);
+    g_autofree char *state = read_text(dest, SNAP_DIR_STATE_FILE);
+    g_autofree char *kept = read_text(dest, "libvirt-save.xml");
+    g_assert_cmpstr(state, ==, "{}");
+    g_assert_cmpstr(kept, ==, "LibvirtXML header and domain");
+    struct stat st;
+    g_assert_cmpint(stat(xml, &st), ==, 0);
+    g_assert_cmpuint(st.st_mode & 0777, ==, 0600);
+    g_assert_cmpuint(count_entries(dest), ==, 2);
+    g_assert_cmpuint(count_entries(root), ==, 1); /* neither partial nor old directory left */
+
+    /* Now it holds a snapshot: never again. */
+    assert_destination_refused(dest, SNAP_DIR_STATE_FILE);
+    g_autofree char *again = snap_dir_create_partial(dest, &error);
+    g_assert_false(snap_dir_commit(again, dest, &error));
+    g_assert_error(error, SNAP_ERROR, SNAP_ERROR_INVALID);
+    g_clear_error(&error);
+    g_autofree char *unchanged = read_text(dest, SNAP_DIR_STATE_FILE);
+    g_assert_cmpstr(unchanged, ==, "{}");
+    g_assert_true(snap_dir_remove(again, &error));
+    g_assert_true(snap_dir_remove(root, &error));
+}
+
+static void test_destination_refusals(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *root = g_dir_make_tmp("vsnap-dir-XXXXXX", &error);
+    g_autofree char *file = g_build_filename(root, "file", NULL);
+    write_text(root, "file", "x");
+    assert_destination_refused(file, "not a directory");
+    const char *own[] = { SNAP_DIR_CONFIG_FILE, SNAP_DIR_LAYER_FILE, SNAP_DIR_LAYER_FILE ".seal",
+                          SNAP_DIR_LAYER_FILE ".tmp-a1b2c3", SNAP_DIR_STATE_FILE ".Q7XZ2A" };
+    for (unsigned i = 0; i < G_N_ELEMENTS(own); i++) {
+        g_autofree char *dir = g_strdup_printf("%s/own%u", root, i);
+        g_assert_cmpint(g_mkdir(dir, 0755), ==, 0);
+        write_text(dir, "libvirt-save.xml", "x");
+        write_text(dir, own[i], "x");
+        assert_destination_refused(dir, own[i]);
+    }
+    g_autofree char *nested = g_build_filename(root, "nested", "sub", NULL);
+    g_assert_cmpint(g_mkdir_with_parents(nested, 0755), ==, 0);
+    g_autofree char *parent = g_path_get_dirname(nested);
+    assert_destination_refused(parent, "not a regular file: sub");
+    g_assert_true(snap_dir_is_snapshot_file("memory-ranges"));
+    g_assert_false(snap_dir_is_snapshot_file("memory-ranges-old"));
+    g_assert_false(snap_dir_is_snapshot_file("libvirt-save.xml"));
+    g_assert_true(snap_dir_remove(root, &error));
+}
+
 static void test_urls(void)
 {
     const char *paths[] = { "/var/lib/vsnap/snapshots/d/1", "/tmp/a b/100%/é", "/" };
@@ -644,6 +737,8 @@ int main(int argc, char **argv)
     g_test_add_func("/snapshot/directory/files-bound", test_files_bound);
     g_test_add_func("/snapshot/directory/seal-and-verify", test_seal_and_verify);
     g_test_add_func("/snapshot/directory/write-and-commit", test_write_and_commit);
+    g_test_add_func("/snapshot/directory/prepared-destination", test_prepared_destination);
+    g_test_add_func("/snapshot/directory/destination-refusals", test_destination_refusals);
     g_test_add_func("/snapshot/directory/urls", test_urls);
     return g_test_run();
 }

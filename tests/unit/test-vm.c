@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "boot/boot.h"
-#include "config.h"
+#include "config/vm-config.h"
 #include "memory.h"
 #include "vm.h"
 

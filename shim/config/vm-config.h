@@ -1,6 +1,6 @@
 /* VmConfig: the shim's view of Cloud Hypervisor's VmConfig JSON.
  *
- * Parsed from JSON by api/config.c (unknown or invalid fields are refused with a
+ * Parsed from JSON by vm-config.c (unknown or invalid fields are refused with a
  * GError naming the field) and turned back into JSON for vm.info and snapshots.
  * The KVM core only reads this struct; it never sees JSON.
  */

@@ -1,5 +1,5 @@
 /* state.json value helpers: see state-json.h. */
-#include "persist/state-json.h"
+#include "state/state-json.h"
 
 #include <errno.h>
 #include <stdlib.h>

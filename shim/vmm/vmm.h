@@ -4,7 +4,7 @@
  *
  * Every function runs on the main thread. Guest-initiated stops and readiness
  * arrive on vCPU/device threads and are handed to the main thread here.
- * Errors use SHIM_ERROR (api/api-error.h), whose code is the HTTP status.
+ * Errors use SHIM_ERROR (config/shim-error.h), whose code is the HTTP status.
  */
 #pragma once
 
@@ -12,9 +12,10 @@
 #include <json-glib/json-glib.h>
 #include <stdbool.h>
 
-#include "api/api-error.h"
-#include "api/events.h"
-#include "config.h"
+#include "config/shim-error.h"
+#include "config/vm-config.h"
+#include "persist/persist.h"
+#include "vmm/events.h"
 
 enum vmm_state {
     VMM_STATE_NOT_CREATED,
@@ -37,7 +38,6 @@ void vmm_set_exit_on_guest_poweroff(struct vmm *vmm, bool exit);
 
 const char *vmm_state_to_string(enum vmm_state state);
 enum vmm_state vmm_get_state(const struct vmm *vmm);
-struct events *vmm_get_events(struct vmm *vmm);
 
 /* Takes cfg. Checks that the files it names exist. */
 bool vmm_create(struct vmm *vmm, struct vm_config *cfg, GError **error);
@@ -55,20 +55,13 @@ void vmm_request_exit(struct vmm *vmm);
 JsonNode *vmm_info(struct vmm *vmm, GError **error);
 JsonNode *vmm_counters(struct vmm *vmm, GError **error);
 
-/* persist: begin (vm.snapshot / vm.restore: api/snapshot.c and shim/persist/) */
-struct vm;
-struct vm_callbacks;
-/* The VM (NULL when none is built) and its config (NULL when not created). */
-struct vm *vmm_get_vm(struct vmm *vmm);
-const struct vm_config *vmm_get_config(const struct vmm *vmm);
-/* Builds a VM some other way than booting (a restore): returns it with its
- * vCPUs parked and *cfg set to the config it runs with. */
-typedef struct vm *(*vmm_vm_builder)(void *data, const struct vm_callbacks *cb, struct vm_config **cfg,
-                                     GError **error);
-/* Only without a VM (405 otherwise). Emits restoring/restored; the VM is then
- * Paused, or resumed (resuming/resumed) when resume is true. */
-bool vmm_restore(struct vmm *vmm, vmm_vm_builder build, void *data, bool resume, GError **error);
-/* persist: end */
+/* vm.snapshot (shim/persist/): only while Paused (405 otherwise). Emits
+ * snapshotting/snapshotted (with the new layer's id). result may be NULL. */
+bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
+                  struct persist_snapshot_result *result, GError **error);
+/* vm.restore: only without a VM (405 otherwise). Emits restoring/restored; the
+ * VM is then Paused, or resumed (resuming/resumed) when resume is true. */
+bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *req, bool resume, GError **error);
 
 /* Readiness (for GET vm.wait-ready): the guest's announcement since the last
  * boot, as JSON text, or NULL. A watch is called once, on the main thread, with

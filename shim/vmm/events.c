@@ -1,15 +1,15 @@
 #define G_LOG_DOMAIN "vsnap-shim"
 
-#include "events.h"
+#include "vmm/events.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/options.h"
 
 struct events {
     int fd;          /* -1: a null monitor */
@@ -35,7 +35,7 @@ struct events *events_new_null(void)
 
 /* A FIFO opened write-only blocks until a reader appears; O_RDWR never blocks
  * and keeps the FIFO open even while the reader goes away and comes back. */
-static int open_monitor_path(const char *path, GError **error)
+struct events *events_open_path(const char *path, GError **error)
 {
     struct stat st;
     int flags = O_WRONLY | O_CREAT | O_APPEND;
@@ -43,48 +43,27 @@ static int open_monitor_path(const char *path, GError **error)
     if (stat(path, &st) == 0 && S_ISFIFO(st.st_mode))
         flags = O_RDWR;
     int fd = open(path, flags | O_CLOEXEC | O_NONBLOCK, 0640);
-    if (fd < 0)
-        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
-                    "--event-monitor: cannot open %s: %s", path, g_strerror(errno));
-    return fd;
+    if (fd < 0) {
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "cannot open %s: %s", path,
+                    g_strerror(errno));
+        return NULL;
+    }
+    return events_new_fd(fd, true);
 }
 
-static int adopt_monitor_fd(const char *text, GError **error)
+struct events *events_adopt_fd(int fd, GError **error)
 {
-    uint64_t fd;
-
-    if (!parse_uint(text, G_MAXINT, &fd, error)) {
-        g_prefix_error(error, "--event-monitor fd=: ");
-        return -1;
-    }
-    int flags = fcntl((int)fd, F_GETFL);
+    int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                    "--event-monitor fd=%d: not a file descriptor open for writing", (int)fd);
-        return -1;
-    }
-    fcntl((int)fd, F_SETFL, flags | O_NONBLOCK);
-    fcntl((int)fd, F_SETFD, FD_CLOEXEC);
-    return (int)fd;
-}
-
-struct events *events_open(const char *spec, GError **error)
-{
-    static const char *const keys[] = { "path", "fd", NULL };
-    g_autoptr(option_list) opts = option_list_parse("--event-monitor", spec, keys, error);
-    if (!opts)
-        return NULL;
-
-    const char *path = option_list_get(opts, "path");
-    const char *fd_text = option_list_get(opts, "fd");
-    if ((path == NULL) == (fd_text == NULL)) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                    "--event-monitor: give exactly one of path=<file> or fd=<n>");
+                    "fd=%d is not a file descriptor open for writing", fd);
         return NULL;
     }
-    int fd = path ? open_monitor_path(path, error) : adopt_monitor_fd(fd_text, error);
-    if (fd < 0)
+    if (fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "cannot make fd %d non-blocking: %s", fd,
+                    g_strerror(errno));
         return NULL;
+    }
     return events_new_fd(fd, true);
 }
 

@@ -1,20 +1,23 @@
 /* The VM lifecycle behind the API: one state machine, every transition here. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
-#include "vmm.h"
+#include "vmm/vmm.h"
 
 #include <stdarg.h>
 
-#include "api/config-json.h"
-#include "persist/persist.h"
+#include "config/vm-config-json.h"
 #include "vm.h"
+#include "vmm/readiness.h"
 
 /* Handed to the VM as the callbacks' opaque: lets a callback that arrives after
- * its VM was torn down (and maybe replaced) be recognised as stale. */
+ * its VM was torn down (and maybe replaced) be recognised as stale. Lives as
+ * long as its VM (freed after vm_free), so the readiness service it holds
+ * outlives the vsock device serving it. */
 struct vm_link {
     struct vmm *vmm;
     guint generation;
     struct vm_callbacks callbacks;
+    struct readiness_service readiness;
 };
 
 struct ready_watch {
@@ -105,11 +108,6 @@ enum vmm_state vmm_get_state(const struct vmm *vmm)
     return vmm->state;
 }
 
-struct events *vmm_get_events(struct vmm *vmm)
-{
-    return vmm->events;
-}
-
 static void emit(struct vmm *vmm, const char *event)
 {
     events_emit(vmm->events, "vm", event, NULL);
@@ -153,7 +151,47 @@ void vmm_unwatch_ready(struct vmm *vmm, guint id)
 /* ---- building and tearing down the VM -------------------------------------- */
 
 static void on_guest_stop(void *opaque, enum vm_stop_reason reason, const char *detail);
+static void on_fatal(void *opaque, const char *detail);
 static void on_guest_ready(void *opaque, const char *info_json);
+
+static struct vm_link *new_link(struct vmm *vmm)
+{
+    struct vm_link *link = g_new0(struct vm_link, 1);
+    link->vmm = vmm;
+    link->generation = vmm->generation;
+    link->callbacks = (struct vm_callbacks){
+        .on_guest_stop = on_guest_stop,
+        .on_fatal = on_fatal,
+        .opaque = link,
+    };
+    return link;
+}
+
+/* The guest agent's announcements arrive on the config's readiness port,
+ * served by the VMM itself; installed before any vCPU runs. */
+static bool serve_readiness(struct vm *vm, const struct vm_config *cfg, struct vm_link *link, GError **error)
+{
+    if (!cfg->vsock.present)
+        return true;
+    readiness_service_init(&link->readiness, cfg->vsock.readiness_port, on_guest_ready, link);
+    return vm_serve_vsock_port(vm, &link->readiness.handler, error);
+}
+
+static void adopt_vm(struct vmm *vmm, struct vm *vm, struct vm_link *link)
+{
+    vmm->vm = vm;
+    vmm->link = link;
+    g_clear_pointer(&vmm->last_error, g_free);
+}
+
+/* Building failed: vm (maybe NULL) and link go, the error is kept for vm.info. */
+static void drop_vm(struct vmm *vmm, struct vm *vm, struct vm_link *link, const GError *error)
+{
+    vm_free(vm);
+    g_free(link);
+    g_free(vmm->last_error);
+    vmm->last_error = g_strdup(error->message);
+}
 
 /* vm_free joins the vCPU threads, so no callback can run after it returns; a
  * callback already queued for the main thread sees a newer generation. */
@@ -172,31 +210,15 @@ static void teardown_vm(struct vmm *vmm)
 static bool build_and_start_vm(struct vmm *vmm, GError **error)
 {
     g_autoptr(GError) local = NULL;
-    struct vm_link *link = g_new0(struct vm_link, 1);
-
-    link->vmm = vmm;
-    link->generation = vmm->generation;
-    link->callbacks = (struct vm_callbacks){
-        .on_guest_stop = on_guest_stop,
-        .on_guest_ready = on_guest_ready,
-        .opaque = link,
-    };
+    struct vm_link *link = new_link(vmm);
     struct vm *vm = vm_new(vmm->config, &link->callbacks, &local);
-    if (vm && !vm_start(vm, &local)) {
-        vm_free(vm);
-        vm = NULL;
-    }
-    if (!vm) {
-        g_free(link);
-        g_free(vmm->last_error);
-        vmm->last_error = g_strdup(local->message);
+    if (!vm || !serve_readiness(vm, vmm->config, link, &local) || !vm_start(vm, &local)) {
+        drop_vm(vmm, vm, link, local);
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_FAILED, "cannot boot the VM: %s", local->message);
         return false;
     }
-    vmm->vm = vm;
-    vmm->link = link;
+    adopt_vm(vmm, vm, link);
     vmm->boot_count++;
-    g_clear_pointer(&vmm->last_error, g_free);
     return true;
 }
 
@@ -300,8 +322,8 @@ static void shut_down(struct vmm *vmm)
 {
     teardown_vm(vmm);
     vmm->state = VMM_STATE_SHUTDOWN;
-    /* persist: a stop the guest side caused says why (a crash, or an on-demand
-     * restore that met a corrupt block): {"reason": ..., "detail": ...} */
+    /* A stop the guest side caused says why (a crash, or an on-demand restore
+     * that met a corrupt block): {"reason": ..., "detail": ...} */
     if (!g_strcmp0(vmm->last_stop_origin, "guest"))
         events_emit_strings(vmm->events, "vm", "shutdown", "reason", vmm->last_stop_reason, "detail",
                             vmm->last_stop_detail ? vmm->last_stop_detail : "", NULL);
@@ -375,32 +397,52 @@ void vmm_request_exit(struct vmm *vmm)
         vmm->exit_requested(vmm->exit_data);
 }
 
-/* persist: begin ---------------------------------------------------------------- */
+/* ---- snapshot and restore ------------------------------------------------------ */
 
-struct vm *vmm_get_vm(struct vmm *vmm)
+/* persist's errors say whose fault it was: the request's (400) or not (500). */
+static void to_shim_error(GError **error)
 {
-    return vmm->vm;
+    if (!error || !*error || (*error)->domain == SHIM_ERROR)
+        return;
+    int code = (*error)->domain == PERSIST_ERROR && (*error)->code == PERSIST_ERROR_INVALID ? SHIM_ERROR_INVALID
+                                                                                           : SHIM_ERROR_FAILED;
+    GError *shim = g_error_new_literal(SHIM_ERROR, code, (*error)->message);
+    g_clear_error(error);
+    *error = shim;
 }
 
-const struct vm_config *vmm_get_config(const struct vmm *vmm)
+bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
+                  struct persist_snapshot_result *result, GError **error)
 {
-    return vmm->config;
+    if (vmm->state == VMM_STATE_NOT_CREATED) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_CREATED, "no VM: create or restore one first");
+        return false;
+    }
+    if (vmm->state != VMM_STATE_PAUSED) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "cannot snapshot: the VM is %s (pause it first)",
+                    vmm_state_to_string(vmm->state));
+        return false;
+    }
+    struct persist_snapshot_result local_result = { 0 };
+    if (!result)
+        result = &local_result;
+    /* As Cloud Hypervisor: "snapshotting" only for a request that will be tried. */
+    if (!persist_snapshot_check(vmm->vm, req, error)) {
+        to_shim_error(error);
+        return false;
+    }
+    emit(vmm, "snapshotting");
+    if (!persist_snapshot(vmm->vm, vmm->config, req, result, error)) {
+        to_shim_error(error);
+        return false;
+    }
+    g_info("snapshot %s: %" G_GUINT64_FORMAT " pages, %" G_GUINT64_FORMAT " bytes in %.3f ms", result->id,
+           result->data_pages, result->file_bytes, result->elapsed_ns / 1e6);
+    events_emit_strings(vmm->events, "vm", "snapshotted", "id", result->id, NULL);
+    return true;
 }
 
-static struct vm_link *new_link(struct vmm *vmm)
-{
-    struct vm_link *link = g_new0(struct vm_link, 1);
-    link->vmm = vmm;
-    link->generation = vmm->generation;
-    link->callbacks = (struct vm_callbacks){
-        .on_guest_stop = on_guest_stop,
-        .on_guest_ready = on_guest_ready,
-        .opaque = link,
-    };
-    return link;
-}
-
-bool vmm_restore(struct vmm *vmm, vmm_vm_builder build, void *data, bool resume, GError **error)
+bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *req, bool resume, GError **error)
 {
     g_autoptr(GError) local = NULL;
     struct vm_config *cfg = NULL;
@@ -413,24 +455,20 @@ bool vmm_restore(struct vmm *vmm, vmm_vm_builder build, void *data, bool resume,
     }
     emit(vmm, "restoring");
     struct vm_link *link = new_link(vmm);
-    struct vm *vm = build(data, &link->callbacks, &cfg, &local);
-    if (!vm) {
-        g_free(link);
-        g_free(vmm->last_error);
-        vmm->last_error = g_strdup(local->message);
+    struct vm *vm = persist_restore(req, &link->callbacks, &cfg, &local);
+    if (!vm || !serve_readiness(vm, cfg, link, &local)) {
+        drop_vm(vmm, vm, link, local);
+        vm_config_free(cfg);
+        to_shim_error(&local);
         g_propagate_error(error, g_steal_pointer(&local));
         return false;
     }
-    vmm->vm = vm;
-    vmm->link = link;
+    adopt_vm(vmm, vm, link);
     vmm->config = cfg;
     vmm->state = VMM_STATE_PAUSED;
-    g_clear_pointer(&vmm->last_error, g_free);
     emit(vmm, "restored");
     return !resume || vmm_resume(vmm, error);
 }
-
-/* persist: end ------------------------------------------------------------------ */
 
 /* ---- what the guest did (arrives on vCPU / device threads) --------------------- */
 
@@ -493,6 +531,17 @@ static void on_guest_stop(void *opaque, enum vm_stop_reason reason, const char *
     stop->detail = g_strdup(detail);
     g_main_context_invoke_full(link->vmm->main_context, G_PRIORITY_DEFAULT, handle_guest_stop,
                                stop, guest_stop_free);
+}
+
+/* The process ends after this (vm_report_fatal), possibly while the main
+ * thread waits on the lost VM: only the event monitor, which any thread may
+ * write, tells the daemon. A guest crash reads the same there, then the
+ * process is gone: vm.info can no longer be asked. */
+static void on_fatal(void *opaque, const char *detail)
+{
+    struct vm_link *link = opaque;
+    events_emit_strings(link->vmm->events, "vm", "shutdown", "reason", "crash", "detail", detail, NULL);
+    events_emit(link->vmm->events, "vmm", "shutdown", NULL);
 }
 
 struct guest_ready {
@@ -591,22 +640,29 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
     json_builder_set_member_name(b, "ram_resident_bytes");
     json_builder_add_int_value(b, vmm->vm ? (gint64)vm_ram_resident_bytes(vmm->vm) : 0);
     add_optional_string(b, "serial_pty", vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL);
+    add_optional_string(b, "console_pty", vmm->vm ? vm_console_pty_path(vmm->vm) : NULL);
     add_ready_members(vmm, b);
-    if (vmm->vm) /* persist: snapshot id, restore mode, on-demand progress */
+    if (vmm->vm) /* snapshot id, restore mode, on-demand progress */
         persist_add_info(vmm->vm, b);
     json_builder_end_object(b);
 }
 
-/* Cloud Hypervisor reports a serial PTY's path as config.serial.file, which is
- * where libvirt's ch driver reads it. */
+static void set_pty_file(JsonNode *config, const char *device, const char *pty)
+{
+    if (pty) {
+        JsonObject *section = json_object_get_object_member(json_node_get_object(config), device);
+        json_object_set_string_member(section, "file", pty);
+    }
+}
+
+/* Cloud Hypervisor reports a PTY's path as config.serial.file and
+ * config.console.file, which is where libvirt's ch driver reads them. */
 static JsonNode *config_with_pty(struct vmm *vmm)
 {
     JsonNode *config = vm_config_to_json(vmm->config);
-    const char *pty = vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL;
-
-    if (pty) {
-        JsonObject *serial = json_object_get_object_member(json_node_get_object(config), "serial");
-        json_object_set_string_member(serial, "file", pty);
+    if (vmm->vm) {
+        set_pty_file(config, "serial", vm_serial_pty_path(vmm->vm));
+        set_pty_file(config, "console", vm_console_pty_path(vmm->vm));
     }
     return config;
 }

@@ -1,4 +1,4 @@
-/* VmConfig JSON <-> struct vm_config (config.h).
+/* VmConfig JSON <-> struct vm_config (vm-config.h).
  *
  * Parsing refuses, with SHIM_ERROR_INVALID and the dotted path of the field
  * ("memory.size"), anything Cloud Hypervisor would not accept, and with
@@ -10,7 +10,7 @@
 #include <json-glib/json-glib.h>
 #include <stdbool.h>
 
-#include "config.h"
+#include "config/vm-config.h"
 
 #define VSNAP_DEFAULT_READINESS_PORT 1024
 

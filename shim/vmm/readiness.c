@@ -1,4 +1,5 @@
-/* The readiness port, served by the shim itself (no UNIX socket behind it).
+/* The readiness port, served by the shim itself (no UNIX socket behind it):
+ * a vsock port handler (devices/virtio-vsock.h) that vmm.c installs.
  *
  * The guest sends one line per announcement:
  *     READY {"boot_id":"...","generation":G,"mono_ns":N,...}\n
@@ -7,19 +8,25 @@
  * T is the host's wall clock at the instant the line was read, which a guest
  * restored from a snapshot uses to set its clock; entropy is fresh random
  * bytes from the host for the guest's pool. The same instant is the
- * "ready_ns" passed to vm_callbacks.on_guest_ready. A malformed line gets
- * "ERR <why>\n" and the connection stays usable.
+ * "ready_ns" in the announcement the VMM gets (readiness.h). A malformed line
+ * gets "ERR <why>\n" and the connection stays usable; a line longer than
+ * READY_LINE_MAX bytes resets the connection.
  */
+#include "vmm/readiness.h"
+
 #include <json-glib/json-glib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
-#include "virtio-vsock-priv.h"
-#include "vm.h"
-
 #define READY_ENTROPY_BYTES 32
+#define READY_LINE_MAX 4096u
+
+/* One guest connection: the bytes of the current line so far. */
+struct session {
+    GString *line;
+};
 
 static gint64 realtime_ns(void)
 {
@@ -28,11 +35,20 @@ static gint64 realtime_ns(void)
     return (gint64)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-void vsock_ready_session_clear(struct vsock_ready_session *session)
+static void *session_open(void *opaque)
 {
-    if (session->line)
-        g_string_free(session->line, TRUE);
-    session->line = NULL;
+    (void)opaque;
+    struct session *session = g_new0(struct session, 1);
+    session->line = g_string_new(NULL);
+    return session;
+}
+
+static void session_close(void *opaque, void *data)
+{
+    (void)opaque;
+    struct session *session = data;
+    g_string_free(session->line, TRUE);
+    g_free(session);
 }
 
 /* Random bytes for the guest to mix into its pool: a VM restored from a
@@ -50,15 +66,15 @@ static void fresh_entropy_hex(char out[2 * READY_ENTROPY_BYTES + 1])
         snprintf(out + 2 * i, 3, "%02x", bytes[i]);
 }
 
-static void reply(struct vsock_conn *conn, const char *text)
+static void reply(GByteArray *out, const char *text)
 {
-    g_byte_array_append(conn->to_guest, (const guint8 *)text, (guint)strlen(text));
+    g_byte_array_append(out, (const guint8 *)text, (guint)strlen(text));
 }
 
-static void reply_error(struct vsock_conn *conn, const char *why)
+static void reply_error(GByteArray *out, const char *why)
 {
     g_autofree char *line = g_strdup_printf("ERR %s\n", why);
-    reply(conn, line);
+    reply(out, line);
 }
 
 /* Parse the JSON after "READY ": an object with a string boot_id and a
@@ -91,7 +107,7 @@ static JsonObject *parse_announcement(const char *json, GError **error)
 }
 
 /* {"ready":true,"generation":G,"boot_id":"...","ready_ns":T,"port":P,"guest":{...}} */
-static char *build_info(const struct virtio_vsock *dev, JsonObject *guest, gint64 ready_ns)
+static char *build_info(const struct readiness_service *s, JsonObject *guest, gint64 ready_ns)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
@@ -104,7 +120,7 @@ static char *build_info(const struct virtio_vsock *dev, JsonObject *guest, gint6
     json_builder_set_member_name(b, "ready_ns");
     json_builder_add_int_value(b, ready_ns);
     json_builder_set_member_name(b, "port");
-    json_builder_add_int_value(b, dev->readiness_port);
+    json_builder_add_int_value(b, s->handler.port);
     json_builder_set_member_name(b, "guest");
     JsonNode *copy = json_node_new(JSON_NODE_OBJECT);
     json_node_set_object(copy, guest);
@@ -114,13 +130,13 @@ static char *build_info(const struct virtio_vsock *dev, JsonObject *guest, gint6
     return json_to_string(root, FALSE);
 }
 
-static void handle_ready(struct virtio_vsock *dev, struct vsock_conn *conn, const char *json)
+static void handle_ready(struct readiness_service *s, GByteArray *out, const char *json)
 {
     gint64 ready_ns = realtime_ns(); /* the instant the announcement arrived */
     g_autoptr(GError) error = NULL;
     JsonObject *guest = parse_announcement(json, &error);
     if (!guest) {
-        reply_error(conn, error->message);
+        reply_error(out, error->message);
         return;
     }
     gint64 generation = json_object_get_int_member(guest, "generation");
@@ -130,42 +146,49 @@ static void handle_ready(struct virtio_vsock *dev, struct vsock_conn *conn, cons
         "ACK {\"host_realtime_ns\":%" G_GINT64_FORMAT ",\"generation\":%" G_GINT64_FORMAT
         ",\"entropy\":\"%s\"}\n",
         ready_ns, generation, entropy);
-    reply(conn, ack);
-    g_autofree char *info = build_info(dev, guest, ready_ns);
+    reply(out, ack);
+    g_autofree char *info = build_info(s, guest, ready_ns);
     json_object_unref(guest);
-    dev->counters.ready_events++;
-    const struct vm_callbacks *cb = vm_get_callbacks(dev->vm);
-    if (cb && cb->on_guest_ready)
-        cb->on_guest_ready(cb->opaque, info);
-    else
-        g_message("virtio-vsock: guest ready %s (nobody is listening for it)", info);
+    s->announced(s->data, info);
 }
 
-static void handle_line(struct virtio_vsock *dev, struct vsock_conn *conn, const char *line)
+static void handle_line(struct readiness_service *s, GByteArray *out, const char *line)
 {
     if (g_str_has_prefix(line, "READY "))
-        handle_ready(dev, conn, line + strlen("READY "));
+        handle_ready(s, out, line + strlen("READY "));
     else if (*line != '\0')
-        reply_error(conn, "unknown request: the readiness port takes 'READY {json}'");
+        reply_error(out, "unknown request: the readiness port takes 'READY {json}'");
 }
 
-bool vsock_ready_consume(struct virtio_vsock *dev, struct vsock_conn *conn, const uint8_t *data,
-                         size_t len)
+static bool session_receive(void *opaque, void *data, const uint8_t *bytes, size_t len, GByteArray *out)
 {
+    struct readiness_service *s = opaque;
+    GString *line = ((struct session *)data)->line;
     for (size_t i = 0; i < len; i++) {
-        if (data[i] != '\n') {
-            if (conn->ready.line->len >= VSOCK_READY_LINE_MAX)
+        if (bytes[i] != '\n') {
+            if (line->len >= READY_LINE_MAX)
                 return false;
-            g_string_append_c(conn->ready.line, (char)data[i]);
+            g_string_append_c(line, (char)bytes[i]);
             continue;
         }
-        if (conn->ready.line->len && conn->ready.line->str[conn->ready.line->len - 1] == '\r')
-            g_string_truncate(conn->ready.line, conn->ready.line->len - 1);
-        if (strlen(conn->ready.line->str) != conn->ready.line->len)
-            reply_error(conn, "NUL byte in line");
+        if (line->len && line->str[line->len - 1] == '\r')
+            g_string_truncate(line, line->len - 1);
+        if (strlen(line->str) != line->len)
+            reply_error(out, "NUL byte in line");
         else
-            handle_line(dev, conn, conn->ready.line->str);
-        g_string_truncate(conn->ready.line, 0);
+            handle_line(s, out, line->str);
+        g_string_truncate(line, 0);
     }
     return true;
+}
+
+void readiness_service_init(struct readiness_service *s, uint32_t port, readiness_announced_func announced,
+                            void *data)
+{
+    *s = (struct readiness_service){
+        .handler = { .port = port, .open = session_open, .receive = session_receive, .close = session_close,
+                     .opaque = s },
+        .announced = announced,
+        .data = data,
+    };
 }

@@ -1,7 +1,7 @@
 /* VmConfig: struct vm_config's lifetime and its JSON form. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
-#include "api/config-json.h"
+#include "config/vm-config-json.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -9,13 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/api-error.h"
+#include "config/shim-error.h"
 
 /* ---- struct vm_config ---------------------------------------------------- */
 
-/* Cloud Hypervisor's defaults (1 vCPU, 512 MiB, serial Null), except the
- * console: Cloud Hypervisor's default is Tty on a virtio-console, which vsnap
- * does not have, so the console is Off. */
+/* Cloud Hypervisor's defaults: 1 vCPU, 512 MiB, serial Null, the
+ * virtio-console on Tty (the shim's stdout, and its stdin when that is a
+ * terminal or a pipe). */
 struct vm_config *vm_config_new_default(void)
 {
     struct vm_config *cfg = g_new0(struct vm_config, 1);
@@ -23,7 +23,7 @@ struct vm_config *vm_config_new_default(void)
     cfg->cpus.max_vcpus = 1;
     cfg->memory.size = 512ull << 20;
     cfg->serial.mode = CONSOLE_MODE_NULL;
-    cfg->console.mode = CONSOLE_MODE_OFF;
+    cfg->console.mode = CONSOLE_MODE_TTY;
     cfg->vsock.readiness_port = VSNAP_DEFAULT_READINESS_PORT;
     return cfg;
 }
@@ -453,11 +453,11 @@ bool vm_config_validate(const struct vm_config *cfg, GError **error)
         !check_console(&cfg->serial, "serial", error) ||
         !check_console(&cfg->console, "console", error) || !check_vsock(&cfg->vsock, error))
         return false;
-    /* There is no virtio-console: only the 16550 serial port carries output. */
-    if (cfg->console.mode != CONSOLE_MODE_OFF && cfg->console.mode != CONSOLE_MODE_NULL) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED,
-                    "field 'console.mode' %s is not supported by vsnap yet (no virtio-console): "
-                    "use Off and the serial port", console_mode_to_string(cfg->console.mode));
+    /* As Cloud Hypervisor: one terminal cannot feed two devices' input. */
+    if (cfg->console.mode == CONSOLE_MODE_TTY && cfg->serial.mode == CONSOLE_MODE_TTY) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "invalid field 'console.mode': Tty for both serial and console (one of them may use "
+                    "the terminal; the console's default is Tty, so give it another mode)");
         return false;
     }
     return true;

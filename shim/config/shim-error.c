@@ -1,4 +1,4 @@
-#include "api-error.h"
+#include "config/shim-error.h"
 
 G_DEFINE_QUARK(vsnap-shim-error, shim_error)
 

@@ -1,0 +1,383 @@
+/* <disk>: a virtio-blk disk on a raw image (type='file') or a block device
+ * (type='block'). Everything else libvirt can say about a disk is refused by
+ * name: other devices (cdrom, floppy, lun), other buses, network and volume
+ * sources, image formats other than raw, shared disks.
+ *
+ * A disk may carry a <backingStore> chain (the live XML the daemon keeps as
+ * status has one once the domain has snapshots): its innermost layer is the
+ * user's image, the layers above it are the runtime chain (struct
+ * domain_disk.chain), and the disk's <source> is the chain's top. */
+#include "domain-parse.h"
+
+#include <string.h>
+
+#include "xml-util.h"
+
+/* Deeper than any chain vsnap makes, and below libxml2's default nesting
+ * limit (256 levels), so a chain the daemon writes always parses back. */
+#define DOMAIN_DISK_MAX_CHAIN 200
+/* virtio-blk's GET_ID answers 20 bytes (VIRTIO_BLK_ID_BYTES). */
+#define DOMAIN_DISK_MAX_SERIAL 20
+
+static const char *const no_attributes[] = {NULL};
+
+/* The children of <disk> vsnap understands, each at most once. */
+enum disk_child {
+    DISK_TARGET,
+    DISK_DRIVER,
+    DISK_SOURCE,
+    DISK_BACKING_STORE,
+    DISK_READONLY,
+    DISK_SHAREABLE,
+    DISK_SERIAL,
+    DISK_N_CHILDREN,
+};
+
+static const char *const disk_child_names[DISK_N_CHILDREN] = {
+    "target", "driver", "source", "backingStore", "readonly", "shareable", "serial",
+};
+
+static bool collect_children(const xmlNode *disk, const xmlNode *found[DISK_N_CHILDREN], GError **error)
+{
+    for (const xmlNode *child = disk->children; child; child = child->next) {
+        if (!conf_xml_is_element(child))
+            continue;
+        int index = 0;
+        while (index < DISK_N_CHILDREN && !conf_xml_is(child, disk_child_names[index]))
+            index++;
+        if (index == DISK_N_CHILDREN) {
+            conf_xml_set_unsupported_element(error, child);
+            return false;
+        }
+        if (found[index]) {
+            conf_xml_set_duplicate_element(error, child);
+            return false;
+        }
+        found[index] = child;
+    }
+    return true;
+}
+
+static bool parse_storage_type(const xmlNode *node, bool *is_block, GError **error)
+{
+    g_autofree char *type = conf_xml_prop(node, "type");
+    if (!type || strcmp(type, "file") == 0) {
+        *is_block = false;   /* libvirt's default */
+        return true;
+    }
+    if (strcmp(type, "block") == 0) {
+        *is_block = true;
+        return true;
+    }
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                "<%s type='%s'> is not supported by vsnap: only 'file' (a raw image) or 'block' (a block device)",
+                (const char *)node->name, type);
+    return false;
+}
+
+static bool parse_device(const xmlNode *disk, GError **error)
+{
+    g_autofree char *device = conf_xml_prop(disk, "device");
+    if (device && strcmp(device, "disk") != 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "<disk device='%s'> is not supported by vsnap: only device='disk' (virtio-blk)", device);
+        return false;
+    }
+    return true;
+}
+
+/* "vd" and lowercase letters, as libvirt names virtio disks. */
+static bool is_virtio_disk_name(const char *name)
+{
+    if (strncmp(name, "vd", 2) != 0 || name[2] == '\0')
+        return false;
+    for (const char *c = name + 2; *c; c++)
+        if (*c < 'a' || *c > 'z')
+            return false;
+    return true;
+}
+
+static bool parse_target(struct domain_disk *disk, const xmlNode *node, GError **error)
+{
+    static const char *const attributes[] = {"dev", "bus", NULL};
+    if (!node) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR, "<disk> needs <target dev='vdX'/>");
+        return false;
+    }
+    if (!conf_xml_check_attributes(node, attributes, error) || !conf_xml_check_no_children(node, error))
+        return false;
+    g_autofree char *bus = conf_xml_prop(node, "bus");
+    if (bus && strcmp(bus, "virtio") != 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "<target bus='%s'> is not supported by vsnap: disks are virtio-blk, bus='virtio'", bus);
+        return false;
+    }
+    disk->target = conf_xml_prop(node, "dev");
+    if (!disk->target) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR, "disk <target> has no dev attribute");
+        return false;
+    }
+    if (!is_virtio_disk_name(disk->target)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "<target dev='%s'> is not supported by vsnap: virtio disks are named vda, vdb, ... "
+                    "('vd' and lowercase letters)", disk->target);
+        return false;
+    }
+    return true;
+}
+
+/* raw, or the refusal that tells the user how to get there. */
+static bool check_format(const struct domain_disk *disk, const char *format, GError **error)
+{
+    if (!format || strcmp(format, "raw") == 0)
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                "disk '%s': image format '%s' is not supported by vsnap, which runs raw images only; "
+                "convert it with 'qemu-img convert -O raw IMAGE IMAGE.raw' and use the raw file",
+                disk->target, format);
+    return false;
+}
+
+static bool parse_driver(struct domain_disk *disk, const xmlNode *node, GError **error)
+{
+    static const char *const attributes[] = {"name", "type", NULL};
+    disk->driver = DOMAIN_DISK_DRIVER_VSNAP;
+    if (!node)
+        return true;
+    if (!conf_xml_check_attributes(node, attributes, error) || !conf_xml_check_no_children(node, error))
+        return false;
+    g_autofree char *name = conf_xml_prop(node, "name");
+    if (name && strcmp(name, "qemu") == 0) {
+        disk->driver = DOMAIN_DISK_DRIVER_QEMU;
+    } else if (name && strcmp(name, "vsnap") != 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "<driver name='%s'> is not supported by vsnap: use name='vsnap' (or 'qemu'), or no name",
+                    name);
+        return false;
+    }
+    g_autofree char *type = conf_xml_prop(node, "type");
+    return check_format(disk, type, error);
+}
+
+/* <source file=.../> or <source dev=.../>: an absolute path. */
+static char *parse_source(const struct domain_disk *disk, const xmlNode *node, bool is_block, GError **error)
+{
+    const char *attribute = is_block ? "dev" : "file";
+    const char *const attributes[] = {attribute, NULL};
+    if (!conf_xml_check_attributes(node, attributes, error) || !conf_xml_check_no_children(node, error))
+        return NULL;
+    g_autofree char *path = conf_xml_prop(node, attribute);
+    if (!path) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR, "disk '%s': <source> needs %s='...'",
+                    disk->target, attribute);
+        return NULL;
+    }
+    g_autofree char *what = g_strdup_printf("disk '%s' <source %s>", disk->target, attribute);
+    if (!domain_check_absolute_path(path, what, error))
+        return NULL;
+    return g_steal_pointer(&path);
+}
+
+/* A <backingStore> with no type and nothing inside ends a chain. */
+static bool is_chain_end(const xmlNode *node)
+{
+    if (node->properties)
+        return false;
+    for (const xmlNode *child = node->children; child; child = child->next)
+        if (conf_xml_is_element(child))
+            return false;
+    return true;
+}
+
+static bool parse_layer_format(const struct domain_disk *disk, const xmlNode *node, GError **error)
+{
+    static const char *const attributes[] = {"type", NULL};
+    if (!conf_xml_check_attributes(node, attributes, error) || !conf_xml_check_no_children(node, error))
+        return false;
+    g_autofree char *type = conf_xml_prop(node, "type");
+    if (!type) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR, "disk '%s': <format> has no type attribute",
+                    disk->target);
+        return false;
+    }
+    return check_format(disk, type, error);
+}
+
+/* One non-final <backingStore>: its layer's path goes to layers, *next is
+ * the <backingStore> inside it (NULL if none). */
+static bool parse_layer(const struct domain_disk *disk, const xmlNode *node, GPtrArray *layers,
+                        bool *is_block, const xmlNode **next, GError **error)
+{
+    static const char *const attributes[] = {"type", NULL};
+    if (!conf_xml_check_attributes(node, attributes, error) || !parse_storage_type(node, is_block, error))
+        return false;
+    const xmlNode *format = NULL, *source = NULL;
+    *next = NULL;
+    for (const xmlNode *child = node->children; child; child = child->next) {
+        if (!conf_xml_is_element(child))
+            continue;
+        const xmlNode **slot = conf_xml_is(child, "format")         ? &format
+                               : conf_xml_is(child, "source")       ? &source
+                               : conf_xml_is(child, "backingStore") ? next
+                                                                    : NULL;
+        if (!slot) {
+            conf_xml_set_unsupported_element(error, child);
+            return false;
+        }
+        if (*slot) {
+            conf_xml_set_duplicate_element(error, child);
+            return false;
+        }
+        *slot = child;
+    }
+    if (!format || !source) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR, "disk '%s': a <backingStore> needs <%s>",
+                    disk->target, format ? "source" : "format type='raw'");
+        return false;
+    }
+    if (!parse_layer_format(disk, format, error))
+        return false;
+    char *path = parse_source(disk, source, *is_block, error);
+    if (!path)
+        return false;
+    g_ptr_array_add(layers, path);
+    return true;
+}
+
+/* The chain below the disk's <source>: afterwards disk->path is the
+ * innermost layer (the user's image) and disk->chain the layers above it. */
+static bool parse_backing_chain(struct domain_disk *disk, const xmlNode *backing, GError **error)
+{
+    g_autoptr(GPtrArray) layers = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(layers, g_steal_pointer(&disk->path));
+    bool bottom_is_block = disk->is_block;
+    bool upper_is_block = false;
+    while (backing && !is_chain_end(backing)) {
+        if (layers->len >= DOMAIN_DISK_MAX_CHAIN) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                        "disk '%s': a chain of more than %d layers is not supported",
+                        disk->target, DOMAIN_DISK_MAX_CHAIN);
+            return false;
+        }
+        upper_is_block |= bottom_is_block;
+        if (!parse_layer(disk, backing, layers, &bottom_is_block, &backing, error))
+            return false;
+    }
+    /* Overlays and sealed layers are files vsnap writes; only the user's
+     * image at the bottom may be a block device. */
+    if (upper_is_block) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "disk '%s': only the bottom of a backing chain (the image) can be a block device",
+                    disk->target);
+        return false;
+    }
+    disk->path = g_ptr_array_steal_index(layers, layers->len - 1);
+    disk->is_block = bottom_is_block;
+    if (layers->len > 0) {
+        g_ptr_array_add(layers, NULL);
+        disk->chain = (char **)g_ptr_array_free(g_steal_pointer(&layers), false);
+    }
+    return true;
+}
+
+static bool parse_serial(struct domain_disk *disk, const xmlNode *node, GError **error)
+{
+    if (!node)
+        return true;
+    if (!conf_xml_check_attributes(node, no_attributes, error) || !conf_xml_check_no_children(node, error))
+        return false;
+    g_autofree char *serial = conf_xml_text(node);
+    /* libvirt's own rule for disk serials (its schema's diskSerial). */
+    bool valid = serial[0] != '\0';
+    for (const char *c = serial; *c && valid; c++)
+        valid = g_ascii_isalnum(*c) || strchr("_.+- ", *c);
+    if (!valid) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_DETAIL,
+                    "disk '%s': <serial> must be letters, digits, spaces and _ . + - (not empty)", disk->target);
+        return false;
+    }
+    if (strlen(serial) > DOMAIN_DISK_MAX_SERIAL) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "disk '%s': <serial> '%s' is longer than the %d bytes virtio-blk carries", disk->target,
+                    serial, DOMAIN_DISK_MAX_SERIAL);
+        return false;
+    }
+    disk->serial = g_steal_pointer(&serial);
+    return true;
+}
+
+static bool parse_flag(const xmlNode *node, bool *flag, GError **error)
+{
+    *flag = node != NULL;
+    return !node ||
+           (conf_xml_check_attributes(node, no_attributes, error) && conf_xml_check_no_children(node, error));
+}
+
+static bool refuse_shareable(const xmlNode *node, GError **error)
+{
+    if (!node)
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                "<shareable/> disks are not supported by vsnap: a disk belongs to one VM, and its "
+                "snapshots are layered over its image");
+    return false;
+}
+
+/* Two disks never name the same target or the same image. */
+static bool check_unique(const struct domain_def *def, const struct domain_disk *disk, GError **error)
+{
+    for (size_t i = 0; i < def->n_disks; i++) {
+        const struct domain_disk *other = &def->disks[i];
+        if (other == disk)
+            continue;
+        if (strcmp(other->target, disk->target) == 0) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR,
+                        "disk target '%s' is used twice (disks '%s' and '%s')", disk->target, other->path,
+                        disk->path);
+            return false;
+        }
+        if (strcmp(other->path, disk->path) == 0) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                        "'%s' is the image of two disks ('%s' and '%s'): each vsnap disk needs its own",
+                        disk->path, other->target, disk->target);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool parse_disk_children(struct domain_disk *disk, const xmlNode *const found[DISK_N_CHILDREN],
+                                GError **error)
+{
+    if (!parse_target(disk, found[DISK_TARGET], error) || !parse_driver(disk, found[DISK_DRIVER], error) ||
+        !refuse_shareable(found[DISK_SHAREABLE], error))
+        return false;
+    if (!found[DISK_SOURCE]) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR, "disk '%s' needs <source %s='...'/>",
+                    disk->target, disk->is_block ? "dev" : "file");
+        return false;
+    }
+    disk->path = parse_source(disk, found[DISK_SOURCE], disk->is_block, error);
+    if (!disk->path)
+        return false;
+    if (found[DISK_BACKING_STORE] && !parse_backing_chain(disk, found[DISK_BACKING_STORE], error))
+        return false;
+    return parse_flag(found[DISK_READONLY], &disk->readonly, error) &&
+           parse_serial(disk, found[DISK_SERIAL], error);
+}
+
+bool domain_parse_disk(struct domain_def *def, const xmlNode *node, GError **error)
+{
+    static const char *const attributes[] = {"type", "device", NULL};
+    const xmlNode *found[DISK_N_CHILDREN] = {NULL};
+    if (!conf_xml_check_attributes(node, attributes, error) || !parse_device(node, error) ||
+        !collect_children(node, found, error))
+        return false;
+    /* Appended first, so that whatever part is parsed is freed with def
+     * when a later part fails. */
+    def->disks = g_renew(struct domain_disk, def->disks, def->n_disks + 1);
+    struct domain_disk *disk = &def->disks[def->n_disks++];
+    memset(disk, 0, sizeof(*disk));
+    return parse_storage_type(node, &disk->is_block, error) && parse_disk_children(disk, found, error) &&
+           check_unique(def, disk, error);
+}

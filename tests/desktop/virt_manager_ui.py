@@ -1,0 +1,391 @@
+"""virt-manager as its users use it, against a private virtvsnapd: Debian's
+virt-manager 4.1 driven through its accessibility tree (python3-dogtail,
+which virt-manager's own UI tests use), with a screenshot of each step.
+
+Runs inside an X server and a D-Bus session of its own
+(scripts/virt-manager-smoke.sh starts it under xvfb-run and
+dbus-run-session). The domain exists and runs before this starts; its guest
+is the test guest with a pty serial console, a vsock device, a heartbeat on
+the serial line and a spinning idle loop (so the CPU graph has something to
+show), and one snapshot made by virsh.
+
+    virt_manager_ui.py   (all input from the environment)
+    URI    the daemon's read-write URI          NAME  the domain
+    STATE  the daemon's state directory (for the guest's vsock socket)
+    OUT    where screenshots and virt-manager's log go
+    PRE_SNAPSHOT  the snapshot virsh made
+
+Checks, each printed as "ok" or "FAIL" (exit 1 on any failure):
+  - the domain list shows the domain Running and a CPU graph with a curve;
+  - Pause, Resume, Shut Down, Run and Force Off from the manager's toolbar
+    change what `virsh domstate` reports;
+  - the details window shows Overview, CPUs, Memory, Serial 1, the vsock
+    device and every other hardware entry (disks, NICs) without an error;
+  - the snapshots view lists the virsh snapshot, creates one and reverts to
+    it: the guest's memory checksum (SUM on its command port) is back;
+  - the serial console view shows the guest's heartbeat lines.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+from dogtail.config import config
+
+# No log files of dogtail's own (they go to a fixed /tmp path), no check of
+# the desktop's accessibility setting (GTK 3 always exports its tree to the
+# session's AT-SPI bus), short delays: this runs in one private session.
+config.logDebugToFile = False
+config.logDebugToStdOut = False
+config.checkForA11y = False
+config.actionDelay = 0.1
+config.defaultDelay = 0.1
+config.typingDelay = 0.02
+config.searchBackoffDuration = 0.2
+config.searchCutoffCount = 25
+
+from dogtail import tree  # noqa: E402  (after the configuration)
+from dogtail.predicate import GenericPredicate  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from vsnaptest import wait_command_port  # noqa: E402
+
+URI = os.environ["URI"]
+NAME = os.environ["NAME"]
+STATE = os.environ["STATE"]
+OUT = os.environ["OUT"]
+PRE_SNAPSHOT = os.environ["PRE_SNAPSHOT"]
+MIB = 1 << 20
+REGION = (16 * MIB, 4 * MIB)   # guest RAM the test guest lets us write
+
+T0 = time.monotonic()
+failures = []
+shots = 0
+
+
+def say(text):
+    print(f"[{time.monotonic() - T0:5.1f}s] {text}", flush=True)
+
+
+def check(cond, what):
+    say(("ok    " if cond else "FAIL  ") + what)
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+class Abort(Exception):
+    """A step whose failure leaves nothing sensible to do after it."""
+
+
+def require(cond, what):
+    """A condition the next steps need: silent when it holds."""
+    if not cond:
+        check(False, what)
+        raise Abort(what)
+
+
+def wait_for(predicate, timeout, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = predicate()
+        except Exception:   # a node that went away while we looked at it
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(interval)
+
+
+def screenshot(label):
+    global shots
+    shots += 1
+    path = os.path.join(OUT, f"{shots:02d}-{label}.png")
+    subprocess.run(["import", "-window", "root", path], check=False, timeout=20)
+    return path
+
+
+def virsh(*args, check_rc=True):
+    res = subprocess.run(["virsh", "-q", "-c", URI, *args], capture_output=True, text=True,
+                         timeout=60)
+    if check_rc and res.returncode != 0:
+        raise Abort(f"virsh {' '.join(args)}: {res.stderr.strip()}")
+    return res.stdout.strip()
+
+
+def domstate():
+    return virsh("domstate", NAME)
+
+
+def wait_domstate(want, timeout=30):
+    return wait_for(lambda: domstate() == want, timeout)
+
+
+def guest_sum(fill_seed=None):
+    conn = wait_command_port(os.path.join(STATE, "run", NAME, "vsock.sock"), 30,
+                             connect_timeout=10)
+    try:
+        if fill_seed is not None:
+            answer = conn.cmd(f"FILL {REGION[0]:#x} {REGION[1]} {fill_seed}")
+            require(answer == "OK", f"FILL answered {answer!r}")
+        answer = conn.cmd(f"SUM {REGION[0]:#x} {REGION[1]}")
+        require(answer.startswith("SUM "), f"SUM answered {answer!r}")
+        return answer[4:]
+    finally:
+        conn.close()
+
+
+# ---- the accessibility tree ----
+
+def find(parent, name=None, role=None, timeout=10):
+    """The first showing descendant with this name and role, or None."""
+    pred = GenericPredicate(name=name, roleName=role)
+    return wait_for(lambda: parent.findChild(pred, retry=False, requireResult=False,
+                                             showingOnly=True), timeout)
+
+
+def need(parent, name=None, role=None, timeout=10):
+    node = find(parent, name, role, timeout)
+    if node is None:
+        try:
+            seen = sorted({n.name for n in parent.findChildren(GenericPredicate(roleName=role))})
+        except Exception:
+            seen = []
+        require(False, f"virt-manager shows a {role} {name!r} in {parent.name!r} "
+                f"(its {role}s: {seen})")
+    return node
+
+
+def press(node):
+    """A real click: pointer events through XTest at the node's place. (Not
+    the accessible "click" action: a handler that runs a modal dialog, as
+    Force Off does, would hold that call until D-Bus gives up.)"""
+    node.click()
+
+
+def alerts(app):
+    """Message dialogs (errors and questions) now showing."""
+    return [w for w in app.children
+            if w.roleName in ("alert", "dialog") and w.showing]
+
+
+def error_dialogs(app):
+    """Error dialogs now showing, with their text; the question dialogs that
+    confirmations use are not errors."""
+    found = []
+    for w in alerts(app):
+        labels = [n.name for n in w.findChildren(GenericPredicate(roleName="label"))]
+        buttons = [n.name for n in w.findChildren(GenericPredicate(roleName="push button"))]
+        if "Yes" not in buttons:
+            found.append(f"{w.name}: {' / '.join(l for l in labels if l)}")
+    return found
+
+
+def answer_yes(app, what, timeout=10):
+    """virt-manager asks before some actions (force off, revert); say yes."""
+    dialog = wait_for(lambda: next((w for w in alerts(app)
+                                    if find(w, "Yes", "push button", timeout=0)), None),
+                      timeout)
+    require(dialog is not None, f"virt-manager asks before {what}")
+    press(need(dialog, "Yes", "push button"))
+
+
+def close_error_dialogs(app):
+    for w in alerts(app):
+        for label in ("Close", "OK"):
+            b = find(w, label, "push button", timeout=0)
+            if b:
+                press(b)
+                break
+
+
+# ---- screenshots ----
+
+def non_background_rows(png, x, y, w, h):
+    """How many pixel rows of the region hold something else than the
+    region's most common colour (its background)."""
+    out = subprocess.run(["convert", png, "-crop", f"{w}x{h}+{x}+{y}", "+repage", "txt:-"],
+                         capture_output=True, text=True, timeout=30).stdout
+    pixels = {}
+    for line in out.splitlines()[1:]:
+        coords, _, rest = line.partition(":")
+        col, row = (int(v) for v in coords.split(","))
+        colour = rest.split()[-1]
+        pixels[(col, row)] = colour
+    if not pixels:
+        return 0
+    background = max(set(pixels.values()), key=list(pixels.values()).count)
+    # Leave the frame (2 px) out: an empty graph is only its frame.
+    rows = {r for (c, r), colour in pixels.items()
+            if colour != background and 2 <= c < w - 2 and 2 <= r < h - 2}
+    return len(rows)
+
+
+# ---- the steps ----
+
+def start_virt_manager():
+    env = dict(os.environ,
+               LIBVIRT_LOG_OUTPUTS=f"1:file:{OUT}/libvirt-client.log",
+               LIBVIRT_LOG_FILTERS="1:rpc.netclient 4:*")
+    log = open(os.path.join(OUT, "virt-manager.log"), "w")
+    # first-run: settings in memory (nothing remembered between runs);
+    # short-poll: statistics every 0.1 s instead of 3 s, so the graph fills.
+    proc = subprocess.Popen(["virt-manager", "--debug", "--no-fork",
+                             "--test-options=first-run,short-poll", "--connect", URI],
+                            env=env, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.STDOUT)
+    log.close()
+    app = wait_for(lambda: tree.root.application("virt-manager"), 60, interval=0.3)
+    check(app is not None, "virt-manager appeared on the accessibility bus")
+    require(app is not None, "virt-manager appeared")
+    return proc, app
+
+
+def domain_list(app):
+    manager = need(app, "Virtual Machine Manager", "frame", timeout=30)
+    row = find(manager, f"{NAME}\nRunning", "table cell", timeout=30)
+    require(row is not None, f"the domain list shows {NAME} Running")
+    # The CPU graph's cell reports no extent of its own: it is where the
+    # "CPU usage" column crosses the domain's row. Let it gather a few
+    # samples (short-poll), then look at its pixels: an empty graph is a
+    # white box, a graph of the spinning guest a curve over a filled area.
+    column = need(manager, "CPU usage", "table column header")
+    time.sleep(2)
+    png = screenshot("manager")
+    (x, _), (w, _) = column.position, column.size
+    (_, y), (_, h) = row.position, row.size
+    rows = non_background_rows(png, x, y, w, h)
+    check(rows >= 3, f"the CPU usage graph has a curve ({rows} of {h} rows drawn)")
+    return manager, row
+
+
+def toolbar_actions(app, manager):
+    # Select the domain, as a user does before pressing a toolbar button.
+    press(need(manager, f"{NAME}\nRunning", "table cell"))
+    toolbar = need(manager, role="tool bar")
+    pause = need(toolbar, "Pause", "toggle button")
+
+    press(pause)
+    check(wait_domstate("paused"), "Pause: virsh domstate says paused")
+    check(find(manager, f"{NAME}\nPaused", "table cell") is not None, "the list shows Paused")
+    screenshot("paused")
+
+    press(pause)
+    check(wait_domstate("running"), "Resume (Pause again): virsh domstate says running")
+
+    press(need(toolbar, "Shut Down", "push button"))
+    check(wait_domstate("shut off"), "Shut Down: the guest powered off (ACPI), shut off")
+    check(find(manager, f"{NAME}\nShutoff", "table cell") is not None, "the list shows Shutoff")
+    screenshot("shut-off")
+
+    press(need(toolbar, "Run", "push button"))
+    check(wait_domstate("running"), "Run: virsh domstate says running")
+    guest_sum()   # the guest is up again before it is forced off
+
+    press(need(toolbar, "Menu", "toggle button"))
+    press(need(app, "Force Off", "menu item"))
+    answer_yes(app, "Force Off")
+    check(wait_domstate("shut off"), "Force Off: virsh domstate says shut off")
+
+    press(need(toolbar, "Run", "push button"))
+    check(wait_domstate("running"), "Run: running again")
+    check(find(manager, f"{NAME}\nRunning", "table cell", timeout=20) is not None,
+          "the list shows Running")
+
+
+def details(app, manager):
+    press(need(manager, "Open", "push button"))
+    window = need(app, f"{NAME} on vsnap", "frame", timeout=20)
+    press(need(window, "Details", "radio button"))
+    hw = need(window, "hw-list", "table")
+    entries = [c.name for c in hw.findChildren(GenericPredicate(roleName="table cell"))
+               if c.name]
+    say("hardware list: " + ", ".join(entries))
+    for want in ["Overview", "CPUs", "Memory", "Serial 1", "VirtIO VSOCK"]:
+        check(want in entries, f"the details list has {want}")
+    for entry in entries:
+        press(need(hw, entry, "table cell"))
+        time.sleep(0.3)
+        errors = error_dialogs(app)
+        check(not errors, f"details '{entry}' opens without an error" +
+              (f": {errors}" if errors else ""))
+        close_error_dialogs(app)
+        screenshot("details-" + entry.lower().replace(" ", "-"))
+    return window
+
+
+def snapshots(app, window):
+    press(need(window, "Snapshots", "radio button"))
+    listing = need(window, "snapshot-list", "table")
+    check(find(listing, f"{PRE_SNAPSHOT}\nVM State: Running", "table cell") is not None,
+          f"the snapshots view lists {PRE_SNAPSHOT} (made by virsh)")
+    want = guest_sum(fill_seed=4242)
+
+    press(need(window, "snapshot-add", "push button"))
+    dialog = need(app, "Create snapshot", "frame", timeout=10)
+    # The entry the "Name:" label names (both fields are unnamed texts).
+    name = need(dialog, "Name:", "label").labelee
+    require(name is not None and name.roleName == "text", "the Name: label names its entry")
+    press(name)
+    name.keyCombo("<Control>a")   # typed over the proposed name, as a user does
+    name.typeText("vmm-ui")
+    press(need(dialog, "Finish", "push button"))
+    made = wait_for(lambda: "vmm-ui" in virsh("snapshot-list", NAME, "--name").split(), 30)
+    check(made, "Create snapshot (Finish): virsh snapshot-list shows vmm-ui")
+    cell = find(listing, "vmm-ui\nVM State: Running", "table cell", timeout=10)
+    require(cell is not None, "the snapshots view lists vmm-ui")
+    screenshot("snapshots")
+
+    changed = guest_sum(fill_seed=777)
+    check(changed != want, "the guest's memory changed after the snapshot")
+    press(cell)
+    press(need(window, "snapshot-start", "push button"))
+    answer_yes(app, "running a snapshot")
+    back = wait_for(lambda: guest_sum() == want, 30, interval=0.5)
+    check(back, f"revert (Run selected snapshot): the guest's SUM is the snapshot's ({want})")
+    check(domstate() == "running", "running after the revert")
+    errors = error_dialogs(app)
+    check(not errors, "no error dialog in the snapshots view" + (f": {errors}" if errors else ""))
+    screenshot("reverted")
+
+
+def serial_console(app, window):
+    press(need(window, "Console", "radio button"))
+    terminal = need(window, "Serial Terminal", "terminal", timeout=10)
+    shown = wait_for(lambda: "vsnap-testguest: tick" in terminal.text, 15, interval=0.3)
+    check(shown, "the serial console shows the guest's heartbeat ('vsnap-testguest: tick')")
+    screenshot("serial-console")
+
+
+def main():
+    proc, app = start_virt_manager()
+    try:
+        manager, _ = domain_list(app)
+        toolbar_actions(app, manager)
+        window = details(app, manager)
+        snapshots(app, window)
+        serial_console(app, window)
+    except Abort:
+        pass
+    except Exception as e:   # dogtail's own errors: a node that never appeared
+        check(False, f"{type(e).__name__}: {e}")
+    finally:
+        screenshot("last")
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    with open(os.path.join(OUT, "virt-manager.log"), errors="replace") as f:
+        log = f.read()
+    check("error dialog message" not in log, "virt-manager's log has no error dialog")
+    say(f"{len(failures)} failed checks; screenshots in {OUT}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

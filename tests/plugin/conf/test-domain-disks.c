@@ -1,0 +1,408 @@
+/* Unit tests of <disk> in plugin/conf: what is accepted and how it formats
+ * back (inactive and live, with a backing chain), every refusal with its
+ * libvirt error code, and the VmConfig "disks" the shim gets. */
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+#include "conf-test.h"
+#include "domain-conf.h"
+
+static const char *schema_dir;
+static const char *examples_dir;
+
+static struct domain_def *parse_ok(const char *xml)
+{
+    g_autoptr(GError) error = NULL;
+    struct domain_def *def = domain_def_parse_string(xml, schema_dir, &error);
+    if (!def)
+        g_error("unexpected parse failure: %s\n--- XML ---\n%s", error->message, xml);
+    return def;
+}
+
+static char *domain_with_devices(const char *devices)
+{
+    return g_strdup_printf("<domain type='kvm'>\n"
+                           "  <name>t</name>\n"
+                           "  <memory unit='MiB'>64</memory>\n"
+                           "  <os><type>hvm</type><kernel>/boot/vmlinux</kernel></os>\n"
+                           "  <devices>%s</devices>\n"
+                           "</domain>\n",
+                           devices);
+}
+
+static struct domain_def *parse_devices(const char *devices)
+{
+    g_autofree char *xml = domain_with_devices(devices);
+    return parse_ok(xml);
+}
+
+static bool have_libvirt_schemas(void)
+{
+    return g_file_test(LIBVIRT_SCHEMAS "/domain.rng", G_FILE_TEST_EXISTS);
+}
+
+static void test_example(void)
+{
+    g_autofree char *xml = conf_test_read(examples_dir, "disks.xml", NULL);
+    g_autoptr(domain_def) def = parse_ok(xml);
+    g_assert_cmpuint(def->n_disks, ==, 3);
+    const struct domain_disk *root = &def->disks[0], *data = &def->disks[1], *scratch = &def->disks[2];
+    g_assert_cmpstr(root->target, ==, "vda");
+    g_assert_cmpstr(root->path, ==, "/var/lib/vsnap/images/rooted-root.img");
+    g_assert_false(root->is_block);
+    g_assert_false(root->readonly);
+    g_assert_null(root->serial);
+    g_assert_null(root->chain);
+    g_assert_cmpint(root->driver, ==, DOMAIN_DISK_DRIVER_VSNAP);
+    g_assert_cmpstr(data->target, ==, "vdb");
+    g_assert_cmpstr(data->path, ==, "/dev/disk/by-id/dm-name-vg0-data");
+    g_assert_true(data->is_block);
+    g_assert_true(data->readonly);
+    g_assert_cmpstr(data->serial, ==, "data-2024");
+    g_assert_cmpstr(scratch->target, ==, "vdc");
+    g_assert_cmpint(scratch->driver, ==, DOMAIN_DISK_DRIVER_QEMU);
+
+    g_assert_true(domain_def_find_disk(def, "vdb") == data);
+    g_assert_true(domain_def_find_disk(def, "/var/lib/vsnap/images/rooted-root.img") == root);
+    g_assert_null(domain_def_find_disk(def, "vdd"));
+}
+
+/* Defaults are written out; the driver name is kept as written. */
+static void test_format(void)
+{
+    g_autoptr(domain_def) def = parse_devices(
+        "<disk><source file='/i/a &amp; b.img'/><target dev='vdb'/></disk>"
+        "<disk type='block' device='disk'><driver name='qemu'/><source dev='/dev/sdx'/>"
+        "<target dev='vda' bus='virtio'/><serial>S 1.2+x_y-z</serial><readonly/></disk>"
+        "<disk><driver type='raw'/><source file='/i/c.img'/><target dev='vdaa'/></disk>");
+    g_autofree char *xml = domain_def_format(def, false, -1);
+    const char *expected =
+        "    <disk type='file' device='disk'>\n"
+        "      <driver name='vsnap' type='raw'/>\n"
+        "      <source file='/i/a &amp; b.img'/>\n"
+        "      <target dev='vdb' bus='virtio'/>\n"
+        "    </disk>\n"
+        "    <disk type='block' device='disk'>\n"
+        "      <driver name='qemu' type='raw'/>\n"
+        "      <source dev='/dev/sdx'/>\n"
+        "      <target dev='vda' bus='virtio'/>\n"
+        "      <readonly/>\n"
+        "      <serial>S 1.2+x_y-z</serial>\n"
+        "    </disk>\n"
+        "    <disk type='file' device='disk'>\n"
+        "      <driver name='vsnap' type='raw'/>\n"
+        "      <source file='/i/c.img'/>\n"
+        "      <target dev='vdaa' bus='virtio'/>\n"
+        "    </disk>\n";
+    if (!strstr(xml, expected))
+        g_error("disks not formatted as expected:\n%s", xml);
+    /* Definition order is kept: it is the order the guest sees. */
+    g_autoptr(domain_def) again = parse_ok(xml);
+    g_autofree char *twice = domain_def_format(again, false, -1);
+    g_assert_cmpstr(xml, ==, twice);
+    g_assert_cmpstr(again->disks[0].target, ==, "vdb");
+    g_assert_cmpstr(again->disks[1].target, ==, "vda");
+    g_assert_cmpstr(again->disks[0].path, ==, "/i/a & b.img");
+    if (have_libvirt_schemas())
+        conf_test_check_libvirt_schema(xml, "domain", "domain.rng");
+}
+
+static const char *const chain[] = {"/run/vsnap/t/vda.overlay", "/var/lib/vsnap/snap/s2/vda.layer",
+                                    "/var/lib/vsnap/snap/s1/vda.layer", NULL};
+
+/* The chain as libvirt shows external snapshots: the overlay as <source>,
+ * a <backingStore> per layer down to the image, and the end marker. */
+static void test_live_chain(void)
+{
+    g_autoptr(domain_def) def = parse_devices(
+        "<disk type='block'><source dev='/dev/vg/root'/><target dev='vda'/></disk>"
+        "<disk><source file='/i/b.img'/><target dev='vdb'/><readonly/></disk>");
+    g_autofree char *inactive_before = domain_def_format(def, false, -1);
+    domain_disk_set_chain(&def->disks[0], chain);
+    g_autofree char *live = domain_def_format(def, true, 4);
+    const char *expected =
+        "    <disk type='file' device='disk'>\n"
+        "      <driver name='vsnap' type='raw'/>\n"
+        "      <source file='/run/vsnap/t/vda.overlay'/>\n"
+        "      <backingStore type='file'>\n"
+        "        <format type='raw'/>\n"
+        "        <source file='/var/lib/vsnap/snap/s2/vda.layer'/>\n"
+        "        <backingStore type='file'>\n"
+        "          <format type='raw'/>\n"
+        "          <source file='/var/lib/vsnap/snap/s1/vda.layer'/>\n"
+        "          <backingStore type='block'>\n"
+        "            <format type='raw'/>\n"
+        "            <source dev='/dev/vg/root'/>\n"
+        "            <backingStore/>\n"
+        "          </backingStore>\n"
+        "        </backingStore>\n"
+        "      </backingStore>\n"
+        "      <target dev='vda' bus='virtio'/>\n"
+        "    </disk>\n"
+        "    <disk type='file' device='disk'>\n"
+        "      <driver name='vsnap' type='raw'/>\n"
+        "      <source file='/i/b.img'/>\n"
+        "      <backingStore/>\n"
+        "      <target dev='vdb' bus='virtio'/>\n"
+        "      <readonly/>\n"
+        "    </disk>\n";
+    if (!strstr(live, expected))
+        g_error("live chain not formatted as expected:\n%s", live);
+    /* The inactive XML stays the user's definition. */
+    g_autofree char *inactive = domain_def_format(def, false, -1);
+    g_assert_cmpstr(inactive, ==, inactive_before);
+    g_assert_null(strstr(inactive, "backingStore"));
+
+    /* Live XML parses back (the daemon's status file) to the same chain;
+     * as a definition it is refused: the chain is not the user's to give. */
+    g_autoptr(GError) error = NULL;
+    g_autoptr(domain_def) refused = domain_def_parse_string(live, schema_dir, &error);
+    g_assert_null(refused);
+    g_assert_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED);
+    g_assert_nonnull(strstr(error->message, "disk 'vda': a <backingStore> chain is not supported in a definition"));
+    g_clear_error(&error);
+    g_autoptr(domain_def) reparsed = domain_def_parse_live_string(live, schema_dir, &error);
+    g_assert_no_error(error);
+    const struct domain_disk *disk = &reparsed->disks[0];
+    g_assert_cmpstr(disk->path, ==, "/dev/vg/root");
+    g_assert_true(disk->is_block);
+    g_assert_cmpuint(g_strv_length(disk->chain), ==, 3);
+    for (int i = 0; chain[i]; i++)
+        g_assert_cmpstr(disk->chain[i], ==, chain[i]);
+    g_assert_null(reparsed->disks[1].chain);
+    g_autofree char *live_again = domain_def_format(reparsed, true, 4);
+    g_assert_cmpstr(live, ==, live_again);
+    g_autofree char *inactive_again = domain_def_format(reparsed, false, -1);
+    g_assert_cmpstr(inactive_again, ==, inactive_before);
+    if (have_libvirt_schemas())
+        conf_test_check_libvirt_schema(live, "domain", "domain.rng");
+
+    /* A chain of one layer: the overlay right over the image. */
+    const char *const one[] = {"/run/o", NULL};
+    domain_disk_set_chain(&def->disks[1], one);
+    g_autofree char *live_one = domain_def_format(def, true, 4);
+    g_assert_nonnull(strstr(live_one, "      <source file='/run/o'/>\n"
+                                      "      <backingStore type='file'>\n"
+                                      "        <format type='raw'/>\n"
+                                      "        <source file='/i/b.img'/>\n"
+                                      "        <backingStore/>\n"
+                                      "      </backingStore>\n"
+                                      "      <target dev='vdb' bus='virtio'/>\n"));
+    domain_disk_set_chain(&def->disks[1], (const char *const[]){NULL});
+    g_assert_null(def->disks[1].chain);
+}
+
+/* The live example: what the daemon keeps as status reads back whole. */
+static void test_live_example(void)
+{
+    g_autofree char *xml = conf_test_read(examples_dir, "live", "disk-chain.xml", NULL);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(domain_def) def = domain_def_parse_live_string(xml, schema_dir, &error);
+    g_assert_no_error(error);
+    const struct domain_disk *vda = &def->disks[0];
+    g_assert_cmpstr(vda->path, ==, "/var/lib/vsnap/images/rooted-root.img");
+    g_assert_false(vda->is_block);
+    g_assert_cmpuint(g_strv_length(vda->chain), ==, 3);
+    g_assert_cmpstr(vda->chain[0], ==, "/run/vsnap/rooted/vda.overlay");
+    g_assert_cmpstr(vda->chain[2], ==, "/var/lib/vsnap/snapshots/rooted/s1/vda.layer");
+    g_assert_null(def->disks[1].chain);
+    g_assert_true(def->disks[1].is_block);
+    g_autofree char *live = domain_def_format(def, true, 3);
+    g_autoptr(domain_def) again = domain_def_parse_live_string(live, schema_dir, &error);
+    g_assert_no_error(error);
+    g_autofree char *live_again = domain_def_format(again, true, 3);
+    g_assert_cmpstr(live, ==, live_again);
+    g_assert_nonnull(strstr(live, "<source file='/run/vsnap/rooted/vda.overlay'/>"));
+    g_autoptr(domain_def) as_definition = domain_def_parse_string(xml, schema_dir, &error);
+    g_assert_null(as_definition);
+    g_assert_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED);
+}
+
+/* Live dumpxml of a domain without snapshots defines as it is. */
+static void test_chain_end_in_definition(void)
+{
+    g_autoptr(domain_def) def = parse_devices(
+        "<disk><source file='/i/a.img'/><backingStore/><target dev='vda'/></disk>"
+        "<disk type='block'><source dev='/dev/b'/><backingStore/><target dev='vdb'/></disk>");
+    g_assert_null(def->disks[0].chain);
+    g_assert_null(def->disks[1].chain);
+    g_assert_cmpstr(def->disks[1].path, ==, "/dev/b");
+}
+
+static void test_copy(void)
+{
+    g_autofree char *xml = conf_test_read(examples_dir, "disks.xml", NULL);
+    g_autoptr(domain_def) def = parse_ok(xml);
+    domain_disk_set_chain(&def->disks[0], chain);
+    g_autoptr(domain_def) copy = domain_def_copy(def);
+    g_assert_cmpuint(copy->n_disks, ==, 3);
+    g_assert_true(copy->disks != def->disks);
+    g_assert_true(copy->disks[0].chain != def->disks[0].chain);
+    g_assert_true(copy->disks[1].serial != def->disks[1].serial);
+    g_autofree char *a = domain_def_format(def, true, 1);
+    g_autofree char *b = domain_def_format(copy, true, 1);
+    g_assert_cmpstr(a, ==, b);
+}
+
+/* Refused as live XML, where a disk may have a chain (so as a definition too). */
+static void check_refusal(const char *devices, int code, const char *message_part)
+{
+    g_autofree char *xml = domain_with_devices(devices);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(domain_def) def = domain_def_parse_live_string(xml, schema_dir, &error);
+    if (def)
+        g_error("accepted, expected a refusal containing '%s':\n%s", message_part, xml);
+    g_assert_true(error->domain == VSNAP_VIR_ERROR);
+    if (error->code != code || !strstr(error->message, message_part))
+        g_error("expected code %d with '%s', got %d '%s' for:\n%s", code, message_part, error->code,
+                error->message, xml);
+}
+
+#define DISK(inner) "<disk type='file' device='disk'>" inner "</disk>"
+#define SRC "<source file='/i/a.img'/>"
+#define TGT "<target dev='vda'/>"
+
+static void test_refusals(void)
+{
+    static const struct {
+        const char *devices;
+        int code;
+        const char *message_part;
+    } refusals[] = {
+        {DISK("<driver name='qemu' type='qcow2'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED, "qemu-img convert -O raw"},
+        {DISK("<driver type='qcow2'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED, "image format 'qcow2' is not supported"},
+        {DISK("<driver type='vmdk'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED, "image format 'vmdk'"},
+        {DISK("<driver name='phy'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED, "<driver name='phy'>"},
+        {DISK("<driver name='vsnap' cache='none'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED, "cache='none'"},
+        {"<disk type='file' device='cdrom'>" SRC TGT "</disk>", VIR_ERR_CONFIG_UNSUPPORTED, "<disk device='cdrom'>"},
+        {"<disk type='file' device='floppy'>" SRC TGT "</disk>", VIR_ERR_CONFIG_UNSUPPORTED, "<disk device='floppy'>"},
+        {"<disk type='block' device='lun'><source dev='/dev/sda'/>" TGT "</disk>", VIR_ERR_CONFIG_UNSUPPORTED, "device='lun'"},
+        {"<disk type='network'><source protocol='nbd' name='x'/>" TGT "</disk>", VIR_ERR_CONFIG_UNSUPPORTED, "<disk type='network'>"},
+        {"<disk type='volume'><source pool='p' volume='v'/>" TGT "</disk>", VIR_ERR_CONFIG_UNSUPPORTED, "<disk type='volume'>"},
+        {"<disk type='dir'><source dir='/d'/>" TGT "</disk>", VIR_ERR_CONFIG_UNSUPPORTED, "<disk type='dir'>"},
+        {DISK(SRC "<target dev='sda' bus='sata'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<target bus='sata'>"},
+        {DISK(SRC "<target dev='hda' bus='ide'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<target bus='ide'>"},
+        {DISK(SRC "<target dev='sda' bus='scsi'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<target bus='scsi'>"},
+        {DISK(SRC "<target dev='sda' bus='usb'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<target bus='usb'>"},
+        {DISK(SRC "<target dev='sda'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<target dev='sda'>"},
+        {DISK(SRC "<target dev='vd1'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<target dev='vd1'>"},
+        {DISK(SRC "<target dev='vd'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<target dev='vd'>"},
+        {DISK(SRC "<target dev='vda' removable='on'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "removable='on'"},
+        {DISK(SRC "<target bus='virtio'/>"), VIR_ERR_XML_ERROR, "no dev attribute"},
+        {DISK(SRC), VIR_ERR_XML_ERROR, "needs <target dev='vdX'/>"},
+        {DISK(TGT), VIR_ERR_XML_ERROR, "needs <source file="},
+        {"<disk type='block'>" TGT "</disk>", VIR_ERR_XML_ERROR, "needs <source dev="},
+        {DISK("<source/>" TGT), VIR_ERR_XML_ERROR, "<source> needs file="},
+        {DISK("<source dev='/dev/sda'/>" TGT), VIR_ERR_CONFIG_UNSUPPORTED, "dev='/dev/sda' on <source>"},
+        {DISK("<source file='a.img'/>" TGT), VIR_ERR_XML_DETAIL, "absolute path"},
+        {DISK("<source file='/i/a.img'><seclabel relabel='no'/></source>" TGT), VIR_ERR_CONFIG_UNSUPPORTED, "<seclabel> in <source>"},
+        {DISK(SRC TGT "<shareable/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<shareable/> disks are not supported"},
+        {DISK(SRC TGT "<transient/>"), VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <transient> in <disk>"},
+        {DISK(SRC TGT "<boot order='1'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <boot> in <disk>"},
+        {DISK(SRC TGT "<address type='pci'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <address> in <disk>"},
+        {DISK(SRC TGT "<iotune><total_bytes_sec>1</total_bytes_sec></iotune>"), VIR_ERR_CONFIG_UNSUPPORTED, "<iotune>"},
+        {DISK(SRC TGT "<readonly/><readonly/>"), VIR_ERR_XML_ERROR, "<readonly> appears more than once"},
+        {DISK(SRC SRC TGT), VIR_ERR_XML_ERROR, "<source> appears more than once"},
+        {DISK(SRC TGT "<readonly x='1'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "x='1' on <readonly>"},
+        {"<disk type='file' snapshot='external'>" SRC TGT "</disk>", VIR_ERR_CONFIG_UNSUPPORTED, "snapshot='external'"},
+        {DISK(SRC TGT "<serial>a/b</serial>"), VIR_ERR_XML_DETAIL, "<serial> must be"},
+        {DISK(SRC TGT "<serial></serial>"), VIR_ERR_XML_DETAIL, "<serial> must be"},
+        {DISK(SRC TGT "<serial>123456789012345678901</serial>"), VIR_ERR_CONFIG_UNSUPPORTED, "longer than the 20 bytes"},
+        {DISK(SRC TGT) DISK("<source file='/i/b.img'/>" TGT), VIR_ERR_XML_ERROR, "disk target 'vda' is used twice"},
+        {DISK(SRC TGT) DISK(SRC "<target dev='vdb'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "is the image of two disks ('vda' and 'vdb')"},
+        /* Backing chains: raw layers that are files above the image. */
+        {DISK(SRC "<backingStore type='file'><format type='qcow2'/><source file='/b'/></backingStore>" TGT),
+         VIR_ERR_CONFIG_UNSUPPORTED, "image format 'qcow2'"},
+        {DISK(SRC "<backingStore type='file'><source file='/b'/></backingStore>" TGT), VIR_ERR_XML_ERROR,
+         "needs <format type='raw'>"},
+        {DISK(SRC "<backingStore type='file'><format type='raw'/></backingStore>" TGT), VIR_ERR_XML_ERROR,
+         "needs <source>"},
+        {DISK(SRC "<backingStore type='network'><format type='raw'/><source protocol='nbd'/></backingStore>" TGT),
+         VIR_ERR_CONFIG_UNSUPPORTED, "<backingStore type='network'>"},
+        {DISK(SRC "<backingStore type='file' index='1'><format type='raw'/><source file='/b'/></backingStore>" TGT),
+         VIR_ERR_CONFIG_UNSUPPORTED, "index='1'"},
+        {"<disk type='block'><source dev='/dev/o'/><backingStore type='file'><format type='raw'/>"
+         "<source file='/b'/></backingStore>" TGT "</disk>",
+         VIR_ERR_CONFIG_UNSUPPORTED, "only the bottom of a backing chain"},
+        {DISK(SRC "<backingStore type='block'><format type='raw'/><source dev='/dev/b'/><backingStore type='file'>"
+                  "<format type='raw'/><source file='/c'/></backingStore></backingStore>" TGT),
+         VIR_ERR_CONFIG_UNSUPPORTED, "only the bottom of a backing chain"},
+        {DISK(SRC "<backingStore type='file'><format type='raw'/><source file='/b'/><mirror/></backingStore>" TGT),
+         VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <mirror> in <backingStore>"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(refusals); i++)
+        check_refusal(refusals[i].devices, refusals[i].code, refusals[i].message_part);
+}
+
+/* A chain longer than vsnap keeps is refused, not walked without end. */
+static void test_chain_limit(void)
+{
+    g_autoptr(GString) devices = g_string_new("<disk><source file='/top'/>");
+    for (int i = 0; i < 220; i++)
+        g_string_append_printf(devices, "<backingStore type='file'><format type='raw'/><source file='/l%d'/>", i);
+    for (int i = 0; i < 220; i++)
+        g_string_append(devices, "</backingStore>");
+    g_string_append(devices, "<target dev='vda'/></disk>");
+    check_refusal(devices->str, VIR_ERR_CONFIG_UNSUPPORTED, "more than 200 layers");
+}
+
+static JsonObject *parse_json(const char *text, JsonParser *parser)
+{
+    g_autoptr(GError) error = NULL;
+    g_assert_true(json_parser_load_from_data(parser, text, -1, &error));
+    return json_node_get_object(json_parser_get_root(parser));
+}
+
+static void test_vm_config(void)
+{
+    g_autofree char *xml = conf_test_read(examples_dir, "disks.xml", NULL);
+    g_autoptr(domain_def) def = parse_ok(xml);
+    def->vsock.cid = 9;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *json = domain_def_to_vm_config_json(def, "/v.sock", &error);
+    g_assert_no_error(error);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *root = parse_json(json, parser);
+    JsonArray *disks = json_object_get_array_member(root, "disks");
+    g_assert_cmpuint(json_array_get_length(disks), ==, 3);
+
+    JsonObject *vda = json_array_get_object_element(disks, 0);
+    g_assert_cmpstr(json_object_get_string_member(vda, "path"), ==, "/var/lib/vsnap/images/rooted-root.img");
+    g_assert_false(json_object_get_boolean_member(vda, "readonly"));
+    g_assert_cmpstr(json_object_get_string_member(vda, "id"), ==, "vda");
+    g_assert_cmpstr(json_object_get_string_member(vda, "image_type"), ==, "Raw");
+    g_assert_false(json_object_has_member(vda, "serial"));
+    g_assert_cmpuint(json_object_get_size(vda), ==, 4);
+
+    JsonObject *vdb = json_array_get_object_element(disks, 1);
+    g_assert_cmpstr(json_object_get_string_member(vdb, "path"), ==, "/dev/disk/by-id/dm-name-vg0-data");
+    g_assert_true(json_object_get_boolean_member(vdb, "readonly"));
+    g_assert_cmpstr(json_object_get_string_member(vdb, "id"), ==, "vdb");
+    g_assert_cmpstr(json_object_get_string_member(vdb, "serial"), ==, "data-2024");
+    g_assert_cmpuint(json_object_get_size(vdb), ==, 5);
+
+    JsonObject *vdc = json_array_get_object_element(disks, 2);
+    g_assert_cmpstr(json_object_get_string_member(vdc, "id"), ==, "vdc");
+
+    /* No disk, no "disks" member (Cloud Hypervisor's default: none). */
+    g_autoptr(domain_def) bare = parse_devices("");
+    g_autofree char *bare_json = domain_def_to_vm_config_json(bare, NULL, &error);
+    g_assert_no_error(error);
+    g_autoptr(JsonParser) bare_parser = json_parser_new();
+    g_assert_false(json_object_has_member(parse_json(bare_json, bare_parser), "disks"));
+}
+
+int main(int argc, char **argv)
+{
+    conf_test_init(&argc, &argv, &schema_dir, &examples_dir);
+    g_test_add_func("/conf/disks/example", test_example);
+    g_test_add_func("/conf/disks/format", test_format);
+    g_test_add_func("/conf/disks/live-chain", test_live_chain);
+    g_test_add_func("/conf/disks/live-example", test_live_example);
+    g_test_add_func("/conf/disks/chain-end-in-definition", test_chain_end_in_definition);
+    g_test_add_func("/conf/disks/copy", test_copy);
+    g_test_add_func("/conf/disks/refusals", test_refusals);
+    g_test_add_func("/conf/disks/chain-limit", test_chain_limit);
+    g_test_add_func("/conf/disks/vm-config", test_vm_config);
+    return g_test_run();
+}
