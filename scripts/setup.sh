@@ -12,6 +12,8 @@ PACKAGES=(
   curl socat cpio busybox-static
   # the disk benchmark's host side (tests/bench/bench-blk.py)
   fio
+  # guest/mkimage.sh: a Debian root file system for stock guests (tests/boot)
+  debootstrap e2fsprogs
   # man pages; the Debian package and its test (tests/package: build, lintian,
   # systemd-analyze verify)
   scdoc dpkg-dev debhelper lintian systemd git

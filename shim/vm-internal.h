@@ -18,6 +18,8 @@ struct acpi_pm;
 struct virtio_vsock;
 struct virtio_blk;
 struct virtio_console;
+struct virtio_rng;
+struct vmgenid;
 
 enum vcpu_exit_kind {
     VCPU_EXIT_IO,
@@ -79,6 +81,8 @@ struct vm {
     struct acpi_pm *acpi_pm;
     struct virtio_vsock *vsock; /* NULL without a vsock config */
     struct virtio_console *console; /* NULL when console.mode is Off */
+    struct virtio_rng *rng;     /* NULL without an rng config */
+    struct vmgenid *vmgenid;
     struct virtio_blk **disks;  /* ndisks, in config order */
     unsigned ndisks;
     bool disks_paused;          /* main thread: vm_pause_disks was the last word */

@@ -47,7 +47,7 @@ char *snap_dir_create_partial(const char *dest, GError **error)
     g_autofree char *parent = g_path_get_dirname(dest);
     g_autofree char *base = g_path_get_basename(dest);
     g_autofree char *pattern = g_strdup_printf("%s/.%s.partial-XXXXXX", parent, base);
-    if (!g_mkdtemp_full(pattern, 0755)) {
+    if (!g_mkdtemp_full(pattern, 0700)) {
         int e = errno;
         if (e == ENOENT || e == ENOTDIR) {
             g_set_error(error, SNAP_ERROR, SNAP_ERROR_INVALID, "cannot create a directory in %s: %s", parent,
@@ -65,7 +65,7 @@ bool snap_dir_write_file(const char *dir, const char *name, const char *text, GE
     g_autofree char *path = g_build_filename(dir, name, NULL);
     g_autoptr(GError) local = NULL;
     if (!g_file_set_contents_full(path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
-                                  0644, &local)) {
+                                  0600, &local)) {
         bool full = local->domain == G_FILE_ERROR && local->code == G_FILE_ERROR_NOSPC;
         g_set_error(error, SNAP_ERROR, full ? SNAP_ERROR_NO_SPACE : SNAP_ERROR_IO, "cannot write %s: %s", path,
                     local->message);
@@ -264,6 +264,23 @@ guint64 snap_dir_bytes(const char *dir)
         }
     }
     return total;
+}
+
+bool snap_dir_remove_partials(const char *dest, GError **error)
+{
+    g_autofree char *parent = g_path_get_dirname(dest);
+    g_autofree char *base = g_path_get_basename(dest);
+    g_autofree char *prefix = g_strdup_printf(".%s.partial-", base);
+    g_autoptr(GDir) d = g_dir_open(parent, 0, NULL);
+    const char *name;
+    while (d && (name = g_dir_read_name(d))) {
+        if (!g_str_has_prefix(name, prefix))
+            continue;
+        g_autofree char *path = g_build_filename(parent, name, NULL);
+        if (!snap_dir_remove(path, error))
+            return false;
+    }
+    return true;
 }
 
 bool snap_dir_remove(const char *dir, GError **error)

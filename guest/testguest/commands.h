@@ -17,6 +17,13 @@
  *                                SENT <len>
  *   BADPKT                    -> OK <n>   n malformed packets sent to the device
  *                                          (its robustness test)
+ *   RNG <n>                   -> RNG <n> <16 hex>  n bytes (at most 65536) read
+ *                                          from virtio-rng, their FNV-1a
+ *   VMGENID                   -> VMGENID <32 hex> gpe=<0|1>  the VM generation
+ *                                          ID (found through ACPI) and whether its
+ *                                          change event (GPE 0) was pending; clears it
+ *   NOTIFYSTOP                -> OK       in notify mode: send systemd's shutdown
+ *                                          notifications (notify.h)
  *
  * Disks (virtio-blk, blk-commands.c; disk n counts from 0 in the shim's config
  * order; offsets and lengths are bytes, multiples of 512):

@@ -100,7 +100,8 @@ static bool is_power_of_two(uint32_t v)
  * name of another one's member. */
 static bool is_reserved_id(const char *id)
 {
-    if (!strcmp(id, "serial") || !strcmp(id, "vsock") || !strcmp(id, "console") || !strcmp(id, "vcpus"))
+    static const char *const taken[] = { "serial", "vsock", "console", "rng", "vcpus", NULL };
+    if (g_strv_contains(taken, id))
         return true;
     if (strncmp(id, "vcpu", 4) != 0 || !id[4])
         return false;
@@ -150,12 +151,12 @@ static bool check_disk(const struct vm_config *cfg, unsigned i, GError **error)
 bool vm_config_check_disks(const struct vm_config *cfg, GError **error)
 {
     bool console = cfg->console.mode != CONSOLE_MODE_OFF; /* a virtio-console device */
-    unsigned devices = cfg->ndisks + (cfg->vsock.present ? 1 : 0) + (console ? 1 : 0);
+    unsigned devices = cfg->ndisks + cfg->vsock.present + console + cfg->rng.present;
     if (devices > VSNAP_MAX_VIRTIO_DEVICES) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED,
-                    "invalid field 'disks': %u disks%s%s are more than the %d virtio devices vsnap gives a VM",
-                    cfg->ndisks, cfg->vsock.present ? " and a vsock device" : "",
-                    console ? " and a console" : "", VSNAP_MAX_VIRTIO_DEVICES);
+                    "invalid field 'disks': %u disks%s%s%s are more than the %d virtio devices vsnap gives a VM",
+                    cfg->ndisks, cfg->vsock.present ? " and a vsock device" : "", console ? " and a console" : "",
+                    cfg->rng.present ? " and an rng" : "", VSNAP_MAX_VIRTIO_DEVICES);
         return false;
     }
     for (unsigned i = 0; i < cfg->ndisks; i++)

@@ -13,8 +13,8 @@
 #define VSNAP_MIN_MEMORY (16ull << 20)
 #define VSNAP_MAX_MEMORY (64ull << 30)
 #define VSNAP_MAX_VCPUS 64
-/* virtio-mmio devices a VM can have (vsock, console and every disk): one free
- * ISA interrupt line each (devices/virtio-mmio.c). */
+/* virtio-mmio devices a VM can have (vsock, console, rng and every disk): one
+ * free ISA interrupt line each (devices/virtio-mmio.c). */
 #define VSNAP_MAX_VIRTIO_DEVICES 8
 /* Queues and queue entries a disk may ask for (num_queues, queue_size). */
 #define VSNAP_DISK_MAX_QUEUES 4
@@ -63,6 +63,39 @@ struct vsock_config {
     uint32_t cid;
     char *socket;
     uint32_t readiness_port; /* vsnap extension, default 1024 */
+    uint32_t notify_port;    /* vsnap extension, default 1025: systemd's sd_notify (vmm.notify_socket) */
+};
+
+/* A token bucket, Cloud Hypervisor's and Firecracker's TokenBucketConfig:
+ * size bytes, refilled every refill_time ms, plus a one-time burst. size 0:
+ * no limit. */
+struct token_bucket_config {
+    uint64_t size;
+    uint64_t one_time_burst;
+    uint64_t refill_time_ms;
+};
+
+/* Cloud Hypervisor's RngConfig: a virtio-rng device fed from src. */
+struct rng_config {
+    bool present;
+    char *src;                          /* default /dev/urandom */
+    struct token_bucket_config bandwidth; /* vsnap extension: rate_limiter.bandwidth */
+};
+
+/* SMBIOS type 1 strings beyond Cloud Hypervisor's uuid and serial number
+ * (vsnap extension platform.system, from libvirt's <sysinfo><system>); NULL:
+ * the shim's own. */
+struct smbios_system_config {
+    char *manufacturer, *product_name, *version, *sku_number, *family;
+};
+
+/* Cloud Hypervisor's PlatformConfig, the parts that describe the machine to
+ * the guest in SMBIOS. */
+struct platform_config {
+    char *uuid;          /* SMBIOS type 1 UUID, "xxxxxxxx-xxxx-..." (NULL: all zero) */
+    char *serial_number; /* SMBIOS type 1 serial (cloud-init's NoCloud reads ds=nocloud;s=... here) */
+    char **oem_strings;  /* SMBIOS type 11, NULL-terminated, NULL: none */
+    struct smbios_system_config system;
 };
 
 /* One of Cloud Hypervisor's DiskConfig: a raw image file or a block device. */
@@ -85,6 +118,8 @@ struct vm_config {
     struct console_config serial;
     struct console_config console;
     struct vsock_config vsock;
+    struct rng_config rng;
+    struct platform_config platform;
     struct disk_config *disks; /* ndisks of them, in the guest's order */
     unsigned ndisks;
 };

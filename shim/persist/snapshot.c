@@ -80,8 +80,8 @@ static bool check_parent(struct persist_vm *p, const char *parent_url, snap_id *
     return false;
 }
 
-static char *build_state_json(struct vm *vm, const struct persist_snapshot_request *req, const snap_id *id,
-                              const snap_id *parent, GError **error)
+static JsonNode *build_state_json(struct vm *vm, const struct persist_snapshot_request *req, const snap_id *id,
+                                  const snap_id *parent, GError **error)
 {
     struct snap_memory_record memory = {
         .layer = SNAP_DIR_LAYER_FILE, .diff = req->diff, .id = *id, .parent_id = *parent,
@@ -93,11 +93,12 @@ static char *build_state_json(struct vm *vm, const struct persist_snapshot_reque
     bool ok = cpu_state_save(vm, b, error);
     if (ok)
         devices_state_save(vm, b);
+    if (ok && req->vmm_state) {
+        json_builder_set_member_name(b, "vmm");
+        json_builder_add_value(b, json_node_copy(req->vmm_state));
+    }
     json_builder_end_object(b);
-    if (!ok)
-        return NULL;
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    return json_to_string(root, TRUE);
+    return ok ? json_builder_get_root(b) : NULL;
 }
 
 static char *build_config_json(const struct vm_config *cfg)
@@ -122,13 +123,14 @@ static bool write_snapshot(struct vm *vm, const struct vm_config *cfg, const str
                            const char *tmp, const char *dest, const uint64_t *dirty, const snap_id *id,
                            const snap_id *parent, struct snap_save_stats *stats, GError **error)
 {
-    g_autofree char *state = build_state_json(vm, req, id, parent, error);
+    g_autoptr(JsonNode) state = build_state_json(vm, req, id, parent, error);
     if (!state)
         return false;
     g_autofree char *config = build_config_json(cfg);
+    /* The library writes both, binding config.json to state.json by its
+     * checksum. */
     return write_layer(vm, tmp, req, dirty, id, parent, stats, error) &&
-           snap_dir_write_file(tmp, SNAP_DIR_STATE_FILE, state, error) &&
-           snap_dir_write_file(tmp, SNAP_DIR_CONFIG_FILE, config, error) && snap_dir_commit(tmp, dest, error);
+           snap_dir_write_state(tmp, state, config, error) && snap_dir_commit(tmp, dest, error);
 }
 
 static char *make_temp_dir(const char *dest, GError **error)

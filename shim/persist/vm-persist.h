@@ -17,6 +17,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <json-glib/json-glib.h>
+
+#include "persist/clock.h"
 #include "ram-snapshot/restore-mode.h"
 #include "ram-snapshot/uffd.h"
 #include "snapshot/chain.h"
@@ -31,6 +34,8 @@ struct persist_vm {
 
     bool restored;
     enum snap_restore_mode restore_mode;
+    struct clock_restore clock;  /* how the kvmclock was set on restore */
+    JsonNode *vmm_state;         /* restored: state.json's "vmm" object, or NULL */
     struct snap_uffd *uffd;   /* on demand: the server, reading `chain` */
 
     /* The reference: a chain whose content RAM had at one instant (the chain

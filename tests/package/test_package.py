@@ -269,6 +269,11 @@ def cycle_with_installed_daemon():
     ACTIVE["daemon"] = daemon
     try:
         daemon.start()
+        # The daemon logs its shim just after it starts listening, which is
+        # when start() returns: wait for the line rather than race it.
+        deadline = time.monotonic() + 10
+        while f"(shim {SHIM}," not in daemon.log() and time.monotonic() < deadline:
+            time.sleep(0.05)
         check(f"(shim {SHIM}," in daemon.log(),
               f"the installed daemon does not use {SHIM}:\n{daemon.log()}")
         name = "pkg-cycle"

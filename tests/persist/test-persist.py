@@ -22,7 +22,7 @@ COMPACT = os.environ.get("VSNAP_COMPACT", "vsnap-compact")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from persisttest import ApiShim, Conn, Fail, FILL_BASE, MIB, check, connect  # noqa: E402
 from vsnaptest import (LAYER_DATA_OFFSET, CurlError, curl_api, flip_byte,  # noqa: E402
-                       layer_page_offset)
+                       layer_page_offset, write_state_json)
 
 MODES = ("copy", "merge", "ondemand")
 # Regions the chain test checks, as (gpa, length): A is the boot-time fill.
@@ -111,6 +111,10 @@ def case_heartbeat(workdir, cpus=1):
         check(status == 204, f"vm.snapshot -> {status} {reply}")
         check(sorted(os.listdir(snap)) == ["config.json", "memory-ranges", "state.json"],
               f"snapshot dir holds {os.listdir(snap)}")
+        # Guest RAM and state: readable by the shim's user only.
+        modes = {n: oct(os.stat(os.path.join(snap, n)).st_mode & 0o777) for n in os.listdir(snap)}
+        check(os.stat(snap).st_mode & 0o777 == 0o700 and set(modes.values()) == {"0o600"},
+              f"modes of the snapshot: {oct(os.stat(snap).st_mode & 0o777)} {modes}")
         names = [e["event"] for e in src.events()]
         check(names[-2:] == ["snapshotting", "snapshotted"], f"events: {names}")
         check(not [n for n in os.listdir(workdir) if ".partial" in n], "temporary directory left behind")
@@ -335,13 +339,13 @@ def case_bad_input(workdir):
     state_path = os.path.join(bad["wrong_parent"], "state.json")
     state = json.load(open(state_path))
     state["memory"]["parent_url"] = "file://" + base2  # a base of the same VM, but not d1's
-    json.dump(state, open(state_path, "w"))
+    write_state_json(state_path, state)
     bad["parent_gone"] = os.path.join(workdir, "parent_gone")
     copy_snapshot(d1, bad["parent_gone"])
     state_path = os.path.join(bad["parent_gone"], "state.json")
     state = json.load(open(state_path))
     state["memory"]["parent_url"] = "file://" + os.path.join(workdir, "no-such-snapshot")
-    json.dump(state, open(state_path, "w"))
+    write_state_json(state_path, state)
 
     for name, edit, needle in (("bad_regs", lambda st: st["vcpus"][0].update(regs="AAAA"), "regs"),
                                ("bad_msr", lambda st: st["vcpus"][0]["msrs"].update({"0x10": "-1"}), "0x10"),
@@ -354,7 +358,7 @@ def case_bad_input(workdir):
         state_path = os.path.join(bad[name][0], "state.json")
         state = json.load(open(state_path))
         edit(state)
-        json.dump(state, open(state_path, "w"))
+        write_state_json(state_path, state)
 
     with ApiShim(SHIM, workdir=workdir, name="dst") as dst:
         for name in ("bad_regs", "bad_msr", "bad_version", "bad_vcpus", "bad_queue"):
@@ -523,7 +527,9 @@ def case_fold_snapshot(workdir):
                               text=True, timeout=60)
 
     before = state("d2")
-    shim_members = {k: v for k, v in before.items() if k != "memory"}
+    # The record and the file's own checksum change; nothing else may.
+    rewritten = ("memory", "state_sha256")
+    shim_members = {k: v for k, v in before.items() if k not in rewritten}
     refused = fold("base")
     check(refused.returncode != 0 and "names neither" in refused.stderr,
           f"folding base into d2 (whose parent is d1) was not refused: {refused.stderr!r}")
@@ -532,7 +538,7 @@ def case_fold_snapshot(workdir):
         done = fold(inner)
         check(done.returncode == 0, f"fold of {inner} into d2: {done.stderr!r}")
         after = state("d2")
-        check({k: v for k, v in after.items() if k != "memory"} == shim_members,
+        check({k: v for k, v in after.items() if k not in rewritten} == shim_members,
               f"folding {inner} changed the shim's members of state.json")
         memory = after["memory"]
         check(memory["id"] == before["memory"]["id"], "d2 lost its id in the fold")
