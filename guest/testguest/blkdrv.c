@@ -156,19 +156,31 @@ static void submit(struct disk *d, unsigned slot, uint32_t type, uint64_t sector
     vq_publish(&d->q, head);
 }
 
+/* A gap this long between two looks at the used ring means the VM was stopped. */
+#define STOPPED_MS 50
+
 static uint64_t deadline_after_ms(uint64_t ms)
 {
     return rdtsc() + ms * drv.tsc_khz;
 }
 
-/* Wait for any completion: its slot, status and used length. */
+/* Wait for any completion: its slot, status and used length. The TSC jumps
+ * by the time the VM did not run (paused, or snapshotted and restored later:
+ * the shim moves the guest's clock on by the time stopped); such a jump is
+ * not held against the device, or a VM restored in the middle of a wait
+ * would time out at once. */
 static int wait_one(struct disk *d, unsigned *slot, uint32_t *used_len)
 {
     vq_flush(&d->dev, &d->q);
     uint64_t deadline = deadline_after_ms(BLK_TIMEOUT_MS);
+    uint64_t last = rdtsc(), stopped = STOPPED_MS * drv.tsc_khz;
     struct vring_used_elem elem;
     while (!vq_take_used(&d->q, &elem)) {
-        if (rdtsc() > deadline)
+        uint64_t now = rdtsc();
+        if (now - last > stopped)
+            deadline += now - last;
+        last = now;
+        if (now > deadline)
             return BLK_TIMEOUT;
         cpu_relax();
     }

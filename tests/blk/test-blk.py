@@ -318,16 +318,38 @@ def wait_write_bytes(vm, disk_id, value, timeout_s=60):
     raise Fail(f"{disk_id} wrote {got} bytes within {timeout_s}s, expected {value}" + vm.describe())
 
 
+def pause_when_written(vm, disk_id, at_least, timeout_s=60):
+    """Pause the VM as soon as the disk has written at_least bytes; the bytes
+    written at the pause, or None if the guest stopped writing first."""
+    deadline = time.monotonic() + timeout_s
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        written = counters(vm, disk_id)["write_bytes"]
+        if written >= at_least:
+            vm.ok("PUT", "vm.pause")
+            return counters(vm, disk_id)["write_bytes"]
+        if written != last:
+            last, since = written, time.monotonic()
+        elif time.monotonic() - since > 2:
+            return None  # done before reaching it
+        time.sleep(0.005)
+    raise Fail(f"{disk_id} did not reach {at_least} bytes within {timeout_s}s")
+
+
 def case_snapshot_restore(workdir):
     """Pausing completes what is in flight and holds the disk still; a
     snapshot saves the disk's transport; a VM restored from it (copy and on
-    demand) drives the same disk at once and reads what the image holds; one
-    restored from a snapshot taken in the middle of a fill finishes exactly
-    the rest of it."""
+    demand) drives the same disk at once and reads what the image holds.
+    Snapshots taken at several points of a long fill restore (more than the
+    guest's 10 s request timeout later: its clock jumps by that) into VMs that
+    each write exactly the rest of the fill."""
     img = image(workdir, "disk.img", 1024 * MIB)
-    big = 768 * MIB  # takes the guest a while: the pause lands in the middle
+    big = 768 * MIB  # takes the guest a while: the pauses land in the middle
+    mids = []  # (snapshot directory, bytes of the fill done at its pause)
     with ApiShim(SHIM, workdir=workdir, name="src") as src:
-        conn = boot(src, [{"path": img}])
+        # O_DIRECT: the guest spends most of the fill waiting for the device,
+        # so the pauses catch it inside its waits.
+        conn = boot(src, [{"path": img, "direct": True}])
         fill_and_check(conn, 0, img, 0, 8 * MIB, 3)
         busy = Conn(src.vsock_path, timeout=120)
         result = {}
@@ -335,24 +357,28 @@ def case_snapshot_restore(workdir):
         worker = threading.Thread(target=lambda: result.update(reply=busy.cmd(f"BLKFILL 0 {16 * MIB:#x} "
                                                                              f"{big:#x} 4")))
         worker.start()
-        deadline = time.monotonic() + 30
-        while counters(src, "_disk0")["write_bytes"] - before < 16 * MIB and time.monotonic() < deadline:
-            time.sleep(0.005)
-        src.ok("PUT", "vm.pause")
-        first = counters(src, "_disk0")
-        done_at_pause = first["write_bytes"] - before
-        check(0 < done_at_pause < big, f"the pause did not land inside the fill ({first})")
-        time.sleep(0.5)
-        check(counters(src, "_disk0") == first, "the disk kept working while the VM was paused")
-        mid = os.path.join(workdir, "mid")
-        status, reply = src.snapshot(mid)
-        check(status == 204, f"vm.snapshot: {status} {reply}")
-        state = json.load(open(os.path.join(mid, "state.json")))["devices"]["disks"]
+        for n, mark in enumerate((16 * MIB, 200 * MIB, 400 * MIB, 600 * MIB)):
+            written = pause_when_written(src, "_disk0", before + mark)
+            if written is None:
+                break
+            done = written - before
+            check(0 < done < big, f"the pause did not land inside the fill ({done} bytes done)")
+            if n == 0:
+                time.sleep(0.5)
+                check(counters(src, "_disk0")["write_bytes"] == written,
+                      "the disk kept working while the VM was paused")
+            mid = os.path.join(workdir, f"mid{n}")
+            status, reply = src.snapshot(mid)
+            check(status == 204, f"vm.snapshot: {status} {reply}")
+            mids.append((mid, done))
+            src.ok("PUT", "vm.resume")
+        mids_taken = time.monotonic()
+        check(len(mids) >= 2, f"only {len(mids)} pauses landed inside the fill")
+        state = json.load(open(os.path.join(mids[0][0], "state.json")))["devices"]["disks"]
         check(len(state) == 1 and state[0]["id"] == "_disk0" and
               int(state[0]["capacity"], 16) == 1024 * MIB // SECTOR, f"state.json disks: {state}")
-        config = json.load(open(os.path.join(mid, "config.json")))
+        config = json.load(open(os.path.join(mids[0][0], "config.json")))
         check(config["disks"][0]["path"] == img, f"config.json disks: {config['disks']}")
-        src.ok("PUT", "vm.resume")
         worker.join(timeout=120)
         check(result.get("reply") == "OK", f"the fill paused in the middle answered {result.get('reply')!r}")
         check(file_sum(img, 16 * MIB, big) == pattern_sum(4, big), "the paused fill did not complete")
@@ -361,14 +387,16 @@ def case_snapshot_restore(workdir):
         src.snapshot_paused(idle)
         conn.close()
     # Restored in the middle of the fill, the guest writes exactly what was left.
-    with ApiShim(SHIM, workdir=workdir, name="dst-mid") as dst:
-        status, reply = dst.restore(mid, "copy")
-        check(status == 204, f"restore of the mid-fill snapshot: {status} {reply}")
-        got = wait_write_bytes(dst, "_disk0", big - done_at_pause)
-        time.sleep(0.3)
-        check(counters(dst, "_disk0")["write_bytes"] == got == big - done_at_pause,
-              f"the restored guest wrote {got} bytes of the fill, {big - done_at_pause} were left")
-        check(file_sum(img, 16 * MIB, big) == pattern_sum(4, big), "the fill finished after restore differs")
+    time.sleep(max(0.0, mids_taken + 11 - time.monotonic()))
+    for n, (mid, done) in enumerate(mids):
+        with ApiShim(SHIM, workdir=workdir, name=f"dst-mid{n}") as dst:
+            status, reply = dst.restore(mid, "copy")
+            check(status == 204, f"restore of {mid}: {status} {reply}")
+            got = wait_write_bytes(dst, "_disk0", big - done)
+            time.sleep(0.3)
+            check(counters(dst, "_disk0")["write_bytes"] == got == big - done,
+                  f"the guest restored from {mid} wrote {got} bytes of the fill, {big - done} were left")
+        check(file_sum(img, 16 * MIB, big) == pattern_sum(4, big), f"the fill finished after {mid} differs")
     # The disk's content is the image's (disk layers are not part of this).
     fill_file(img, 800 * MIB, MIB, 9)
     for mode in ("copy", "ondemand"):
