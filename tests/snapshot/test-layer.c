@@ -4,10 +4,13 @@
 
 #include "ram-snapshot/restore.h"
 #include "snapshot/crc32c.h"
+#include "snapshot/layer-internal.h"
 #include "snapshot/layer-write.h"
 
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define RAM (64ull << 20)
 
@@ -223,9 +226,47 @@ static void test_every_metadata_byte(void)
     test_scenario_free(&s);
 }
 
+/* RAM sizes no VM has are refused by the writer and the reader: a layer of
+ * a few KiB whose header claims 16 TiB once made a chain allocate an 8 GiB
+ * page index (found by tests/fuzz chain). */
+static void test_ram_size_bounded(void)
+{
+    g_autofree char *dir = test_tmpdir();
+    g_autofree char *path = g_build_filename(dir, "l", NULL);
+    snap_id id;
+    snap_id_random(&id);
+    g_autoptr(GError) error = NULL;
+    g_assert_null(snap_layer_writer_new(path, SNAP_MAX_RAM_SIZE + TEST_PAGE, &id, NULL, &error));
+    g_assert_error(error, SNAP_ERROR, SNAP_ERROR_INVALID);
+    g_clear_error(&error);
+
+    /* The largest VM's layer opens; the same header claiming 16 TiB (with a
+     * right checksum) does not. */
+    struct snap_layer_writer *w = snap_layer_writer_new(path, SNAP_MAX_RAM_SIZE, &id, NULL, &error);
+    g_assert_no_error(error);
+    g_autofree uint8_t *page = g_malloc0(TEST_PAGE);
+    g_assert_true(snap_layer_writer_add(w, 7, 1, page, &error));
+    g_assert_true(snap_layer_writer_commit(w, &error));
+    g_autoptr(snap_layer) ok = snap_layer_open(path, &error);
+    g_assert_no_error(error);
+    struct snap_layer_header h = ok->hdr;
+    h.ram_size = 1ull << 44;
+    h.header_crc = snap_layer_header_crc(&h);
+    int fd = open(path, O_WRONLY);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(pwrite(fd, &h, sizeof h, 0), ==, (ssize_t)sizeof h);
+    close(fd);
+    g_autoptr(snap_layer) big = snap_layer_open(path, &error);
+    g_assert_null(big);
+    g_assert_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT);
+    g_assert_nonnull(strstr(error->message, "invalid RAM size"));
+    test_rmtree(dir);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/snapshot/layer/ram-size-bounded", test_ram_size_bounded);
     g_test_add_func("/snapshot/layer/crc32c", test_crc32c);
     g_test_add_func("/snapshot/layer/ids", test_ids);
     g_test_add_func("/snapshot/layer/round-trip", test_round_trip);
