@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "json/bounded-json.h"
+
 void snap_memory_record_clear(struct snap_memory_record *record)
 {
     g_free(record->layer);
@@ -168,7 +170,7 @@ static JsonNode *load_state(const char *dir, GError **error)
     g_autofree char *path = g_build_filename(dir, SNAP_DIR_STATE_FILE, NULL);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) local = NULL;
-    if (!json_parser_load_from_mapped_file(parser, path, &local)) {
+    if (!bounded_json_load_file(parser, path, BOUNDED_JSON_STATE_MAX_BYTES, &local)) {
         g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "snapshot %s: cannot read " SNAP_DIR_STATE_FILE ": %s",
                     dir, local->message);
         return NULL;

@@ -7,6 +7,10 @@
 
 #include "vmm/vmm.h"
 
+/* A VmConfig is a few hundred bytes; bodies beyond this only exhaust memory
+ * and are refused (413) as they arrive. */
+#define API_MAX_BODY_BYTES (1u << 20)
+
 struct api_request {
     struct vmm *vmm;
     SoupServer *server;

@@ -12,8 +12,6 @@
 #include "api/routes.h"
 
 #define API_PREFIX "/api/v1/"
-/* A VmConfig is a few hundred bytes; refuse bodies that only exhaust memory. */
-#define MAX_BODY_BYTES (1 << 20)
 
 struct api_server {
     struct vmm *vmm;
@@ -163,7 +161,7 @@ static void check_request_headers(SoupServer *soup, SoupServerMessage *msg, cons
 
     g_debug("%s %s: %" G_GINT64_FORMAT " body bytes announced",
             soup_server_message_get_method(msg), path, (gint64)len);
-    if (len > MAX_BODY_BYTES) {
+    if (len > API_MAX_BODY_BYTES) {
         reply_error_message(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "request body too large");
         close = true;
     }

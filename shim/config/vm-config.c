@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "config/shim-error.h"
+#include "json/bounded-json.h"
 
 /* ---- struct vm_config ---------------------------------------------------- */
 
@@ -375,7 +376,9 @@ struct vm_config *vm_config_from_json_text(const char *text, gssize len, GError 
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) parse_error = NULL;
 
-    if (!json_parser_load_from_data(parser, text, len, &parse_error)) {
+    if (len < 0)
+        len = (gssize)strlen(text);
+    if (!bounded_json_load_data(parser, text, (size_t)len, BOUNDED_JSON_CONFIG_MAX_BYTES, &parse_error)) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the body is not valid JSON: %s",
                     parse_error->message);
         return NULL;

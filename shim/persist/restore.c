@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "config/vm-config-json.h"
+#include "json/bounded-json.h"
 #include "memory.h"
 #include "persist/cpu-state.h"
 #include "persist/devices-state.h"
@@ -81,7 +82,7 @@ static struct vm_config *load_config(const char *dir, JsonObject *overrides, GEr
     g_autofree char *path = g_build_filename(dir, SNAP_DIR_CONFIG_FILE, NULL);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) local = NULL;
-    if (!json_parser_load_from_mapped_file(parser, path, &local)) {
+    if (!bounded_json_load_file(parser, path, BOUNDED_JSON_CONFIG_MAX_BYTES, &local)) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "snapshot %s: cannot read config.json: %s", dir,
                     local->message);
         return NULL;

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 
 #include "config/vm-config-json.h"
+#include "json/bounded-json.h"
 #include "vm.h"
 #include "vmm/readiness.h"
 
@@ -556,7 +557,8 @@ static JsonNode *parse_json_or_string(const char *text)
 {
     g_autoptr(JsonParser) parser = json_parser_new();
 
-    if (text && json_parser_load_from_data(parser, text, -1, NULL) && json_parser_get_root(parser))
+    if (text && bounded_json_load_data(parser, text, strlen(text), READINESS_INFO_MAX_BYTES, NULL) &&
+        json_parser_get_root(parser))
         return json_node_copy(json_parser_get_root(parser));
     JsonNode *node = json_node_new(JSON_NODE_VALUE);
     json_node_set_string(node, text ? text : "");

@@ -69,6 +69,28 @@ class Rest(unittest.TestCase):
                 with self.subTest(endpoint=endpoint, method=method):
                     self.shim.expect(method, endpoint, 405)
 
+    def test_deeply_nested_json_is_refused(self):
+        """100,000 nested arrays used to overflow json-glib's recursion (SIGSEGV);
+        every body is bounded before it is parsed. Shallow nesting is still JSON."""
+        deep = "[" * 100000 + "]" * 100000
+        for endpoint in ("vm.create", "vm.snapshot", "vm.restore"):
+            with self.subTest(endpoint=endpoint):
+                self.shim.expect("PUT", endpoint, 400, raw_body=deep, contains="nested")
+                self.shim.alive()
+                self.shim.expect("PUT", endpoint, 400, raw_body='{"x": ' + deep + "}",
+                                 contains="nested")
+                self.shim.alive()
+        shallow = self.config(extra=json.loads("[" * 100 + "]" * 100))
+        self.shim.expect("PUT", "vm.create", 400, body=shallow, contains="unknown field 'extra'")
+
+    def test_json_must_be_plain(self):
+        """json-glib takes comments and single quotes, inside which brackets do not
+        count; the bound refuses them rather than guess."""
+        for raw in ('{"payload": {}} # [[[', "{'payload': {}}", '{"payload": /* [ */ {}}',
+                    '{"payload": {"kernel": "\\q"}}'):
+            with self.subTest(raw=raw):
+                self.shim.expect("PUT", "vm.create", 400, raw_body=raw, contains="JSON")
+
     def test_unknown_endpoint_is_404(self):
         self.shim.expect("GET", "vm.nope", 404, contains="unknown endpoint")
         status, _ = self.shim.api("GET", "../../etc/passwd")
