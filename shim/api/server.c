@@ -23,15 +23,21 @@ struct api_server {
 
 /* ---- replies ----------------------------------------------------------------- */
 
-void reply_error_message(SoupServerMessage *msg, unsigned status, const char *message)
+/* Cloud Hypervisor answers an error with a JSON list of messages, from the
+ * outermost error to its cause; ours are one message that says it all. */
+static char *error_body(const char *message)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "error");
+    json_builder_begin_array(b);
     json_builder_add_string_value(b, message);
-    json_builder_end_object(b);
+    json_builder_end_array(b);
     g_autoptr(JsonNode) root = json_builder_get_root(b);
-    char *text = json_to_string(root, FALSE);
+    return json_to_string(root, FALSE);
+}
+
+void reply_error_message(SoupServerMessage *msg, unsigned status, const char *message)
+{
+    char *text = error_body(message);
 
     soup_server_message_set_status(msg, status, NULL);
     soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE, text,
@@ -126,7 +132,8 @@ static void handle_request(SoupServer *soup, SoupServerMessage *msg, const char 
         g_autofree char *why = path_known
             ? g_strdup_printf("method %s is not allowed on %s", method, path)
             : g_strdup_printf("unknown endpoint %s", path);
-        reply_error_message(msg, path_known ? SOUP_STATUS_METHOD_NOT_ALLOWED : SOUP_STATUS_NOT_FOUND, why);
+        /* As Cloud Hypervisor: a method an endpoint does not take is a bad request. */
+        reply_error_message(msg, path_known ? SOUP_STATUS_BAD_REQUEST : SOUP_STATUS_NOT_FOUND, why);
         return;
     }
     g_autoptr(GBytes) body = request_body(msg);

@@ -268,7 +268,7 @@ bool vmm_create(struct vmm *vmm, struct vm_config *cfg, GError **error)
     g_autoptr(vm_config) owned = cfg;
 
     if (vmm->state != VMM_STATE_NOT_CREATED) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE,
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_ALREADY_CREATED,
                     "a VM is already created (delete it with vm.delete first)");
         return false;
     }
@@ -444,7 +444,7 @@ bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *req, boo
     struct vm_config *cfg = NULL;
 
     if (vmm->state != VMM_STATE_NOT_CREATED) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE,
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_ALREADY_CREATED,
                     "cannot restore: a VM exists already (%s); restore into a shim without a VM, or "
                     "vm.delete first", vmm_state_to_string(vmm->state));
         return false;
