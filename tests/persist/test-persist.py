@@ -601,6 +601,34 @@ def case_full_fs(workdir):
         subprocess.run(["umount", mnt])
 
 
+def truncate_layer(snapshot):
+    """Cut a snapshot's layer down to its header and first data page."""
+    os.truncate(os.path.join(snapshot, "memory-ranges"), LAYER_DATA_OFFSET + 4096)
+
+
+def case_ondemand_truncated(workdir):
+    """A layer truncated under a VM restored on demand, before the guest ran:
+    the handler thread checking a block that is gone got SIGBUS, which ended
+    the shim. Now the VM stops with a crash event that says why, and the shim
+    exits with status 3, as for a corrupt block."""
+    with ApiShim(SHIM, workdir=workdir, name="src") as src:
+        src.boot(GUEST, guest_cmdline())
+        connect(src).close()
+        base = os.path.join(workdir, "base")
+        src.snapshot_paused(base)
+    with restored(workdir, "dst", base, "ondemand", resume=False) as dst:
+        truncate_layer(base)
+        status, reply = api_or_gone(dst, "PUT", "vm.resume")
+        check(status in (204, None), f"vm.resume -> {status} {reply}")
+        code = wait_exit(dst)
+        check(code == 3, f"exit status {code} (a signal is negative)" + dst.describe())
+        stops = [e for e in dst.events() if e["source"] == "vm" and e["event"] == "shutdown"]
+        props = (stops[-1]["properties"] or {}) if stops else {}
+        check(props.get("reason") == "crash" and "truncated" in props.get("detail", ""),
+              f"no crash event naming the truncation: {stops}" + dst.describe())
+        print(f"dst: exited ({code}) after: {props['detail']}")
+
+
 CASES = {
     "heartbeat": case_heartbeat,
     "heartbeat_2cpus": lambda d: case_heartbeat(d, cpus=2),
@@ -616,6 +644,7 @@ CASES = {
     "ondemand_corrupt_paused": case_ondemand_corrupt_paused,
     "full_fs": case_full_fs,
     "fold_snapshot": case_fold_snapshot,
+    "ondemand_truncated": case_ondemand_truncated,
 }
 
 
