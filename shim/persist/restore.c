@@ -175,7 +175,7 @@ static bool start_on_demand(struct persist_vm *p, const struct persist_restore_r
 {
     struct guest_memory *mem = vm_memory(p->vm);
     struct snap_uffd_config config = {
-        .chain = p->chain, .host = mem->host, .size = mem->size, .block_size = req->block_size,
+        .chain = p->served, .host = mem->host, .size = mem->size, .block_size = req->block_size,
         .on_error = on_demand_failed, .opaque = p,
     };
     g_autoptr(GError) local = NULL;
@@ -220,9 +220,11 @@ static struct vm *build_vm(const struct vm_config *cfg, const struct vm_callback
     p->restore_mode = req->mode;
     p->last_id = *top_id;
     p->has_layer = true;
-    /* The VM keeps the chain: the on-demand server reads it, and later diffs
-     * leave out pages that still hold its content. */
-    persist_set_reference(p, g_steal_pointer(chain));
+    /* Later diffs leave out pages that still hold the chain's content; the
+     * on-demand server reads it (the other modes are done with it). */
+    persist_set_reference(p, *chain);
+    if (req->mode == SNAP_RESTORE_ONDEMAND)
+        p->served = g_steal_pointer(chain);
     bool ok = req->mode == SNAP_RESTORE_ONDEMAND ? start_on_demand(p, req, error)
                                                  : !req->prefault || prefault_ram(vm, error);
     if (!ok) {
@@ -246,7 +248,7 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
     g_autoptr(vm_config) cfg = load_config(dir, req->config_overrides, error);
     struct snap_chain *chain = cfg ? open_chain(top, cfg->memory.size, error) : NULL;
     struct vm *vm = chain ? build_vm(cfg, cb, &chain, &top->memory.id, req, error) : NULL;
-    snap_chain_free(chain); /* NULL once the VM took it */
+    snap_chain_free(chain); /* NULL if the on-demand server took it */
     if (!vm)
         return NULL;
     /* vCPU threads start parked: vm_resume (vm.resume or resume=true) runs them. */

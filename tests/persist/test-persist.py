@@ -606,6 +606,42 @@ def truncate_layer(snapshot):
     os.truncate(os.path.join(snapshot, "memory-ranges"), LAYER_DATA_OFFSET + 4096)
 
 
+def case_truncated_reference(workdir):
+    """The layer a running VM compares its next diff with (its last full
+    snapshot, or the snapshot it was restored from) truncated under it: the
+    next diff killed the shim with SIGBUS. Now the diff keeps every page KVM
+    logged, says why in the log, and the VM, its snapshots and their restores
+    go on."""
+    paths = {n: os.path.join(workdir, n) for n in ("base", "d1", "base2", "d2", "base3")}
+    with ApiShim(SHIM, workdir=workdir, name="src") as src:
+        src.boot(GUEST, guest_cmdline())
+        conn = connect(src)
+        src.snapshot_paused(paths["base"])
+        truncate_layer(paths["base"])
+        conn.ok(f"FILL {20 * MIB:#x} {4 * MIB:#x} 13")   # pages the base holds
+        conn.ok(f"FILL {REGION_B[0]:#x} {REGION_B[1]:#x} 11")
+        src.snapshot_paused(paths["d1"], paths["base"])
+        check(src.proc.poll() is None, "the shim died taking a diff over a truncated reference")
+        check("reference it would be compared with is gone" in src.read(src.log_path),
+              "the log does not say why the diff is whole")
+        expected = sums(conn)
+        src.snapshot_paused(paths["base2"])
+        conn.close()
+    with restored(workdir, "dst", paths["base2"], "copy") as dst:
+        conn = connect(dst)
+        check(sums(conn) == expected, "restore of the full snapshot taken after the truncation")
+        truncate_layer(paths["base2"])                     # what dst was restored from
+        conn.ok(f"FILL {REGION_C[0]:#x} {REGION_C[1]:#x} 17")
+        dst.snapshot_paused(paths["d2"], paths["base2"])
+        check(dst.proc.poll() is None, "the shim died taking a diff over a truncated restored chain")
+        expected = sums(conn)
+        dst.snapshot_paused(paths["base3"])
+        conn.close()
+    with restored(workdir, "again", paths["base3"], "ondemand") as again:
+        check(sums(connect(again)) == expected, "restore after the second truncation")
+        print("diffs over truncated references: taken whole, the VMs ran on")
+
+
 def case_ondemand_truncated(workdir):
     """A layer truncated under a VM restored on demand, before the guest ran:
     the handler thread checking a block that is gone got SIGBUS, which ended
@@ -629,6 +665,53 @@ def case_ondemand_truncated(workdir):
         print(f"dst: exited ({code}) after: {props['detail']}")
 
 
+def disk_used(path):
+    st = os.statvfs(path)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def case_deleted_space(workdir):
+    """A snapshot deleted while its VM runs gives its space back at once: the
+    VM kept its last full layer (or the chain it was restored from) mapped, so
+    64 MiB stayed allocated until the shim exited and the next snapshot on
+    that (100 MiB) file system failed with ENOSPC."""
+    mnt = os.path.join(workdir, "small")
+    os.makedirs(mnt)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=100m", "tmpfs", mnt]).returncode != 0:
+        print("cannot mount a tmpfs here (not root?)")
+        sys.exit(77)
+    try:
+        empty = disk_used(mnt)
+        with ApiShim(SHIM, workdir=workdir, name="src") as src:
+            src.boot(GUEST, guest_cmdline())
+            conn = connect(src)
+            for name in ("first", "second"):
+                snap = os.path.join(mnt, name)
+                src.snapshot_paused(snap)
+                taken = disk_used(mnt)
+                subprocess.run(["rm", "-rf", snap], check=True)
+                left = disk_used(mnt)
+                print(f"full snapshot {name}: {(taken - empty) >> 20} MiB, "
+                      f"{(left - empty) >> 20} MiB left allocated after it was deleted")
+                check(left - empty < 4 * MIB, f"deleting {name} freed nothing: {(left - empty) >> 20} MiB used")
+            keep = os.path.join(mnt, "keep")
+            src.snapshot_paused(keep)
+            expected = sums(conn)
+            conn.close()
+        with restored(workdir, "dst", keep, "copy") as dst:
+            conn = connect(dst)
+            check(sums(conn) == expected, "restore from the small file system")
+            subprocess.run(["rm", "-rf", keep], check=True)
+            left = disk_used(mnt)
+            print(f"restored from keep, then deleted it: {(left - empty) >> 20} MiB left allocated")
+            check(left - empty < 4 * MIB, f"the restored chain is still allocated: {(left - empty) >> 20} MiB")
+            again = os.path.join(mnt, "again")
+            dst.snapshot_paused(again)
+            conn.close()
+    finally:
+        subprocess.run(["umount", "-l", mnt])
+
+
 CASES = {
     "heartbeat": case_heartbeat,
     "heartbeat_2cpus": lambda d: case_heartbeat(d, cpus=2),
@@ -644,7 +727,9 @@ CASES = {
     "ondemand_corrupt_paused": case_ondemand_corrupt_paused,
     "full_fs": case_full_fs,
     "fold_snapshot": case_fold_snapshot,
+    "truncated_reference": case_truncated_reference,
     "ondemand_truncated": case_ondemand_truncated,
+    "deleted_space": case_deleted_space,
 }
 
 
