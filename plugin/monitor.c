@@ -70,8 +70,10 @@ char *monitor_error_text(const char *body, size_t len)
     return g_strstrip(g_strndup(body, MIN(len, 500)));
 }
 
-static bool request(const char *api_socket, const char *method, const char *endpoint,
-                    const char *json, long timeout_ms, GString *response, GError **error)
+/* *http_status (when given) is the shim's answer, 0 when it gave none. */
+static bool request_status(const char *api_socket, const char *method, const char *endpoint,
+                           const char *json, long timeout_ms, GString *response,
+                           long *http_status, GError **error)
 {
     CURL *curl = curl_easy_init();
     if (!curl) {
@@ -101,6 +103,8 @@ static bool request(const char *api_socket, const char *method, const char *endp
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
+    if (http_status)
+        *http_status = rc == CURLE_OK ? status : 0;
 
     if (rc == CURLE_OPERATION_TIMEDOUT) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_TIMEOUT,
@@ -124,6 +128,12 @@ static bool request(const char *api_socket, const char *method, const char *endp
     if (response)
         g_string_assign(response, body->str);
     return true;
+}
+
+static bool request(const char *api_socket, const char *method, const char *endpoint,
+                    const char *json, long timeout_ms, GString *response, GError **error)
+{
+    return request_status(api_socket, method, endpoint, json, timeout_ms, response, NULL, error);
 }
 
 bool monitor_ping(const char *api_socket, GError **error)
@@ -190,7 +200,8 @@ static void add_bool(JsonBuilder *b, const char *name, bool value)
 }
 
 bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
-                         const char *parent_url, uint64_t ram_bytes, GError **error)
+                         const char *parent_url, uint64_t ram_bytes, bool *refused,
+                         GError **error)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
@@ -201,7 +212,12 @@ bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
     }
     json_builder_end_object(b);
     g_autofree char *body = to_json(b);
-    return request(api_socket, "PUT", "vm.snapshot", body, ram_timeout_ms(ram_bytes), NULL, error);
+    long status = 0;
+    bool ok = request_status(api_socket, "PUT", "vm.snapshot", body, ram_timeout_ms(ram_bytes),
+                             NULL, &status, error);
+    if (refused)
+        *refused = status >= 400 && status < 500;
+    return ok;
 }
 
 /* Of the vsock device only the socket is the host's business; the CID and

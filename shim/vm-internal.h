@@ -16,6 +16,7 @@ struct serial;
 struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
+struct virtio_console;
 
 enum vcpu_exit_kind {
     VCPU_EXIT_IO,
@@ -76,6 +77,7 @@ struct vm {
     struct i8042 *i8042;
     struct acpi_pm *acpi_pm;
     struct virtio_vsock *vsock; /* NULL without a vsock config */
+    struct virtio_console *console; /* NULL when console.mode is Off */
 
     /* vm_set_persist_state: snapshot state kept with the VM, released by vm_free */
     void *persist;

@@ -14,6 +14,7 @@
 #include "devices/acpi-pm.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
+#include "devices/virtio-console.h"
 #include "devices/virtio-vsock.h"
 #include "vm-internal.h"
 
@@ -272,8 +273,13 @@ static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **e
         return false;
     if (!bus_register(&vm->pio, PORT_POST_CODE, 1, &sink_ops, NULL, "post-code"))
         return attach_failed(error, "the port 0x80 sink");
-    struct virtio_host host = virtio_host_for(vm); /* the transport keeps a copy */
-    if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(&host, 0, &cfg->vsock, error))) /* virtio-mmio device 0 */
+    /* virtio-mmio devices take numbers in this order; the transport keeps a copy of host. */
+    struct virtio_host host = virtio_host_for(vm);
+    unsigned mmio_index = 0;
+    if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(&host, mmio_index++, &cfg->vsock, error)))
+        return false;
+    if (cfg->console.mode != CONSOLE_MODE_OFF &&
+        !(vm->console = virtio_console_new(&host, mmio_index++, &cfg->console, error)))
         return false;
     return true;
 }
@@ -284,7 +290,9 @@ static void free_devices(struct vm *vm)
     i8042_free(vm->i8042);
     acpi_pm_free(vm->acpi_pm);
     virtio_vsock_free(vm->vsock); /* stops its thread, unlinks its socket */
+    virtio_console_free(vm->console);
     vm->vsock = NULL;
+    vm->console = NULL;
     vm->serial = NULL;
     vm->i8042 = NULL;
     vm->acpi_pm = NULL;
@@ -305,16 +313,30 @@ static bool create_vcpus(struct vm *vm, unsigned count, GError **error)
     return true;
 }
 
+/* virtio-mmio devices are declared on the command line, as Firecracker does. */
+static char *kernel_cmdline(struct vm *vm, const struct vm_config *cfg)
+{
+    GString *line = g_string_new(cfg->payload.cmdline);
+    char *entries[] = {
+        vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL,
+        vm->console ? virtio_console_cmdline_entry(vm->console) : NULL,
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(entries); i++) {
+        if (!entries[i])
+            continue;
+        g_string_append_printf(line, "%s%s", line->len ? " " : "", entries[i]);
+        g_free(entries[i]);
+    }
+    return g_string_free(line, FALSE);
+}
+
 static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
-    /* The virtio-mmio device is declared on the command line, as Firecracker does. */
-    g_autofree char *vsock_arg = vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL;
-    g_autofree char *cmdline = vsock_arg ? g_strjoin(" ", cfg->payload.cmdline ? cfg->payload.cmdline : "",
-                                                    vsock_arg, NULL) : NULL;
+    g_autofree char *cmdline = kernel_cmdline(vm, cfg);
     struct boot_input in = {
         .kernel_path = cfg->payload.kernel,
         .initramfs_path = cfg->payload.initramfs,
-        .cmdline = cmdline ? cmdline : cfg->payload.cmdline,
+        .cmdline = cmdline,
         .ncpus = vm->nvcpus,
     };
     struct boot_entry entry;
@@ -456,6 +478,8 @@ void vm_add_counters(struct vm *vm, JsonBuilder *b)
     add_exit_counters(b, "vcpus", total);
     if (vm->vsock)
         virtio_vsock_add_counters(vm->vsock, b);
+    if (vm->console)
+        virtio_console_add_counters(vm->console, b);
 }
 
 uint64_t vm_ram_resident_bytes(struct vm *vm)
@@ -523,6 +547,11 @@ struct virtio_vsock *vm_vsock(struct vm *vm)
     return vm->vsock;
 }
 
+struct virtio_console *vm_console(struct vm *vm)
+{
+    return vm->console;
+}
+
 void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data))
 {
     vm->persist = data;
@@ -547,6 +576,11 @@ bool vm_serve_vsock_port(struct vm *vm, const struct vsock_port_handler *handler
 const char *vm_serial_pty_path(struct vm *vm)
 {
     return vm->serial ? serial_pty_path(vm->serial) : NULL;
+}
+
+const char *vm_console_pty_path(struct vm *vm)
+{
+    return vm->console ? virtio_console_pty_path(vm->console) : NULL;
 }
 
 void vm_mark_dirty(struct vm *vm, uint64_t gpa, uint64_t len)

@@ -47,6 +47,7 @@ struct serial;
 struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
+struct virtio_console;
 struct vsock_port_handler;
 
 /* Build the VM from cfg: KVM VM, irqchip, PIT, RAM (untouched), vCPUs with
@@ -105,11 +106,13 @@ int vm_kvm_vm_fd(struct vm *vm);  /* the VM's fd (KVM_CREATE_VM): irqchip, PIT, 
 int vm_dev_kvm_fd(struct vm *vm); /* /dev/kvm itself: system-wide queries (MSR index list) */
 unsigned vm_vcpu_count(struct vm *vm);
 int vm_vcpu_fd(struct vm *vm, unsigned index);
-/* The devices; serial is NULL when serial.mode is Off, vsock without a vsock config. */
+/* The devices; serial is NULL when serial.mode is Off, vsock without a vsock
+ * config, console when console.mode is Off. */
 struct serial *vm_serial(struct vm *vm);
 struct i8042 *vm_i8042(struct vm *vm);
 struct acpi_pm *vm_acpi_pm(struct vm *vm);
 struct virtio_vsock *vm_vsock(struct vm *vm);
+struct virtio_console *vm_console(struct vm *vm);
 /* Snapshot state kept with the VM: release(data) runs in vm_free once the
  * vCPUs have stopped, before devices and RAM go. */
 void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data));
@@ -126,6 +129,8 @@ void vm_mark_dirty(struct vm *vm, uint64_t gpa, uint64_t len);
 
 /* The serial port's pty slave path when serial.mode is Pty, else NULL (vm.info). */
 const char *vm_serial_pty_path(struct vm *vm);
+/* The virtio-console's pty slave path when console.mode is Pty, else NULL. */
+const char *vm_console_pty_path(struct vm *vm);
 
 /* Pages the VMM itself wrote (vm_mark_dirty) since the last call, fetched and
  * cleared atomically: a bitmap of *nwords 64-bit words, bit n = RAM page n

@@ -136,14 +136,20 @@ static bool read_bounded(int fd, size_t max_bytes, char **out, size_t *out_len, 
     return true;
 }
 
-bool bounded_json_load_file(JsonParser *parser, const char *path, size_t max_bytes, GError **error)
+bool bounded_json_read_file(const char *path, size_t max_bytes, char **text, size_t *len, GError **error)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return io_failed(error, "cannot open");
+    bool ok = read_bounded(fd, max_bytes, text, len, error);
+    close(fd);
+    return ok;
+}
+
+bool bounded_json_load_file(JsonParser *parser, const char *path, size_t max_bytes, GError **error)
+{
     g_autofree char *text = NULL;
     size_t len = 0;
-    bool ok = read_bounded(fd, max_bytes, &text, &len, error);
-    close(fd);
-    return ok && bounded_json_load_data(parser, text, len, max_bytes, error);
+    return bounded_json_read_file(path, max_bytes, &text, &len, error) &&
+           bounded_json_load_data(parser, text, len, max_bytes, error);
 }

@@ -24,12 +24,6 @@
  * Hypervisor's JSON parser (serde_json) stops at 128 too. */
 #define BOUNDED_JSON_MAX_DEPTH 128u
 
-/* The size limits of the documents vsnap reads from files. A config.json is
- * a VmConfig, as a vm.create body (at most 1 MiB); a state.json of 64 vCPUs
- * is about a MiB. */
-#define BOUNDED_JSON_CONFIG_MAX_BYTES (1u << 20)
-#define BOUNDED_JSON_STATE_MAX_BYTES (16u << 20)
-
 /* Whether text[0, len) is at most max_bytes long, nests at most
  * BOUNDED_JSON_MAX_DEPTH levels and holds only plain JSON tokens. It does not
  * check the grammar: the parser does that. Errors are JSON_PARSER_ERROR_INVALID_DATA
@@ -40,9 +34,12 @@ bool bounded_json_check(const char *text, size_t len, size_t max_bytes, GError *
 bool bounded_json_load_data(JsonParser *parser, const char *text, size_t len, size_t max_bytes,
                             GError **error);
 
-/* The same for a file: a regular file (a FIFO or device is refused without
- * blocking) of at most max_bytes, read (not mapped: a file truncated under a
- * mapping would be a SIGBUS), checked and parsed. Errors are G_IO_ERROR for
- * the file, JSON_PARSER_ERROR for its content; neither names the file (the
- * caller does). */
+/* All of a regular file (a FIFO or device is refused without blocking) of at
+ * most max_bytes, read (not mapped: a file truncated under a mapping would be
+ * a SIGBUS) into *text, NUL-terminated (g_free it). Errors are G_IO_ERROR and
+ * do not name the file (the caller does). */
+bool bounded_json_read_file(const char *path, size_t max_bytes, char **text, size_t *len, GError **error);
+
+/* bounded_json_read_file, then bounded_json_load_data. Errors are G_IO_ERROR
+ * for the file, JSON_PARSER_ERROR for its content. */
 bool bounded_json_load_file(JsonParser *parser, const char *path, size_t max_bytes, GError **error);

@@ -100,6 +100,8 @@ static bool apply_word(const struct word *w, struct options *opts)
         return parse_flag(w, &opts->reboot_after_ready);
     if (key_is(w, "fault_after_ready"))
         return parse_flag(w, &opts->fault_after_ready);
+    if (key_is(w, "hvc"))
+        return parse_flag(w, &opts->hvc);
     /* The vsock side's options: vsock-service.c reads them itself. */
     if (key_is(w, "ready_port") || key_is(w, "cmd_port"))
         return true;

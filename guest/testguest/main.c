@@ -9,6 +9,7 @@
 #include "boot_params.h"
 #include "clock.h"
 #include "cmdline.h"
+#include "consoledrv.h"
 #include "cpl0.h"
 #include "io.h"
 #include "layout.h"
@@ -101,6 +102,8 @@ void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info)
 {
     struct guest g = { .boot_params = boot_params };
 
+    /* Before the first line, so the console carries every line. */
+    console_init(boot_params_cmdline(boot_params));
     serial_log("booted");
     /* The clock first: power_off() needs it even when the command line is bad. */
     clock_init(&g.clock, info->tsc_khz, info->lapic_khz, true);

@@ -242,7 +242,7 @@ static GOptionContext *make_context(struct shim_options *out, struct raw_options
         { "serial", 0, 0, G_OPTION_ARG_STRING, &raw->serial, "Serial port output",
           "off|null|tty|pty|file=<path>|socket=<path>" },
         { "console", 0, 0, G_OPTION_ARG_STRING, &raw->console,
-          "virtio-console output (vsnap: off or null only)", "off|null" },
+          "virtio-console output (default tty)", "off|null|tty|pty|file=<path>|socket=<path>" },
         { "vsock", 0, 0, G_OPTION_ARG_STRING, &raw->vsock, "virtio-vsock device",
           "cid=<n>,socket=<path>[,readiness_port=<n>]" },
         { NULL },

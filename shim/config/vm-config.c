@@ -14,9 +14,9 @@
 
 /* ---- struct vm_config ---------------------------------------------------- */
 
-/* Cloud Hypervisor's defaults (1 vCPU, 512 MiB, serial Null), except the
- * console: Cloud Hypervisor's default is Tty on a virtio-console, which vsnap
- * does not have, so the console is Off. */
+/* Cloud Hypervisor's defaults: 1 vCPU, 512 MiB, serial Null, the
+ * virtio-console on Tty (the shim's stdout, and its stdin when that is a
+ * terminal or a pipe). */
 struct vm_config *vm_config_new_default(void)
 {
     struct vm_config *cfg = g_new0(struct vm_config, 1);
@@ -24,7 +24,7 @@ struct vm_config *vm_config_new_default(void)
     cfg->cpus.max_vcpus = 1;
     cfg->memory.size = 512ull << 20;
     cfg->serial.mode = CONSOLE_MODE_NULL;
-    cfg->console.mode = CONSOLE_MODE_OFF;
+    cfg->console.mode = CONSOLE_MODE_TTY;
     cfg->vsock.readiness_port = VSNAP_DEFAULT_READINESS_PORT;
     return cfg;
 }
@@ -371,6 +371,9 @@ struct vm_config *vm_config_from_json(JsonNode *root, GError **error)
     return g_steal_pointer(&cfg);
 }
 
+/* A VmConfig is a few hundred bytes; as a vm.create body it is at most 1 MiB. */
+#define VM_CONFIG_TEXT_MAX_BYTES (1u << 20)
+
 struct vm_config *vm_config_from_json_text(const char *text, gssize len, GError **error)
 {
     g_autoptr(JsonParser) parser = json_parser_new();
@@ -378,7 +381,7 @@ struct vm_config *vm_config_from_json_text(const char *text, gssize len, GError 
 
     if (len < 0)
         len = (gssize)strlen(text);
-    if (!bounded_json_load_data(parser, text, (size_t)len, BOUNDED_JSON_CONFIG_MAX_BYTES, &parse_error)) {
+    if (!bounded_json_load_data(parser, text, (size_t)len, VM_CONFIG_TEXT_MAX_BYTES, &parse_error)) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the body is not valid JSON: %s",
                     parse_error->message);
         return NULL;
@@ -456,11 +459,11 @@ bool vm_config_validate(const struct vm_config *cfg, GError **error)
         !check_console(&cfg->serial, "serial", error) ||
         !check_console(&cfg->console, "console", error) || !check_vsock(&cfg->vsock, error))
         return false;
-    /* There is no virtio-console: only the 16550 serial port carries output. */
-    if (cfg->console.mode != CONSOLE_MODE_OFF && cfg->console.mode != CONSOLE_MODE_NULL) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED,
-                    "field 'console.mode' %s is not supported by vsnap yet (no virtio-console): "
-                    "use Off and the serial port", console_mode_to_string(cfg->console.mode));
+    /* As Cloud Hypervisor: one terminal cannot feed two devices' input. */
+    if (cfg->console.mode == CONSOLE_MODE_TTY && cfg->serial.mode == CONSOLE_MODE_TTY) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "invalid field 'console.mode': Tty for both serial and console (one of them may use "
+                    "the terminal; the console's default is Tty, so give it another mode)");
         return false;
     }
     return true;

@@ -4,6 +4,7 @@
 #include "devices/acpi-pm.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
+#include "devices/virtio-console.h"
 #include "devices/virtio-vsock.h"
 #include "state/state-json.h"
 #include "vm.h"
@@ -12,10 +13,14 @@ void devices_quiesce(struct vm *vm)
 {
     if (vm_vsock(vm))
         virtio_vsock_quiesce(vm_vsock(vm));
+    if (vm_console(vm))
+        virtio_console_quiesce(vm_console(vm));
 }
 
 void devices_unquiesce(struct vm *vm)
 {
+    if (vm_console(vm))
+        virtio_console_unquiesce(vm_console(vm));
     if (vm_vsock(vm))
         virtio_vsock_unquiesce(vm_vsock(vm));
 }
@@ -35,6 +40,10 @@ void devices_state_save(struct vm *vm, JsonBuilder *b)
     if (vm_vsock(vm)) {
         json_builder_set_member_name(b, "vsock");
         virtio_vsock_save_state(vm_vsock(vm), b);
+    }
+    if (vm_console(vm)) {
+        json_builder_set_member_name(b, "console");
+        virtio_console_save_state(vm_console(vm), b);
     }
     json_builder_end_object(b);
 }
@@ -57,29 +66,49 @@ static bool restore_legacy(struct vm *vm, JsonObject *devices, GError **error)
     return serial_restore_state(vm_serial(vm), json_node_get_object(serial), error);
 }
 
+/* A virtio device is in state.json exactly when config.json asks for it (a
+ * device the guest found cannot vanish, nor others move to its address).
+ * *state is its saved state, NULL when neither has it. */
+static bool virtio_device_state(JsonObject *devices, const char *name, bool present, JsonObject **state,
+                                GError **error)
+{
+    JsonNode *node = json_object_get_member(devices, name);
+    *state = NULL;
+    if (!node != !present) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                    "state.json %s a %s device but config.json (with any config_overrides) %s",
+                    node ? "has" : "has no", name, present ? "asks for one" : "does not");
+        return false;
+    }
+    if (node && !JSON_NODE_HOLDS_OBJECT(node)) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: devices.%s is not an object", name);
+        return false;
+    }
+    *state = node ? json_node_get_object(node) : NULL;
+    return true;
+}
+
+/* Whatever a device refused came from the snapshot. */
+static bool device_refused(GError **error, const char *name, const GError *local)
+{
+    g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: restoring the %s device: %s", name,
+                local->message);
+    return false;
+}
+
 bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error)
 {
     JsonObject *devices = state_get_object(root, "devices", "state", error);
-    if (!devices || !restore_legacy(vm, devices, error))
-        return false;
-    JsonNode *vsock = json_object_get_member(devices, "vsock");
-    if (!vsock != !vm_vsock(vm)) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                    "state.json %s a vsock device but config.json %s", vsock ? "has" : "has no",
-                    vm_vsock(vm) ? "asks for one" : "does not");
-        return false;
-    }
-    if (vsock && !JSON_NODE_HOLDS_OBJECT(vsock)) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: devices.vsock is not an object");
-        return false;
-    }
+    JsonObject *vsock, *console;
     g_autoptr(GError) local = NULL;
-    if (vsock && !virtio_vsock_restore_state(vm_vsock(vm), json_node_get_object(vsock), &local)) {
-        /* Whatever the device refused came from the snapshot. */
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: restoring the vsock device: %s",
-                    local->message);
+    if (!devices || !restore_legacy(vm, devices, error) ||
+        !virtio_device_state(devices, "vsock", vm_vsock(vm) != NULL, &vsock, error) ||
+        !virtio_device_state(devices, "console", vm_console(vm) != NULL, &console, error))
         return false;
-    }
+    if (vsock && !virtio_vsock_restore_state(vm_vsock(vm), vsock, &local))
+        return device_refused(error, "vsock", local);
+    if (console && !virtio_console_restore_state(vm_console(vm), console, &local))
+        return device_refused(error, "console", local);
     return true;
 }
 

@@ -1,4 +1,5 @@
-/* Device state in state.json ("devices": serial, i8042, acpi_pm, vsock): each
+/* Device state in state.json ("devices": serial, i8042, acpi_pm, vsock,
+ * console): each
  * device saves and restores its own state through functions in its own file
  * (devices/); this file only knows which devices the VM has. */
 #pragma once

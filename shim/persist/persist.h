@@ -28,7 +28,7 @@
 #include "vm.h"
 
 struct persist_snapshot_request {
-    const char *destination_url; /* file:///dir: must not exist or be an empty directory */
+    const char *destination_url; /* file:///dir: absent, or a directory without snapshot files */
     bool diff;
     const char *parent_url;      /* diff: the VM's last snapshot */
 };
@@ -40,6 +40,9 @@ struct persist_snapshot_result {
     uint64_t elapsed_ns;
 };
 
+/* Check the request alone (destination, parent) without touching the VM:
+ * what persist_snapshot refuses before it starts. */
+bool persist_snapshot_check(struct vm *vm, const struct persist_snapshot_request *req, GError **error);
 /* The VM must be paused. result may be NULL. */
 bool persist_snapshot(struct vm *vm, const struct vm_config *cfg, const struct persist_snapshot_request *req,
                       struct persist_snapshot_result *result, GError **error);

@@ -82,7 +82,7 @@ static struct vm_config *load_config(const char *dir, JsonObject *overrides, GEr
     g_autofree char *path = g_build_filename(dir, SNAP_DIR_CONFIG_FILE, NULL);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) local = NULL;
-    if (!bounded_json_load_file(parser, path, BOUNDED_JSON_CONFIG_MAX_BYTES, &local)) {
+    if (!bounded_json_load_file(parser, path, SNAP_CONFIG_MAX_BYTES, &local)) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "snapshot %s: cannot read config.json: %s", dir,
                     local->message);
         return NULL;
@@ -163,7 +163,7 @@ static bool prepare_ram(struct snap_chain *chain, enum snap_restore_mode mode, s
 
 /* A data block failed its checksum while being served (handler or prefetch
  * thread): the guest must never see it, and a thread waiting on it, vCPU or
- * device, can never be released (snapshot/uffd.h), so the VM is lost. */
+ * device, can never be released (ram-snapshot/uffd.h), so the VM is lost. */
 static void on_demand_failed(void *opaque, const GError *error)
 {
     struct persist_vm *p = opaque;

@@ -427,6 +427,11 @@ bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
     struct persist_snapshot_result local_result = { 0 };
     if (!result)
         result = &local_result;
+    /* As Cloud Hypervisor: "snapshotting" only for a request that will be tried. */
+    if (!persist_snapshot_check(vmm->vm, req, error)) {
+        to_shim_error(error);
+        return false;
+    }
     emit(vmm, "snapshotting");
     if (!persist_snapshot(vmm->vm, vmm->config, req, result, error)) {
         to_shim_error(error);
@@ -637,22 +642,29 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
     json_builder_set_member_name(b, "ram_resident_bytes");
     json_builder_add_int_value(b, vmm->vm ? (gint64)vm_ram_resident_bytes(vmm->vm) : 0);
     add_optional_string(b, "serial_pty", vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL);
+    add_optional_string(b, "console_pty", vmm->vm ? vm_console_pty_path(vmm->vm) : NULL);
     add_ready_members(vmm, b);
     if (vmm->vm) /* snapshot id, restore mode, on-demand progress */
         persist_add_info(vmm->vm, b);
     json_builder_end_object(b);
 }
 
-/* Cloud Hypervisor reports a serial PTY's path as config.serial.file, which is
- * where libvirt's ch driver reads it. */
+static void set_pty_file(JsonNode *config, const char *device, const char *pty)
+{
+    if (pty) {
+        JsonObject *section = json_object_get_object_member(json_node_get_object(config), device);
+        json_object_set_string_member(section, "file", pty);
+    }
+}
+
+/* Cloud Hypervisor reports a PTY's path as config.serial.file and
+ * config.console.file, which is where libvirt's ch driver reads them. */
 static JsonNode *config_with_pty(struct vmm *vmm)
 {
     JsonNode *config = vm_config_to_json(vmm->config);
-    const char *pty = vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL;
-
-    if (pty) {
-        JsonObject *serial = json_object_get_object_member(json_node_get_object(config), "serial");
-        json_object_set_string_member(serial, "file", pty);
+    if (vmm->vm) {
+        set_pty_file(config, "serial", vm_serial_pty_path(vmm->vm));
+        set_pty_file(config, "console", vm_console_pty_path(vmm->vm));
     }
     return config;
 }

@@ -48,7 +48,7 @@ static void test_defaults(void)
     g_assert_cmpuint(cfg->cpus.max_vcpus, ==, 1);
     g_assert_cmpuint(cfg->memory.size, ==, 512ull << 20);
     g_assert_cmpint(cfg->serial.mode, ==, CONSOLE_MODE_NULL);
-    g_assert_cmpint(cfg->console.mode, ==, CONSOLE_MODE_OFF);
+    g_assert_cmpint(cfg->console.mode, ==, CONSOLE_MODE_TTY); /* Cloud Hypervisor's default */
     g_assert_false(cfg->vsock.present);
     g_assert_null(cfg->payload.cmdline);
 }
@@ -134,8 +134,10 @@ static void test_refused(void)
                    SHIM_ERROR_INVALID, "'serial.mode'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"serial\":{\"mode\":\"File\"}}",
                    SHIM_ERROR_INVALID, "'serial.file'");
-    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"console\":{\"mode\":\"Tty\"}}",
-                   SHIM_ERROR_UNSUPPORTED, "not supported by vsnap yet");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"serial\":{\"mode\":\"Tty\"}}",
+                   SHIM_ERROR_INVALID, "Tty for both serial and console");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"console\":{\"mode\":\"File\"}}",
+                   SHIM_ERROR_INVALID, "'console.file'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"vsock\":{\"cid\":2,\"socket\":\"/x\"}}",
                    SHIM_ERROR_INVALID, "'vsock.cid'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"vsock\":{\"socket\":\"/x\"}}",

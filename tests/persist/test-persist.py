@@ -10,6 +10,7 @@ fail separately. Every expected checksum is either computed on the host
 restore is checked against exactly what the guest held at that instant.
 """
 
+import hashlib
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ COMPACT = os.environ.get("VSNAP_COMPACT", "vsnap-compact")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from persisttest import ApiShim, Conn, Fail, FILL_BASE, MIB, check, connect  # noqa: E402
 from vsnaptest import (LAYER_DATA_OFFSET, CurlError, curl_api, error_message,  # noqa: E402
-                       flip_byte, layer_page_offset)
+                       flip_byte, layer_page_offset, write_state_json)
 
 MODES = ("copy", "merge", "ondemand")
 # Regions the chain test checks, as (gpa, length): A is the boot-time fill.
@@ -111,6 +112,10 @@ def case_heartbeat(workdir, cpus=1):
         check(status == 204, f"vm.snapshot -> {status} {reply}")
         check(sorted(os.listdir(snap)) == ["config.json", "memory-ranges", "state.json"],
               f"snapshot dir holds {os.listdir(snap)}")
+        # Guest RAM and state: readable by the shim's user only.
+        modes = {n: oct(os.stat(os.path.join(snap, n)).st_mode & 0o777) for n in os.listdir(snap)}
+        check(os.stat(snap).st_mode & 0o777 == 0o700 and set(modes.values()) == {"0o600"},
+              f"modes of the snapshot: {oct(os.stat(snap).st_mode & 0o777)} {modes}")
         names = [e["event"] for e in src.events()]
         check(names[-2:] == ["snapshotting", "snapshotted"], f"events: {names}")
         check(not [n for n in os.listdir(workdir) if ".partial" in n], "temporary directory left behind")
@@ -292,6 +297,7 @@ def case_bad_input(workdir):
         src.snapshot_paused(d1, base)
         src.snapshot_paused(base2)
         src.ok("PUT", "vm.pause")
+        events_before = len(src.events())
         for body, what in (({}, "no destination"), ({"destination_url": "http://x/y"}, "not a file URL"),
                            ({"destination_url": "file://" + other, "bogus": 1}, "unknown field"),
                            ({"destination_url": "file://" + other, "mode": "diff"}, "diff without parent"),
@@ -303,6 +309,8 @@ def case_bad_input(workdir):
             check(status == 400, f"vm.snapshot with {what}: {status} {reply}")
             print(f"snapshot, {what}: {error_message(reply)}")
         check(not os.path.exists(other), "a refused snapshot left its destination behind")
+        refused_events = [e["event"] for e in src.events()[events_before:]]
+        check("snapshotting" not in refused_events, f"refused snapshots emitted {refused_events}")
         src.ok("PUT", "vm.resume")
         # As Cloud Hypervisor (VmAlreadyCreated is an internal error there).
         check(src.api("PUT", "vm.restore", {"source_url": "file://" + base})[0] == 500,
@@ -333,13 +341,13 @@ def case_bad_input(workdir):
     state_path = os.path.join(bad["wrong_parent"], "state.json")
     state = json.load(open(state_path))
     state["memory"]["parent_url"] = "file://" + base2  # a base of the same VM, but not d1's
-    json.dump(state, open(state_path, "w"))
+    write_state_json(state_path, state)
     bad["parent_gone"] = os.path.join(workdir, "parent_gone")
     copy_snapshot(d1, bad["parent_gone"])
     state_path = os.path.join(bad["parent_gone"], "state.json")
     state = json.load(open(state_path))
     state["memory"]["parent_url"] = "file://" + os.path.join(workdir, "no-such-snapshot")
-    json.dump(state, open(state_path, "w"))
+    write_state_json(state_path, state)
 
     for name, edit, needle in (("bad_regs", lambda st: st["vcpus"][0].update(regs="AAAA"), "regs"),
                                ("bad_msr", lambda st: st["vcpus"][0]["msrs"].update({"0x10": "-1"}), "0x10"),
@@ -352,17 +360,24 @@ def case_bad_input(workdir):
         state_path = os.path.join(bad[name][0], "state.json")
         state = json.load(open(state_path))
         edit(state)
-        json.dump(state, open(state_path, "w"))
+        write_state_json(state_path, state)
 
     # 100,000 nested arrays in a file read at restore used to overflow the
-    # parser's recursion (SIGSEGV), as in a request body.
+    # parser's recursion (SIGSEGV), as in a request body. config.json's
+    # checksum in state.json is made to match, so the parser is reached.
     for name in ("state.json", "config.json"):
         bad[name] = os.path.join(workdir, "deep_" + name.split(".")[0])
         copy_snapshot(base, bad[name])
         path = os.path.join(bad[name], name)
         text = open(path).read().rstrip()
-        with open(path, "w") as f:
-            f.write(text[:-1] + ', "deep": ' + "[" * 100000 + "]" * 100000 + "}")
+        deep = (text[:-1] + ', "deep": ' + "[" * 100000 + "]" * 100000 + "}").encode()
+        with open(path, "wb") as f:
+            f.write(deep)
+        if name == "config.json":
+            state_path = os.path.join(bad[name], "state.json")
+            state = json.load(open(state_path))
+            state["config"]["sha256"] = hashlib.sha256(deep).hexdigest()
+            write_state_json(state_path, state)
 
     with ApiShim(SHIM, workdir=workdir, name="dst") as dst:
         for name in ("state.json", "config.json"):
@@ -536,7 +551,9 @@ def case_fold_snapshot(workdir):
                               text=True, timeout=60)
 
     before = state("d2")
-    shim_members = {k: v for k, v in before.items() if k != "memory"}
+    # The record and the file's own checksum change; nothing else may.
+    rewritten = ("memory", "state_sha256")
+    shim_members = {k: v for k, v in before.items() if k not in rewritten}
     refused = fold("base")
     check(refused.returncode != 0 and "names neither" in refused.stderr,
           f"folding base into d2 (whose parent is d1) was not refused: {refused.stderr!r}")
@@ -545,7 +562,7 @@ def case_fold_snapshot(workdir):
         done = fold(inner)
         check(done.returncode == 0, f"fold of {inner} into d2: {done.stderr!r}")
         after = state("d2")
-        check({k: v for k, v in after.items() if k != "memory"} == shim_members,
+        check({k: v for k, v in after.items() if k not in rewritten} == shim_members,
               f"folding {inner} changed the shim's members of state.json")
         memory = after["memory"]
         check(memory["id"] == before["memory"]["id"], "d2 lost its id in the fold")
