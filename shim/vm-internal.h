@@ -17,6 +17,8 @@ struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
 struct virtio_console;
+struct virtio_rng;
+struct vmgenid;
 
 enum vcpu_exit_kind {
     VCPU_EXIT_IO,
@@ -78,6 +80,8 @@ struct vm {
     struct acpi_pm *acpi_pm;
     struct virtio_vsock *vsock; /* NULL without a vsock config */
     struct virtio_console *console; /* NULL when console.mode is Off */
+    struct virtio_rng *rng;     /* NULL without an rng config */
+    struct vmgenid *vmgenid;
 
     /* vm_set_persist_state: snapshot state kept with the VM, released by vm_free */
     void *persist;

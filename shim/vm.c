@@ -15,7 +15,9 @@
 #include "devices/i8042.h"
 #include "devices/serial.h"
 #include "devices/virtio-console.h"
+#include "devices/virtio-rng.h"
 #include "devices/virtio-vsock.h"
+#include "devices/vmgenid.h"
 #include "vm-internal.h"
 
 #define KVM_TSS_ADDR 0xfffbd000ull          /* 3 pages below the identity map, under 4 GiB */
@@ -267,10 +269,25 @@ static struct virtio_host virtio_host_for(struct vm *vm)
     };
 }
 
+static void vmgenid_notify(void *opaque)
+{
+    struct vm *vm = opaque;
+    acpi_pm_raise_gpe(vm->acpi_pm, ACPI_GPE_VMGENID);
+}
+
+/* The id lives in RAM (boot.h's BOOT_VMGENID_ADDR) and changes through GPE 0. */
+static void setup_vmgenid(struct vm *vm)
+{
+    struct vmgenid_host host = { .mem = &vm->mem, .mark_dirty = host_mark_dirty, .notify = vmgenid_notify,
+                                 .opaque = vm };
+    vm->vmgenid = vmgenid_new(&host);
+}
+
 static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
     if (!setup_serial(vm, &cfg->serial, error) || !setup_i8042(vm, error) || !setup_acpi_pm(vm, error))
         return false;
+    setup_vmgenid(vm);
     if (!bus_register(&vm->pio, PORT_POST_CODE, 1, &sink_ops, NULL, "post-code"))
         return attach_failed(error, "the port 0x80 sink");
     /* virtio-mmio devices take numbers in this order; the transport keeps a copy of host. */
@@ -280,6 +297,8 @@ static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **e
         return false;
     if (cfg->console.mode != CONSOLE_MODE_OFF &&
         !(vm->console = virtio_console_new(&host, mmio_index++, &cfg->console, error)))
+        return false;
+    if (cfg->rng.present && !(vm->rng = virtio_rng_new(&host, mmio_index++, &cfg->rng, error)))
         return false;
     return true;
 }
@@ -291,8 +310,12 @@ static void free_devices(struct vm *vm)
     acpi_pm_free(vm->acpi_pm);
     virtio_vsock_free(vm->vsock); /* stops its thread, unlinks its socket */
     virtio_console_free(vm->console);
+    virtio_rng_free(vm->rng);
+    vmgenid_free(vm->vmgenid);
+    vm->vmgenid = NULL;
     vm->vsock = NULL;
     vm->console = NULL;
+    vm->rng = NULL;
     vm->serial = NULL;
     vm->i8042 = NULL;
     vm->acpi_pm = NULL;
@@ -320,6 +343,7 @@ static char *kernel_cmdline(struct vm *vm, const struct vm_config *cfg)
     char *entries[] = {
         vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL,
         vm->console ? virtio_console_cmdline_entry(vm->console) : NULL,
+        vm->rng ? virtio_rng_cmdline_entry(vm->rng) : NULL,
     };
     for (size_t i = 0; i < G_N_ELEMENTS(entries); i++) {
         if (!entries[i])
@@ -330,18 +354,47 @@ static char *kernel_cmdline(struct vm *vm, const struct vm_config *cfg)
     return g_string_free(line, FALSE);
 }
 
+/* "xxxxxxxx-xxxx-..." (checked by the config) into 16 bytes in text order. */
+static void parse_uuid(const char *text, uint8_t out[16])
+{
+    unsigned n = 0;
+    for (const char *p = text; *p && n < 32; p++) {
+        if (*p == '-')
+            continue;
+        uint8_t nibble = (uint8_t)g_ascii_xdigit_value(*p);
+        out[n / 2] = (uint8_t)(n % 2 ? out[n / 2] | nibble : nibble << 4);
+        n++;
+    }
+}
+
+/* The machine's identity in SMBIOS: Cloud Hypervisor's platform config. */
+static struct boot_smbios smbios_for(const struct vm_config *cfg, unsigned ncpus)
+{
+    const struct platform_config *p = &cfg->platform;
+    struct boot_smbios smbios = {
+        .manufacturer = p->system.manufacturer, .product_name = p->system.product_name,
+        .version = p->system.version, .serial_number = p->serial_number, .sku_number = p->system.sku_number,
+        .family = p->system.family, .oem_strings = p->oem_strings, .ncpus = ncpus,
+    };
+    if (p->uuid)
+        parse_uuid(p->uuid, smbios.uuid);
+    return smbios;
+}
+
 static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
     g_autofree char *cmdline = kernel_cmdline(vm, cfg);
+    struct boot_smbios smbios = smbios_for(cfg, vm->nvcpus);
     struct boot_input in = {
         .kernel_path = cfg->payload.kernel,
         .initramfs_path = cfg->payload.initramfs,
         .cmdline = cmdline,
         .ncpus = vm->nvcpus,
+        .smbios = &smbios,
     };
     struct boot_entry entry;
     boot_write_gdt_and_page_tables(&vm->mem);
-    if (!boot_load_linux(&vm->mem, &in, &entry, error))
+    if (!boot_load_linux(&vm->mem, &in, &entry, error) || !vmgenid_new_generation(vm->vmgenid, false, error))
         return false;
     return boot_setup_bsp(vm->vcpus[0].fd, &entry, error);
 }
@@ -480,6 +533,8 @@ void vm_add_counters(struct vm *vm, JsonBuilder *b)
         virtio_vsock_add_counters(vm->vsock, b);
     if (vm->console)
         virtio_console_add_counters(vm->console, b);
+    if (vm->rng)
+        virtio_rng_add_counters(vm->rng, b);
 }
 
 uint64_t vm_ram_resident_bytes(struct vm *vm)
@@ -550,6 +605,16 @@ struct virtio_vsock *vm_vsock(struct vm *vm)
 struct virtio_console *vm_console(struct vm *vm)
 {
     return vm->console;
+}
+
+struct virtio_rng *vm_rng(struct vm *vm)
+{
+    return vm->rng;
+}
+
+struct vmgenid *vm_vmgenid(struct vm *vm)
+{
+    return vm->vmgenid;
 }
 
 void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data))

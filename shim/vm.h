@@ -48,6 +48,8 @@ struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
 struct virtio_console;
+struct virtio_rng;
+struct vmgenid;
 struct vsock_port_handler;
 
 /* Build the VM from cfg: KVM VM, irqchip, PIT, RAM (untouched), vCPUs with
@@ -113,6 +115,8 @@ struct i8042 *vm_i8042(struct vm *vm);
 struct acpi_pm *vm_acpi_pm(struct vm *vm);
 struct virtio_vsock *vm_vsock(struct vm *vm);
 struct virtio_console *vm_console(struct vm *vm);
+struct virtio_rng *vm_rng(struct vm *vm); /* NULL without an rng config */
+struct vmgenid *vm_vmgenid(struct vm *vm);
 /* Snapshot state kept with the VM: release(data) runs in vm_free once the
  * vCPUs have stopped, before devices and RAM go. */
 void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data));

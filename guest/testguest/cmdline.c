@@ -103,7 +103,7 @@ static bool apply_word(const struct word *w, struct options *opts)
     if (key_is(w, "hvc"))
         return parse_flag(w, &opts->hvc);
     /* The vsock side's options: vsock-service.c reads them itself. */
-    if (key_is(w, "ready_port") || key_is(w, "cmd_port"))
+    if (key_is(w, "ready_port") || key_is(w, "cmd_port") || key_is(w, "notify_port"))
         return true;
     report("warning", w, "unknown option, ignored");
     return true;

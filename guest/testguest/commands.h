@@ -17,6 +17,13 @@
  *                                SENT <len>
  *   BADPKT                    -> OK <n>   n malformed packets sent to the device
  *                                          (its robustness test)
+ *   RNG <n>                   -> RNG <n> <16 hex>  n bytes (at most 65536) read
+ *                                          from virtio-rng, their FNV-1a
+ *   VMGENID                   -> VMGENID <32 hex> gpe=<0|1>  the VM generation
+ *                                          ID (found through ACPI) and whether its
+ *                                          change event (GPE 0) was pending; clears it
+ *   NOTIFYSTOP                -> OK       in notify mode: send systemd's shutdown
+ *                                          notifications (notify.h)
  * Numbers are decimal or 0x hex. Regions must lie in RAM at or above 16 MiB
  * and be 8-byte aligned. Errors answer "ERR <why>" and the connection stays.
  */

@@ -13,6 +13,8 @@
 #include "config/vm-config.h"
 
 #define VSNAP_DEFAULT_READINESS_PORT 1024
+#define VSNAP_DEFAULT_NOTIFY_PORT 1025
+#define VSNAP_DEFAULT_RNG_SOURCE "/dev/urandom"
 
 /* Parse and validate (vm_config_validate) a VmConfig. */
 struct vm_config *vm_config_from_json(JsonNode *root, GError **error);

@@ -26,6 +26,7 @@ struct vm_config *vm_config_new_default(void)
     cfg->serial.mode = CONSOLE_MODE_NULL;
     cfg->console.mode = CONSOLE_MODE_TTY;
     cfg->vsock.readiness_port = VSNAP_DEFAULT_READINESS_PORT;
+    cfg->vsock.notify_port = VSNAP_DEFAULT_NOTIFY_PORT;
     return cfg;
 }
 
@@ -42,6 +43,35 @@ static void console_config_clear(struct console_config *c)
     g_clear_pointer(&c->socket, g_free);
 }
 
+static void smbios_system_copy(struct smbios_system_config *to, const struct smbios_system_config *from)
+{
+    to->manufacturer = g_strdup(from->manufacturer);
+    to->product_name = g_strdup(from->product_name);
+    to->version = g_strdup(from->version);
+    to->sku_number = g_strdup(from->sku_number);
+    to->family = g_strdup(from->family);
+}
+
+static void platform_config_copy(struct platform_config *to, const struct platform_config *from)
+{
+    to->uuid = g_strdup(from->uuid);
+    to->serial_number = g_strdup(from->serial_number);
+    to->oem_strings = g_strdupv(from->oem_strings);
+    smbios_system_copy(&to->system, &from->system);
+}
+
+static void platform_config_clear(struct platform_config *p)
+{
+    g_clear_pointer(&p->uuid, g_free);
+    g_clear_pointer(&p->serial_number, g_free);
+    g_clear_pointer(&p->oem_strings, g_strfreev);
+    g_clear_pointer(&p->system.manufacturer, g_free);
+    g_clear_pointer(&p->system.product_name, g_free);
+    g_clear_pointer(&p->system.version, g_free);
+    g_clear_pointer(&p->system.sku_number, g_free);
+    g_clear_pointer(&p->system.family, g_free);
+}
+
 struct vm_config *vm_config_copy(const struct vm_config *cfg)
 {
     struct vm_config *copy = g_memdup2(cfg, sizeof(*cfg));
@@ -52,6 +82,8 @@ struct vm_config *vm_config_copy(const struct vm_config *cfg)
     console_config_copy(&copy->serial, &cfg->serial);
     console_config_copy(&copy->console, &cfg->console);
     copy->vsock.socket = g_strdup(cfg->vsock.socket);
+    copy->rng.src = g_strdup(cfg->rng.src);
+    platform_config_copy(&copy->platform, &cfg->platform);
     return copy;
 }
 
@@ -66,6 +98,8 @@ void vm_config_free(struct vm_config *cfg)
     console_config_clear(&cfg->serial);
     console_config_clear(&cfg->console);
     g_free(cfg->vsock.socket);
+    g_free(cfg->rng.src);
+    platform_config_clear(&cfg->platform);
     g_free(cfg);
 }
 
@@ -99,6 +133,7 @@ enum field_kind {
     FIELD_U64,
     FIELD_U32,
     FIELD_BOOL,
+    FIELD_STRV,        /* char **, an array of strings, null allowed */
     FIELD_MODE,        /* enum console_mode, spelled as Cloud Hypervisor does */
     FIELD_OBJECT,
     FIELD_UNSUPPORTED, /* Cloud Hypervisor has it; vsnap accepts only its "unset" value */
@@ -168,7 +203,47 @@ static const struct field vsock_fields[] = {
     LEAF("cid", FIELD_U32, vsock.cid),
     LEAF("socket", FIELD_STRING, vsock.socket),
     LEAF("readiness_port", FIELD_U32, vsock.readiness_port),
+    LEAF("notify_port", FIELD_U32, vsock.notify_port),
     UNSUPPORTED("iommu"), UNSUPPORTED("pci_segment"), UNSUPPORTED("id"),
+    { 0 },
+};
+
+static const struct field bandwidth_fields[] = {
+    LEAF("size", FIELD_U64, rng.bandwidth.size),
+    LEAF("one_time_burst", FIELD_U64, rng.bandwidth.one_time_burst),
+    LEAF("refill_time", FIELD_U64, rng.bandwidth.refill_time_ms),
+    { 0 },
+};
+
+static const struct field rate_limiter_fields[] = {
+    OBJECT("bandwidth", bandwidth_fields, NO_PRESENCE),
+    UNSUPPORTED("ops"),
+    { 0 },
+};
+
+static const struct field rng_fields[] = {
+    LEAF("src", FIELD_STRING, rng.src),
+    OBJECT("rate_limiter", rate_limiter_fields, NO_PRESENCE),
+    UNSUPPORTED("iommu"),
+    { 0 },
+};
+
+static const struct field smbios_system_fields[] = {
+    LEAF("manufacturer", FIELD_STRING, platform.system.manufacturer),
+    LEAF("product_name", FIELD_STRING, platform.system.product_name),
+    LEAF("version", FIELD_STRING, platform.system.version),
+    LEAF("sku_number", FIELD_STRING, platform.system.sku_number),
+    LEAF("family", FIELD_STRING, platform.system.family),
+    { 0 },
+};
+
+static const struct field platform_fields[] = {
+    LEAF("uuid", FIELD_STRING, platform.uuid),
+    LEAF("serial_number", FIELD_STRING, platform.serial_number),
+    LEAF("oem_strings", FIELD_STRV, platform.oem_strings),
+    OBJECT("system", smbios_system_fields, NO_PRESENCE),
+    UNSUPPORTED("num_pci_segments"), UNSUPPORTED("iommu_segments"), UNSUPPORTED("iommu_address_width"),
+    UNSUPPORTED("tdx"), UNSUPPORTED("sev_snp"),
     { 0 },
 };
 
@@ -179,12 +254,14 @@ static const struct field vm_config_fields[] = {
     OBJECT("serial", serial_fields, NO_PRESENCE),
     OBJECT("console", console_fields, NO_PRESENCE),
     OBJECT("vsock", vsock_fields, CFG(vsock.present)),
-    UNSUPPORTED("disks"), UNSUPPORTED("net"), UNSUPPORTED("rng"), UNSUPPORTED("balloon"),
+    OBJECT("rng", rng_fields, CFG(rng.present)),
+    OBJECT("platform", platform_fields, NO_PRESENCE),
+    UNSUPPORTED("disks"), UNSUPPORTED("net"), UNSUPPORTED("balloon"),
     UNSUPPORTED("fs"), UNSUPPORTED("pmem"), UNSUPPORTED("debug_console"),
     UNSUPPORTED("devices"), UNSUPPORTED("user_devices"), UNSUPPORTED("vdpa"),
     UNSUPPORTED("sgx_epc"), UNSUPPORTED("numa"), UNSUPPORTED("iommu"),
     UNSUPPORTED("watchdog"), UNSUPPORTED("pvpanic"), UNSUPPORTED("pci_segments"),
-    UNSUPPORTED("platform"), UNSUPPORTED("tpm"), UNSUPPORTED("landlock_enable"),
+    UNSUPPORTED("tpm"), UNSUPPORTED("landlock_enable"),
     UNSUPPORTED("landlock_rules"), UNSUPPORTED("rate_limit_groups"),
     UNSUPPORTED("preserved_fds"), UNSUPPORTED("ivshmem"),
     UNSUPPORTED("generic_vhost_user"),
@@ -260,6 +337,27 @@ static bool parse_string_field(JsonNode *node, const char *path, char **slot, GE
     return true;
 }
 
+static bool parse_strv_field(JsonNode *node, const char *path, char ***slot, GError **error)
+{
+    if (JSON_NODE_HOLDS_NULL(node)) {
+        g_clear_pointer(slot, g_strfreev);
+        return true;
+    }
+    if (!JSON_NODE_HOLDS_ARRAY(node))
+        return invalid(error, path, "expected an array of strings");
+    JsonArray *array = json_node_get_array(node);
+    g_autoptr(GStrvBuilder) builder = g_strv_builder_new();
+    for (guint i = 0; i < json_array_get_length(array); i++) {
+        JsonNode *item = json_array_get_element(array, i);
+        if (!is_value_of(item, G_TYPE_STRING))
+            return invalid(error, path, "expected an array of strings");
+        g_strv_builder_add(builder, json_node_get_string(item));
+    }
+    g_strfreev(*slot);
+    *slot = g_strv_builder_end(builder);
+    return true;
+}
+
 static bool parse_mode_field(JsonNode *node, const char *path, enum console_mode *slot,
                              GError **error)
 {
@@ -296,6 +394,8 @@ static bool parse_leaf(JsonNode *node, const struct field *f, const char *path,
         return true;
     case FIELD_MODE:
         return parse_mode_field(node, path, (enum console_mode *)base, error);
+    case FIELD_STRV:
+        return parse_strv_field(node, path, (char ***)base, error);
     case FIELD_OBJECT:
         if (f->presence != NO_PRESENCE && !JSON_NODE_HOLDS_NULL(node))
             *(bool *)((char *)cfg + f->presence) = true;
@@ -366,6 +466,8 @@ struct vm_config *vm_config_from_json(JsonNode *root, GError **error)
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "missing field 'vsock.cid'");
         return NULL;
     }
+    if (cfg->rng.present && !cfg->rng.src)
+        cfg->rng.src = g_strdup(VSNAP_DEFAULT_RNG_SOURCE);
     if (!vm_config_validate(cfg, error))
         return NULL;
     return g_steal_pointer(&cfg);
@@ -446,6 +548,59 @@ static bool check_vsock(const struct vsock_config *v, GError **error)
         return invalid(error, "vsock.socket", "required");
     if (v->readiness_port == 0)
         return invalid(error, "vsock.readiness_port", "must not be 0");
+    if (v->notify_port == 0)
+        return invalid(error, "vsock.notify_port", "must not be 0");
+    if (v->notify_port == v->readiness_port)
+        return invalid(error, "vsock.notify_port", "must differ from vsock.readiness_port");
+    return true;
+}
+
+static bool check_rng(const struct rng_config *r, GError **error)
+{
+    if (!r->present)
+        return true;
+    if (!r->src || !*r->src)
+        return invalid(error, "rng.src", "required");
+    if (r->bandwidth.size && r->bandwidth.refill_time_ms == 0)
+        return invalid(error, "rng.rate_limiter.bandwidth.refill_time", "must not be 0 when size is set");
+    return true;
+}
+
+/* 32 hex digits, with or without the four dashes of the textual form. */
+static bool is_uuid_text(const char *text)
+{
+    unsigned digits = 0;
+    for (const char *p = text; *p; p++) {
+        if (g_ascii_isxdigit(*p))
+            digits++;
+        else if (*p != '-')
+            return false;
+    }
+    return digits == 32 && strlen(text) <= 36;
+}
+
+/* SMBIOS strings end at a NUL and an empty one cannot be told from "none". */
+static bool check_smbios_string(const char *value, const char *path, GError **error)
+{
+    if (value && !*value)
+        return invalid(error, path, "must not be empty (leave it out instead)");
+    return true;
+}
+
+static bool check_platform(const struct platform_config *p, GError **error)
+{
+    if (p->uuid && !is_uuid_text(p->uuid))
+        return invalid(error, "platform.uuid", "expected a UUID (32 hex digits, dashes allowed)");
+    if (!check_smbios_string(p->serial_number, "platform.serial_number", error) ||
+        !check_smbios_string(p->system.manufacturer, "platform.system.manufacturer", error) ||
+        !check_smbios_string(p->system.product_name, "platform.system.product_name", error) ||
+        !check_smbios_string(p->system.version, "platform.system.version", error) ||
+        !check_smbios_string(p->system.sku_number, "platform.system.sku_number", error) ||
+        !check_smbios_string(p->system.family, "platform.system.family", error))
+        return false;
+    for (char **s = p->oem_strings; s && *s; s++)
+        if (!check_smbios_string(*s, "platform.oem_strings", error))
+            return false;
     return true;
 }
 
@@ -457,7 +612,8 @@ bool vm_config_validate(const struct vm_config *cfg, GError **error)
     }
     if (!check_memory(&cfg->memory, error) || !check_cpus(&cfg->cpus, error) ||
         !check_console(&cfg->serial, "serial", error) ||
-        !check_console(&cfg->console, "console", error) || !check_vsock(&cfg->vsock, error))
+        !check_console(&cfg->console, "console", error) || !check_vsock(&cfg->vsock, error) ||
+        !check_rng(&cfg->rng, error) || !check_platform(&cfg->platform, error))
         return false;
     /* As Cloud Hypervisor: one terminal cannot feed two devices' input. */
     if (cfg->console.mode == CONSOLE_MODE_TTY && cfg->serial.mode == CONSOLE_MODE_TTY) {
@@ -540,6 +696,56 @@ static void add_vsock(JsonBuilder *b, const struct vsock_config *v)
     add_int(b, "cid", v->cid);
     add_string(b, "socket", v->socket);
     add_int(b, "readiness_port", v->readiness_port);
+    add_int(b, "notify_port", v->notify_port);
+    json_builder_end_object(b);
+}
+
+static void add_rng(JsonBuilder *b, const struct rng_config *r)
+{
+    json_builder_set_member_name(b, "rng");
+    if (!r->present) {
+        json_builder_add_null_value(b);
+        return;
+    }
+    json_builder_begin_object(b);
+    add_string(b, "src", r->src);
+    if (r->bandwidth.size) {
+        json_builder_set_member_name(b, "rate_limiter");
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "bandwidth");
+        json_builder_begin_object(b);
+        add_int(b, "size", (gint64)r->bandwidth.size);
+        add_int(b, "one_time_burst", (gint64)r->bandwidth.one_time_burst);
+        add_int(b, "refill_time", (gint64)r->bandwidth.refill_time_ms);
+        json_builder_end_object(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_object(b);
+}
+
+static void add_platform(JsonBuilder *b, const struct platform_config *p)
+{
+    json_builder_set_member_name(b, "platform");
+    json_builder_begin_object(b);
+    add_string(b, "uuid", p->uuid);
+    add_string(b, "serial_number", p->serial_number);
+    json_builder_set_member_name(b, "oem_strings");
+    if (p->oem_strings) {
+        json_builder_begin_array(b);
+        for (char **s = p->oem_strings; *s; s++)
+            json_builder_add_string_value(b, *s);
+        json_builder_end_array(b);
+    } else {
+        json_builder_add_null_value(b);
+    }
+    json_builder_set_member_name(b, "system");
+    json_builder_begin_object(b);
+    add_string(b, "manufacturer", p->system.manufacturer);
+    add_string(b, "product_name", p->system.product_name);
+    add_string(b, "version", p->system.version);
+    add_string(b, "sku_number", p->system.sku_number);
+    add_string(b, "family", p->system.family);
+    json_builder_end_object(b);
     json_builder_end_object(b);
 }
 
@@ -573,6 +779,8 @@ JsonNode *vm_config_to_json(const struct vm_config *cfg)
     add_console(b, "serial", &cfg->serial);
     add_console(b, "console", &cfg->console);
     add_vsock(b, &cfg->vsock);
+    add_rng(b, &cfg->rng);
+    add_platform(b, &cfg->platform);
     json_builder_end_object(b);
     return json_builder_get_root(b);
 }

@@ -54,6 +54,39 @@ struct vsock_config {
     uint32_t cid;
     char *socket;
     uint32_t readiness_port; /* vsnap extension, default 1024 */
+    uint32_t notify_port;    /* vsnap extension, default 1025: systemd's sd_notify (vmm.notify_socket) */
+};
+
+/* A token bucket, Cloud Hypervisor's and Firecracker's TokenBucketConfig:
+ * size bytes, refilled every refill_time ms, plus a one-time burst. size 0:
+ * no limit. */
+struct token_bucket_config {
+    uint64_t size;
+    uint64_t one_time_burst;
+    uint64_t refill_time_ms;
+};
+
+/* Cloud Hypervisor's RngConfig: a virtio-rng device fed from src. */
+struct rng_config {
+    bool present;
+    char *src;                          /* default /dev/urandom */
+    struct token_bucket_config bandwidth; /* vsnap extension: rate_limiter.bandwidth */
+};
+
+/* SMBIOS type 1 strings beyond Cloud Hypervisor's uuid and serial number
+ * (vsnap extension platform.system, from libvirt's <sysinfo><system>); NULL:
+ * the shim's own. */
+struct smbios_system_config {
+    char *manufacturer, *product_name, *version, *sku_number, *family;
+};
+
+/* Cloud Hypervisor's PlatformConfig, the parts that describe the machine to
+ * the guest in SMBIOS. */
+struct platform_config {
+    char *uuid;          /* SMBIOS type 1 UUID, "xxxxxxxx-xxxx-..." (NULL: all zero) */
+    char *serial_number; /* SMBIOS type 1 serial (cloud-init's NoCloud reads ds=nocloud;s=... here) */
+    char **oem_strings;  /* SMBIOS type 11, NULL-terminated, NULL: none */
+    struct smbios_system_config system;
 };
 
 struct vm_config {
@@ -63,6 +96,8 @@ struct vm_config {
     struct console_config serial;
     struct console_config console;
     struct vsock_config vsock;
+    struct rng_config rng;
+    struct platform_config platform;
 };
 
 struct vm_config *vm_config_new_default(void);

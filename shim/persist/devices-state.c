@@ -5,7 +5,9 @@
 #include "devices/i8042.h"
 #include "devices/serial.h"
 #include "devices/virtio-console.h"
+#include "devices/virtio-rng.h"
 #include "devices/virtio-vsock.h"
+#include "devices/vmgenid.h"
 #include "state/state-json.h"
 #include "vm.h"
 
@@ -15,6 +17,8 @@ void devices_quiesce(struct vm *vm)
         virtio_vsock_quiesce(vm_vsock(vm));
     if (vm_console(vm))
         virtio_console_quiesce(vm_console(vm));
+    if (vm_rng(vm))
+        virtio_rng_quiesce(vm_rng(vm));
 }
 
 void devices_unquiesce(struct vm *vm)
@@ -23,6 +27,8 @@ void devices_unquiesce(struct vm *vm)
         virtio_console_unquiesce(vm_console(vm));
     if (vm_vsock(vm))
         virtio_vsock_unquiesce(vm_vsock(vm));
+    if (vm_rng(vm))
+        virtio_rng_unquiesce(vm_rng(vm));
 }
 
 void devices_state_save(struct vm *vm, JsonBuilder *b)
@@ -44,6 +50,10 @@ void devices_state_save(struct vm *vm, JsonBuilder *b)
     if (vm_console(vm)) {
         json_builder_set_member_name(b, "console");
         virtio_console_save_state(vm_console(vm), b);
+    }
+    if (vm_rng(vm)) {
+        json_builder_set_member_name(b, "rng");
+        virtio_rng_save_state(vm_rng(vm), b);
     }
     json_builder_end_object(b);
 }
@@ -99,21 +109,27 @@ static bool device_refused(GError **error, const char *name, const GError *local
 bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error)
 {
     JsonObject *devices = state_get_object(root, "devices", "state", error);
-    JsonObject *vsock, *console;
+    JsonObject *vsock, *console, *rng;
     g_autoptr(GError) local = NULL;
     if (!devices || !restore_legacy(vm, devices, error) ||
         !virtio_device_state(devices, "vsock", vm_vsock(vm) != NULL, &vsock, error) ||
-        !virtio_device_state(devices, "console", vm_console(vm) != NULL, &console, error))
+        !virtio_device_state(devices, "console", vm_console(vm) != NULL, &console, error) ||
+        !virtio_device_state(devices, "rng", vm_rng(vm) != NULL, &rng, error))
         return false;
     if (vsock && !virtio_vsock_restore_state(vm_vsock(vm), vsock, &local))
         return device_refused(error, "vsock", local);
     if (console && !virtio_console_restore_state(vm_console(vm), console, &local))
         return device_refused(error, "console", local);
+    if (rng && !virtio_rng_restore_state(vm_rng(vm), rng, &local))
+        return device_refused(error, "rng", local);
     return true;
 }
 
-void devices_after_restore(struct vm *vm)
+bool devices_after_restore(struct vm *vm, GError **error)
 {
+    if (!vmgenid_new_generation(vm_vmgenid(vm), true, error))
+        return false;
     if (vm_vsock(vm))
         virtio_vsock_transport_reset(vm_vsock(vm));
+    return true;
 }

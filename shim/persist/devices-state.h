@@ -16,6 +16,7 @@ void devices_unquiesce(struct vm *vm);
 /* Member "devices"; between quiesce and unquiesce. */
 void devices_state_save(struct vm *vm, JsonBuilder *b);
 bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error);
-/* After a restore: tell the guest its vsock connections are gone
+/* After a restore: a new VM generation ID (the guest reseeds its RNG, and
+ * two clones differ), and tell the guest its vsock connections are gone
  * (VIRTIO_VSOCK_EVENT_TRANSPORT_RESET), so it reconnects and says READY again. */
-void devices_after_restore(struct vm *vm);
+bool devices_after_restore(struct vm *vm, GError **error);

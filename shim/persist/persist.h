@@ -31,6 +31,7 @@ struct persist_snapshot_request {
     const char *destination_url; /* file:///dir: absent, or a directory without snapshot files */
     bool diff;
     const char *parent_url;      /* diff: the VM's last snapshot */
+    JsonNode *vmm_state;         /* NULL, or an object the VMM keeps in state.json as "vmm" */
 };
 
 struct persist_snapshot_result {
@@ -68,6 +69,11 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
  *    "ondemand": {"faults", "pages_copied", "pages_zeroed", "blocks_prefetched",
  *                 "prefetch_done", "complete", "failed"}|null} */
 void persist_add_info(struct vm *vm, JsonBuilder *b);
+/* vm.info's vsnap.clock comes with it: see persist/clock.h. */
+
+/* A restored VM: the "vmm" object its snapshot's state.json held (the
+ * request's vmm_state when it was taken), or NULL. Owned by the VM. */
+JsonObject *persist_restored_vmm_state(struct vm *vm);
 
 /* Parse a file:// URL (or a plain absolute path) into a path. */
 char *persist_path_from_url(const char *url, const char *field, GError **error);

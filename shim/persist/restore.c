@@ -265,7 +265,13 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
         vm_free(vm);
         return NULL;
     }
-    devices_after_restore(vm);
+    JsonNode *vmm_state = json_object_get_member(root, "vmm");
+    if (vmm_state && JSON_NODE_HOLDS_OBJECT(vmm_state))
+        p->vmm_state = json_node_copy(vmm_state);
+    if (!devices_after_restore(vm, error)) {
+        vm_free(vm);
+        return NULL;
+    }
     *cfg_out = g_steal_pointer(&cfg);
     return vm;
 }

@@ -93,6 +93,10 @@ static JsonNode *build_state_json(struct vm *vm, const struct persist_snapshot_r
     bool ok = cpu_state_save(vm, b, error);
     if (ok)
         devices_state_save(vm, b);
+    if (ok && req->vmm_state) {
+        json_builder_set_member_name(b, "vmm");
+        json_builder_add_value(b, json_node_copy(req->vmm_state));
+    }
     json_builder_end_object(b);
     return ok ? json_builder_get_root(b) : NULL;
 }

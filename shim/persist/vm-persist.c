@@ -30,6 +30,8 @@ static void persist_vm_release(void *opaque)
     snap_chain_free(p->served);
     clear_reference(p);
     g_free(p->carry);
+    if (p->vmm_state)
+        json_node_unref(p->vmm_state);
     g_free(p);
 }
 
@@ -261,4 +263,11 @@ void persist_add_info(struct vm *vm, JsonBuilder *b)
     else
         json_builder_add_null_value(b);
     json_builder_end_object(b);
+    clock_restore_add_info(p ? &p->clock : NULL, p && p->restored, b);
+}
+
+JsonObject *persist_restored_vmm_state(struct vm *vm)
+{
+    struct persist_vm *p = vm_get_persist_state(vm);
+    return p && p->vmm_state ? json_node_get_object(p->vmm_state) : NULL;
 }

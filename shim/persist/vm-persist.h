@@ -18,6 +18,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <json-glib/json-glib.h>
+
+#include "persist/clock.h"
 #include "ram-snapshot/restore-mode.h"
 #include "ram-snapshot/uffd.h"
 #include "snapshot/chain.h"
@@ -32,6 +35,8 @@ struct persist_vm {
 
     bool restored;
     enum snap_restore_mode restore_mode;
+    struct clock_restore clock;  /* how the kvmclock was set on restore */
+    JsonNode *vmm_state;         /* restored: state.json's "vmm" object, or NULL */
     struct snap_uffd *uffd;   /* on demand: the server, reading `served` */
     struct snap_chain *served;
 

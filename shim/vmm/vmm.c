@@ -6,8 +6,10 @@
 #include <stdarg.h>
 
 #include "config/vm-config-json.h"
+#include "devices/vmgenid.h"
 #include "json/bounded-json.h"
 #include "vm.h"
+#include "vmm/notify.h"
 #include "vmm/readiness.h"
 
 /* Handed to the VM as the callbacks' opaque: lets a callback that arrives after
@@ -19,6 +21,8 @@ struct vm_link {
     guint generation;
     struct vm_callbacks callbacks;
     struct readiness_service readiness;
+    struct notify_service notify;
+    bool announce_on_resume; /* restored ready through notify: ready again once it runs */
 };
 
 struct ready_watch {
@@ -168,14 +172,34 @@ static struct vm_link *new_link(struct vmm *vmm)
     return link;
 }
 
+static void free_link(struct vm_link *link)
+{
+    if (!link)
+        return;
+    notify_service_clear(&link->notify);
+    g_free(link);
+}
+
 /* The guest agent's announcements arrive on the config's readiness port,
- * served by the VMM itself; installed before any vCPU runs. */
+ * systemd's on its notify port, both served by the VMM itself; installed
+ * before any vCPU runs. */
 static bool serve_readiness(struct vm *vm, const struct vm_config *cfg, struct vm_link *link, GError **error)
 {
     if (!cfg->vsock.present)
         return true;
     readiness_service_init(&link->readiness, cfg->vsock.readiness_port, on_guest_ready, link);
-    return vm_serve_vsock_port(vm, &link->readiness.handler, error);
+    notify_service_init(&link->notify, cfg->vsock.notify_port, on_guest_ready, link);
+    return vm_serve_vsock_port(vm, &link->readiness.handler, error) &&
+           vm_serve_vsock_port(vm, &link->notify.handler, error);
+}
+
+/* What the guest told through notify before its snapshot comes back with it. */
+static void restore_notify(struct vm *vm, const struct vm_config *cfg, struct vm_link *link)
+{
+    JsonObject *saved = persist_restored_vmm_state(vm);
+    JsonNode *notify = saved && cfg->vsock.present ? json_object_get_member(saved, "notify") : NULL;
+    if (notify && JSON_NODE_HOLDS_OBJECT(notify))
+        link->announce_on_resume = notify_service_restore(&link->notify, json_node_get_object(notify));
 }
 
 static void adopt_vm(struct vmm *vmm, struct vm *vm, struct vm_link *link)
@@ -189,7 +213,7 @@ static void adopt_vm(struct vmm *vmm, struct vm *vm, struct vm_link *link)
 static void drop_vm(struct vmm *vmm, struct vm *vm, struct vm_link *link, const GError *error)
 {
     vm_free(vm);
-    g_free(link);
+    free_link(link);
     g_free(vmm->last_error);
     vmm->last_error = g_strdup(error->message);
 }
@@ -202,7 +226,7 @@ static void teardown_vm(struct vmm *vmm)
         return;
     vm_free(vmm->vm);
     vmm->vm = NULL;
-    g_clear_pointer(&vmm->link, g_free);
+    g_clear_pointer(&vmm->link, free_link);
     vmm->generation++;
     g_clear_pointer(&vmm->ready_info, g_free);
     notify_ready_watches(vmm, NULL);
@@ -316,6 +340,10 @@ bool vmm_resume(struct vmm *vmm, GError **error)
     }
     vmm->state = VMM_STATE_RUNNING;
     emit(vmm, "resumed");
+    if (vmm->link->announce_on_resume) { /* systemd will not say READY=1 again */
+        vmm->link->announce_on_resume = false;
+        notify_service_announce_again(&vmm->link->notify);
+    }
     return true;
 }
 
@@ -412,6 +440,20 @@ static void to_shim_error(GError **error)
     *error = shim;
 }
 
+/* state.json's "vmm": what the notify port heard (the agent's side lives in
+ * the guest and announces itself again). */
+static JsonNode *vmm_state_for_snapshot(struct vmm *vmm)
+{
+    if (!vmm->config->vsock.present)
+        return NULL;
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "notify");
+    json_builder_add_value(b, notify_service_save(&vmm->link->notify));
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
 bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
                   struct persist_snapshot_result *result, GError **error)
 {
@@ -433,7 +475,10 @@ bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
         return false;
     }
     emit(vmm, "snapshotting");
-    if (!persist_snapshot(vmm->vm, vmm->config, req, result, error)) {
+    struct persist_snapshot_request with_vmm = *req;
+    g_autoptr(JsonNode) vmm_state = vmm_state_for_snapshot(vmm);
+    with_vmm.vmm_state = vmm_state;
+    if (!persist_snapshot(vmm->vm, vmm->config, &with_vmm, result, error)) {
         to_shim_error(error);
         return false;
     }
@@ -464,6 +509,7 @@ bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *req, boo
         g_propagate_error(error, g_steal_pointer(&local));
         return false;
     }
+    restore_notify(vm, cfg, link);
     adopt_vm(vmm, vm, link);
     vmm->config = cfg;
     vmm->state = VMM_STATE_PAUSED;
@@ -644,6 +690,16 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
     add_optional_string(b, "serial_pty", vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL);
     add_optional_string(b, "console_pty", vmm->vm ? vm_console_pty_path(vmm->vm) : NULL);
     add_ready_members(vmm, b);
+    json_builder_set_member_name(b, "notify");
+    if (vmm->vm && vmm->config->vsock.present)
+        notify_service_add_info(&vmm->link->notify, b);
+    else
+        json_builder_add_null_value(b);
+    json_builder_set_member_name(b, "vmgenid");
+    if (vmm->vm)
+        vmgenid_add_info(vm_vmgenid(vmm->vm), b);
+    else
+        json_builder_add_null_value(b);
     if (vmm->vm) /* snapshot id, restore mode, on-demand progress */
         persist_add_info(vmm->vm, b);
     json_builder_end_object(b);

@@ -148,12 +148,82 @@ static void test_refused(void)
                    SHIM_ERROR_UNSUPPORTED, "field 'disks' is not supported by vsnap yet");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"net\":[{\"tap\":\"t\"}]}",
                    SHIM_ERROR_UNSUPPORTED, "'net'");
-    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"rng\":{\"src\":\"/dev/urandom\"}}",
-                   SHIM_ERROR_UNSUPPORTED, "'rng'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"balloon\":{\"size\":1048576}}",
+                   SHIM_ERROR_UNSUPPORTED, "'balloon'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"hotplug_size\":1048576}}",
                    SHIM_ERROR_UNSUPPORTED, "'memory.hotplug_size'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"cpus\":{\"topology\":{\"threads_per_core\":2}}}",
                    SHIM_ERROR_UNSUPPORTED, "'cpus.topology'");
+}
+
+/* The stock-guest parts: the notify port, virtio-rng, SMBIOS identity. */
+static void test_stock_guest(void)
+{
+    g_autoptr(vm_config) plain = expect_parsed(
+        "{\"payload\":{\"kernel\":\"@K@\"},\"vsock\":{\"cid\":3,\"socket\":\"/v\"},\"rng\":{}}");
+    g_assert_cmpuint(plain->vsock.notify_port, ==, VSNAP_DEFAULT_NOTIFY_PORT);
+    g_assert_true(plain->rng.present);
+    g_assert_cmpstr(plain->rng.src, ==, "/dev/urandom");
+    g_assert_cmpuint(plain->rng.bandwidth.size, ==, 0);
+    g_assert_null(plain->platform.uuid);
+
+    g_autoptr(vm_config) cfg = expect_parsed(
+        "{\"payload\":{\"kernel\":\"@K@\"},\"vsock\":{\"cid\":3,\"socket\":\"/v\",\"notify_port\":7000},"
+        "\"rng\":{\"src\":\"/dev/random\",\"rate_limiter\":{\"bandwidth\":{\"size\":4096,\"refill_time\":100}}},"
+        "\"platform\":{\"uuid\":\"4dea22b3-1d52-d8f3-2516-782e98ab3fa0\",\"serial_number\":\"ds=nocloud;s=http://h/\","
+        "\"oem_strings\":[\"io.systemd.credential:a=b\",\"two\"],\"system\":{\"manufacturer\":\"ACME\"}}}");
+    g_assert_cmpuint(cfg->vsock.notify_port, ==, 7000);
+    g_assert_cmpstr(cfg->rng.src, ==, "/dev/random");
+    g_assert_cmpuint(cfg->rng.bandwidth.size, ==, 4096);
+    g_assert_cmpuint(cfg->rng.bandwidth.refill_time_ms, ==, 100);
+    g_assert_cmpstr(cfg->platform.serial_number, ==, "ds=nocloud;s=http://h/");
+    g_assert_cmpuint(g_strv_length(cfg->platform.oem_strings), ==, 2);
+    g_assert_cmpstr(cfg->platform.oem_strings[1], ==, "two");
+    g_assert_cmpstr(cfg->platform.system.manufacturer, ==, "ACME");
+
+    /* What vm.info shows parses back to the same. */
+    g_autoptr(JsonNode) json = vm_config_to_json(cfg);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(vm_config) again = vm_config_from_json(json, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(again->vsock.notify_port, ==, 7000);
+    g_assert_cmpuint(again->rng.bandwidth.refill_time_ms, ==, 100);
+    g_assert_cmpstr(again->platform.uuid, ==, cfg->platform.uuid);
+    g_assert_cmpstr(again->platform.oem_strings[0], ==, "io.systemd.credential:a=b");
+    g_assert_cmpstr(again->platform.system.manufacturer, ==, "ACME");
+    g_assert_null(again->platform.system.family);
+
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"vsock\":{\"cid\":3,\"socket\":\"/v\",\"notify_port\":1024}}",
+                   SHIM_ERROR_INVALID, "'vsock.notify_port'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"platform\":{\"uuid\":\"not-a-uuid\"}}",
+                   SHIM_ERROR_INVALID, "'platform.uuid'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"platform\":{\"oem_strings\":[\"a\",3]}}",
+                   SHIM_ERROR_INVALID, "'platform.oem_strings'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"platform\":{\"oem_strings\":[\"\"]}}",
+                   SHIM_ERROR_INVALID, "'platform.oem_strings'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"platform\":{\"num_pci_segments\":2}}",
+                   SHIM_ERROR_UNSUPPORTED, "'platform.num_pci_segments'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"rng\":{\"rate_limiter\":{\"bandwidth\":{\"size\":1}}}}",
+                   SHIM_ERROR_INVALID, "'rng.rate_limiter.bandwidth.refill_time'");
+
+    struct platform_config platform = { 0 };
+    g_assert_true(cli_parse_platform("serial_number=abc,oem_strings=[x,y=z],uuid=00000000-0000-0000-0000-000000000001",
+                                     &platform, &error));
+    g_assert_no_error(error);
+    g_assert_cmpstr(platform.serial_number, ==, "abc");
+    g_assert_cmpuint(g_strv_length(platform.oem_strings), ==, 2);
+    g_assert_cmpstr(platform.oem_strings[1], ==, "y=z");
+    g_free(platform.serial_number);
+    g_free(platform.uuid);
+    g_strfreev(platform.oem_strings);
+    g_assert_false(cli_parse_platform("oem_strings=[x,y", &platform, &error));
+    g_clear_error(&error);
+    struct rng_config rng = { 0 };
+    g_assert_true(cli_parse_rng("src=/dev/random,bw_size=100,bw_refill_time=10", &rng, &error));
+    g_assert_true(rng.present);
+    g_assert_cmpstr(rng.src, ==, "/dev/random");
+    g_assert_cmpuint(rng.bandwidth.size, ==, 100);
+    g_free(rng.src);
 }
 
 static void test_files(void)
@@ -299,6 +369,7 @@ int main(int argc, char **argv)
     g_test_add_func("/config/round-trip", test_round_trip);
     g_test_add_func("/config/refused", test_refused);
     g_test_add_func("/config/files", test_files);
+    g_test_add_func("/config/stock-guest", test_stock_guest);
     g_test_add_func("/config/console-mode-names", test_console_mode_names);
     g_test_add_func("/options/sizes", test_sizes);
     g_test_add_func("/options/cli-pieces", test_cli_pieces);

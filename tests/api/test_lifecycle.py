@@ -338,7 +338,8 @@ class DirectMode(unittest.TestCase):
             info = shim.expect("GET", "vm.info", 200)
             self.assertEqual(info["state"], "Running")
             self.assertEqual(info["config"]["vsock"],
-                             {"cid": 7, "socket": f"{workdir}/v.sock", "readiness_port": 1024})
+                             {"cid": 7, "socket": f"{workdir}/v.sock", "readiness_port": 1024,
+                              "notify_port": 1025})
         finally:
             shim.kill()
 
