@@ -9,11 +9,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "block/blk-backend.h"
 #include "boot/boot.h"
 #include "cpuid.h"
 #include "devices/acpi-pm.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
+#include "devices/virtio-blk.h"
 #include "devices/virtio-console.h"
 #include "devices/virtio-rng.h"
 #include "devices/virtio-vsock.h"
@@ -269,6 +271,32 @@ static struct virtio_host virtio_host_for(struct vm *vm)
     };
 }
 
+/* What a disk's bytes live in: its raw image. (The one place that decides;
+ * a disk built on layers would get its backend here too.) */
+static struct blk_backend *open_disk_backend(const struct disk_config *disk, GError **error)
+{
+    struct blk_raw_options raw = {
+        .path = disk->path, .readonly = disk->readonly, .direct = disk->direct, .sparse = disk->sparse,
+    };
+    return blk_raw_open(&raw, error);
+}
+
+/* Disks are the virtio-mmio devices from number first on, in config order. */
+static bool setup_disks(struct vm *vm, const struct vm_config *cfg, struct virtio_host *host, unsigned first,
+                        GError **error)
+{
+    vm->disks = g_new0(struct virtio_blk *, cfg->ndisks);
+    for (unsigned i = 0; i < cfg->ndisks; i++) {
+        struct blk_backend *backend = open_disk_backend(&cfg->disks[i], error);
+        if (!backend || !(vm->disks[i] = virtio_blk_new(host, first + i, &cfg->disks[i], backend, error))) {
+            g_prefix_error(error, "disk %s: ", cfg->disks[i].id);
+            return false;
+        }
+        vm->ndisks = i + 1;
+    }
+    return true;
+}
+
 static void vmgenid_notify(void *opaque)
 {
     struct vm *vm = opaque;
@@ -300,7 +328,39 @@ static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **e
         return false;
     if (cfg->rng.present && !(vm->rng = virtio_rng_new(&host, mmio_index++, &cfg->rng, error)))
         return false;
+    return setup_disks(vm, cfg, &host, mmio_index, error);
+}
+
+bool vm_pause_disks(struct vm *vm, GError **error)
+{
+    if (vm->disks_paused)
+        return true;
+    for (unsigned i = 0; i < vm->ndisks; i++) {
+        if (!virtio_blk_pause(vm->disks[i], error)) {
+            while (i-- > 0)
+                virtio_blk_resume(vm->disks[i]);
+            return false;
+        }
+    }
+    vm->disks_paused = true;
     return true;
+}
+
+void vm_resume_disks(struct vm *vm)
+{
+    if (!vm->disks_paused)
+        return;
+    for (unsigned i = 0; i < vm->ndisks; i++)
+        virtio_blk_resume(vm->disks[i]);
+    vm->disks_paused = false;
+}
+
+static void free_disks(struct vm *vm)
+{
+    for (unsigned i = 0; i < vm->ndisks; i++)
+        virtio_blk_free(vm->disks[i]);
+    g_clear_pointer(&vm->disks, g_free);
+    vm->ndisks = 0;
 }
 
 static void free_devices(struct vm *vm)
@@ -310,6 +370,7 @@ static void free_devices(struct vm *vm)
     acpi_pm_free(vm->acpi_pm);
     virtio_vsock_free(vm->vsock); /* stops its thread, unlinks its socket */
     virtio_console_free(vm->console);
+    free_disks(vm); /* each stops its I/O thread, requests in flight complete first */
     virtio_rng_free(vm->rng);
     vmgenid_free(vm->vmgenid);
     vm->vmgenid = NULL;
@@ -336,21 +397,23 @@ static bool create_vcpus(struct vm *vm, unsigned count, GError **error)
     return true;
 }
 
-/* virtio-mmio devices are declared on the command line, as Firecracker does. */
+/* virtio-mmio devices are declared on the command line, as Firecracker does:
+ * vsock, console, then the disks in config order (their device numbers). */
 static char *kernel_cmdline(struct vm *vm, const struct vm_config *cfg)
 {
     GString *line = g_string_new(cfg->payload.cmdline);
-    char *entries[] = {
-        vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL,
-        vm->console ? virtio_console_cmdline_entry(vm->console) : NULL,
-        vm->rng ? virtio_rng_cmdline_entry(vm->rng) : NULL,
-    };
-    for (size_t i = 0; i < G_N_ELEMENTS(entries); i++) {
-        if (!entries[i])
-            continue;
-        g_string_append_printf(line, "%s%s", line->len ? " " : "", entries[i]);
-        g_free(entries[i]);
-    }
+    GPtrArray *entries = g_ptr_array_new_with_free_func(g_free);
+    if (vm->vsock)
+        g_ptr_array_add(entries, virtio_vsock_cmdline_entry(vm->vsock));
+    if (vm->console)
+        g_ptr_array_add(entries, virtio_console_cmdline_entry(vm->console));
+    if (vm->rng)
+        g_ptr_array_add(entries, virtio_rng_cmdline_entry(vm->rng));
+    for (unsigned i = 0; i < vm->ndisks; i++)
+        g_ptr_array_add(entries, virtio_blk_cmdline_entry(vm->disks[i]));
+    for (guint i = 0; i < entries->len; i++)
+        g_string_append_printf(line, "%s%s", line->len ? " " : "", (const char *)entries->pdata[i]);
+    g_ptr_array_unref(entries);
     return g_string_free(line, FALSE);
 }
 
@@ -506,7 +569,8 @@ static void add_exit_counters(JsonBuilder *b, const char *name, const uint64_t c
 }
 
 /* Members of the counters object: "serial" (if present), "vcpus" (exits of
- * every kind summed over vCPUs) and "vcpuN" per vCPU. */
+ * every kind summed over vCPUs), "vcpuN" per vCPU, "vsock" (if present) and
+ * one per disk, named by its id. */
 void vm_add_counters(struct vm *vm, JsonBuilder *b)
 {
     if (vm->serial) {
@@ -535,6 +599,8 @@ void vm_add_counters(struct vm *vm, JsonBuilder *b)
         virtio_console_add_counters(vm->console, b);
     if (vm->rng)
         virtio_rng_add_counters(vm->rng, b);
+    for (unsigned i = 0; i < vm->ndisks; i++)
+        virtio_blk_add_counters(vm->disks[i], b);
 }
 
 uint64_t vm_ram_resident_bytes(struct vm *vm)
@@ -605,6 +671,16 @@ struct virtio_vsock *vm_vsock(struct vm *vm)
 struct virtio_console *vm_console(struct vm *vm)
 {
     return vm->console;
+}
+
+unsigned vm_disk_count(struct vm *vm)
+{
+    return vm->ndisks;
+}
+
+struct virtio_blk *vm_disk(struct vm *vm, unsigned index)
+{
+    return index < vm->ndisks ? vm->disks[index] : NULL;
 }
 
 struct virtio_rng *vm_rng(struct vm *vm)

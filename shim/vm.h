@@ -47,6 +47,7 @@ struct serial;
 struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
+struct virtio_blk;
 struct virtio_console;
 struct virtio_rng;
 struct vmgenid;
@@ -66,12 +67,14 @@ struct vm *vm_new_for_restore(const struct vm_config *cfg, const struct vm_callb
 
 /* Start the vCPU threads (first boot). */
 bool vm_start(struct vm *vm, GError **error);
-/* Start the vCPU threads parked (a restore, once its state is loaded):
- * vm_resume runs them. */
+/* Start the vCPU threads parked (a restore, once its state is loaded), the
+ * disks paused: vm_resume runs them. */
 bool vm_start_paused(struct vm *vm, GError **error);
 
 /* Stop all vCPUs at an instruction boundary (KVM_RUN returned) and keep them
- * parked; returns once every vCPU is parked. */
+ * parked, then the disks (virtio_blk_pause: their requests complete); returns
+ * once all of them hold still. A disk that does not go idle fails the pause
+ * and the VM runs on. */
 bool vm_pause(struct vm *vm, GError **error);
 bool vm_resume(struct vm *vm, GError **error);
 
@@ -114,6 +117,10 @@ struct serial *vm_serial(struct vm *vm);
 struct i8042 *vm_i8042(struct vm *vm);
 struct acpi_pm *vm_acpi_pm(struct vm *vm);
 struct virtio_vsock *vm_vsock(struct vm *vm);
+/* The disks, in config order (devices/virtio-blk.h). A paused VM's disks are
+ * paused too: idle, nothing in flight, nothing published left undone. */
+unsigned vm_disk_count(struct vm *vm);
+struct virtio_blk *vm_disk(struct vm *vm, unsigned index);
 struct virtio_console *vm_console(struct vm *vm);
 struct virtio_rng *vm_rng(struct vm *vm); /* NULL without an rng config */
 struct vmgenid *vm_vmgenid(struct vm *vm);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "acpi.h"
+#include "blk-commands.h"
 #include "boot_params.h"
 #include "io.h"
 #include "layout.h"
@@ -288,12 +289,34 @@ static bool same(const char *a, const char *b)
     return *a == *b;
 }
 
+#define MAX_WORDS 8 /* BLKBENCH and its seven arguments */
+
+static void run_blk_command(struct client *c, const struct blk_command *cmd, char **args, unsigned nargs)
+{
+    if (nargs != cmd->nargs) {
+        reply(c, "ERR wrong number of arguments");
+        return;
+    }
+    char text[160];
+    blk_command_run(cmd, args, text, sizeof text);
+    reply(c, text);
+}
+
 static void run_line(struct client *c, char *line)
 {
-    char *words[5];
-    unsigned n = split_words(line, words, 4);
+    char *words[MAX_WORDS + 1];
+    unsigned n = split_words(line, words, MAX_WORDS);
     if (n == 0)
         return;
+    if (n > MAX_WORDS) {
+        reply(c, "ERR too many arguments");
+        return;
+    }
+    const struct blk_command *blk = blk_command_find(words[0]);
+    if (blk) {
+        run_blk_command(c, blk, words + 1, n - 1);
+        return;
+    }
     for (unsigned i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (!same(words[0], commands[i].name))
             continue;

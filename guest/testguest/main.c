@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "acpi.h"
+#include "blkdrv.h"
 #include "boot_params.h"
 #include "clock.h"
 #include "cmdline.h"
@@ -113,6 +114,7 @@ void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info)
 
     uint64_t sum;
     vsock_service_init(boot_params, g.clock.tsc_khz); /* vsock: no-op without the device */
+    blk_init(boot_params_cmdline(boot_params), g.clock.tsc_khz); /* disks, for the command port */
     if (!fill_region(&g, &sum))
         power_off(&g);
     if (vsock_service_active()) /* vsock: refuse early connections while busy, as a kernel would */

@@ -12,6 +12,7 @@
 
 struct raw_options {
     char *kernel, *initramfs, *cmdline, *memory, *cpus, *serial, *console, *vsock, *rng, *platform;
+    char **disks; /* one --disk each */
 };
 
 static void raw_options_clear(struct raw_options *raw)
@@ -26,6 +27,7 @@ static void raw_options_clear(struct raw_options *raw)
     g_free(raw->vsock);
     g_free(raw->rng);
     g_free(raw->platform);
+    g_strfreev(raw->disks);
 }
 
 static bool set_mode_with_value(struct console_config *out, enum console_mode mode,
@@ -204,6 +206,67 @@ bool cli_parse_platform(const char *spec, struct platform_config *out, GError **
     return true;
 }
 
+static void get_string(const struct option_list *opts, const char *key, char **out)
+{
+    const char *value = option_list_get(opts, key);
+    if (value) {
+        g_free(*out);
+        *out = g_strdup(value);
+    }
+}
+
+/* Cloud Hypervisor spells image types in lower case on its command line. */
+static void set_image_type(const struct option_list *opts, struct disk_config *out)
+{
+    const char *value = option_list_get(opts, "image_type");
+    if (!value)
+        return;
+    g_free(out->image_type);
+    out->image_type = g_ascii_strcasecmp(value, "raw") == 0 ? g_strdup("Raw") : g_strdup(value);
+}
+
+bool cli_parse_disk(const char *spec, struct disk_config *out, GError **error)
+{
+    static const char *const keys[] = { "path", "readonly", "direct", "sparse", "id", "serial",
+                                        "num_queues", "queue_size", "image_type", NULL };
+    g_autoptr(option_list) opts = option_list_parse("--disk", spec, keys, error);
+    uint64_t queues = out->num_queues, size = out->queue_size;
+
+    if (!opts || !get_bool(opts, "--disk", "readonly", &out->readonly, error) ||
+        !get_bool(opts, "--disk", "direct", &out->direct, error) ||
+        !get_bool(opts, "--disk", "sparse", &out->sparse, error) ||
+        !get_uint(opts, "--disk", "num_queues", UINT32_MAX, &queues, error) ||
+        !get_uint(opts, "--disk", "queue_size", UINT32_MAX, &size, error))
+        return false;
+    if (!option_list_has(opts, "path") || !*option_list_get(opts, "path")) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "--disk: path= is required");
+        return false;
+    }
+    get_string(opts, "path", &out->path);
+    get_string(opts, "id", &out->id);
+    get_string(opts, "serial", &out->serial);
+    set_image_type(opts, out);
+    out->num_queues = (uint32_t)queues;
+    out->queue_size = (uint32_t)size;
+    return true;
+}
+
+static bool add_disks(char **specs, struct vm_config *cfg, GError **error)
+{
+    for (char **spec = specs; spec && *spec; spec++) {
+        struct disk_config disk;
+        disk_config_init(&disk);
+        bool ok = cli_parse_disk(*spec, &disk, error);
+        if (ok)
+            vm_config_add_disk(cfg, &disk);
+        disk_config_clear(&disk);
+        if (!ok)
+            return false;
+    }
+    vm_config_name_disks(cfg);
+    return true;
+}
+
 struct events *cli_open_event_monitor(const char *spec, GError **error)
 {
     static const char *const keys[] = { "path", "fd", NULL };
@@ -250,7 +313,8 @@ static bool build_direct_config(const struct raw_options *raw, struct shim_optio
         (raw->console && !cli_parse_console("--console", raw->console, &cfg->console, error)) ||
         (raw->vsock && !cli_parse_vsock(raw->vsock, &cfg->vsock, error)) ||
         (raw->rng && !cli_parse_rng(raw->rng, &cfg->rng, error)) ||
-        (raw->platform && !cli_parse_platform(raw->platform, &cfg->platform, error)))
+        (raw->platform && !cli_parse_platform(raw->platform, &cfg->platform, error)) ||
+        !add_disks(raw->disks, cfg, error))
         return false;
     if (!vm_config_validate(cfg, error))
         return false;
@@ -264,10 +328,10 @@ static bool check_direct_options(const struct raw_options *raw, GError **error)
     if (raw->kernel)
         return true;
     if (raw->initramfs || raw->cmdline || raw->memory || raw->cpus || raw->serial ||
-        raw->console || raw->vsock || raw->rng || raw->platform) {
+        raw->console || raw->vsock || raw->rng || raw->platform || raw->disks) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
-                    "--initramfs, --cmdline, --memory, --cpus, --serial, --console, --vsock, --rng and "
-                    "--platform need --kernel (or send them in vm.create)");
+                    "--initramfs, --cmdline, --memory, --cpus, --serial, --console, --vsock, --rng, "
+                    "--platform and --disk need --kernel (or send them in vm.create)");
         return false;
     }
     return true;
@@ -301,6 +365,9 @@ static GOptionContext *make_context(struct shim_options *out, struct raw_options
           "src=</dev/urandom>[,bw_size=<bytes>,bw_refill_time=<ms>[,bw_one_time_burst=<bytes>]]" },
         { "platform", 0, 0, G_OPTION_ARG_STRING, &raw->platform, "SMBIOS system identity",
           "[serial_number=<text>][,uuid=<uuid>][,oem_strings=[<text>,...]]" },
+        { "disk", 0, 0, G_OPTION_ARG_STRING_ARRAY, &raw->disks, "virtio-blk disk (repeat for more)",
+          "path=<raw image|block device>[,readonly=on][,direct=on][,sparse=off][,id=<id>][,serial=<s>]"
+          "[,num_queues=<n>][,queue_size=<n>][,image_type=raw]" },
         { NULL },
     };
     GOptionContext *context = g_option_context_new("- a KVM VMM with Cloud Hypervisor's API");

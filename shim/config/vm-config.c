@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config/disk-config-internal.h"
 #include "config/shim-error.h"
 #include "json/bounded-json.h"
 
@@ -84,6 +85,9 @@ struct vm_config *vm_config_copy(const struct vm_config *cfg)
     copy->vsock.socket = g_strdup(cfg->vsock.socket);
     copy->rng.src = g_strdup(cfg->rng.src);
     platform_config_copy(&copy->platform, &cfg->platform);
+    copy->disks = g_new0(struct disk_config, cfg->ndisks);
+    for (unsigned i = 0; i < cfg->ndisks; i++)
+        disk_config_copy(&copy->disks[i], &cfg->disks[i]);
     return copy;
 }
 
@@ -100,6 +104,9 @@ void vm_config_free(struct vm_config *cfg)
     g_free(cfg->vsock.socket);
     g_free(cfg->rng.src);
     platform_config_clear(&cfg->platform);
+    for (unsigned i = 0; i < cfg->ndisks; i++)
+        disk_config_clear(&cfg->disks[i]);
+    g_free(cfg->disks);
     g_free(cfg);
 }
 
@@ -136,6 +143,7 @@ enum field_kind {
     FIELD_STRV,        /* char **, an array of strings, null allowed */
     FIELD_MODE,        /* enum console_mode, spelled as Cloud Hypervisor does */
     FIELD_OBJECT,
+    FIELD_DISKS,       /* the disks array: struct disk_config each */
     FIELD_UNSUPPORTED, /* Cloud Hypervisor has it; vsnap accepts only its "unset" value */
 };
 
@@ -144,7 +152,7 @@ enum field_kind {
 struct field {
     const char *name;
     enum field_kind kind;
-    size_t offset;                /* into struct vm_config */
+    size_t offset;                /* into the struct being filled (vm_config, disk_config) */
     const struct field *members;  /* FIELD_OBJECT, NULL-name terminated */
     size_t presence;              /* FIELD_OBJECT: bool set when the object is given */
 };
@@ -153,6 +161,7 @@ struct field {
 #define LEAF(n, k, member) { .name = n, .kind = k, .offset = CFG(member) }
 #define UNSUPPORTED(n) { .name = n, .kind = FIELD_UNSUPPORTED }
 #define OBJECT(n, m, p) { .name = n, .kind = FIELD_OBJECT, .members = m, .presence = p }
+#define DISK(n, k, member) { .name = n, .kind = k, .offset = offsetof(struct disk_config, member) }
 
 static const struct field payload_fields[] = {
     LEAF("kernel", FIELD_STRING, payload.kernel),
@@ -247,6 +256,24 @@ static const struct field platform_fields[] = {
     { 0 },
 };
 
+/* Cloud Hypervisor's DiskConfig (vmm/src/api/openapi/cloud-hypervisor.yaml). */
+static const struct field disk_fields[] = {
+    DISK("path", FIELD_STRING, path),
+    DISK("readonly", FIELD_BOOL, readonly),
+    DISK("direct", FIELD_BOOL, direct),
+    DISK("sparse", FIELD_BOOL, sparse),
+    DISK("id", FIELD_STRING, id),
+    DISK("serial", FIELD_STRING, serial),
+    DISK("num_queues", FIELD_U32, num_queues),
+    DISK("queue_size", FIELD_U32, queue_size),
+    DISK("image_type", FIELD_STRING, image_type),
+    UNSUPPORTED("iommu"), UNSUPPORTED("vhost_user"), UNSUPPORTED("vhost_socket"),
+    UNSUPPORTED("rate_limiter_config"), UNSUPPORTED("pci_segment"), UNSUPPORTED("pci_device_id"),
+    UNSUPPORTED("rate_limit_group"), UNSUPPORTED("queue_affinity"), UNSUPPORTED("backing_files"),
+    UNSUPPORTED("lock_granularity"),
+    { 0 },
+};
+
 static const struct field vm_config_fields[] = {
     OBJECT("payload", payload_fields, NO_PRESENCE),
     OBJECT("cpus", cpus_fields, NO_PRESENCE),
@@ -256,7 +283,8 @@ static const struct field vm_config_fields[] = {
     OBJECT("vsock", vsock_fields, CFG(vsock.present)),
     OBJECT("rng", rng_fields, CFG(rng.present)),
     OBJECT("platform", platform_fields, NO_PRESENCE),
-    UNSUPPORTED("disks"), UNSUPPORTED("net"), UNSUPPORTED("balloon"),
+    { .name = "disks", .kind = FIELD_DISKS, .members = disk_fields },
+    UNSUPPORTED("net"), UNSUPPORTED("balloon"),
     UNSUPPORTED("fs"), UNSUPPORTED("pmem"), UNSUPPORTED("debug_console"),
     UNSUPPORTED("devices"), UNSUPPORTED("user_devices"), UNSUPPORTED("vdpa"),
     UNSUPPORTED("sgx_epc"), UNSUPPORTED("numa"), UNSUPPORTED("iommu"),
@@ -369,12 +397,35 @@ static bool parse_mode_field(JsonNode *node, const char *path, enum console_mode
 }
 
 static bool parse_object(JsonNode *node, const struct field *fields, const char *prefix,
-                         struct vm_config *cfg, GError **error);
+                         void *target, GError **error);
+
+/* disks: an array of DiskConfig objects; null or [] is no disk. */
+static bool parse_disks(JsonNode *node, const struct field *fields, const char *path,
+                        struct vm_config *cfg, GError **error)
+{
+    if (JSON_NODE_HOLDS_NULL(node))
+        return true;
+    if (!JSON_NODE_HOLDS_ARRAY(node))
+        return invalid(error, path, "expected an array of disk objects");
+    JsonArray *array = json_node_get_array(node);
+    for (guint i = 0; i < json_array_get_length(array); i++) {
+        g_autofree char *item = g_strdup_printf("%s[%u]", path, i);
+        struct disk_config disk;
+        disk_config_init(&disk);
+        bool ok = parse_object(json_array_get_element(array, i), fields, item, &disk, error);
+        if (ok)
+            vm_config_add_disk(cfg, &disk);
+        disk_config_clear(&disk);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
 
 static bool parse_leaf(JsonNode *node, const struct field *f, const char *path,
-                       struct vm_config *cfg, GError **error)
+                       void *target, GError **error)
 {
-    char *base = (char *)cfg + f->offset;
+    char *base = (char *)target + f->offset;
     uint64_t value;
 
     switch (f->kind) {
@@ -398,10 +449,12 @@ static bool parse_leaf(JsonNode *node, const struct field *f, const char *path,
         return parse_strv_field(node, path, (char ***)base, error);
     case FIELD_OBJECT:
         if (f->presence != NO_PRESENCE && !JSON_NODE_HOLDS_NULL(node))
-            *(bool *)((char *)cfg + f->presence) = true;
+            *(bool *)((char *)target + f->presence) = true;
         if (f->presence != NO_PRESENCE && JSON_NODE_HOLDS_NULL(node))
             return true;
-        return parse_object(node, f->members, path, cfg, error);
+        return parse_object(node, f->members, path, target, error);
+    case FIELD_DISKS:
+        return parse_disks(node, f->members, path, target, error);
     case FIELD_UNSUPPORTED:
         if (is_unset_value(node))
             return true;
@@ -413,7 +466,7 @@ static bool parse_leaf(JsonNode *node, const struct field *f, const char *path,
 }
 
 static bool parse_object(JsonNode *node, const struct field *fields, const char *prefix,
-                         struct vm_config *cfg, GError **error)
+                         void *target, GError **error)
 {
     if (!JSON_NODE_HOLDS_OBJECT(node)) {
         if (prefix)
@@ -432,7 +485,7 @@ static bool parse_object(JsonNode *node, const struct field *fields, const char 
             g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "unknown field '%s'", path);
             return false;
         }
-        if (!parse_leaf(member, f, path, cfg, error))
+        if (!parse_leaf(member, f, path, target, error))
             return false;
     }
     return true;
@@ -468,6 +521,7 @@ struct vm_config *vm_config_from_json(JsonNode *root, GError **error)
     }
     if (cfg->rng.present && !cfg->rng.src)
         cfg->rng.src = g_strdup(VSNAP_DEFAULT_RNG_SOURCE);
+    vm_config_name_disks(cfg);
     if (!vm_config_validate(cfg, error))
         return NULL;
     return g_steal_pointer(&cfg);
@@ -476,9 +530,9 @@ struct vm_config *vm_config_from_json(JsonNode *root, GError **error)
 /* A VmConfig is a few hundred bytes; as a vm.create body it is at most 1 MiB. */
 #define VM_CONFIG_TEXT_MAX_BYTES (1u << 20)
 
-struct vm_config *vm_config_from_json_text(const char *text, gssize len, GError **error)
+static JsonNode *parse_text(JsonParser *parser, const char *text, gssize len, const char *what,
+                            GError **error)
 {
-    g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) parse_error = NULL;
 
     if (len < 0)
@@ -489,11 +543,33 @@ struct vm_config *vm_config_from_json_text(const char *text, gssize len, GError 
         return NULL;
     }
     JsonNode *root = json_parser_get_root(parser);
-    if (!root) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the body is empty: a VmConfig is required");
-        return NULL;
+    if (!root)
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the body is empty: a %s is required", what);
+    return root;
+}
+
+bool disk_config_from_json_text(const char *text, gssize len, struct disk_config *out, GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonNode *root = parse_text(parser, text, len, "DiskConfig", error);
+    if (!root)
+        return false;
+    if (!JSON_NODE_HOLDS_OBJECT(root)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the DiskConfig must be a JSON object");
+        return false;
     }
-    return vm_config_from_json(root, error);
+    disk_config_init(out);
+    if (parse_object(root, disk_fields, NULL, out, error))
+        return true;
+    disk_config_clear(out);
+    return false;
+}
+
+struct vm_config *vm_config_from_json_text(const char *text, gssize len, GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonNode *root = parse_text(parser, text, len, "VmConfig", error);
+    return root ? vm_config_from_json(root, error) : NULL;
 }
 
 /* ---- checks ---------------------------------------------------------------- */
@@ -613,7 +689,8 @@ bool vm_config_validate(const struct vm_config *cfg, GError **error)
     if (!check_memory(&cfg->memory, error) || !check_cpus(&cfg->cpus, error) ||
         !check_console(&cfg->serial, "serial", error) ||
         !check_console(&cfg->console, "console", error) || !check_vsock(&cfg->vsock, error) ||
-        !check_rng(&cfg->rng, error) || !check_platform(&cfg->platform, error))
+        !check_rng(&cfg->rng, error) || !check_platform(&cfg->platform, error) ||
+        !vm_config_check_disks(cfg, error))
         return false;
     /* As Cloud Hypervisor: one terminal cannot feed two devices' input. */
     if (cfg->console.mode == CONSOLE_MODE_TTY && cfg->serial.mode == CONSOLE_MODE_TTY) {
@@ -649,6 +726,11 @@ bool vm_config_check_files(const struct vm_config *cfg, GError **error)
     if (cfg->payload.initramfs &&
         !check_readable_file(cfg->payload.initramfs, "payload.initramfs", error))
         return false;
+    for (unsigned i = 0; i < cfg->ndisks; i++) {
+        g_autofree char *field = g_strdup_printf("disks[%u].path", i);
+        if (!disk_config_check_image(&cfg->disks[i], field, error))
+            return false;
+    }
     return true;
 }
 
@@ -781,6 +863,15 @@ JsonNode *vm_config_to_json(const struct vm_config *cfg)
     add_vsock(b, &cfg->vsock);
     add_rng(b, &cfg->rng);
     add_platform(b, &cfg->platform);
+    json_builder_set_member_name(b, "disks");
+    if (cfg->ndisks == 0) {
+        json_builder_add_null_value(b); /* as Cloud Hypervisor shows a VM without disks */
+    } else {
+        json_builder_begin_array(b);
+        for (unsigned i = 0; i < cfg->ndisks; i++)
+            disk_config_add_json(b, &cfg->disks[i]);
+        json_builder_end_array(b);
+    }
     json_builder_end_object(b);
     return json_builder_get_root(b);
 }

@@ -1,5 +1,5 @@
 /* Device state in state.json ("devices": serial, i8042, acpi_pm, vsock,
- * console): each
+ * console, disks): each
  * device saves and restores its own state through functions in its own file
  * (devices/); this file only knows which devices the VM has. */
 #pragma once
@@ -10,8 +10,9 @@
 
 struct vm;
 
-/* Hold every device still (no writes into guest RAM) while a snapshot is taken. */
-void devices_quiesce(struct vm *vm);
+/* Hold every device still (no writes into guest RAM or disk images, nothing
+ * in flight) while a snapshot is taken; false if a disk did not go idle. */
+bool devices_quiesce(struct vm *vm, GError **error);
 void devices_unquiesce(struct vm *vm);
 /* Member "devices"; between quiesce and unquiesce. */
 void devices_state_save(struct vm *vm, JsonBuilder *b);

@@ -225,7 +225,8 @@ bool persist_snapshot(struct vm *vm, const struct vm_config *cfg, const struct p
     /* RAM restored on demand is only complete once every page is in. */
     if (!req->diff)
         persist_vm_fill_all(persist_vm_get(vm));
-    devices_quiesce(vm);
+    if (!devices_quiesce(vm, error))
+        return false;
     bool ok = take_snapshot(vm, cfg, req, dest, &parent, result, error);
     devices_unquiesce(vm);
     return ok;

@@ -392,6 +392,60 @@ bool vmm_reboot(struct vmm *vmm, GError **error)
     return reboot_vm(vmm, error);
 }
 
+/* ---- devices ------------------------------------------------------------------- */
+
+/* virtio-mmio has no hotplug: its devices are declared on the guest's command
+ * line at boot, and nothing tells a running guest of a new one (no ACPI or
+ * PCI hotplug event reaches it). A VM's disks therefore change only while it
+ * is not running, and take effect at its next boot, as Cloud Hypervisor's
+ * "cold" add does (204). */
+static bool require_not_running(struct vmm *vmm, const char *action, GError **error)
+{
+    if (!require_created(vmm, error))
+        return false;
+    if (vmm->state == VMM_STATE_CREATED || vmm->state == VMM_STATE_SHUTDOWN)
+        return true;
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE,
+                "cannot %s while the VM is %s: vsnap's virtio-mmio devices are declared on the guest's command "
+                "line at boot and cannot be hot-plugged; change disks while the VM is Created or Shutdown "
+                "(they take effect at the next boot)", action, vmm_state_to_string(vmm->state));
+    return false;
+}
+
+bool vmm_add_disk(struct vmm *vmm, const struct disk_config *disk, GError **error)
+{
+    if (!require_not_running(vmm, "add a disk", error))
+        return false;
+    if (disk->id && vm_config_find_disk(vmm->config, disk->id)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_CONFLICT, "a disk with id '%s' exists already", disk->id);
+        return false;
+    }
+    g_autoptr(vm_config) cfg = vm_config_copy(vmm->config);
+    vm_config_add_disk(cfg, disk);
+    vm_config_name_disks(cfg);
+    g_autofree char *field = g_strdup_printf("disks[%u].path", cfg->ndisks - 1);
+    if (!vm_config_validate(cfg, error) || !disk_config_check_image(&cfg->disks[cfg->ndisks - 1], field, error))
+        return false;
+    vm_config_free(vmm->config);
+    vmm->config = g_steal_pointer(&cfg);
+    return true;
+}
+
+bool vmm_remove_device(struct vmm *vmm, const char *id, GError **error)
+{
+    if (!require_created(vmm, error))
+        return false;
+    if (!vm_config_find_disk(vmm->config, id)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_FOUND, "no device with id '%s' (only disks can be removed)",
+                    id);
+        return false;
+    }
+    if (!require_not_running(vmm, "remove a disk", error))
+        return false;
+    vm_config_remove_disk(vmm->config, id);
+    return true;
+}
+
 /* As Cloud Hypervisor: deleting when there is no VM succeeds. */
 bool vmm_delete(struct vmm *vmm, GError **error)
 {

@@ -48,7 +48,8 @@ class Refusals(unittest.TestCase):
         self.refused([], "--api-socket")
 
     def test_unknown_option(self):
-        self.refused(["--disk", "path=/x"], "Unknown option --disk")
+        self.refused(["--net", "tap=t0"], "Unknown option --net")
+        self.refused(["--disk", "path=/x"], "--disk need --kernel")
 
     def test_positional(self):
         self.refused(["--api-socket", f"path={self.dir}/s", "extra"], "unexpected argument")

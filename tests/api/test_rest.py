@@ -27,6 +27,9 @@ class Rest(unittest.TestCase):
         cls.kernel = os.path.join(cls.dir, "kernel")
         with open(cls.kernel, "wb") as f:
             f.write(b"this is not a kernel\n" * 100)
+        cls.disk = os.path.join(cls.dir, "disk.img")
+        with open(cls.disk, "wb") as f:
+            f.truncate(1 << 20)
         cls.shim = ApiShim(SHIM)
         cls.shim.start()
 
@@ -131,7 +134,13 @@ class Rest(unittest.TestCase):
             (self.config(serial={"mode": "Bogus"}), None, "'serial.mode'"),
             (self.config(vsock={"cid": 1, "socket": "/tmp/x"}), None, "'vsock.cid'"),
             (self.config(extra_field=1), None, "unknown field 'extra_field'"),
-            (self.config(disks=[{"path": "/tmp/disk"}]), None, "'disks' is not supported by vsnap yet"),
+            (self.config(disks=[{"path": os.path.join(self.dir, "no-disk")}]), None,
+             "'disks[0].path': " + os.path.join(self.dir, "no-disk") + ": No such file"),
+            (self.config(disks=[{"path": self.dir}]), None, "not a regular file or a block device"),
+            (self.config(disks=[{"path": self.disk, "image_type": "Qcow2"}]), None,
+             "'disks[0].image_type': 'Qcow2' is not supported"),
+            (self.config(disks=[{"path": self.disk, "vhost_user": True}]), None,
+             "'disks[0].vhost_user' is not supported"),
             (self.config(net=[{"tap": "tap0"}]), None, "'net' is not supported by vsnap yet"),
             ({"payload": {"kernel": os.path.join(self.dir, "missing")}}, None, "No such file"),
             ({"payload": {"kernel": self.dir}}, None, "not a regular file"),
@@ -168,6 +177,32 @@ class Rest(unittest.TestCase):
         self.shim.expect("PUT", "vm.boot", 400, raw_body="{}", contains="no request body")
         self.shim.expect("PUT", "vm.delete", 204)
         self.shim.expect("GET", "vm.info", 404)
+
+    def test_disks_while_not_running(self):
+        """vm.add-disk / vm.remove-device change the config of a VM that is not
+        running (Cloud Hypervisor's cold add, 204); without a VM they are 404."""
+        self.shim.expect("PUT", "vm.add-disk", 404, body={"path": self.disk})
+        self.shim.expect("PUT", "vm.remove-device", 404, body={"id": "_disk0"})
+        self.shim.expect("PUT", "vm.create", 204, body=self.config(disks=[{"path": self.disk, "id": "root"}]))
+        self.shim.expect("PUT", "vm.add-disk", 204, body={"path": self.disk, "readonly": True})
+        self.shim.expect("PUT", "vm.add-disk", 409, body={"path": self.disk, "id": "root"}, contains="root")
+        self.shim.expect("PUT", "vm.add-disk", 400, body={"path": os.path.join(self.dir, "none")},
+                         contains="'disks[2].path'")
+        self.shim.expect("PUT", "vm.add-disk", 400, body={"path": self.disk, "image_type": "Vhdx"},
+                         contains="'Vhdx'")
+        self.shim.expect("PUT", "vm.add-disk", 400, body={"path": self.disk, "nope": 1}, contains="'nope'")
+        self.shim.expect("PUT", "vm.add-disk", 400, contains="needs a body")
+        disks = self.shim.expect("GET", "vm.info", 200)["config"]["disks"]
+        self.assertEqual([(d["id"], d["readonly"]) for d in disks], [("root", False), ("_disk0", True)])
+        self.assertEqual(disks[1]["image_type"], "Raw")
+        self.shim.expect("PUT", "vm.remove-device", 404, body={"id": "nothing"}, contains="nothing")
+        self.shim.expect("PUT", "vm.remove-device", 400, body={"id": 3})
+        self.shim.expect("PUT", "vm.remove-device", 400, raw_body="{bad")
+        self.shim.expect("PUT", "vm.remove-device", 204, body={"id": "root"})
+        disks = self.shim.expect("GET", "vm.info", 200)["config"]["disks"]
+        self.assertEqual([d["id"] for d in disks], ["_disk0"])
+        self.shim.expect("PUT", "vm.remove-device", 204, body={"id": "_disk0"})
+        self.assertIsNone(self.shim.expect("GET", "vm.info", 200)["config"]["disks"])
 
     def test_boot_of_a_non_kernel_is_500(self):
         self.shim.expect("PUT", "vm.create", 204, body=self.config())
