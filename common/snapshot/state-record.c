@@ -217,7 +217,11 @@ static JsonNode *load_state(const char *dir, char **text, gsize *len, GError **e
                     dir, local->message);
         return NULL;
     }
-    return json_parser_steal_root(parser);
+    /* An empty file (or only white space) parses to no document at all. */
+    JsonNode *root = json_parser_steal_root(parser);
+    if (!root)
+        g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "snapshot %s: " SNAP_DIR_STATE_FILE " is empty", dir);
+    return root;
 }
 
 /* state.json is the file the shim wrote, and config.json the one it wrote

@@ -87,13 +87,19 @@ static struct vm_config *load_config(const char *dir, JsonObject *overrides, GEr
                     local->message);
         return NULL;
     }
-    JsonNode *root = json_parser_get_root(parser);
+    return persist_config_with_overrides(json_parser_get_root(parser), overrides, dir, error);
+}
+
+struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *overrides, const char *dir,
+                                                GError **error)
+{
     if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "snapshot %s: config.json is not an object", dir);
         return NULL;
     }
     if (overrides && !apply_overrides(json_node_get_object(root), overrides, error))
         return NULL;
+    g_autoptr(GError) local = NULL;
     struct vm_config *cfg = vm_config_from_json(root, &local);
     if (!cfg) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "snapshot %s: config.json%s: %s", dir,
