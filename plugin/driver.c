@@ -163,6 +163,11 @@ bool driver_load(struct vsnap_driver *drv, GError **error)
         load_config(drv, path);
     }
     process_reattach_all(drv);
+    /* What a daemon that died in the middle of a job left behind. */
+    g_autoptr(GPtrArray) doms = domain_list_snapshot(drv->domains);
+    for (guint i = 0; i < doms->len; i++)
+        snapshot_recover(drv, doms->pdata[i]);
+    save_recover(drv);
     return true;
 }
 

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <json-glib/json-glib.h>
 
+#include "json/bounded-json.h"
 #include "virt-error.h"
 
 /* No call waits forever. The API answers in milliseconds, but vm.pause may
@@ -29,23 +30,50 @@ static size_t collect_body(char *data, size_t size, size_t nmemb, void *user)
     return size * nmemb;
 }
 
-/* The shim's error body is {"error": "..."} or plain text; keep it readable. */
-static char *error_text(const GString *body)
+/* What the shim answers is bounded like any JSON from outside: a shim runs
+ * beside a guest and is not trusted to nest sanely. vm.info holds a VmConfig
+ * (at most 1 MiB as a vm.create body) and a little more. */
+#define REPLY_MAX_BYTES (2u << 20)
+
+/* A JSON list of strings, as Cloud Hypervisor's error chain: its messages
+ * joined with ": "; NULL if node is anything else. */
+static char *joined_messages(JsonNode *node)
 {
-    g_autoptr(JsonParser) parser = json_parser_new();
-    if (body->len && json_parser_load_from_data(parser, body->str, body->len, NULL)) {
-        JsonNode *root = json_parser_get_root(parser);
-        if (JSON_NODE_HOLDS_OBJECT(root)) {
-            JsonObject *obj = json_node_get_object(root);
-            if (json_object_has_member(obj, "error"))
-                return g_strdup(json_object_get_string_member_with_default(obj, "error", ""));
-        }
+    if (!JSON_NODE_HOLDS_ARRAY(node))
+        return NULL;
+    JsonArray *list = json_node_get_array(node);
+    g_autoptr(GString) text = g_string_new(NULL);
+    for (guint i = 0; i < json_array_get_length(list); i++) {
+        JsonNode *item = json_array_get_element(list, i);
+        if (!JSON_NODE_HOLDS_VALUE(item) || json_node_get_value_type(item) != G_TYPE_STRING)
+            return NULL;
+        g_string_append_printf(text, "%s%s", i ? ": " : "", json_node_get_string(item));
     }
-    return g_strstrip(g_strndup(body->str, MIN(body->len, 500)));
+    return g_string_free(g_steal_pointer(&text), FALSE);
 }
 
-static bool request(const char *api_socket, const char *method, const char *endpoint,
-                    const char *json, long timeout_ms, GString *response, GError **error)
+char *monitor_error_text(const char *body, size_t len)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (len && bounded_json_load_data(parser, body, len, REPLY_MAX_BYTES, NULL)) {
+        JsonNode *root = json_parser_get_root(parser);
+        char *joined = root ? joined_messages(root) : NULL;
+        if (joined)
+            return joined;
+        /* Shims from before the list (still running across a daemon upgrade)
+         * answered {"error": "..."}. */
+        if (root && JSON_NODE_HOLDS_OBJECT(root) &&
+            json_object_has_member(json_node_get_object(root), "error"))
+            return g_strdup(json_object_get_string_member_with_default(json_node_get_object(root),
+                                                                       "error", ""));
+    }
+    return g_strstrip(g_strndup(body, MIN(len, 500)));
+}
+
+/* *http_status (when given) is the shim's answer, 0 when it gave none. */
+static bool request_status(const char *api_socket, const char *method, const char *endpoint,
+                           const char *json, long timeout_ms, GString *response,
+                           long *http_status, GError **error)
 {
     CURL *curl = curl_easy_init();
     if (!curl) {
@@ -75,6 +103,8 @@ static bool request(const char *api_socket, const char *method, const char *endp
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
+    if (http_status)
+        *http_status = rc == CURLE_OK ? status : 0;
 
     if (rc == CURLE_OPERATION_TIMEDOUT) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_TIMEOUT,
@@ -89,7 +119,7 @@ static bool request(const char *api_socket, const char *method, const char *endp
         return false;
     }
     if (status < 200 || status >= 300) {
-        g_autofree char *text = error_text(body);
+        g_autofree char *text = monitor_error_text(body->str, body->len);
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
                     "the VM refused %s (HTTP %ld): %s", endpoint, status,
                     *text ? text : "no details");
@@ -98,6 +128,12 @@ static bool request(const char *api_socket, const char *method, const char *endp
     if (response)
         g_string_assign(response, body->str);
     return true;
+}
+
+static bool request(const char *api_socket, const char *method, const char *endpoint,
+                    const char *json, long timeout_ms, GString *response, GError **error)
+{
+    return request_status(api_socket, method, endpoint, json, timeout_ms, response, NULL, error);
 }
 
 bool monitor_ping(const char *api_socket, GError **error)
@@ -164,7 +200,8 @@ static void add_bool(JsonBuilder *b, const char *name, bool value)
 }
 
 bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
-                         const char *parent_url, uint64_t ram_bytes, GError **error)
+                         const char *parent_url, uint64_t ram_bytes, bool *refused,
+                         GError **error)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
@@ -175,7 +212,12 @@ bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
     }
     json_builder_end_object(b);
     g_autofree char *body = to_json(b);
-    return request(api_socket, "PUT", "vm.snapshot", body, ram_timeout_ms(ram_bytes), NULL, error);
+    long status = 0;
+    bool ok = request_status(api_socket, "PUT", "vm.snapshot", body, ram_timeout_ms(ram_bytes),
+                             NULL, &status, error);
+    if (refused)
+        *refused = status >= 400 && status < 500;
+    return ok;
 }
 
 /* Of the vsock device only the socket is the host's business; the CID and
@@ -223,7 +265,7 @@ bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **erro
         return false;
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) parse_error = NULL;
-    if (!json_parser_load_from_data(parser, body->str, body->len, &parse_error) ||
+    if (!bounded_json_load_data(parser, body->str, body->len, REPLY_MAX_BYTES, &parse_error) ||
         !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
                     "vm.info answered something that is not a JSON object: %s",

@@ -23,6 +23,11 @@ struct vm_info {
 
 void vm_info_clear(struct vm_info *info);
 
+/* The text of an error answer: Cloud Hypervisor's JSON list of messages
+ * joined with ": ", the {"error": "..."} of older shims, or the start of
+ * whatever else came. */
+char *monitor_error_text(const char *body, size_t len);
+
 bool monitor_ping(const char *api_socket, GError **error);
 bool monitor_vm_create(const char *api_socket, const char *vm_config_json, GError **error);
 bool monitor_vm_boot(const char *api_socket, GError **error);
@@ -37,9 +42,12 @@ bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **erro
 /* vm.snapshot of the paused VM into destination_url (file://DIR); with
  * parent_url, a diff on the snapshot there (vsnap's "mode": "diff"). It and
  * vm.restore get more time the more RAM (ram_bytes, live->memory_kib) they
- * read or write. */
+ * read or write. *refused (when given) says whether the shim answered and
+ * refused the request (HTTP 4xx), as opposed to failing at it or not
+ * answering. */
 bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
-                         const char *parent_url, uint64_t ram_bytes, GError **error);
+                         const char *parent_url, uint64_t ram_bytes, bool *refused,
+                         GError **error);
 
 /* vm.restore into a new shim. Its config_overrides give the snapshot's VM the
  * host paths of this run: the vsock socket and the serial port and console

@@ -17,6 +17,7 @@
 #include "atomic-file.h"
 #include "monitor.h"
 #include "shim-events.h"
+#include "test-hook.h"
 #include "virt-error.h"
 
 #define API_WAIT_MS 10000
@@ -391,6 +392,7 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
     close(log_fd);
     if (run->pid < 0)
         return false;
+    test_hook("start-spawned");
     run->pidfd = pidfd_open(run->pid, 0);
     if (run->pidfd < 0) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
@@ -401,6 +403,7 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
     g_autofree char *pid_text = g_strdup_printf("%d\n", run->pid);
     if (!atomic_file_write(run->pid_path, pid_text, error) || !wait_for_api(run, error))
         return false;
+    test_hook("start-launched");
     bool lost = false;
     bool alive = how ? how->setup_vm(run, live, how->data, error) ||
                            (lost = lost_while_restoring(run, live, how, error))
@@ -656,6 +659,24 @@ static bool is_our_shim(struct domain_run *run)
     return false;
 }
 
+/* A daemon that died between launching a shim and writing its pid file left
+ * no pid: the shim is found by the API socket on its command line. */
+static pid_t find_shim(struct domain_run *run)
+{
+    g_autoptr(GDir) proc = g_dir_open("/proc", 0, NULL);
+    const char *name;
+    while (proc && (name = g_dir_read_name(proc))) {
+        char *end = NULL;
+        gint64 pid = g_ascii_strtoll(name, &end, 10);
+        if (pid <= 1 || *end)
+            continue;
+        run->pid = (pid_t)pid;
+        if (is_our_shim(run))
+            return run->pid;
+    }
+    return -1;
+}
+
 static pid_t read_pid(const char *path)
 {
     g_autofree char *text = NULL;
@@ -761,7 +782,9 @@ static void reattach_one(struct vsnap_driver *drv, const char *name)
     g_autoptr(domain_def) live = NULL;
 
     run->pid = read_pid(run->pid_path);
-    if (run->pid > 0 && is_our_shim(run))
+    if (run->pid <= 0 || !is_our_shim(run))
+        run->pid = find_shim(run);
+    if (run->pid > 0)
         run->pidfd = pidfd_open(run->pid, 0);
     if (run->pidfd < 0) {
         g_message("domain %s: its shim is gone; cleaning up %s", name, run->dir);

@@ -10,6 +10,10 @@ PACKAGES=(
   libxml2-dev libxml2-utils libzstd-dev zstd xz-utils libtirpc-dev libseccomp-dev
   libvirt-dev libvirt-clients python3-libvirt
   curl socat cpio busybox-static
+  # the disk benchmark's host side (tests/bench/bench-blk.py)
+  fio
+  # guest/mkimage.sh: a Debian root file system for stock guests (tests/boot)
+  debootstrap e2fsprogs
   # man pages; the Debian package and its test (tests/package: build, lintian,
   # systemd-analyze verify)
   scdoc dpkg-dev debhelper lintian systemd git

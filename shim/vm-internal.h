@@ -16,6 +16,10 @@ struct serial;
 struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
+struct virtio_blk;
+struct virtio_console;
+struct virtio_rng;
+struct vmgenid;
 
 enum vcpu_exit_kind {
     VCPU_EXIT_IO,
@@ -76,6 +80,12 @@ struct vm {
     struct i8042 *i8042;
     struct acpi_pm *acpi_pm;
     struct virtio_vsock *vsock; /* NULL without a vsock config */
+    struct virtio_console *console; /* NULL when console.mode is Off */
+    struct virtio_rng *rng;     /* NULL without an rng config */
+    struct vmgenid *vmgenid;
+    struct virtio_blk **disks;  /* ndisks, in config order */
+    unsigned ndisks;
+    bool disks_paused;          /* main thread: vm_pause_disks was the last word */
 
     /* vm_set_persist_state: snapshot state kept with the VM, released by vm_free */
     void *persist;
@@ -95,6 +105,12 @@ void vcpu_destroy(struct vcpu *vcpu);
 bool vcpu_start_thread(struct vcpu *vcpu, GError **error);
 void vcpu_kick(struct vcpu *vcpu); /* with vm->run_lock held */
 void vcpu_install_kick_handler(void);
+
+/* vm.c: hold every disk still (requests in flight and published complete
+ * first) while the vCPUs are paused, and let them go again. No-ops when
+ * already so. */
+bool vm_pause_disks(struct vm *vm, GError **error);
+void vm_resume_disks(struct vm *vm);
 
 /* vm-run.c: end every vCPU thread (for vm_free); and whether we are on one. */
 void vm_stop_vcpu_threads(struct vm *vm);

@@ -39,7 +39,7 @@ bool vm_start(struct vm *vm, GError **error)
 
 bool vm_start_paused(struct vm *vm, GError **error)
 {
-    return start_vcpu_threads(vm, VM_RUN_PAUSED, error);
+    return start_vcpu_threads(vm, VM_RUN_PAUSED, error) && vm_pause_disks(vm, error);
 }
 
 static unsigned started_threads(struct vm *vm)
@@ -75,6 +75,21 @@ static bool wait_all_parked_locked(struct vm *vm, GError **error)
     return true;
 }
 
+/* The vCPUs are parked: now the disks, outside run_lock (their requests may
+ * take a while). A disk that does not go idle lets the vCPUs run again. */
+static bool pause_disks_or_resume(struct vm *vm, GError **error)
+{
+    if (vm_pause_disks(vm, error))
+        return true;
+    g_mutex_lock(&vm->run_lock);
+    if (vm->state == VM_RUN_PAUSED) {
+        vm->state = VM_RUN_RUNNING;
+        g_cond_broadcast(&vm->run_cond);
+    }
+    g_mutex_unlock(&vm->run_lock);
+    return false;
+}
+
 bool vm_pause(struct vm *vm, GError **error)
 {
     g_mutex_lock(&vm->run_lock);
@@ -95,7 +110,7 @@ bool vm_pause(struct vm *vm, GError **error)
         break;
     }
     g_mutex_unlock(&vm->run_lock);
-    return ok;
+    return ok && pause_disks_or_resume(vm, error);
 }
 
 bool vm_resume(struct vm *vm, GError **error)
@@ -103,6 +118,7 @@ bool vm_resume(struct vm *vm, GError **error)
     g_mutex_lock(&vm->run_lock);
     bool ok = vm->state == VM_RUN_PAUSED || vm->state == VM_RUN_RUNNING;
     if (ok) {
+        vm_resume_disks(vm); /* before any vCPU can publish a request */
         vm->state = VM_RUN_RUNNING;
         g_cond_broadcast(&vm->run_cond);
     } else {

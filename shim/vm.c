@@ -9,12 +9,17 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "block/blk-backend.h"
 #include "boot/boot.h"
 #include "cpuid.h"
 #include "devices/acpi-pm.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
+#include "devices/virtio-blk.h"
+#include "devices/virtio-console.h"
+#include "devices/virtio-rng.h"
 #include "devices/virtio-vsock.h"
+#include "devices/vmgenid.h"
 #include "vm-internal.h"
 
 #define KVM_TSS_ADDR 0xfffbd000ull          /* 3 pages below the identity map, under 4 GiB */
@@ -266,16 +271,96 @@ static struct virtio_host virtio_host_for(struct vm *vm)
     };
 }
 
+/* What a disk's bytes live in: its raw image. (The one place that decides;
+ * a disk built on layers would get its backend here too.) */
+static struct blk_backend *open_disk_backend(const struct disk_config *disk, GError **error)
+{
+    struct blk_raw_options raw = {
+        .path = disk->path, .readonly = disk->readonly, .direct = disk->direct, .sparse = disk->sparse,
+    };
+    return blk_raw_open(&raw, error);
+}
+
+/* Disks are the virtio-mmio devices from number first on, in config order. */
+static bool setup_disks(struct vm *vm, const struct vm_config *cfg, struct virtio_host *host, unsigned first,
+                        GError **error)
+{
+    vm->disks = g_new0(struct virtio_blk *, cfg->ndisks);
+    for (unsigned i = 0; i < cfg->ndisks; i++) {
+        struct blk_backend *backend = open_disk_backend(&cfg->disks[i], error);
+        if (!backend || !(vm->disks[i] = virtio_blk_new(host, first + i, &cfg->disks[i], backend, error))) {
+            g_prefix_error(error, "disk %s: ", cfg->disks[i].id);
+            return false;
+        }
+        vm->ndisks = i + 1;
+    }
+    return true;
+}
+
+static void vmgenid_notify(void *opaque)
+{
+    struct vm *vm = opaque;
+    acpi_pm_raise_gpe(vm->acpi_pm, ACPI_GPE_VMGENID);
+}
+
+/* The id lives in RAM (boot.h's BOOT_VMGENID_ADDR) and changes through GPE 0. */
+static void setup_vmgenid(struct vm *vm)
+{
+    struct vmgenid_host host = { .mem = &vm->mem, .mark_dirty = host_mark_dirty, .notify = vmgenid_notify,
+                                 .opaque = vm };
+    vm->vmgenid = vmgenid_new(&host);
+}
+
 static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
     if (!setup_serial(vm, &cfg->serial, error) || !setup_i8042(vm, error) || !setup_acpi_pm(vm, error))
         return false;
+    setup_vmgenid(vm);
     if (!bus_register(&vm->pio, PORT_POST_CODE, 1, &sink_ops, NULL, "post-code"))
         return attach_failed(error, "the port 0x80 sink");
-    struct virtio_host host = virtio_host_for(vm); /* the transport keeps a copy */
-    if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(&host, 0, &cfg->vsock, error))) /* virtio-mmio device 0 */
+    /* virtio-mmio devices take numbers in this order; the transport keeps a copy of host. */
+    struct virtio_host host = virtio_host_for(vm);
+    unsigned mmio_index = 0;
+    if (cfg->vsock.present && !(vm->vsock = virtio_vsock_new(&host, mmio_index++, &cfg->vsock, error)))
         return false;
+    if (cfg->console.mode != CONSOLE_MODE_OFF &&
+        !(vm->console = virtio_console_new(&host, mmio_index++, &cfg->console, error)))
+        return false;
+    if (cfg->rng.present && !(vm->rng = virtio_rng_new(&host, mmio_index++, &cfg->rng, error)))
+        return false;
+    return setup_disks(vm, cfg, &host, mmio_index, error);
+}
+
+bool vm_pause_disks(struct vm *vm, GError **error)
+{
+    if (vm->disks_paused)
+        return true;
+    for (unsigned i = 0; i < vm->ndisks; i++) {
+        if (!virtio_blk_pause(vm->disks[i], error)) {
+            while (i-- > 0)
+                virtio_blk_resume(vm->disks[i]);
+            return false;
+        }
+    }
+    vm->disks_paused = true;
     return true;
+}
+
+void vm_resume_disks(struct vm *vm)
+{
+    if (!vm->disks_paused)
+        return;
+    for (unsigned i = 0; i < vm->ndisks; i++)
+        virtio_blk_resume(vm->disks[i]);
+    vm->disks_paused = false;
+}
+
+static void free_disks(struct vm *vm)
+{
+    for (unsigned i = 0; i < vm->ndisks; i++)
+        virtio_blk_free(vm->disks[i]);
+    g_clear_pointer(&vm->disks, g_free);
+    vm->ndisks = 0;
 }
 
 static void free_devices(struct vm *vm)
@@ -284,7 +369,14 @@ static void free_devices(struct vm *vm)
     i8042_free(vm->i8042);
     acpi_pm_free(vm->acpi_pm);
     virtio_vsock_free(vm->vsock); /* stops its thread, unlinks its socket */
+    virtio_console_free(vm->console);
+    free_disks(vm); /* each stops its I/O thread, requests in flight complete first */
+    virtio_rng_free(vm->rng);
+    vmgenid_free(vm->vmgenid);
+    vm->vmgenid = NULL;
     vm->vsock = NULL;
+    vm->console = NULL;
+    vm->rng = NULL;
     vm->serial = NULL;
     vm->i8042 = NULL;
     vm->acpi_pm = NULL;
@@ -305,21 +397,67 @@ static bool create_vcpus(struct vm *vm, unsigned count, GError **error)
     return true;
 }
 
+/* virtio-mmio devices are declared on the command line, as Firecracker does:
+ * vsock, console, then the disks in config order (their device numbers). */
+static char *kernel_cmdline(struct vm *vm, const struct vm_config *cfg)
+{
+    GString *line = g_string_new(cfg->payload.cmdline);
+    GPtrArray *entries = g_ptr_array_new_with_free_func(g_free);
+    if (vm->vsock)
+        g_ptr_array_add(entries, virtio_vsock_cmdline_entry(vm->vsock));
+    if (vm->console)
+        g_ptr_array_add(entries, virtio_console_cmdline_entry(vm->console));
+    if (vm->rng)
+        g_ptr_array_add(entries, virtio_rng_cmdline_entry(vm->rng));
+    for (unsigned i = 0; i < vm->ndisks; i++)
+        g_ptr_array_add(entries, virtio_blk_cmdline_entry(vm->disks[i]));
+    for (guint i = 0; i < entries->len; i++)
+        g_string_append_printf(line, "%s%s", line->len ? " " : "", (const char *)entries->pdata[i]);
+    g_ptr_array_unref(entries);
+    return g_string_free(line, FALSE);
+}
+
+/* "xxxxxxxx-xxxx-..." (checked by the config) into 16 bytes in text order. */
+static void parse_uuid(const char *text, uint8_t out[16])
+{
+    unsigned n = 0;
+    for (const char *p = text; *p && n < 32; p++) {
+        if (*p == '-')
+            continue;
+        uint8_t nibble = (uint8_t)g_ascii_xdigit_value(*p);
+        out[n / 2] = (uint8_t)(n % 2 ? out[n / 2] | nibble : nibble << 4);
+        n++;
+    }
+}
+
+/* The machine's identity in SMBIOS: Cloud Hypervisor's platform config. */
+static struct boot_smbios smbios_for(const struct vm_config *cfg, unsigned ncpus)
+{
+    const struct platform_config *p = &cfg->platform;
+    struct boot_smbios smbios = {
+        .manufacturer = p->system.manufacturer, .product_name = p->system.product_name,
+        .version = p->system.version, .serial_number = p->serial_number, .sku_number = p->system.sku_number,
+        .family = p->system.family, .oem_strings = p->oem_strings, .ncpus = ncpus,
+    };
+    if (p->uuid)
+        parse_uuid(p->uuid, smbios.uuid);
+    return smbios;
+}
+
 static bool load_payload(struct vm *vm, const struct vm_config *cfg, GError **error)
 {
-    /* The virtio-mmio device is declared on the command line, as Firecracker does. */
-    g_autofree char *vsock_arg = vm->vsock ? virtio_vsock_cmdline_entry(vm->vsock) : NULL;
-    g_autofree char *cmdline = vsock_arg ? g_strjoin(" ", cfg->payload.cmdline ? cfg->payload.cmdline : "",
-                                                    vsock_arg, NULL) : NULL;
+    g_autofree char *cmdline = kernel_cmdline(vm, cfg);
+    struct boot_smbios smbios = smbios_for(cfg, vm->nvcpus);
     struct boot_input in = {
         .kernel_path = cfg->payload.kernel,
         .initramfs_path = cfg->payload.initramfs,
-        .cmdline = cmdline ? cmdline : cfg->payload.cmdline,
+        .cmdline = cmdline,
         .ncpus = vm->nvcpus,
+        .smbios = &smbios,
     };
     struct boot_entry entry;
     boot_write_gdt_and_page_tables(&vm->mem);
-    if (!boot_load_linux(&vm->mem, &in, &entry, error))
+    if (!boot_load_linux(&vm->mem, &in, &entry, error) || !vmgenid_new_generation(vm->vmgenid, false, error))
         return false;
     return boot_setup_bsp(vm->vcpus[0].fd, &entry, error);
 }
@@ -431,7 +569,8 @@ static void add_exit_counters(JsonBuilder *b, const char *name, const uint64_t c
 }
 
 /* Members of the counters object: "serial" (if present), "vcpus" (exits of
- * every kind summed over vCPUs) and "vcpuN" per vCPU. */
+ * every kind summed over vCPUs), "vcpuN" per vCPU, "vsock" (if present) and
+ * one per disk, named by its id. */
 void vm_add_counters(struct vm *vm, JsonBuilder *b)
 {
     if (vm->serial) {
@@ -456,6 +595,12 @@ void vm_add_counters(struct vm *vm, JsonBuilder *b)
     add_exit_counters(b, "vcpus", total);
     if (vm->vsock)
         virtio_vsock_add_counters(vm->vsock, b);
+    if (vm->console)
+        virtio_console_add_counters(vm->console, b);
+    if (vm->rng)
+        virtio_rng_add_counters(vm->rng, b);
+    for (unsigned i = 0; i < vm->ndisks; i++)
+        virtio_blk_add_counters(vm->disks[i], b);
 }
 
 uint64_t vm_ram_resident_bytes(struct vm *vm)
@@ -523,6 +668,31 @@ struct virtio_vsock *vm_vsock(struct vm *vm)
     return vm->vsock;
 }
 
+struct virtio_console *vm_console(struct vm *vm)
+{
+    return vm->console;
+}
+
+unsigned vm_disk_count(struct vm *vm)
+{
+    return vm->ndisks;
+}
+
+struct virtio_blk *vm_disk(struct vm *vm, unsigned index)
+{
+    return index < vm->ndisks ? vm->disks[index] : NULL;
+}
+
+struct virtio_rng *vm_rng(struct vm *vm)
+{
+    return vm->rng;
+}
+
+struct vmgenid *vm_vmgenid(struct vm *vm)
+{
+    return vm->vmgenid;
+}
+
 void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data))
 {
     vm->persist = data;
@@ -547,6 +717,11 @@ bool vm_serve_vsock_port(struct vm *vm, const struct vsock_port_handler *handler
 const char *vm_serial_pty_path(struct vm *vm)
 {
     return vm->serial ? serial_pty_path(vm->serial) : NULL;
+}
+
+const char *vm_console_pty_path(struct vm *vm)
+{
+    return vm->console ? virtio_console_pty_path(vm->console) : NULL;
 }
 
 void vm_mark_dirty(struct vm *vm, uint64_t gpa, uint64_t len)

@@ -47,6 +47,10 @@ struct serial;
 struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
+struct virtio_blk;
+struct virtio_console;
+struct virtio_rng;
+struct vmgenid;
 struct vsock_port_handler;
 
 /* Build the VM from cfg: KVM VM, irqchip, PIT, RAM (untouched), vCPUs with
@@ -63,12 +67,14 @@ struct vm *vm_new_for_restore(const struct vm_config *cfg, const struct vm_callb
 
 /* Start the vCPU threads (first boot). */
 bool vm_start(struct vm *vm, GError **error);
-/* Start the vCPU threads parked (a restore, once its state is loaded):
- * vm_resume runs them. */
+/* Start the vCPU threads parked (a restore, once its state is loaded), the
+ * disks paused: vm_resume runs them. */
 bool vm_start_paused(struct vm *vm, GError **error);
 
 /* Stop all vCPUs at an instruction boundary (KVM_RUN returned) and keep them
- * parked; returns once every vCPU is parked. */
+ * parked, then the disks (virtio_blk_pause: their requests complete); returns
+ * once all of them hold still. A disk that does not go idle fails the pause
+ * and the VM runs on. */
 bool vm_pause(struct vm *vm, GError **error);
 bool vm_resume(struct vm *vm, GError **error);
 
@@ -105,11 +111,19 @@ int vm_kvm_vm_fd(struct vm *vm);  /* the VM's fd (KVM_CREATE_VM): irqchip, PIT, 
 int vm_dev_kvm_fd(struct vm *vm); /* /dev/kvm itself: system-wide queries (MSR index list) */
 unsigned vm_vcpu_count(struct vm *vm);
 int vm_vcpu_fd(struct vm *vm, unsigned index);
-/* The devices; serial is NULL when serial.mode is Off, vsock without a vsock config. */
+/* The devices; serial is NULL when serial.mode is Off, vsock without a vsock
+ * config, console when console.mode is Off. */
 struct serial *vm_serial(struct vm *vm);
 struct i8042 *vm_i8042(struct vm *vm);
 struct acpi_pm *vm_acpi_pm(struct vm *vm);
 struct virtio_vsock *vm_vsock(struct vm *vm);
+/* The disks, in config order (devices/virtio-blk.h). A paused VM's disks are
+ * paused too: idle, nothing in flight, nothing published left undone. */
+unsigned vm_disk_count(struct vm *vm);
+struct virtio_blk *vm_disk(struct vm *vm, unsigned index);
+struct virtio_console *vm_console(struct vm *vm);
+struct virtio_rng *vm_rng(struct vm *vm); /* NULL without an rng config */
+struct vmgenid *vm_vmgenid(struct vm *vm);
 /* Snapshot state kept with the VM: release(data) runs in vm_free once the
  * vCPUs have stopped, before devices and RAM go. */
 void vm_set_persist_state(struct vm *vm, void *data, void (*release)(void *data));
@@ -126,6 +140,8 @@ void vm_mark_dirty(struct vm *vm, uint64_t gpa, uint64_t len);
 
 /* The serial port's pty slave path when serial.mode is Pty, else NULL (vm.info). */
 const char *vm_serial_pty_path(struct vm *vm);
+/* The virtio-console's pty slave path when console.mode is Pty, else NULL. */
+const char *vm_console_pty_path(struct vm *vm);
 
 /* Pages the VMM itself wrote (vm_mark_dirty) since the last call, fetched and
  * cleared atomically: a bitmap of *nwords 64-bit words, bit n = RAM page n

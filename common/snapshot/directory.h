@@ -4,20 +4,30 @@
  * state inside state.json stay the shim's. See README.md for the format.
  *
  *   <dir>/config.json          the VM's configuration (the shim's VmConfig)
- *   <dir>/state.json           {"vsnap_state_version": 1,
+ *   <dir>/state.json           {"vsnap_state_version": 2,
  *                               "memory": {"layer", "kind", "id", "parent_id",
  *                                          "parent_url", "ram_size"},
- *                               ...the shim's own members}
+ *                               ...the shim's own members,
+ *                               "config": {"file": "config.json", "sha256"},
+ *                               "state_sha256": the file's own SHA-256}
  *   <dir>/memory-ranges        the memory layer (snapshot/layer.h)
  *   <dir>/memory-ranges.seal   the layer file as it was when last verified
  *                              (optional: snap_dir_seal)
  *   .<name>.partial-XXXXXX     beside <dir>, while a snapshot is written
  *
+ * A snapshot is written into a directory that does not exist yet, an empty
+ * one, or one another program prepared: regular files that are none of the
+ * snapshot's own (libvirt's ch driver writes libvirt-save.xml first). Those
+ * files are kept; an existing snapshot is never overwritten.
+ *
  * A diff names its parent twice: where its directory is (parent_url) and
  * which snapshot it must be (parent_id, the parent's memory.id and the id the
- * diff's layer names as parent). Reading checks the format version, every
- * member of the memory record and the ids; the chain functions check that
- * records and layers agree. Errors are SNAP_ERROR GErrors naming the
+ * diff's layer names as parent). The files are bound to each other: the layer
+ * by its id (memory.id), config.json by its SHA-256 in state.json, state.json
+ * by its own, so a file swapped in from another snapshot or damaged on disk is
+ * refused by name before anything uses it. Reading checks the format version,
+ * every member of the records, both checksums and the ids; the chain
+ * functions check that records and layers agree. Errors are SNAP_ERROR GErrors naming the
  * directory: SNAP_ERROR_FORMAT for a state.json that is wrong or missing,
  * SNAP_ERROR_CHAIN for parents that do not match, SNAP_ERROR_IO and
  * SNAP_ERROR_NO_SPACE when the file system fails. */
@@ -34,7 +44,11 @@
 #define SNAP_DIR_STATE_FILE "state.json"
 #define SNAP_DIR_LAYER_FILE "memory-ranges"
 #define SNAP_DIR_SEAL_SUFFIX ".seal"
-#define SNAP_STATE_VERSION 1
+#define SNAP_STATE_VERSION 2
+#define SNAP_STATE_DIGEST_MEMBER "state_sha256"
+/* Larger files are refused unread: the shim writes a few hundred KiB. */
+#define SNAP_STATE_MAX_BYTES (64u << 20)
+#define SNAP_CONFIG_MAX_BYTES (16u << 20)
 
 /* state.json's "memory". */
 struct snap_memory_record {
@@ -52,16 +66,25 @@ void snap_memory_record_clear(struct snap_memory_record *record);
  * the object b is building (state.json's root). */
 void snap_state_add_record(JsonBuilder *b, const struct snap_memory_record *record);
 
+/* The one writer of state.json and config.json: config_text into
+ * dir/config.json, then state (the root the record was added to, with the
+ * shim's members) into dir/state.json with "config" (config.json's SHA-256)
+ * and "state_sha256" added; each durably (snap_dir_write_file). */
+bool snap_dir_write_state(const char *dir, JsonNode *state, const char *config_text, GError **error);
+
 /* One snapshot directory, its state.json read and its memory record checked. */
 struct snap_dir {
     char *path;
     char *layer_path;    /* path / memory.layer */
     char *parent_path;   /* diff: the directory parent_url names; else NULL */
     struct snap_memory_record memory;
+    char config_sha256[65];   /* config.json's, as state.json records it (and it is) */
     JsonNode *state;     /* all of state.json, the shim's members included */
 };
 
-/* The one parser of the record. */
+/* The one parser of the records: the version, "memory" and "config", then
+ * state.json's own checksum and config.json's (SNAP_ERROR_CHECKSUM naming
+ * the file that does not match). */
 struct snap_dir *snap_dir_read(const char *path, GError **error);
 void snap_dir_free(struct snap_dir *dir);
 typedef struct snap_dir snap_dir; /* for g_autoptr */
@@ -105,6 +128,16 @@ bool snap_dir_fold_into_child(const char *inner, const char *child, GError **err
 
 /* ---- writing a snapshot directory ---- */
 
+/* Whether a file named name belongs to the snapshot itself (the files above
+ * and the temporary names they are written under). */
+bool snap_dir_is_snapshot_file(const char *name);
+
+/* Whether a snapshot may be written to dest: dest does not exist (but its
+ * parent directory does), or is a
+ * directory holding only regular files that are not snapshot files.
+ * SNAP_ERROR_INVALID naming the obstacle otherwise. */
+bool snap_dir_check_destination(const char *dest, GError **error);
+
 /* Create the partial directory a snapshot for dest is written into
  * (".<name>.partial-XXXXXX" beside dest). SNAP_ERROR_INVALID if dest's parent
  * directory does not exist. */
@@ -113,13 +146,21 @@ char *snap_dir_create_partial(const char *dest, GError **error);
 /* Write text to dir/name durably (temporary name, fsync, rename). */
 bool snap_dir_write_file(const char *dir, const char *name, const char *text, GError **error);
 
-/* Make the partial directory dest: fsync it, rename it over dest (absent or
- * an empty directory), fsync dest's parent. */
+/* Make the partial directory dest, atomically: a reader of dest sees the
+ * whole snapshot or none of it. dest must pass snap_dir_check_destination.
+ * Absent or empty, the partial directory is renamed over it; holding foreign
+ * files, those are linked (or copied) into the partial directory, which then
+ * trades places with dest (RENAME_EXCHANGE), and the old directory goes.
+ * Everything is fsynced, dest's parent last. */
 bool snap_dir_commit(const char *partial, const char *dest, GError **error);
 
 /* Bytes of the regular files in dir and in its partial directories: the
  * progress of a snapshot being written. */
 guint64 snap_dir_bytes(const char *dir);
+
+/* Remove the partial directories of snapshots for dest that writers which
+ * died left behind (call only when no writer for dest runs). */
+bool snap_dir_remove_partials(const char *dest, GError **error);
 
 /* Remove dir and everything in it (rm -r). A missing dir is not an error. */
 bool snap_dir_remove(const char *dir, GError **error);

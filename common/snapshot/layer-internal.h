@@ -3,6 +3,8 @@
  * building of a chain's page index. */
 #pragma once
 
+#include <json-glib/json-glib.h>
+
 #include "snapshot/chain.h"
 
 /* CRC-32C of the header with header_crc taken as 0. */
@@ -18,3 +20,19 @@ static inline uint64_t snap_blocks_for_pages(uint64_t pages)
 
 /* Fill chain->page_layer from the layers' indexes (page-index.c). */
 void snap_page_index_build(struct snap_chain *chain);
+
+/* ---- state.json's checksums (state-digest.c) ---- */
+
+/* SHA-256 of data as 64 lowercase hex digits. */
+void snap_sha256(const void *data, size_t len, char out[65]);
+/* 64 lowercase hex digits. */
+bool snap_is_digest(const char *text);
+/* state.json's text: root with its digest member (re)set as the last member,
+ * serialised, the digest computed with its digits as zeros and filled in. */
+char *snap_state_text(JsonNode *root);
+/* Whether text's digest member (digest) is the SHA-256 of text with those
+ * digits as zeros. */
+bool snap_state_digest_matches(const char *text, size_t len, const char *digest);
+/* SHA-256 of a file of at most max bytes; SNAP_ERROR_FORMAT naming it when it
+ * cannot be read or is larger. */
+bool snap_file_sha256(const char *path, size_t max, char out[65], GError **error);

@@ -54,7 +54,7 @@ struct snap_layer_writer *snap_layer_writer_new(const char *path, uint64_t ram_s
         return NULL;
     }
     g_autofree char *tmp = g_strdup_printf("%s.tmp-XXXXXX", path);
-    int fd = g_mkstemp_full(tmp, O_RDWR | O_CLOEXEC, 0644);
+    int fd = g_mkstemp_full(tmp, O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) {
         int err = errno;
         g_set_error(error, SNAP_ERROR, err == ENOSPC ? SNAP_ERROR_NO_SPACE : SNAP_ERROR_IO,

@@ -151,7 +151,8 @@ bool snap_layer_verify_data(struct snap_layer *layer, uint64_t data_page, uint64
                             GError **error);
 
 /* Pointer to stored data page `data_page` (not verified: call
- * snap_layer_verify_data first). */
+ * snap_layer_verify_data first). It points into the file's mapping: read it
+ * with snapshot/mapped-read.h where the file may be truncated meanwhile. */
 static inline const uint8_t *snap_layer_data_page(const struct snap_layer *layer,
                                                   uint64_t data_page)
 {

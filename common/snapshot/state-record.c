@@ -5,6 +5,9 @@
 
 #include <string.h>
 
+#include "json/bounded-json.h"
+#include "layer-internal.h"
+
 void snap_memory_record_clear(struct snap_memory_record *record)
 {
     g_free(record->layer);
@@ -56,6 +59,28 @@ void snap_state_add_record(JsonBuilder *b, const struct snap_memory_record *reco
     json_builder_add_int_value(b, SNAP_STATE_VERSION);
     json_builder_set_member_name(b, "memory");
     json_builder_add_value(b, record_to_json(record));
+}
+
+static JsonNode *config_record(const char *digest)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "file");
+    json_builder_add_string_value(b, SNAP_DIR_CONFIG_FILE);
+    json_builder_set_member_name(b, "sha256");
+    json_builder_add_string_value(b, digest);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+bool snap_dir_write_state(const char *dir, JsonNode *state, const char *config_text, GError **error)
+{
+    char digest[65];
+    snap_sha256(config_text, strlen(config_text), digest);
+    json_object_set_member(json_node_get_object(state), "config", config_record(digest));
+    g_autofree char *text = snap_state_text(state);
+    return snap_dir_write_file(dir, SNAP_DIR_CONFIG_FILE, config_text, error) &&
+           snap_dir_write_file(dir, SNAP_DIR_STATE_FILE, text, error);
 }
 
 /* ---- the parser ---- */
@@ -140,8 +165,25 @@ static bool parse_record(JsonObject *memory, struct snap_memory_record *r, const
     return parse_id(memory, "id", &r->id, dir, error) && parse_parent(memory, r, dir, error);
 }
 
-/* The version, then the record; r holds nothing to free on failure. */
-static bool parse_state(JsonNode *root, struct snap_memory_record *r, const char *dir, GError **error)
+/* "config": {"file": "config.json", "sha256": "<64 hex digits>"}. */
+static bool parse_config(JsonObject *obj, char digest[65], const char *dir, GError **error)
+{
+    JsonNode *node = json_object_get_member(obj, "config");
+    if (!node || !JSON_NODE_HOLDS_OBJECT(node))
+        return bad_state(error, dir, "\"config\" is missing or not an object");
+    JsonObject *config = json_node_get_object(node);
+    const char *file = string_member(config, "file");
+    const char *sha = string_member(config, "sha256");
+    if (json_object_get_size(config) != 2 || g_strcmp0(file, SNAP_DIR_CONFIG_FILE) != 0 || !snap_is_digest(sha))
+        return bad_state(error, dir, "\"config\" must be {\"file\": \"" SNAP_DIR_CONFIG_FILE
+                         "\", \"sha256\": 64 lowercase hex digits}");
+    g_strlcpy(digest, sha, 65);
+    return true;
+}
+
+/* The version, then the records; r holds nothing to free on failure. */
+static bool parse_state(JsonNode *root, struct snap_memory_record *r, char config_digest[65], const char *dir,
+                        GError **error)
 {
     memset(r, 0, sizeof *r);
     if (!root || !JSON_NODE_HOLDS_OBJECT(root))
@@ -157,18 +199,20 @@ static bool parse_state(JsonNode *root, struct snap_memory_record *r, const char
     JsonNode *memory = json_object_get_member(obj, "memory");
     if (!memory || !JSON_NODE_HOLDS_OBJECT(memory))
         return bad_state(error, dir, "\"memory\" is missing or not an object");
-    if (parse_record(json_node_get_object(memory), r, dir, error))
+    if (parse_record(json_node_get_object(memory), r, dir, error) && parse_config(obj, config_digest, dir, error))
         return true;
     snap_memory_record_clear(r);
     return false;
 }
 
-static JsonNode *load_state(const char *dir, GError **error)
+/* state.json's text (bounded) and its JSON. */
+static JsonNode *load_state(const char *dir, char **text, gsize *len, GError **error)
 {
     g_autofree char *path = g_build_filename(dir, SNAP_DIR_STATE_FILE, NULL);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) local = NULL;
-    if (!json_parser_load_from_mapped_file(parser, path, &local)) {
+    if (!bounded_json_read_file(path, SNAP_STATE_MAX_BYTES, text, len, &local) ||
+        !bounded_json_load_data(parser, *text, *len, SNAP_STATE_MAX_BYTES, &local)) {
         g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "snapshot %s: cannot read " SNAP_DIR_STATE_FILE ": %s",
                     dir, local->message);
         return NULL;
@@ -178,6 +222,37 @@ static JsonNode *load_state(const char *dir, GError **error)
     if (!root)
         g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "snapshot %s: " SNAP_DIR_STATE_FILE " is empty", dir);
     return root;
+}
+
+/* state.json is the file the shim wrote, and config.json the one it wrote
+ * beside it: a file changed on disk or taken from another snapshot is refused
+ * before anyone uses it. */
+static bool check_digests(const struct snap_dir *d, const char *text, gsize len, GError **error)
+{
+    JsonObject *obj = json_node_get_object(d->state);
+    const char *digest = string_member(obj, SNAP_STATE_DIGEST_MEMBER);
+    if (!snap_is_digest(digest))
+        return bad_state(error, d->path, SNAP_STATE_DIGEST_MEMBER " is missing or not 64 lowercase hex digits");
+    if (!snap_state_digest_matches(text, len, digest)) {
+        g_set_error(error, SNAP_ERROR, SNAP_ERROR_CHECKSUM,
+                    "snapshot %s: " SNAP_DIR_STATE_FILE " does not match its checksum (" SNAP_STATE_DIGEST_MEMBER
+                    "): it was changed after the shim wrote it", d->path);
+        return false;
+    }
+    g_autofree char *config = g_build_filename(d->path, SNAP_DIR_CONFIG_FILE, NULL);
+    char actual[65];
+    g_autoptr(GError) local = NULL;
+    if (!snap_file_sha256(config, SNAP_CONFIG_MAX_BYTES, actual, &local)) {
+        g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "snapshot %s: %s", d->path, local->message);
+        return false;
+    }
+    if (strcmp(actual, d->config_sha256) != 0) {
+        g_set_error(error, SNAP_ERROR, SNAP_ERROR_CHECKSUM,
+                    "snapshot %s: " SNAP_DIR_CONFIG_FILE " is not the one this snapshot was taken with (its SHA-256 "
+                    "is not the one " SNAP_DIR_STATE_FILE " records)", d->path);
+        return false;
+    }
+    return true;
 }
 
 void snap_dir_free(struct snap_dir *d)
@@ -197,8 +272,11 @@ struct snap_dir *snap_dir_read(const char *path, GError **error)
 {
     g_autoptr(snap_dir) d = g_new0(struct snap_dir, 1);
     d->path = g_strdup(path);
-    d->state = load_state(path, error);
-    if (!d->state || !parse_state(d->state, &d->memory, path, error))
+    g_autofree char *text = NULL;
+    gsize len = 0;
+    d->state = load_state(path, &text, &len, error);
+    if (!d->state || !parse_state(d->state, &d->memory, d->config_sha256, path, error) ||
+        !check_digests(d, text, len, error))
         return NULL;
     d->layer_path = g_build_filename(path, d->memory.layer, NULL);
     if (d->memory.diff) {
@@ -249,6 +327,6 @@ bool snap_dir_set_parent(const char *dir, const char *parent, GError **error)
         r->parent_url = snap_dir_url(p->path);
     }
     json_object_set_member(json_node_get_object(d->state), "memory", record_to_json(r));
-    g_autofree char *text = json_to_string(d->state, TRUE);
+    g_autofree char *text = snap_state_text(d->state);
     return snap_dir_write_file(dir, SNAP_DIR_STATE_FILE, text, error);
 }

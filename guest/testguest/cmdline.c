@@ -100,8 +100,10 @@ static bool apply_word(const struct word *w, struct options *opts)
         return parse_flag(w, &opts->reboot_after_ready);
     if (key_is(w, "fault_after_ready"))
         return parse_flag(w, &opts->fault_after_ready);
+    if (key_is(w, "hvc"))
+        return parse_flag(w, &opts->hvc);
     /* The vsock side's options: vsock-service.c reads them itself. */
-    if (key_is(w, "ready_port") || key_is(w, "cmd_port"))
+    if (key_is(w, "ready_port") || key_is(w, "cmd_port") || key_is(w, "notify_port"))
         return true;
     report("warning", w, "unknown option, ignored");
     return true;

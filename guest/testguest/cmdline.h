@@ -14,6 +14,7 @@ struct options {
     bool halt_after_ready;   /* vsnap.halt_after_ready=1: power off after "ready" */
     bool reboot_after_ready; /* vsnap.reboot_after_ready=1: reset after "ready" */
     bool fault_after_ready;  /* vsnap.fault_after_ready=1: read unmapped memory after "ready" (tests the IDT) */
+    bool hvc;                /* vsnap.hvc=1: lines go to the virtio-console too (consoledrv.c acts on it) */
 };
 
 /* Fill opts from cmdline. On a bad value it prints an error line naming the

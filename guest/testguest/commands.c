@@ -6,11 +6,15 @@
 #include <stddef.h>
 
 #include "acpi.h"
+#include "blk-commands.h"
 #include "boot_params.h"
 #include "io.h"
 #include "layout.h"
 #include "libc.h"
+#include "notify.h"
 #include "pattern.h"
+#include "rngdrv.h"
+#include "vmgenid.h"
 #include "serial.h"
 #include "vsockdrv.h"
 
@@ -219,11 +223,63 @@ static void cmd_badpkt(struct client *c, char **args)
     reply(c, text);
 }
 
+static uint8_t rng_bytes[RNG_READ_MAX];
+
+static void vsock_keepalive(void)
+{
+    vsock_poll();
+}
+
+/* n bytes from virtio-rng: "RNG <n> <FNV-1a of them>" (the vsock link keeps
+ * being served while the device, maybe rate limited, answers). */
+static void cmd_rng(struct client *c, char **args)
+{
+    uint64_t n;
+    if (!number(args[0], &n) || n == 0 || n > RNG_READ_MAX) {
+        reply(c, "ERR usage: RNG <1..65536>");
+        return;
+    }
+    if (!rng_present()) {
+        reply(c, "ERR no virtio-rng device");
+        return;
+    }
+    size_t got = rng_read(rng_bytes, (size_t)n, 20000, vsock_keepalive);
+    char text[64] = "RNG ";
+    format_dec(got, text + 4);
+    size_t len = strlen(text);
+    text[len++] = ' ';
+    format_hex64(fnv1a64_update(FNV1A64_OFFSET_BASIS, rng_bytes, got), text + len);
+    reply(c, got == n ? text : "ERR virtio-rng gave fewer bytes than asked before the time limit");
+}
+
+/* "VMGENID <32 hex> gpe=<0|1>": the generation id, and whether its change
+ * event was pending (it is cleared). */
+static void cmd_vmgenid(struct client *c, char **args)
+{
+    if (!vmgenid_find()) {
+        reply(c, "ERR no VM generation ID in the ACPI tables");
+        return;
+    }
+    char text[64] = "VMGENID ";
+    vmgenid_read_hex(text + 8);
+    size_t len = strlen(text);
+    memcpy(text + len, vmgenid_take_event() ? " gpe=1" : " gpe=0", 7);
+    reply(c, text);
+}
+
+/* In notify mode: what systemd sends when it shuts down (notify.h). */
+static void cmd_notifystop(struct client *c, char **args)
+{
+    notify_stopping();
+    reply(c, "OK");
+}
+
 static const struct command commands[] = {
     {"PING", 0, cmd_ping},   {"FILL", 3, cmd_fill}, {"ZERO", 2, cmd_zero},
     {"SUM", 2, cmd_sum},     {"TOUCH", 2, cmd_touch}, {"HALT", 0, cmd_halt},
     {"ECHO", 0, cmd_echo},   {"DIAL", 3, cmd_dial},  {"SEND", 3, cmd_send},
-    {"BADPKT", 0, cmd_badpkt},
+    {"BADPKT", 0, cmd_badpkt}, {"NOTIFYSTOP", 0, cmd_notifystop},
+    {"RNG", 1, cmd_rng},     {"VMGENID", 0, cmd_vmgenid},
 };
 
 static bool same(const char *a, const char *b)
@@ -233,12 +289,34 @@ static bool same(const char *a, const char *b)
     return *a == *b;
 }
 
+#define MAX_WORDS 8 /* BLKBENCH and its seven arguments */
+
+static void run_blk_command(struct client *c, const struct blk_command *cmd, char **args, unsigned nargs)
+{
+    if (nargs != cmd->nargs) {
+        reply(c, "ERR wrong number of arguments");
+        return;
+    }
+    char text[160];
+    blk_command_run(cmd, args, text, sizeof text);
+    reply(c, text);
+}
+
 static void run_line(struct client *c, char *line)
 {
-    char *words[5];
-    unsigned n = split_words(line, words, 4);
+    char *words[MAX_WORDS + 1];
+    unsigned n = split_words(line, words, MAX_WORDS);
     if (n == 0)
         return;
+    if (n > MAX_WORDS) {
+        reply(c, "ERR too many arguments");
+        return;
+    }
+    const struct blk_command *blk = blk_command_find(words[0]);
+    if (blk) {
+        run_blk_command(c, blk, words + 1, n - 1);
+        return;
+    }
     for (unsigned i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (!same(words[0], commands[i].name))
             continue;

@@ -17,6 +17,31 @@
  *                                SENT <len>
  *   BADPKT                    -> OK <n>   n malformed packets sent to the device
  *                                          (its robustness test)
+ *   RNG <n>                   -> RNG <n> <16 hex>  n bytes (at most 65536) read
+ *                                          from virtio-rng, their FNV-1a
+ *   VMGENID                   -> VMGENID <32 hex> gpe=<0|1>  the VM generation
+ *                                          ID (found through ACPI) and whether its
+ *                                          change event (GPE 0) was pending; clears it
+ *   NOTIFYSTOP                -> OK       in notify mode: send systemd's shutdown
+ *                                          notifications (notify.h)
+ *
+ * Disks (virtio-blk, blk-commands.c; disk n counts from 0 in the shim's config
+ * order; offsets and lengths are bytes, multiples of 512):
+ *   BLKINFO <n>                    -> BLK <n> <capacity in sectors> <ro: 0|1>
+ *   BLKFILL <n> <off> <len> <seed> -> OK   write the pattern: word k of the region
+ *                                          is mix(seed ^ k), as FILL
+ *   BLKSUM <n> <off> <len>         -> SUM <16 hex>  FNV-1a of the bytes read back
+ *   BLKFLUSH <n>                   -> OK
+ *   BLKID <n>                      -> ID <serial>   (GET_ID)
+ *   BLKDISCARD <n> <off> <len>     -> OK
+ *   BLKZERO <n> <off> <len> <unmap 0|1> -> OK     (WRITE_ZEROES)
+ *   BLKBADPKT <n>                  -> OK <count>   malformed requests sent to the
+ *                                          device, each answered as the spec says
+ *   BLKBENCH <n> read|write|randread|randwrite <off> <span> <bs> <depth> <count>
+ *                                  -> BENCH <count> <bytes> <microseconds>
+ *   Disk errors: ERR ioerr (the device answered IOERR), ERR readonly (a write
+ *   to a read-only disk), ERR unsupported, ERR timeout, ERR no such disk.
+ *
  * Numbers are decimal or 0x hex. Regions must lie in RAM at or above 16 MiB
  * and be 8-byte aligned. Errors answer "ERR <why>" and the connection stays.
  */

@@ -6,9 +6,11 @@
 #include <stdint.h>
 
 #include "acpi.h"
+#include "blkdrv.h"
 #include "boot_params.h"
 #include "clock.h"
 #include "cmdline.h"
+#include "consoledrv.h"
 #include "cpl0.h"
 #include "io.h"
 #include "layout.h"
@@ -101,6 +103,8 @@ void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info)
 {
     struct guest g = { .boot_params = boot_params };
 
+    /* Before the first line, so the console carries every line. */
+    console_init(boot_params_cmdline(boot_params));
     serial_log("booted");
     /* The clock first: power_off() needs it even when the command line is bad. */
     clock_init(&g.clock, info->tsc_khz, info->lapic_khz, true);
@@ -110,6 +114,7 @@ void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info)
 
     uint64_t sum;
     vsock_service_init(boot_params, g.clock.tsc_khz); /* vsock: no-op without the device */
+    blk_init(boot_params_cmdline(boot_params), g.clock.tsc_khz); /* disks, for the command port */
     if (!fill_region(&g, &sum))
         power_off(&g);
     if (vsock_service_active()) /* vsock: refuse early connections while busy, as a kernel would */

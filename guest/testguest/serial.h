@@ -1,6 +1,7 @@
 /* Output on the first 16550 UART (COM1). Polled: each byte waits for the
  * transmit holding register to be empty. Usable at CPL0 (exception reports)
- * and at CPL3 (IOPL=3).
+ * and at CPL3 (IOPL=3). With the virtio-console up (vsnap.hvc=1,
+ * consoledrv.h), what CPL3 prints goes there too, line by line.
  */
 #pragma once
 

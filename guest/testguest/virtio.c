@@ -83,17 +83,28 @@ static bool next_cmdline_base(const char **cursor, uint64_t *base)
 /* Only devices the command line names are probed: the shim declares each one
  * there (as Linux needs), and probing empty MMIO would cost exits and fill
  * the VMM's log with unmapped accesses. */
-bool virtio_find(const char *cmdline, uint32_t device_id, struct virtio_dev *dev)
+bool virtio_find_nth(const char *cmdline, uint32_t device_id, unsigned n, struct virtio_dev *dev)
 {
     const char *cursor = cmdline;
     uint64_t base;
     while (next_cmdline_base(&cursor, &base))
-        if (base >= GUEST_MMIO_BASE && base < GUEST_MMIO_END && probe(base, device_id, dev))
+        if (base >= GUEST_MMIO_BASE && base < GUEST_MMIO_END && probe(base, device_id, dev) && n-- == 0)
             return true;
     return false;
 }
 
+bool virtio_find(const char *cmdline, uint32_t device_id, struct virtio_dev *dev)
+{
+    return virtio_find_nth(cmdline, device_id, 0, dev);
+}
+
 bool virtio_negotiate(struct virtio_dev *dev)
+{
+    uint32_t accepted;
+    return virtio_negotiate_features(dev, 0, &accepted);
+}
+
+bool virtio_negotiate_features(struct virtio_dev *dev, uint32_t wanted, uint32_t *accepted)
 {
     reg_write(dev, REG_STATUS, 0);
     reg_write(dev, REG_STATUS, STATUS_ACKNOWLEDGE);
@@ -101,8 +112,13 @@ bool virtio_negotiate(struct virtio_dev *dev)
     reg_write(dev, REG_DEVICE_FEATURES_SEL, 1);
     if (!(reg_read(dev, REG_DEVICE_FEATURES) & (1u << VIRTIO_F_VERSION_1_HIGH_BIT)))
         return false;
+    *accepted = 0;
+    if (wanted) { /* each register access is an exit: skip what is not needed */
+        reg_write(dev, REG_DEVICE_FEATURES_SEL, 0);
+        *accepted = reg_read(dev, REG_DEVICE_FEATURES) & wanted;
+    }
     reg_write(dev, REG_DRIVER_FEATURES_SEL, 0);
-    reg_write(dev, REG_DRIVER_FEATURES, 0);
+    reg_write(dev, REG_DRIVER_FEATURES, *accepted);
     reg_write(dev, REG_DRIVER_FEATURES_SEL, 1);
     reg_write(dev, REG_DRIVER_FEATURES, 1u << VIRTIO_F_VERSION_1_HIGH_BIT);
     uint32_t status = STATUS_ACKNOWLEDGE | STATUS_DRIVER | STATUS_FEATURES_OK;
@@ -147,6 +163,11 @@ void virtio_driver_ok(struct virtio_dev *dev)
 uint32_t virtio_status(struct virtio_dev *dev)
 {
     return reg_read(dev, REG_STATUS);
+}
+
+uint32_t virtio_config_read32(struct virtio_dev *dev, unsigned offset)
+{
+    return reg_read(dev, REG_CONFIG + offset);
 }
 
 uint64_t virtio_config_read64(struct virtio_dev *dev, unsigned offset)

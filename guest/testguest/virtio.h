@@ -51,10 +51,15 @@ struct virtio_dev {
 /* Find the first device of type device_id among those the command line
  * names (virtio_mmio.device=4K@<base>:<irq>) in the virtio-mmio window. */
 bool virtio_find(const char *cmdline, uint32_t device_id, struct virtio_dev *dev);
+/* The same for the n-th such device (0 = the first), in command-line order. */
+bool virtio_find_nth(const char *cmdline, uint32_t device_id, unsigned n, struct virtio_dev *dev);
 
 /* Reset, negotiate VERSION_1 only, up to FEATURES_OK. false if the device
  * refuses. */
 bool virtio_negotiate(struct virtio_dev *dev);
+/* The same, also taking those of the device's features 0-31 that are in
+ * wanted; *accepted gets them. */
+bool virtio_negotiate_features(struct virtio_dev *dev, uint32_t wanted, uint32_t *accepted);
 
 /* Give queue index its rings (memory is static, caller's) and enable it. */
 bool virtio_setup_queue(struct virtio_dev *dev, struct vq *q, uint16_t index, uint16_t size,
@@ -64,6 +69,7 @@ bool virtio_setup_queue(struct virtio_dev *dev, struct vq *q, uint16_t index, ui
 void virtio_driver_ok(struct virtio_dev *dev);
 uint32_t virtio_status(struct virtio_dev *dev);
 uint64_t virtio_config_read64(struct virtio_dev *dev, unsigned offset);
+uint32_t virtio_config_read32(struct virtio_dev *dev, unsigned offset);
 
 /* Publish a chain that starts at descriptor head (the caller filled it). */
 void vq_publish(struct vq *q, uint16_t head);

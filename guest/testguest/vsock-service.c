@@ -7,8 +7,10 @@
 #include "commands.h"
 #include "io.h"
 #include "libc.h"
+#include "notify.h"
 #include "pattern.h"
 #include "readiness.h"
+#include "rngdrv.h"
 #include "serial.h"
 #include "vsockdrv.h"
 
@@ -28,7 +30,7 @@ static struct {
     bool active, ready;
     const uint8_t *boot_params;
     uint64_t tsc_khz;
-    uint32_t ready_port, cmd_port;
+    uint32_t ready_port, cmd_port, notify_port; /* notify_port 0: the agent's READY protocol */
     struct readiness readiness;
     uint64_t last_traffic_tsc;
 } service;
@@ -68,6 +70,8 @@ bool vsock_service_init(const uint8_t *boot_params, uint64_t tsc_khz)
     service.tsc_khz = tsc_khz ? tsc_khz : 1000000;
     service.ready_port = (uint32_t)cmdline_number(cmdline, "vsnap.ready_port", DEFAULT_READY_PORT);
     service.cmd_port = (uint32_t)cmdline_number(cmdline, "vsnap.cmd_port", DEFAULT_CMD_PORT);
+    service.notify_port = (uint32_t)cmdline_number(cmdline, "vsnap.notify_port", 0);
+    rng_init(cmdline, service.tsc_khz); /* the command port's RNG */
     if (!vsock_init(cmdline, service.tsc_khz))
         return false;
     service.active = true;
@@ -87,10 +91,14 @@ void vsock_service_ready(const void *working_set, uint64_t len)
     if (!service.active)
         return;
     service.ready = true;
-    uint64_t boot_id = pattern_mix(rdtsc() ^ vsock_guest_cid());
-    readiness_start(&service.readiness, service.ready_port, service.tsc_khz, boot_id);
-    service.readiness.working_set = working_set;
-    service.readiness.working_set_len = len;
+    if (service.notify_port) {
+        notify_start(service.notify_port); /* systemd's way instead of the agent's */
+    } else {
+        uint64_t boot_id = pattern_mix(rdtsc() ^ vsock_guest_cid());
+        readiness_start(&service.readiness, service.ready_port, service.tsc_khz, boot_id);
+        service.readiness.working_set = working_set;
+        service.readiness.working_set_len = len;
+    }
     commands_start(service.cmd_port, service.boot_params);
     vsock_poll();
 }
@@ -101,7 +109,10 @@ bool vsock_service_poll(void)
         return false;
     bool busy = vsock_poll() > 0;
     if (service.ready) {
-        readiness_poll(&service.readiness);
+        if (service.notify_port)
+            notify_poll();
+        else
+            readiness_poll(&service.readiness);
         commands_poll();
     }
     return busy;

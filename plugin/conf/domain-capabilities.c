@@ -66,10 +66,20 @@ static void format_devices_features(GString *out)
      * Network interfaces come with virtio-net; until then they are refused. */
     static const char *const devices[] = {"disk", "graphics", "video",    "hostdev", "rng",
                                           "filesystem", "tpm", "redirdev", "channel"};
+    /* genid: every VM has a VM generation ID that changes on each restore, but
+     * libvirt's <genid> element (an id chosen by the user) is not accepted. */
     static const char *const features[] = {"vmcoreinfo", "genid", "backingStoreInput", "backup", "sev", "sgx"};
     g_string_append(out, "  <devices>\n");
-    for (size_t i = 0; i < G_N_ELEMENTS(devices); i++)
-        g_string_append_printf(out, "    <%s supported='no'/>\n", devices[i]);
+    for (size_t i = 0; i < G_N_ELEMENTS(devices); i++) {
+        /* virtio-rng from the host's random device (<rng model='virtio'>). */
+        if (strcmp(devices[i], "rng") == 0)
+            g_string_append(out, "    <rng supported='yes'>\n"
+                                 "      <enum name='model'><value>virtio</value></enum>\n"
+                                 "      <enum name='backendModel'><value>random</value></enum>\n"
+                                 "    </rng>\n");
+        else
+            g_string_append_printf(out, "    <%s supported='no'/>\n", devices[i]);
+    }
     g_string_append(out, "  </devices>\n  <features>\n");
     for (size_t i = 0; i < G_N_ELEMENTS(features); i++)
         g_string_append_printf(out, "    <%s supported='no'/>\n", features[i]);

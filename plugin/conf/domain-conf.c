@@ -10,6 +10,27 @@ static void domain_chr_clear(struct domain_chr *chr)
     g_clear_pointer(&chr->path, g_free);
 }
 
+static void domain_sysinfo_clear(struct domain_sysinfo *s)
+{
+    char **fields[] = { &s->manufacturer, &s->product, &s->version, &s->serial, &s->uuid, &s->sku, &s->family };
+    for (size_t i = 0; i < G_N_ELEMENTS(fields); i++)
+        g_clear_pointer(fields[i], g_free);
+    g_clear_pointer(&s->oem_strings, g_strfreev);
+}
+
+static void domain_sysinfo_copy(struct domain_sysinfo *to, const struct domain_sysinfo *from)
+{
+    to->present = from->present;
+    to->manufacturer = g_strdup(from->manufacturer);
+    to->product = g_strdup(from->product);
+    to->version = g_strdup(from->version);
+    to->serial = g_strdup(from->serial);
+    to->uuid = g_strdup(from->uuid);
+    to->sku = g_strdup(from->sku);
+    to->family = g_strdup(from->family);
+    to->oem_strings = g_strdupv(from->oem_strings);
+}
+
 static void domain_disk_clear(struct domain_disk *disk)
 {
     g_free(disk->target);
@@ -59,6 +80,8 @@ void domain_def_free(struct domain_def *def)
     for (size_t i = 0; i < def->n_disks; i++)
         domain_disk_clear(&def->disks[i]);
     g_free(def->disks);
+    domain_sysinfo_clear(&def->sysinfo);
+    g_free(def->rng.backend);
     g_free(def);
 }
 
@@ -80,6 +103,8 @@ struct domain_def *domain_def_copy(const struct domain_def *def)
     copy->disks = g_new0(struct domain_disk, def->n_disks);
     for (size_t i = 0; i < def->n_disks; i++)
         domain_disk_copy_into(&copy->disks[i], &def->disks[i]);
+    domain_sysinfo_copy(&copy->sysinfo, &def->sysinfo);
+    copy->rng.backend = g_strdup(def->rng.backend);
     return copy;
 }
 
@@ -94,6 +119,24 @@ const char *restore_mode_to_string(enum restore_mode mode)
         return "copy";
     }
     return "unknown";
+}
+
+const char *domain_smbios_mode_to_string(enum domain_smbios_mode mode)
+{
+    switch (mode) {
+    case DOMAIN_SMBIOS_DEFAULT:
+        return NULL;
+    case DOMAIN_SMBIOS_EMULATE:
+        return "emulate";
+    case DOMAIN_SMBIOS_SYSINFO:
+        return "sysinfo";
+    }
+    return NULL;
+}
+
+char *domain_notify_socket_address(const struct domain_def *def)
+{
+    return g_strdup_printf("vsock-stream:2:%u", def->notify.port);
 }
 
 const char *domain_lifecycle_action_to_string(enum domain_lifecycle_action action)

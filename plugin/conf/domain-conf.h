@@ -14,6 +14,8 @@
 
 #define VSNAP_DOMAIN_NS "urn:vsnap:domain:1"
 #define VSNAP_DEFAULT_READINESS_PORT 1024
+#define VSNAP_DEFAULT_NOTIFY_PORT 1025
+#define VSNAP_DEFAULT_RNG_BACKEND "/dev/urandom"
 
 enum domain_lifecycle_action {
     DOMAIN_ACTION_DESTROY,
@@ -95,6 +97,25 @@ struct domain_def {
     char *foreign_metadata;       /* other namespaces' <metadata> children, serialized verbatim */
     struct domain_disk *disks;    /* <disk>s in definition order (disk N of the guest is disks[N]) */
     size_t n_disks;
+
+    /* Stock guests: systemd's readiness, SMBIOS identity, entropy. */
+    struct {
+        uint32_t port;            /* <vsnap:notify port>, default 1025 */
+        bool no_credential;       /* credential='off': do not hand systemd vmm.notify_socket */
+    } notify;
+    struct domain_sysinfo {
+        bool present;             /* <sysinfo type='smbios'> */
+        /* <system><entry name='...'>: NULL when absent */
+        char *manufacturer, *product, *version, *serial, *uuid, *sku, *family;
+        char **oem_strings;       /* <oemStrings><entry>, NULL-terminated or NULL */
+    } sysinfo;
+    enum domain_smbios_mode { DOMAIN_SMBIOS_DEFAULT, DOMAIN_SMBIOS_EMULATE, DOMAIN_SMBIOS_SYSINFO } smbios_mode;
+    struct {
+        bool present;             /* <rng model='virtio'> */
+        char *backend;            /* <backend model='random'> path */
+        uint64_t rate_bytes;      /* <rate bytes= period=>: 0 without a limit */
+        uint64_t rate_period_ms;
+    } rng;
 };
 
 /* g_autoptr() needs a type name without 'struct'. */
@@ -147,6 +168,11 @@ void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def);
 void domain_def_add_vm_disks(JsonBuilder *b, const struct domain_def *def);
 
 const char *restore_mode_to_string(enum restore_mode mode);
+const char *domain_smbios_mode_to_string(enum domain_smbios_mode mode);
+
+/* What systemd (256 and later) reads as vmm.notify_socket, given on the
+ * kernel command line and as an SMBIOS OEM string by default. */
+char *domain_notify_socket_address(const struct domain_def *def); /* "vsock-stream:2:1025" */
 const char *domain_lifecycle_action_to_string(enum domain_lifecycle_action action);
 
 /* UUIDs in libvirt's textual form: 36 characters plus NUL, lowercase with

@@ -21,9 +21,11 @@ static void format_metadata(GString *out, const struct domain_def *def)
                            "    <vsnap:vsnap xmlns:vsnap='%s'>\n"
                            "      <vsnap:restore mode='%s'/>\n"
                            "      <vsnap:readiness port='%u'/>\n"
+                           "      <vsnap:notify port='%u'%s/>\n"
                            "    </vsnap:vsnap>\n",
                            VSNAP_DOMAIN_NS, restore_mode_to_string(def->vsnap.restore_mode),
-                           def->vsnap.readiness_port);
+                           def->vsnap.readiness_port, def->notify.port,
+                           def->notify.no_credential ? " credential='off'" : "");
     if (def->foreign_metadata) {
         /* Verbatim: re-indenting would change the content of mixed text. */
         g_string_append(out, "    ");
@@ -40,7 +42,57 @@ static void format_os(GString *out, const struct domain_def *def)
     append_text_element(out, "    ", "kernel", def->kernel);
     append_text_element(out, "    ", "initrd", def->initrd);
     append_text_element(out, "    ", "cmdline", def->cmdline);
+    if (def->smbios_mode != DOMAIN_SMBIOS_DEFAULT)
+        g_string_append_printf(out, "    <smbios mode='%s'/>\n", domain_smbios_mode_to_string(def->smbios_mode));
     g_string_append(out, "  </os>\n");
+}
+
+static void format_entry(GString *out, const char *name, const char *value)
+{
+    if (!value)
+        return;
+    g_autofree char *escaped = g_markup_escape_text(value, -1);
+    if (name)
+        g_string_append_printf(out, "      <entry name='%s'>%s</entry>\n", name, escaped);
+    else
+        g_string_append_printf(out, "      <entry>%s</entry>\n", escaped);
+}
+
+static void format_sysinfo(GString *out, const struct domain_sysinfo *s)
+{
+    if (!s->present)
+        return;
+    g_string_append(out, "  <sysinfo type='smbios'>\n");
+    if (s->manufacturer || s->product || s->version || s->serial || s->uuid || s->sku || s->family) {
+        g_string_append(out, "    <system>\n");
+        format_entry(out, "manufacturer", s->manufacturer);
+        format_entry(out, "product", s->product);
+        format_entry(out, "version", s->version);
+        format_entry(out, "serial", s->serial);
+        format_entry(out, "uuid", s->uuid);
+        format_entry(out, "sku", s->sku);
+        format_entry(out, "family", s->family);
+        g_string_append(out, "    </system>\n");
+    }
+    if (s->oem_strings && s->oem_strings[0]) {
+        g_string_append(out, "    <oemStrings>\n");
+        for (char **e = s->oem_strings; *e; e++)
+            format_entry(out, NULL, *e);
+        g_string_append(out, "    </oemStrings>\n");
+    }
+    g_string_append(out, "  </sysinfo>\n");
+}
+
+static void format_rng(GString *out, const struct domain_def *def)
+{
+    if (!def->rng.present)
+        return;
+    g_autofree char *backend = g_markup_escape_text(def->rng.backend, -1);
+    g_string_append(out, "    <rng model='virtio'>\n");
+    if (def->rng.rate_bytes)
+        g_string_append_printf(out, "      <rate bytes='%" G_GUINT64_FORMAT "' period='%" G_GUINT64_FORMAT "'/>\n",
+                               def->rng.rate_bytes, def->rng.rate_period_ms);
+    g_string_append_printf(out, "      <backend model='random'>%s</backend>\n    </rng>\n", backend);
 }
 
 static void format_features_cpu_clock(GString *out, const struct domain_def *def)
@@ -176,6 +228,7 @@ static void format_devices(GString *out, const struct domain_def *def, bool live
     format_serial(out, def, live);
     format_console(out, def, live);
     format_vsock(out, def, live);
+    format_rng(out, def);
     if (def->memballoon_none)
         g_string_append(out, "    <memballoon model='none'/>\n");
     g_string_append(out, "  </devices>\n");
@@ -201,6 +254,7 @@ char *domain_def_format(const struct domain_def *def, bool live, int id)
                            "  <currentMemory unit='KiB'>%" G_GUINT64_FORMAT "</currentMemory>\n"
                            "  <vcpu placement='static'>%u</vcpu>\n",
                            def->memory_kib, def->current_memory_kib, def->vcpus);
+    format_sysinfo(out, &def->sysinfo);
     format_os(out, def);
     format_features_cpu_clock(out, def);
     format_lifecycle(out, def);

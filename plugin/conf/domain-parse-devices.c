@@ -273,6 +273,7 @@ bool domain_parse_devices(struct domain_def *def, const xmlNode *devices, GError
         {"console", parse_console, false},
         {"vsock", parse_vsock, false},
         {"memballoon", parse_memballoon, false},
+        {"rng", domain_parse_rng, true}, /* libvirt allows several: one is refused by name */
         {"disk", domain_parse_disk, true},
         {"interface", refuse_interface, true},
     };

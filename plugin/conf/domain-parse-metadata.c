@@ -45,15 +45,46 @@ static bool parse_readiness(struct domain_def *def, const xmlNode *node, GError 
     return true;
 }
 
+/* <vsnap:notify port='1025' credential='on|off'/>: systemd's sd_notify port. */
+static bool parse_notify(struct domain_def *def, const xmlNode *node, GError **error)
+{
+    static const char *const attributes[] = {"port", "credential", NULL};
+    if (!conf_xml_check_attributes(node, attributes, error) || !conf_xml_check_no_children(node, error))
+        return false;
+    g_autofree char *port = conf_xml_prop(node, "port");
+    g_autofree char *credential = conf_xml_prop(node, "credential");
+    uint64_t value = VSNAP_DEFAULT_NOTIFY_PORT;
+    if (port && !conf_parse_uint64(port, 1, G_MAXUINT32 - 1, "<vsnap:notify port>", &value, error))
+        return false;
+    if (credential && strcmp(credential, "on") != 0 && strcmp(credential, "off") != 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_DETAIL, "<vsnap:notify credential='%s'> must be 'on' or 'off'",
+                    credential);
+        return false;
+    }
+    def->notify.port = (uint32_t)value;
+    def->notify.no_credential = credential && strcmp(credential, "off") == 0;
+    return true;
+}
+
 static bool parse_vsnap(struct domain_def *def, const xmlNode *vsnap, GError **error)
 {
-    bool restore_seen = false, readiness_seen = false;
+    bool restore_seen = false, readiness_seen = false, notify_seen = false;
     if (!conf_xml_check_attributes(vsnap, (const char *const[]){NULL}, error))
         return false;
     for (const xmlNode *child = vsnap->children; child; child = child->next) {
         if (!conf_xml_is_element(child))
             continue;
         bool restore = is_vsnap(child, "restore"), readiness = is_vsnap(child, "readiness");
+        if (is_vsnap(child, "notify")) {
+            if (notify_seen) {
+                conf_xml_set_duplicate_element(error, child);
+                return false;
+            }
+            notify_seen = true;
+            if (!parse_notify(def, child, error))
+                return false;
+            continue;
+        }
         if (!restore && !readiness) {
             conf_xml_set_unsupported_element(error, child);
             return false;

@@ -72,6 +72,7 @@ bool domain_parse_os(struct domain_def *def, const xmlNode *os, GError **error)
         {"kernel", parse_kernel, false},
         {"initrd", parse_initrd, false},
         {"cmdline", parse_cmdline, false},
+        {"smbios", domain_parse_smbios, false},
     };
     uint32_t seen = 0;
     /* firmware='efi' and friends are refused here, by name. */

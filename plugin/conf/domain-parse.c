@@ -146,6 +146,7 @@ static const struct domain_child_parser domain_elements[] = {
     {"currentMemory", parse_current_memory, false},
     {"vcpu", parse_vcpu, false},
     {"os", domain_parse_os, false},
+    {"sysinfo", domain_parse_sysinfo, false},
     {"features", domain_parse_features, false},
     {"cpu", domain_parse_cpu, false},
     {"clock", domain_parse_clock, false},
@@ -282,7 +283,7 @@ static bool finish(struct domain_def *def, uint32_t seen, GError **error)
         def->vcpus = 1;
     if (!was_seen(seen, "uuid"))
         domain_uuid_generate(def->uuid);
-    return true;
+    return domain_check_sysinfo(def, error);
 }
 
 static struct domain_def *domain_def_new_defaults(void)
@@ -293,6 +294,7 @@ static struct domain_def *domain_def_new_defaults(void)
     def->on_crash = DOMAIN_ACTION_DESTROY;
     def->vsnap.restore_mode = RESTORE_MODE_ONDEMAND;
     def->vsnap.readiness_port = VSNAP_DEFAULT_READINESS_PORT;
+    def->notify.port = VSNAP_DEFAULT_NOTIFY_PORT;
     return def;
 }
 

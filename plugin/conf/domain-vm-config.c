@@ -6,6 +6,16 @@
 
 #include <json-glib/json-glib.h>
 
+/* systemd (256 and later) takes vmm.notify_socket from the kernel command line. */
+static char *payload_cmdline(const struct domain_def *def)
+{
+    if (!def->vsock.present || def->notify.no_credential)
+        return g_strdup(def->cmdline);
+    g_autofree char *address = domain_notify_socket_address(def);
+    return g_strdup_printf("%s%ssystemd.set_credential=vmm.notify_socket:%s", def->cmdline ? def->cmdline : "",
+                           def->cmdline && *def->cmdline ? " " : "", address);
+}
+
 static void add_payload(JsonBuilder *b, const struct domain_def *def)
 {
     json_builder_set_member_name(b, "payload");
@@ -16,9 +26,10 @@ static void add_payload(JsonBuilder *b, const struct domain_def *def)
         json_builder_set_member_name(b, "initramfs");
         json_builder_add_string_value(b, def->initrd);
     }
-    if (def->cmdline) {
+    g_autofree char *cmdline = payload_cmdline(def);
+    if (cmdline) {
         json_builder_set_member_name(b, "cmdline");
-        json_builder_add_string_value(b, def->cmdline);
+        json_builder_add_string_value(b, cmdline);
     }
     json_builder_end_object(b);
 }
@@ -129,8 +140,77 @@ static bool add_vsock(JsonBuilder *b, const struct domain_def *def, const char *
     json_builder_add_string_value(b, vsock_socket_path);
     json_builder_set_member_name(b, "readiness_port");
     json_builder_add_int_value(b, def->vsnap.readiness_port);
+    json_builder_set_member_name(b, "notify_port");
+    json_builder_add_int_value(b, def->notify.port);
     json_builder_end_object(b);
     return true;
+}
+
+static void add_rng(JsonBuilder *b, const struct domain_def *def)
+{
+    if (!def->rng.present)
+        return;
+    json_builder_set_member_name(b, "rng");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "src");
+    json_builder_add_string_value(b, def->rng.backend);
+    if (def->rng.rate_bytes) {
+        /* libvirt's "bytes per period" is a bucket of that size refilled every period. */
+        json_builder_set_member_name(b, "rate_limiter");
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "bandwidth");
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "size");
+        json_builder_add_int_value(b, (gint64)def->rng.rate_bytes);
+        json_builder_set_member_name(b, "refill_time");
+        json_builder_add_int_value(b, (gint64)def->rng.rate_period_ms);
+        json_builder_end_object(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_object(b);
+}
+
+static void add_optional_member(JsonBuilder *b, const char *name, const char *value)
+{
+    if (!value)
+        return;
+    json_builder_set_member_name(b, name);
+    json_builder_add_string_value(b, value);
+}
+
+/* SMBIOS: the domain's UUID always; with <smbios mode='sysinfo'/> the
+ * <sysinfo> system entries and OEM strings; and systemd's vmm.notify_socket
+ * credential as an OEM string unless turned off. */
+static void add_platform(JsonBuilder *b, const struct domain_def *def)
+{
+    char uuid[DOMAIN_UUID_STRING_LEN];
+    domain_uuid_format(def->uuid, uuid);
+    const struct domain_sysinfo *s = def->smbios_mode == DOMAIN_SMBIOS_SYSINFO ? &def->sysinfo : NULL;
+    json_builder_set_member_name(b, "platform");
+    json_builder_begin_object(b);
+    add_optional_member(b, "uuid", uuid);
+    if (s) {
+        add_optional_member(b, "serial_number", s->serial);
+        json_builder_set_member_name(b, "system");
+        json_builder_begin_object(b);
+        add_optional_member(b, "manufacturer", s->manufacturer);
+        add_optional_member(b, "product_name", s->product);
+        add_optional_member(b, "version", s->version);
+        add_optional_member(b, "sku_number", s->sku);
+        add_optional_member(b, "family", s->family);
+        json_builder_end_object(b);
+    }
+    json_builder_set_member_name(b, "oem_strings");
+    json_builder_begin_array(b);
+    for (char **e = s ? s->oem_strings : NULL; e && *e; e++)
+        json_builder_add_string_value(b, *e);
+    if (def->vsock.present && !def->notify.no_credential) {
+        g_autofree char *address = domain_notify_socket_address(def);
+        g_autofree char *credential = g_strdup_printf("io.systemd.credential:vmm.notify_socket=%s", address);
+        json_builder_add_string_value(b, credential);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
 }
 
 char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vsock_socket_path,
@@ -149,6 +229,8 @@ char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vso
     domain_def_add_vm_disks(b, def);
     if (!add_vsock(b, def, vsock_socket_path, error))
         return NULL;
+    add_rng(b, def);
+    add_platform(b, def);
     json_builder_end_object(b);
 
     g_autoptr(JsonNode) root = json_builder_get_root(b);

@@ -3,7 +3,10 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 
+#include <libvirt/libvirt.h>
+
 #include "atomic-file.h"
+#include "monitor.h"
 #include "process.h"
 #include "snapshot-dir.h"
 #include "virt-error.h"
@@ -23,15 +26,22 @@ static bool job_write(struct vsnap_domain *dom, const struct domain_job *job, GE
     g_key_file_set_uint64(kf, "job", "total", job->total);
     g_key_file_set_uint64(kf, "job", "processed", job->processed);
     g_key_file_set_string(kf, "job", "watch_dir", job->watch_dir ? job->watch_dir : "");
+    g_key_file_set_boolean(kf, "job", "resume", job->resume);
+    g_key_file_set_integer(kf, "job", "state", job->state);
+    g_key_file_set_integer(kf, "job", "reason", job->reason);
+    g_key_file_set_string(kf, "job", "leftover", job->leftover ? job->leftover : "");
     g_autofree char *text = g_key_file_to_data(kf, NULL, NULL);
     return atomic_file_write(path, text, error);
 }
 
-bool domain_job_begin(struct vsnap_domain *dom, int operation, guint64 total,
-                      const char *watch_dir, GError **error)
+bool domain_job_begin(struct vsnap_domain *dom, const struct domain_job *begun, GError **error)
 {
-    struct domain_job job = {.operation = operation, .started_us = g_get_monotonic_time(),
-                             .total = total, .watch_dir = (char *)watch_dir};
+    struct domain_job job = *begun;
+    job.started_us = g_get_monotonic_time();
+    g_mutex_lock(&dom->lock);
+    job.state = dom->state;
+    job.reason = dom->reason;
+    g_mutex_unlock(&dom->lock);
     if (!job_write(dom, &job, error)) {
         g_prefix_error(error, "cannot record the job of %s: ", dom->name);
         return false;
@@ -79,6 +89,12 @@ bool domain_job_get(struct vsnap_domain *dom, struct domain_job *job)
     job->total = g_key_file_get_uint64(kf, "job", "total", NULL);
     job->processed = g_key_file_get_uint64(kf, "job", "processed", NULL);
     job->watch_dir = g_key_file_get_string(kf, "job", "watch_dir", NULL);
+    job->resume = g_key_file_get_boolean(kf, "job", "resume", NULL);
+    job->state = g_key_file_get_integer(kf, "job", "state", NULL);
+    job->reason = g_key_file_get_integer(kf, "job", "reason", NULL);
+    job->leftover = g_key_file_get_string(kf, "job", "leftover", NULL);
+    if (job->leftover && !*job->leftover)
+        g_clear_pointer(&job->leftover, g_free);
     if (job->watch_dir && *job->watch_dir)
         job->processed = MIN(job->total, snapdir_bytes(job->watch_dir));
     return true;
@@ -87,4 +103,56 @@ bool domain_job_get(struct vsnap_domain *dom, struct domain_job *job)
 void domain_job_clear(struct domain_job *job)
 {
     g_clear_pointer(&job->watch_dir, g_free);
+    g_clear_pointer(&job->leftover, g_free);
+}
+
+static const char *operation_name(int operation)
+{
+    switch (operation) {
+    case VIR_DOMAIN_JOB_OPERATION_SNAPSHOT: return "snapshot";
+    case VIR_DOMAIN_JOB_OPERATION_SAVE: return "save";
+    default: return "job";
+    }
+}
+
+/* The VM runs again as it did before the job paused it. */
+static void resume_after(struct vsnap_domain *dom, const struct domain_job *job)
+{
+    g_autofree char *api = process_run_path(dom, "api.sock");
+    g_autoptr(GError) error = NULL;
+    if (!api || !monitor_vm_resume(api, &error)) {
+        g_warning("domain %s: cannot resume it after its interrupted %s: %s", dom->name,
+                  operation_name(job->operation), error ? error->message : "not running");
+        return;
+    }
+    g_mutex_lock(&dom->lock);
+    vsnap_domain_set_state_locked(dom, job->state, job->reason);
+    process_write_status_locked(dom);
+    g_mutex_unlock(&dom->lock);
+}
+
+static void remove_leftover(struct vsnap_domain *dom, const char *path)
+{
+    g_autoptr(GError) error = NULL;
+    if (g_file_test(path, G_FILE_TEST_IS_DIR) ? !snapdir_remove(path, &error)
+                                                : g_unlink(path) < 0 && errno != ENOENT)
+        g_warning("domain %s: cannot remove %s: %s", dom->name, path,
+                  error ? error->message : g_strerror(errno));
+}
+
+bool domain_job_recover(struct vsnap_domain *dom)
+{
+    struct domain_job job = {0};
+    if (!domain_job_get(dom, &job))
+        return false;
+    g_message("domain %s: its %s was cut short by the end of the previous daemon; %s", dom->name,
+              operation_name(job.operation),
+              job.resume ? "resuming the VM it paused" : "the VM was paused before it");
+    if (job.resume)
+        resume_after(dom, &job);
+    if (job.leftover)
+        remove_leftover(dom, job.leftover);
+    domain_job_end(dom);
+    domain_job_clear(&job);
+    return true;
 }

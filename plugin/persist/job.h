@@ -2,10 +2,13 @@
  * domjobinfo / domjobinfo --completed readers on other connections: a key
  * file in the domain's runtime directory,
  *
- *   <run_dir>/<name>/job   operation, start, bytes total and done
+ *   <run_dir>/<name>/job   operation, start, bytes total and done; the
+ *                          state to return to and what a crash leaves behind
  *
  * written whole each time (atomic replace) and gone when the job ends or the
- * domain stops. */
+ * domain stops. A job file that a new daemon finds belongs to a job that died
+ * with the old one: persist/recovery.c resumes the VM the job paused, removes
+ * what it left and the file. */
 #pragma once
 
 #include <glib.h>
@@ -20,17 +23,26 @@ struct domain_job {
     gint64 started_us;       /* monotonic */
     guint64 total, processed;
     char *watch_dir;
+    bool resume;             /* the job pauses a running VM, which must run again */
+    int state, reason;       /* the domain's state and reason when the job began */
+    char *leftover;          /* a file or directory the job writes, NULL if none */
 };
 
-/* Errors are VSNAP_VIR_ERROR: the domain is not active, or the file cannot
+/* Record the job before it touches the VM: operation, total and watch_dir
+ * (progress), resume, leftover; the state and reason are the domain's now.
+ * Errors are VSNAP_VIR_ERROR: the domain is not active, or the file cannot
  * be written. */
-bool domain_job_begin(struct vsnap_domain *dom, int operation, guint64 total,
-                      const char *watch_dir, GError **error);
+bool domain_job_begin(struct vsnap_domain *dom, const struct domain_job *job, GError **error);
 /* A job's new figures; a failure to record them is logged (the job itself
  * goes on: only the progress readers see stale numbers). */
 void domain_job_progress(struct vsnap_domain *dom, guint64 total, guint64 processed,
                          const char *watch_dir);
 void domain_job_end(struct vsnap_domain *dom);
+/* At start-up, after the reattach: a job file left by a daemon that died
+ * during the job. The VM the job paused is resumed (state and reason as
+ * before the job), its leftover removed, the file too; true when there was
+ * one. */
+bool domain_job_recover(struct vsnap_domain *dom);
 /* The job under way; false when none. */
 bool domain_job_get(struct vsnap_domain *dom, struct domain_job *job);
 void domain_job_clear(struct domain_job *job);

@@ -1,6 +1,9 @@
 #include "managed-image.h"
 
+#include <string.h>
+
 #include "atomic-file.h"
+#include "snapshot-dir.h"
 #include "virt-error.h"
 
 #define INFO_FILE "managed-save.ini"
@@ -9,6 +12,23 @@
 char *managed_image_dir(const char *state_dir, const char *domain)
 {
     return g_build_filename(state_dir, "managedsave", domain, NULL);
+}
+
+void managed_image_remove_leftovers(const char *state_dir)
+{
+    g_autofree char *root = g_build_filename(state_dir, "managedsave", NULL);
+    g_autoptr(GDir) d = g_dir_open(root, 0, NULL);
+    const char *name;
+    while (d && (name = g_dir_read_name(d))) {
+        if (!g_str_has_suffix(name, MANAGED_TMP_SUFFIX) &&
+            !(name[0] == '.' && strstr(name, ".partial-")))
+            continue;
+        g_autofree char *path = g_build_filename(root, name, NULL);
+        g_autoptr(GError) error = NULL;
+        g_message("removing %s, left by a managed save that did not finish", path);
+        if (!snapdir_remove(path, &error))
+            g_warning("%s", error->message);
+    }
 }
 
 bool managed_image_exists(const char *state_dir, const char *domain)

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "caller.h"
 #include "snapshot/crc32c.h"
 #include "snapshot/layer.h"
 #include "virt-error.h"
@@ -278,10 +279,15 @@ static bool finish(struct writer *w, const char *tmp, GError **error)
     return sync_parent_dir(w->path, error);
 }
 
+char *save_image_temp_path(const char *path)
+{
+    return g_strconcat(path, ".vsnap-tmp", NULL);
+}
+
 bool save_image_write(const char *path, const char *domain_xml, const char *snapshot_dir,
                       bool paused, save_image_progress progress, void *data, GError **error)
 {
-    g_autofree char *tmp = g_strconcat(path, ".vsnap-tmp", NULL);
+    g_autofree char *tmp = save_image_temp_path(path);
     struct writer w = {.path = path, .end = HEADER_SIZE, .progress = progress, .data = data};
     w.total = dir_bytes(snapshot_dir);
     w.hdr.flags = paused ? IMAGE_PAUSED : 0;
@@ -347,27 +353,33 @@ static char *read_small_section(int fd, const char *path, const struct section *
     return g_steal_pointer(&buf);
 }
 
-static int open_image(const char *path, struct header *h, GError **error)
+/* O_NONBLOCK and regular files only (caller.h): a FIFO or a device named as
+ * an image must not park the worker; opened as the caller could. */
+static int open_image(const char *path, const struct caller *caller, struct header *h,
+                      GError **error)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = caller_open_regular(caller, path, error);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        fail(error, VIR_ERR_SYSTEM_ERROR, "cannot open save image %s: %s", path, g_strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    if (fd < 0) {
+        g_prefix_error(error, "save image: ");
         return -1;
     }
-    if (!read_header(fd, path, h, (uint64_t)st.st_size, error)) {
+    bool ok = fstat(fd, &st) == 0
+                  ? read_header(fd, path, h, (uint64_t)st.st_size, error)
+                  : fail(error, VIR_ERR_SYSTEM_ERROR, "cannot stat save image %s: %s", path,
+                         g_strerror(errno));
+    if (!ok) {
         close(fd);
         return -1;
     }
     return fd;
 }
 
-bool save_image_read_info(const char *path, struct save_image_info *info, GError **error)
+bool save_image_read_info(const char *path, const struct caller *caller,
+                          struct save_image_info *info, GError **error)
 {
     struct header h;
-    int fd = open_image(path, &h, error);
+    int fd = open_image(path, caller, &h, error);
     if (fd < 0)
         return false;
     if (!g_str_equal(h.sections[0].name, DOMAIN_SECTION)) {
@@ -415,7 +427,7 @@ static bool extract_section(int fd, const char *path, const struct section *s, c
 bool save_image_extract(const char *path, const char *dir, GError **error)
 {
     struct header h;
-    int fd = open_image(path, &h, error);
+    int fd = open_image(path, &caller_daemon, &h, error);
     if (fd < 0)
         return false;
     bool ok = true;

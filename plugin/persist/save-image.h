@@ -19,11 +19,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct caller;
+
 /* Called while sections are copied: bytes done of the total. */
 typedef void (*save_image_progress)(void *data, guint64 done, guint64 total);
 
 bool save_image_write(const char *path, const char *domain_xml, const char *snapshot_dir,
                       bool paused, save_image_progress progress, void *data, GError **error);
+/* The temporary name save_image_write writes path under. */
+char *save_image_temp_path(const char *path);
 
 struct save_image_info {
     char *domain_xml;
@@ -31,8 +35,10 @@ struct save_image_info {
 };
 void save_image_info_clear(struct save_image_info *info);
 
-/* Header and the definition, checked. Errors name the file. */
-bool save_image_read_info(const char *path, struct save_image_info *info, GError **error);
+/* Header and the definition, checked, read from a regular file opened as
+ * caller could (caller.h). Errors name the file. */
+bool save_image_read_info(const char *path, const struct caller *caller,
+                          struct save_image_info *info, GError **error);
 
 /* The snapshot directory again (every section but domain.xml) into dir. */
 bool save_image_extract(const char *path, const char *dir, GError **error);

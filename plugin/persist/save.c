@@ -5,6 +5,7 @@
 #include <libvirt/libvirt.h>
 #include <string.h>
 
+#include "caller.h"
 #include "job.h"
 #include "lineage.h"
 #include "managed-image.h"
@@ -14,6 +15,7 @@
 #include "save-image.h"
 #include "snapshot-dir.h"
 #include "snapshot-vm.h"
+#include "test-hook.h"
 #include "virt-error.h"
 
 static bool refuse(GError **error, int code, const char *text)
@@ -46,18 +48,21 @@ static bool create_dir(const char *dir, GError **error)
     return false;
 }
 
+#define WORK_DIR "save-work"
+
 /* A fresh directory for transient work (packing, unpacking). */
 static char *work_dir(struct vsnap_driver *drv, GError **error)
 {
     g_autofree char *id = g_uuid_string_random();
-    g_autofree char *dir = g_build_filename(drv->paths.state_dir, "save-work", id, NULL);
+    g_autofree char *dir = g_build_filename(drv->paths.state_dir, WORK_DIR, id, NULL);
     return create_dir(dir, error) ? g_steal_pointer(&dir) : NULL;
 }
 
+/* With the partial directories of a shim that died while writing into it. */
 static void remove_dir(const char *dir)
 {
     g_autoptr(GError) error = NULL;
-    if (dir && !snapdir_remove(dir, &error))
+    if (dir && !snapdir_remove_with_partials(dir, &error))
         g_warning("%s", error->message);
 }
 
@@ -160,28 +165,61 @@ static void on_pack_progress(void *data, guint64 done, guint64 total)
     domain_job_progress(p->dom, total, done, NULL);
 }
 
+/* The job, recorded before the VM is paused: a daemon that dies during the
+ * save leaves the next one what it needs to resume the VM and remove
+ * leftover (persist/recovery.c). */
+static bool begin_save_job(struct vsnap_domain *dom, const char *watch_dir, const char *leftover,
+                           GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    bool running = dom->run && dom->state == VIR_DOMAIN_RUNNING;
+    g_mutex_unlock(&dom->lock);
+    struct domain_job job = {
+        .operation = VIR_DOMAIN_JOB_OPERATION_SAVE, .total = ram_bytes(dom),
+        .watch_dir = (char *)watch_dir, .resume = running, .leftover = (char *)leftover,
+    };
+    return domain_job_begin(dom, &job, error);
+}
+
+/* The job began, the VM is paused: pause_for_save after begin_save_job. */
+static bool pause_in_job(struct vsnap_driver *drv, struct vsnap_domain *dom, bool *was_running,
+                         GError **error)
+{
+    if (pause_for_save(drv, dom, was_running, error)) {
+        test_hook("save-paused");
+        return true;
+    }
+    domain_job_end(dom);
+    return false;
+}
+
 static bool save_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *to,
                         const char *dxml, unsigned flags, GError **error)
 {
     if (!g_path_is_absolute(to))
         return refuse(error, VIR_ERR_INVALID_ARG, "the save file must be an absolute path");
     g_autofree char *xml = definition_to_save(drv, dom, dxml, error);
-    bool was_running = false;
-    if (!xml || !pause_for_save(drv, dom, &was_running, error))
+    if (!xml)
         return false;
+    g_autofree char *work = work_dir(drv, error);
+    g_autofree char *tmp_image = save_image_temp_path(to);
+    bool was_running = false;
+    if (!work || !begin_save_job(dom, work, tmp_image, error) ||
+        !pause_in_job(drv, dom, &was_running, error)) {
+        remove_dir(work);
+        return false;
+    }
     bool paused = (flags & VIR_DOMAIN_SAVE_PAUSED) ||
                   (!(flags & VIR_DOMAIN_SAVE_RUNNING) && !was_running);
-    g_autofree char *work = work_dir(drv, error);
     struct pack_progress progress = {.dom = dom};
-    bool ok = work &&
-              domain_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SAVE, ram_bytes(dom), work, error) &&
-              vmsnap_take(dom, work, NULL, error) &&
+    bool ok = vmsnap_take(dom, work, NULL, error) &&
               save_image_write(to, xml, work, paused, on_pack_progress, &progress, error);
     remove_dir(work);
     if (!ok) {
         cancel_save(dom, was_running);
         return false;
     }
+    test_hook("save-written");
     return stop_saved(drv, dom, error);
 }
 
@@ -266,7 +304,7 @@ bool save_restore_file(struct vsnap_driver *drv, const char *from, const char *d
                                 VIR_DOMAIN_SAVE_PAUSED, error))
         return false;
     struct save_image_info info = {0};
-    if (!save_image_read_info(from, &info, error))
+    if (!save_image_read_info(from, &caller_daemon, &info, error))
         return false;
     g_autoptr(domain_def) def = image_definition(drv, info.domain_xml, dxml, error);
     bool run = (flags & VIR_DOMAIN_SAVE_RUNNING) ||
@@ -284,7 +322,8 @@ bool save_restore_file(struct vsnap_driver *drv, const char *from, const char *d
     return ok;
 }
 
-char *save_image_xml(struct vsnap_driver *drv, const char *file, unsigned flags, GError **error)
+char *save_image_xml(struct vsnap_driver *drv, const struct caller *caller, const char *file,
+                     unsigned flags, GError **error)
 {
     if (flags & ~VIR_DOMAIN_SAVE_IMAGE_XML_SECURE) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
@@ -292,7 +331,7 @@ char *save_image_xml(struct vsnap_driver *drv, const char *file, unsigned flags,
         return NULL;
     }
     struct save_image_info info = {0};
-    if (!save_image_read_info(file, &info, error))
+    if (!save_image_read_info(file, caller, &info, error))
         return NULL;
     return info.domain_xml;
 }
@@ -303,7 +342,7 @@ bool save_image_define(struct vsnap_driver *drv, const char *file, const char *d
     if (!check_flags(flags, VIR_DOMAIN_SAVE_RUNNING | VIR_DOMAIN_SAVE_PAUSED, error))
         return false;
     struct save_image_info info = {0};
-    if (!save_image_read_info(file, &info, error))
+    if (!save_image_read_info(file, &caller_daemon, &info, error))
         return false;
     g_autoptr(domain_def) def = image_definition(drv, info.domain_xml, dxml, error);
     bool paused = (flags & VIR_DOMAIN_SAVE_PAUSED) ||
@@ -319,6 +358,13 @@ bool save_image_define(struct vsnap_driver *drv, const char *file, const char *d
     return ok;
 }
 
+void save_recover(struct vsnap_driver *drv)
+{
+    g_autofree char *work = g_build_filename(drv->paths.state_dir, WORK_DIR, NULL);
+    remove_dir(work);
+    managed_image_remove_leftovers(drv->paths.state_dir);
+}
+
 /* ---- managed save ---- */
 
 static bool rename_dir(const char *from, const char *to, GError **error)
@@ -330,19 +376,15 @@ static bool rename_dir(const char *from, const char *to, GError **error)
     return false;
 }
 
-/* Taken under a temporary name and renamed: a crash leaves no half image
- * under the final one. A diff on the current snapshot while the VM runs from
- * it without a break, else full. */
-static bool write_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
-                          bool paused, GError **error)
+/* Taken under a temporary name (tmp, created) and renamed to final: a crash
+ * leaves no half image under the final name. A diff on the current snapshot
+ * while the VM runs from it without a break, else full. */
+static bool write_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *final,
+                          const char *tmp, const char *xml, bool paused, GError **error)
 {
-    g_autofree char *final = managed_image_dir(drv->paths.state_dir, dom->name);
-    g_autofree char *tmp = g_strconcat(final, ".tmp", NULL);
     g_autofree char *base = lineage_diff_base_dir(drv, dom);
     bool is_diff = false;
-    bool ok = snapdir_remove(tmp, error) && create_dir(tmp, error) &&
-              domain_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SAVE, ram_bytes(dom), tmp, error) &&
-              vmsnap_take_diff_or_full(dom, tmp, base, &is_diff, error) &&
+    bool ok = vmsnap_take_diff_or_full(dom, tmp, base, &is_diff, error) &&
               managed_image_write_info(tmp, xml, paused, error) &&
               snapdir_remove(final, error) && rename_dir(tmp, final, error);
     if (!ok)
@@ -360,12 +402,18 @@ static bool managed_save_locked(struct vsnap_driver *drv, struct vsnap_domain *d
         return refuse(error, VIR_ERR_OPERATION_INVALID,
                       "cannot do managed save for transient domain");
     g_autofree char *xml = definition_to_save(drv, dom, NULL, error);
+    g_autofree char *final = managed_image_dir(drv->paths.state_dir, dom->name);
+    g_autofree char *tmp = g_strconcat(final, MANAGED_TMP_SUFFIX, NULL);
     bool was_running = false;
-    if (!xml || !pause_for_save(drv, dom, &was_running, error))
+    if (!xml || !snapdir_remove(tmp, error) || !create_dir(tmp, error))
         return false;
+    if (!begin_save_job(dom, tmp, tmp, error) || !pause_in_job(drv, dom, &was_running, error)) {
+        remove_dir(tmp);
+        return false;
+    }
     bool paused = (flags & VIR_DOMAIN_SAVE_PAUSED) ||
                   (!(flags & VIR_DOMAIN_SAVE_RUNNING) && !was_running);
-    if (!write_managed(drv, dom, xml, paused, error)) {
+    if (!write_managed(drv, dom, final, tmp, xml, paused, error)) {
         cancel_save(dom, was_running);
         return false;
     }
@@ -425,7 +473,7 @@ bool save_start_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsi
         .source_dir = dir, .def = def, .run = !(flags & VIR_DOMAIN_START_PAUSED) && !paused,
         .origin = RESTORE_FROM_SAVE,
     };
-    if (!def || !snapdir_check_chain(dir, error) || !restore_start(drv, dom, &req, error)) {
+    if (!def || !snapdir_check_chain(dir, NULL, error) || !restore_start(drv, dom, &req, error)) {
         g_prefix_error(error, "cannot start %s from its managed save image: ", dom->name);
         return false;
     }

@@ -19,14 +19,18 @@
 
 #include "state.h"
 
+struct caller;
+
 bool save_to_file(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *to,
                   const char *dxml, unsigned flags, GError **error);
 /* Restores into the domain the image names (defined or not: an undefined one
  * comes back transient). */
 bool save_restore_file(struct vsnap_driver *drv, const char *from, const char *dxml,
                        unsigned flags, GError **error);
-char *save_image_xml(struct vsnap_driver *drv, const char *file, unsigned flags,
-                     GError **error);
+/* save-image-dumpxml: the image is opened as caller could (a read-only
+ * client's own credentials, caller.h), never as root for someone else. */
+char *save_image_xml(struct vsnap_driver *drv, const struct caller *caller, const char *file,
+                     unsigned flags, GError **error);
 /* save-image-define / save-image-edit: a new definition (same domain, memory
  * and vCPUs) and, with VIR_DOMAIN_SAVE_RUNNING/PAUSED, a new state to restore
  * into. The image is rewritten under a temporary name and renamed. */
@@ -48,6 +52,11 @@ bool save_start_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsi
  * VIR_DOMAIN_UNDEFINE_MANAGED_SAVE, which removes it. */
 bool save_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                          GError **error);
+
+/* At start-up: what saves, restores and managed saves that a daemon's end cut
+ * short left on disk (work directories, managed images never renamed into
+ * place, the shim's partial directories) goes. */
+void save_recover(struct vsnap_driver *drv);
 
 /* domjobinfo: the job under way on dom (VIR_DOMAIN_JOB_NONE when none). */
 struct save_job_info {

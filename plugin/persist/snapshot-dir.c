@@ -25,10 +25,38 @@ bool snapdir_parent(const char *dir, char **parent, GError **error)
     return d || to_vir_error(local, error);
 }
 
-bool snapdir_check_chain(const char *top, GError **error)
+char *snapdir_layer_id(const char *dir, GError **error)
+{
+    GError *local = NULL;
+    g_autoptr(snap_dir) d = snap_dir_read(dir, &local);
+    if (!d) {
+        to_vir_error(local, error);
+        return NULL;
+    }
+    char id[37];
+    snap_id_to_string(&d->memory.id, id);
+    return g_strdup(id);
+}
+
+/* The directory must still hold the snapshot it was taken as. */
+static bool is_expected(const struct snap_dir *d, const char *expected_id, GError **error)
+{
+    char id[37];
+    snap_id_to_string(&d->memory.id, id);
+    if (!expected_id || g_str_equal(id, expected_id))
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                "%s holds snapshot layer %s, not %s that was taken there (its files were "
+                "replaced)", d->path, id, expected_id);
+    return false;
+}
+
+bool snapdir_check_chain(const char *top, const char *expected_id, GError **error)
 {
     GError *local = NULL;
     g_autoptr(snap_dir) d = snap_dir_read(top, &local);
+    if (d && !is_expected(d, expected_id, error))
+        return false;
     return (d && snap_dir_verify_chain(d, &local)) || to_vir_error(local, error);
 }
 
@@ -53,4 +81,11 @@ bool snapdir_remove(const char *dir, GError **error)
 {
     GError *local = NULL;
     return snap_dir_remove(dir, &local) || to_vir_error(local, error);
+}
+
+bool snapdir_remove_with_partials(const char *dir, GError **error)
+{
+    GError *local = NULL;
+    return (snap_dir_remove_partials(dir, &local) && snap_dir_remove(dir, &local)) ||
+           to_vir_error(local, error);
 }

@@ -13,10 +13,15 @@ char *snapdir_url(const char *dir);
 /* The directory dir names as parent (*parent = NULL for a full snapshot). */
 bool snapdir_parent(const char *dir, char **parent, GError **error);
 
+/* The id of dir's memory layer (state.json's memory.id, the layer's own). */
+char *snapdir_layer_id(const char *dir, GError **error);
+
 /* Open and verify the chain below top as a restore would, before anything is
- * stopped (snap_dir_verify_chain: records, headers, indexes, ids, and the
- * data of each layer that changed since its seal). */
-bool snapdir_check_chain(const char *top, GError **error);
+ * stopped (snap_dir_read: state.json's records and its and config.json's
+ * checksums; snap_dir_verify_chain: headers, indexes, ids, and the data of
+ * each layer that changed since its seal). With expected_id, top must still
+ * be the snapshot of that layer id (its files not replaced by another's). */
+bool snapdir_check_chain(const char *top, const char *expected_id, GError **error);
 
 /* Record that dir's layer, as it is on disk now, is the one the shim just
  * wrote (snap_dir_seal). */
@@ -31,3 +36,6 @@ guint64 snapdir_bytes(const char *dir);
 
 /* rm -r of a snapshot or image directory. */
 bool snapdir_remove(const char *dir, GError **error);
+/* The same, and the partial directories a shim that died while writing a
+ * snapshot for dir left beside it. */
+bool snapdir_remove_with_partials(const char *dir, GError **error);

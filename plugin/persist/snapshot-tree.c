@@ -25,6 +25,7 @@ static void entry_free(struct snapshot_entry *e)
     g_free(e->description);
     g_free(e->parent);
     g_free(e->layer_parent);
+    g_free(e->memory_id);
     g_free(e->domain_uuid);
     g_free(e);
 }
@@ -74,6 +75,7 @@ static struct snapshot_entry *load_entry(const char *tree_dir, const char *id)
     e->state = g_key_file_get_integer(kf, GROUP, "state", NULL);
     e->full = g_key_file_get_boolean(kf, GROUP, "full", NULL);
     e->layer_parent = opt_string(kf, "layer_parent");
+    e->memory_id = opt_string(kf, "memory_id");
     e->domain_uuid = opt_string(kf, "domain_uuid");
     g_autofree char *deleting = g_build_filename(e->dir, DELETING_FILE, NULL);
     e->deleting = g_file_test(deleting, G_FILE_TEST_EXISTS);
@@ -231,6 +233,7 @@ bool snapshot_entry_save(const struct snapshot_entry *e, GError **error)
     g_key_file_set_boolean(kf, GROUP, "full", e->full);
     g_key_file_set_string(kf, GROUP, "layer_parent", e->layer_parent ? e->layer_parent : "");
     g_key_file_set_string(kf, GROUP, "domain_uuid", e->domain_uuid ? e->domain_uuid : "");
+    g_key_file_set_string(kf, GROUP, "memory_id", e->memory_id ? e->memory_id : "");
     g_autofree char *text = g_key_file_to_data(kf, NULL, NULL);
     g_autofree char *path = g_build_filename(e->dir, META_FILE, NULL);
     return atomic_file_write(path, text, error);

@@ -4,7 +4,8 @@
  *                                                uuid, never the user's name
  *       config.json state.json <layer> ...      written by the shim (vm.snapshot)
  *       domain.xml                               the definition when taken
- *       snapshot.ini                             our metadata; written last: a
+ *       snapshot.ini                             our metadata (with the layer id
+ *                                                the shim wrote); written last: a
  *                                                directory without it is an
  *                                                unfinished snapshot
  *       deleting                                 present while the snapshot is
@@ -35,6 +36,7 @@ struct snapshot_entry {
     int state;              /* enum snapshot_state (conf/snapshot-conf.h) */
     bool full;              /* full layer (else a diff on layer_parent) */
     char *layer_parent;     /* id, NULL for a full layer */
+    char *memory_id;        /* the id of the layer the shim wrote (NULL: not recorded) */
     bool deleting;          /* an interrupted delete to finish */
     char *domain_uuid;      /* the domain it belongs to */
 };

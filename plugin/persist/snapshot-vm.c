@@ -6,6 +6,7 @@
 #include "monitor.h"
 #include "process.h"
 #include "snapshot-dir.h"
+#include "test-hook.h"
 #include "virt-error.h"
 
 static char *api_socket(struct vsnap_domain *dom, int *state, uint64_t *ram_bytes)
@@ -19,21 +20,23 @@ static char *api_socket(struct vsnap_domain *dom, int *state, uint64_t *ram_byte
 }
 
 static bool snapshot_paused(struct vsnap_domain *dom, const char *api, uint64_t ram_bytes,
-                            const char *dir, const char *parent_dir, GError **error)
+                            const char *dir, const char *parent_dir, bool *refused,
+                            GError **error)
 {
     g_autofree char *url = snapdir_url(dir);
     g_autofree char *parent_url = parent_dir ? snapdir_url(parent_dir) : NULL;
-    if (!monitor_vm_snapshot(api, url, parent_url, ram_bytes, error)) {
+    if (!monitor_vm_snapshot(api, url, parent_url, ram_bytes, refused, error)) {
         process_kill_if_stuck(dom, error ? *error : NULL);
         return false;
     }
+    test_hook("snapshot-written");
     /* The shim just wrote the layer with the checksums of what it read from
      * RAM: seal it, so reverts check its data again only if the file changes. */
     return snapdir_seal(dir, error);
 }
 
-bool vmsnap_take(struct vsnap_domain *dom, const char *dir, const char *parent_dir,
-                 GError **error)
+static bool take(struct vsnap_domain *dom, const char *dir, const char *parent_dir,
+                 bool *refused, GError **error)
 {
     int state;
     uint64_t ram_bytes;
@@ -47,7 +50,8 @@ bool vmsnap_take(struct vsnap_domain *dom, const char *dir, const char *parent_d
         process_kill_if_stuck(dom, error ? *error : NULL);
         return false;
     }
-    bool ok = snapshot_paused(dom, api, ram_bytes, dir, parent_dir, error);
+    test_hook("snapshot-paused");
+    bool ok = snapshot_paused(dom, api, ram_bytes, dir, parent_dir, refused, error);
     g_autoptr(GError) resume_error = NULL;
     if (was_running && !monitor_vm_resume(api, &resume_error)) {
         process_kill_if_stuck(dom, resume_error);
@@ -59,6 +63,12 @@ bool vmsnap_take(struct vsnap_domain *dom, const char *dir, const char *parent_d
         }
     }
     return ok;
+}
+
+bool vmsnap_take(struct vsnap_domain *dom, const char *dir, const char *parent_dir,
+                 GError **error)
+{
+    return take(dom, dir, parent_dir, NULL, error);
 }
 
 /* What a refused diff left in dir goes; dir is empty again for a full one. */
@@ -80,9 +90,18 @@ bool vmsnap_take_diff_or_full(struct vsnap_domain *dom, const char *dir, const c
     *is_diff = false;
     if (base_dir) {
         g_autoptr(GError) diff_error = NULL;
-        if (vmsnap_take(dom, dir, base_dir, &diff_error)) {
+        bool refused = false;
+        if (take(dom, dir, base_dir, &refused, &diff_error)) {
             *is_diff = true;
             return true;
+        }
+        /* Only a diff the shim refused (it cannot take one on that base) is
+         * taken again in full: a shim that failed at it, died or did not
+         * answer would fail the full one too, and its error is the one to
+         * report. */
+        if (!refused) {
+            g_propagate_error(error, g_steal_pointer(&diff_error));
+            return false;
         }
         g_message("domain %s: the shim refused a diff on %s (%s); taking a full snapshot",
                   dom->name, base_dir, diff_error->message);

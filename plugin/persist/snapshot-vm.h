@@ -15,6 +15,8 @@ bool vmsnap_take(struct vsnap_domain *dom, const char *dir, const char *parent_d
 
 /* A diff on base_dir when given and the shim takes one, else a full snapshot
  * (always right: the shim may refuse a diff, e.g. when its dirty log was
- * reset). *is_diff says which was taken. */
+ * reset). Only a refusal (HTTP 4xx) leads to the full one: the error of a
+ * diff that failed otherwise (the shim died, the disk is full) is reported
+ * as it is. *is_diff says which was taken. */
 bool vmsnap_take_diff_or_full(struct vsnap_domain *dom, const char *dir, const char *base_dir,
                               bool *is_diff, GError **error);

@@ -11,6 +11,7 @@
 #include "snapshot-dir.h"
 #include "snapshot-tree.h"
 #include "snapshot-vm.h"
+#include "test-hook.h"
 #include "virt-error.h"
 
 static struct snapshot_tree *load(struct vsnap_driver *drv, struct vsnap_domain *dom,
@@ -177,7 +178,9 @@ static bool take_layers(struct vsnap_domain *dom, struct snapshot_entry *e,
         return false;
     e->full = !is_diff;
     e->layer_parent = is_diff ? g_strdup(base->id) : NULL;
-    return true;
+    /* Recorded, so a revert knows the directory still holds this snapshot. */
+    e->memory_id = snapdir_layer_id(e->dir, error);
+    return e->memory_id != NULL;
 }
 
 static bool record(struct vsnap_driver *drv, struct vsnap_domain *dom, struct snapshot_tree *tree,
@@ -225,7 +228,8 @@ static bool stop_for_snapshot(struct vsnap_driver *drv, struct vsnap_domain *dom
 static void discard_new_snapshot(struct vsnap_domain *dom, struct snapshot_entry *e)
 {
     g_autoptr(GError) error = NULL;
-    if (!snapdir_remove(e->dir, &error)) {
+    /* A shim that died half-way left its partial directory too. */
+    if (!snapdir_remove_with_partials(e->dir, &error)) {
         g_warning("domain %s: after a failed snapshot: %s", dom->name, error->message);
         g_clear_error(&error);
     }
@@ -254,11 +258,16 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
     if (!e)
         return NULL;
     g_mutex_lock(&dom->lock);
-    guint64 ram = dom->def->memory_kib * 1024;
+    struct domain_job job = {
+        .operation = VIR_DOMAIN_JOB_OPERATION_SNAPSHOT, .total = dom->def->memory_kib * 1024,
+        .watch_dir = e->dir, .resume = state == SNAPSHOT_STATE_RUNNING,
+    };
     g_mutex_unlock(&dom->lock);
-    bool taken = domain_job_begin(dom, VIR_DOMAIN_JOB_OPERATION_SNAPSHOT, ram, e->dir, error);
-    taken = taken && take_layers(dom, e, base, error);
+    /* Recorded before the VM is paused: a daemon that dies meanwhile leaves
+     * the next one what it needs to resume it (persist/recovery.c). */
+    bool taken = domain_job_begin(dom, &job, error) && take_layers(dom, e, base, error);
     domain_job_end(dom);
+    test_hook("snapshot-taken");
     if (!taken || !record(drv, dom, tree, e, def, state, error)) {
         discard_new_snapshot(dom, e);
         return NULL;
@@ -496,7 +505,7 @@ static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
         return false;
     g_autoptr(domain_def) def = snapshot_domain(drv, dom, e, error);
     /* Everything that can be checked is checked before the domain is touched. */
-    if (!def || !snapdir_check_chain(e->dir, error)) {
+    if (!def || !snapdir_check_chain(e->dir, e->memory_id, error)) {
         g_prefix_error(error, "cannot revert to snapshot '%s': ", name);
         return false;
     }
@@ -574,6 +583,23 @@ bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
     bool ok = delete_locked(drv, dom, name, flags, error);
     g_mutex_unlock(&dom->job);
     return ok;
+}
+
+/* ---- start-up ---- */
+
+void snapshot_recover(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->job);
+    domain_job_recover(dom);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(snapshot_tree) tree = load(drv, dom, &error);
+    /* Snapshots the shim finished but nobody recorded, partial directories
+     * of ones it never finished. */
+    if (tree)
+        snapshot_tree_remove_unfinished(tree);
+    else
+        g_warning("domain %s: %s", dom->name, error->message);
+    g_mutex_unlock(&dom->job);
 }
 
 /* ---- hooks ---- */

@@ -22,6 +22,8 @@ struct rpc_client *rpc_client_new(struct rpc_server *server, int fd, bool readon
     client->readonly = readonly_socket;
     client->uid = uid;
     client->pid = pid;
+    client->peer.uid = uid;
+    client->peer.gid = (gid_t)-1;   /* no group until SO_PEERCRED says so */
     g_mutex_init(&client->lock);
     return client;
 }
@@ -38,16 +40,29 @@ void rpc_client_unref(struct rpc_client *client)
         return;
     if (client->fd >= 0)
         close(client->fd);
-    g_free(client->msg);
+    g_free(client->body);
     g_mutex_clear(&client->lock);
     g_free(client);
+}
+
+void rpc_client_set_peer_groups(struct rpc_client *client, gid_t gid, const gid_t *groups,
+                                int ngroups)
+{
+    client->peer.gid = gid;
+    client->peer.ngroups = CLAMP(ngroups, 0, CALLER_MAX_GROUPS);
+    memcpy(client->peer.groups, groups, sizeof(gid_t) * client->peer.ngroups);
+}
+
+const struct caller *rpc_client_caller(struct rpc_client *client)
+{
+    return client->readonly_socket ? &client->peer : &caller_daemon;
 }
 
 void rpc_client_set_opened(struct rpc_client *client, bool readonly)
 {
     g_mutex_lock(&client->lock);
-    client->opened = true;
     client->readonly = client->readonly_socket || readonly;
+    g_atomic_int_set(&client->opened, 1);
     g_mutex_unlock(&client->lock);
 }
 
@@ -61,10 +76,7 @@ bool rpc_client_is_readonly(struct rpc_client *client)
 
 bool rpc_client_is_opened(struct rpc_client *client)
 {
-    g_mutex_lock(&client->lock);
-    bool opened = client->opened;
-    g_mutex_unlock(&client->lock);
-    return opened;
+    return g_atomic_int_get(&client->opened) != 0;
 }
 
 /* Serialise length word + header + body. The buffer grows until the packet

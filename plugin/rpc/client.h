@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "caller.h"
 #include "wire.h"
 
 struct rpc_server;
@@ -27,21 +28,26 @@ struct rpc_client {
     bool readonly_socket;    /* accepted on -sock-ro */
     uid_t uid;               /* SO_PEERCRED */
     pid_t pid;
+    struct caller peer;      /* SO_PEERCRED + SO_PEERGROUPS, as opened files see it */
 
     GMutex lock;             /* protects the fields below and socket writes */
     bool closed;
-    bool opened;             /* CONNECT_OPEN succeeded */
     bool readonly;           /* read-only socket or VIR_CONNECT_RO */
 
-    gint calls_in_flight;    /* queued or running calls (atomic) */
+    /* Atomic, not under lock: the main loop reads them for every packet,
+     * while a worker may hold lock for a whole send to a slow client. */
+    gint opened;             /* CONNECT_OPEN succeeded */
+    gint calls_in_flight;    /* queued or running calls */
 
     /* Reading state: main loop only. */
     GSource *source;         /* NULL while reading_paused */
     bool reading_paused;     /* calls_in_flight reached the limit */
-    uint8_t len_buf[RPC_LEN_WORD_SIZE];
-    size_t len_have;
-    uint8_t *msg;            /* header + body, length word excluded */
-    size_t msg_len, msg_have;
+    uint8_t head[RPC_LEN_WORD_SIZE + RPC_HEADER_SIZE];   /* length word + header */
+    size_t head_have;
+    struct wire_header hdr;  /* decoded once head is complete */
+    uint8_t *body;           /* grows as the body arrives */
+    size_t body_len, body_have, body_cap;
+    size_t charged;          /* bytes of body counted against the read-only clients' share */
 };
 
 /* Accepted on fd (taken) from peer uid/pid; one reference. */
@@ -68,6 +74,13 @@ void rpc_client_close(struct rpc_client *client);
  * the code in front, as virsh users know it. */
 bool rpc_send_error_reply(struct rpc_client *client, const struct wire_header *call_hdr,
                           int code, int domain, const char *message);
+
+/* The peer's gid and supplementary groups (SO_PEERCRED, SO_PEERGROUPS). */
+void rpc_client_set_peer_groups(struct rpc_client *client, gid_t gid, const gid_t *groups,
+                                int ngroups);
+/* Whose credentials a file the client names is opened with: the daemon's
+ * for clients of the read-write socket (its owner), else the peer's own. */
+const struct caller *rpc_client_caller(struct rpc_client *client);
 
 /* Mark the client read-only / opened (used by CONNECT_OPEN). */
 void rpc_client_set_opened(struct rpc_client *client, bool readonly);

@@ -10,7 +10,20 @@
 struct vsnap_driver;
 struct rpc_server;
 
-struct rpc_server *rpc_server_new(struct vsnap_driver *driver);
+/* What libvirtd bounds, with its names (virtvsnapd.conf documents each). */
+struct rpc_limits {
+    unsigned max_clients;            /* connections on both sockets */
+    unsigned max_anonymous_clients;  /* read-only connections not yet opened */
+    unsigned reserved_rw_clients;    /* places read-only connections never take */
+    unsigned max_client_requests;    /* calls queued or running per connection */
+    unsigned max_workers;            /* threads running read-write clients' calls */
+    unsigned max_readonly_workers;   /* threads running read-only clients' calls */
+};
+void rpc_limits_init(struct rpc_limits *limits);
+/* G_KEY_FILE_ERROR_INVALID_VALUE naming the setting that is out of range. */
+bool rpc_limits_check(const struct rpc_limits *limits, GError **error);
+
+struct rpc_server *rpc_server_new(struct vsnap_driver *driver, const struct rpc_limits *limits);
 void rpc_server_free(struct rpc_server *server);
 
 /* Create, bind and listen on path (mode 0700 for read-write sockets in

@@ -451,7 +451,8 @@ static bool do_restore_flags(struct rpc_call *call, struct restore_flags_args *a
 static bool do_save_image_xml(struct rpc_call *call, struct file_flags_args *a,
                               struct wire_string_value *r, GError **error)
 {
-    g_autofree char *xml = save_image_xml(call->driver, a->file, a->flags, error);
+    g_autofree char *xml =
+        save_image_xml(call->driver, rpc_client_caller(call->client), a->file, a->flags, error);
     if (xml)
         r->value = strdup(xml);
     return xml != NULL;

@@ -11,7 +11,8 @@
 #include "config/vm-config-json.h"
 
 struct raw_options {
-    char *kernel, *initramfs, *cmdline, *memory, *cpus, *serial, *console, *vsock;
+    char *kernel, *initramfs, *cmdline, *memory, *cpus, *serial, *console, *vsock, *rng, *platform;
+    char **disks; /* one --disk each */
 };
 
 static void raw_options_clear(struct raw_options *raw)
@@ -24,6 +25,9 @@ static void raw_options_clear(struct raw_options *raw)
     g_free(raw->serial);
     g_free(raw->console);
     g_free(raw->vsock);
+    g_free(raw->rng);
+    g_free(raw->platform);
+    g_strfreev(raw->disks);
 }
 
 static bool set_mode_with_value(struct console_config *out, enum console_mode mode,
@@ -135,12 +139,13 @@ bool cli_parse_cpus(const char *spec, struct cpus_config *out, GError **error)
 
 bool cli_parse_vsock(const char *spec, struct vsock_config *out, GError **error)
 {
-    static const char *const keys[] = { "cid", "socket", "readiness_port", NULL };
+    static const char *const keys[] = { "cid", "socket", "readiness_port", "notify_port", NULL };
     g_autoptr(option_list) opts = option_list_parse("--vsock", spec, keys, error);
-    uint64_t cid = 0, port = out->readiness_port;
+    uint64_t cid = 0, port = out->readiness_port, notify_port = out->notify_port;
 
     if (!opts || !get_uint(opts, "--vsock", "cid", UINT32_MAX, &cid, error) ||
-        !get_uint(opts, "--vsock", "readiness_port", UINT32_MAX, &port, error))
+        !get_uint(opts, "--vsock", "readiness_port", UINT32_MAX, &port, error) ||
+        !get_uint(opts, "--vsock", "notify_port", UINT32_MAX, &notify_port, error))
         return false;
     if (!option_list_has(opts, "cid") || !option_list_has(opts, "socket")) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "--vsock: cid= and socket= are required");
@@ -149,8 +154,116 @@ bool cli_parse_vsock(const char *spec, struct vsock_config *out, GError **error)
     out->present = true;
     out->cid = (uint32_t)cid;
     out->readiness_port = (uint32_t)port;
+    out->notify_port = (uint32_t)notify_port;
     g_free(out->socket);
     out->socket = g_strdup(option_list_get(opts, "socket"));
+    return true;
+}
+
+/* Cloud Hypervisor's --rng src=<path>; vsnap adds a byte rate limit. */
+bool cli_parse_rng(const char *spec, struct rng_config *out, GError **error)
+{
+    static const char *const keys[] = { "src", "bw_size", "bw_one_time_burst", "bw_refill_time", NULL };
+    g_autoptr(option_list) opts = option_list_parse("--rng", spec, keys, error);
+    if (!opts || !get_uint(opts, "--rng", "bw_size", UINT64_MAX, &out->bandwidth.size, error) ||
+        !get_uint(opts, "--rng", "bw_one_time_burst", UINT64_MAX, &out->bandwidth.one_time_burst, error) ||
+        !get_uint(opts, "--rng", "bw_refill_time", UINT64_MAX, &out->bandwidth.refill_time_ms, error))
+        return false;
+    out->present = true;
+    g_free(out->src);
+    const char *src = option_list_get(opts, "src");
+    out->src = g_strdup(src && *src ? src : VSNAP_DEFAULT_RNG_SOURCE);
+    return true;
+}
+
+/* Cloud Hypervisor's --platform serial_number=..,uuid=..,oem_strings=[a,b]. */
+bool cli_parse_platform(const char *spec, struct platform_config *out, GError **error)
+{
+    static const char *const keys[] = { "serial_number", "uuid", "oem_strings", NULL };
+    g_autoptr(option_list) opts = option_list_parse("--platform", spec, keys, error);
+    if (!opts)
+        return false;
+    const char *serial = option_list_get(opts, "serial_number");
+    const char *uuid = option_list_get(opts, "uuid");
+    const char *oem = option_list_get(opts, "oem_strings");
+    if (serial) {
+        g_free(out->serial_number);
+        out->serial_number = g_strdup(serial);
+    }
+    if (uuid) {
+        g_free(out->uuid);
+        out->uuid = g_strdup(uuid);
+    }
+    if (oem) {
+        char **list = parse_list(oem, error);
+        if (!list) {
+            g_prefix_error(error, "--platform oem_strings=: ");
+            return false;
+        }
+        g_strfreev(out->oem_strings);
+        out->oem_strings = list;
+    }
+    return true;
+}
+
+static void get_string(const struct option_list *opts, const char *key, char **out)
+{
+    const char *value = option_list_get(opts, key);
+    if (value) {
+        g_free(*out);
+        *out = g_strdup(value);
+    }
+}
+
+/* Cloud Hypervisor spells image types in lower case on its command line. */
+static void set_image_type(const struct option_list *opts, struct disk_config *out)
+{
+    const char *value = option_list_get(opts, "image_type");
+    if (!value)
+        return;
+    g_free(out->image_type);
+    out->image_type = g_ascii_strcasecmp(value, "raw") == 0 ? g_strdup("Raw") : g_strdup(value);
+}
+
+bool cli_parse_disk(const char *spec, struct disk_config *out, GError **error)
+{
+    static const char *const keys[] = { "path", "readonly", "direct", "sparse", "id", "serial",
+                                        "num_queues", "queue_size", "image_type", NULL };
+    g_autoptr(option_list) opts = option_list_parse("--disk", spec, keys, error);
+    uint64_t queues = out->num_queues, size = out->queue_size;
+
+    if (!opts || !get_bool(opts, "--disk", "readonly", &out->readonly, error) ||
+        !get_bool(opts, "--disk", "direct", &out->direct, error) ||
+        !get_bool(opts, "--disk", "sparse", &out->sparse, error) ||
+        !get_uint(opts, "--disk", "num_queues", UINT32_MAX, &queues, error) ||
+        !get_uint(opts, "--disk", "queue_size", UINT32_MAX, &size, error))
+        return false;
+    if (!option_list_has(opts, "path") || !*option_list_get(opts, "path")) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "--disk: path= is required");
+        return false;
+    }
+    get_string(opts, "path", &out->path);
+    get_string(opts, "id", &out->id);
+    get_string(opts, "serial", &out->serial);
+    set_image_type(opts, out);
+    out->num_queues = (uint32_t)queues;
+    out->queue_size = (uint32_t)size;
+    return true;
+}
+
+static bool add_disks(char **specs, struct vm_config *cfg, GError **error)
+{
+    for (char **spec = specs; spec && *spec; spec++) {
+        struct disk_config disk;
+        disk_config_init(&disk);
+        bool ok = cli_parse_disk(*spec, &disk, error);
+        if (ok)
+            vm_config_add_disk(cfg, &disk);
+        disk_config_clear(&disk);
+        if (!ok)
+            return false;
+    }
+    vm_config_name_disks(cfg);
     return true;
 }
 
@@ -198,7 +311,10 @@ static bool build_direct_config(const struct raw_options *raw, struct shim_optio
         (raw->cpus && !cli_parse_cpus(raw->cpus, &cfg->cpus, error)) ||
         (raw->serial && !cli_parse_console("--serial", raw->serial, &cfg->serial, error)) ||
         (raw->console && !cli_parse_console("--console", raw->console, &cfg->console, error)) ||
-        (raw->vsock && !cli_parse_vsock(raw->vsock, &cfg->vsock, error)))
+        (raw->vsock && !cli_parse_vsock(raw->vsock, &cfg->vsock, error)) ||
+        (raw->rng && !cli_parse_rng(raw->rng, &cfg->rng, error)) ||
+        (raw->platform && !cli_parse_platform(raw->platform, &cfg->platform, error)) ||
+        !add_disks(raw->disks, cfg, error))
         return false;
     if (!vm_config_validate(cfg, error))
         return false;
@@ -212,10 +328,10 @@ static bool check_direct_options(const struct raw_options *raw, GError **error)
     if (raw->kernel)
         return true;
     if (raw->initramfs || raw->cmdline || raw->memory || raw->cpus || raw->serial ||
-        raw->console || raw->vsock) {
+        raw->console || raw->vsock || raw->rng || raw->platform || raw->disks) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
-                    "--initramfs, --cmdline, --memory, --cpus, --serial, --console and --vsock "
-                    "need --kernel (or send them in vm.create)");
+                    "--initramfs, --cmdline, --memory, --cpus, --serial, --console, --vsock, --rng, "
+                    "--platform and --disk need --kernel (or send them in vm.create)");
         return false;
     }
     return true;
@@ -242,9 +358,16 @@ static GOptionContext *make_context(struct shim_options *out, struct raw_options
         { "serial", 0, 0, G_OPTION_ARG_STRING, &raw->serial, "Serial port output",
           "off|null|tty|pty|file=<path>|socket=<path>" },
         { "console", 0, 0, G_OPTION_ARG_STRING, &raw->console,
-          "virtio-console output (vsnap: off or null only)", "off|null" },
+          "virtio-console output (default tty)", "off|null|tty|pty|file=<path>|socket=<path>" },
         { "vsock", 0, 0, G_OPTION_ARG_STRING, &raw->vsock, "virtio-vsock device",
-          "cid=<n>,socket=<path>[,readiness_port=<n>]" },
+          "cid=<n>,socket=<path>[,readiness_port=<n>][,notify_port=<n>]" },
+        { "rng", 0, 0, G_OPTION_ARG_STRING, &raw->rng, "virtio-rng device",
+          "src=</dev/urandom>[,bw_size=<bytes>,bw_refill_time=<ms>[,bw_one_time_burst=<bytes>]]" },
+        { "platform", 0, 0, G_OPTION_ARG_STRING, &raw->platform, "SMBIOS system identity",
+          "[serial_number=<text>][,uuid=<uuid>][,oem_strings=[<text>,...]]" },
+        { "disk", 0, 0, G_OPTION_ARG_STRING_ARRAY, &raw->disks, "virtio-blk disk (repeat for more)",
+          "path=<raw image|block device>[,readonly=on][,direct=on][,sparse=off][,id=<id>][,serial=<s>]"
+          "[,num_queues=<n>][,queue_size=<n>][,image_type=raw]" },
         { NULL },
     };
     GOptionContext *context = g_option_context_new("- a KVM VMM with Cloud Hypervisor's API");

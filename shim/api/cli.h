@@ -30,3 +30,7 @@ bool cli_parse_console(const char *option, const char *spec, struct console_conf
 bool cli_parse_memory(const char *spec, struct memory_config *out, GError **error);
 bool cli_parse_cpus(const char *spec, struct cpus_config *out, GError **error);
 bool cli_parse_vsock(const char *spec, struct vsock_config *out, GError **error);
+bool cli_parse_rng(const char *spec, struct rng_config *out, GError **error);
+bool cli_parse_platform(const char *spec, struct platform_config *out, GError **error);
+/* --disk path=...,readonly=on,...: fills out (start from disk_config_init). */
+bool cli_parse_disk(const char *spec, struct disk_config *out, GError **error);

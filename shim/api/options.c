@@ -61,6 +61,29 @@ static bool add_pair(struct option_list *list, const char *option, const char *i
     return false;
 }
 
+/* Split at commas outside [...]: Cloud Hypervisor's lists, such as
+ * oem_strings=[a,b], are one value. NULL when the brackets do not balance. */
+static char **split_items(const char *spec)
+{
+    g_autoptr(GStrvBuilder) items = g_strv_builder_new();
+    g_autoptr(GString) item = g_string_new(NULL);
+    int depth = 0;
+    for (const char *p = spec;; p++) {
+        if (*p == '\0' || (*p == ',' && depth == 0)) {
+            g_strv_builder_add(items, item->str);
+            g_string_truncate(item, 0);
+            if (*p == '\0')
+                break;
+            continue;
+        }
+        depth += *p == '[' ? 1 : *p == ']' ? -1 : 0;
+        if (depth < 0)
+            return NULL;
+        g_string_append_c(item, *p);
+    }
+    return depth == 0 ? g_strv_builder_end(items) : NULL;
+}
+
 struct option_list *option_list_parse(const char *option, const char *spec,
                                       const char *const *allowed, GError **error)
 {
@@ -72,7 +95,11 @@ struct option_list *option_list_parse(const char *option, const char *spec,
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "%s: empty value", option);
         return NULL;
     }
-    g_auto(GStrv) items = g_strsplit(spec, ",", -1);
+    g_auto(GStrv) items = split_items(spec);
+    if (!items) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "%s: unbalanced '[' or ']' in '%s'", option, spec);
+        return NULL;
+    }
     for (char **item = items; *item; item++) {
         if (!**item) {
             g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
@@ -177,4 +204,17 @@ bool parse_bool(const char *text, bool *out, GError **error)
     }
     g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "'%s' is not on/off", text ? text : "");
     return false;
+}
+
+char **parse_list(const char *text, GError **error)
+{
+    size_t len = strlen(text);
+    if (len < 2 || text[0] != '[' || text[len - 1] != ']') {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "'%s' is not a list: write [a,b,...]", text);
+        return NULL;
+    }
+    if (len == 2)
+        return g_new0(char *, 1);
+    g_autofree char *inner = g_strndup(text + 1, len - 2);
+    return g_strsplit(inner, ",", -1);
 }

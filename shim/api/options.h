@@ -27,3 +27,6 @@ bool parse_size(const char *text, uint64_t *out, GError **error);
 bool parse_uint(const char *text, uint64_t max, uint64_t *out, GError **error);
 /* on/off, true/false, yes/no, 1/0 */
 bool parse_bool(const char *text, bool *out, GError **error);
+/* "[a,b,c]" -> {"a", "b", "c", NULL}; "[]" -> {NULL}. NULL with an error
+ * when the brackets are missing. */
+char **parse_list(const char *text, GError **error);

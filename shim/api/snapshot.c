@@ -13,6 +13,7 @@
 
 #include "api/routes.h"
 #include "api/snapshot-body.h"
+#include "json/bounded-json.h"
 #include "persist/persist.h"
 
 #define MAX_BLOCK_SIZE (2u << 20)
@@ -27,7 +28,7 @@ static JsonObject *parse_body(GBytes *body, const char *endpoint, GError **error
         return NULL;
     }
     g_autoptr(GError) local = NULL;
-    if (!json_parser_load_from_data(parser, text, (gssize)len, &local)) {
+    if (!bounded_json_load_data(parser, text, len, API_MAX_BODY_BYTES, &local)) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "%s: bad JSON: %s", endpoint, local->message);
         return NULL;
     }

@@ -11,9 +11,10 @@ static void handle_ping(struct api_request *req)
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "build_version");
-    json_builder_add_string_value(b, "vsnap-shim v" VSNAP_VERSION);
+    json_builder_add_string_value(b, "vsnap-shim v" VSNAP_VERSION " (Cloud Hypervisor API v" VSNAP_CH_API_VERSION ")");
+    /* Cloud Hypervisor's clients compare this with its releases. */
     json_builder_set_member_name(b, "version");
-    json_builder_add_string_value(b, VSNAP_VERSION);
+    json_builder_add_string_value(b, VSNAP_CH_API_VERSION);
     json_builder_set_member_name(b, "pid");
     json_builder_add_int_value(b, getpid());
     json_builder_set_member_name(b, "features");

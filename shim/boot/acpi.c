@@ -12,7 +12,7 @@
 
 #include "boot-internal.h"
 
-#define ACPI_TABLES_END 0x100000ull
+#define ACPI_TABLES_END BOOT_ACPI_TABLES_END
 #define OEM_ID "VSNAP "
 #define OEM_TABLE_ID "MICROVM "
 #define CREATOR_ID "VSNP"
@@ -212,6 +212,9 @@ static void fadt_fixed_hardware(struct acpi_fadt *f)
     f->x_pm1a_evt_blk = io_register(ACPI_PM1A_EVT_PORT, 4, GAS_ACCESS_WORD);
     f->x_pm1a_cnt_blk = io_register(ACPI_PM1A_CNT_PORT, 2, GAS_ACCESS_WORD);
     f->x_pm_tmr_blk = io_register(ACPI_PM_TMR_PORT, 4, GAS_ACCESS_DWORD);
+    f->gpe0_blk = ACPI_GPE0_PORT;
+    f->gpe0_blk_len = ACPI_GPE0_LEN;
+    f->x_gpe0_blk = io_register(ACPI_GPE0_PORT, ACPI_GPE0_LEN, GAS_ACCESS_BYTE);
     f->reset_reg = io_register(ACPI_RESET_PORT, 1, GAS_ACCESS_BYTE);
     f->reset_value = ACPI_RESET_VALUE;
 }
@@ -308,7 +311,8 @@ bool acpi_write_tables(struct guest_memory *mem, unsigned ncpus, GError **error)
     bool ok = true;
     if (BOOT_ACPI_TABLES + area.bytes->len > ACPI_TABLES_END) {
         g_set_error(error, BOOT_ERROR, BOOT_ERROR_NO_ROOM,
-                    "ACPI tables for %u vCPUs (%u bytes) do not fit below 1 MiB", ncpus, area.bytes->len);
+                    "ACPI tables for %u vCPUs (%u bytes) do not fit below 0x%llx", ncpus, area.bytes->len,
+                    ACPI_TABLES_END);
         ok = false;
     }
     ok = ok && boot_copy_to_guest(mem, BOOT_ACPI_TABLES, area.bytes->data, area.bytes->len, "ACPI tables", error) &&

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "boot.h"
+#include "vsnap-config.h"
 
 /* x86 Linux has taken 2048-byte command lines since forever; an ELF vmlinux
  * carries no header to say otherwise. */

@@ -26,6 +26,9 @@
 #define BOOT_MPTABLE_ADDR  0x9fc00ull  /* EBDA: where Linux looks for the MP table */
 #define BOOT_ACPI_RSDP     0xe0000ull  /* BIOS area: Linux scans 0xe0000-0xfffff */
 #define BOOT_ACPI_TABLES   0xe1000ull
+#define BOOT_ACPI_TABLES_END 0xef000ull /* then the VM generation ID and SMBIOS */
+#define BOOT_VMGENID_ADDR  0xef000ull  /* 16 bytes, the VM generation ID (devices/vmgenid.c) */
+#define BOOT_SMBIOS_ENTRY  0xf0000ull  /* SMBIOS 3.0 entry point, the table after it, to 1 MiB */
 #define BOOT_KERNEL_ADDR   0x100000ull /* 1 MiB, bzImage protected-mode code */
 
 /* ACPI fixed-hardware I/O ports (declared in the FADT, served by devices/acpi-pm.c). */
@@ -34,6 +37,9 @@
 #define ACPI_PM_TMR_PORT   0x608       /* PM timer: 4 bytes */
 #define ACPI_RESET_PORT    0x60c       /* FADT RESET_REG, write ACPI_RESET_VALUE */
 #define ACPI_RESET_VALUE   0x1
+#define ACPI_GPE0_PORT     0x610       /* GPE0_BLK: status (2 bytes) + enable (2 bytes) */
+#define ACPI_GPE0_LEN      4
+#define ACPI_GPE_VMGENID   0           /* GPE 0: the VM generation ID changed (\_GPE._E00) */
 #define ACPI_SCI_IRQ       9
 #define ACPI_S5_SLP_TYP    5           /* the value \_S5 declares */
 #define ACPI_PM1_PWRBTN_STS (1u << 8)
@@ -62,11 +68,21 @@ enum boot_error {
     BOOT_ERROR_KVM,      /* a vCPU ioctl failed */
 };
 
+/* What the guest reads in SMBIOS (smbios.c). Strings may be NULL: the
+ * shim's own vendor and product then, or nothing. */
+struct boot_smbios {
+    const char *manufacturer, *product_name, *version, *serial_number, *sku_number, *family;
+    uint8_t uuid[16];            /* in the textual order; all zero: not set */
+    char *const *oem_strings;    /* NULL-terminated, or NULL */
+    unsigned ncpus;
+};
+
 struct boot_input {
     const char *kernel_path;
     const char *initramfs_path; /* NULL: none */
     const char *cmdline;        /* NULL: empty */
     unsigned ncpus;
+    const struct boot_smbios *smbios; /* NULL: the shim's defaults */
 };
 
 /* What the BSP needs to start. */
@@ -104,3 +120,11 @@ bool boot_set_irq_routing(int vm_fd, GError **error);
 /* Tables, exposed for unit tests and for the loader. */
 bool mptable_write(struct guest_memory *mem, unsigned ncpus, GError **error);
 bool acpi_write_tables(struct guest_memory *mem, unsigned ncpus, GError **error);
+bool smbios_write(struct guest_memory *mem, const struct boot_smbios *in, GError **error);
+/* The structure table alone, without the entry point (g_byte_array_unref it). */
+GByteArray *smbios_build_table(const struct boot_smbios *in, GError **error);
+
+/* Who the machine says it is when the config does not say. */
+#define SMBIOS_VENDOR "vsnap"
+#define SMBIOS_PRODUCT "vsnap microVM"
+#define SMBIOS_BIOS_DATE "01/01/2025" /* mm/dd/yyyy: there is no BIOS; a fixed date keeps tables reproducible */

@@ -171,7 +171,10 @@ bool boot_load_linux(struct guest_memory *mem, const struct boot_input *in,
         return false;
     if (!bootparams_write(mem, &kernel, initramfs_addr, initramfs_size, error))
         return false;
-    if (!mptable_write(mem, in->ncpus, error) || !acpi_write_tables(mem, in->ncpus, error))
+    struct boot_smbios defaults = { .ncpus = in->ncpus };
+    const struct boot_smbios *smbios = in->smbios ? in->smbios : &defaults;
+    if (!mptable_write(mem, in->ncpus, error) || !acpi_write_tables(mem, in->ncpus, error) ||
+        !smbios_write(mem, smbios, error))
         return false;
     boot_write_gdt_and_page_tables(mem);
 

@@ -11,9 +11,13 @@ unsigned shim_error_http_status(const GError *error)
     case SHIM_ERROR_UNSUPPORTED:
         return 400;
     case SHIM_ERROR_NOT_CREATED:
+    case SHIM_ERROR_NOT_FOUND:
         return 404;
+    case SHIM_ERROR_CONFLICT:
+        return 409;
     case SHIM_ERROR_WRONG_STATE:
         return 405;
+    case SHIM_ERROR_ALREADY_CREATED:
     case SHIM_ERROR_FAILED:
         break;
     }

@@ -13,10 +13,20 @@
 #include "config/vm-config.h"
 
 #define VSNAP_DEFAULT_READINESS_PORT 1024
+#define VSNAP_DEFAULT_NOTIFY_PORT 1025
+#define VSNAP_DEFAULT_RNG_SOURCE "/dev/urandom"
 
 /* Parse and validate (vm_config_validate) a VmConfig. */
 struct vm_config *vm_config_from_json(JsonNode *root, GError **error);
 struct vm_config *vm_config_from_json_text(const char *text, gssize len, GError **error);
+
+/* vm.add-disk's body: one DiskConfig (unknown or unsupported fields refused).
+ * Only parsed: vm_config_validate checks it once it joined a config. */
+bool disk_config_from_json_text(const char *text, gssize len, struct disk_config *out, GError **error);
+/* The disk's image exists, is a regular file or a block device of at least one
+ * sector, and opens for reading (and writing unless readonly). field names it
+ * in the error ("disks[0].path"). */
+bool disk_config_check_image(const struct disk_config *disk, const char *field, GError **error);
 
 /* Value checks that do not depend on JSON (also used by the command line). */
 bool vm_config_validate(const struct vm_config *cfg, GError **error);

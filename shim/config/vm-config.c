@@ -9,13 +9,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config/disk-config-internal.h"
 #include "config/shim-error.h"
+#include "json/bounded-json.h"
 
 /* ---- struct vm_config ---------------------------------------------------- */
 
-/* Cloud Hypervisor's defaults (1 vCPU, 512 MiB, serial Null), except the
- * console: Cloud Hypervisor's default is Tty on a virtio-console, which vsnap
- * does not have, so the console is Off. */
+/* Cloud Hypervisor's defaults: 1 vCPU, 512 MiB, serial Null, the
+ * virtio-console on Tty (the shim's stdout, and its stdin when that is a
+ * terminal or a pipe). */
 struct vm_config *vm_config_new_default(void)
 {
     struct vm_config *cfg = g_new0(struct vm_config, 1);
@@ -23,8 +25,9 @@ struct vm_config *vm_config_new_default(void)
     cfg->cpus.max_vcpus = 1;
     cfg->memory.size = 512ull << 20;
     cfg->serial.mode = CONSOLE_MODE_NULL;
-    cfg->console.mode = CONSOLE_MODE_OFF;
+    cfg->console.mode = CONSOLE_MODE_TTY;
     cfg->vsock.readiness_port = VSNAP_DEFAULT_READINESS_PORT;
+    cfg->vsock.notify_port = VSNAP_DEFAULT_NOTIFY_PORT;
     return cfg;
 }
 
@@ -41,6 +44,35 @@ static void console_config_clear(struct console_config *c)
     g_clear_pointer(&c->socket, g_free);
 }
 
+static void smbios_system_copy(struct smbios_system_config *to, const struct smbios_system_config *from)
+{
+    to->manufacturer = g_strdup(from->manufacturer);
+    to->product_name = g_strdup(from->product_name);
+    to->version = g_strdup(from->version);
+    to->sku_number = g_strdup(from->sku_number);
+    to->family = g_strdup(from->family);
+}
+
+static void platform_config_copy(struct platform_config *to, const struct platform_config *from)
+{
+    to->uuid = g_strdup(from->uuid);
+    to->serial_number = g_strdup(from->serial_number);
+    to->oem_strings = g_strdupv(from->oem_strings);
+    smbios_system_copy(&to->system, &from->system);
+}
+
+static void platform_config_clear(struct platform_config *p)
+{
+    g_clear_pointer(&p->uuid, g_free);
+    g_clear_pointer(&p->serial_number, g_free);
+    g_clear_pointer(&p->oem_strings, g_strfreev);
+    g_clear_pointer(&p->system.manufacturer, g_free);
+    g_clear_pointer(&p->system.product_name, g_free);
+    g_clear_pointer(&p->system.version, g_free);
+    g_clear_pointer(&p->system.sku_number, g_free);
+    g_clear_pointer(&p->system.family, g_free);
+}
+
 struct vm_config *vm_config_copy(const struct vm_config *cfg)
 {
     struct vm_config *copy = g_memdup2(cfg, sizeof(*cfg));
@@ -51,6 +83,11 @@ struct vm_config *vm_config_copy(const struct vm_config *cfg)
     console_config_copy(&copy->serial, &cfg->serial);
     console_config_copy(&copy->console, &cfg->console);
     copy->vsock.socket = g_strdup(cfg->vsock.socket);
+    copy->rng.src = g_strdup(cfg->rng.src);
+    platform_config_copy(&copy->platform, &cfg->platform);
+    copy->disks = g_new0(struct disk_config, cfg->ndisks);
+    for (unsigned i = 0; i < cfg->ndisks; i++)
+        disk_config_copy(&copy->disks[i], &cfg->disks[i]);
     return copy;
 }
 
@@ -65,6 +102,11 @@ void vm_config_free(struct vm_config *cfg)
     console_config_clear(&cfg->serial);
     console_config_clear(&cfg->console);
     g_free(cfg->vsock.socket);
+    g_free(cfg->rng.src);
+    platform_config_clear(&cfg->platform);
+    for (unsigned i = 0; i < cfg->ndisks; i++)
+        disk_config_clear(&cfg->disks[i]);
+    g_free(cfg->disks);
     g_free(cfg);
 }
 
@@ -98,8 +140,10 @@ enum field_kind {
     FIELD_U64,
     FIELD_U32,
     FIELD_BOOL,
+    FIELD_STRV,        /* char **, an array of strings, null allowed */
     FIELD_MODE,        /* enum console_mode, spelled as Cloud Hypervisor does */
     FIELD_OBJECT,
+    FIELD_DISKS,       /* the disks array: struct disk_config each */
     FIELD_UNSUPPORTED, /* Cloud Hypervisor has it; vsnap accepts only its "unset" value */
 };
 
@@ -108,7 +152,7 @@ enum field_kind {
 struct field {
     const char *name;
     enum field_kind kind;
-    size_t offset;                /* into struct vm_config */
+    size_t offset;                /* into the struct being filled (vm_config, disk_config) */
     const struct field *members;  /* FIELD_OBJECT, NULL-name terminated */
     size_t presence;              /* FIELD_OBJECT: bool set when the object is given */
 };
@@ -117,6 +161,7 @@ struct field {
 #define LEAF(n, k, member) { .name = n, .kind = k, .offset = CFG(member) }
 #define UNSUPPORTED(n) { .name = n, .kind = FIELD_UNSUPPORTED }
 #define OBJECT(n, m, p) { .name = n, .kind = FIELD_OBJECT, .members = m, .presence = p }
+#define DISK(n, k, member) { .name = n, .kind = k, .offset = offsetof(struct disk_config, member) }
 
 static const struct field payload_fields[] = {
     LEAF("kernel", FIELD_STRING, payload.kernel),
@@ -167,7 +212,65 @@ static const struct field vsock_fields[] = {
     LEAF("cid", FIELD_U32, vsock.cid),
     LEAF("socket", FIELD_STRING, vsock.socket),
     LEAF("readiness_port", FIELD_U32, vsock.readiness_port),
+    LEAF("notify_port", FIELD_U32, vsock.notify_port),
     UNSUPPORTED("iommu"), UNSUPPORTED("pci_segment"), UNSUPPORTED("id"),
+    { 0 },
+};
+
+static const struct field bandwidth_fields[] = {
+    LEAF("size", FIELD_U64, rng.bandwidth.size),
+    LEAF("one_time_burst", FIELD_U64, rng.bandwidth.one_time_burst),
+    LEAF("refill_time", FIELD_U64, rng.bandwidth.refill_time_ms),
+    { 0 },
+};
+
+static const struct field rate_limiter_fields[] = {
+    OBJECT("bandwidth", bandwidth_fields, NO_PRESENCE),
+    UNSUPPORTED("ops"),
+    { 0 },
+};
+
+static const struct field rng_fields[] = {
+    LEAF("src", FIELD_STRING, rng.src),
+    OBJECT("rate_limiter", rate_limiter_fields, NO_PRESENCE),
+    UNSUPPORTED("iommu"),
+    { 0 },
+};
+
+static const struct field smbios_system_fields[] = {
+    LEAF("manufacturer", FIELD_STRING, platform.system.manufacturer),
+    LEAF("product_name", FIELD_STRING, platform.system.product_name),
+    LEAF("version", FIELD_STRING, platform.system.version),
+    LEAF("sku_number", FIELD_STRING, platform.system.sku_number),
+    LEAF("family", FIELD_STRING, platform.system.family),
+    { 0 },
+};
+
+static const struct field platform_fields[] = {
+    LEAF("uuid", FIELD_STRING, platform.uuid),
+    LEAF("serial_number", FIELD_STRING, platform.serial_number),
+    LEAF("oem_strings", FIELD_STRV, platform.oem_strings),
+    OBJECT("system", smbios_system_fields, NO_PRESENCE),
+    UNSUPPORTED("num_pci_segments"), UNSUPPORTED("iommu_segments"), UNSUPPORTED("iommu_address_width"),
+    UNSUPPORTED("tdx"), UNSUPPORTED("sev_snp"),
+    { 0 },
+};
+
+/* Cloud Hypervisor's DiskConfig (vmm/src/api/openapi/cloud-hypervisor.yaml). */
+static const struct field disk_fields[] = {
+    DISK("path", FIELD_STRING, path),
+    DISK("readonly", FIELD_BOOL, readonly),
+    DISK("direct", FIELD_BOOL, direct),
+    DISK("sparse", FIELD_BOOL, sparse),
+    DISK("id", FIELD_STRING, id),
+    DISK("serial", FIELD_STRING, serial),
+    DISK("num_queues", FIELD_U32, num_queues),
+    DISK("queue_size", FIELD_U32, queue_size),
+    DISK("image_type", FIELD_STRING, image_type),
+    UNSUPPORTED("iommu"), UNSUPPORTED("vhost_user"), UNSUPPORTED("vhost_socket"),
+    UNSUPPORTED("rate_limiter_config"), UNSUPPORTED("pci_segment"), UNSUPPORTED("pci_device_id"),
+    UNSUPPORTED("rate_limit_group"), UNSUPPORTED("queue_affinity"), UNSUPPORTED("backing_files"),
+    UNSUPPORTED("lock_granularity"),
     { 0 },
 };
 
@@ -178,12 +281,15 @@ static const struct field vm_config_fields[] = {
     OBJECT("serial", serial_fields, NO_PRESENCE),
     OBJECT("console", console_fields, NO_PRESENCE),
     OBJECT("vsock", vsock_fields, CFG(vsock.present)),
-    UNSUPPORTED("disks"), UNSUPPORTED("net"), UNSUPPORTED("rng"), UNSUPPORTED("balloon"),
+    OBJECT("rng", rng_fields, CFG(rng.present)),
+    OBJECT("platform", platform_fields, NO_PRESENCE),
+    { .name = "disks", .kind = FIELD_DISKS, .members = disk_fields },
+    UNSUPPORTED("net"), UNSUPPORTED("balloon"),
     UNSUPPORTED("fs"), UNSUPPORTED("pmem"), UNSUPPORTED("debug_console"),
     UNSUPPORTED("devices"), UNSUPPORTED("user_devices"), UNSUPPORTED("vdpa"),
     UNSUPPORTED("sgx_epc"), UNSUPPORTED("numa"), UNSUPPORTED("iommu"),
     UNSUPPORTED("watchdog"), UNSUPPORTED("pvpanic"), UNSUPPORTED("pci_segments"),
-    UNSUPPORTED("platform"), UNSUPPORTED("tpm"), UNSUPPORTED("landlock_enable"),
+    UNSUPPORTED("tpm"), UNSUPPORTED("landlock_enable"),
     UNSUPPORTED("landlock_rules"), UNSUPPORTED("rate_limit_groups"),
     UNSUPPORTED("preserved_fds"), UNSUPPORTED("ivshmem"),
     UNSUPPORTED("generic_vhost_user"),
@@ -259,6 +365,27 @@ static bool parse_string_field(JsonNode *node, const char *path, char **slot, GE
     return true;
 }
 
+static bool parse_strv_field(JsonNode *node, const char *path, char ***slot, GError **error)
+{
+    if (JSON_NODE_HOLDS_NULL(node)) {
+        g_clear_pointer(slot, g_strfreev);
+        return true;
+    }
+    if (!JSON_NODE_HOLDS_ARRAY(node))
+        return invalid(error, path, "expected an array of strings");
+    JsonArray *array = json_node_get_array(node);
+    g_autoptr(GStrvBuilder) builder = g_strv_builder_new();
+    for (guint i = 0; i < json_array_get_length(array); i++) {
+        JsonNode *item = json_array_get_element(array, i);
+        if (!is_value_of(item, G_TYPE_STRING))
+            return invalid(error, path, "expected an array of strings");
+        g_strv_builder_add(builder, json_node_get_string(item));
+    }
+    g_strfreev(*slot);
+    *slot = g_strv_builder_end(builder);
+    return true;
+}
+
 static bool parse_mode_field(JsonNode *node, const char *path, enum console_mode *slot,
                              GError **error)
 {
@@ -270,12 +397,35 @@ static bool parse_mode_field(JsonNode *node, const char *path, enum console_mode
 }
 
 static bool parse_object(JsonNode *node, const struct field *fields, const char *prefix,
-                         struct vm_config *cfg, GError **error);
+                         void *target, GError **error);
+
+/* disks: an array of DiskConfig objects; null or [] is no disk. */
+static bool parse_disks(JsonNode *node, const struct field *fields, const char *path,
+                        struct vm_config *cfg, GError **error)
+{
+    if (JSON_NODE_HOLDS_NULL(node))
+        return true;
+    if (!JSON_NODE_HOLDS_ARRAY(node))
+        return invalid(error, path, "expected an array of disk objects");
+    JsonArray *array = json_node_get_array(node);
+    for (guint i = 0; i < json_array_get_length(array); i++) {
+        g_autofree char *item = g_strdup_printf("%s[%u]", path, i);
+        struct disk_config disk;
+        disk_config_init(&disk);
+        bool ok = parse_object(json_array_get_element(array, i), fields, item, &disk, error);
+        if (ok)
+            vm_config_add_disk(cfg, &disk);
+        disk_config_clear(&disk);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
 
 static bool parse_leaf(JsonNode *node, const struct field *f, const char *path,
-                       struct vm_config *cfg, GError **error)
+                       void *target, GError **error)
 {
-    char *base = (char *)cfg + f->offset;
+    char *base = (char *)target + f->offset;
     uint64_t value;
 
     switch (f->kind) {
@@ -295,12 +445,16 @@ static bool parse_leaf(JsonNode *node, const struct field *f, const char *path,
         return true;
     case FIELD_MODE:
         return parse_mode_field(node, path, (enum console_mode *)base, error);
+    case FIELD_STRV:
+        return parse_strv_field(node, path, (char ***)base, error);
     case FIELD_OBJECT:
         if (f->presence != NO_PRESENCE && !JSON_NODE_HOLDS_NULL(node))
-            *(bool *)((char *)cfg + f->presence) = true;
+            *(bool *)((char *)target + f->presence) = true;
         if (f->presence != NO_PRESENCE && JSON_NODE_HOLDS_NULL(node))
             return true;
-        return parse_object(node, f->members, path, cfg, error);
+        return parse_object(node, f->members, path, target, error);
+    case FIELD_DISKS:
+        return parse_disks(node, f->members, path, target, error);
     case FIELD_UNSUPPORTED:
         if (is_unset_value(node))
             return true;
@@ -312,7 +466,7 @@ static bool parse_leaf(JsonNode *node, const struct field *f, const char *path,
 }
 
 static bool parse_object(JsonNode *node, const struct field *fields, const char *prefix,
-                         struct vm_config *cfg, GError **error)
+                         void *target, GError **error)
 {
     if (!JSON_NODE_HOLDS_OBJECT(node)) {
         if (prefix)
@@ -331,7 +485,7 @@ static bool parse_object(JsonNode *node, const struct field *fields, const char 
             g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "unknown field '%s'", path);
             return false;
         }
-        if (!parse_leaf(member, f, path, cfg, error))
+        if (!parse_leaf(member, f, path, target, error))
             return false;
     }
     return true;
@@ -365,27 +519,57 @@ struct vm_config *vm_config_from_json(JsonNode *root, GError **error)
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "missing field 'vsock.cid'");
         return NULL;
     }
+    if (cfg->rng.present && !cfg->rng.src)
+        cfg->rng.src = g_strdup(VSNAP_DEFAULT_RNG_SOURCE);
+    vm_config_name_disks(cfg);
     if (!vm_config_validate(cfg, error))
         return NULL;
     return g_steal_pointer(&cfg);
 }
 
-struct vm_config *vm_config_from_json_text(const char *text, gssize len, GError **error)
+/* A VmConfig is a few hundred bytes; as a vm.create body it is at most 1 MiB. */
+#define VM_CONFIG_TEXT_MAX_BYTES (1u << 20)
+
+static JsonNode *parse_text(JsonParser *parser, const char *text, gssize len, const char *what,
+                            GError **error)
 {
-    g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) parse_error = NULL;
 
-    if (!json_parser_load_from_data(parser, text, len, &parse_error)) {
+    if (len < 0)
+        len = (gssize)strlen(text);
+    if (!bounded_json_load_data(parser, text, (size_t)len, VM_CONFIG_TEXT_MAX_BYTES, &parse_error)) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the body is not valid JSON: %s",
                     parse_error->message);
         return NULL;
     }
     JsonNode *root = json_parser_get_root(parser);
-    if (!root) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the body is empty: a VmConfig is required");
-        return NULL;
+    if (!root)
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the body is empty: a %s is required", what);
+    return root;
+}
+
+bool disk_config_from_json_text(const char *text, gssize len, struct disk_config *out, GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonNode *root = parse_text(parser, text, len, "DiskConfig", error);
+    if (!root)
+        return false;
+    if (!JSON_NODE_HOLDS_OBJECT(root)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the DiskConfig must be a JSON object");
+        return false;
     }
-    return vm_config_from_json(root, error);
+    disk_config_init(out);
+    if (parse_object(root, disk_fields, NULL, out, error))
+        return true;
+    disk_config_clear(out);
+    return false;
+}
+
+struct vm_config *vm_config_from_json_text(const char *text, gssize len, GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonNode *root = parse_text(parser, text, len, "VmConfig", error);
+    return root ? vm_config_from_json(root, error) : NULL;
 }
 
 /* ---- checks ---------------------------------------------------------------- */
@@ -440,6 +624,59 @@ static bool check_vsock(const struct vsock_config *v, GError **error)
         return invalid(error, "vsock.socket", "required");
     if (v->readiness_port == 0)
         return invalid(error, "vsock.readiness_port", "must not be 0");
+    if (v->notify_port == 0)
+        return invalid(error, "vsock.notify_port", "must not be 0");
+    if (v->notify_port == v->readiness_port)
+        return invalid(error, "vsock.notify_port", "must differ from vsock.readiness_port");
+    return true;
+}
+
+static bool check_rng(const struct rng_config *r, GError **error)
+{
+    if (!r->present)
+        return true;
+    if (!r->src || !*r->src)
+        return invalid(error, "rng.src", "required");
+    if (r->bandwidth.size && r->bandwidth.refill_time_ms == 0)
+        return invalid(error, "rng.rate_limiter.bandwidth.refill_time", "must not be 0 when size is set");
+    return true;
+}
+
+/* 32 hex digits, with or without the four dashes of the textual form. */
+static bool is_uuid_text(const char *text)
+{
+    unsigned digits = 0;
+    for (const char *p = text; *p; p++) {
+        if (g_ascii_isxdigit(*p))
+            digits++;
+        else if (*p != '-')
+            return false;
+    }
+    return digits == 32 && strlen(text) <= 36;
+}
+
+/* SMBIOS strings end at a NUL and an empty one cannot be told from "none". */
+static bool check_smbios_string(const char *value, const char *path, GError **error)
+{
+    if (value && !*value)
+        return invalid(error, path, "must not be empty (leave it out instead)");
+    return true;
+}
+
+static bool check_platform(const struct platform_config *p, GError **error)
+{
+    if (p->uuid && !is_uuid_text(p->uuid))
+        return invalid(error, "platform.uuid", "expected a UUID (32 hex digits, dashes allowed)");
+    if (!check_smbios_string(p->serial_number, "platform.serial_number", error) ||
+        !check_smbios_string(p->system.manufacturer, "platform.system.manufacturer", error) ||
+        !check_smbios_string(p->system.product_name, "platform.system.product_name", error) ||
+        !check_smbios_string(p->system.version, "platform.system.version", error) ||
+        !check_smbios_string(p->system.sku_number, "platform.system.sku_number", error) ||
+        !check_smbios_string(p->system.family, "platform.system.family", error))
+        return false;
+    for (char **s = p->oem_strings; s && *s; s++)
+        if (!check_smbios_string(*s, "platform.oem_strings", error))
+            return false;
     return true;
 }
 
@@ -451,13 +688,15 @@ bool vm_config_validate(const struct vm_config *cfg, GError **error)
     }
     if (!check_memory(&cfg->memory, error) || !check_cpus(&cfg->cpus, error) ||
         !check_console(&cfg->serial, "serial", error) ||
-        !check_console(&cfg->console, "console", error) || !check_vsock(&cfg->vsock, error))
+        !check_console(&cfg->console, "console", error) || !check_vsock(&cfg->vsock, error) ||
+        !check_rng(&cfg->rng, error) || !check_platform(&cfg->platform, error) ||
+        !vm_config_check_disks(cfg, error))
         return false;
-    /* There is no virtio-console: only the 16550 serial port carries output. */
-    if (cfg->console.mode != CONSOLE_MODE_OFF && cfg->console.mode != CONSOLE_MODE_NULL) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED,
-                    "field 'console.mode' %s is not supported by vsnap yet (no virtio-console): "
-                    "use Off and the serial port", console_mode_to_string(cfg->console.mode));
+    /* As Cloud Hypervisor: one terminal cannot feed two devices' input. */
+    if (cfg->console.mode == CONSOLE_MODE_TTY && cfg->serial.mode == CONSOLE_MODE_TTY) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "invalid field 'console.mode': Tty for both serial and console (one of them may use "
+                    "the terminal; the console's default is Tty, so give it another mode)");
         return false;
     }
     return true;
@@ -487,6 +726,11 @@ bool vm_config_check_files(const struct vm_config *cfg, GError **error)
     if (cfg->payload.initramfs &&
         !check_readable_file(cfg->payload.initramfs, "payload.initramfs", error))
         return false;
+    for (unsigned i = 0; i < cfg->ndisks; i++) {
+        g_autofree char *field = g_strdup_printf("disks[%u].path", i);
+        if (!disk_config_check_image(&cfg->disks[i], field, error))
+            return false;
+    }
     return true;
 }
 
@@ -534,6 +778,56 @@ static void add_vsock(JsonBuilder *b, const struct vsock_config *v)
     add_int(b, "cid", v->cid);
     add_string(b, "socket", v->socket);
     add_int(b, "readiness_port", v->readiness_port);
+    add_int(b, "notify_port", v->notify_port);
+    json_builder_end_object(b);
+}
+
+static void add_rng(JsonBuilder *b, const struct rng_config *r)
+{
+    json_builder_set_member_name(b, "rng");
+    if (!r->present) {
+        json_builder_add_null_value(b);
+        return;
+    }
+    json_builder_begin_object(b);
+    add_string(b, "src", r->src);
+    if (r->bandwidth.size) {
+        json_builder_set_member_name(b, "rate_limiter");
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "bandwidth");
+        json_builder_begin_object(b);
+        add_int(b, "size", (gint64)r->bandwidth.size);
+        add_int(b, "one_time_burst", (gint64)r->bandwidth.one_time_burst);
+        add_int(b, "refill_time", (gint64)r->bandwidth.refill_time_ms);
+        json_builder_end_object(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_object(b);
+}
+
+static void add_platform(JsonBuilder *b, const struct platform_config *p)
+{
+    json_builder_set_member_name(b, "platform");
+    json_builder_begin_object(b);
+    add_string(b, "uuid", p->uuid);
+    add_string(b, "serial_number", p->serial_number);
+    json_builder_set_member_name(b, "oem_strings");
+    if (p->oem_strings) {
+        json_builder_begin_array(b);
+        for (char **s = p->oem_strings; *s; s++)
+            json_builder_add_string_value(b, *s);
+        json_builder_end_array(b);
+    } else {
+        json_builder_add_null_value(b);
+    }
+    json_builder_set_member_name(b, "system");
+    json_builder_begin_object(b);
+    add_string(b, "manufacturer", p->system.manufacturer);
+    add_string(b, "product_name", p->system.product_name);
+    add_string(b, "version", p->system.version);
+    add_string(b, "sku_number", p->system.sku_number);
+    add_string(b, "family", p->system.family);
+    json_builder_end_object(b);
     json_builder_end_object(b);
 }
 
@@ -567,6 +861,17 @@ JsonNode *vm_config_to_json(const struct vm_config *cfg)
     add_console(b, "serial", &cfg->serial);
     add_console(b, "console", &cfg->console);
     add_vsock(b, &cfg->vsock);
+    add_rng(b, &cfg->rng);
+    add_platform(b, &cfg->platform);
+    json_builder_set_member_name(b, "disks");
+    if (cfg->ndisks == 0) {
+        json_builder_add_null_value(b); /* as Cloud Hypervisor shows a VM without disks */
+    } else {
+        json_builder_begin_array(b);
+        for (unsigned i = 0; i < cfg->ndisks; i++)
+            disk_config_add_json(b, &cfg->disks[i]);
+        json_builder_end_array(b);
+    }
     json_builder_end_object(b);
     return json_builder_get_root(b);
 }

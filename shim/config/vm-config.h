@@ -13,6 +13,15 @@
 #define VSNAP_MIN_MEMORY (16ull << 20)
 #define VSNAP_MAX_MEMORY (64ull << 30)
 #define VSNAP_MAX_VCPUS 64
+/* virtio-mmio devices a VM can have (vsock, console, rng and every disk): one
+ * free ISA interrupt line each (devices/virtio-mmio.c). */
+#define VSNAP_MAX_VIRTIO_DEVICES 8
+/* Queues and queue entries a disk may ask for (num_queues, queue_size). */
+#define VSNAP_DISK_MAX_QUEUES 4
+#define VSNAP_DISK_MAX_QUEUE_SIZE 256
+#define VSNAP_DISK_DEFAULT_QUEUE_SIZE 128
+/* virtio-blk's GET_ID answers at most this many bytes of the serial. */
+#define VSNAP_DISK_SERIAL_MAX 20
 
 /* Cloud Hypervisor's ConsoleOutputMode, in its spelling. */
 enum console_mode {
@@ -54,6 +63,52 @@ struct vsock_config {
     uint32_t cid;
     char *socket;
     uint32_t readiness_port; /* vsnap extension, default 1024 */
+    uint32_t notify_port;    /* vsnap extension, default 1025: systemd's sd_notify (vmm.notify_socket) */
+};
+
+/* A token bucket, Cloud Hypervisor's and Firecracker's TokenBucketConfig:
+ * size bytes, refilled every refill_time ms, plus a one-time burst. size 0:
+ * no limit. */
+struct token_bucket_config {
+    uint64_t size;
+    uint64_t one_time_burst;
+    uint64_t refill_time_ms;
+};
+
+/* Cloud Hypervisor's RngConfig: a virtio-rng device fed from src. */
+struct rng_config {
+    bool present;
+    char *src;                          /* default /dev/urandom */
+    struct token_bucket_config bandwidth; /* vsnap extension: rate_limiter.bandwidth */
+};
+
+/* SMBIOS type 1 strings beyond Cloud Hypervisor's uuid and serial number
+ * (vsnap extension platform.system, from libvirt's <sysinfo><system>); NULL:
+ * the shim's own. */
+struct smbios_system_config {
+    char *manufacturer, *product_name, *version, *sku_number, *family;
+};
+
+/* Cloud Hypervisor's PlatformConfig, the parts that describe the machine to
+ * the guest in SMBIOS. */
+struct platform_config {
+    char *uuid;          /* SMBIOS type 1 UUID, "xxxxxxxx-xxxx-..." (NULL: all zero) */
+    char *serial_number; /* SMBIOS type 1 serial (cloud-init's NoCloud reads ds=nocloud;s=... here) */
+    char **oem_strings;  /* SMBIOS type 11, NULL-terminated, NULL: none */
+    struct smbios_system_config system;
+};
+
+/* One of Cloud Hypervisor's DiskConfig: a raw image file or a block device. */
+struct disk_config {
+    char *path;
+    bool readonly;
+    bool direct;         /* O_DIRECT: no host page cache */
+    bool sparse;         /* default true: DISCARD punches holes, WRITE_ZEROES may unmap */
+    char *id;            /* unique; "_disk<n>" when not given, as Cloud Hypervisor names them */
+    char *serial;        /* NULL: GET_ID answers the id */
+    uint32_t num_queues; /* 1 .. VSNAP_DISK_MAX_QUEUES */
+    uint32_t queue_size; /* power of two, up to VSNAP_DISK_MAX_QUEUE_SIZE */
+    char *image_type;    /* NULL or "Raw": the only format vsnap reads */
 };
 
 struct vm_config {
@@ -63,6 +118,10 @@ struct vm_config {
     struct console_config serial;
     struct console_config console;
     struct vsock_config vsock;
+    struct rng_config rng;
+    struct platform_config platform;
+    struct disk_config *disks; /* ndisks of them, in the guest's order */
+    unsigned ndisks;
 };
 
 struct vm_config *vm_config_new_default(void);
@@ -72,3 +131,18 @@ typedef struct vm_config vm_config; /* for g_autoptr(vm_config) */
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(vm_config, vm_config_free)
 
 const char *console_mode_to_string(enum console_mode mode);
+
+/* A disk with Cloud Hypervisor's defaults (num_queues 1, queue_size 128,
+ * sparse) and no path. */
+void disk_config_init(struct disk_config *disk);
+void disk_config_copy(struct disk_config *to, const struct disk_config *from);
+void disk_config_clear(struct disk_config *disk);
+/* Append a copy of disk to cfg's disks. */
+void vm_config_add_disk(struct vm_config *cfg, const struct disk_config *disk);
+/* Remove the disk with this id; false if there is none. */
+bool vm_config_remove_disk(struct vm_config *cfg, const char *id);
+/* Give every disk without an id the first free "_disk<n>" (Cloud Hypervisor's
+ * names), in order. */
+void vm_config_name_disks(struct vm_config *cfg);
+/* The disk with this id, or NULL. */
+const struct disk_config *vm_config_find_disk(const struct vm_config *cfg, const char *id);

@@ -17,12 +17,15 @@
 G_STATIC_ASSERT(ACPI_PM1A_EVT_PORT >= ACPI_PM_PORT_BASE);
 G_STATIC_ASSERT(ACPI_PM_TMR_PORT + 4 <= ACPI_PM_PORT_BASE + ACPI_PM_PORT_COUNT);
 G_STATIC_ASSERT(ACPI_RESET_PORT < ACPI_PM_PORT_BASE + ACPI_PM_PORT_COUNT);
+G_STATIC_ASSERT(ACPI_GPE0_PORT + ACPI_GPE0_LEN <= ACPI_PM_PORT_BASE + ACPI_PM_PORT_COUNT);
 
 #define PM1_STS_OFFSET (ACPI_PM1A_EVT_PORT - ACPI_PM_PORT_BASE)
 #define PM1_EN_OFFSET (PM1_STS_OFFSET + 2)
 #define PM1_CNT_OFFSET (ACPI_PM1A_CNT_PORT - ACPI_PM_PORT_BASE)
 #define PM_TMR_OFFSET (ACPI_PM_TMR_PORT - ACPI_PM_PORT_BASE)
 #define RESET_OFFSET (ACPI_RESET_PORT - ACPI_PM_PORT_BASE)
+#define GPE0_STS_OFFSET (ACPI_GPE0_PORT - ACPI_PM_PORT_BASE)
+#define GPE0_EN_OFFSET (GPE0_STS_OFFSET + ACPI_GPE0_LEN / 2)
 
 #define PM1_CNT_SCI_EN 0x0001   /* always set: the machine is in ACPI mode from the start */
 #define PM1_CNT_SLP_TYP_SHIFT 10
@@ -35,6 +38,7 @@ struct acpi_pm {
     struct acpi_pm_callbacks cb;
     bool sci_level;
     uint16_t sts, en, cnt;
+    uint16_t gpe_sts, gpe_en;
 };
 
 uint32_t acpi_pm_timer_ticks(uint64_t monotonic_ns)
@@ -53,7 +57,7 @@ static uint32_t timer_now(void)
 
 static void update_sci_locked(struct acpi_pm *pm)
 {
-    bool level = (pm->sts & pm->en) != 0;
+    bool level = (pm->sts & pm->en) != 0 || (pm->gpe_sts & pm->gpe_en) != 0;
     if (level != pm->sci_level) {
         pm->sci_level = level;
         irq_line_set(&pm->sci, level);
@@ -74,6 +78,12 @@ static uint8_t read_byte_locked(struct acpi_pm *pm, unsigned offset, uint32_t ti
         return (uint8_t)((pm->cnt | PM1_CNT_SCI_EN) >> (8 * (offset - PM1_CNT_OFFSET)));
     case PM_TMR_OFFSET ... PM_TMR_OFFSET + 3:
         return (uint8_t)(timer >> (8 * (offset - PM_TMR_OFFSET)));
+    case GPE0_STS_OFFSET:
+    case GPE0_STS_OFFSET + 1:
+        return (uint8_t)(pm->gpe_sts >> (8 * (offset - GPE0_STS_OFFSET)));
+    case GPE0_EN_OFFSET:
+    case GPE0_EN_OFFSET + 1:
+        return (uint8_t)(pm->gpe_en >> (8 * (offset - GPE0_EN_OFFSET)));
     }
     return offset == RESET_OFFSET ? 0 : 0xff;
 }
@@ -116,6 +126,10 @@ static enum pm_action write_locked(struct acpi_pm *pm, unsigned offset, unsigned
         pm->sts &= ~(bits & mask & PM1_STS_WRITABLE); /* write 1 to clear */
     if (covered(offset, len, value, PM1_EN_OFFSET, &mask, &bits))
         pm->en = (pm->en & ~mask) | (bits & mask);
+    if (covered(offset, len, value, GPE0_STS_OFFSET, &mask, &bits))
+        pm->gpe_sts &= ~(bits & mask);
+    if (covered(offset, len, value, GPE0_EN_OFFSET, &mask, &bits))
+        pm->gpe_en = (pm->gpe_en & ~mask) | (bits & mask);
     if (covered(offset, len, value, PM1_CNT_OFFSET, &mask, &bits)) {
         uint16_t cnt = (pm->cnt & ~mask) | (bits & mask);
         unsigned slp_typ = (cnt & PM1_CNT_SLP_TYP_MASK) >> PM1_CNT_SLP_TYP_SHIFT;
@@ -146,6 +160,15 @@ void acpi_pm_press_power_button(struct acpi_pm *pm)
 {
     g_mutex_lock(&pm->lock);
     pm->sts |= ACPI_PM1_PWRBTN_STS;
+    update_sci_locked(pm);
+    g_mutex_unlock(&pm->lock);
+}
+
+void acpi_pm_raise_gpe(struct acpi_pm *pm, unsigned gpe)
+{
+    g_return_if_fail(gpe < 8 * ACPI_GPE0_LEN / 2);
+    g_mutex_lock(&pm->lock);
+    pm->gpe_sts |= (uint16_t)(1u << gpe);
     update_sci_locked(pm);
     g_mutex_unlock(&pm->lock);
 }
@@ -198,6 +221,8 @@ void acpi_pm_save_state(struct acpi_pm *pm, JsonBuilder *b)
     state_add_uint(b, "pm1_sts", pm->sts);
     state_add_uint(b, "pm1_en", pm->en);
     state_add_uint(b, "pm1_cnt", pm->cnt);
+    state_add_uint(b, "gpe0_sts", pm->gpe_sts);
+    state_add_uint(b, "gpe0_en", pm->gpe_en);
     json_builder_end_object(b);
     g_mutex_unlock(&pm->lock);
 }
@@ -209,10 +234,17 @@ bool acpi_pm_restore_state(struct acpi_pm *pm, JsonObject *obj, GError **error)
         !state_get_uint(obj, "pm1_en", 0xffff, &en, "acpi_pm", error) ||
         !state_get_uint(obj, "pm1_cnt", 0xffff, &cnt, "acpi_pm", error))
         return false;
+    uint64_t gpe_sts = 0, gpe_en = 0;
+    if ((json_object_has_member(obj, "gpe0_sts") &&
+         !state_get_uint(obj, "gpe0_sts", 0xffff, &gpe_sts, "acpi_pm", error)) ||
+        (json_object_has_member(obj, "gpe0_en") && !state_get_uint(obj, "gpe0_en", 0xffff, &gpe_en, "acpi_pm", error)))
+        return false;
     g_mutex_lock(&pm->lock);
     pm->sts = (uint16_t)sts;
     pm->en = (uint16_t)en;
     pm->cnt = (uint16_t)cnt;
+    pm->gpe_sts = (uint16_t)gpe_sts;
+    pm->gpe_en = (uint16_t)gpe_en;
     pm->sci_level = false; /* a fresh VM's line is low: raise it again if due */
     update_sci_locked(pm);
     g_mutex_unlock(&pm->lock);

@@ -1,4 +1,5 @@
-/* Console backends of the serial port. See serial-backend.h. */
+/* Console backends of the serial port and the virtio-console. See
+ * serial-backend.h. */
 #include "serial-backend.h"
 
 #include <errno.h>
@@ -315,21 +316,48 @@ void serial_backend_free(struct serial_backend *b)
     g_free(b);
 }
 
+/* Lock held. A reader that does not keep up (a full pty, a socket client that
+ * does not read) loses output rather than stalling the writer. */
+static void write_locked(struct serial_backend *b, const uint8_t *bytes, size_t len)
+{
+    if (b->mode == CONSOLE_MODE_SOCKET && b->client_fd >= 0) {
+        while (len > 0) {
+            ssize_t n = send(b->client_fd, bytes, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (n < 0 && errno == EINTR)
+                continue;
+            /* On a broken connection, shut it down: the input thread sees the
+             * hang-up and closes the fd it polls; closing it here would race. */
+            if (n < 0 && errno != EAGAIN)
+                shutdown(b->client_fd, SHUT_RDWR);
+            if (n <= 0)
+                return;
+            bytes += n;
+            len -= (size_t)n;
+        }
+    } else if (b->out_fd >= 0) {
+        while (len > 0) {
+            ssize_t n = write(b->out_fd, bytes, len);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                return;
+            bytes += n;
+            len -= (size_t)n;
+        }
+    }
+}
+
 void serial_backend_write(struct serial_backend *b, uint8_t byte)
 {
     g_mutex_lock(&b->lock);
-    if (b->mode == CONSOLE_MODE_SOCKET && b->client_fd >= 0) {
-        /* A client that does not read loses output rather than stalling the vCPU. */
-        /* On a broken connection, shut it down: the input thread sees the
-         * hang-up and closes the fd it polls; closing it here would race. */
-        if (send(b->client_fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
-            shutdown(b->client_fd, SHUT_RDWR);
-    } else if (b->out_fd >= 0) {
-        ssize_t r;
-        do {
-            r = write(b->out_fd, &byte, 1);
-        } while (r < 0 && errno == EINTR);
-    }
+    write_locked(b, &byte, 1);
+    g_mutex_unlock(&b->lock);
+}
+
+void serial_backend_write_bytes(struct serial_backend *b, const uint8_t *bytes, size_t len)
+{
+    g_mutex_lock(&b->lock);
+    write_locked(b, bytes, len);
     g_mutex_unlock(&b->lock);
 }
 

@@ -10,11 +10,23 @@
 #include <unistd.h>
 
 #include "bus.h"
+#include "config/vm-config.h"
 #include "memory.h"
 
 #define VIRTIO_MMIO_MAGIC 0x74726976u /* "virt" */
 #define VIRTIO_MMIO_VERSION_MODERN 2u
 #define VIRTIO_VENDOR_ID 0x534e5356u  /* "VSNS": any value is allowed */
+
+/* ISA lines nothing else uses (0-4, 8, 9 and 12 are the PIT's, the cascade's,
+ * the serial ports', the RTC's, the SCI's and the i8042's). */
+static const unsigned free_isa_gsis[VIRTIO_MMIO_MAX_DEVICES] = { 5, 6, 7, 10, 11, 13, 14, 15 };
+G_STATIC_ASSERT(VIRTIO_MMIO_MAX_DEVICES == VSNAP_MAX_VIRTIO_DEVICES);
+
+unsigned virtio_mmio_gsi(unsigned index)
+{
+    g_assert(index < VIRTIO_MMIO_MAX_DEVICES);
+    return free_isa_gsis[index];
+}
 
 static uint64_t offered_features(const struct virtio_mmio *t)
 {
@@ -124,6 +136,12 @@ static void set_queue_ready(struct virtio_mmio *t, struct virtq *q, uint32_t val
         return;
     }
     g_autoptr(GError) error = NULL;
+    if (q->size > t->ops->queue_size_max) {
+        g_autofree char *what = g_strdup_printf("queue size %u is above QueueNumMax %u", q->size,
+                                                t->ops->queue_size_max);
+        device_failed(t, what);
+        return;
+    }
     if (!virtq_validate(q, &error)) {
         device_failed(t, error->message);
         return;
@@ -274,9 +292,17 @@ bool virtio_mmio_init(struct virtio_mmio *t, const struct virtio_host *host, uns
 {
     memset(t, 0, sizeof *t);
     g_mutex_init(&t->lock);
+    for (unsigned i = 0; i < VIRTIO_MMIO_MAX_QUEUES; i++)
+        t->notify_fd[i] = -1;
+    t->irq_fd = -1;
+    if (index >= VIRTIO_MMIO_MAX_DEVICES) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NO_SPACE, "%s: virtio-mmio device %u: only %u fit", ops->name,
+                    index, VIRTIO_MMIO_MAX_DEVICES);
+        return false;
+    }
     t->host = *host;
     t->base = MMIO_VIRTIO_BASE + index * MMIO_VIRTIO_STRIDE;
-    t->gsi = VIRTIO_MMIO_GSI_BASE + index;
+    t->gsi = virtio_mmio_gsi(index);
     t->ops = ops;
     t->opaque = opaque;
     t->irq_fd = -1;
@@ -369,10 +395,10 @@ static bool get_int(JsonObject *obj, const char *name, uint64_t max, uint64_t *o
     return true;
 }
 
-static bool restore_queue(struct virtq *q, JsonObject *obj, unsigned index, GError **error)
+static bool restore_queue(struct virtq *q, JsonObject *obj, unsigned index, uint16_t size_max, GError **error)
 {
     uint64_t size, ready, desc, avail, used, last_avail, used_idx;
-    if (!get_int(obj, "size", VIRTQ_MAX_SIZE, &size, error) || !get_int(obj, "ready", 1, &ready, error) ||
+    if (!get_int(obj, "size", size_max, &size, error) || !get_int(obj, "ready", 1, &ready, error) ||
         !get_int(obj, "desc_gpa", G_MAXINT64, &desc, error) || !get_int(obj, "avail_gpa", G_MAXINT64, &avail, error) ||
         !get_int(obj, "used_gpa", G_MAXINT64, &used, error) ||
         !get_int(obj, "last_avail_idx", G_MAXUINT16, &last_avail, error) ||
@@ -417,7 +443,7 @@ bool virtio_mmio_restore_state(struct virtio_mmio *t, JsonObject *obj, GError **
             g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "virtio-mmio state: queue %u is not an object", i);
             return false;
         }
-        if (!restore_queue(&t->queues[i], json_node_get_object(qn), i, error))
+        if (!restore_queue(&t->queues[i], json_node_get_object(qn), i, t->ops->queue_size_max, error))
             return false;
     }
     t->device_features_sel = (uint32_t)dfs;

@@ -1,10 +1,12 @@
 /* virtio-mmio transport, virtio 1.x ("version 2" register layout, virtio spec
  * 4.2.2), for devices placed in the MMIO window of shim/memory.h.
  *
- * Device number i sits at MMIO_VIRTIO_BASE + i * MMIO_VIRTIO_STRIDE with GSI
- * VIRTIO_MMIO_GSI_BASE + i and is declared to Linux on the kernel command line
- * (virtio_mmio.device=4K@0xd0000000:5), as Firecracker does: no ACPI or device
- * tree is needed.
+ * Device number i sits at MMIO_VIRTIO_BASE + i * MMIO_VIRTIO_STRIDE with the
+ * i-th free ISA interrupt line (5, 6, 7, 10, 11, 13, 14, 15: the others are
+ * the PIT's, the serial port's, the RTC's, the SCI's and the i8042's; the MP
+ * table and MADT describe ISA lines only) and is declared to Linux on the
+ * kernel command line (virtio_mmio.device=4K@0xd0000000:5), as Firecracker
+ * does: no ACPI or device tree is needed.
  *
  * Threads: register accesses arrive on vCPU threads; the device model runs on
  * its own thread. Both hold `lock` while they touch transport or queue state.
@@ -23,7 +25,7 @@
 #include "virtio-host.h"
 #include "virtio-queue.h"
 
-#define VIRTIO_MMIO_GSI_BASE 5u /* 0-4, 8, 9, 12 are taken by the PIT, serial, RTC, SCI, i8042 */
+#define VIRTIO_MMIO_MAX_DEVICES 8u /* one free ISA line each */
 #define VIRTIO_MMIO_MAX_QUEUES 4u
 #define VIRTIO_MMIO_CONFIG_OFFSET 0x100u
 
@@ -65,8 +67,11 @@ struct virtio_mmio {
     int irq_fd;                            /* -1 when falling back to KVM_IRQ_LINE */
 };
 
-/* Set the transport up for device number index and register it on the
- * host's MMIO bus. */
+/* The GSI of device number index (< VIRTIO_MMIO_MAX_DEVICES). */
+unsigned virtio_mmio_gsi(unsigned index);
+
+/* Set the transport up for device number index (< VIRTIO_MMIO_MAX_DEVICES)
+ * and register it on the host's MMIO bus. */
 bool virtio_mmio_init(struct virtio_mmio *t, const struct virtio_host *host, unsigned index,
                       const struct virtio_device_ops *ops, void *opaque, GError **error);
 /* Unbind eventfds and close them. The bus registration stays (the bus goes

@@ -110,37 +110,53 @@ too_long:
     return false;
 }
 
+static void note_tail(struct virtq_chain *chain, const struct vring_desc *desc)
+{
+    chain->has_tail = true;
+    chain->tail_writable = desc->flags & VRING_DESC_F_WRITE;
+    chain->tail_gpa = desc->addr;
+    chain->tail_len = desc->len;
+}
+
 /* Walk the chain starting at head. Indirect descriptors are not offered
- * (VIRTIO_RING_F_INDIRECT_DESC is not negotiated), so they are refused. */
+ * (VIRTIO_RING_F_INDIRECT_DESC is not negotiated), so they are refused. A bad
+ * buffer does not end the walk: the rest is still followed (collecting
+ * nothing) so the chain's tail is known. */
 static bool walk_chain(const struct virtq *q, uint16_t head, struct virtq_chain *chain,
                        GError **error)
 {
     const struct vring_desc *table = gpa_ptr(q, q->desc_gpa, 16ull * q->size);
     uint16_t index = head;
+    bool ok = true;
     for (unsigned n = 0;; n++) {
         if (index >= q->size || n >= q->size) {
-            g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                        "descriptor index %u out of range or chain loops", index);
+            chain->has_tail = false;
+            if (ok)
+                g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                            "descriptor index %u out of range or chain loops", index);
             return false;
         }
         struct vring_desc desc = table[index];
         if (desc.flags & VRING_DESC_F_INDIRECT) {
-            g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-                        "indirect descriptors were not negotiated");
+            chain->has_tail = false;
+            if (ok)
+                g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                            "indirect descriptors were not negotiated");
             return false;
         }
+        note_tail(chain, &desc);
         void *host = desc.len ? gpa_ptr(q, desc.addr, desc.len) : NULL;
-        if (desc.len && !host) {
+        if (ok && desc.len && !host) {
             g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
                         "buffer 0x%" G_GINT64_MODIFIER "x+%u is not in guest RAM",
                         (uint64_t)desc.addr, desc.len);
-            return false;
+            ok = false;
         }
-        if (desc.len && !add_segment(chain, host, desc.addr, desc.len,
-                                     desc.flags & VRING_DESC_F_WRITE, error))
-            return false;
+        if (ok && desc.len && !add_segment(chain, host, desc.addr, desc.len,
+                                           desc.flags & VRING_DESC_F_WRITE, error))
+            ok = false;
         if (!(desc.flags & VRING_DESC_F_NEXT))
-            return true;
+            return ok;
         index = desc.next;
     }
 }
@@ -155,12 +171,28 @@ int virtq_pop(struct virtq *q, struct virtq_chain *chain, GError **error)
     chain->head = head;
     chain->nread = chain->nwrite = 0;
     chain->read_len = chain->write_len = 0;
+    chain->has_tail = false;
     if (head >= q->size) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
                     "available ring names descriptor %u of a %u-entry queue", head, q->size);
         return -1; /* chain->head stays out of range: virtq_push ignores it */
     }
     return walk_chain(q, head, chain, error) ? 1 : -1;
+}
+
+bool virtq_chain_write_tail_byte(struct virtq *q, const struct virtq_chain *chain, uint8_t value)
+{
+    if (!chain->has_tail || !chain->tail_writable || chain->tail_len == 0)
+        return false;
+    uint64_t gpa = chain->tail_gpa + chain->tail_len - 1;
+    if (gpa < chain->tail_gpa)
+        return false; /* the descriptor wraps around the address space */
+    uint8_t *byte = gpa_ptr(q, gpa, 1);
+    if (!byte)
+        return false;
+    *byte = value;
+    mark_dirty(q, gpa, 1);
+    return true;
 }
 
 void virtq_unpop(struct virtq *q)

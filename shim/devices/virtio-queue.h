@@ -44,6 +44,13 @@ struct virtq_chain {
     struct iovec write[VIRTQ_MAX_CHAIN];
     uint64_t write_gpa[VIRTQ_MAX_CHAIN];
     size_t read_len, write_len; /* totals */
+    /* The chain's last descriptor as walked, even when the chain is malformed
+     * (set unless the walk ended on a bad index, a loop or an indirect
+     * descriptor): where a device that must answer puts its status byte. */
+    bool has_tail;
+    bool tail_writable;
+    uint64_t tail_gpa;
+    uint32_t tail_len;
 };
 
 void virtq_reset(struct virtq *q, const struct virtio_host *host);
@@ -57,8 +64,8 @@ bool virtq_has_available(const struct virtq *q);
 
 /* Take the next chain. Returns 0 with nothing available, 1 with *chain filled,
  * -1 if the chain is malformed (set *error; the entry is consumed, and the
- * caller still returns it with virtq_push and length 0 so the driver gets its
- * descriptors back). */
+ * caller still returns it with virtq_push so the driver gets its descriptors
+ * back; nothing of it may be used but virtq_chain_write_tail_byte). */
 int virtq_pop(struct virtq *q, struct virtq_chain *chain, GError **error);
 
 /* Hand a chain back, with the number of bytes the device wrote into it. The
@@ -84,6 +91,12 @@ void virtq_set_notify_wanted(struct virtq *q, bool wanted);
 size_t virtq_chain_read(const struct virtq_chain *chain, size_t offset, void *dst, size_t len);
 size_t virtq_chain_write(struct virtq *q, const struct virtq_chain *chain, size_t offset,
                          const void *src, size_t len);
+
+/* Write value as the last byte of the chain's last descriptor, if that
+ * descriptor is device-writable and the byte is in guest RAM (marked dirty):
+ * how a device answers a malformed chain whose status byte is still where
+ * the driver put it. Returns whether it wrote. */
+bool virtq_chain_write_tail_byte(struct virtq *q, const struct virtq_chain *chain, uint8_t value);
 
 /* Build an iovec over the writable part of a chain from offset on, limited to
  * max bytes, so a socket can be read straight into guest RAM. Returns the

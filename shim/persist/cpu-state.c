@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "persist/clock.h"
+#include "persist/vm-persist.h"
 #include "state/state-json.h"
 #include "vm.h"
 
@@ -247,12 +249,9 @@ static bool save_vm(struct vm *vm, JsonBuilder *b, GError **error)
                        "VM", error);
     }
     struct kvm_pit_state2 pit;
-    struct kvm_clock_data clock = { 0 };
     ok = ok && save_blob(b, vm_kvm_vm_fd(vm), KVM_GET_PIT2, "KVM_GET_PIT2", "pit", &pit, sizeof pit, "VM", error);
-    if (ok && ioctl(vm_kvm_vm_fd(vm), KVM_GET_CLOCK, &clock) < 0)
-        ok = kvm_failed(error, "VM", "KVM_GET_CLOCK");
+    ok = ok && clock_state_save(vm, b, error);
     if (ok) {
-        state_add_u64(b, "clock_ns", clock.clock);
         int khz = ioctl(vm_vcpu_fd(vm, 0), KVM_GET_TSC_KHZ, 0);
         json_builder_set_member_name(b, "tsc_khz");
         json_builder_add_int_value(b, khz > 0 ? khz : 0);
@@ -277,12 +276,8 @@ static bool restore_vm(struct vm *vm, JsonObject *root, GError **error)
     struct kvm_pit_state2 pit;
     if (!restore_blob(obj, vm_kvm_vm_fd(vm), KVM_SET_PIT2, "KVM_SET_PIT2", "pit", &pit, sizeof pit, "VM", error))
         return false;
-    uint64_t clock_ns = 0;
-    if (!state_get_u64(obj, "clock_ns", &clock_ns, "VM", error))
+    if (!clock_state_restore(vm, obj, &persist_vm_get(vm)->clock, error))
         return false;
-    struct kvm_clock_data clock = { .clock = clock_ns };
-    if (ioctl(vm_kvm_vm_fd(vm), KVM_SET_CLOCK, &clock) < 0)
-        return kvm_failed(error, "VM", "KVM_SET_CLOCK");
     /* The TSC frequency cannot be set here (no KVM_CAP_TSC_CONTROL): a guest
      * moved to a host with another TSC rate would see time run differently. */
     int khz = ioctl(vm_vcpu_fd(vm, 0), KVM_GET_TSC_KHZ, 0);

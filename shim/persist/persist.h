@@ -28,9 +28,10 @@
 #include "vm.h"
 
 struct persist_snapshot_request {
-    const char *destination_url; /* file:///dir: must not exist or be an empty directory */
+    const char *destination_url; /* file:///dir: absent, or a directory without snapshot files */
     bool diff;
     const char *parent_url;      /* diff: the VM's last snapshot */
+    JsonNode *vmm_state;         /* NULL, or an object the VMM keeps in state.json as "vmm" */
 };
 
 struct persist_snapshot_result {
@@ -40,6 +41,9 @@ struct persist_snapshot_result {
     uint64_t elapsed_ns;
 };
 
+/* Check the request alone (destination, parent) without touching the VM:
+ * what persist_snapshot refuses before it starts. */
+bool persist_snapshot_check(struct vm *vm, const struct persist_snapshot_request *req, GError **error);
 /* The VM must be paused. result may be NULL. */
 bool persist_snapshot(struct vm *vm, const struct vm_config *cfg, const struct persist_snapshot_request *req,
                       struct persist_snapshot_result *result, GError **error);
@@ -71,6 +75,11 @@ struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *over
  *    "ondemand": {"faults", "pages_copied", "pages_zeroed", "blocks_prefetched",
  *                 "prefetch_done", "complete", "failed"}|null} */
 void persist_add_info(struct vm *vm, JsonBuilder *b);
+/* vm.info's vsnap.clock comes with it: see persist/clock.h. */
+
+/* A restored VM: the "vmm" object its snapshot's state.json held (the
+ * request's vmm_state when it was taken), or NULL. Owned by the VM. */
+JsonObject *persist_restored_vmm_state(struct vm *vm);
 
 /* Parse a file:// URL (or a plain absolute path) into a path. */
 char *persist_path_from_url(const char *url, const char *field, GError **error);

@@ -37,22 +37,17 @@ char *persist_path_from_url(const char *url, const char *field, GError **error)
     return path;
 }
 
-/* The destination must not exist, or be an empty directory (then the rename
- * replaces it): an existing snapshot is never overwritten, since diffs taken
- * on top of it would silently stop matching. */
+/* The destination must not exist, or be a directory holding none of the
+ * snapshot's files (empty, or prepared by the caller: libvirt's ch driver
+ * writes libvirt-save.xml there first). An existing snapshot is never
+ * overwritten, since diffs taken on top of it would silently stop matching. */
 static bool check_destination(const char *dest, GError **error)
 {
-    struct stat st;
-    if (lstat(dest, &st) != 0)
+    if (snap_dir_check_destination(dest, error))
         return true;
-    g_autoptr(GDir) dir = S_ISDIR(st.st_mode) ? g_dir_open(dest, 0, NULL) : NULL;
-    if (!dir || g_dir_read_name(dir)) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                    "destination_url: %s exists and is not an empty directory (snapshots are never overwritten)",
-                    dest);
-        return false;
-    }
-    return true;
+    g_prefix_error(error, "destination_url: ");
+    persist_error_from_snap(error);
+    return false;
 }
 
 /* A diff holds the pages written since the VM's last snapshot (or restore),
@@ -85,8 +80,8 @@ static bool check_parent(struct persist_vm *p, const char *parent_url, snap_id *
     return false;
 }
 
-static char *build_state_json(struct vm *vm, const struct persist_snapshot_request *req, const snap_id *id,
-                              const snap_id *parent, GError **error)
+static JsonNode *build_state_json(struct vm *vm, const struct persist_snapshot_request *req, const snap_id *id,
+                                  const snap_id *parent, GError **error)
 {
     struct snap_memory_record memory = {
         .layer = SNAP_DIR_LAYER_FILE, .diff = req->diff, .id = *id, .parent_id = *parent,
@@ -98,11 +93,12 @@ static char *build_state_json(struct vm *vm, const struct persist_snapshot_reque
     bool ok = cpu_state_save(vm, b, error);
     if (ok)
         devices_state_save(vm, b);
+    if (ok && req->vmm_state) {
+        json_builder_set_member_name(b, "vmm");
+        json_builder_add_value(b, json_node_copy(req->vmm_state));
+    }
     json_builder_end_object(b);
-    if (!ok)
-        return NULL;
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    return json_to_string(root, TRUE);
+    return ok ? json_builder_get_root(b) : NULL;
 }
 
 static char *build_config_json(const struct vm_config *cfg)
@@ -127,13 +123,14 @@ static bool write_snapshot(struct vm *vm, const struct vm_config *cfg, const str
                            const char *tmp, const char *dest, const uint64_t *dirty, const snap_id *id,
                            const snap_id *parent, struct snap_save_stats *stats, GError **error)
 {
-    g_autofree char *state = build_state_json(vm, req, id, parent, error);
+    g_autoptr(JsonNode) state = build_state_json(vm, req, id, parent, error);
     if (!state)
         return false;
     g_autofree char *config = build_config_json(cfg);
+    /* The library writes both, binding config.json to state.json by its
+     * checksum. */
     return write_layer(vm, tmp, req, dirty, id, parent, stats, error) &&
-           snap_dir_write_file(tmp, SNAP_DIR_STATE_FILE, state, error) &&
-           snap_dir_write_file(tmp, SNAP_DIR_CONFIG_FILE, config, error) && snap_dir_commit(tmp, dest, error);
+           snap_dir_write_state(tmp, state, config, error) && snap_dir_commit(tmp, dest, error);
 }
 
 static char *make_temp_dir(const char *dest, GError **error)
@@ -179,7 +176,7 @@ static bool take_snapshot(struct vm *vm, const struct vm_config *cfg, const stru
     }
     if (!req->diff) {
         g_autofree char *layer = g_build_filename(dest, SNAP_DIR_LAYER_FILE, NULL);
-        persist_note_full(p, layer);
+        persist_note_full(p, layer, &id);
     }
     p->last_id = id;
     p->has_layer = true;
@@ -192,25 +189,44 @@ static bool take_snapshot(struct vm *vm, const struct vm_config *cfg, const stru
     return true;
 }
 
-bool persist_snapshot(struct vm *vm, const struct vm_config *cfg, const struct persist_snapshot_request *req,
-                      struct persist_snapshot_result *result, GError **error)
+/* Everything about the request that can be checked before the VM is touched;
+ * parent gets the diff's parent id. */
+static bool check_request(struct vm *vm, const struct persist_snapshot_request *req, snap_id *parent,
+                          GError **error)
 {
     g_autofree char *dest = persist_path_from_url(req->destination_url, "destination_url", error);
     if (!dest || !check_destination(dest, error))
         return false;
-    struct persist_vm *p = persist_vm_get(vm);
-    snap_id parent = { 0 };
-    if (req->diff && !check_parent(p, req->parent_url, &parent, error))
+    if (req->diff && !check_parent(persist_vm_get(vm), req->parent_url, parent, error))
         return false;
     if (!req->diff && req->parent_url) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
                     "parent_url is only for \"mode\": \"diff\" (a full snapshot has no parent)");
         return false;
     }
+    return true;
+}
+
+bool persist_snapshot_check(struct vm *vm, const struct persist_snapshot_request *req, GError **error)
+{
+    snap_id parent = { 0 };
+    return check_request(vm, req, &parent, error);
+}
+
+bool persist_snapshot(struct vm *vm, const struct vm_config *cfg, const struct persist_snapshot_request *req,
+                      struct persist_snapshot_result *result, GError **error)
+{
+    snap_id parent = { 0 };
+    if (!check_request(vm, req, &parent, error))
+        return false;
+    g_autofree char *dest = persist_path_from_url(req->destination_url, "destination_url", error);
+    if (!dest)
+        return false;
     /* RAM restored on demand is only complete once every page is in. */
     if (!req->diff)
-        persist_vm_fill_all(p);
-    devices_quiesce(vm);
+        persist_vm_fill_all(persist_vm_get(vm));
+    if (!devices_quiesce(vm, error))
+        return false;
     bool ok = take_snapshot(vm, cfg, req, dest, &parent, result, error);
     devices_unquiesce(vm);
     return ok;

@@ -20,6 +20,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "json/bounded-json.h"
+
 #define READY_ENTROPY_BYTES 32
 #define READY_LINE_MAX 4096u
 
@@ -82,7 +84,7 @@ static void reply_error(GByteArray *out, const char *why)
 static JsonObject *parse_announcement(const char *json, GError **error)
 {
     g_autoptr(JsonParser) parser = json_parser_new();
-    if (!json_parser_load_from_data(parser, json, -1, error))
+    if (!bounded_json_load_data(parser, json, strlen(json), READY_LINE_MAX, error))
         return NULL;
     JsonNode *root = json_parser_get_root(parser);
     if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
@@ -106,7 +108,7 @@ static JsonObject *parse_announcement(const char *json, GError **error)
     return json_object_ref(obj);
 }
 
-/* {"ready":true,"generation":G,"boot_id":"...","ready_ns":T,"port":P,"guest":{...}} */
+/* {"ready":true,"generation":G,"boot_id":"...","ready_ns":T,"port":P,"source":"agent","guest":{...}} */
 static char *build_info(const struct readiness_service *s, JsonObject *guest, gint64 ready_ns)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
@@ -121,6 +123,8 @@ static char *build_info(const struct readiness_service *s, JsonObject *guest, gi
     json_builder_add_int_value(b, ready_ns);
     json_builder_set_member_name(b, "port");
     json_builder_add_int_value(b, s->handler.port);
+    json_builder_set_member_name(b, "source");
+    json_builder_add_string_value(b, "agent");
     json_builder_set_member_name(b, "guest");
     JsonNode *copy = json_node_new(JSON_NODE_OBJECT);
     json_node_set_object(copy, guest);

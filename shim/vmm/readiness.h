@@ -11,8 +11,13 @@
 
 /* Called on the vsock device thread for each valid announcement, with the
  * "vsnap" readiness object for vm.info and wait-ready:
- * {"ready":true,"generation":G,"boot_id":"...","ready_ns":T,"port":P,"guest":{...}} */
+ * {"ready":true,"generation":G,"boot_id":"...","ready_ns":T,"port":P,"source":"agent","guest":{...}}
+ * (the notify port, notify.h, announces with "source": "notify"). */
 typedef void (*readiness_announced_func)(void *data, const char *info_json);
+
+/* The most an info_json can hold: a READY line is at most 4 KiB, and writing
+ * it out again with the host's members added makes it only a little longer. */
+#define READINESS_INFO_MAX_BYTES (64u << 10)
 
 struct readiness_service {
     struct vsock_port_handler handler;

@@ -6,7 +6,10 @@
 #include <stdarg.h>
 
 #include "config/vm-config-json.h"
+#include "devices/vmgenid.h"
+#include "json/bounded-json.h"
 #include "vm.h"
+#include "vmm/notify.h"
 #include "vmm/readiness.h"
 
 /* Handed to the VM as the callbacks' opaque: lets a callback that arrives after
@@ -18,6 +21,8 @@ struct vm_link {
     guint generation;
     struct vm_callbacks callbacks;
     struct readiness_service readiness;
+    struct notify_service notify;
+    bool announce_on_resume; /* restored ready through notify: ready again once it runs */
 };
 
 struct ready_watch {
@@ -167,14 +172,34 @@ static struct vm_link *new_link(struct vmm *vmm)
     return link;
 }
 
+static void free_link(struct vm_link *link)
+{
+    if (!link)
+        return;
+    notify_service_clear(&link->notify);
+    g_free(link);
+}
+
 /* The guest agent's announcements arrive on the config's readiness port,
- * served by the VMM itself; installed before any vCPU runs. */
+ * systemd's on its notify port, both served by the VMM itself; installed
+ * before any vCPU runs. */
 static bool serve_readiness(struct vm *vm, const struct vm_config *cfg, struct vm_link *link, GError **error)
 {
     if (!cfg->vsock.present)
         return true;
     readiness_service_init(&link->readiness, cfg->vsock.readiness_port, on_guest_ready, link);
-    return vm_serve_vsock_port(vm, &link->readiness.handler, error);
+    notify_service_init(&link->notify, cfg->vsock.notify_port, on_guest_ready, link);
+    return vm_serve_vsock_port(vm, &link->readiness.handler, error) &&
+           vm_serve_vsock_port(vm, &link->notify.handler, error);
+}
+
+/* What the guest told through notify before its snapshot comes back with it. */
+static void restore_notify(struct vm *vm, const struct vm_config *cfg, struct vm_link *link)
+{
+    JsonObject *saved = persist_restored_vmm_state(vm);
+    JsonNode *notify = saved && cfg->vsock.present ? json_object_get_member(saved, "notify") : NULL;
+    if (notify && JSON_NODE_HOLDS_OBJECT(notify))
+        link->announce_on_resume = notify_service_restore(&link->notify, json_node_get_object(notify));
 }
 
 static void adopt_vm(struct vmm *vmm, struct vm *vm, struct vm_link *link)
@@ -188,7 +213,7 @@ static void adopt_vm(struct vmm *vmm, struct vm *vm, struct vm_link *link)
 static void drop_vm(struct vmm *vmm, struct vm *vm, struct vm_link *link, const GError *error)
 {
     vm_free(vm);
-    g_free(link);
+    free_link(link);
     g_free(vmm->last_error);
     vmm->last_error = g_strdup(error->message);
 }
@@ -201,7 +226,7 @@ static void teardown_vm(struct vmm *vmm)
         return;
     vm_free(vmm->vm);
     vmm->vm = NULL;
-    g_clear_pointer(&vmm->link, g_free);
+    g_clear_pointer(&vmm->link, free_link);
     vmm->generation++;
     g_clear_pointer(&vmm->ready_info, g_free);
     notify_ready_watches(vmm, NULL);
@@ -267,7 +292,7 @@ bool vmm_create(struct vmm *vmm, struct vm_config *cfg, GError **error)
     g_autoptr(vm_config) owned = cfg;
 
     if (vmm->state != VMM_STATE_NOT_CREATED) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE,
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_ALREADY_CREATED,
                     "a VM is already created (delete it with vm.delete first)");
         return false;
     }
@@ -315,6 +340,10 @@ bool vmm_resume(struct vmm *vmm, GError **error)
     }
     vmm->state = VMM_STATE_RUNNING;
     emit(vmm, "resumed");
+    if (vmm->link->announce_on_resume) { /* systemd will not say READY=1 again */
+        vmm->link->announce_on_resume = false;
+        notify_service_announce_again(&vmm->link->notify);
+    }
     return true;
 }
 
@@ -361,6 +390,60 @@ bool vmm_reboot(struct vmm *vmm, GError **error)
         return false;
     record_stop(vmm, "reboot", "api", NULL);
     return reboot_vm(vmm, error);
+}
+
+/* ---- devices ------------------------------------------------------------------- */
+
+/* virtio-mmio has no hotplug: its devices are declared on the guest's command
+ * line at boot, and nothing tells a running guest of a new one (no ACPI or
+ * PCI hotplug event reaches it). A VM's disks therefore change only while it
+ * is not running, and take effect at its next boot, as Cloud Hypervisor's
+ * "cold" add does (204). */
+static bool require_not_running(struct vmm *vmm, const char *action, GError **error)
+{
+    if (!require_created(vmm, error))
+        return false;
+    if (vmm->state == VMM_STATE_CREATED || vmm->state == VMM_STATE_SHUTDOWN)
+        return true;
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE,
+                "cannot %s while the VM is %s: vsnap's virtio-mmio devices are declared on the guest's command "
+                "line at boot and cannot be hot-plugged; change disks while the VM is Created or Shutdown "
+                "(they take effect at the next boot)", action, vmm_state_to_string(vmm->state));
+    return false;
+}
+
+bool vmm_add_disk(struct vmm *vmm, const struct disk_config *disk, GError **error)
+{
+    if (!require_not_running(vmm, "add a disk", error))
+        return false;
+    if (disk->id && vm_config_find_disk(vmm->config, disk->id)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_CONFLICT, "a disk with id '%s' exists already", disk->id);
+        return false;
+    }
+    g_autoptr(vm_config) cfg = vm_config_copy(vmm->config);
+    vm_config_add_disk(cfg, disk);
+    vm_config_name_disks(cfg);
+    g_autofree char *field = g_strdup_printf("disks[%u].path", cfg->ndisks - 1);
+    if (!vm_config_validate(cfg, error) || !disk_config_check_image(&cfg->disks[cfg->ndisks - 1], field, error))
+        return false;
+    vm_config_free(vmm->config);
+    vmm->config = g_steal_pointer(&cfg);
+    return true;
+}
+
+bool vmm_remove_device(struct vmm *vmm, const char *id, GError **error)
+{
+    if (!require_created(vmm, error))
+        return false;
+    if (!vm_config_find_disk(vmm->config, id)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_FOUND, "no device with id '%s' (only disks can be removed)",
+                    id);
+        return false;
+    }
+    if (!require_not_running(vmm, "remove a disk", error))
+        return false;
+    vm_config_remove_disk(vmm->config, id);
+    return true;
 }
 
 /* As Cloud Hypervisor: deleting when there is no VM succeeds. */
@@ -411,6 +494,20 @@ static void to_shim_error(GError **error)
     *error = shim;
 }
 
+/* state.json's "vmm": what the notify port heard (the agent's side lives in
+ * the guest and announces itself again). */
+static JsonNode *vmm_state_for_snapshot(struct vmm *vmm)
+{
+    if (!vmm->config->vsock.present)
+        return NULL;
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "notify");
+    json_builder_add_value(b, notify_service_save(&vmm->link->notify));
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
 bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
                   struct persist_snapshot_result *result, GError **error)
 {
@@ -426,8 +523,16 @@ bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
     struct persist_snapshot_result local_result = { 0 };
     if (!result)
         result = &local_result;
+    /* As Cloud Hypervisor: "snapshotting" only for a request that will be tried. */
+    if (!persist_snapshot_check(vmm->vm, req, error)) {
+        to_shim_error(error);
+        return false;
+    }
     emit(vmm, "snapshotting");
-    if (!persist_snapshot(vmm->vm, vmm->config, req, result, error)) {
+    struct persist_snapshot_request with_vmm = *req;
+    g_autoptr(JsonNode) vmm_state = vmm_state_for_snapshot(vmm);
+    with_vmm.vmm_state = vmm_state;
+    if (!persist_snapshot(vmm->vm, vmm->config, &with_vmm, result, error)) {
         to_shim_error(error);
         return false;
     }
@@ -443,7 +548,7 @@ bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *req, boo
     struct vm_config *cfg = NULL;
 
     if (vmm->state != VMM_STATE_NOT_CREATED) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE,
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_ALREADY_CREATED,
                     "cannot restore: a VM exists already (%s); restore into a shim without a VM, or "
                     "vm.delete first", vmm_state_to_string(vmm->state));
         return false;
@@ -458,6 +563,7 @@ bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *req, boo
         g_propagate_error(error, g_steal_pointer(&local));
         return false;
     }
+    restore_notify(vm, cfg, link);
     adopt_vm(vmm, vm, link);
     vmm->config = cfg;
     vmm->state = VMM_STATE_PAUSED;
@@ -556,7 +662,8 @@ static JsonNode *parse_json_or_string(const char *text)
 {
     g_autoptr(JsonParser) parser = json_parser_new();
 
-    if (text && json_parser_load_from_data(parser, text, -1, NULL) && json_parser_get_root(parser))
+    if (text && bounded_json_load_data(parser, text, strlen(text), READINESS_INFO_MAX_BYTES, NULL) &&
+        json_parser_get_root(parser))
         return json_node_copy(json_parser_get_root(parser));
     JsonNode *node = json_node_new(JSON_NODE_VALUE);
     json_node_set_string(node, text ? text : "");
@@ -635,22 +742,39 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
     json_builder_set_member_name(b, "ram_resident_bytes");
     json_builder_add_int_value(b, vmm->vm ? (gint64)vm_ram_resident_bytes(vmm->vm) : 0);
     add_optional_string(b, "serial_pty", vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL);
+    add_optional_string(b, "console_pty", vmm->vm ? vm_console_pty_path(vmm->vm) : NULL);
     add_ready_members(vmm, b);
+    json_builder_set_member_name(b, "notify");
+    if (vmm->vm && vmm->config->vsock.present)
+        notify_service_add_info(&vmm->link->notify, b);
+    else
+        json_builder_add_null_value(b);
+    json_builder_set_member_name(b, "vmgenid");
+    if (vmm->vm)
+        vmgenid_add_info(vm_vmgenid(vmm->vm), b);
+    else
+        json_builder_add_null_value(b);
     if (vmm->vm) /* snapshot id, restore mode, on-demand progress */
         persist_add_info(vmm->vm, b);
     json_builder_end_object(b);
 }
 
-/* Cloud Hypervisor reports a serial PTY's path as config.serial.file, which is
- * where libvirt's ch driver reads it. */
+static void set_pty_file(JsonNode *config, const char *device, const char *pty)
+{
+    if (pty) {
+        JsonObject *section = json_object_get_object_member(json_node_get_object(config), device);
+        json_object_set_string_member(section, "file", pty);
+    }
+}
+
+/* Cloud Hypervisor reports a PTY's path as config.serial.file and
+ * config.console.file, which is where libvirt's ch driver reads them. */
 static JsonNode *config_with_pty(struct vmm *vmm)
 {
     JsonNode *config = vm_config_to_json(vmm->config);
-    const char *pty = vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL;
-
-    if (pty) {
-        JsonObject *serial = json_object_get_object_member(json_node_get_object(config), "serial");
-        json_object_set_string_member(serial, "file", pty);
+    if (vmm->vm) {
+        set_pty_file(config, "serial", vm_serial_pty_path(vmm->vm));
+        set_pty_file(config, "console", vm_console_pty_path(vmm->vm));
     }
     return config;
 }

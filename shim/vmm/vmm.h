@@ -51,6 +51,13 @@ bool vmm_power_button(struct vmm *vmm, GError **error);
 /* Tear the VM down and ask for the process to exit. */
 void vmm_request_exit(struct vmm *vmm);
 
+/* vm.add-disk (the config gets a copy of disk) and
+ * vm.remove-device: only while the VM is Created or Shutdown (405 otherwise:
+ * virtio-mmio cannot hot-plug); the change takes effect at the next boot.
+ * A duplicate id is 409, an unknown one 404. */
+bool vmm_add_disk(struct vmm *vmm, const struct disk_config *disk, GError **error);
+bool vmm_remove_device(struct vmm *vmm, const char *id, GError **error);
+
 /* vm.info and vm.counters bodies, or NULL and a SHIM_ERROR. */
 JsonNode *vmm_info(struct vmm *vmm, GError **error);
 JsonNode *vmm_counters(struct vmm *vmm, GError **error);

@@ -48,7 +48,8 @@ class Refusals(unittest.TestCase):
         self.refused([], "--api-socket")
 
     def test_unknown_option(self):
-        self.refused(["--disk", "path=/x"], "Unknown option --disk")
+        self.refused(["--net", "tap=t0"], "Unknown option --net")
+        self.refused(["--disk", "path=/x"], "--disk need --kernel")
 
     def test_positional(self):
         self.refused(["--api-socket", f"path={self.dir}/s", "extra"], "unexpected argument")
@@ -66,7 +67,8 @@ class Refusals(unittest.TestCase):
             (k + ["--cpus", "boot=4,max=2"], "cpus.boot_vcpus"),
             (k + ["--serial", "bogus"], "unknown parameter 'bogus'"),
             (k + ["--serial", "file="], "needs a path"),
-            (k + ["--console", "tty"], "console.mode"),
+            (k + ["--serial", "tty"], "Tty for both serial and console"),
+            (k + ["--console", "file="], "needs a path"),
             (k + ["--vsock", "cid=2,socket=/tmp/v"], "vsock.cid"),
             (k + ["--vsock", "cid=3"], "required"),
             (["--kernel", os.path.join(self.dir, "missing")], "No such file"),

@@ -40,6 +40,9 @@ VMLINUX_LINES = [
     "BIOS-e820: [mem 0x0000000000000000-0x000000000009fbff] usable",
     "BIOS-e820: [mem 0x000000000009fc00-0x00000000000fffff] reserved",
     "BIOS-e820: [mem 0x0000000000100000-0x000000001fffffff] usable",
+    # The shim's SMBIOS tables, read by the kernel's DMI scan (shim/boot/smbios.c).
+    "SMBIOS 3.0.0 present.",
+    "DMI: vsnap vsnap microVM, BIOS ",
 ]
 TABLE_LINES = [
     "found SMP MP-table at [mem 0x0009fc00-0x0009fc0f]",

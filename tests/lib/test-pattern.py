@@ -83,6 +83,28 @@ class VsnapPattern(unittest.TestCase):
     def test_seed_changes_checksum(self):
         self.assertNotEqual(self.checksum(7, 4096), self.checksum(8, 4096))
 
+    def test_file_modes(self):
+        """--fill-file writes the pattern at an offset, --sum-file reads any
+        region back, zeros past the end of the file."""
+        import os
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "img")
+            with open(path, "wb") as f:
+                f.write(b"\xaa" * 8192)
+            res = self.run_tool("--fill-file", path, 1024, 4096, 11)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            data = open(path, "rb").read()
+            self.assertEqual(data[:1024], b"\xaa" * 1024)
+            self.assertEqual(data[1024:5120], region_bytes(11, 4096))
+            self.assertEqual(data[5120:], b"\xaa" * 3072)
+            res = self.run_tool("--sum-file", path, 1000, 5000)
+            self.assertEqual(res.stdout.strip(), "%016x" % fnv1a(data[1000:6000]))
+            res = self.run_tool("--sum-file", path, 8000, 1000)
+            self.assertEqual(res.stdout.strip(), "%016x" % fnv1a(data[8000:] + bytes(808)))
+            self.assertEqual(self.run_tool("--sum-file", os.path.join(d, "none"), 0, 8).returncode, 1)
+            self.assertEqual(self.run_tool("--fill-file", path, 0, 8).returncode, 2)
+
     def test_bad_input_is_refused_with_a_message(self):
         for args in [("x", 8), (7, "8Q"), (7, "-1"), ("", 8), (7, "99999999999G"), (7,), ()]:
             with self.subTest(args=args):

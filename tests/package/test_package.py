@@ -35,6 +35,8 @@ LOCK = "/run/lock/vsnap-package-test.lock"
 
 DAEMON = "/usr/sbin/virtvsnapd"
 SHIM = "/usr/libexec/vsnap/vsnap-shim"
+# The shim as Cloud Hypervisor, for libvirt's ch driver (on its PATH).
+CH_LINK = ("/usr/bin/cloud-hypervisor", "../libexec/vsnap/vsnap-shim")
 UNITS = ["virtvsnapd.service", "virtvsnapd.socket", "virtvsnapd-ro.socket"]
 UNIT_DIR = "/lib/systemd/system"
 CONFFILE = "/etc/vsnap/virtvsnapd.conf"
@@ -197,6 +199,7 @@ def check_contents(deb, build_dir):
         check(paths.get(path) == "-", f"the package has no file {path}")
     for path in EXPECTED_DIRS:
         check(paths.get(path) == "d", f"the package has no directory {path}")
+    check(paths.get(CH_LINK[0]) == "l", f"the package has no link {CH_LINK[0]}")
     files = {p for p, t in paths.items() if t != "d"}
     from_meson = meson_installed(build_dir)
     check(from_meson == files - DEBHELPER_FILES,
@@ -222,6 +225,10 @@ def run_lintian(changes):
 def check_installed():
     for path in EXPECTED_FILES:
         check(os.path.isfile(path), f"{path} is not there after apt-get install")
+    check(os.path.islink(CH_LINK[0]) and os.readlink(CH_LINK[0]) == CH_LINK[1],
+          f"{CH_LINK[0]} is not a link to {CH_LINK[1]} after apt-get install")
+    version = run([CH_LINK[0], "--version"], 10)
+    check(version.startswith("cloud-hypervisor v"), f"{CH_LINK[0]} --version: {version!r}")
     for unit in ["virtvsnapd.service"]:
         check(os.path.islink(f"/etc/systemd/system/multi-user.target.wants/{unit}"),
               f"{unit} is not enabled (multi-user.target.wants)")
@@ -262,6 +269,11 @@ def cycle_with_installed_daemon():
     ACTIVE["daemon"] = daemon
     try:
         daemon.start()
+        # The daemon logs its shim just after it starts listening, which is
+        # when start() returns: wait for the line rather than race it.
+        deadline = time.monotonic() + 10
+        while f"(shim {SHIM}," not in daemon.log() and time.monotonic() < deadline:
+            time.sleep(0.05)
         check(f"(shim {SHIM}," in daemon.log(),
               f"the installed daemon does not use {SHIM}:\n{daemon.log()}")
         name = "pkg-cycle"

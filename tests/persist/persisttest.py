@@ -110,12 +110,15 @@ class ApiShim:
 
     # --- VM ---------------------------------------------------------------
 
-    def boot(self, guest, cmdline, memory_mib=256, vsock=True, cpus=1):
+    def boot(self, guest, cmdline, memory_mib=256, vsock=True, cpus=1, disks=None):
+        """vm.create + vm.boot; disks: a list of DiskConfig objects."""
         config = {"payload": {"kernel": guest, "cmdline": cmdline},
                   "memory": {"size": memory_mib * MIB}, "cpus": {"boot_vcpus": cpus, "max_vcpus": cpus},
                   "serial": {"mode": "File", "file": self.serial_path}, "console": {"mode": "Off"}}
         if vsock:
             config["vsock"] = {"cid": 3, "socket": self.vsock_path}
+        if disks:
+            config["disks"] = disks
         self.ok("PUT", "vm.create", config)
         self.ok("PUT", "vm.boot")
 

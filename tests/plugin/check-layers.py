@@ -40,10 +40,12 @@ LAYERS = [
     ("shared state", [["state.h"]]),
     ("events", [["events.*"]]),
     ("domains", [["domain.*"]]),
-    ("files", [["atomic-file.*"]]),
+    ("files", [["atomic-file.*"], ["caller.*"]]),
     # The XML and capabilities configuration, and the GError domain of
     # libvirt's error codes that every layer uses (conf/virt-error.h).
     ("conf", [["conf/*"]]),
+    # Test-only crash points (VSNAPD_TEST_HOOK), reachable from anywhere.
+    ("test hooks", [["test-hook.*"]]),
 ]
 
 # Where a quoted include is looked up, after the including file's own

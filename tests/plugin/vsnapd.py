@@ -80,15 +80,18 @@ class Daemon:
         self.uri = f"vsnap:///system?socket={self.sock}"
         self.ro_uri = f"vsnap:///system?socket={self.sock_ro}"
 
-    def start(self, extra=()):
-        argv = [VIRTVSNAPD, "--socket-dir", self.dir, "--state-dir", self.state]
+    def start(self, extra=(), env=None, prefix=()):
+        """prefix: a command that execs the daemon (prlimit, say), so the
+        pid stays the daemon's; env: variables added to the environment."""
+        argv = list(prefix) + [VIRTVSNAPD, "--socket-dir", self.dir, "--state-dir", self.state]
         if SHIM:
             argv += ["--shim", SHIM]
         if SCHEMA_DIR:
             argv += ["--schema-dir", SCHEMA_DIR]
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(argv + list(extra), stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, **env) if env else None)
         log.close()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -107,6 +110,24 @@ class Daemon:
             self.proc.send_signal(sig)
             self.proc.wait(timeout=20)
         self.proc = None
+
+    def rss_mib(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        raise AssertionError("no VmRSS")
+
+    def sanitized(self):
+        """Built with AddressSanitizer (its allocator, not glibc's)."""
+        with open(f"/proc/{self.proc.pid}/maps") as f:
+            return "libasan" in f.read()
+
+    def cpu_seconds(self):
+        """utime + stime of the daemon so far."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def shim_pids(self):
         """pid of every shim this daemon's domains run in."""

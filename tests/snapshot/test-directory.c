@@ -1,17 +1,21 @@
 /* The snapshot directory (common/snapshot/directory.h) on its own, with only
  * the library linked: the one parser refuses every wrong version, id and
  * member; the one writer's rewrite of the parent keeps the rest of state.json;
- * chains check records against layers; seals; writing and committing. */
+ * config.json and state.json are bound by their checksums; chains check
+ * records against layers; seals; writing and committing (0700/0600). */
 #include "snapshot/directory.h"
 #include "snapshot/layer-write.h"
 
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define PAGES 64u
+#define CONFIG_TEXT "{\n  \"cpus\" : {\"boot_vcpus\" : 1},\n  \"memory\" : {\"size\" : 262144}\n}\n"
 #define RAM ((uint64_t)PAGES * SNAP_PAGE_SIZE)
+#define DIGEST_OF_NOTHING "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 /* Three snapshots: base (full: pages 0-7 seed 1), mid (diff: pages 2-3 seed
  * 2), top (diff: page 3 seed 3, page 5 zero). */
@@ -90,9 +94,8 @@ static void write_state(const char *dir, const struct snap_memory_record *memory
     json_builder_end_object(b);
     json_builder_end_object(b);
     g_autoptr(JsonNode) root = json_builder_get_root(b);
-    g_autofree char *text = json_to_string(root, TRUE);
     g_autoptr(GError) error = NULL;
-    g_assert_true(snap_dir_write_file(dir, SNAP_DIR_STATE_FILE, text, &error));
+    g_assert_true(snap_dir_write_state(dir, root, CONFIG_TEXT, &error));
     g_assert_no_error(error);
 }
 
@@ -152,9 +155,28 @@ static JsonNode *read_json(const char *dir)
     return root;
 }
 
+/* state.json's checksum as README.md defines it, computed here on its own:
+ * the SHA-256 of the file with the digest's 64 digits (the last member, so
+ * their last occurrence) as zeros. */
+static char *sealed_text(JsonNode *root)
+{
+    static const char zeros[] = "0000000000000000000000000000000000000000000000000000000000000000";
+    JsonObject *obj = json_node_get_object(root);
+    json_object_remove_member(obj, "state_sha256");
+    json_object_set_string_member(obj, "state_sha256", zeros);
+    char *text = json_to_string(root, TRUE);
+    char *digits = g_strrstr(text, zeros);
+    g_assert_nonnull(digits);
+    g_autofree char *sum = g_compute_checksum_for_string(G_CHECKSUM_SHA256, text, -1);
+    memcpy(digits, sum, 64);
+    return text;
+}
+
+/* Write root as state.json with a correct checksum (an edit the checksum
+ * does not catch, to reach the record's own checks). */
 static void write_json(const char *dir, JsonNode *root)
 {
-    g_autofree char *text = json_to_string(root, TRUE);
+    g_autofree char *text = sealed_text(root);
     g_autoptr(GError) error = NULL;
     g_assert_true(snap_dir_write_file(dir, SNAP_DIR_STATE_FILE, text, &error));
 }
@@ -171,7 +193,7 @@ static void assert_same_but_memory(JsonNode *a, JsonNode *b)
     g_assert_cmpuint(json_object_get_size(oa), ==, json_object_get_size(ob));
     g_autoptr(GList) names = json_object_get_members(oa);
     for (GList *l = names; l; l = l->next) {
-        if (!strcmp(l->data, "memory"))
+        if (!strcmp(l->data, "memory") || !strcmp(l->data, "state_sha256"))
             continue;
         JsonNode *na = json_object_get_member(oa, l->data), *nb = json_object_get_member(ob, l->data);
         g_assert_nonnull(nb);
@@ -258,7 +280,7 @@ static void test_version_refused(void)
     struct fixture f;
     fixture_init(&f);
     g_autofree char *good = read_text(f.top, SNAP_DIR_STATE_FILE);
-    const char *versions[] = { "2", "0", "\"1\"", "1.0", "null", NULL /* none at all */ };
+    const char *versions[] = { "1", "3", "0", "\"2\"", "2.0", "null", NULL /* none at all */ };
     for (unsigned i = 0; i < G_N_ELEMENTS(versions); i++) {
         edit_state(f.top, false, "vsnap_state_version", versions[i]);
         assert_refused(f.top, SNAP_ERROR_FORMAT, "format version");
@@ -308,6 +330,23 @@ static void test_bad_records_refused(void)
         { f.base, "parent_id", own_json, "full snapshot" },
         { f.base, "parent_url", "\"file:///x\"", "full snapshot" },
     };
+    const struct {
+        const char *value, *needle;
+    } configs[] = {
+        { NULL, "\"config\" is missing" },
+        { "[]", "\"config\" is missing" },
+        { "{\"file\": \"other.json\", \"sha256\": \"" DIGEST_OF_NOTHING "\"}", "\"config\" must be" },
+        { "{\"file\": \"config.json\", \"sha256\": \"ABC\"}", "\"config\" must be" },
+        { "{\"file\": \"config.json\"}", "\"config\" must be" },
+        { "{\"file\": \"config.json\", \"sha256\": \"" DIGEST_OF_NOTHING "\", \"x\": 1}", "\"config\" must be" },
+    };
+    for (unsigned i = 0; i < G_N_ELEMENTS(configs); i++) {
+        g_autofree char *good = read_text(f.top, SNAP_DIR_STATE_FILE);
+        edit_state(f.top, false, "config", configs[i].value);
+        assert_refused(f.top, SNAP_ERROR_FORMAT, configs[i].needle);
+        g_autofree char *state_path = g_build_filename(f.top, SNAP_DIR_STATE_FILE, NULL);
+        g_assert_true(g_file_set_contents(state_path, good, -1, NULL));
+    }
     for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
         g_autofree char *good = read_text(cases[i].dir, SNAP_DIR_STATE_FILE);
         edit_state(cases[i].dir, true, cases[i].member, cases[i].value);
@@ -320,7 +359,7 @@ static void test_bad_records_refused(void)
     edit_state(f.top, false, "memory", "[]");
     assert_refused(f.top, SNAP_ERROR_FORMAT, "\"memory\"");
     g_autofree char *path = g_build_filename(f.mid, SNAP_DIR_STATE_FILE, NULL);
-    g_assert_true(g_file_set_contents(path, "{\"vsnap_state_version\": 1,", -1, NULL));
+    g_assert_true(g_file_set_contents(path, "{\"vsnap_state_version\": 2,", -1, NULL));
     assert_refused(f.mid, SNAP_ERROR_FORMAT, "cannot read state.json");
     g_assert_cmpint(unlink(path), ==, 0);
     assert_refused(f.mid, SNAP_ERROR_FORMAT, "cannot read state.json");
@@ -492,6 +531,60 @@ static void test_seal_and_verify(void)
     fixture_clear(&f);
 }
 
+/* state.json and config.json as the shim wrote them, and no other: a byte
+ * changed, a file deleted or truncated, or one taken from another snapshot
+ * is refused by name; so is a layer taken from another snapshot. */
+static void test_files_bound(void)
+{
+    struct fixture f;
+    fixture_init(&f);
+    g_autofree char *state_path = g_build_filename(f.top, SNAP_DIR_STATE_FILE, NULL);
+    g_autofree char *config_path = g_build_filename(f.top, SNAP_DIR_CONFIG_FILE, NULL);
+    g_autofree char *good_state = read_text(f.top, SNAP_DIR_STATE_FILE);
+    /* One vCPU register changed by hand (the JSON still parses). */
+    g_autofree char *edited = g_strdup(good_state);
+    char *regs = strstr(edited, "AAECAwQFBgc=");
+    g_assert_nonnull(regs);
+    regs[0] = 'B';
+    g_assert_true(g_file_set_contents(state_path, edited, -1, NULL));
+    assert_refused(f.top, SNAP_ERROR_CHECKSUM, "state.json does not match its checksum");
+    g_assert_true(g_file_set_contents(state_path, good_state, -1, NULL));
+    /* config.json: another domain's, truncated, garbage, a doubled memory
+     * size, gone. */
+    const char *configs[] = { "{\"cpus\": {\"boot_vcpus\": 1}, \"vsock\": {\"cid\": 9}}",
+                              "{\n  \"cpus\" : {\"boot_vcpus\" : 1},", "\x01\x02garbage",
+                              "{\n  \"cpus\" : {\"boot_vcpus\" : 1},\n  \"memory\" : {\"size\" : 524288}\n}\n" };
+    for (unsigned i = 0; i < G_N_ELEMENTS(configs); i++) {
+        g_assert_true(g_file_set_contents(config_path, configs[i], -1, NULL));
+        assert_refused(f.top, SNAP_ERROR_CHECKSUM, "config.json is not the one this snapshot was taken with");
+    }
+    g_assert_cmpint(unlink(config_path), ==, 0);
+    assert_refused(f.top, SNAP_ERROR_FORMAT, "config.json");
+    g_assert_true(g_file_set_contents(config_path, CONFIG_TEXT, -1, NULL));
+    g_autoptr(GError) error = NULL;
+    g_autoptr(snap_dir) top = snap_dir_read(f.top, &error);
+    g_assert_no_error(error);
+    /* Another snapshot's layer in place of mid's: its id is not mid's. */
+    g_autofree char *mid_layer = g_build_filename(f.mid, SNAP_DIR_LAYER_FILE, NULL);
+    g_autofree char *base_layer = g_build_filename(f.base, SNAP_DIR_LAYER_FILE, NULL);
+    g_autofree char *bytes = NULL;
+    gsize len = 0;
+    g_assert_true(g_file_get_contents(base_layer, &bytes, &len, NULL));
+    g_assert_true(g_file_set_contents(mid_layer, bytes, (gssize)len, NULL));
+    g_autoptr(snap_chain) chain = snap_dir_open_chain(top, &error);
+    g_assert_null(chain);
+    g_assert_error(error, SNAP_ERROR, SNAP_ERROR_CHAIN);
+    g_assert_nonnull(strstr(error->message, f.mid));
+    fixture_clear(&f);
+}
+
+static void assert_mode(const char *path, mode_t want)
+{
+    struct stat st;
+    g_assert_cmpint(stat(path, &st), ==, 0);
+    g_assert_cmpint(st.st_mode & 07777, ==, want);
+}
+
 static void test_write_and_commit(void)
 {
     g_autoptr(GError) error = NULL;
@@ -503,6 +596,10 @@ static void test_write_and_commit(void)
     g_assert_true(g_str_has_prefix(name, ".snap.partial-"));
     g_assert_true(snap_dir_write_file(partial, SNAP_DIR_CONFIG_FILE, "{\"cpus\": {}}", &error));
     g_assert_cmpuint(snap_dir_bytes(dest), >, 0); /* progress while written */
+    /* Guest RAM and state are the guest's secrets: nobody else reads them. */
+    g_autofree char *partial_config = g_build_filename(partial, SNAP_DIR_CONFIG_FILE, NULL);
+    assert_mode(partial, 0700);
+    assert_mode(partial_config, 0600);
     g_assert_true(snap_dir_commit(partial, dest, &error));
     g_assert_no_error(error);
     g_assert_false(g_file_test(partial, G_FILE_TEST_EXISTS));
@@ -515,6 +612,99 @@ static void test_write_and_commit(void)
     g_assert_true(snap_dir_remove(root, &error));
     g_assert_true(snap_dir_remove(root, &error)); /* already gone */
     g_assert_no_error(error);
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    g_assert_true(g_file_set_contents(path, text, -1, &error));
+    g_assert_no_error(error);
+}
+
+static unsigned count_entries(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    unsigned n = 0;
+    while (d && g_dir_read_name(d))
+        n++;
+    return n;
+}
+
+static void assert_destination_refused(const char *dest, const char *needle)
+{
+    g_autoptr(GError) error = NULL;
+    g_assert_false(snap_dir_check_destination(dest, &error));
+    g_assert_error(error, SNAP_ERROR, SNAP_ERROR_INVALID);
+    g_assert_nonnull(strstr(error->message, needle));
+}
+
+/* libvirt's ch driver creates the directory, writes libvirt-save.xml and only
+ * then asks for the snapshot: the file stays, the snapshot appears whole. */
+static void test_prepared_destination(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *root = g_dir_make_tmp("vsnap-dir-XXXXXX", &error);
+    g_autofree char *dest = g_build_filename(root, "save", NULL);
+    g_assert_true(snap_dir_check_destination(dest, &error)); /* absent */
+    g_assert_cmpint(g_mkdir(dest, 0770), ==, 0);
+    g_assert_true(snap_dir_check_destination(dest, &error)); /* empty */
+    write_text(dest, "libvirt-save.xml", "LibvirtXML header and domain");
+    g_autofree char *xml = g_build_filename(dest, "libvirt-save.xml", NULL);
+    g_assert_cmpint(chmod(xml, 0600), ==, 0);
+    g_assert_true(snap_dir_check_destination(dest, &error));
+    g_assert_no_error(error);
+
+    g_autofree char *partial = snap_dir_create_partial(dest, &error);
+    g_assert_true(snap_dir_write_file(partial, SNAP_DIR_STATE_FILE, "{}", &error));
+    g_assert_true(snap_dir_commit(partial, dest, &error));
+    g_assert_no_error(error);
+    g_autofree char *state = read_text(dest, SNAP_DIR_STATE_FILE);
+    g_autofree char *kept = read_text(dest, "libvirt-save.xml");
+    g_assert_cmpstr(state, ==, "{}");
+    g_assert_cmpstr(kept, ==, "LibvirtXML header and domain");
+    struct stat st;
+    g_assert_cmpint(stat(xml, &st), ==, 0);
+    g_assert_cmpuint(st.st_mode & 0777, ==, 0600);
+    g_assert_cmpuint(count_entries(dest), ==, 2);
+    g_assert_cmpuint(count_entries(root), ==, 1); /* neither partial nor old directory left */
+
+    /* Now it holds a snapshot: never again. */
+    assert_destination_refused(dest, SNAP_DIR_STATE_FILE);
+    g_autofree char *again = snap_dir_create_partial(dest, &error);
+    g_assert_false(snap_dir_commit(again, dest, &error));
+    g_assert_error(error, SNAP_ERROR, SNAP_ERROR_INVALID);
+    g_clear_error(&error);
+    g_autofree char *unchanged = read_text(dest, SNAP_DIR_STATE_FILE);
+    g_assert_cmpstr(unchanged, ==, "{}");
+    g_assert_true(snap_dir_remove(again, &error));
+    g_assert_true(snap_dir_remove(root, &error));
+}
+
+static void test_destination_refusals(void)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *root = g_dir_make_tmp("vsnap-dir-XXXXXX", &error);
+    g_autofree char *file = g_build_filename(root, "file", NULL);
+    write_text(root, "file", "x");
+    assert_destination_refused(file, "not a directory");
+    const char *own[] = { SNAP_DIR_CONFIG_FILE, SNAP_DIR_LAYER_FILE, SNAP_DIR_LAYER_FILE ".seal",
+                          SNAP_DIR_LAYER_FILE ".tmp-a1b2c3", SNAP_DIR_STATE_FILE ".Q7XZ2A" };
+    for (unsigned i = 0; i < G_N_ELEMENTS(own); i++) {
+        g_autofree char *dir = g_strdup_printf("%s/own%u", root, i);
+        g_assert_cmpint(g_mkdir(dir, 0755), ==, 0);
+        write_text(dir, "libvirt-save.xml", "x");
+        write_text(dir, own[i], "x");
+        assert_destination_refused(dir, own[i]);
+    }
+    g_autofree char *nested = g_build_filename(root, "nested", "sub", NULL);
+    g_assert_cmpint(g_mkdir_with_parents(nested, 0755), ==, 0);
+    g_autofree char *parent = g_path_get_dirname(nested);
+    assert_destination_refused(parent, "not a regular file: sub");
+    g_assert_true(snap_dir_is_snapshot_file("memory-ranges"));
+    g_assert_false(snap_dir_is_snapshot_file("memory-ranges-old"));
+    g_assert_false(snap_dir_is_snapshot_file("libvirt-save.xml"));
+    g_assert_true(snap_dir_remove(root, &error));
 }
 
 static void test_urls(void)
@@ -552,8 +742,11 @@ int main(int argc, char **argv)
     g_test_add_func("/snapshot/directory/fold-keeps-state", test_fold_keeps_state);
     g_test_add_func("/snapshot/directory/set-parent-refused", test_set_parent_refused);
     g_test_add_func("/snapshot/directory/records-match-layers", test_records_match_layers);
+    g_test_add_func("/snapshot/directory/files-bound", test_files_bound);
     g_test_add_func("/snapshot/directory/seal-and-verify", test_seal_and_verify);
     g_test_add_func("/snapshot/directory/write-and-commit", test_write_and_commit);
+    g_test_add_func("/snapshot/directory/prepared-destination", test_prepared_destination);
+    g_test_add_func("/snapshot/directory/destination-refusals", test_destination_refusals);
     g_test_add_func("/snapshot/directory/urls", test_urls);
     return g_test_run();
 }

@@ -73,6 +73,37 @@ static void test_power_button_sci(void)
     acpi_pm_free(pm);
 }
 
+/* GPE0 (the VM generation ID's event): status raised by the device, SCI only
+ * while enabled, write 1 to clear, and kept in the snapshot state. */
+static void test_gpe(void)
+{
+    struct watch w;
+    struct acpi_pm *pm = new_pm(&w);
+    const uint16_t gpe_sts = ACPI_GPE0_PORT, gpe_en = ACPI_GPE0_PORT + ACPI_GPE0_LEN / 2;
+    acpi_pm_raise_gpe(pm, ACPI_GPE_VMGENID);
+    g_assert_cmphex(acpi_pm_read(pm, gpe_sts, 1), ==, 1u << ACPI_GPE_VMGENID);
+    g_assert_false(w.sci);
+    acpi_pm_write(pm, gpe_en, 1, 1u << ACPI_GPE_VMGENID);
+    g_assert_true(w.sci);
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    acpi_pm_save_state(pm, b);
+    g_autoptr(JsonNode) saved = json_builder_get_root(b);
+    acpi_pm_write(pm, gpe_sts, 1, 1u << ACPI_GPE_VMGENID);
+    g_assert_false(w.sci);
+    g_assert_cmphex(acpi_pm_read(pm, gpe_sts, 2), ==, 0);
+    g_assert_cmphex(acpi_pm_read(pm, gpe_en, 2), ==, 1u << ACPI_GPE_VMGENID);
+    /* A restored device has the pending event again, and its SCI. */
+    struct watch w2;
+    struct acpi_pm *restored = new_pm(&w2);
+    GError *error = NULL;
+    g_assert_true(acpi_pm_restore_state(restored, json_node_get_object(saved), &error));
+    g_assert_no_error(error);
+    g_assert_true(w2.sci);
+    g_assert_cmphex(acpi_pm_read(restored, gpe_sts, 1), ==, 1u << ACPI_GPE_VMGENID);
+    acpi_pm_free(restored);
+    acpi_pm_free(pm);
+}
+
 static void test_sleep_states(void)
 {
     struct watch w;
@@ -134,6 +165,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/acpi-pm/power-button-sci", test_power_button_sci);
+    g_test_add_func("/acpi-pm/gpe", test_gpe);
     g_test_add_func("/acpi-pm/sleep-states", test_sleep_states);
     g_test_add_func("/acpi-pm/reset-register", test_reset_register);
     g_test_add_func("/acpi-pm/timer", test_timer);

@@ -77,6 +77,9 @@ static const uint8_t *check_fadt(struct fixture *f, const uint8_t *fadt)
     check_gas_io(fadt + 148, ACPI_PM1A_EVT_PORT, 32);      /* X_PM1a_EVT_BLK */
     check_gas_io(fadt + 172, ACPI_PM1A_CNT_PORT, 16);      /* X_PM1a_CNT_BLK */
     check_gas_io(fadt + 208, ACPI_PM_TMR_PORT, 32);        /* X_PM_TMR_BLK */
+    g_assert_cmphex(rd32(fadt + 80), ==, ACPI_GPE0_PORT);  /* GPE0_BLK */
+    g_assert_cmpuint(fadt[92], ==, ACPI_GPE0_LEN);         /* GPE0_BLK_LEN */
+    check_gas_io(fadt + 220, ACPI_GPE0_PORT, 8 * ACPI_GPE0_LEN); /* X_GPE0_BLK */
 
     uint64_t facs_addr = rd32(fadt + 36) ? rd32(fadt + 36) : rd64(fadt + 132);
     g_assert_cmphex(facs_addr % 64, ==, 0);
@@ -141,6 +144,223 @@ static void check_s5(const uint8_t *dsdt)
     static const uint8_t expect[] = { 0x12, 0x0a, 0x04, 0x0a, ACPI_S5_SLP_TYP, 0x0a, ACPI_S5_SLP_TYP,
                                       0x0a, 0x00, 0x0a, 0x00 };
     g_assert_cmpmem(p, sizeof expect, expect, sizeof expect);
+}
+
+/* ---- an AML reader for the opcodes the DSDT may hold (ACPI 6.x, 20.2) ---- */
+
+/* What the walk found, by the ACPI path of each object. */
+struct aml_found {
+    char hid[32], cid[32];
+    bool vgen;                 /* \_SB.VGEN is a Device */
+    bool addr_method;          /* \_SB.VGEN.ADDR is a Method with no arguments */
+    uint32_t addr[2];          /* what it returns */
+    unsigned addr_elements;
+    bool gpe_notify;           /* \_GPE._E00 notifies \_SB.VGEN with 0x80 */
+};
+
+struct aml_cursor {
+    const uint8_t *p, *end;
+};
+
+static void need(const struct aml_cursor *c, size_t n)
+{
+    if (c->p + n > c->end)
+        g_error("AML runs past its enclosing package");
+}
+
+/* A NameString: root or parent prefixes, then one NameSeg, a dual or multi
+ * name. Written out with dots ("\_SB_.VGEN"). */
+static void aml_name(struct aml_cursor *c, char *out, size_t max)
+{
+    size_t n = 0;
+    need(c, 1);
+    while (*c->p == '\\' || *c->p == '^') {
+        out[n++] = (char)*c->p++;
+        need(c, 1);
+    }
+    unsigned segs = 1;
+    if (*c->p == 0x2e) {
+        segs = 2;
+        c->p++;
+    } else if (*c->p == 0x2f) {
+        c->p++;
+        need(c, 1);
+        segs = *c->p++;
+    } else if (*c->p == 0x00) {
+        c->p++;
+        segs = 0;
+    }
+    for (unsigned i = 0; i < segs; i++) {
+        need(c, 4);
+        g_assert_cmpuint(n + 6, <, max);
+        if (i)
+            out[n++] = '.';
+        memcpy(out + n, c->p, 4);
+        n += 4;
+        c->p += 4;
+    }
+    out[n] = '\0';
+}
+
+/* PkgLength at the cursor; returns the end of the package it measures. */
+static const uint8_t *aml_package_end(struct aml_cursor *c)
+{
+    const uint8_t *start = c->p;
+    need(c, 1);
+    size_t nlen, len = pkg_length(c->p, &nlen);
+    need(c, nlen);
+    c->p += nlen;
+    if (start + len > c->end)
+        g_error("a PkgLength of %zu reaches past its parent", len);
+    return start + len;
+}
+
+/* A data object: an integer (set *value) or a string (copied to text). */
+static void aml_data(struct aml_cursor *c, uint64_t *value, char *text, size_t max)
+{
+    need(c, 1);
+    uint8_t op = *c->p++;
+    switch (op) {
+    case 0x00: *value = 0; return;
+    case 0x01: *value = 1; return;
+    case 0x0a: need(c, 1); *value = c->p[0]; c->p += 1; return;
+    case 0x0b: need(c, 2); *value = rd16(c->p); c->p += 2; return;
+    case 0x0c: need(c, 4); *value = rd32(c->p); c->p += 4; return;
+    case 0x0e: need(c, 8); *value = rd64(c->p); c->p += 8; return;
+    case 0x0d: {
+        size_t len = strnlen((const char *)c->p, (size_t)(c->end - c->p));
+        need(c, len + 1);
+        g_assert_nonnull(text);
+        g_assert_cmpuint(len, <, max);
+        memcpy(text, c->p, len + 1);
+        c->p += len + 1;
+        return;
+    }
+    }
+    g_error("unexpected AML data opcode 0x%02x", op);
+}
+
+static void aml_terms(struct aml_cursor *c, const char *scope, struct aml_found *f);
+
+/* Package (n) { integers... }: only the ADDR method's, the \_S5 one is checked above. */
+static void aml_return_package(struct aml_cursor *c, struct aml_found *f)
+{
+    need(c, 1);
+    g_assert_cmphex(*c->p++, ==, 0x12);
+    const uint8_t *end = aml_package_end(c);
+    struct aml_cursor body = { c->p, end };
+    need(&body, 1);
+    unsigned n = *body.p++;
+    g_assert_cmpuint(n, <=, 2);
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t v = 0;
+        aml_data(&body, &v, NULL, 0);
+        g_assert_cmphex(v, <=, 0xffffffffu);
+        f->addr[i] = (uint32_t)v;
+    }
+    f->addr_elements = n;
+    g_assert_true(body.p == body.end);
+    c->p = body.end;
+}
+
+static void aml_method(struct aml_cursor *c, const char *scope, struct aml_found *f)
+{
+    const uint8_t *end = aml_package_end(c);
+    struct aml_cursor body = { c->p, end };
+    char name[64], path[160];
+    aml_name(&body, name, sizeof name);
+    g_snprintf(path, sizeof path, "%s.%s", scope, name);
+    need(&body, 1);
+    uint8_t flags = *body.p++;
+    if (strcmp(path, "\\_SB_.VGEN.ADDR") == 0) {
+        g_assert_cmpuint(flags & 7, ==, 0);
+        need(&body, 1);
+        g_assert_cmphex(*body.p++, ==, 0xa4); /* Return */
+        aml_return_package(&body, f);
+        f->addr_method = true;
+    } else if (strcmp(path, "\\_GPE._E00") == 0) {
+        need(&body, 1);
+        g_assert_cmphex(*body.p++, ==, 0x86); /* Notify */
+        char target[64];
+        aml_name(&body, target, sizeof target);
+        uint64_t value = 0;
+        aml_data(&body, &value, NULL, 0);
+        f->gpe_notify = strcmp(target, "\\_SB_.VGEN") == 0 && value == 0x80;
+    } else {
+        g_error("unexpected method %s", path);
+    }
+    g_assert_true(body.p == body.end); /* the PkgLength covered the method exactly */
+    c->p = body.end;
+}
+
+static void aml_name_object(struct aml_cursor *c, const char *scope, struct aml_found *f)
+{
+    char name[64];
+    aml_name(c, name, sizeof name);
+    if (strstr(name, "_S5_")) { /* checked by check_s5 */
+        need(c, 1);
+        g_assert_cmphex(*c->p++, ==, 0x12);
+        c->p = aml_package_end(c);
+        return;
+    }
+    char text[64] = "";
+    uint64_t value = 0;
+    aml_data(c, &value, text, sizeof text);
+    if (strcmp(scope, "\\_SB_.VGEN") == 0 && strcmp(name, "_HID") == 0)
+        g_strlcpy(f->hid, text, sizeof f->hid);
+    if (strcmp(scope, "\\_SB_.VGEN") == 0 && strcmp(name, "_CID") == 0)
+        g_strlcpy(f->cid, text, sizeof f->cid);
+}
+
+static void aml_terms(struct aml_cursor *c, const char *scope, struct aml_found *f)
+{
+    while (c->p < c->end) {
+        uint8_t op = *c->p++;
+        char name[64], inner[160];
+        if (op == 0x08) {
+            aml_name_object(c, scope, f);
+        } else if (op == 0x10 || (op == 0x5b && c->p < c->end && *c->p == 0x82)) {
+            bool device = op == 0x5b;
+            if (device)
+                c->p++;
+            const uint8_t *end = aml_package_end(c);
+            struct aml_cursor body = { c->p, end };
+            aml_name(&body, name, sizeof name);
+            if (name[0] == '\\')
+                g_strlcpy(inner, name, sizeof inner);
+            else
+                g_snprintf(inner, sizeof inner, "%s.%s", scope, name);
+            if (device && strcmp(inner, "\\_SB_.VGEN") == 0)
+                f->vgen = true;
+            aml_terms(&body, inner, f);
+            c->p = body.end;
+        } else if (op == 0x14) {
+            aml_method(c, scope, f);
+        } else {
+            g_error("unexpected AML opcode 0x%02x in %s", op, scope);
+        }
+    }
+}
+
+/* The whole DSDT body parses, every PkgLength nests, and the VM generation
+ * ID device is what Linux's vmgenid driver looks for. */
+static void check_vmgenid_aml(const uint8_t *dsdt)
+{
+    struct aml_cursor c = { dsdt + 36, dsdt + rd32(dsdt + 4) };
+    struct aml_found f = { 0 };
+    aml_terms(&c, "\\", &f);
+    g_assert_true(f.vgen);
+    g_assert_cmpstr(f.hid, ==, "VMGENCTR");
+    g_assert_cmpstr(f.cid, ==, "VM_GEN_COUNTER");
+    g_assert_true(f.addr_method);
+    g_assert_cmpuint(f.addr_elements, ==, 2);
+    uint64_t addr = f.addr[0] | (uint64_t)f.addr[1] << 32;
+    g_assert_cmphex(addr, ==, BOOT_VMGENID_ADDR);
+    g_assert_cmphex(addr % 8, ==, 0);
+    /* In the e820-reserved BIOS area, clear of the ACPI tables and SMBIOS. */
+    g_assert_cmphex(addr, >=, BOOT_ACPI_TABLES_END);
+    g_assert_cmphex(addr + 16, <=, BOOT_SMBIOS_ENTRY);
+    g_assert_true(f.gpe_notify);
 }
 
 static void check_madt(const uint8_t *madt, unsigned ncpus)
@@ -219,6 +439,7 @@ static void test_tables(gconstpointer data)
     g_assert_nonnull(madt);
     const uint8_t *dsdt = check_fadt(&f, fadt);
     check_s5(dsdt);
+    check_vmgenid_aml(dsdt);
     check_madt(madt, ncpus);
     guest_memory_release(&f.mem);
 }

@@ -20,6 +20,7 @@ LAYERS = [
     ["persist"],              # persist/: snapshot and restore of a whole VM
     ["core"],                 # the KVM core: vm*.c, vcpu.c, cpuid.c
     ["devices"],              # devices/: one file per device
+    ["block"],                # block/: disk images behind struct blk_backend
     ["boot"],                 # boot/: the Linux boot protocol and tables
     ["ram-snapshot"],         # ram-snapshot/: guest RAM to and from layers, restore modes, uffd
     ["platform", "config", "state"],  # memory.c, bus.c; config/; state/

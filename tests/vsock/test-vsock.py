@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -499,6 +500,261 @@ def case_ready_after_restore():
             target.kill()
             target.wait()
             log.close()
+
+
+NOTIFY_PORT = 1025
+
+
+def wait_notify(shim, pred, what, timeout=20):
+    """vm.info's vsnap.notify once pred(notify) holds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, info = shim.api("GET", "vm.info")
+        notify = (info or {}).get("vsnap", {}).get("notify") if status == 200 else None
+        if notify and pred(notify):
+            return notify
+        if time.monotonic() > deadline:
+            raise Fail(f"vm.info's vsnap.notify never showed {what}: {notify}")
+        time.sleep(0.05)
+
+
+def case_notify():
+    """systemd's sd_notify on the notify port (the test guest in notify mode):
+    READY=1 is readiness exactly as the agent's READY (wait-ready, vm.info,
+    the guest ready event); STATUS, WATCHDOG, X_SYSTEMD_* and garbage on one
+    connection; STOPPING=1 and EXIT_STATUS= as systemd shuts down."""
+    shim, path = vsock_shim(extra_cmdline=f"vsnap.notify_port={NOTIFY_PORT}")
+    events_path = os.path.join(shim.workdir, "events.jsonl")
+    shim.argv += ["--event-monitor", f"path={events_path}"]
+    with shim:
+        status, body, _ = http_get_unix(shim.api_socket, "/api/v1/vm.wait-ready?timeout_ms=20000", 25)
+        check(status == 200, f"wait-ready answered {status}: {body}")
+        info = json.loads(body)
+        check(info.get("ready") is True and info.get("generation") == 0 and info.get("source") == "notify",
+              f"ready info {info}")
+        check(info.get("port") == NOTIFY_PORT and re.fullmatch(r"[0-9a-f]{16}", info.get("boot_id", "")),
+              f"ready info {info}")
+        check(info.get("guest") == {"READY": "1", "STATUS": "vsnap-testguest ready"},
+              f"READY and STATUS of one write belong together: {info}")
+        shim.wait_for_serial(r"notify sent ready", timeout=5)
+        check("readiness acknowledged" not in shim.serial(), "the guest used the agent protocol too")
+        notify = wait_notify(shim, lambda n: n.get("watchdog_count") == 2, "two WATCHDOG=1")
+        print(f"notify after the several-notifications connection: {notify}")
+        check(notify.get("status") == "vsnap-testguest serving", f"last STATUS= in {notify}")
+        check(notify.get("x_systemd") == {"X_SYSTEMD_UNIT_ACTIVE": "vsnap-testguest.target"}, f"x_systemd {notify}")
+        check(notify.get("ignored_lines") == 2, f"two garbage lines counted: {notify}")
+        check(notify.get("stopping") is False and notify.get("exit_status") is None, f"not stopping yet: {notify}")
+        status, vm_info = shim.api("GET", "vm.info")
+        vsnap = vm_info["vsnap"]
+        check(vsnap.get("ready") is True and vsnap.get("source") == "notify" and vsnap.get("generation") == 0,
+              f"vm.info's readiness: {vsnap}")
+        with open(events_path) as f:
+            events = [json.loads(l) for l in f if l.strip()]
+        ready_events = [e for e in events if e.get("source") == "guest" and e.get("event") == "ready"]
+        check(len(ready_events) == 1, f"one guest ready event: {ready_events}")
+        c = wait_guest_serving(path)
+        check(c.cmd("NOTIFYSTOP") == "OK", "NOTIFYSTOP")
+        notify = wait_notify(shim, lambda n: n.get("exit_status") is not None, "EXIT_STATUS=3")
+        check(notify.get("stopping") is True and notify.get("exit_status") == 3 and
+              notify.get("status") == "vsnap-testguest stopping", f"systemd's shutdown messages: {notify}")
+        c.close()
+
+
+def case_notify_after_restore():
+    """A guest that was ready through notify is ready again as soon as the
+    restored VM runs (generation + 1, same boot), and keeps what it told."""
+    with tempfile.TemporaryDirectory(prefix="vsnap-notify-") as tmp:
+        notify_restore_in(os.path.join(tmp, "snap"))
+
+
+def notify_restore_in(snap):
+    shim, path = vsock_shim(extra_cmdline=f"vsnap.notify_port={NOTIFY_PORT}")
+    with shim:
+        status, body, _ = http_get_unix(shim.api_socket, "/api/v1/vm.wait-ready?timeout_ms=20000", 25)
+        check(status == 200, f"wait-ready answered {status}: {body}")
+        first = json.loads(body)
+        wait_notify(shim, lambda n: n.get("watchdog_count") == 2, "two WATCHDOG=1")
+        for method, endpoint, req in [("PUT", "vm.pause", None),
+                                      ("PUT", "vm.snapshot", {"destination_url": "file://" + snap})]:
+            status, reply = shim.api(method, endpoint, req)
+            check(status in (200, 204), f"{endpoint} answered {status}: {reply}")
+    target = Shim(SHIM, GUEST, api=True)
+    target.argv = [SHIM, "--api-socket", f"path={target.api_socket}"]
+    new_vsock = os.path.join(target.workdir, "vsock.sock")
+    with target:
+        status, reply = target.api("PUT", "vm.restore", {
+            "source_url": "file://" + snap,
+            "config_overrides": {"vsock": {"socket": new_vsock},
+                                 "serial": {"mode": "File", "file": target.serial_path}}})
+        check(status in (200, 204), f"vm.restore answered {status}: {reply}")
+        status, info = target.api("GET", "vm.info")
+        check(info["vsnap"].get("ready") is False, f"a paused restored VM is not ready yet: {info['vsnap']}")
+        status, reply = target.api("PUT", "vm.resume")
+        check(status in (200, 204), f"vm.resume answered {status}: {reply}")
+        status, body, _ = http_get_unix(target.api_socket, "/api/v1/vm.wait-ready?timeout_ms=5000", 10)
+        check(status == 200, f"wait-ready after the restore answered {status}: {body}")
+        again = json.loads(body)
+        print(f"before: generation {first['generation']}, after restore: {again}")
+        check(again.get("generation") == first["generation"] + 1 and again.get("boot_id") == first["boot_id"]
+              and again.get("source") == "notify", f"readiness after the restore: {again}")
+        status, info = target.api("GET", "vm.info")
+        notify = info["vsnap"]["notify"]
+        check(notify.get("watchdog_count") == 2 and notify.get("status") == "vsnap-testguest serving",
+              f"what the guest told before the snapshot: {notify}")
+        c = wait_guest_serving(new_vsock)
+        check(c.cmd("PING") == "PONG", "the restored guest serves")
+        c.close()
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    return f"{h:016x}"
+
+
+def rng_shim(spec):
+    shim, path = vsock_shim()
+    shim.argv += ["--rng", spec]
+    return shim, path
+
+
+def case_rng():
+    """virtio-rng from /dev/urandom: the guest's RNG <n> gets n bytes, and two
+    reads differ; from a file, the bytes are exactly the file's, in order."""
+    shim, path = rng_shim("src=/dev/urandom")
+    with shim:
+        c = wait_guest_serving(path)
+        first, second = c.cmd("RNG 4096"), c.cmd("RNG 4096")
+        print(f"two reads: {first!r}, {second!r}")
+        check(re.fullmatch(r"RNG 4096 [0-9a-f]{16}", first) and re.fullmatch(r"RNG 4096 [0-9a-f]{16}", second),
+              f"RNG answers {first!r} {second!r}")
+        check(first != second, "two reads of virtio-rng gave the same bytes")
+        check(c.cmd("RNG 0").startswith("ERR"), "RNG 0 is refused")
+        c.close()
+        rng = counters_all(shim).get("rng", {})
+        check(rng.get("rx_bytes", 0) >= 8192 and rng.get("throttled") == 0, f"vm.counters rng: {rng}")
+    with tempfile.TemporaryDirectory(prefix="vsnap-rng-") as tmp:
+        data = os.urandom(12288)
+        src = os.path.join(tmp, "entropy")
+        with open(src, "wb") as f:
+            f.write(data)
+        shim, path = rng_shim(f"src={src}")
+        with shim:
+            c = wait_guest_serving(path)
+            check(c.cmd("RNG 4096") == f"RNG 4096 {fnv1a64(data[:4096])}", "the file's first 4096 bytes")
+            check(c.cmd("RNG 8192") == f"RNG 8192 {fnv1a64(data[4096:])}", "then the next 8192")
+            c.close()
+
+
+def case_rng_rate_limit():
+    """A bandwidth limit of 4 KiB per 500 ms: 12 KiB take about a second
+    (4 KiB at once from the full bucket, then 8 KiB refilled), and the device
+    counts the requests it held back."""
+    shim, path = rng_shim("src=/dev/urandom,bw_size=4096,bw_refill_time=500")
+    with shim:
+        c = wait_guest_serving(path)
+        started = time.monotonic()
+        answer = c.cmd("RNG 12288")
+        took = time.monotonic() - started
+        print(f"RNG 12288 under 4096 bytes / 500 ms: {answer!r} after {took:.2f} s")
+        check(re.fullmatch(r"RNG 12288 [0-9a-f]{16}", answer), f"RNG answer {answer!r}")
+        check(took >= 0.9, f"12 KiB came in {took:.2f} s: the limit allows 4 KiB per 500 ms")
+        rng = counters_all(shim).get("rng", {})
+        check(rng.get("throttled", 0) > 0 and rng.get("rx_bytes") == 12288, f"vm.counters rng: {rng}")
+        c.close()
+
+
+def counters_all(shim):
+    status, body = shim.api("GET", "vm.counters")
+    check(status == 200, f"vm.counters answered {status}")
+    return body
+
+
+def restored_shim(snap):
+    """A new shim with the snapshot at snap restored and running; returns
+    (Shim, its vsock socket path). Use as a context manager."""
+    target = Shim(SHIM, GUEST, api=True)
+    target.argv = [SHIM, "--api-socket", f"path={target.api_socket}"]
+    new_vsock = os.path.join(target.workdir, "vsock.sock")
+    target.start()
+    status, reply = target.api("PUT", "vm.restore", {
+        "source_url": "file://" + snap, "resume": True,
+        "config_overrides": {"vsock": {"socket": new_vsock},
+                             "serial": {"mode": "File", "file": target.serial_path}}})
+    if status not in (200, 204):
+        target.close()
+        raise Fail(f"vm.restore answered {status}: {reply}")
+    return target, new_vsock
+
+
+def snapshot(shim, snap):
+    for method, endpoint, req in [("PUT", "vm.pause", None),
+                                  ("PUT", "vm.snapshot", {"destination_url": "file://" + snap}),
+                                  ("PUT", "vm.resume", None)]:
+        status, reply = shim.api(method, endpoint, req)
+        check(status in (200, 204), f"{endpoint} answered {status}: {reply}")
+
+
+def guest_vmgenid(path):
+    """(id, gpe pending) as the guest reads them through ACPI."""
+    c = wait_guest_serving(path)
+    try:
+        answer = c.cmd("VMGENID")
+    finally:
+        c.close()
+    m = re.fullmatch(r"VMGENID ([0-9a-f]{32}) gpe=([01])", answer)
+    check(m, f"VMGENID answered {answer!r}")
+    return m.group(1), m.group(2) == "1"
+
+
+def shim_vmgenid(shim):
+    status, info = shim.api("GET", "vm.info")
+    check(status == 200, f"vm.info answered {status}")
+    return info["vsnap"]["vmgenid"]["id"]
+
+
+def case_vmgenid():
+    """The VM generation ID the guest finds through ACPI is new after every
+    restore (with its GPE pending), two clones of one snapshot differ, and a
+    clone's own snapshot restored changes it again. The restored clock says
+    how it was set and moved on by the time stopped."""
+    with tempfile.TemporaryDirectory(prefix="vsnap-vmgenid-") as tmp:
+        shim, path = vsock_shim()
+        with shim:
+            booted, pending = guest_vmgenid(path)
+            check(not pending and booted == shim_vmgenid(shim), f"at boot: {booted} pending={pending}")
+            check(guest_vmgenid(path)[0] == booted, "the id stays while the VM runs")
+            snap = os.path.join(tmp, "snap")
+            snapshot(shim, snap)
+        with open(os.path.join(snap, "state.json")) as f:
+            saved_clock = int(json.load(f)["kvm"]["clock_ns"], 16)
+        time.sleep(1.0)
+        ids = [booted]
+        first, first_path = restored_shim(snap)
+        with first:
+            second, second_path = restored_shim(snap)
+            with second:
+                for clone, clone_path in ((first, first_path), (second, second_path)):
+                    gid, pending = guest_vmgenid(clone_path)
+                    check(pending, "the restore raised the generation-changed GPE")
+                    check(gid == shim_vmgenid(clone), f"guest {gid} and vm.info agree")
+                    check(guest_vmgenid(clone_path) == (gid, False), "the GPE was cleared, the id stays")
+                    ids.append(gid)
+                status, info = second.api("GET", "vm.info")
+                clock = info["vsnap"]["clock"]
+                print(f"clock after the restore: {clock} (saved kvmclock {saved_clock})")
+                check(clock["restore"] in ("realtime", "advance"), f"vsnap.clock {clock}")
+                check(clock["stopped_ns"] >= 1_000_000_000, f"stopped at least the 1 s slept: {clock}")
+                check(clock["clock_ns"] - saved_clock >= 1_000_000_000,
+                      f"the kvmclock moved on by the time stopped: {clock}, saved {saved_clock}")
+            snap2 = os.path.join(tmp, "snap2")
+            snapshot(first, snap2)
+        again, again_path = restored_shim(snap2)
+        with again:
+            ids.append(guest_vmgenid(again_path)[0])
+        print(f"generation ids: boot, clone 1, clone 2, clone 1 restored: {ids}")
+        check(len(set(ids)) == len(ids), f"every restore gives a new id: {ids}")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

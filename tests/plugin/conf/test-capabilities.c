@@ -159,6 +159,10 @@ static void test_domain_capabilities(void)
     g_assert_cmpstr(vcpu, ==, "64");
     g_assert_cmpstr(passthrough, ==, "yes");
     g_assert_cmpstr(disk, ==, "no");
+    g_autofree char *rng = xpath_string(doc, "/domainCapabilities/devices/rng/@supported");
+    g_autofree char *rng_backend = xpath_string(doc, "/domainCapabilities/devices/rng/enum[@name='backendModel']/value");
+    g_assert_cmpstr(rng, ==, "yes");
+    g_assert_cmpstr(rng_backend, ==, "random");
     check_libvirt_schema(doc, "domaincaps.rng");
 
     /* What clients may ask for: vsnap's own values, or NULL. */

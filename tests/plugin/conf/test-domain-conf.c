@@ -67,7 +67,7 @@ static void test_libvirt_schema(void)
         return;
     }
     static const char *const examples[] = {"minimal.xml", "microvm.xml", "virt-install.xml", "serial-file.xml",
-                                           "disks.xml"};
+                                           "disks.xml", "stock-guest.xml"};
     for (size_t i = 0; i < G_N_ELEMENTS(examples); i++) {
         g_autofree char *xml = read_example(examples[i]);
         g_autoptr(domain_def) def = parse_ok(xml);
@@ -253,7 +253,20 @@ static void test_refusals(void)
         {"", "<video/>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <video> in <devices>"},
         {"", "<input type='tablet' bus='usb'/>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <input> in <devices>"},
         {"", "<controller type='usb'/>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <controller> in <devices>"},
-        {"", "<rng model='virtio'/>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <rng> in <devices>"},
+        {"", "<rng model='virtio'/>", VIR_ERR_XML_ERROR, "<rng> needs a <backend model='random'>"},
+        {"", "<rng model='virtio'><backend model='egd'/></rng>", VIR_ERR_CONFIG_UNSUPPORTED, "only 'random'"},
+        {"", "<rng model='virtio-transitional'><backend model='random'/></rng>", VIR_ERR_CONFIG_UNSUPPORTED, "only 'virtio'"},
+        {"", "<rng model='virtio'><backend model='random'>dev/random</backend></rng>", VIR_ERR_XML_DETAIL, "absolute path"},
+        {"", "<rng model='virtio'><backend model='random'/><rate bytes='0'/></rng>", VIR_ERR_XML_DETAIL, "out of range"},
+        {"", "<rng model='virtio'><backend model='random'/></rng><rng model='virtio'><backend model='random'/></rng>", VIR_ERR_CONFIG_UNSUPPORTED, "only one <rng>"},
+        {"<sysinfo type='fwcfg'/>", "", VIR_ERR_CONFIG_UNSUPPORTED, "<sysinfo type='fwcfg'>"},
+        {"<sysinfo type='smbios'><bios><entry name='vendor'>x</entry></bios></sysinfo>", "", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <bios> in <sysinfo>"},
+        {"<sysinfo type='smbios'><system><entry name='colour'>x</entry></system></sysinfo>", "", VIR_ERR_XML_DETAIL, "name='colour'"},
+        {"<sysinfo type='smbios'><system><entry name='serial'></entry></system></sysinfo>", "", VIR_ERR_XML_DETAIL, "an empty <entry>"},
+        {"<sysinfo type='smbios'><system><entry name='uuid'>00000000-0000-0000-0000-000000000001</entry></system></sysinfo>", "", VIR_ERR_XML_DETAIL, "UUID mismatch"},
+        {"<sysinfo type='smbios'><oemStrings><entry></entry></oemStrings></sysinfo>", "", VIR_ERR_XML_DETAIL, "an empty <entry>"},
+        {"<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'><vsnap:notify port='0'/></vsnap:vsnap></metadata>", "", VIR_ERR_XML_DETAIL, "out of range"},
+        {"<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'><vsnap:notify credential='maybe'/></vsnap:vsnap></metadata>", "", VIR_ERR_XML_DETAIL, "credential='maybe'"},
         {"", "<memballoon model='virtio'/>", VIR_ERR_CONFIG_UNSUPPORTED, "memballoon model='virtio'"},
         {"", "<emulator>/usr/bin/qemu-system-x86_64</emulator>", VIR_ERR_CONFIG_UNSUPPORTED, "qemu-system-x86_64"},
         {"", "<emulator>vsnap-shim</emulator>", VIR_ERR_XML_DETAIL, "absolute path"},
@@ -471,7 +484,9 @@ static void test_vm_config(void)
     g_assert_cmpstr(json_object_get_string_member(payload, "kernel"), ==, "/var/lib/vsnap/images/bzImage");
     g_assert_cmpstr(json_object_get_string_member(payload, "initramfs"), ==,
                     "/var/lib/vsnap/images/initramfs.cpio.gz");
-    g_assert_cmpstr(json_object_get_string_member(payload, "cmdline"), ==, "console=ttyS0 reboot=k panic=1 quiet");
+    /* systemd's vmm.notify_socket credential rides along by default. */
+    g_assert_cmpstr(json_object_get_string_member(payload, "cmdline"), ==,
+                    "console=ttyS0 reboot=k panic=1 quiet systemd.set_credential=vmm.notify_socket:vsock-stream:2:1025");
     JsonObject *cpus = json_object_get_object_member(root, "cpus");
     g_assert_cmpint(json_object_get_int_member(cpus, "boot_vcpus"), ==, 2);
     g_assert_cmpint(json_object_get_int_member(cpus, "max_vcpus"), ==, 2);
@@ -486,7 +501,15 @@ static void test_vm_config(void)
     g_assert_cmpint(json_object_get_int_member(vsock, "cid"), ==, 7);
     g_assert_cmpstr(json_object_get_string_member(vsock, "socket"), ==, "/run/vsnap/microvm/vsock.sock");
     g_assert_cmpint(json_object_get_int_member(vsock, "readiness_port"), ==, 1024);
-    g_assert_cmpuint(json_object_get_size(root), ==, 6);
+    g_assert_cmpint(json_object_get_int_member(vsock, "notify_port"), ==, 1025);
+    JsonObject *platform = json_object_get_object_member(root, "platform");
+    g_assert_cmpstr(json_object_get_string_member(platform, "uuid"), ==, "4dea22b3-1d52-d8f3-2516-782e98ab3fa0");
+    g_assert_false(json_object_has_member(platform, "serial_number")); /* no <smbios mode='sysinfo'/> */
+    JsonArray *oem = json_object_get_array_member(platform, "oem_strings");
+    g_assert_cmpuint(json_array_get_length(oem), ==, 1);
+    g_assert_cmpstr(json_array_get_string_element(oem, 0), ==,
+                    "io.systemd.credential:vmm.notify_socket=vsock-stream:2:1025");
+    g_assert_cmpuint(json_object_get_size(root), ==, 7);
     /* The shim picks the pty: no path goes with it. */
     g_assert_cmpuint(json_object_get_size(serial), ==, 1);
 }
@@ -524,6 +547,90 @@ static void test_vm_config_file_and_minimal(void)
     g_assert_cmpint(json_object_get_int_member(json_object_get_object_member(root, "cpus"), "boot_vcpus"), ==, 1);
 }
 
+/* The stock-guest example: sysinfo, smbios mode, rng and the notify port,
+ * parsed, and turned into the shim's VmConfig. */
+static void test_stock_guest(void)
+{
+    g_autofree char *xml = read_example("stock-guest.xml");
+    g_autoptr(domain_def) def = parse_ok(xml);
+    g_assert_true(def->sysinfo.present);
+    g_assert_cmpint(def->smbios_mode, ==, DOMAIN_SMBIOS_SYSINFO);
+    g_assert_cmpstr(def->sysinfo.manufacturer, ==, "Example Corp");
+    g_assert_cmpstr(def->sysinfo.serial, ==, "ds=nocloud;s=http://192.0.2.1:8000/stock-guest/");
+    g_assert_cmpuint(g_strv_length(def->sysinfo.oem_strings), ==, 1);
+    g_assert_true(def->rng.present);
+    g_assert_cmpstr(def->rng.backend, ==, "/dev/urandom");
+    g_assert_cmpuint(def->rng.rate_bytes, ==, 4096);
+    g_assert_cmpuint(def->rng.rate_period_ms, ==, 1000);
+    g_assert_cmpuint(def->notify.port, ==, 1025);
+    g_autoptr(domain_def) copy = domain_def_copy(def);
+    g_assert_cmpstr(copy->sysinfo.oem_strings[0], ==, def->sysinfo.oem_strings[0]);
+    g_assert_cmpstr(copy->rng.backend, ==, "/dev/urandom");
+    if (g_file_test(LIBVIRT_SCHEMAS "/domain.rng", G_FILE_TEST_EXISTS)) {
+        g_autofree char *formatted = domain_def_format(def, false, -1);
+        check_libvirt_domain_schema(formatted);
+    }
+
+    def->vsock.cid = 9;
+    def->notify.port = 7000;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *json = domain_def_to_vm_config_json(def, "/v.sock", &error);
+    g_assert_no_error(error);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *root = parse_json(json, parser);
+    g_assert_cmpstr(json_object_get_string_member(json_object_get_object_member(root, "payload"), "cmdline"), ==,
+                    "console=ttyS0 root=/dev/vda rw systemd.set_credential=vmm.notify_socket:vsock-stream:2:7000");
+    g_assert_cmpint(json_object_get_int_member(json_object_get_object_member(root, "vsock"), "notify_port"), ==, 7000);
+    JsonObject *rng = json_object_get_object_member(root, "rng");
+    g_assert_cmpstr(json_object_get_string_member(rng, "src"), ==, "/dev/urandom");
+    JsonObject *bandwidth = json_object_get_object_member(json_object_get_object_member(rng, "rate_limiter"), "bandwidth");
+    g_assert_cmpint(json_object_get_int_member(bandwidth, "size"), ==, 4096);
+    g_assert_cmpint(json_object_get_int_member(bandwidth, "refill_time"), ==, 1000);
+    JsonObject *platform = json_object_get_object_member(root, "platform");
+    g_assert_cmpstr(json_object_get_string_member(platform, "uuid"), ==, "6a5c1f9e-3b7d-4e2a-9c8b-1d0f2e3a4b5c");
+    g_assert_cmpstr(json_object_get_string_member(platform, "serial_number"), ==,
+                    "ds=nocloud;s=http://192.0.2.1:8000/stock-guest/");
+    JsonObject *system = json_object_get_object_member(platform, "system");
+    g_assert_cmpstr(json_object_get_string_member(system, "manufacturer"), ==, "Example Corp");
+    g_assert_cmpstr(json_object_get_string_member(system, "product_name"), ==, "stock-guest");
+    JsonArray *oem = json_object_get_array_member(platform, "oem_strings");
+    g_assert_cmpuint(json_array_get_length(oem), ==, 2);
+    g_assert_cmpstr(json_array_get_string_element(oem, 0), ==, "io.systemd.credential:system.hostname=stock-guest");
+    g_assert_cmpstr(json_array_get_string_element(oem, 1), ==,
+                    "io.systemd.credential:vmm.notify_socket=vsock-stream:2:7000");
+
+    /* credential='off': neither the command line nor SMBIOS carries it. */
+    def->notify.no_credential = true;
+    g_autofree char *quiet = domain_def_to_vm_config_json(def, "/v.sock", &error);
+    g_assert_null(strstr(quiet, "vmm.notify_socket"));
+    g_autofree char *formatted = domain_def_format(def, false, -1);
+    g_assert_nonnull(strstr(formatted, "<vsnap:notify port='7000' credential='off'/>"));
+    g_autoptr(domain_def) again = parse_ok(formatted);
+    g_assert_true(again->notify.no_credential);
+
+    /* sysinfo without <smbios mode='sysinfo'/> stays out of the tables, as in libvirt. */
+    def->smbios_mode = DOMAIN_SMBIOS_DEFAULT;
+    g_autofree char *emulated = domain_def_to_vm_config_json(def, "/v.sock", &error);
+    g_assert_null(strstr(emulated, "Example Corp"));
+}
+
+static void test_smbios_needs_sysinfo(void)
+{
+    g_autofree char *xml = g_strdup("<domain type='kvm'><name>t</name><memory unit='MiB'>64</memory>"
+                                    "<os><type>hvm</type><kernel>/boot/vmlinux</kernel><smbios mode='sysinfo'/></os>"
+                                    "</domain>");
+    g_autoptr(GError) error = NULL;
+    g_assert_null(domain_def_parse_string(xml, schema_dir, &error));
+    g_assert_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR);
+    g_assert_nonnull(strstr(error->message, "needs a <sysinfo"));
+    g_clear_error(&error);
+    g_autofree char *host = g_strdup("<domain type='kvm'><name>t</name><memory unit='MiB'>64</memory>"
+                                     "<os><type>hvm</type><kernel>/boot/vmlinux</kernel><smbios mode='host'/></os>"
+                                     "</domain>");
+    g_assert_null(domain_def_parse_string(host, schema_dir, &error));
+    g_assert_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED);
+}
+
 static void test_missing_schema(void)
 {
     g_autofree char *xml = domain_with("", "");
@@ -552,5 +659,7 @@ int main(int argc, char **argv)
     g_test_add_func("/conf/domain/vm-config", test_vm_config);
     g_test_add_func("/conf/domain/vm-config-file-and-minimal", test_vm_config_file_and_minimal);
     g_test_add_func("/conf/domain/missing-schema", test_missing_schema);
+    g_test_add_func("/conf/domain/stock-guest", test_stock_guest);
+    g_test_add_func("/conf/domain/smbios-needs-sysinfo", test_smbios_needs_sysinfo);
     return g_test_run();
 }

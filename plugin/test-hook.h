@@ -1,0 +1,15 @@
+/* Test-only crash points. With VSNAPD_TEST_HOOK unset (always, outside
+ * tests) test_hook() does nothing. Set, it lists named steps and what to do
+ * on reaching them:
+ *
+ *   VSNAPD_TEST_HOOK=snapshot-paused:kill,start-spawned:stop
+ *
+ * kill: the daemon sends itself SIGKILL (kill -9 at exactly that point);
+ * stop: it sends itself SIGSTOP, so the test can act at that point (kill the
+ * shim, kill -9 the daemon) and then SIGCONT it. The steps are where the
+ * daemon's state on disk or in a shim is half-way through a change; see
+ * plugin/README.md for the list. */
+#pragma once
+
+/* Reached the named step. */
+void test_hook(const char *step);

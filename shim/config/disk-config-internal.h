@@ -1,0 +1,15 @@
+/* What vm-config.c (VmConfig's schema, checks and JSON) needs of
+ * disk-config.c (the disks' part of them). Private to config/. */
+#pragma once
+
+#include <json-glib/json-glib.h>
+#include <stdbool.h>
+
+#include "config/vm-config.h"
+
+/* Values: ids unique and present, paths given, queues and queue sizes in
+ * range, image_type Raw, no more devices than interrupt lines. */
+bool vm_config_check_disks(const struct vm_config *cfg, GError **error);
+
+/* One element of VmConfig's "disks", every field vsnap knows. */
+void disk_config_add_json(JsonBuilder *b, const struct disk_config *disk);

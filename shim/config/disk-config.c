@@ -1,0 +1,244 @@
+/* The disks of a VmConfig: their lifetime, value checks, image checks at
+ * vm.create and their JSON form (parsing is vm-config.c's schema). */
+#define G_LOG_DOMAIN "vsnap-shim"
+
+#include "config/disk-config-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/shim-error.h"
+#include "config/vm-config-json.h"
+
+#define SECTOR 512u
+
+void disk_config_init(struct disk_config *disk)
+{
+    memset(disk, 0, sizeof *disk);
+    disk->sparse = true;
+    disk->num_queues = 1;
+    disk->queue_size = VSNAP_DISK_DEFAULT_QUEUE_SIZE;
+}
+
+void disk_config_copy(struct disk_config *to, const struct disk_config *from)
+{
+    *to = *from;
+    to->path = g_strdup(from->path);
+    to->id = g_strdup(from->id);
+    to->serial = g_strdup(from->serial);
+    to->image_type = g_strdup(from->image_type);
+}
+
+void disk_config_clear(struct disk_config *disk)
+{
+    g_clear_pointer(&disk->path, g_free);
+    g_clear_pointer(&disk->id, g_free);
+    g_clear_pointer(&disk->serial, g_free);
+    g_clear_pointer(&disk->image_type, g_free);
+}
+
+void vm_config_add_disk(struct vm_config *cfg, const struct disk_config *disk)
+{
+    cfg->disks = g_renew(struct disk_config, cfg->disks, cfg->ndisks + 1);
+    disk_config_copy(&cfg->disks[cfg->ndisks++], disk);
+}
+
+const struct disk_config *vm_config_find_disk(const struct vm_config *cfg, const char *id)
+{
+    for (unsigned i = 0; i < cfg->ndisks; i++)
+        if (g_strcmp0(cfg->disks[i].id, id) == 0)
+            return &cfg->disks[i];
+    return NULL;
+}
+
+bool vm_config_remove_disk(struct vm_config *cfg, const char *id)
+{
+    const struct disk_config *disk = vm_config_find_disk(cfg, id);
+    if (!disk)
+        return false;
+    unsigned i = (unsigned)(disk - cfg->disks);
+    disk_config_clear(&cfg->disks[i]);
+    memmove(&cfg->disks[i], &cfg->disks[i + 1], (cfg->ndisks - i - 1) * sizeof cfg->disks[0]);
+    cfg->ndisks--;
+    return true;
+}
+
+void vm_config_name_disks(struct vm_config *cfg)
+{
+    unsigned next = 0;
+    for (unsigned i = 0; i < cfg->ndisks; i++) {
+        if (cfg->disks[i].id)
+            continue;
+        char *name = NULL;
+        do {
+            g_free(name);
+            name = g_strdup_printf("_disk%u", next++);
+        } while (vm_config_find_disk(cfg, name));
+        cfg->disks[i].id = name;
+    }
+}
+
+/* ---- value checks ---- */
+
+static bool disk_invalid(GError **error, int code, unsigned index, const char *field, const char *why)
+{
+    g_set_error(error, SHIM_ERROR, code, "invalid field 'disks[%u].%s': %s", index, field, why);
+    return false;
+}
+
+static bool is_power_of_two(uint32_t v)
+{
+    return v && !(v & (v - 1));
+}
+
+/* vm.counters names every device at its top level: a disk may not take the
+ * name of another one's member. */
+static bool is_reserved_id(const char *id)
+{
+    static const char *const taken[] = { "serial", "vsock", "console", "rng", "vcpus", NULL };
+    if (g_strv_contains(taken, id))
+        return true;
+    if (strncmp(id, "vcpu", 4) != 0 || !id[4])
+        return false;
+    for (const char *p = id + 4; *p; p++)
+        if (!g_ascii_isdigit(*p))
+            return false;
+    return true;
+}
+
+static bool check_disk(const struct vm_config *cfg, unsigned i, GError **error)
+{
+    const struct disk_config *d = &cfg->disks[i];
+    if (!d->path || !*d->path)
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "path", "required");
+    if (!d->id || !*d->id)
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "id", "must not be empty");
+    if (is_reserved_id(d->id)) {
+        g_autofree char *why = g_strdup_printf("'%s' names another device in vm.counters", d->id);
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "id", why);
+    }
+    if (vm_config_find_disk(cfg, d->id) != d) {
+        g_autofree char *why = g_strdup_printf("'%s' is the id of another disk", d->id);
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "id", why);
+    }
+    if (d->serial && strlen(d->serial) > VSNAP_DISK_SERIAL_MAX) {
+        g_autofree char *why = g_strdup_printf("longer than the %d bytes virtio-blk's GET_ID carries",
+                                               VSNAP_DISK_SERIAL_MAX);
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "serial", why);
+    }
+    if (d->num_queues < 1 || d->num_queues > VSNAP_DISK_MAX_QUEUES) {
+        g_autofree char *why = g_strdup_printf("%u is outside 1 .. %d", d->num_queues, VSNAP_DISK_MAX_QUEUES);
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "num_queues", why);
+    }
+    if (!is_power_of_two(d->queue_size) || d->queue_size < 4 || d->queue_size > VSNAP_DISK_MAX_QUEUE_SIZE) {
+        g_autofree char *why = g_strdup_printf("%u is not a power of two between 4 and %d", d->queue_size,
+                                               VSNAP_DISK_MAX_QUEUE_SIZE);
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "queue_size", why);
+    }
+    if (d->image_type && strcmp(d->image_type, "Raw") != 0) {
+        g_autofree char *why = g_strdup_printf("'%s' is not supported by vsnap: only Raw images "
+                                               "(convert with qemu-img convert -O raw)", d->image_type);
+        return disk_invalid(error, SHIM_ERROR_UNSUPPORTED, i, "image_type", why);
+    }
+    return true;
+}
+
+bool vm_config_check_disks(const struct vm_config *cfg, GError **error)
+{
+    bool console = cfg->console.mode != CONSOLE_MODE_OFF; /* a virtio-console device */
+    unsigned devices = cfg->ndisks + cfg->vsock.present + console + cfg->rng.present;
+    if (devices > VSNAP_MAX_VIRTIO_DEVICES) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED,
+                    "invalid field 'disks': %u disks%s%s%s are more than the %d virtio devices vsnap gives a VM",
+                    cfg->ndisks, cfg->vsock.present ? " and a vsock device" : "", console ? " and a console" : "",
+                    cfg->rng.present ? " and an rng" : "", VSNAP_MAX_VIRTIO_DEVICES);
+        return false;
+    }
+    for (unsigned i = 0; i < cfg->ndisks; i++)
+        if (!check_disk(cfg, i, error))
+            return false;
+    return true;
+}
+
+/* ---- the image ---- */
+
+static bool image_failed(GError **error, const char *field, const char *path, const char *why)
+{
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "invalid field '%s': %s: %s", field, path, why);
+    return false;
+}
+
+/* Opening it is the only honest access check: access(2) says yes to root
+ * for a file marked immutable, and a block device may refuse writers. */
+bool disk_config_check_image(const struct disk_config *disk, const char *field, GError **error)
+{
+    struct stat st;
+    if (stat(disk->path, &st) != 0)
+        return image_failed(error, field, disk->path, g_strerror(errno));
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+        return image_failed(error, field, disk->path, "not a regular file or a block device");
+    int fd = open(disk->path, (disk->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        g_autofree char *why = g_strdup_printf("cannot open it for %s: %s",
+                                               disk->readonly ? "reading" : "reading and writing", g_strerror(e));
+        return image_failed(error, field, disk->path, why);
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    bool sized = S_ISREG(st.st_mode) || ioctl(fd, BLKGETSIZE64, &size) == 0;
+    int e = errno;
+    close(fd);
+    if (!sized) {
+        g_autofree char *why = g_strdup_printf("cannot read the block device's size: %s", g_strerror(e));
+        return image_failed(error, field, disk->path, why);
+    }
+    if (size < SECTOR) {
+        g_autofree char *why = g_strdup_printf("holds %" G_GUINT64_FORMAT " bytes, less than one %u-byte sector",
+                                               size, SECTOR);
+        return image_failed(error, field, disk->path, why);
+    }
+    return true;
+}
+
+/* ---- JSON ---- */
+
+static void add_string(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    if (value)
+        json_builder_add_string_value(b, value);
+    else
+        json_builder_add_null_value(b);
+}
+
+static void add_bool(JsonBuilder *b, const char *name, bool value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, value);
+}
+
+static void add_int(JsonBuilder *b, const char *name, gint64 value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, value);
+}
+
+void disk_config_add_json(JsonBuilder *b, const struct disk_config *disk)
+{
+    json_builder_begin_object(b);
+    add_string(b, "path", disk->path);
+    add_bool(b, "readonly", disk->readonly);
+    add_bool(b, "direct", disk->direct);
+    add_bool(b, "sparse", disk->sparse);
+    add_string(b, "id", disk->id);
+    add_string(b, "serial", disk->serial);
+    add_int(b, "num_queues", disk->num_queues);
+    add_int(b, "queue_size", disk->queue_size);
+    add_string(b, "image_type", "Raw");
+    json_builder_end_object(b);
+}

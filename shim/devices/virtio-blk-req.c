@@ -1,0 +1,226 @@
+/* One virtio-blk request (virtio 1.x, 5.2.6): the chain is checked, the
+ * backend called, the status byte written. See virtio-blk-priv.h.
+ *
+ * A request is a device-readable header (type, ioprio, sector), data, and a
+ * device-writable status byte, the last byte of the chain. Nothing is assumed
+ * about how the driver cut it into descriptors; what is checked is the
+ * direction and size of each part: IN and GET_ID read nothing but the header
+ * and write data plus status, OUT, DISCARD and WRITE_ZEROES read header plus
+ * data and write only the status, FLUSH has no data.
+ */
+#define G_LOG_DOMAIN "vsnap-shim"
+
+#include "virtio-blk-priv.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+
+#define HDR_SIZE ((uint32_t)sizeof(struct virtio_blk_outhdr))
+#define SEG_SIZE ((uint32_t)sizeof(struct virtio_blk_discard_write_zeroes))
+
+/* The request as the header and the chain's shape say. */
+struct blk_req_view {
+    struct virtio_blk_outhdr hdr;
+    size_t data_in;  /* readable bytes after the header */
+    size_t data_out; /* writable bytes before the status byte */
+};
+
+static uint8_t malformed(struct virtio_blk *dev, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+
+static uint8_t malformed(struct virtio_blk *dev, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *text = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    atomic_fetch_add(&dev->counters.guest_errors, 1);
+    blk_log_guest_error(dev, "%s", text);
+    return VIRTIO_BLK_S_IOERR;
+}
+
+/* Host trouble (a full file system, a failing device), not the guest's: a
+ * warning, but a guest that retries must not flood the log either. */
+static uint8_t backend_failed(struct virtio_blk *dev, const char *what, uint64_t sector, int err)
+{
+    uint64_t n = atomic_fetch_add(&dev->counters.io_errors, 1) + 1;
+    if (n <= BLK_ERRORS_LOGGED)
+        g_warning("disk %s: %s at sector %" G_GUINT64_FORMAT " failed: %s%s", dev->id, what, sector,
+                  g_strerror(-err), n == BLK_ERRORS_LOGGED ? " (further I/O errors are only counted)" : "");
+    return VIRTIO_BLK_S_IOERR;
+}
+
+/* [sector, sector + bytes) lies inside the disk; bytes is whole sectors. */
+static bool in_capacity(const struct virtio_blk *dev, uint64_t sector, uint64_t bytes)
+{
+    return sector <= dev->capacity_sectors && bytes / BLK_SECTOR_SIZE <= dev->capacity_sectors - sector;
+}
+
+static uint8_t check_data(struct virtio_blk *dev, const struct blk_req_view *v, size_t len, const char *what)
+{
+    if (len % BLK_SECTOR_SIZE)
+        return malformed(dev, "%s of %zu bytes: not whole 512-byte sectors", what, len);
+    if (!in_capacity(dev, v->hdr.sector, len))
+        return malformed(dev, "%s of %zu bytes at sector %" G_GUINT64_FORMAT " runs past the end (%" G_GUINT64_FORMAT
+                         " sectors)", what, len, (uint64_t)v->hdr.sector, dev->capacity_sectors);
+    return VIRTIO_BLK_S_OK;
+}
+
+static uint8_t do_read(struct virtio_blk *dev, struct virtq *q, const struct virtq_chain *c,
+                       const struct blk_req_view *v, uint32_t *written)
+{
+    if (v->data_in)
+        return malformed(dev, "IN request with %zu device-readable data bytes (data must be device-writable)",
+                         v->data_in);
+    uint8_t status = check_data(dev, v, v->data_out, "read");
+    if (status != VIRTIO_BLK_S_OK || v->data_out == 0)
+        return status;
+    struct iovec iov[VIRTQ_MAX_CHAIN];
+    unsigned n = virtq_chain_write_iov(c, 0, v->data_out, iov);
+    int err = blk_backend_readv(dev->backend, v->hdr.sector * BLK_SECTOR_SIZE, iov, n);
+    /* Whatever the backend put there, even on failure, is a write into RAM. */
+    virtq_chain_mark_written(q, c, 0, v->data_out);
+    if (err)
+        return backend_failed(dev, "read", v->hdr.sector, err);
+    atomic_fetch_add(&dev->counters.read_ops, 1);
+    atomic_fetch_add(&dev->counters.read_bytes, v->data_out);
+    *written = (uint32_t)v->data_out;
+    return VIRTIO_BLK_S_OK;
+}
+
+static uint8_t do_write(struct virtio_blk *dev, const struct virtq_chain *c, const struct blk_req_view *v)
+{
+    if (v->data_out)
+        return malformed(dev, "OUT request with %zu device-writable data bytes (data must be device-readable)",
+                         v->data_out);
+    uint8_t status = check_data(dev, v, v->data_in, "write");
+    if (status != VIRTIO_BLK_S_OK)
+        return status;
+    if (dev->backend->readonly)
+        return VIRTIO_BLK_S_IOERR; /* VIRTIO_BLK_F_RO: writes fail */
+    if (v->data_in == 0)
+        return VIRTIO_BLK_S_OK;
+    struct iovec iov[VIRTQ_MAX_CHAIN];
+    unsigned n = virtq_chain_read_iov(c, HDR_SIZE, v->data_in, iov);
+    int err = blk_backend_writev(dev->backend, v->hdr.sector * BLK_SECTOR_SIZE, iov, n);
+    if (err)
+        return backend_failed(dev, "write", v->hdr.sector, err);
+    atomic_fetch_add(&dev->counters.write_ops, 1);
+    atomic_fetch_add(&dev->counters.write_bytes, v->data_in);
+    return VIRTIO_BLK_S_OK;
+}
+
+static uint8_t do_flush(struct virtio_blk *dev, const struct blk_req_view *v)
+{
+    if (v->data_in || v->data_out)
+        return malformed(dev, "FLUSH request with %zu + %zu data bytes", v->data_in, v->data_out);
+    int err = blk_backend_flush(dev->backend);
+    if (err)
+        return backend_failed(dev, "flush", 0, err);
+    atomic_fetch_add(&dev->counters.flush_ops, 1);
+    return VIRTIO_BLK_S_OK;
+}
+
+/* The serial, up to 20 bytes (NUL-terminated only when shorter). */
+static uint8_t do_get_id(struct virtio_blk *dev, struct virtq *q, const struct virtq_chain *c,
+                         const struct blk_req_view *v, uint32_t *written)
+{
+    if (v->data_in)
+        return malformed(dev, "GET_ID request with %zu device-readable data bytes", v->data_in);
+    size_t len = MIN(v->data_out, (size_t)VIRTIO_BLK_ID_BYTES);
+    *written = (uint32_t)virtq_chain_write(q, c, 0, dev->serial, len);
+    return VIRTIO_BLK_S_OK;
+}
+
+/* One segment of a DISCARD or WRITE_ZEROES request. */
+static uint8_t do_segment(struct virtio_blk *dev, const struct virtio_blk_discard_write_zeroes *seg, bool discard)
+{
+    const char *what = discard ? "discard" : "write zeroes";
+    uint32_t allowed_flags = discard ? 0 : VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP;
+    if (seg->flags & ~allowed_flags)
+        return VIRTIO_BLK_S_UNSUPP; /* the unmap bit on a discard, or a reserved bit */
+    uint64_t bytes = (uint64_t)seg->num_sectors * BLK_SECTOR_SIZE;
+    if (seg->num_sectors > BLK_MAX_DISCARD_SECTORS || !in_capacity(dev, seg->sector, bytes))
+        return malformed(dev, "%s of %u sectors at sector %" G_GUINT64_FORMAT ": beyond the limit or the end",
+                         what, seg->num_sectors, (uint64_t)seg->sector);
+    int err = discard ? blk_backend_discard(dev->backend, seg->sector * BLK_SECTOR_SIZE, bytes)
+                      : blk_backend_write_zeroes(dev->backend, seg->sector * BLK_SECTOR_SIZE, bytes,
+                                                 seg->flags & VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP);
+    if (err)
+        return backend_failed(dev, what, seg->sector, err);
+    atomic_fetch_add(discard ? &dev->counters.discard_ops : &dev->counters.write_zeroes_ops, 1);
+    return VIRTIO_BLK_S_OK;
+}
+
+static uint8_t do_ranges(struct virtio_blk *dev, const struct virtq_chain *c, const struct blk_req_view *v,
+                         bool discard)
+{
+    const char *what = discard ? "DISCARD" : "WRITE_ZEROES";
+    bool offered = discard ? dev->backend->can_discard : !dev->backend->readonly;
+    if (dev->backend->readonly)
+        return VIRTIO_BLK_S_IOERR;
+    if (!offered)
+        return VIRTIO_BLK_S_UNSUPP;
+    if (v->data_out)
+        return malformed(dev, "%s request with %zu device-writable data bytes", what, v->data_out);
+    if (v->data_in == 0 || v->data_in % SEG_SIZE || v->data_in / SEG_SIZE > BLK_MAX_DISCARD_SEG)
+        return malformed(dev, "%s request with %zu bytes of segments (1 to %u segments of %u bytes)", what,
+                         v->data_in, BLK_MAX_DISCARD_SEG, SEG_SIZE);
+    for (size_t off = 0; off < v->data_in; off += SEG_SIZE) {
+        struct virtio_blk_discard_write_zeroes seg;
+        virtq_chain_read(c, HDR_SIZE + off, &seg, SEG_SIZE);
+        uint8_t status = do_segment(dev, &seg, discard);
+        if (status != VIRTIO_BLK_S_OK)
+            return status;
+    }
+    return VIRTIO_BLK_S_OK;
+}
+
+static uint8_t dispatch(struct virtio_blk *dev, struct virtq *q, const struct virtq_chain *c,
+                        const struct blk_req_view *v, uint32_t *written)
+{
+    switch (v->hdr.type) {
+    case VIRTIO_BLK_T_IN:
+        return do_read(dev, q, c, v, written);
+    case VIRTIO_BLK_T_OUT:
+        return do_write(dev, c, v);
+    case VIRTIO_BLK_T_FLUSH:
+        return do_flush(dev, v);
+    case VIRTIO_BLK_T_GET_ID:
+        return do_get_id(dev, q, c, v, written);
+    case VIRTIO_BLK_T_DISCARD:
+        return do_ranges(dev, c, v, true);
+    case VIRTIO_BLK_T_WRITE_ZEROES:
+        return do_ranges(dev, c, v, false);
+    default:
+        atomic_fetch_add(&dev->counters.unsupported, 1);
+        return VIRTIO_BLK_S_UNSUPP;
+    }
+}
+
+void blk_request_execute(struct virtio_blk *dev, struct virtq *q, struct blk_request *req)
+{
+    const struct virtq_chain *c = &req->chain;
+    req->used_len = 0;
+    if (req->malformed) {
+        malformed(dev, "malformed chain: %s", req->why);
+        req->used_len = virtq_chain_write_tail_byte(q, c, VIRTIO_BLK_S_IOERR) ? 1 : 0;
+        return;
+    }
+    if (c->write_len == 0) {
+        malformed(dev, "request without a device-writable status byte");
+        return; /* nowhere to answer: the chain goes back with nothing written */
+    }
+    struct blk_req_view v = { .data_out = c->write_len - 1 };
+    uint32_t written = 0;
+    uint8_t status;
+    if (c->read_len < HDR_SIZE) {
+        status = malformed(dev, "request header of %zu bytes (%u needed)", c->read_len, HDR_SIZE);
+    } else {
+        virtq_chain_read(c, 0, &v.hdr, HDR_SIZE);
+        v.data_in = c->read_len - HDR_SIZE;
+        status = dispatch(dev, q, c, &v, &written);
+    }
+    virtq_chain_write(q, c, c->write_len - 1, &status, 1);
+    req->used_len = written + 1;
+}
