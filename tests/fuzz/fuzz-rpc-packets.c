@@ -41,7 +41,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if (!dom)
         g_error("fuzz: cannot define the domain: %s", error->message);
     vsnap_domain_unref(dom);
-    server = rpc_server_new(driver);
+    struct rpc_limits limits;
+    rpc_limits_init(&limits);   /* the daemon's defaults, as an unconfigured virtvsnapd */
+    server = rpc_server_new(driver, &limits);
     socket_path = fuzz_path("sock-ro");
     if (!rpc_server_listen_path(server, socket_path, true, &error))
         g_error("fuzz: cannot listen: %s", error->message);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "fuzz-common.h"
+#include "caller.h"
 #include "persist/save-image.h"
 #include "snapshot/crc32c.h"
 #include "snapshot/directory.h"
@@ -156,7 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     struct save_image_info info = {0};
     g_autoptr(GError) error = NULL;
-    if (save_image_read_info(image, &info, &error)) {
+    if (save_image_read_info(image, &caller_daemon, &info, &error)) {
         g_assert(info.domain_xml);
         save_image_info_clear(&info);
     } else {
