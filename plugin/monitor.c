@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <json-glib/json-glib.h>
 
+#include "json/bounded-json.h"
 #include "virt-error.h"
 
 /* No call waits forever. The API answers in milliseconds, but vm.pause may
@@ -29,19 +30,44 @@ static size_t collect_body(char *data, size_t size, size_t nmemb, void *user)
     return size * nmemb;
 }
 
-/* The shim's error body is {"error": "..."} or plain text; keep it readable. */
-static char *error_text(const GString *body)
+/* What the shim answers is bounded like any JSON from outside: a shim runs
+ * beside a guest and is not trusted to nest sanely. vm.info holds a VmConfig
+ * (at most 1 MiB as a vm.create body) and a little more. */
+#define REPLY_MAX_BYTES (2u << 20)
+
+/* A JSON list of strings, as Cloud Hypervisor's error chain: its messages
+ * joined with ": "; NULL if node is anything else. */
+static char *joined_messages(JsonNode *node)
+{
+    if (!JSON_NODE_HOLDS_ARRAY(node))
+        return NULL;
+    JsonArray *list = json_node_get_array(node);
+    g_autoptr(GString) text = g_string_new(NULL);
+    for (guint i = 0; i < json_array_get_length(list); i++) {
+        JsonNode *item = json_array_get_element(list, i);
+        if (!JSON_NODE_HOLDS_VALUE(item) || json_node_get_value_type(item) != G_TYPE_STRING)
+            return NULL;
+        g_string_append_printf(text, "%s%s", i ? ": " : "", json_node_get_string(item));
+    }
+    return g_string_free(g_steal_pointer(&text), FALSE);
+}
+
+char *monitor_error_text(const char *body, size_t len)
 {
     g_autoptr(JsonParser) parser = json_parser_new();
-    if (body->len && json_parser_load_from_data(parser, body->str, body->len, NULL)) {
+    if (len && bounded_json_load_data(parser, body, len, REPLY_MAX_BYTES, NULL)) {
         JsonNode *root = json_parser_get_root(parser);
-        if (JSON_NODE_HOLDS_OBJECT(root)) {
-            JsonObject *obj = json_node_get_object(root);
-            if (json_object_has_member(obj, "error"))
-                return g_strdup(json_object_get_string_member_with_default(obj, "error", ""));
-        }
+        char *joined = root ? joined_messages(root) : NULL;
+        if (joined)
+            return joined;
+        /* Shims from before the list (still running across a daemon upgrade)
+         * answered {"error": "..."}. */
+        if (root && JSON_NODE_HOLDS_OBJECT(root) &&
+            json_object_has_member(json_node_get_object(root), "error"))
+            return g_strdup(json_object_get_string_member_with_default(json_node_get_object(root),
+                                                                       "error", ""));
     }
-    return g_strstrip(g_strndup(body->str, MIN(body->len, 500)));
+    return g_strstrip(g_strndup(body, MIN(len, 500)));
 }
 
 /* *http_status (when given) is the shim's answer, 0 when it gave none. */
@@ -93,7 +119,7 @@ static bool request_status(const char *api_socket, const char *method, const cha
         return false;
     }
     if (status < 200 || status >= 300) {
-        g_autofree char *text = error_text(body);
+        g_autofree char *text = monitor_error_text(body->str, body->len);
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
                     "the VM refused %s (HTTP %ld): %s", endpoint, status,
                     *text ? text : "no details");
@@ -239,7 +265,7 @@ bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **erro
         return false;
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) parse_error = NULL;
-    if (!json_parser_load_from_data(parser, body->str, body->len, &parse_error) ||
+    if (!bounded_json_load_data(parser, body->str, body->len, REPLY_MAX_BYTES, &parse_error) ||
         !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
                     "vm.info answered something that is not a JSON object: %s",

@@ -23,6 +23,11 @@ struct vm_info {
 
 void vm_info_clear(struct vm_info *info);
 
+/* The text of an error answer: Cloud Hypervisor's JSON list of messages
+ * joined with ": ", the {"error": "..."} of older shims, or the start of
+ * whatever else came. */
+char *monitor_error_text(const char *body, size_t len);
+
 bool monitor_ping(const char *api_socket, GError **error);
 bool monitor_vm_create(const char *api_socket, const char *vm_config_json, GError **error);
 bool monitor_vm_boot(const char *api_socket, GError **error);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "json/bounded-json.h"
 #include "process.h"
 
 struct watcher {
@@ -145,12 +146,16 @@ static JsonObject *event_properties(JsonObject *event)
 }
 
 /* Returns true when the watcher is done. */
+/* An event is a line of a few hundred bytes; the shim is not trusted to
+ * nest or grow sanely. */
+#define EVENT_MAX_BYTES (64u << 10)
+
 static bool handle_line(struct watcher *w, const char *line)
 {
     g_autoptr(JsonParser) parser = json_parser_new();
     if (!*line)
         return false;
-    if (!json_parser_load_from_data(parser, line, -1, NULL) ||
+    if (!bounded_json_load_data(parser, line, strlen(line), EVENT_MAX_BYTES, NULL) ||
         !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
         g_message("domain %s: ignoring a malformed event line: %.120s", w->dom->name, line);
         return false;

@@ -17,6 +17,8 @@ PACKAGES=(
   # man pages; the Debian package and its test (tests/package: build, lintian,
   # systemd-analyze verify)
   scdoc dpkg-dev debhelper lintian systemd git
+  # the fuzz targets (scripts/fuzz.sh): clang with libFuzzer and the sanitizers
+  clang libclang-rt-14-dev
 )
 
 missing=()

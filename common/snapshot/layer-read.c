@@ -5,6 +5,7 @@
 
 #include "snapshot/crc32c.h"
 #include "snapshot/layer-internal.h"
+#include "snapshot/mapped-read.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -231,7 +232,12 @@ static bool verify_block(struct snap_layer *l, uint64_t block, GError **error)
     if (state == BLOCK_UNCHECKED) {
         uint64_t first = block * SNAP_BLOCK_PAGES;
         uint64_t pages = MIN((uint64_t)SNAP_BLOCK_PAGES, l->hdr.page_count - first);
-        uint32_t crc = crc32c(0, snap_layer_data_page(l, first), pages * SNAP_PAGE_SIZE);
+        uint32_t crc;
+        /* Left unchecked: the file, not the block, is what went wrong. */
+        if (!snap_mapped_crc32c(snap_layer_data_page(l, first), pages * SNAP_PAGE_SIZE, &crc))
+            return bad_layer(error, SNAP_ERROR_FORMAT, l->path,
+                             "data block %" G_GUINT64_FORMAT " cannot be read: the file is shorter than "
+                             "when it was opened (truncated while in use) or its storage failed", block);
         state = crc == l->block_crc[block] ? BLOCK_GOOD : BLOCK_BAD;
         __atomic_store_n(&l->block_state[block], state, __ATOMIC_RELEASE);
     }

@@ -44,8 +44,11 @@
 #define SNAP_RUN_ZERO 1u
 #define SNAP_LAYER_FLAG_FULL 1u /* no parent: absent pages are zero */
 
-/* Stop chains and runs long before integer overflow; 16 TiB of RAM. */
-#define SNAP_MAX_RAM_SIZE (1ull << 44)
+/* The largest RAM a layer may describe: the shim's largest VM (64 GiB,
+ * VSNAP_MAX_MEMORY). Readers size things by it before they can check it
+ * against anything else (a chain's page index is 2 bytes a page: 32 MiB),
+ * so a header claiming more is refused, not believed. */
+#define SNAP_MAX_RAM_SIZE (64ull << 30)
 
 #define SNAP_ERROR (snap_error_quark())
 GQuark snap_error_quark(void);
@@ -148,7 +151,8 @@ bool snap_layer_verify_data(struct snap_layer *layer, uint64_t data_page, uint64
                             GError **error);
 
 /* Pointer to stored data page `data_page` (not verified: call
- * snap_layer_verify_data first). */
+ * snap_layer_verify_data first). It points into the file's mapping: read it
+ * with snapshot/mapped-read.h where the file may be truncated meanwhile. */
 static inline const uint8_t *snap_layer_data_page(const struct snap_layer *layer,
                                                   uint64_t data_page)
 {

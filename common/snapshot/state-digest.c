@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "json/bounded-json.h"
 #include "layer-internal.h"
 
 #define SNAP_DIGEST_LEN 64
@@ -74,14 +75,11 @@ bool snap_state_digest_matches(const char *text, size_t len, const char *digest)
 bool snap_file_sha256(const char *path, size_t max, char out[65], GError **error)
 {
     g_autofree char *bytes = NULL;
-    gsize len = 0;
+    size_t len = 0;
     g_autoptr(GError) local = NULL;
-    if (!g_file_get_contents(path, &bytes, &len, &local)) {
+    /* Bounded as it is read, from a regular file only (never a FIFO's wait). */
+    if (!bounded_json_read_file(path, max, &bytes, &len, &local)) {
         g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "cannot read %s: %s", path, local->message);
-        return false;
-    }
-    if (len > max) {
-        g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "%s is larger than %zu bytes", path, max);
         return false;
     }
     snap_sha256(bytes, len, out);

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "json/bounded-json.h"
 #include "layer-internal.h"
 
 void snap_memory_record_clear(struct snap_memory_record *record)
@@ -210,18 +211,17 @@ static JsonNode *load_state(const char *dir, char **text, gsize *len, GError **e
     g_autofree char *path = g_build_filename(dir, SNAP_DIR_STATE_FILE, NULL);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) local = NULL;
-    if (!g_file_get_contents(path, text, len, &local) ||
-        (*len <= SNAP_STATE_MAX_BYTES && !json_parser_load_from_data(parser, *text, (gssize)*len, &local))) {
+    if (!bounded_json_read_file(path, SNAP_STATE_MAX_BYTES, text, len, &local) ||
+        !bounded_json_load_data(parser, *text, *len, SNAP_STATE_MAX_BYTES, &local)) {
         g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "snapshot %s: cannot read " SNAP_DIR_STATE_FILE ": %s",
                     dir, local->message);
         return NULL;
     }
-    if (*len > SNAP_STATE_MAX_BYTES) {
-        g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "snapshot %s: " SNAP_DIR_STATE_FILE " is larger than %u bytes",
-                    dir, SNAP_STATE_MAX_BYTES);
-        return NULL;
-    }
-    return json_parser_steal_root(parser);
+    /* An empty file (or only white space) parses to no document at all. */
+    JsonNode *root = json_parser_steal_root(parser);
+    if (!root)
+        g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "snapshot %s: " SNAP_DIR_STATE_FILE " is empty", dir);
+    return root;
 }
 
 /* state.json is the file the shim wrote, and config.json the one it wrote

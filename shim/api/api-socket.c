@@ -7,6 +7,7 @@
 #include <stdio.h> /* rename */
 #include <gio/gunixsocketaddress.h>
 #include <string.h>
+#include <sys/socket.h> /* SOMAXCONN */
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,6 +41,15 @@ static bool remove_stale_socket(const char *path, GError **error)
     return true;
 }
 
+/* GLib's default backlog is 10: an eleventh client connecting while the main
+ * loop is busy (a snapshot, a burst of clients) would be refused with EAGAIN.
+ * The kernel caps SOMAXCONN at net.core.somaxconn. */
+static bool start_listening(GSocket *sock, GError **error)
+{
+    g_socket_set_listen_backlog(sock, SOMAXCONN);
+    return g_socket_listen(sock, error);
+}
+
 /* Bound and listening under a temporary name, then renamed into place: a
  * client that sees the path can connect at once (no window between bind and
  * listen in which it would be refused). */
@@ -51,7 +61,7 @@ static GSocket *bind_socket_path(const char *path, GError **error)
     unlink(tmp);
     g_autoptr(GSocket) sock = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, 0, error);
     g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(tmp);
-    if (!sock || !g_socket_bind(sock, addr, FALSE, error) || !g_socket_listen(sock, error)) {
+    if (!sock || !g_socket_bind(sock, addr, FALSE, error) || !start_listening(sock, error)) {
         g_prefix_error(error, "--api-socket %s: ", path);
         unlink(tmp);
         return NULL;
@@ -81,7 +91,7 @@ static GSocket *adopt_socket_fd(const char *text, GError **error)
         return NULL;
     }
     g_autoptr(GSocket) sock = g_socket_new_from_fd((int)fd, error);
-    if (!sock || !g_socket_listen(sock, error)) {
+    if (!sock || !start_listening(sock, error)) {
         g_prefix_error(error, "--api-socket fd=%d: ", (int)fd);
         return NULL;
     }

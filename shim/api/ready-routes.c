@@ -5,6 +5,8 @@
 
 #include "api/options.h"
 #include "api/routes.h"
+#include "json/bounded-json.h"
+#include "vmm/readiness.h"
 
 #define DEFAULT_TIMEOUT_MS 30000
 #define MAX_TIMEOUT_MS 600000
@@ -20,7 +22,8 @@ struct ready_wait {
 static JsonNode *ready_reply(const char *info)
 {
     g_autoptr(JsonParser) parser = json_parser_new();
-    if (json_parser_load_from_data(parser, info, -1, NULL) && json_parser_get_root(parser))
+    if (bounded_json_load_data(parser, info, strlen(info), READINESS_INFO_MAX_BYTES, NULL) &&
+        json_parser_get_root(parser))
         return json_node_copy(json_parser_get_root(parser));
     return json_node_init_object(json_node_alloc(), json_object_new());
 }

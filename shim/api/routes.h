@@ -7,6 +7,10 @@
 
 #include "vmm/vmm.h"
 
+/* A VmConfig is a few hundred bytes; bodies beyond this only exhaust memory
+ * and are refused (413) as they arrive. */
+#define API_MAX_BODY_BYTES (1u << 20)
+
 struct api_request {
     struct vmm *vmm;
     SoupServer *server;
@@ -33,6 +37,7 @@ extern const struct route snapshot_routes[]; /* vm.snapshot, vm.restore */
 void reply_no_content(struct api_request *req);
 /* Takes json. */
 void reply_json(struct api_request *req, unsigned status, JsonNode *json);
+/* Errors answer as Cloud Hypervisor's do: a JSON list of messages, here one. */
 void reply_error(struct api_request *req, const GError *error);
 void reply_error_message(SoupServerMessage *msg, unsigned status, const char *message);
 /* Reply 204 on success, the error's status otherwise. */

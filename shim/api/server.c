@@ -3,21 +3,18 @@
 
 #include "api/api.h"
 
-#include <errno.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "api/api-socket.h"
+#include "api/connections.h"
 #include "api/routes.h"
 
 #define API_PREFIX "/api/v1/"
-/* A VmConfig is a few hundred bytes; refuse bodies that only exhaust memory. */
-#define MAX_BODY_BYTES (1 << 20)
 
 struct api_server {
     struct vmm *vmm;
-    SoupServer *soup;
+    struct api_connections *clients;
     GSocket *listener;
     GSource *accept_source;
     char *path; /* the socket we bound, removed at the end; NULL for fd= */
@@ -25,15 +22,21 @@ struct api_server {
 
 /* ---- replies ----------------------------------------------------------------- */
 
-void reply_error_message(SoupServerMessage *msg, unsigned status, const char *message)
+/* Cloud Hypervisor answers an error with a JSON list of messages, from the
+ * outermost error to its cause; ours are one message that says it all. */
+static char *error_body(const char *message)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "error");
+    json_builder_begin_array(b);
     json_builder_add_string_value(b, message);
-    json_builder_end_object(b);
+    json_builder_end_array(b);
     g_autoptr(JsonNode) root = json_builder_get_root(b);
-    char *text = json_to_string(root, FALSE);
+    return json_to_string(root, FALSE);
+}
+
+void reply_error_message(SoupServerMessage *msg, unsigned status, const char *message)
+{
+    char *text = error_body(message);
 
     soup_server_message_set_status(msg, status, NULL);
     soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE, text,
@@ -128,7 +131,8 @@ static void handle_request(SoupServer *soup, SoupServerMessage *msg, const char 
         g_autofree char *why = path_known
             ? g_strdup_printf("method %s is not allowed on %s", method, path)
             : g_strdup_printf("unknown endpoint %s", path);
-        reply_error_message(msg, path_known ? SOUP_STATUS_METHOD_NOT_ALLOWED : SOUP_STATUS_NOT_FOUND, why);
+        /* As Cloud Hypervisor: a method an endpoint does not take is a bad request. */
+        reply_error_message(msg, path_known ? SOUP_STATUS_BAD_REQUEST : SOUP_STATUS_NOT_FOUND, why);
         return;
     }
     g_autoptr(GBytes) body = request_body(msg);
@@ -150,6 +154,36 @@ static void say_close(SoupServerMessage *msg)
                                  "close");
 }
 
+/* Answer 413 and hang up, in the middle of the body: the rest is never
+ * read. The connection is taken from libsoup, which would otherwise go on
+ * reading (and keeping) all of it before anyone could answer. */
+static void refuse_body_as_it_arrives(SoupServerMessage *msg)
+{
+    g_info("%s %s -> 413: the chunked body grew past %u bytes", soup_server_message_get_method(msg),
+           g_uri_get_path(soup_server_message_get_uri(msg)), API_MAX_BODY_BYTES);
+    g_autoptr(GIOStream) stream = soup_server_message_steal_connection(msg);
+    if (!stream)
+        return;
+    g_autofree char *body = error_body("request body too large");
+    g_autofree char *reply = g_strdup_printf("HTTP/1.1 413 Payload Too Large\r\nServer: vsnap-shim\r\n"
+                                             "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+                                             "Connection: close\r\n\r\n%s",
+                                             strlen(body), body);
+    GOutputStream *out = g_io_stream_get_output_stream(stream);
+    /* Best effort, never blocking: a client that reads nothing gets nothing. */
+    if (G_IS_POLLABLE_OUTPUT_STREAM(out))
+        g_pollable_output_stream_write_nonblocking(G_POLLABLE_OUTPUT_STREAM(out), reply, strlen(reply), NULL,
+                                                   NULL);
+    g_io_stream_close(stream, NULL, NULL);
+}
+
+/* A chunked body has no length up front: count it as it arrives. */
+static void count_body_chunk(SoupServerMessage *msg, GBytes *chunk, gpointer data)
+{
+    if (soup_server_message_get_request_body(msg)->length > API_MAX_BODY_BYTES)
+        refuse_body_as_it_arrives(msg);
+}
+
 /* An early handler runs when the headers are in, before the body is read.
  * A body refused here is never read, so the connection cannot go on. */
 static void check_request_headers(SoupServer *soup, SoupServerMessage *msg, const char *path,
@@ -163,37 +197,14 @@ static void check_request_headers(SoupServer *soup, SoupServerMessage *msg, cons
 
     g_debug("%s %s: %" G_GINT64_FORMAT " body bytes announced",
             soup_server_message_get_method(msg), path, (gint64)len);
-    if (len > MAX_BODY_BYTES) {
+    if (len > API_MAX_BODY_BYTES) {
         reply_error_message(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "request body too large");
         close = true;
+    } else if (soup_message_headers_get_encoding(headers) == SOUP_ENCODING_CHUNKED) {
+        g_signal_connect(msg, "got-chunk", G_CALLBACK(count_body_chunk), NULL);
     }
     if (close)
         say_close(msg);
-}
-
-/* libsoup 3.2 keeps a connection open after a response only when the server
- * has a listener of its own (soup-server.c: request_finished); a connection
- * handed over with soup_server_accept_iostream gets one request and is then
- * closed, without "Connection: close" (clients that reuse connections fail).
- * A listener that can never accept gives every connection HTTP/1.1
- * persistence: one end of a socket pair whose other end is closed, so nobody
- * can reach it (it sees end-of-file once, its accept fails, and libsoup stops
- * watching it). */
-static bool add_unreachable_listener(SoupServer *soup, GError **error)
-{
-    int pair[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) < 0) {
-        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
-                    "API server: socketpair: %s", g_strerror(errno));
-        return false;
-    }
-    close(pair[1]);
-    g_autoptr(GSocket) sock = g_socket_new_from_fd(pair[0], error);
-    if (!sock) {
-        close(pair[0]);
-        return false;
-    }
-    return soup_server_listen_socket(soup, sock, 0, error);
 }
 
 /* We accept connections ourselves and hand each to libsoup as a stream:
@@ -209,16 +220,16 @@ static gboolean accept_client(GSocket *listener, GIOCondition cond, gpointer dat
             g_warning("API socket: accept failed: %s", error->message);
         return G_SOURCE_CONTINUE;
     }
-    g_autoptr(GSocketConnection) conn = g_socket_connection_factory_create_connection(client);
-    g_autoptr(GSocketAddress) local = g_socket_get_local_address(client, NULL);
-    g_autoptr(GSocketAddress) remote = g_socket_get_remote_address(client, NULL);
-    if (!local || !remote) {
-        g_warning("API socket: a client went away while being accepted");
-        return G_SOURCE_CONTINUE;
-    }
-    if (!soup_server_accept_iostream(server->soup, G_IO_STREAM(conn), local, remote, &error))
-        g_warning("API socket: cannot serve a client: %s", error->message);
+    api_connections_add(server->clients, client);
     return G_SOURCE_CONTINUE;
+}
+
+/* Every connection's server routes the same way. */
+static void add_handlers(SoupServer *soup, void *data)
+{
+    struct api_server *server = data;
+    soup_server_add_early_handler(soup, NULL, check_request_headers, server, NULL);
+    soup_server_add_handler(soup, NULL, handle_request, server, NULL);
 }
 
 struct api_server *api_server_new(struct vmm *vmm, const char *spec, GError **error)
@@ -229,11 +240,7 @@ struct api_server *api_server_new(struct vmm *vmm, const char *spec, GError **er
     g_autoptr(GSocket) sock = api_socket_open(spec, &server->path, error);
     if (!sock)
         return NULL;
-    server->soup = soup_server_new("server-header", "vsnap-shim", NULL);
-    if (!add_unreachable_listener(server->soup, error))
-        return NULL;
-    soup_server_add_early_handler(server->soup, NULL, check_request_headers, server, NULL);
-    soup_server_add_handler(server->soup, NULL, handle_request, server, NULL);
+    server->clients = api_connections_new(add_handlers, server);
     server->listener = g_steal_pointer(&sock);
     g_socket_set_blocking(server->listener, FALSE);
     server->accept_source = g_socket_create_source(server->listener, G_IO_IN, NULL);
@@ -251,14 +258,11 @@ void api_server_free(struct api_server *server)
         g_source_destroy(server->accept_source);
         g_source_unref(server->accept_source);
     }
-    if (server->soup) {
-        soup_server_disconnect(server->soup);
-        g_object_unref(server->soup);
-    }
-    g_clear_object(&server->listener);
+    g_clear_pointer(&server->clients, api_connections_free);
     /* Only remove the path if we bound it (a failed bind leaves someone else's). */
-    if (server->path && server->soup)
+    if (server->path && server->listener)
         unlink(server->path);
+    g_clear_object(&server->listener);
     g_free(server->path);
     g_free(server);
 }

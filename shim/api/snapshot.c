@@ -12,22 +12,23 @@
 #define G_LOG_DOMAIN "vsnap-shim"
 
 #include "api/routes.h"
+#include "api/snapshot-body.h"
+#include "json/bounded-json.h"
 #include "persist/persist.h"
 
 #define MAX_BLOCK_SIZE (2u << 20)
 #define MIN_BLOCK_SIZE 4096u
 
-static JsonObject *parse_body(struct api_request *req, const char *endpoint, GError **error,
-                              JsonParser *parser)
+static JsonObject *parse_body(GBytes *body, const char *endpoint, GError **error, JsonParser *parser)
 {
     gsize len;
-    const char *text = g_bytes_get_data(req->body, &len);
+    const char *text = g_bytes_get_data(body, &len);
     if (len == 0) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "%s needs a JSON body", endpoint);
         return NULL;
     }
     g_autoptr(GError) local = NULL;
-    if (!json_parser_load_from_data(parser, text, (gssize)len, &local)) {
+    if (!bounded_json_load_data(parser, text, len, API_MAX_BODY_BYTES, &local)) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "%s: bad JSON: %s", endpoint, local->message);
         return NULL;
     }
@@ -107,13 +108,20 @@ static bool parse_snapshot(JsonObject *obj, struct persist_snapshot_request *out
     return true;
 }
 
+bool snapshot_body_parse(GBytes *body, JsonParser *parser, struct persist_snapshot_request *out,
+                         GError **error)
+{
+    JsonObject *obj = parse_body(body, "vm.snapshot", error, parser);
+    return obj && parse_snapshot(obj, out, error);
+}
+
 static void handle_snapshot(struct api_request *req)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonParser) parser = json_parser_new();
     struct persist_snapshot_request sreq = { 0 };
-    JsonObject *obj = parse_body(req, "vm.snapshot", &error, parser);
-    bool ok = obj && parse_snapshot(obj, &sreq, &error) && vmm_snapshot(req->vmm, &sreq, NULL, &error);
+    bool ok = snapshot_body_parse(req->body, parser, &sreq, &error) &&
+              vmm_snapshot(req->vmm, &sreq, NULL, &error);
     reply_result(req, ok, error);
 }
 
@@ -135,11 +143,6 @@ static bool parse_block_size(JsonObject *obj, uint64_t *out, GError **error)
     *out = (uint64_t)v;
     return true;
 }
-
-struct restore_body {
-    struct persist_restore_request req;
-    bool resume;
-};
 
 static bool parse_restore(JsonObject *obj, struct restore_body *out, GError **error)
 {
@@ -172,13 +175,18 @@ static bool parse_restore(JsonObject *obj, struct restore_body *out, GError **er
     return true;
 }
 
+bool restore_body_parse(GBytes *body, JsonParser *parser, struct restore_body *out, GError **error)
+{
+    JsonObject *obj = parse_body(body, "vm.restore", error, parser);
+    return obj && parse_restore(obj, out, error);
+}
+
 static void handle_restore(struct api_request *req)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonParser) parser = json_parser_new();
     struct restore_body body = { 0 };
-    JsonObject *obj = parse_body(req, "vm.restore", &error, parser);
-    bool ok = obj && parse_restore(obj, &body, &error) &&
+    bool ok = restore_body_parse(req->body, parser, &body, &error) &&
               vmm_restore(req->vmm, &body.req, body.resume, &error);
     reply_result(req, ok, error);
 }

@@ -4,6 +4,7 @@
 
 #include "config/vm-config-json.h"
 #include "api/routes.h"
+#include "json/bounded-json.h"
 
 static void handle_create(struct api_request *req)
 {
@@ -50,7 +51,7 @@ static void handle_add_disk(struct api_request *req)
 static char *parse_remove_device(const char *text, gsize len, GError **error)
 {
     g_autoptr(JsonParser) parser = json_parser_new();
-    if (!json_parser_load_from_data(parser, text, (gssize)len, error)) {
+    if (!bounded_json_load_data(parser, text, len, API_MAX_BODY_BYTES, error)) {
         g_prefix_error(error, "the body is not valid JSON: ");
         return NULL;
     }

@@ -12,6 +12,7 @@ enum shim_error_code {
     SHIM_ERROR_UNSUPPORTED,  /* 400: a Cloud Hypervisor feature vsnap does not have yet */
     SHIM_ERROR_NOT_CREATED,  /* 404: no VM */
     SHIM_ERROR_WRONG_STATE,  /* 405: the VM is not in a state that allows this */
+    SHIM_ERROR_ALREADY_CREATED, /* 500: vm.create or vm.restore with a VM there (as Cloud Hypervisor) */
     SHIM_ERROR_NOT_FOUND,    /* 404: no device with that id */
     SHIM_ERROR_CONFLICT,     /* 409: a device with that id exists already */
     SHIM_ERROR_FAILED,       /* 500: building or running the VM failed */

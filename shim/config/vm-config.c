@@ -11,6 +11,7 @@
 
 #include "config/disk-config-internal.h"
 #include "config/shim-error.h"
+#include "json/bounded-json.h"
 
 /* ---- struct vm_config ---------------------------------------------------- */
 
@@ -526,12 +527,17 @@ struct vm_config *vm_config_from_json(JsonNode *root, GError **error)
     return g_steal_pointer(&cfg);
 }
 
+/* A VmConfig is a few hundred bytes; as a vm.create body it is at most 1 MiB. */
+#define VM_CONFIG_TEXT_MAX_BYTES (1u << 20)
+
 static JsonNode *parse_text(JsonParser *parser, const char *text, gssize len, const char *what,
                             GError **error)
 {
     g_autoptr(GError) parse_error = NULL;
 
-    if (!json_parser_load_from_data(parser, text, len, &parse_error)) {
+    if (len < 0)
+        len = (gssize)strlen(text);
+    if (!bounded_json_load_data(parser, text, (size_t)len, VM_CONFIG_TEXT_MAX_BYTES, &parse_error)) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the body is not valid JSON: %s",
                     parse_error->message);
         return NULL;

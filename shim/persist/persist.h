@@ -63,6 +63,12 @@ struct persist_restore_request {
 struct vm *persist_restore(const struct persist_restore_request *req, const struct vm_callbacks *cb,
                            struct vm_config **cfg_out, GError **error);
 
+/* A snapshot's config.json (root, changed in place) with vm.restore's
+ * config_overrides applied, as the VmConfig the restored VM runs with;
+ * errors (PERSIST_ERROR_INVALID) name dir. */
+struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *overrides, const char *dir,
+                                                GError **error);
+
 /* vm.info's vsnap.snapshot member: the id RAM matches (the parent a diff must
  * name), how the VM was restored, and the on-demand server's progress:
  *   {"layer_id": "..."|null, "restore_mode": "ondemand"|...|null,

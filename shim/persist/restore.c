@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "config/vm-config-json.h"
+#include "json/bounded-json.h"
 #include "memory.h"
 #include "persist/cpu-state.h"
 #include "persist/devices-state.h"
@@ -81,18 +82,24 @@ static struct vm_config *load_config(const char *dir, JsonObject *overrides, GEr
     g_autofree char *path = g_build_filename(dir, SNAP_DIR_CONFIG_FILE, NULL);
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) local = NULL;
-    if (!json_parser_load_from_mapped_file(parser, path, &local)) {
+    if (!bounded_json_load_file(parser, path, SNAP_CONFIG_MAX_BYTES, &local)) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "snapshot %s: cannot read config.json: %s", dir,
                     local->message);
         return NULL;
     }
-    JsonNode *root = json_parser_get_root(parser);
+    return persist_config_with_overrides(json_parser_get_root(parser), overrides, dir, error);
+}
+
+struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *overrides, const char *dir,
+                                                GError **error)
+{
     if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "snapshot %s: config.json is not an object", dir);
         return NULL;
     }
     if (overrides && !apply_overrides(json_node_get_object(root), overrides, error))
         return NULL;
+    g_autoptr(GError) local = NULL;
     struct vm_config *cfg = vm_config_from_json(root, &local);
     if (!cfg) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "snapshot %s: config.json%s: %s", dir,
@@ -174,7 +181,7 @@ static bool start_on_demand(struct persist_vm *p, const struct persist_restore_r
 {
     struct guest_memory *mem = vm_memory(p->vm);
     struct snap_uffd_config config = {
-        .chain = p->chain, .host = mem->host, .size = mem->size, .block_size = req->block_size,
+        .chain = p->served, .host = mem->host, .size = mem->size, .block_size = req->block_size,
         .on_error = on_demand_failed, .opaque = p,
     };
     g_autoptr(GError) local = NULL;
@@ -219,9 +226,11 @@ static struct vm *build_vm(const struct vm_config *cfg, const struct vm_callback
     p->restore_mode = req->mode;
     p->last_id = *top_id;
     p->has_layer = true;
-    /* The VM keeps the chain: the on-demand server reads it, and later diffs
-     * leave out pages that still hold its content. */
-    persist_set_reference(p, g_steal_pointer(chain));
+    /* Later diffs leave out pages that still hold the chain's content; the
+     * on-demand server reads it (the other modes are done with it). */
+    persist_set_reference(p, *chain);
+    if (req->mode == SNAP_RESTORE_ONDEMAND)
+        p->served = g_steal_pointer(chain);
     bool ok = req->mode == SNAP_RESTORE_ONDEMAND ? start_on_demand(p, req, error)
                                                  : !req->prefault || prefault_ram(vm, error);
     if (!ok) {
@@ -245,7 +254,7 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
     g_autoptr(vm_config) cfg = load_config(dir, req->config_overrides, error);
     struct snap_chain *chain = cfg ? open_chain(top, cfg->memory.size, error) : NULL;
     struct vm *vm = chain ? build_vm(cfg, cb, &chain, &top->memory.id, req, error) : NULL;
-    snap_chain_free(chain); /* NULL once the VM took it */
+    snap_chain_free(chain); /* NULL if the on-demand server took it */
     if (!vm)
         return NULL;
     /* vCPU threads start parked: vm_resume (vm.resume or resume=true) runs them. */

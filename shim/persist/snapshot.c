@@ -176,7 +176,7 @@ static bool take_snapshot(struct vm *vm, const struct vm_config *cfg, const stru
     }
     if (!req->diff) {
         g_autofree char *layer = g_build_filename(dest, SNAP_DIR_LAYER_FILE, NULL);
-        persist_note_full(p, layer);
+        persist_note_full(p, layer, &id);
     }
     p->last_id = id;
     p->has_layer = true;

@@ -9,8 +9,16 @@
 #include "persist/persist.h"
 #include "memory.h"
 #include "ram-snapshot/dirty-bitmap.h"
+#include "snapshot/mapped-read.h"
 #include "state/state-json.h"
 #include "vm.h"
+
+static void clear_reference(struct persist_vm *p)
+{
+    g_clear_pointer(&p->reference_paths, g_ptr_array_unref);
+    g_clear_pointer(&p->reference_ids, g_array_unref);
+    g_clear_pointer(&p->in_diffs, g_free);
+}
 
 static void persist_vm_release(void *opaque)
 {
@@ -19,8 +27,8 @@ static void persist_vm_release(void *opaque)
      * devices): none can be waiting on a fault, so the server can go before
      * RAM is unmapped. */
     snap_uffd_stop(p->uffd);
-    snap_chain_free(p->chain);
-    g_free(p->in_diffs);
+    snap_chain_free(p->served);
+    clear_reference(p);
     g_free(p->carry);
     if (p->vmm_state)
         json_node_unref(p->vmm_state);
@@ -116,7 +124,8 @@ static bool page_is_zero(const uint8_t *page)
 }
 
 /* Whether RAM page `page` holds what the reference chain holds. A block that
- * fails its checksum counts as changed: the page stays in the diff. */
+ * fails its checksum, or a file that lost it since it was opened, counts as
+ * changed: the page stays in the diff. */
 static bool page_matches_reference(struct snap_chain *c, const uint8_t *ram, uint64_t page)
 {
     unsigned layer = 0;
@@ -125,14 +134,39 @@ static bool page_matches_reference(struct snap_chain *c, const uint8_t *ram, uin
     if (kind != SNAP_PAGE_KIND_DATA)
         return kind != SNAP_PAGE_KIND_ABSENT && page_is_zero(ram);
     struct snap_layer *l = c->layers[layer];
-    if (!snap_layer_verify_data(l, data_page, 1, NULL))
-        return false;
-    return memcmp(ram, snap_layer_data_page(l, data_page), GUEST_PAGE_SIZE) == 0;
+    bool equal = false;
+    return snap_layer_verify_data(l, data_page, 1, NULL) &&
+           snap_mapped_equal(snap_layer_data_page(l, data_page), ram, GUEST_PAGE_SIZE, &equal) && equal;
+}
+
+/* The reference chain as it was recorded, or NULL (then nothing is left out
+ * of the diff): each layer must still open and still be the layer it was. */
+static struct snap_chain *open_reference(struct persist_vm *p)
+{
+    if (!p->reference_paths)
+        return NULL;
+    g_autoptr(GError) error = NULL;
+    struct snap_chain *c = snap_chain_open((const char *const *)p->reference_paths->pdata,
+                                           p->reference_paths->len, SNAP_CHAIN_DEFAULT, &error);
+    for (unsigned i = 0; c && i < c->nlayers; i++) {
+        if (!snap_id_equal(&c->layers[i]->hdr.id, &g_array_index(p->reference_ids, snap_id, i))) {
+            g_set_error(&error, SNAP_ERROR, SNAP_ERROR_CHAIN, "snapshot layer %s: not the layer it was",
+                        c->layers[i]->path);
+            g_clear_pointer(&c, snap_chain_free);
+        }
+    }
+    if (c && c->ram_size != vm_memory(p->vm)->size)
+        g_clear_pointer(&c, snap_chain_free);
+    if (!c)
+        g_warning("snapshot: the diff keeps every page KVM logged, the reference it would be "
+                  "compared with is gone: %s", error ? error->message : "its RAM size differs");
+    return c;
 }
 
 void persist_dirty_drop_unchanged(struct persist_vm *p, uint64_t *dirty)
 {
-    if (!p->chain || p->chain->partial)
+    g_autoptr(snap_chain) chain = open_reference(p);
+    if (!chain || chain->partial)
         return;
     uint64_t words = snap_dirty_bitmap_words(vm_memory(p->vm)->size);
     for (uint64_t w = 0; w < words; w++) {
@@ -141,8 +175,8 @@ void persist_dirty_drop_unchanged(struct persist_vm *p, uint64_t *dirty)
             unsigned bit = (unsigned)__builtin_ctzll(candidates);
             candidates &= candidates - 1;
             uint64_t page = w * 64 + bit;
-            if (page < p->chain->npages &&
-                page_matches_reference(p->chain, vm_memory(p->vm)->host + page * GUEST_PAGE_SIZE, page))
+            if (page < chain->npages &&
+                page_matches_reference(chain, vm_memory(p->vm)->host + page * GUEST_PAGE_SIZE, page))
                 dirty[w] &= ~(1ull << bit);
         }
     }
@@ -150,7 +184,7 @@ void persist_dirty_drop_unchanged(struct persist_vm *p, uint64_t *dirty)
 
 void persist_note_diff(struct persist_vm *p, const uint64_t *dirty)
 {
-    if (!p->chain)
+    if (!p->reference_paths)
         return;
     uint64_t words = snap_dirty_bitmap_words(vm_memory(p->vm)->size);
     if (!p->in_diffs)
@@ -159,28 +193,35 @@ void persist_note_diff(struct persist_vm *p, const uint64_t *dirty)
         p->in_diffs[w] |= dirty[w];
 }
 
-void persist_set_reference(struct persist_vm *p, struct snap_chain *chain)
+static void add_reference_layer(struct persist_vm *p, const char *path, const snap_id *id)
 {
-    if (p->chain != chain) {
-        snap_chain_free(p->chain);
-        p->chain = chain;
-    }
-    g_clear_pointer(&p->in_diffs, g_free);
+    g_ptr_array_add(p->reference_paths, g_strdup(path));
+    g_array_append_val(p->reference_ids, *id);
 }
 
-void persist_note_full(struct persist_vm *p, const char *layer_path)
+static void new_reference(struct persist_vm *p)
+{
+    clear_reference(p);
+    p->reference_paths = g_ptr_array_new_with_free_func(g_free);
+    p->reference_ids = g_array_new(FALSE, FALSE, sizeof(snap_id));
+}
+
+void persist_set_reference(struct persist_vm *p, const struct snap_chain *chain)
+{
+    new_reference(p);
+    for (unsigned i = 0; i < chain->nlayers; i++)
+        add_reference_layer(p, chain->layers[i]->path, &chain->layers[i]->hdr.id);
+}
+
+void persist_note_full(struct persist_vm *p, const char *layer_path, const snap_id *id)
 {
     /* The server is complete (persist_vm_fill_all ran before the full
-     * snapshot), so it and its chain may go while the VM runs on. */
+     * snapshot), so it and its chain may go while the VM runs on: nothing
+     * of the snapshot restored stays open. */
     g_clear_pointer(&p->uffd, snap_uffd_stop);
-    g_autoptr(GError) error = NULL;
-    const char *paths[] = { layer_path };
-    struct snap_chain *chain = snap_chain_open(paths, 1, SNAP_CHAIN_DEFAULT, &error);
-    if (!chain) /* not fatal: later diffs are then just larger */
-        g_warning("snapshot: cannot reopen %s as the reference for later diffs: %s", layer_path, error->message);
-    snap_chain_free(p->chain);
-    p->chain = chain;
-    g_clear_pointer(&p->in_diffs, g_free);
+    g_clear_pointer(&p->served, snap_chain_free);
+    new_reference(p);
+    add_reference_layer(p, layer_path, id);
 }
 
 /* ---- vm.info ---- */

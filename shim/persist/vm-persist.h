@@ -7,7 +7,8 @@
  *    a snapshot that then failed ("carry"), so a failed snapshot loses nothing;
  *  - the id of the layer the RAM currently matches (the last snapshot taken or
  *    the top of the chain restored): the only valid parent of a diff;
- *  - for a VM restored on demand, the userfaultfd server and its chain.
+ *  - for a VM restored on demand, the userfaultfd server and the chain it
+ *    serves from (kept open until the server stops).
  *
  * Main thread only, except the on-demand error callback.
  */
@@ -36,7 +37,8 @@ struct persist_vm {
     enum snap_restore_mode restore_mode;
     struct clock_restore clock;  /* how the kvmclock was set on restore */
     JsonNode *vmm_state;         /* restored: state.json's "vmm" object, or NULL */
-    struct snap_uffd *uffd;   /* on demand: the server, reading `chain` */
+    struct snap_uffd *uffd;   /* on demand: the server, reading `served` */
+    struct snap_chain *served;
 
     /* The reference: a chain whose content RAM had at one instant (the chain
      * restored, or the last full snapshot), and the pages put in diffs since
@@ -45,9 +47,17 @@ struct persist_vm {
      * every page) is logged when the guest's PTE is already dirty. A logged
      * page that is in no diff since the reference and still holds the
      * reference's content is unchanged in the parent chain too: it is left
-     * out of the next diff. */
-    struct snap_chain *chain;
-    uint64_t *in_diffs;       /* RAM-offset bitmap */
+     * out of the next diff.
+     *
+     * Only the layers' paths and ids are kept; the chain is opened while a
+     * diff is taken. An open chain maps its files: the space of a snapshot
+     * deleted meanwhile would stay allocated as long as the VM runs, and a
+     * file truncated under the mapping would fault. A reference that no
+     * longer opens as it was (deleted, truncated, replaced) only makes the
+     * next diffs larger. */
+    GPtrArray *reference_paths; /* char *, base first; NULL: none */
+    GArray *reference_ids;      /* snap_id of each */
+    uint64_t *in_diffs;         /* RAM-offset bitmap */
 };
 
 /* The VM's persist state, created on first use. */
@@ -62,12 +72,14 @@ void persist_dirty_settle(struct persist_vm *p, uint64_t *dirty, bool snapshot_o
 
 /* Drop from dirty the pages unchanged since the reference (see above). */
 void persist_dirty_drop_unchanged(struct persist_vm *p, uint64_t *dirty);
-/* A snapshot succeeded: a diff's pages join in_diffs; a full layer at path
- * becomes the new reference (the on-demand server, complete by then, stops). */
+/* A snapshot succeeded: a diff's pages join in_diffs; a full layer `id` at
+ * path becomes the new reference (the on-demand server, complete by then,
+ * stops and its chain is closed). */
 void persist_note_diff(struct persist_vm *p, const uint64_t *dirty);
-void persist_note_full(struct persist_vm *p, const char *layer_path);
-/* A restore: the chain restored is the reference (the VM keeps it open). */
-void persist_set_reference(struct persist_vm *p, struct snap_chain *chain);
+void persist_note_full(struct persist_vm *p, const char *layer_path, const snap_id *id);
+/* A restore: the chain restored is the reference (its paths and ids; the
+ * caller keeps or closes the chain). */
+void persist_set_reference(struct persist_vm *p, const struct snap_chain *chain);
 
 /* On demand: make every page the chain holds resident (before a full
  * snapshot), then the server may stop. No-op otherwise. A bad block on the

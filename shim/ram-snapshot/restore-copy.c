@@ -2,7 +2,7 @@
  * comes from one layer, checking its data blocks first. */
 #include "restore.h"
 
-#include <string.h>
+#include "snapshot/mapped-read.h"
 
 bool snap_restore_copy(struct snap_chain *c, uint8_t *dest, uint64_t size, GError **error)
 {
@@ -21,7 +21,13 @@ bool snap_restore_copy(struct snap_chain *c, uint8_t *dest, uint64_t size, GErro
             struct snap_layer *l = c->layers[layer];
             if (!snap_layer_verify_data(l, data_page, n, error))
                 return false;
-            memcpy(dest + p * SNAP_PAGE_SIZE, snap_layer_data_page(l, data_page), n * SNAP_PAGE_SIZE);
+            if (!snap_mapped_copy(dest + p * SNAP_PAGE_SIZE, snap_layer_data_page(l, data_page),
+                                  n * SNAP_PAGE_SIZE)) {
+                g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT,
+                            "snapshot layer %s: cannot be read: the file is shorter than when it was "
+                            "opened (truncated while in use) or its storage failed", l->path);
+                return false;
+            }
         }
         p += n;
     }

@@ -141,6 +141,13 @@ static void mark_served(struct snap_uffd *u, uint64_t first, uint64_t n)
 
 static bool ioctl_failed(const char *what, uint64_t offset, GError **error)
 {
+    /* The kernel could not read the source: the layer's mapping lost it. */
+    if (errno == EFAULT) {
+        g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT,
+                    "userfaultfd %s at RAM offset 0x%" G_GINT64_MODIFIER "x: the snapshot layer "
+                    "cannot be read (truncated while in use, or its storage failed)", what, offset);
+        return false;
+    }
     g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD,
                 "userfaultfd %s at RAM offset 0x%" G_GINT64_MODIFIER "x failed: %s", what, offset,
                 g_strerror(errno));

@@ -20,6 +20,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "json/bounded-json.h"
+
 #define READY_ENTROPY_BYTES 32
 #define READY_LINE_MAX 4096u
 
@@ -82,7 +84,7 @@ static void reply_error(GByteArray *out, const char *why)
 static JsonObject *parse_announcement(const char *json, GError **error)
 {
     g_autoptr(JsonParser) parser = json_parser_new();
-    if (!json_parser_load_from_data(parser, json, -1, error))
+    if (!bounded_json_load_data(parser, json, strlen(json), READY_LINE_MAX, error))
         return NULL;
     JsonNode *root = json_parser_get_root(parser);
     if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {

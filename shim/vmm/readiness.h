@@ -15,6 +15,10 @@
  * (the notify port, notify.h, announces with "source": "notify"). */
 typedef void (*readiness_announced_func)(void *data, const char *info_json);
 
+/* The most an info_json can hold: a READY line is at most 4 KiB, and writing
+ * it out again with the host's members added makes it only a little longer. */
+#define READINESS_INFO_MAX_BYTES (64u << 10)
+
 struct readiness_service {
     struct vsock_port_handler handler;
     readiness_announced_func announced;

@@ -7,6 +7,7 @@
 
 #include "config/vm-config-json.h"
 #include "devices/vmgenid.h"
+#include "json/bounded-json.h"
 #include "vm.h"
 #include "vmm/notify.h"
 #include "vmm/readiness.h"
@@ -291,7 +292,7 @@ bool vmm_create(struct vmm *vmm, struct vm_config *cfg, GError **error)
     g_autoptr(vm_config) owned = cfg;
 
     if (vmm->state != VMM_STATE_NOT_CREATED) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE,
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_ALREADY_CREATED,
                     "a VM is already created (delete it with vm.delete first)");
         return false;
     }
@@ -547,7 +548,7 @@ bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *req, boo
     struct vm_config *cfg = NULL;
 
     if (vmm->state != VMM_STATE_NOT_CREATED) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE,
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_ALREADY_CREATED,
                     "cannot restore: a VM exists already (%s); restore into a shim without a VM, or "
                     "vm.delete first", vmm_state_to_string(vmm->state));
         return false;
@@ -661,7 +662,8 @@ static JsonNode *parse_json_or_string(const char *text)
 {
     g_autoptr(JsonParser) parser = json_parser_new();
 
-    if (text && json_parser_load_from_data(parser, text, -1, NULL) && json_parser_get_root(parser))
+    if (text && bounded_json_load_data(parser, text, strlen(text), READINESS_INFO_MAX_BYTES, NULL) &&
+        json_parser_get_root(parser))
         return json_node_copy(json_parser_get_root(parser));
     JsonNode *node = json_node_new(JSON_NODE_VALUE);
     json_node_set_string(node, text ? text : "");

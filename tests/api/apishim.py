@@ -14,7 +14,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from vsnaptest import CurlError, curl_api, read_text  # noqa: E402
+from vsnaptest import CurlError, curl_api, error_message, read_text  # noqa: E402
 
 
 class ShimFailure(AssertionError):
@@ -110,7 +110,7 @@ class ApiShim:
             raise ShimFailure(f"{method} {endpoint}: status {got}, expected {status}; "
                               f"reply {reply}")
         if contains is not None:
-            message = (reply or {}).get("error", "")
+            message = error_message(reply)
             if contains not in message:
                 raise ShimFailure(f"{method} {endpoint}: error {message!r} does not "
                                   f"mention {contains!r}")

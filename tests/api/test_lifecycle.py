@@ -13,7 +13,7 @@ import time
 import unittest
 
 from apishim import ApiShim
-from vsnaptest import read_text  # apishim puts tests/lib on the path
+from vsnaptest import error_message, read_text  # apishim puts tests/lib on the path
 
 SHIM = sys.argv[1]
 GUEST = sys.argv[2] if len(sys.argv) > 2 else None
@@ -265,7 +265,7 @@ class Lifecycle(unittest.TestCase):
             # The poll came after the shutdown (a loaded machine): again, waiting longer.
             s.expect("PUT", "vm.boot", 204)
         self.assertEqual(status, 405, reply)
-        self.assertIn("stopped", reply["error"])
+        self.assertIn("stopped", error_message(reply))
         self.assertLess(seconds, 10)
 
     def test_guest_poweroff_and_sigterm(self):

@@ -25,7 +25,7 @@ SHIM, GUEST, PATTERN, CASE = sys.argv[1:5]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "persist"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from persisttest import ApiShim, Conn, Fail, MIB, check, connect  # noqa: E402
-from vsnaptest import Shim, wait_command_port  # noqa: E402
+from vsnaptest import Shim, error_message, wait_command_port  # noqa: E402
 
 SECTOR = 512
 
@@ -157,7 +157,7 @@ def case_many_disks(workdir):
         too_many = {"payload": {"kernel": GUEST}, "vsock": {"cid": 3, "socket": vm.vsock_path},
                     "disks": [{"path": paths[0], "id": f"x{i}"} for i in range(8)]}
         status, reply = vm.api("PUT", "vm.create", too_many)
-        check(status == 400 and "8 virtio devices" in reply["error"], f"eight disks and vsock: {status} {reply}")
+        check(status == 400 and "8 virtio devices" in error_message(reply), f"eight disks and vsock: {status} {reply}")
         conn = boot(vm, [{"path": p} for p in paths])
         for i, path in enumerate(paths):
             expect(conn, f"BLKINFO {i}", f"BLK {i} {(i + 1) * MIB // SECTOR} 0")
@@ -217,13 +217,13 @@ def case_bad_image(workdir):
                 cases.append(({"path": locked}, "Operation not permitted"))
             for disk, needle in cases:
                 status, reply = vm.api("PUT", "vm.create", dict(base, disks=[disk]))
-                check(status == 400 and needle in reply["error"], f"vm.create with {disk}: {status} {reply}")
+                check(status == 400 and needle in error_message(reply), f"vm.create with {disk}: {status} {reply}")
                 if "path" in disk and "image_type" not in disk and "vhost_user" not in disk:
-                    check(disk["path"] in reply["error"], f"the error does not name the path: {reply}")
+                    check(disk["path"] in error_message(reply), f"the error does not name the path: {reply}")
                 check(vm.api("GET", "vm.info")[0] == 404, f"a VM exists after a refused vm.create ({disk})")
                 check(not os.path.exists(vm.vsock_path) and not os.path.exists(vm.serial_path),
                       "a refused vm.create started something")
-                print(f"refused {disk}: {reply['error']}")
+                print(f"refused {disk}: {error_message(reply)}")
             if immutable:  # read-only, the same file is fine
                 vm.ok("PUT", "vm.create", dict(base, disks=[{"path": locked, "readonly": True}]))
                 vm.ok("PUT", "vm.delete")
@@ -232,7 +232,7 @@ def case_bad_image(workdir):
             vm.ok("PUT", "vm.create", dict(base, disks=[{"path": gone}]))
             os.unlink(gone)
             status, reply = vm.api("PUT", "vm.boot")
-            check(status == 500 and gone in reply["error"], f"vm.boot without the image: {status} {reply}")
+            check(status == 500 and gone in error_message(reply), f"vm.boot without the image: {status} {reply}")
             info = vm.ok("GET", "vm.info")
             check(info["state"] == "Created" and gone in info["vsnap"]["last_error"], f"vm.info: {info['state']}")
             image(workdir, "gone.img", MIB)
@@ -422,7 +422,7 @@ def case_snapshot_restore(workdir):
     os.truncate(img, 256 * MIB)
     with ApiShim(SHIM, workdir=workdir, name="dst-shrunk") as dst:
         status, reply = dst.restore(idle, "copy")
-        check(status == 400 and "_disk0" in reply["error"] and "sectors" in reply["error"],
+        check(status == 400 and "_disk0" in error_message(reply) and "sectors" in error_message(reply),
               f"restore onto a shrunk image: {status} {reply}")
 
 
@@ -500,7 +500,7 @@ def case_hotplug(workdir):
         conn = boot(vm, [{"path": first}])
         for endpoint, body in (("vm.add-disk", {"path": second}), ("vm.remove-device", {"id": "_disk0"})):
             status, reply = vm.api("PUT", endpoint, body)
-            check(status == 405 and "hot-plugged" in reply["error"], f"{endpoint} while running: {status} {reply}")
+            check(status == 405 and "hot-plugged" in error_message(reply), f"{endpoint} while running: {status} {reply}")
         vm.ok("PUT", "vm.pause")
         check(vm.api("PUT", "vm.add-disk", {"path": second})[0] == 405, "vm.add-disk while paused")
         check(vm.api("PUT", "vm.remove-device", {"id": "nope"})[0] == 404, "vm.remove-device of no device")

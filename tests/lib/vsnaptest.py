@@ -72,6 +72,14 @@ def curl_api(api_socket, method, endpoint, body=None, timeout=30, raw_body=None,
     return int(status), (json.loads(text) if text.strip() else None)
 
 
+def error_message(reply):
+    """The text of an error answer: Cloud Hypervisor's shape, a JSON list of
+    messages from the outermost error to its cause ("" if reply is not one)."""
+    if isinstance(reply, list) and all(isinstance(m, str) for m in reply):
+        return ": ".join(reply)
+    return ""
+
+
 def terminate(proc, timeout=10):
     """SIGTERM, then SIGKILL if proc has not exited within timeout seconds."""
     proc.terminate()

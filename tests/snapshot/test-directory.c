@@ -363,6 +363,14 @@ static void test_bad_records_refused(void)
     assert_refused(f.mid, SNAP_ERROR_FORMAT, "cannot read state.json");
     g_assert_cmpint(unlink(path), ==, 0);
     assert_refused(f.mid, SNAP_ERROR_FORMAT, "cannot read state.json");
+    /* Empty, or only white space (a write cut short): json-glib parses it
+     * to no document at all, which once came back as NULL without an error
+     * and crashed the shim's vm.restore (found by tests/fuzz state-json). */
+    const char *empty[] = { "", " \n\t" };
+    for (unsigned i = 0; i < G_N_ELEMENTS(empty); i++) {
+        g_assert_true(g_file_set_contents(path, empty[i], -1, NULL));
+        assert_refused(f.mid, SNAP_ERROR_FORMAT, "is empty");
+    }
     fixture_clear(&f);
 }
 
