@@ -290,3 +290,43 @@ bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **erro
     }
     return true;
 }
+
+static uint64_t counter(JsonObject *disk, const char *name)
+{
+    gint64 v = json_object_get_int_member_with_default(disk, name, 0);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+bool monitor_vm_disk_counters(const char *api_socket, const char *id, struct disk_counters *out,
+                              GError **error)
+{
+    g_autoptr(GString) body = g_string_new(NULL);
+    if (!request(api_socket, "GET", "vm.counters", NULL, QUICK_TIMEOUT_MS, body, error))
+        return false;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) parse_error = NULL;
+    if (!bounded_json_load_data(parser, body->str, body->len, REPLY_MAX_BYTES, &parse_error) ||
+        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "vm.counters answered something that is not a JSON object: %s",
+                    parse_error ? parse_error->message : body->str);
+        return false;
+    }
+    JsonObject *all = json_node_get_object(json_parser_get_root(parser));
+    JsonNode *node = json_object_get_member(all, id);
+    if (!node || !JSON_NODE_HOLDS_OBJECT(node)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "the VM has no counters for disk '%s'", id);
+        return false;
+    }
+    JsonObject *disk = json_node_get_object(node);
+    *out = (struct disk_counters){
+        .read_ops = counter(disk, "read_ops"),
+        .read_bytes = counter(disk, "read_bytes"),
+        .write_ops = counter(disk, "write_ops"),
+        .write_bytes = counter(disk, "write_bytes"),
+        .flush_ops = counter(disk, "flush_ops"),
+        .io_errors = counter(disk, "io_errors"),
+    };
+    return true;
+}

@@ -61,3 +61,13 @@ struct monitor_restore {
 };
 bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *restore,
                         GError **error);
+
+/* One disk's counters from vm.counters (the shim keys them by the disk's id,
+ * which the daemon makes the target name). */
+struct disk_counters {
+    uint64_t read_ops, read_bytes, write_ops, write_bytes, flush_ops, io_errors;
+};
+/* The counters of disk id; VIR_ERR_OPERATION_FAILED when the shim has no
+ * such disk. */
+bool monitor_vm_disk_counters(const char *api_socket, const char *id, struct disk_counters *out,
+                              GError **error);

@@ -61,9 +61,9 @@ static void format_os_cpu(GString *out)
 static void format_devices_features(GString *out)
 {
     /* In domaincaps.rng order, limited to the elements libvirt 9.0's schema
-     * knows (Debian 12's clients). Disks are parsed already, but a domain
-     * with one cannot boot until the shim has virtio-blk: 'no' until then.
-     * Network interfaces come with virtio-net; until then they are refused. */
+     * knows (Debian 12's clients). Disks are virtio-blk on raw images and
+     * block devices (device 'disk', bus 'virtio' only). Network interfaces
+     * come with virtio-net; until then they are refused. */
     static const char *const devices[] = {"disk", "graphics", "video",    "hostdev", "rng",
                                           "filesystem", "tpm", "redirdev", "channel"};
     /* genid: every VM has a VM generation ID that changes on each restore, but
@@ -71,8 +71,12 @@ static void format_devices_features(GString *out)
     static const char *const features[] = {"vmcoreinfo", "genid", "backingStoreInput", "backup", "sev", "sgx"};
     g_string_append(out, "  <devices>\n");
     for (size_t i = 0; i < G_N_ELEMENTS(devices); i++) {
-        /* virtio-rng from the host's random device (<rng model='virtio'>). */
-        if (strcmp(devices[i], "rng") == 0)
+        if (strcmp(devices[i], "disk") == 0)
+            g_string_append(out, "    <disk supported='yes'>\n"
+                                 "      <enum name='diskDevice'><value>disk</value></enum>\n"
+                                 "      <enum name='bus'><value>virtio</value></enum>\n"
+                                 "    </disk>\n");
+        else if (strcmp(devices[i], "rng") == 0) /* virtio-rng from the host's random device */
             g_string_append(out, "    <rng supported='yes'>\n"
                                  "      <enum name='model'><value>virtio</value></enum>\n"
                                  "      <enum name='backendModel'><value>random</value></enum>\n"

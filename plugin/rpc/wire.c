@@ -161,6 +161,20 @@ void wire_param_uint(struct wire_typed_param *p, const char *field, uint32_t v)
     p->value.ui = v;
 }
 
+void wire_param_llong(struct wire_typed_param *p, const char *field, int64_t v)
+{
+    p->field = strdup(field);
+    p->type = VIR_TYPED_PARAM_LLONG;
+    p->value.l = v;
+}
+
+void wire_param_string(struct wire_typed_param *p, const char *field, const char *v)
+{
+    p->field = strdup(field);
+    p->type = VIR_TYPED_PARAM_STRING;
+    p->value.s = strdup(v);
+}
+
 void wire_param_ullong(struct wire_typed_param *p, const char *field, uint64_t v)
 {
     p->field = strdup(field);

@@ -7,6 +7,7 @@
 
 #include "procedure.h"
 #include "driver.h"
+#include "driver-block.h"
 #include "process.h"
 #include "stream.h"
 #include "virt-error.h"
@@ -573,12 +574,40 @@ static bool do_get_vcpus(struct rpc_call *call, struct vcpus_args *a, struct vcp
     return true;
 }
 
-/* state.*, cpu.time, balloon.*, vcpu.* as libvirt names them, plus vsnap.ready and
+/* block.* as libvirt names them: per disk its name, the file the guest
+ * writes, the shim's request and byte counts, the file sizes. */
+#define BLOCK_PARAMS_PER_DISK 11
+static unsigned fill_block_stats(struct wire_typed_param *p, const struct block_stats *b, size_t n_disks)
+{
+    unsigned n = 0;
+    wire_param_uint(&p[n++], "block.count", (uint32_t)n_disks);
+    for (size_t i = 0; i < n_disks; i++) {
+        char field[64];
+#define BLOCK_FIELD(name) (g_snprintf(field, sizeof(field), "block.%zu." name, i), field)
+        wire_param_string(&p[n++], BLOCK_FIELD("name"), b[i].name);
+        if (b[i].path)
+            wire_param_string(&p[n++], BLOCK_FIELD("path"), b[i].path);
+        wire_param_ullong(&p[n++], BLOCK_FIELD("rd.reqs"), b[i].rd_reqs);
+        wire_param_ullong(&p[n++], BLOCK_FIELD("rd.bytes"), b[i].rd_bytes);
+        wire_param_ullong(&p[n++], BLOCK_FIELD("wr.reqs"), b[i].wr_reqs);
+        wire_param_ullong(&p[n++], BLOCK_FIELD("wr.bytes"), b[i].wr_bytes);
+        wire_param_ullong(&p[n++], BLOCK_FIELD("fl.reqs"), b[i].fl_reqs);
+        wire_param_ullong(&p[n++], BLOCK_FIELD("errors"), b[i].errors);
+        wire_param_ullong(&p[n++], BLOCK_FIELD("allocation"), b[i].info.allocation);
+        wire_param_ullong(&p[n++], BLOCK_FIELD("capacity"), b[i].info.capacity);
+        wire_param_ullong(&p[n++], BLOCK_FIELD("physical"), b[i].info.physical);
+#undef BLOCK_FIELD
+    }
+    return n;
+}
+
+/* state.*, cpu.time, balloon.*, vcpu.*, block.* as libvirt names them, plus vsnap.ready and
  * vsnap.generation (readiness pushed by the guest; VM starts so far). */
-static void fill_stats(struct stats_record *rec, const struct domain_summary *s, unsigned stats)
+static void fill_stats(struct stats_record *rec, const struct domain_summary *s, unsigned stats,
+                       const struct block_stats *blocks, size_t n_disks)
 {
     bool all = stats == 0;
-    struct wire_typed_param *p = calloc(12, sizeof(*p));
+    struct wire_typed_param *p = calloc(12 + 1 + n_disks * BLOCK_PARAMS_PER_DISK, sizeof(*p));
     unsigned n = 0;
     if (all || (stats & VIR_DOMAIN_STATS_STATE)) {
         wire_param_int(&p[n++], "state.state", s->state);
@@ -596,6 +625,8 @@ static void fill_stats(struct stats_record *rec, const struct domain_summary *s,
         wire_param_uint(&p[n++], "vcpu.current", s->vcpus);
         wire_param_uint(&p[n++], "vcpu.maximum", s->vcpus);
     }
+    if (all || (stats & VIR_DOMAIN_STATS_BLOCK))
+        n += fill_block_stats(p + n, blocks, n_disks);
     rec->params.len = n;
     rec->params.val = p;
 }
@@ -622,7 +653,14 @@ static bool do_all_domain_stats(struct rpc_call *call, struct stats_args *a, str
         struct domain_summary s = {0};
         driver_summary(call->driver, doms->pdata[i], &s);
         wire_domain_set(&r->records[i].dom, s.name, s.uuid, s.id);
-        fill_stats(&r->records[i], &s, a->stats);
+        struct block_stats *blocks = NULL;
+        size_t n_disks = 0;
+        if (a->stats == 0 || (a->stats & VIR_DOMAIN_STATS_BLOCK))
+            n_disks = driver_all_block_stats(call->driver, doms->pdata[i], &blocks);
+        fill_stats(&r->records[i], &s, a->stats, blocks, n_disks);
+        for (size_t d = 0; d < n_disks; d++)
+            block_stats_clear(&blocks[d]);
+        g_free(blocks);
         domain_summary_clear(&s);
     }
     return true;

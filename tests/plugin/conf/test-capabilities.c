@@ -158,7 +158,11 @@ static void test_domain_capabilities(void)
     g_assert_cmpstr(arch, ==, "x86_64");
     g_assert_cmpstr(vcpu, ==, "64");
     g_assert_cmpstr(passthrough, ==, "yes");
-    g_assert_cmpstr(disk, ==, "no");
+    g_assert_cmpstr(disk, ==, "yes");
+    g_autofree char *disk_device = xpath_string(doc, "/domainCapabilities/devices/disk/enum[@name='diskDevice']/value");
+    g_autofree char *disk_bus = xpath_string(doc, "/domainCapabilities/devices/disk/enum[@name='bus']/value");
+    g_assert_cmpstr(disk_device, ==, "disk");
+    g_assert_cmpstr(disk_bus, ==, "virtio");
     g_autofree char *rng = xpath_string(doc, "/domainCapabilities/devices/rng/@supported");
     g_autofree char *rng_backend = xpath_string(doc, "/domainCapabilities/devices/rng/enum[@name='backendModel']/value");
     g_assert_cmpstr(rng, ==, "yes");
