@@ -24,17 +24,6 @@ static const char *active_path(const struct domain_disk *disk)
     return disk->chain && disk->chain[0] ? disk->chain[0] : disk->path;
 }
 
-static const struct domain_disk *find_disk(const struct domain_def *def, const char *name)
-{
-    for (size_t i = 0; i < def->n_disks; i++) {
-        const struct domain_disk *d = &def->disks[i];
-        if (strcmp(d->target, name) == 0 || strcmp(d->path, name) == 0 ||
-            strcmp(active_path(d), name) == 0)
-            return d;
-    }
-    return NULL;
-}
-
 /* Size of a regular file or block device. */
 static bool file_size(const char *path, const struct stat *st, uint64_t *size, GError **error)
 {
@@ -83,7 +72,7 @@ static struct domain_disk *copy_disk(struct vsnap_domain *dom, const char *name,
                                      GError **error)
 {
     g_mutex_lock(&dom->lock);
-    const struct domain_disk *d = find_disk(dom->def, name);
+    const struct domain_disk *d = domain_def_find_disk(dom->def, name);
     struct domain_disk *copy = NULL;
     if (d) {
         copy = g_new0(struct domain_disk, 1);

@@ -449,7 +449,10 @@ bool process_start_with(struct vsnap_driver *drv, struct vsnap_domain *dom,
     dom->run = run;
     dom->id = id;
     dom->generation++;
-    domain_def_free(dom->def);
+    if (how && how->keep_definition && dom->persistent && !dom->next_def)
+        dom->next_def = dom->def;   /* back in place when the run ends */
+    else
+        domain_def_free(dom->def);
     dom->def = g_steal_pointer(&live);
     if (how)
         process_set_state_locked(drv, dom, how->state, how->reason, how->event, how->detail);

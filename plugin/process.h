@@ -46,6 +46,10 @@ struct process_start_how {
     void *data;
     int state, reason;
     int event, detail;
+    /* def runs this once: a persistent domain's own definition stays its
+     * definition for the next boot (a restore, as libvirt's), instead of
+     * being replaced by def (a revert). */
+    bool keep_definition;
 };
 bool process_start_with(struct vsnap_driver *drv, struct vsnap_domain *dom,
                         const struct process_start_how *how, GError **error);

@@ -56,9 +56,13 @@ void domain_disk_set_chain(struct domain_disk *disk, const char *const *chain)
 
 struct domain_disk *domain_def_find_disk(const struct domain_def *def, const char *name)
 {
-    for (size_t i = 0; i < def->n_disks; i++)
-        if (strcmp(def->disks[i].target, name) == 0 || strcmp(def->disks[i].path, name) == 0)
+    for (size_t i = 0; i < def->n_disks; i++) {
+        const struct domain_disk *d = &def->disks[i];
+        /* The live XML's <source> of a disk with a chain is its overlay. */
+        if (strcmp(d->target, name) == 0 || strcmp(d->path, name) == 0 ||
+            (d->chain && d->chain[0] && strcmp(d->chain[0], name) == 0))
             return &def->disks[i];
+    }
     return NULL;
 }
 

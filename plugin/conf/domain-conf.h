@@ -139,8 +139,9 @@ struct domain_def *domain_def_parse_live_string(const char *xml, const char *sch
  * runtime details (id, pty paths, vsock cid) are included. */
 char *domain_def_format(const struct domain_def *def, bool live, int id);
 
-/* The disk whose target ("vda") or source path is name, as libvirt's
- * domblk* calls name disks; NULL if none. */
+/* The disk whose target ("vda") or source path (the image, or the active
+ * overlay the live XML shows) is name, as libvirt's domblk* calls name
+ * disks; NULL if none. */
 struct domain_disk *domain_def_find_disk(const struct domain_def *def, const char *name);
 /* Replace disk->chain with a copy of chain (NULL or empty: no chain). */
 void domain_disk_set_chain(struct domain_disk *disk, const char *const *chain);
@@ -153,6 +154,14 @@ void domain_disk_set_chain(struct domain_disk *disk, const char *const *chain);
  * driver reports a missing source; VIR_ERR_OPERATION_FAILED for a path of
  * the wrong kind. */
 bool domain_def_check_disk_access(const struct domain_def *def, GError **error);
+
+/* given has the disks of saved: the same targets in the same order, each on
+ * the same image (or block device), read-only alike. Otherwise
+ * VIR_ERR_CONFIG_UNSUPPORTED naming the first disk that differs. For a
+ * definition that is to run saved state (restore --xml, save --xml,
+ * save-image-define). */
+bool domain_def_check_same_disks(const struct domain_def *saved, const struct domain_def *given,
+                                 GError **error);
 
 /* Cloud Hypervisor VmConfig JSON for vm.create, given the vsock socket's path
  * in the runtime directory. A pty serial is the shim's Pty. */

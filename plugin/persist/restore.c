@@ -65,6 +65,7 @@ bool restore_start(struct vsnap_driver *drv, struct vsnap_domain *dom,
         .state = req->run ? VIR_DOMAIN_RUNNING : VIR_DOMAIN_PAUSED,
         .reason = req->run ? out->running_reason : out->paused_reason,
         .event = VIR_DOMAIN_EVENT_STARTED, .detail = out->started_detail,
+        .keep_definition = req->origin == RESTORE_FROM_SAVE,
     };
     if (!process_start_with(drv, dom, &how, error))
         return false;

@@ -84,7 +84,10 @@ static char *definition_to_save(struct vsnap_driver *drv, struct vsnap_domain *d
                "the XML given for the save image describes another domain (name or uuid)");
         return NULL;
     }
-    return domain_def_format(def, false, -1);
+    g_mutex_lock(&dom->lock);
+    bool same = domain_def_check_same_disks(dom->def, def, error);
+    g_mutex_unlock(&dom->lock);
+    return same ? domain_def_format(def, false, -1) : NULL;
 }
 
 /* ---- pausing for a save, and undoing it ---- */
@@ -251,6 +254,8 @@ static struct domain_def *image_definition(struct vsnap_driver *drv, const char 
                "name, uuid, memory and vCPUs");
         g_clear_pointer(&given, domain_def_free);
     }
+    if (given && !domain_def_check_same_disks(def, given, error))
+        g_clear_pointer(&given, domain_def_free);
     return given;
 }
 

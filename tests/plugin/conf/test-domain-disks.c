@@ -392,6 +392,55 @@ static void test_vm_config(void)
     g_assert_false(json_object_has_member(parse_json(bare_json, bare_parser), "disks"));
 }
 
+/* A definition for saved state must have the saved disks: each difference
+ * is refused naming the disk. */
+static void test_same_disks(void)
+{
+    static const char a[] = "<disk type='file'><source file='/img/a'/><target dev='vda'/></disk>";
+    static const char b[] = "<disk type='file'><source file='/img/b'/><target dev='vdb'/></disk>";
+    g_autofree char *two = g_strconcat(a, b, NULL);
+    g_autoptr(domain_def) saved = parse_devices(two);
+    g_autoptr(domain_def) same = parse_devices(two);
+    g_autoptr(GError) error = NULL;
+    g_assert_true(domain_def_check_same_disks(saved, same, &error));
+    g_assert_no_error(error);
+    /* Live state (a chain over the image) is not part of the comparison. */
+    const char *chain[] = {"/run/overlay", NULL};
+    domain_disk_set_chain(&saved->disks[0], chain);
+    g_assert_true(domain_def_check_same_disks(saved, same, &error));
+
+    struct {
+        const char *devices, *named;
+    } cases[] = {
+        {"<disk type='file'><source file='/img/other'/><target dev='vda'/></disk>"
+         "<disk type='file'><source file='/img/b'/><target dev='vdb'/></disk>",
+         "disk 'vda' has image '/img/a' in the saved domain, '/img/other'"},
+        {"<disk type='file'><source file='/img/b'/><target dev='vdb'/></disk>"
+         "<disk type='file'><source file='/img/a'/><target dev='vda'/></disk>",
+         "disk 'vda' of the saved domain is 'vdb'"},
+        {"<disk type='file'><source file='/img/a'/><target dev='vda'/></disk>",
+         "disk 'vdb' of the saved domain is missing"},
+        {"<disk type='file'><source file='/img/a'/><target dev='vda'/></disk>"
+         "<disk type='file'><source file='/img/b'/><target dev='vdb'/></disk>"
+         "<disk type='file'><source file='/img/c'/><target dev='vdc'/></disk>",
+         "disk 'vdc' is not one of the saved domain's"},
+        {"<disk type='file'><source file='/img/a'/><target dev='vda'/><readonly/></disk>"
+         "<disk type='file'><source file='/img/b'/><target dev='vdb'/></disk>",
+         "disk 'vda' is writable in the saved domain"},
+        {"<disk type='block'><source dev='/img/a'/><target dev='vda'/></disk>"
+         "<disk type='file'><source file='/img/b'/><target dev='vdb'/></disk>",
+         "disk 'vda' has image '/img/a'"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(domain_def) given = parse_devices(cases[i].devices);
+        g_autoptr(GError) refusal = NULL;
+        g_assert_false(domain_def_check_same_disks(saved, given, &refusal));
+        g_assert_error(refusal, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED);
+        if (!strstr(refusal->message, cases[i].named))
+            g_error("case %zu: '%s' does not say '%s'", i, refusal->message, cases[i].named);
+    }
+}
+
 int main(int argc, char **argv)
 {
     conf_test_init(&argc, &argv, &schema_dir, &examples_dir);
@@ -404,5 +453,6 @@ int main(int argc, char **argv)
     g_test_add_func("/conf/disks/refusals", test_refusals);
     g_test_add_func("/conf/disks/chain-limit", test_chain_limit);
     g_test_add_func("/conf/disks/vm-config", test_vm_config);
+    g_test_add_func("/conf/disks/same-disks", test_same_disks);
     return g_test_run();
 }
