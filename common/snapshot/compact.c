@@ -31,8 +31,10 @@ bool snap_compact_chain(struct snap_chain *c, const char *out_path, const snap_i
                         GError **error)
 {
     const snap_id *parent = &c->layers[0]->hdr.parent_id; /* nil for a full chain */
-    struct snap_layer_writer *w =
-        snap_layer_writer_new(out_path, c->ram_size, id ? id : snap_chain_top_id(c), parent, error);
+    const snap_id *new_id = id ? id : snap_chain_top_id(c);
+    struct snap_layer_writer *w = snap_layer_is_disk(c->layers[0])
+                                      ? snap_disk_layer_writer_new(out_path, c->ram_size, new_id, parent, error)
+                                      : snap_layer_writer_new(out_path, c->ram_size, new_id, parent, error);
     if (!w)
         return false;
     if (!copy_chain(c, w, error)) {

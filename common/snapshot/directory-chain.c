@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "snapshot/compact.h"
+#include "snapshot/disk.h"
 
 /* The directory child's parent_url names, checked to be the snapshot the
  * diff was taken on. */
@@ -172,5 +173,5 @@ bool snap_dir_fold_into_child(const char *inner, const char *child, GError **err
                     "cannot fold %s into %s: the child's layer names neither it nor its parent", inner, child);
         return false;
     }
-    return snap_dir_set_parent(child, in->parent_path, error);
+    return snap_dir_set_parent(child, in->parent_path, error) && snap_dir_fold_disks_into_child(inner, child, error);
 }

@@ -90,6 +90,9 @@ bool snap_dir_is_snapshot_file(const char *name)
         SNAP_DIR_CONFIG_FILE, SNAP_DIR_STATE_FILE, SNAP_DIR_LAYER_FILE,
         SNAP_DIR_LAYER_FILE SNAP_DIR_SEAL_SUFFIX,
     };
+    /* disk-<id>.layer (snapshot/disk.h) and its temporary names. */
+    if (g_str_has_prefix(name, "disk-") && strstr(name, ".layer"))
+        return true;
     for (size_t i = 0; i < G_N_ELEMENTS(own); i++) {
         size_t n = strlen(own[i]);
         /* g_file_set_contents and the layer writer use "<name>.XXXXXX" on the way. */

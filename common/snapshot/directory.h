@@ -122,8 +122,10 @@ bool snap_dir_verify_chain(const struct snap_dir *top, GError **error);
 
 /* Fold inner's pages into child, its diff (snap_compact_fold: child keeps its
  * id and now names inner's parent), then point child's record at inner's
- * parent directory. Idempotent: a child whose layer was folded already only
- * gets its record fixed. Afterwards child no longer needs inner. */
+ * parent directory, and fold the disk layers the same way
+ * (snap_dir_fold_disks_into_child, snapshot/disk.h). Idempotent: a child
+ * whose layer was folded already only gets its record fixed. Afterwards
+ * child no longer needs inner. */
 bool snap_dir_fold_into_child(const char *inner, const char *child, GError **error);
 
 /* ---- writing a snapshot directory ---- */

@@ -36,3 +36,11 @@ bool snap_state_digest_matches(const char *text, size_t len, const char *digest)
 /* SHA-256 of a file of at most max bytes; SNAP_ERROR_FORMAT naming it when it
  * cannot be read or is larger. */
 bool snap_file_sha256(const char *path, size_t max, char out[65], GError **error);
+
+/* ---- disk records (disk-record.c) ---- */
+
+struct snap_dir;
+/* The element of state.json's devices.disks with this id (to change in place), or NULL. */
+JsonObject *snap_dir_disk_object(const struct snap_dir *d, const char *disk_id);
+/* The ids of devices.disks, in order. */
+GPtrArray *snap_dir_disk_ids(const struct snap_dir *d);

@@ -66,12 +66,16 @@ static bool check_header(const struct snap_layer_header *h, uint64_t file_size, 
         return bad_layer(error, SNAP_ERROR_FORMAT, path,
                          "page size %u / block of %u pages not supported", h->page_size,
                          h->block_pages);
-    if (h->ram_size == 0 || h->ram_size % SNAP_PAGE_SIZE || h->ram_size > SNAP_MAX_RAM_SIZE)
-        return bad_layer(error, SNAP_ERROR_FORMAT, path, "invalid RAM size %" G_GUINT64_FORMAT,
-                         h->ram_size);
+    if (h->flags & ~SNAP_LAYER_KNOWN_FLAGS)
+        return bad_layer(error, SNAP_ERROR_FORMAT, path, "unknown flags %#x", h->flags);
+    bool full = h->flags & SNAP_LAYER_FLAG_FULL, disk = h->flags & SNAP_LAYER_FLAG_DISK;
+    uint64_t max_size = disk ? SNAP_MAX_DISK_SIZE : SNAP_MAX_RAM_SIZE;
+    if (h->ram_size == 0 || h->ram_size % SNAP_PAGE_SIZE || h->ram_size > max_size)
+        return bad_layer(error, SNAP_ERROR_FORMAT, path, "invalid %s size %" G_GUINT64_FORMAT,
+                         disk ? "disk" : "RAM", h->ram_size);
     uint64_t ram_pages = h->ram_size / SNAP_PAGE_SIZE;
-    bool full = h->flags & SNAP_LAYER_FLAG_FULL;
-    if (full != snap_id_is_nil(&h->parent_id))
+    /* A disk layer is never full: below its first layer is the base image. */
+    if (disk ? full : full != snap_id_is_nil(&h->parent_id))
         return bad_layer(error, SNAP_ERROR_FORMAT, path, "full flag and parent id disagree");
     if (h->page_count > ram_pages || h->run_count > ram_pages ||
         h->block_count != snap_blocks_for_pages(h->page_count))

@@ -43,11 +43,10 @@ static bool fail_errno(struct snap_layer_writer *w, int err, const char *what, G
     return false;
 }
 
-struct snap_layer_writer *snap_layer_writer_new(const char *path, uint64_t ram_size,
-                                                const snap_id *id, const snap_id *parent,
-                                                GError **error)
+static struct snap_layer_writer *writer_new(const char *path, uint64_t ram_size, const snap_id *id,
+                                            const snap_id *parent, bool disk, GError **error)
 {
-    if (ram_size == 0 || ram_size % SNAP_PAGE_SIZE || ram_size > SNAP_MAX_RAM_SIZE) {
+    if (ram_size == 0 || ram_size % SNAP_PAGE_SIZE || ram_size > (disk ? SNAP_MAX_DISK_SIZE : SNAP_MAX_RAM_SIZE)) {
         g_set_error(error, SNAP_ERROR, SNAP_ERROR_INVALID,
                     "cannot write snapshot layer %s: RAM size %" G_GUINT64_FORMAT
                     " is not a positive multiple of 4 KiB", path, ram_size);
@@ -78,9 +77,24 @@ struct snap_layer_writer *snap_layer_writer_new(const char *path, uint64_t ram_s
     w->hdr.id = *id;
     if (parent)
         w->hdr.parent_id = *parent;
-    if (snap_id_is_nil(&w->hdr.parent_id))
+    if (disk)
+        w->hdr.flags |= SNAP_LAYER_FLAG_DISK;
+    else if (snap_id_is_nil(&w->hdr.parent_id))
         w->hdr.flags |= SNAP_LAYER_FLAG_FULL;
     return w;
+}
+
+struct snap_layer_writer *snap_layer_writer_new(const char *path, uint64_t ram_size,
+                                                const snap_id *id, const snap_id *parent,
+                                                GError **error)
+{
+    return writer_new(path, ram_size, id, parent, false, error);
+}
+
+struct snap_layer_writer *snap_disk_layer_writer_new(const char *path, uint64_t size, const snap_id *id,
+                                                     const snap_id *parent, GError **error)
+{
+    return writer_new(path, size, id, parent, true, error);
 }
 
 static bool write_all(struct snap_layer_writer *w, const void *buf, size_t len, GError **error)

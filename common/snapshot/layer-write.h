@@ -14,6 +14,12 @@ struct snap_layer_writer *snap_layer_writer_new(const char *path, uint64_t ram_s
                                                 const snap_id *id, const snap_id *parent,
                                                 GError **error);
 
+/* A disk layer (SNAP_LAYER_FLAG_DISK): size is the disk's capacity rounded up
+ * to 4 KiB, each "page" a 4 KiB block; parent NULL or nil for the first layer
+ * over the base image, which is still not full (zero runs are kept). */
+struct snap_layer_writer *snap_disk_layer_writer_new(const char *path, uint64_t size, const snap_id *id,
+                                                     const snap_id *parent, GError **error);
+
 /* Add npages pages starting at RAM page first_page, after everything added so
  * far. data: npages * 4096 bytes, or NULL for a zero run. */
 bool snap_layer_writer_add(struct snap_layer_writer *w, uint64_t first_page, uint64_t npages,

@@ -92,3 +92,8 @@ bool snap_layer_is_full(const struct snap_layer *layer)
 {
     return layer->hdr.flags & SNAP_LAYER_FLAG_FULL;
 }
+
+bool snap_layer_is_disk(const struct snap_layer *layer)
+{
+    return layer->hdr.flags & SNAP_LAYER_FLAG_DISK;
+}

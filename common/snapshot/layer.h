@@ -43,12 +43,20 @@
 #define SNAP_LAYER_DATA_OFFSET 4096u
 #define SNAP_RUN_ZERO 1u
 #define SNAP_LAYER_FLAG_FULL 1u /* no parent: absent pages are zero */
+/* A disk layer (snapshot/disk.h): "pages" are 4 KiB disk blocks, ram_size is
+ * the disk's capacity rounded up to 4 KiB, and a layer without a parent is
+ * never full: absent blocks come from the disk's base image. */
+#define SNAP_LAYER_FLAG_DISK 2u
+#define SNAP_LAYER_KNOWN_FLAGS (SNAP_LAYER_FLAG_FULL | SNAP_LAYER_FLAG_DISK)
 
 /* The largest RAM a layer may describe: the shim's largest VM (64 GiB,
  * VSNAP_MAX_MEMORY). Readers size things by it before they can check it
  * against anything else (a chain's page index is 2 bytes a page: 32 MiB),
  * so a header claiming more is refused, not believed. */
 #define SNAP_MAX_RAM_SIZE (64ull << 30)
+/* The largest disk a disk layer may describe (its page index: 2 GiB of
+ * address space, touched only where layers hold blocks). */
+#define SNAP_MAX_DISK_SIZE (4ull << 40)
 
 #define SNAP_ERROR (snap_error_quark())
 GQuark snap_error_quark(void);
@@ -129,6 +137,7 @@ typedef struct snap_layer snap_layer; /* for g_autoptr */
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(snap_layer, snap_layer_close)
 
 bool snap_layer_is_full(const struct snap_layer *layer);
+bool snap_layer_is_disk(const struct snap_layer *layer);
 
 enum snap_page_kind {
     SNAP_PAGE_KIND_ABSENT, /* this layer does not hold the page */
