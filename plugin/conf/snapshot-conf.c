@@ -25,13 +25,19 @@ void snapshot_def_free(struct snapshot_def *def)
     g_free(def->description);
     g_free(def->parent);
     domain_def_free(def->domain);
+    for (size_t i = 0; i < def->n_disks; i++) {
+        g_free(def->disks[i].name);
+        g_free(def->disks[i].file);
+    }
+    g_free(def->disks);
     g_free(def);
 }
 
 struct snapshot_parse {
     struct snapshot_def *def;
     const char *schema_dir;
-    bool name_seen, description_seen, state_seen, parent_seen, time_seen, memory_seen, domain_seen;
+    bool name_seen, description_seen, state_seen, parent_seen, time_seen, memory_seen, domain_seen,
+        disks_seen;
 };
 
 static bool check_leaf(const xmlNode *node, GError **error)
@@ -146,6 +152,99 @@ static bool parse_domain(struct snapshot_def *def, const xmlNode *node, const ch
     return def->domain != NULL;
 }
 
+static bool parse_disk_source(struct snapshot_disk *disk, const xmlNode *node, GError **error)
+{
+    static const char *const attributes[] = {"file", NULL};
+    if (disk->file) {
+        conf_xml_set_duplicate_element(error, node);
+        return false;
+    }
+    if (!conf_xml_check_attributes(node, attributes, error) || !conf_xml_check_no_children(node, error))
+        return false;
+    disk->file = conf_xml_prop(node, "file");
+    if (!disk->file || disk->file[0] != '/') {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_DETAIL,
+                    "snapshot disk '%s': <source file> must be an absolute path", disk->name);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_disk_kind(struct snapshot_disk *disk, const xmlNode *node, GError **error)
+{
+    g_autofree char *kind = conf_xml_prop(node, "snapshot");
+    g_autofree char *type = conf_xml_prop(node, "type");
+    if (!kind || strcmp(kind, "external") == 0) {
+        disk->external = true;
+    } else if (strcmp(kind, "no") != 0) {
+        /* 'internal' would be a qcow2 snapshot inside the image, 'manual' the user's own. */
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "<disk name='%s' snapshot='%s'> is not supported by vsnap: a disk's part of a snapshot is "
+                    "'external' (a disk layer file) or 'no'", disk->name, kind);
+        return false;
+    }
+    if (type && strcmp(type, "file") != 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "<disk name='%s' type='%s'> is not supported by vsnap: disk layers are files", disk->name, type);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_disk(struct snapshot_disk *disk, const xmlNode *node, GError **error)
+{
+    static const char *const attributes[] = {"name", "snapshot", "type", NULL};
+    if (!conf_xml_check_attributes(node, attributes, error))
+        return false;
+    disk->name = conf_xml_prop(node, "name");
+    if (!disk->name || disk->name[0] == '\0') {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR, "snapshot <disk> needs a name");
+        return false;
+    }
+    if (!parse_disk_kind(disk, node, error))
+        return false;
+    for (const xmlNode *child = node->children; child; child = child->next) {
+        if (!conf_xml_is_element(child))
+            continue;
+        if (!conf_xml_is(child, "source") || !disk->external) {
+            conf_xml_set_unsupported_element(error, child);
+            return false;
+        }
+        if (!parse_disk_source(disk, child, error))
+            return false;
+    }
+    return true;
+}
+
+static bool parse_disks(struct snapshot_def *def, const xmlNode *node, GError **error)
+{
+    if (!conf_xml_check_attributes(node, (const char *const[]){NULL}, error))
+        return false;
+    def->disks_given = true;
+    size_t n = 0;
+    for (const xmlNode *child = node->children; child; child = child->next)
+        n += conf_xml_is_element(child);
+    def->disks = g_new0(struct snapshot_disk, MAX(n, 1));
+    for (const xmlNode *child = node->children; child; child = child->next) {
+        if (!conf_xml_is_element(child))
+            continue;
+        if (!conf_xml_is(child, "disk")) {
+            conf_xml_set_unsupported_element(error, child);
+            return false;
+        }
+        struct snapshot_disk *disk = &def->disks[def->n_disks++];
+        if (!parse_disk(disk, child, error))
+            return false;
+        for (size_t i = 0; i + 1 < def->n_disks; i++)
+            if (strcmp(def->disks[i].name, disk->name) == 0) {
+                g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR,
+                            "snapshot disk '%s' is named twice", disk->name);
+                return false;
+            }
+    }
+    return true;
+}
+
 static bool mark_seen(bool *seen, const xmlNode *node, GError **error)
 {
     if (*seen) {
@@ -174,10 +273,8 @@ static bool parse_child(struct snapshot_parse *p, const xmlNode *node, GError **
         return mark_seen(&p->memory_seen, node, error) && parse_memory(def, node, error);
     if (conf_xml_is(node, "domain"))
         return mark_seen(&p->domain_seen, node, error) && parse_domain(def, node, p->schema_dir, error);
-    if (conf_xml_is(node, "disks")) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED, "disk snapshots are not supported by vsnap yet");
-        return false;
-    }
+    if (conf_xml_is(node, "disks"))
+        return mark_seen(&p->disks_seen, node, error) && parse_disks(def, node, error);
     conf_xml_set_unsupported_element(error, node);
     return false;
 }
@@ -226,6 +323,25 @@ static void append_text_element(GString *out, const char *indent, const char *na
     g_string_append_printf(out, "%s<%s>%s</%s>\n", indent, name, escaped, name);
 }
 
+static void append_disk(GString *out, const struct snapshot_disk *disk)
+{
+    g_autofree char *name = g_markup_escape_text(disk->name, -1);
+    if (!disk->external) {
+        g_string_append_printf(out, "    <disk name='%s' snapshot='no'/>\n", name);
+        return;
+    }
+    if (!disk->file) {
+        g_string_append_printf(out, "    <disk name='%s' snapshot='external' type='file'/>\n", name);
+        return;
+    }
+    g_autofree char *file = g_markup_escape_text(disk->file, -1);
+    g_string_append_printf(out,
+                           "    <disk name='%s' snapshot='external' type='file'>\n"
+                           "      <source file='%s'/>\n"
+                           "    </disk>\n",
+                           name, file);
+}
+
 char *snapshot_def_format(const struct snapshot_def *def)
 {
     GString *out = g_string_new("<domainsnapshot>\n");
@@ -243,6 +359,12 @@ char *snapshot_def_format(const struct snapshot_def *def)
     if (def->memory != SNAPSHOT_MEMORY_DEFAULT)
         g_string_append_printf(out, "  <memory snapshot='%s'/>\n",
                                def->memory == SNAPSHOT_MEMORY_INTERNAL ? "internal" : "no");
+    if (def->disks_given) {
+        g_string_append(out, "  <disks>\n");
+        for (size_t i = 0; i < def->n_disks; i++)
+            append_disk(out, &def->disks[i]);
+        g_string_append(out, "  </disks>\n");
+    }
     if (def->domain) {
         /* Not re-indented: that would change text inside foreign metadata
          * and descriptions, and break the round trip. */

@@ -1,8 +1,15 @@
 /* libvirt's <domainsnapshot> as vsnap keeps it: name, description, state of
  * the domain when taken, parent, creation time, memory (vsnap snapshots
- * always hold guest RAM: 'internal'), and the domain definition at that time.
- * Validated against xml/snapshot.rng; disk snapshots and anything else are
- * refused with VIR_ERR_CONFIG_UNSUPPORTED naming the element.
+ * always hold guest RAM: 'internal'), each disk's part of it (<disks>), and
+ * the domain definition at that time. Validated against xml/snapshot.rng;
+ * anything else is refused with VIR_ERR_CONFIG_UNSUPPORTED naming the element.
+ *
+ * Disks follow libvirt's external model: a writable disk's part of a
+ * snapshot is a file of its own, the sealed disk layer in the snapshot's
+ * directory, holding the blocks written since the parent snapshot (below it
+ * the parents' layers and the image); <disk name='vda' snapshot='external'
+ * type='file'><source file='.../disk-vda.layer'/></disk>. A disk the
+ * snapshot holds nothing of (read-only) is <disk name='vdb' snapshot='no'/>.
  */
 #pragma once
 
@@ -31,6 +38,12 @@ enum snapshot_memory {
     SNAPSHOT_MEMORY_NO,       /* no RAM (a snapshot of a shut off domain) */
 };
 
+struct snapshot_disk {
+    char *name;              /* the disk's target, vdX */
+    bool external;           /* snapshot='external', else 'no' */
+    char *file;              /* external: the disk layer; NULL when not given */
+};
+
 struct snapshot_def {
     char *name;              /* the creation time in seconds if absent, as libvirt */
     char *description;
@@ -40,6 +53,9 @@ struct snapshot_def {
     enum snapshot_state state;
     enum snapshot_memory memory;
     struct domain_def *domain; /* embedded <domain>, NULL if absent */
+    bool disks_given;          /* <disks> present */
+    struct snapshot_disk *disks;
+    size_t n_disks;
 };
 
 typedef struct snapshot_def snapshot_def;

@@ -1,6 +1,7 @@
 #include "snapshot-dir.h"
 
 #include "snapshot/directory.h"
+#include "snapshot/disk.h"
 #include "virt-error.h"
 
 /* The library's message names the file; the code says whose fault it was. */
@@ -36,6 +37,23 @@ char *snapdir_layer_id(const char *dir, GError **error)
     char id[37];
     snap_id_to_string(&d->memory.id, id);
     return g_strdup(id);
+}
+
+char *snapdir_disk_layer(const char *dir, const char *disk_id, GError **error)
+{
+    GError *local = NULL;
+    g_autoptr(snap_dir) d = snap_dir_read(dir, &local);
+    struct snap_disk_record record;
+    bool present = false;
+    if (!d || !snap_dir_disk_record(d, disk_id, &record, &present, &local)) {
+        to_vir_error(local, error);
+        return NULL;
+    }
+    if (!present)
+        return NULL;
+    char *path = g_build_filename(dir, record.file, NULL);
+    snap_disk_record_clear(&record);
+    return path;
 }
 
 /* The directory must still hold the snapshot it was taken as. */

@@ -16,6 +16,11 @@ bool snapdir_parent(const char *dir, char **parent, GError **error);
 /* The id of dir's memory layer (state.json's memory.id, the layer's own). */
 char *snapdir_layer_id(const char *dir, GError **error);
 
+/* The sealed disk layer of disk disk_id (its target) in dir, as a path:
+ * NULL with no error when dir holds no layer for that disk (a read-only
+ * disk, or a snapshot taken before disks had layers). */
+char *snapdir_disk_layer(const char *dir, const char *disk_id, GError **error);
+
 /* Open and verify the chain below top as a restore would, before anything is
  * stopped (snap_dir_read: state.json's records and its and config.json's
  * checksums; snap_dir_verify_chain: headers, indexes, ids, and the data of

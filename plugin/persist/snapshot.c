@@ -9,6 +9,7 @@
 #include "process.h"
 #include "restore.h"
 #include "snapshot-dir.h"
+#include "snapshot-disks.h"
 #include "snapshot-tree.h"
 #include "snapshot-vm.h"
 #include "test-hook.h"
@@ -132,10 +133,12 @@ static bool check_create_flags(unsigned flags, GError **error)
                       "vsnap snapshots without metadata could never be reverted to");
     if (flags & (VIR_DOMAIN_SNAPSHOT_CREATE_DISK_ONLY | VIR_DOMAIN_SNAPSHOT_CREATE_REUSE_EXT))
         return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
-                      "vsnap has no disk-only or external snapshots: snapshots hold memory");
+                      "vsnap snapshots hold memory and disks together: no disk-only snapshots, and "
+                      "vsnap makes each disk layer itself (no reused external files)");
     if (flags & VIR_DOMAIN_SNAPSHOT_CREATE_QUIESCE)
         return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
-                      "vsnap cannot quiesce guest file systems (no disks are snapshotted)");
+                      "vsnap cannot quiesce guest file systems: a snapshot holds the disks exactly as "
+                      "the paused guest's memory left them");
     if (flags & VIR_DOMAIN_SNAPSHOT_CREATE_LIVE)
         return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
                       "vsnap pauses the VM while it writes a snapshot; --live is not supported");
@@ -150,8 +153,8 @@ static bool check_create_flags(unsigned flags, GError **error)
     return true;
 }
 
-static struct snapshot_def *parse_request(struct vsnap_driver *drv, struct snapshot_tree *tree,
-                                          const char *xml, GError **error)
+static struct snapshot_def *parse_request(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                                          struct snapshot_tree *tree, const char *xml, GError **error)
 {
     g_autoptr(snapshot_def) def = snapshot_def_parse_string(xml, drv->paths.schema_dir, error);
     if (!def)
@@ -162,6 +165,11 @@ static struct snapshot_def *parse_request(struct vsnap_driver *drv, struct snaps
                "is not supported");
         return NULL;
     }
+    g_mutex_lock(&dom->lock);
+    bool disks_ok = snapshot_disks_check_request(def, dom->def, error);
+    g_mutex_unlock(&dom->lock);
+    if (!disks_ok)
+        return NULL;
     if (snapshot_tree_find(tree, def->name)) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
                     "domain snapshot '%s' already exists", def->name);
@@ -250,7 +258,7 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
     g_autoptr(snapshot_tree) tree = load_for_change(drv, dom, error);
     if (!tree)
         return NULL;
-    g_autoptr(snapshot_def) def = parse_request(drv, tree, xml, error);
+    g_autoptr(snapshot_def) def = parse_request(drv, dom, tree, xml, error);
     if (!def)
         return NULL;
     struct snapshot_entry *base = lineage_diff_base(dom, tree);
@@ -299,6 +307,18 @@ static bool same_domain(struct vsnap_driver *drv, struct snapshot_entry *e,
                   "be edited");
 }
 
+static bool same_disks(struct vsnap_driver *drv, struct snapshot_entry *e, const struct snapshot_def *given,
+                       GError **error)
+{
+    g_autofree char *stored_xml = snapshot_entry_domain_xml(e, error);
+    g_autoptr(snapshot_def) stored = g_new0(struct snapshot_def, 1);
+    stored->domain = stored_xml ? domain_def_parse_string(stored_xml, drv->paths.schema_dir, error) : NULL;
+    if (!stored->domain)
+        return false;
+    snapshot_disks_fill(e->dir, stored->domain, stored);
+    return snapshot_disks_check_same(given, stored, error);
+}
+
 static bool check_redefinition(struct vsnap_driver *drv, struct snapshot_entry *e,
                                const struct snapshot_def *def, GError **error)
 {
@@ -310,7 +330,8 @@ static bool check_redefinition(struct vsnap_driver *drv, struct snapshot_entry *
         return refuse(error, VIR_ERR_CONFIG_UNSUPPORTED,
                       "only the description of a vsnap snapshot can be changed (state, "
                       "creation time and memory are facts of the snapshot)");
-    return !def->domain || same_domain(drv, e, def->domain, error);
+    return (!def->domain || same_domain(drv, e, def->domain, error)) &&
+           (!def->disks_given || same_disks(drv, e, def, error));
 }
 
 static char *redefine_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
@@ -376,8 +397,14 @@ char *snapshot_get_xml(struct vsnap_driver *drv, struct vsnap_domain *dom, const
     def.domain = domain_def_parse_string(domain_xml, drv->paths.schema_dir, error);
     if (!def.domain)
         return NULL;
+    snapshot_disks_fill(e->dir, def.domain, &def);
     char *xml = snapshot_def_format(&def);
     domain_def_free(def.domain);
+    for (size_t i = 0; i < def.n_disks; i++) {
+        g_free(def.disks[i].name);
+        g_free(def.disks[i].file);
+    }
+    g_free(def.disks);
     return xml;
 }
 

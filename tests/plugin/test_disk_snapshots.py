@@ -95,5 +95,44 @@ class SavedDisksTest(DiskSnapshotBase):
         self.assertIn(other, self.v("dumpxml", "--inactive", "s").stdout)
 
 
+class SnapshotXmlTest(DiskSnapshotBase):
+    def snapshot_disks(self, dom, snap):
+        root = ET.fromstring(self.v("snapshot-dumpxml", dom, snap).stdout)
+        return [(d.get("name"), d.get("snapshot"), d.find("source").get("file") if d.find("source") is not None
+                 else None) for d in root.findall("disks/disk")]
+
+    def test_snapshot_xml_disks_and_refusals(self):
+        root, data = self.image("root.img"), self.image("data.img")
+        self.define_disks("x", [(root, "vda"), (data, "vdb", "      <readonly/>\n")])
+        self.v("start", "x")
+        self.v("snapshot-create-as", "x", "s1")
+        disks = self.snapshot_disks("x", "s1")
+        self.assertEqual([d[0] for d in disks], ["vda", "vdb"])
+        self.assertEqual(disks[1], ("vdb", "no", None))
+        # What snapshot-create-as --diskspec asks is checked against the domain.
+        for spec, text in (("vdb,snapshot=external", "a read-only disk is in no snapshot"),
+                           ("vda,snapshot=no", "holds every writable disk"),
+                           (f"vda,snapshot=external,file={self.path('mine.qcow2')}", "a file cannot be given"),
+                           ("vdz", "the domain has no such disk")):
+            with self.subTest(spec=spec):
+                res = self.v("snapshot-create-as", "x", "bad", "--diskspec", spec, check=False)
+                self.assertNotEqual(res.returncode, 0)
+                self.assertIn(text, res.stderr)
+        self.v("snapshot-create-as", "x", "s2", "--diskspec", "vda,snapshot=external",
+               "--diskspec", "vdb,snapshot=no")
+        self.assertEqual(self.v("snapshot-list", "x", "--name").stdout.split(), ["s1", "s2"])
+        # snapshot-edit sends the XML back: the description may change, the disks may not.
+        xml = self.v("snapshot-dumpxml", "x", "s1").stdout
+        edited = self.write("edited.xml", xml.replace("<name>s1</name>",
+                                                      "<name>s1</name>\n  <description>d</description>"))
+        self.v("snapshot-create", "x", edited, "--redefine")
+        self.assertIn("<description>d</description>", self.v("snapshot-dumpxml", "x", "s1").stdout)
+        changed = self.write("changed.xml", xml.replace("<disk name='vdb' snapshot='no'/>",
+                                                        "<disk name='vdb' snapshot='external'/>"))
+        res = self.v("snapshot-create", "x", changed, "--redefine", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("the disks of a vsnap snapshot are part of its saved state", res.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

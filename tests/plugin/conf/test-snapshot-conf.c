@@ -59,6 +59,29 @@ static void test_redefine_example(void)
     g_assert_nonnull(strstr(formatted, "<uuid>4dea22b3-1d52-d8f3-2516-782e98ab3fa0</uuid>"));
 }
 
+static void test_disks_example(void)
+{
+    g_autofree char *xml = read_example("disks.xml");
+    g_autoptr(snapshot_def) def = parse_ok(xml);
+    g_assert_true(def->disks_given);
+    g_assert_cmpuint(def->n_disks, ==, 2);
+    g_assert_cmpstr(def->disks[0].name, ==, "vda");
+    g_assert_true(def->disks[0].external);
+    g_assert_cmpstr(def->disks[0].file, ==, "/var/lib/vsnap/snapshots/rooted/installed/disk-vda.layer");
+    g_assert_cmpstr(def->disks[1].name, ==, "vdb");
+    g_assert_false(def->disks[1].external);
+    g_assert_null(def->disks[1].file);
+    g_autofree char *formatted = check_round_trip(xml);
+    g_assert_nonnull(strstr(formatted, "    <disk name='vdb' snapshot='no'/>\n"));
+    /* What snapshot-create-as --diskspec vda,snapshot=external sends: no file. */
+    g_autoptr(snapshot_def) spec =
+        parse_ok("<domainsnapshot><disks><disk name='vda' snapshot='external'/></disks></domainsnapshot>");
+    g_assert_true(spec->disks[0].external);
+    g_assert_null(spec->disks[0].file);
+    g_autofree char *again = check_round_trip("<domainsnapshot><disks><disk name='vda'/></disks></domainsnapshot>");
+    g_assert_nonnull(strstr(again, "<disk name='vda' snapshot='external' type='file'/>"));
+}
+
 static void test_create_defaults(void)
 {
     g_autofree char *xml = read_example("create.xml");
@@ -112,7 +135,19 @@ static void test_refusals(void)
         int code;
         const char *part;
     } refusals[] = {
-        {"<domainsnapshot><disks><disk name='vda'/></disks></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "disk snapshots"},
+        {"<domainsnapshot><disks><disk name='vda' snapshot='internal'/></disks></domainsnapshot>",
+         VIR_ERR_CONFIG_UNSUPPORTED, "<disk name='vda' snapshot='internal'>"},
+        {"<domainsnapshot><disks><disk name='vda' type='block'/></disks></domainsnapshot>",
+         VIR_ERR_CONFIG_UNSUPPORTED, "<disk name='vda' type='block'>"},
+        {"<domainsnapshot><disks><disk name='vda' snapshot='no'><source file='/x'/></disk></disks></domainsnapshot>",
+         VIR_ERR_CONFIG_UNSUPPORTED, "<source>"},
+        {"<domainsnapshot><disks><disk name='vda'><driver type='qcow2'/></disk></disks></domainsnapshot>",
+         VIR_ERR_CONFIG_UNSUPPORTED, "<driver>"},
+        {"<domainsnapshot><disks><disk name='vda'><source file='x'/></disk></disks></domainsnapshot>",
+         VIR_ERR_XML_DETAIL, "absolute path"},
+        {"<domainsnapshot><disks><disk name='vda'/><disk name='vda'/></disks></domainsnapshot>",
+         VIR_ERR_XML_ERROR, "'vda' is named twice"},
+        {"<domainsnapshot><disks><disk/></disks></domainsnapshot>", VIR_ERR_XML_ERROR, "needs a name"},
         {"<domainsnapshot><memory snapshot='external' file='/x'/></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "file='/x'"},
         {"<domainsnapshot><memory snapshot='external'/></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "'external'"},
         {"<domainsnapshot><cookie/></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <cookie> in <domainsnapshot>"},
@@ -162,6 +197,7 @@ int main(int argc, char **argv)
     g_test_add_func("/conf/snapshot/libvirt-schema-present", test_libvirt_schema_present);
     g_test_add_func("/conf/snapshot/redefine-example", test_redefine_example);
     g_test_add_func("/conf/snapshot/create-defaults", test_create_defaults);
+    g_test_add_func("/conf/snapshot/disks-example", test_disks_example);
     g_test_add_func("/conf/snapshot/variations", test_variations);
     g_test_add_func("/conf/snapshot/refusals", test_refusals);
     g_test_add_func("/conf/snapshot/embedded-domain-namespaces", test_embedded_domain_namespaces);
