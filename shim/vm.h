@@ -23,6 +23,8 @@
 
 #include "config/vm-config.h"
 
+struct blk_backend;
+
 enum vm_stop_reason {
     VM_STOP_POWEROFF,   /* guest wrote S5 to PM1a_CNT */
     VM_STOP_RESET,      /* guest asked for a reboot: i8042 0xfe, ACPI reset register, triple fault */
@@ -120,6 +122,10 @@ struct virtio_vsock *vm_vsock(struct vm *vm);
 /* The disks, in config order (devices/virtio-blk.h). A paused VM's disks are
  * paused too: idle, nothing in flight, nothing published left undone. */
 unsigned vm_disk_count(struct vm *vm);
+/* A disk's store as vm_new opens it for disk (raw image, or overlay over its
+ * chain): for a snapshot that moves a paused disk onto a new overlay
+ * (virtio_blk_replace_backend). */
+struct blk_backend *vm_open_disk_backend(const struct disk_config *disk, GError **error);
 struct virtio_blk *vm_disk(struct vm *vm, unsigned index);
 struct virtio_console *vm_console(struct vm *vm);
 struct virtio_rng *vm_rng(struct vm *vm); /* NULL without an rng config */

@@ -7,16 +7,16 @@ static bool check_link(const struct snap_chain *c, unsigned i, GError **error)
 {
     const struct snap_layer *l = c->layers[i];
     char want[37], have[37];
-    if (l->hdr.ram_size != c->layers[0]->hdr.ram_size) {
-        g_set_error(error, SNAP_ERROR, SNAP_ERROR_CHAIN,
-                    "snapshot layer %s: RAM size %" G_GUINT64_FORMAT " differs from the base's %"
-                    G_GUINT64_FORMAT, l->path, l->hdr.ram_size, c->layers[0]->hdr.ram_size);
-        return false;
-    }
     if (snap_layer_is_disk(l) != snap_layer_is_disk(c->layers[0])) {
         g_set_error(error, SNAP_ERROR, SNAP_ERROR_CHAIN, "snapshot layer %s: is a %s layer in a chain of %s layers",
                     l->path, snap_layer_is_disk(l) ? "disk" : "memory",
                     snap_layer_is_disk(c->layers[0]) ? "disk" : "memory");
+        return false;
+    }
+    if (l->hdr.ram_size != c->layers[0]->hdr.ram_size) {
+        g_set_error(error, SNAP_ERROR, SNAP_ERROR_CHAIN,
+                    "snapshot layer %s: RAM size %" G_GUINT64_FORMAT " differs from the base's %"
+                    G_GUINT64_FORMAT, l->path, l->hdr.ram_size, c->layers[0]->hdr.ram_size);
         return false;
     }
     if (i == 0) {

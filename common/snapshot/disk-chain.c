@@ -138,6 +138,9 @@ static uint64_t layer_blocks(const struct snap_layer *l)
 
 bool snap_disk_chain_verify(const struct snap_disk_chain *c, const char *image, uint64_t capacity, GError **error)
 {
+    /* An image changed underneath is what went wrong, whatever else no longer fits it. */
+    if (!snap_disk_identity_check(image, &c->base, error))
+        return false;
     g_autoptr(snap_chain) chain = snap_disk_chain_open((const char *const *)c->paths, c->nlayers, error);
     if (!chain)
         return false;
@@ -151,7 +154,7 @@ bool snap_disk_chain_verify(const struct snap_disk_chain *c, const char *image, 
         return chain_error(error, "disk layer %s: covers %" G_GUINT64_FORMAT " bytes, but disk %s holds %"
                            G_GUINT64_FORMAT " (is it another disk's layer?)", chain->layers[0]->path,
                            chain->ram_size, c->disk_id, capacity);
-    return snap_disk_identity_check(image, &c->base, error);
+    return true;
 }
 
 /* ---- inner fold ---- */

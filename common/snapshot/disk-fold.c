@@ -213,6 +213,8 @@ bool snap_disk_fold_into_image(const char *image, const char *const *layers, uns
     bool resumed;
     if (!snap_disk_fold_resume(image, &resumed, error))
         return false;
+    if (resumed)
+        return true;
     if (base && !snap_disk_identity_check(image, base, error))
         return false;
     /* Everything must open before the image is touched. */

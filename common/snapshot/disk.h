@@ -96,7 +96,8 @@ bool snap_dir_fold_disks_into_child(const char *inner, const char *child, GError
  * <image>.vsnap-fold first, blocks are written in place (idempotent), the
  * image is fsynced, then the intent goes. base (may be NULL) is checked
  * against the image first. The layers and overlay stay: remove them after.
- * A pending fold of the same image (a crash) is finished first. */
+ * If a fold of image was interrupted (a crash), that fold is finished
+ * instead and nothing else is done: run the fold again after a crash. */
 bool snap_disk_fold_into_image(const char *image, const char *const *layers, unsigned n, const char *overlay,
                                const struct snap_disk_identity *base, GError **error);
 /* Finish a fold of image that a crash interrupted, if there is one

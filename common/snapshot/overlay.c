@@ -370,3 +370,25 @@ bool snap_overlay_seal(struct snap_overlay *ov, const char *layer_path, const sn
         *blocks = count;
     return true;
 }
+
+bool snap_overlay_check_fits(const struct snap_overlay *ov, const snap_id *top, uint64_t capacity, const char *image,
+                             GError **error)
+{
+    static const snap_id nil;
+    char want[37], have[37];
+    if (ov->hdr.capacity != capacity)
+        return bad_overlay(error, SNAP_ERROR_CHAIN, ov->path, "made for a disk of %" G_GUINT64_FORMAT " bytes, this one "
+                           "holds %" G_GUINT64_FORMAT, ov->hdr.capacity, capacity);
+    if (!snap_id_equal(top ? top : &nil, &ov->hdr.lower_id)) {
+        snap_id_to_string(&ov->hdr.lower_id, have);
+        snap_id_to_string(top ? top : &nil, want);
+        return bad_overlay(error, SNAP_ERROR_CHAIN, ov->path, "was made on disk layer %s, but the chain's top layer "
+                           "is %s", have, want);
+    }
+    struct snap_disk_identity base;
+    snap_overlay_base(ov, &base);
+    g_autoptr(GError) local = NULL;
+    if (!snap_disk_identity_check(image, &base, &local))
+        return bad_overlay(error, SNAP_ERROR_CHAIN, ov->path, "%s", local->message);
+    return true;
+}

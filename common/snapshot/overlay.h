@@ -95,5 +95,11 @@ uint64_t snap_overlay_count(const struct snap_overlay *ov);
 bool snap_overlay_seal(struct snap_overlay *ov, const char *layer_path, const snap_id *id, uint64_t *blocks,
                        GError **error);
 
+/* The overlay belongs where it is put: made for a disk of capacity bytes, on
+ * the layer top (nil: none), over image as it is now. SNAP_ERROR_CHAIN naming
+ * the overlay (and the image) otherwise. */
+bool snap_overlay_check_fits(const struct snap_overlay *ov, const snap_id *top, uint64_t capacity, const char *image,
+                             GError **error);
+
 /* The base image identity the overlay was created over. */
 void snap_overlay_base(const struct snap_overlay *ov, struct snap_disk_identity *out);

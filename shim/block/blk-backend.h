@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "snapshot/layer.h"
+
 #define BLK_SECTOR_SIZE 512u
 
 struct blk_backend;
@@ -90,3 +92,41 @@ struct blk_raw_options {
  * block_size is 512 (or the device's logical block size, or O_DIRECT's
  * alignment). Errors name the path and say what failed. */
 struct blk_backend *blk_raw_open(const struct blk_raw_options *opts, GError **error);
+
+/* ---- disks on snapshot layers (blk-chain.c, blk-overlay.c) ----
+ *
+ * Once a disk has a snapshot its store is an overlay (the blocks written
+ * since the last snapshot, common/snapshot/overlay.h) over a chain (sealed
+ * disk layers over the read-only base image, common/snapshot/disk.h). */
+
+struct snap_overlay;
+
+struct blk_chain_options {
+    const char *image;          /* the base image, opened read-only */
+    bool direct;                /* O_DIRECT on the image */
+    const char *const *layers;  /* disk layers, base first */
+    unsigned nlayers;           /* >= 1 */
+};
+
+/* The read-only chain: a block comes from the topmost layer holding it, else
+ * from the image; layer blocks are checked against their CRC-32C when first
+ * read (a bad one answers -EIO). Errors name the file. */
+struct blk_backend *blk_chain_open(const struct blk_chain_options *opts, GError **error);
+/* The chain's top layer id: what an overlay on it names. NULL for another backend. */
+const snap_id *blk_chain_top_id(const struct blk_backend *b);
+
+struct blk_overlay_options {
+    const char *path;           /* the overlay file: opened if it exists, else created empty */
+    const char *image;          /* the base image, whose identity an existing overlay must match */
+};
+
+/* A writable overlay over lower (a chain backend; taken, closed on failure
+ * too). An existing overlay must have lower's capacity, name lower's top
+ * layer and have been made over this image (errors name the file or image).
+ * FLUSH: data fdatasync, bitmap, fdatasync. DISCARD is a no-op (the blocks below
+ * must keep showing through); can_discard is the caller's to set. */
+struct blk_backend *blk_overlay_open(const struct blk_overlay_options *opts, struct blk_backend *lower,
+                                     GError **error);
+/* The open overlay file of an overlay backend (NULL for another backend):
+ * what a snapshot seals. Only while the disk is paused. */
+struct snap_overlay *blk_overlay_file(struct blk_backend *b);

@@ -3,6 +3,7 @@
 #define G_LOG_DOMAIN "vsnap-shim"
 
 #include "block/blk-backend.h"
+#include "block/blk-iov.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,64 +39,18 @@ void blk_backend_close(struct blk_backend *b)
         b->ops->close(b);
 }
 
-/* ---- iovec helpers ---- */
-
-static size_t iov_total(const struct iovec *iov, unsigned niov)
-{
-    size_t total = 0;
-    for (unsigned i = 0; i < niov; i++)
-        total += iov[i].iov_len;
-    return total;
-}
-
-/* Copy between buf and the bytes [at, at + len) of the scattered iov. */
-static void iov_copy(const struct iovec *iov, unsigned niov, size_t at, uint8_t *buf, size_t len, bool to_iov)
-{
-    for (unsigned i = 0; i < niov && len > 0; i++) {
-        if (at >= iov[i].iov_len) {
-            at -= iov[i].iov_len;
-            continue;
-        }
-        size_t piece = MIN(iov[i].iov_len - at, len);
-        uint8_t *seg = (uint8_t *)iov[i].iov_base + at;
-        if (to_iov)
-            memcpy(seg, buf, piece);
-        else
-            memcpy(buf, seg, piece);
-        buf += piece;
-        len -= piece;
-        at = 0;
-    }
-}
-
-/* iov with its first `skip` bytes dropped, into out (same length limit). */
-static unsigned iov_advance(const struct iovec *iov, unsigned niov, size_t skip, struct iovec *out)
-{
-    unsigned n = 0;
-    for (unsigned i = 0; i < niov; i++) {
-        if (skip >= iov[i].iov_len) {
-            skip -= iov[i].iov_len;
-            continue;
-        }
-        out[n].iov_base = (uint8_t *)iov[i].iov_base + skip;
-        out[n++].iov_len = iov[i].iov_len - skip;
-        skip = 0;
-    }
-    return n;
-}
-
 /* ---- plain transfers ---- */
 
 /* Every byte, retrying short transfers. A read past the end of a file that
  * shrank under us reads zeros, as the disk's capacity promised bytes there. */
 static int transfer_all(struct blk_raw *r, uint64_t offset, const struct iovec *iov, unsigned niov, bool write)
 {
-    size_t total = iov_total(iov, niov), done = 0;
+    size_t total = blk_iov_total(iov, niov), done = 0;
     struct iovec rest[IOV_MAX];
     if (niov > IOV_MAX)
         return -EINVAL;
     while (done < total) {
-        unsigned n = iov_advance(iov, niov, done, rest);
+        unsigned n = blk_iov_advance(iov, niov, done, rest);
         ssize_t got = write ? pwritev(r->fd, rest, (int)n, (off_t)(offset + done))
                             : preadv(r->fd, rest, (int)n, (off_t)(offset + done));
         if (got < 0 && errno == EINTR)
@@ -147,7 +102,7 @@ static int bounce_transfer(struct blk_raw *r, uint64_t offset, const struct iove
         r->bounce = NULL;
         return -ENOMEM;
     }
-    uint64_t end = offset + iov_total(iov, niov);
+    uint64_t end = offset + blk_iov_total(iov, niov);
     uint64_t pos = offset - offset % r->off_align;
     while (pos < end) {
         uint64_t chunk_end = MIN(pos + BOUNCE_BYTES, end + (r->off_align - end % r->off_align) % r->off_align);
@@ -159,7 +114,7 @@ static int bounce_transfer(struct blk_raw *r, uint64_t offset, const struct iove
             err = pread_all(r, pos, r->bounce, chunk);
         if (err)
             return err;
-        iov_copy(iov, niov, (size_t)(from - offset), r->bounce + (from - pos), (size_t)(to - from), !write);
+        blk_iov_copy(iov, niov, (size_t)(from - offset), r->bounce + (from - pos), (size_t)(to - from), !write);
         if (write && (err = pwrite_all(r, pos, r->bounce, chunk)))
             return err;
         pos = chunk_end;

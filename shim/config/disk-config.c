@@ -14,6 +14,8 @@
 
 #include "config/shim-error.h"
 #include "config/vm-config-json.h"
+#include "snapshot/disk.h"
+#include "snapshot/overlay.h"
 
 #define SECTOR 512u
 
@@ -32,6 +34,8 @@ void disk_config_copy(struct disk_config *to, const struct disk_config *from)
     to->id = g_strdup(from->id);
     to->serial = g_strdup(from->serial);
     to->image_type = g_strdup(from->image_type);
+    to->vsnap_chain = g_strdupv(from->vsnap_chain);
+    to->vsnap_overlay = g_strdup(from->vsnap_overlay);
 }
 
 void disk_config_clear(struct disk_config *disk)
@@ -40,6 +44,8 @@ void disk_config_clear(struct disk_config *disk)
     g_clear_pointer(&disk->id, g_free);
     g_clear_pointer(&disk->serial, g_free);
     g_clear_pointer(&disk->image_type, g_free);
+    g_clear_pointer(&disk->vsnap_chain, g_strfreev);
+    g_clear_pointer(&disk->vsnap_overlay, g_free);
 }
 
 void vm_config_add_disk(struct vm_config *cfg, const struct disk_config *disk)
@@ -111,6 +117,29 @@ static bool is_reserved_id(const char *id)
     return true;
 }
 
+static bool is_absolute(const char *path)
+{
+    return path && path[0] == '/';
+}
+
+/* vsnap_chain and vsnap_overlay: absolute paths, an overlay only over a chain. */
+static bool check_layers(const struct disk_config *d, unsigned i, GError **error)
+{
+    if (d->vsnap_chain && !d->vsnap_chain[0])
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "vsnap_chain", "must hold at least one disk layer "
+                            "(or be absent)");
+    for (char **p = d->vsnap_chain; p && *p; p++)
+        if (!is_absolute(*p))
+            return disk_invalid(error, SHIM_ERROR_INVALID, i, "vsnap_chain", "every layer must be an absolute path");
+    if (d->vsnap_overlay && !d->vsnap_chain)
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "vsnap_overlay", "an overlay needs a vsnap_chain below it");
+    if (d->vsnap_overlay && !is_absolute(d->vsnap_overlay))
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "vsnap_overlay", "must be an absolute path");
+    if (d->vsnap_chain && d->readonly)
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "vsnap_chain", "a read-only disk has no disk layers");
+    return true;
+}
+
 static bool check_disk(const struct vm_config *cfg, unsigned i, GError **error)
 {
     const struct disk_config *d = &cfg->disks[i];
@@ -140,6 +169,8 @@ static bool check_disk(const struct vm_config *cfg, unsigned i, GError **error)
                                                VSNAP_DISK_MAX_QUEUE_SIZE);
         return disk_invalid(error, SHIM_ERROR_INVALID, i, "queue_size", why);
     }
+    if (!check_layers(d, i, error))
+        return false;
     if (d->image_type && strcmp(d->image_type, "Raw") != 0) {
         g_autofree char *why = g_strdup_printf("'%s' is not supported by vsnap: only Raw images "
                                                "(convert with qemu-img convert -O raw)", d->image_type);
@@ -173,6 +204,40 @@ static bool image_failed(GError **error, const char *field, const char *path, co
     return false;
 }
 
+static bool layers_failed(GError **error, const char *field, const char *member, GError *local)
+{
+    g_autofree char *name = g_strdup(field);
+    char *dot = strrchr(name, '.');
+    if (dot)
+        *dot = '\0';
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "invalid field '%s.%s': %s", name, member, local->message);
+    return false;
+}
+
+/* A disk given on layers (vm.create after a crash or a host restart): the
+ * chain opens and fits the image, and an existing overlay sits on its top
+ * layer over this very image. */
+static bool check_chain_files(const struct disk_config *disk, const char *field, uint64_t capacity, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    g_autoptr(snap_chain) chain =
+        snap_disk_chain_open((const char *const *)disk->vsnap_chain, g_strv_length(disk->vsnap_chain), &local);
+    if (!chain)
+        return layers_failed(error, field, "vsnap_chain", local);
+    if (chain->ram_size != snap_disk_layer_size(capacity)) {
+        g_set_error(&local, SNAP_ERROR, SNAP_ERROR_CHAIN, "disk layer %s covers %" G_GUINT64_FORMAT " bytes, but %s "
+                    "holds %" G_GUINT64_FORMAT " (another disk's layer?)", chain->layers[0]->path, chain->ram_size,
+                    disk->path, capacity);
+        return layers_failed(error, field, "vsnap_chain", local);
+    }
+    if (!disk->vsnap_overlay || !g_file_test(disk->vsnap_overlay, G_FILE_TEST_EXISTS))
+        return true;
+    g_autoptr(snap_overlay) ov = snap_overlay_open(disk->vsnap_overlay, false, &local);
+    if (!ov || !snap_overlay_check_fits(ov, snap_chain_top_id(chain), capacity, disk->path, &local))
+        return layers_failed(error, field, "vsnap_overlay", local);
+    return true;
+}
+
 /* Opening it is the only honest access check: access(2) says yes to root
  * for a file marked immutable, and a block device may refuse writers. */
 bool disk_config_check_image(const struct disk_config *disk, const char *field, GError **error)
@@ -182,11 +247,13 @@ bool disk_config_check_image(const struct disk_config *disk, const char *field, 
         return image_failed(error, field, disk->path, g_strerror(errno));
     if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
         return image_failed(error, field, disk->path, "not a regular file or a block device");
-    int fd = open(disk->path, (disk->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    /* The base of a chain is only ever read. */
+    bool read_only = disk->readonly || disk->vsnap_chain;
+    int fd = open(disk->path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         g_autofree char *why = g_strdup_printf("cannot open it for %s: %s",
-                                               disk->readonly ? "reading" : "reading and writing", g_strerror(e));
+                                               read_only ? "reading" : "reading and writing", g_strerror(e));
         return image_failed(error, field, disk->path, why);
     }
     uint64_t size = (uint64_t)st.st_size;
@@ -202,7 +269,7 @@ bool disk_config_check_image(const struct disk_config *disk, const char *field, 
                                                size, SECTOR);
         return image_failed(error, field, disk->path, why);
     }
-    return true;
+    return !disk->vsnap_chain || check_chain_files(disk, field, size - size % SECTOR, error);
 }
 
 /* ---- JSON ---- */
@@ -240,5 +307,15 @@ void disk_config_add_json(JsonBuilder *b, const struct disk_config *disk)
     add_int(b, "num_queues", disk->num_queues);
     add_int(b, "queue_size", disk->queue_size);
     add_string(b, "image_type", "Raw");
+    json_builder_set_member_name(b, "vsnap_chain");
+    if (disk->vsnap_chain) {
+        json_builder_begin_array(b);
+        for (char **p = disk->vsnap_chain; *p; p++)
+            json_builder_add_string_value(b, *p);
+        json_builder_end_array(b);
+    } else {
+        json_builder_add_null_value(b);
+    }
+    add_string(b, "vsnap_overlay", disk->vsnap_overlay);
     json_builder_end_object(b);
 }

@@ -85,6 +85,7 @@ struct vm_config *vm_config_copy(const struct vm_config *cfg)
     copy->vsock.socket = g_strdup(cfg->vsock.socket);
     copy->rng.src = g_strdup(cfg->rng.src);
     platform_config_copy(&copy->platform, &cfg->platform);
+    copy->vsnap_work_dir = g_strdup(cfg->vsnap_work_dir);
     copy->disks = g_new0(struct disk_config, cfg->ndisks);
     for (unsigned i = 0; i < cfg->ndisks; i++)
         disk_config_copy(&copy->disks[i], &cfg->disks[i]);
@@ -107,6 +108,7 @@ void vm_config_free(struct vm_config *cfg)
     for (unsigned i = 0; i < cfg->ndisks; i++)
         disk_config_clear(&cfg->disks[i]);
     g_free(cfg->disks);
+    g_free(cfg->vsnap_work_dir);
     g_free(cfg);
 }
 
@@ -267,6 +269,8 @@ static const struct field disk_fields[] = {
     DISK("num_queues", FIELD_U32, num_queues),
     DISK("queue_size", FIELD_U32, queue_size),
     DISK("image_type", FIELD_STRING, image_type),
+    DISK("vsnap_chain", FIELD_STRV, vsnap_chain),
+    DISK("vsnap_overlay", FIELD_STRING, vsnap_overlay),
     UNSUPPORTED("iommu"), UNSUPPORTED("vhost_user"), UNSUPPORTED("vhost_socket"),
     UNSUPPORTED("rate_limiter_config"), UNSUPPORTED("pci_segment"), UNSUPPORTED("pci_device_id"),
     UNSUPPORTED("rate_limit_group"), UNSUPPORTED("queue_affinity"), UNSUPPORTED("backing_files"),
@@ -284,6 +288,7 @@ static const struct field vm_config_fields[] = {
     OBJECT("rng", rng_fields, CFG(rng.present)),
     OBJECT("platform", platform_fields, NO_PRESENCE),
     { .name = "disks", .kind = FIELD_DISKS, .members = disk_fields },
+    LEAF("vsnap_work_dir", FIELD_STRING, vsnap_work_dir),
     UNSUPPORTED("net"), UNSUPPORTED("balloon"),
     UNSUPPORTED("fs"), UNSUPPORTED("pmem"), UNSUPPORTED("debug_console"),
     UNSUPPORTED("devices"), UNSUPPORTED("user_devices"), UNSUPPORTED("vdpa"),
@@ -872,6 +877,7 @@ JsonNode *vm_config_to_json(const struct vm_config *cfg)
             disk_config_add_json(b, &cfg->disks[i]);
         json_builder_end_array(b);
     }
+    add_string(b, "vsnap_work_dir", cfg->vsnap_work_dir);
     json_builder_end_object(b);
     return json_builder_get_root(b);
 }

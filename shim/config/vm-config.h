@@ -109,6 +109,9 @@ struct disk_config {
     uint32_t num_queues; /* 1 .. VSNAP_DISK_MAX_QUEUES */
     uint32_t queue_size; /* power of two, up to VSNAP_DISK_MAX_QUEUE_SIZE */
     char *image_type;    /* NULL or "Raw": the only format vsnap reads */
+    /* vsnap extensions: a disk on snapshot layers (docs/cloud-hypervisor-api.md). */
+    char **vsnap_chain;  /* sealed disk layers over path, base first; NULL: path is written directly */
+    char *vsnap_overlay; /* with vsnap_chain: the active overlay (created when missing) */
 };
 
 struct vm_config {
@@ -122,6 +125,7 @@ struct vm_config {
     struct platform_config platform;
     struct disk_config *disks; /* ndisks of them, in the guest's order */
     unsigned ndisks;
+    char *vsnap_work_dir;      /* vsnap extension: where active overlays live; NULL: made when needed */
 };
 
 struct vm_config *vm_config_new_default(void);
@@ -146,3 +150,12 @@ bool vm_config_remove_disk(struct vm_config *cfg, const char *id);
 void vm_config_name_disks(struct vm_config *cfg);
 /* The disk with this id, or NULL. */
 const struct disk_config *vm_config_find_disk(const struct vm_config *cfg, const char *id);
+
+/* The work directory for active overlays (work-dir.c): cfg->vsnap_work_dir,
+ * created 0700 if missing, or when unset a new private one under $TMPDIR
+ * (kept on exit: overlays must survive a crash), recorded in cfg. */
+bool vm_config_ensure_work_dir(struct vm_config *cfg, GError **error);
+/* A fresh overlay path in the work directory for disk (ensured first). */
+char *vm_config_new_overlay_path(struct vm_config *cfg, const struct disk_config *disk, GError **error);
+/* Give every disk with a vsnap_chain but no vsnap_overlay a fresh one. */
+bool vm_config_assign_overlays(struct vm_config *cfg, GError **error);

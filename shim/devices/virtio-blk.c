@@ -420,6 +420,17 @@ struct blk_backend *virtio_blk_backend(struct virtio_blk *dev)
     return dev->backend;
 }
 
+struct blk_backend *virtio_blk_replace_backend(struct virtio_blk *dev, struct blk_backend *backend)
+{
+    g_assert(backend->capacity == dev->backend->capacity && backend->readonly == dev->backend->readonly);
+    g_mutex_lock(&dev->ctl_lock);
+    g_assert(dev->thread_idle || !dev->thread);
+    g_mutex_unlock(&dev->ctl_lock);
+    struct blk_backend *old = dev->backend;
+    dev->backend = backend;
+    return old;
+}
+
 void virtio_blk_add_counters(struct virtio_blk *dev, JsonBuilder *b)
 {
     const struct blk_counters *c = &dev->counters;

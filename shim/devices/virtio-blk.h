@@ -56,6 +56,9 @@ char *virtio_blk_cmdline_entry(const struct virtio_blk *dev);
 const char *virtio_blk_id(const struct virtio_blk *dev);
 /* The store behind the disk: only touch it while the disk is paused. */
 struct blk_backend *virtio_blk_backend(struct virtio_blk *dev);
+/* Put backend (same capacity and read-only-ness) behind the paused disk and
+ * return the one it had (the caller closes it). */
+struct blk_backend *virtio_blk_replace_backend(struct virtio_blk *dev, struct blk_backend *backend);
 
 /* vm.counters member named by the disk's id: {"read_ops", "read_bytes",
  * "write_ops", "write_bytes", "flush_ops", "discard_ops", "write_zeroes_ops",

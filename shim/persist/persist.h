@@ -44,8 +44,10 @@ struct persist_snapshot_result {
 /* Check the request alone (destination, parent) without touching the VM:
  * what persist_snapshot refuses before it starts. */
 bool persist_snapshot_check(struct vm *vm, const struct persist_snapshot_request *req, GError **error);
-/* The VM must be paused. result may be NULL. */
-bool persist_snapshot(struct vm *vm, const struct vm_config *cfg, const struct persist_snapshot_request *req,
+/* The VM must be paused. result may be NULL. Each writable disk's layer goes
+ * into the snapshot (persist/disk-layers.h) and, once it is committed, cfg's
+ * disks name their new chain and overlay (vsnap_chain, vsnap_overlay). */
+bool persist_snapshot(struct vm *vm, struct vm_config *cfg, const struct persist_snapshot_request *req,
                       struct persist_snapshot_result *result, GError **error);
 
 struct persist_restore_request {
@@ -54,7 +56,8 @@ struct persist_restore_request {
     bool prefault;             /* bring every page in before the vCPUs run */
     uint64_t block_size;       /* on demand: fault block, 0 = default (64 KiB) */
     bool prefetch;             /* on demand: background prefetch once running */
-    JsonObject *config_overrides; /* NULL or {vsock: {socket}, serial: {...}, console: {...}} */
+    JsonObject *config_overrides; /* NULL or {vsock: {socket}, serial: {...}, console: {...},
+                                   *          vsnap_work_dir: "/abs/dir" (the disks' new overlays)} */
 };
 
 /* Build the VM of the snapshot at source_url, paused (vCPU threads parked):

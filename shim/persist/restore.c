@@ -13,6 +13,7 @@
 #include "memory.h"
 #include "persist/cpu-state.h"
 #include "persist/devices-state.h"
+#include "persist/disk-layers.h"
 #include "persist/vm-persist.h"
 #include "ram-snapshot/restore.h"
 #include "snapshot/directory.h"
@@ -56,12 +57,12 @@ static bool apply_overrides(JsonObject *config, JsonObject *overrides, GError **
 {
     static const char *const console_fields[] = { "mode", "file", "socket", NULL };
     static const char *const vsock_fields[] = { "socket", NULL };
-    static const char *const sections[] = { "serial", "console", "vsock", NULL };
+    static const char *const sections[] = { "serial", "console", "vsock", "vsnap_work_dir", NULL };
     g_autoptr(GList) members = json_object_get_members(overrides);
     for (GList *l = members; l; l = l->next) {
         if (!g_strv_contains(sections, l->data)) {
             g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                        "config_overrides.%s is not supported (serial, console and vsock are)",
+                        "config_overrides.%s is not supported (serial, console, vsock and vsnap_work_dir are)",
                         (const char *)l->data);
             return false;
         }
@@ -107,6 +108,23 @@ struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *over
         return NULL;
     }
     return cfg;
+}
+
+/* config_overrides.vsnap_work_dir: where the disks' new overlays go. */
+static bool override_work_dir(JsonObject *overrides, char **work_dir, GError **error)
+{
+    JsonNode *node = overrides ? json_object_get_member(overrides, "vsnap_work_dir") : NULL;
+    if (!node)
+        return true;
+    const char *dir = JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING
+                          ? json_node_get_string(node) : NULL;
+    if (!dir || dir[0] != '/') {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                    "config_overrides.vsnap_work_dir must be an absolute path");
+        return false;
+    }
+    *work_dir = g_strdup(dir);
+    return true;
 }
 
 /* ---- the chain ---- */
@@ -252,16 +270,23 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
         return NULL;
     }
     g_autoptr(vm_config) cfg = load_config(dir, req->config_overrides, error);
-    struct snap_chain *chain = cfg ? open_chain(top, cfg->memory.size, error) : NULL;
+    g_autofree char *work_dir = NULL;
+    if (!cfg || !override_work_dir(req->config_overrides, &work_dir, error) ||
+        !disk_layers_for_restore(top, cfg, work_dir, error))
+        return NULL;
+    struct snap_chain *chain = open_chain(top, cfg->memory.size, error);
     struct vm *vm = chain ? build_vm(cfg, cb, &chain, &top->memory.id, req, error) : NULL;
     snap_chain_free(chain); /* NULL if the on-demand server took it */
-    if (!vm)
+    if (!vm) {
+        disk_layers_discard_overlays(cfg);
         return NULL;
+    }
     /* vCPU threads start parked: vm_resume (vm.resume or resume=true) runs them. */
     JsonObject *root = json_node_get_object(top->state);
     if (!cpu_state_restore(vm, root, error) || !devices_state_restore(vm, root, error) ||
         !vm_start_paused(vm, error)) {
         vm_free(vm);
+        disk_layers_discard_overlays(cfg);
         return NULL;
     }
     struct persist_vm *p = persist_vm_get(vm);

@@ -12,6 +12,7 @@
 #include "memory.h"
 #include "persist/cpu-state.h"
 #include "persist/devices-state.h"
+#include "persist/disk-layers.h"
 #include "persist/vm-persist.h"
 #include "ram-snapshot/save.h"
 #include "snapshot/directory.h"
@@ -118,8 +119,9 @@ static bool write_layer(struct vm *vm, const char *dir, const struct persist_sna
                      : snap_save_full(path, &ram, id, stats, error);
 }
 
-/* Everything into tmp, then tmp -> dest. */
-static bool write_snapshot(struct vm *vm, const struct vm_config *cfg, const struct persist_snapshot_request *req,
+/* Everything into tmp, then tmp -> dest; the disks move onto their new
+ * overlays only once dest is committed. */
+static bool write_snapshot(struct vm *vm, struct vm_config *cfg, const struct persist_snapshot_request *req,
                            const char *tmp, const char *dest, const uint64_t *dirty, const snap_id *id,
                            const snap_id *parent, struct snap_save_stats *stats, GError **error)
 {
@@ -127,10 +129,19 @@ static bool write_snapshot(struct vm *vm, const struct vm_config *cfg, const str
     if (!state)
         return false;
     g_autofree char *config = build_config_json(cfg);
+    struct disk_layers *disks = disk_layers_seal(vm, cfg, tmp, error);
+    if (!disks)
+        return false;
+    disk_layers_add_records(disks, state);
     /* The library writes both, binding config.json to state.json by its
      * checksum. */
-    return write_layer(vm, tmp, req, dirty, id, parent, stats, error) &&
-           snap_dir_write_state(tmp, state, config, error) && snap_dir_commit(tmp, dest, error);
+    if (!write_layer(vm, tmp, req, dirty, id, parent, stats, error) ||
+        !snap_dir_write_state(tmp, state, config, error) || !snap_dir_commit(tmp, dest, error)) {
+        disk_layers_abort(disks);
+        return false;
+    }
+    disk_layers_switch(disks, vm, cfg, dest);
+    return true;
 }
 
 static char *make_temp_dir(const char *dest, GError **error)
@@ -151,7 +162,7 @@ static void remove_temp_dir(const char *tmp)
         g_warning("%s", local->message);
 }
 
-static bool take_snapshot(struct vm *vm, const struct vm_config *cfg, const struct persist_snapshot_request *req,
+static bool take_snapshot(struct vm *vm, struct vm_config *cfg, const struct persist_snapshot_request *req,
                           const char *dest, const snap_id *parent, struct persist_snapshot_result *result,
                           GError **error)
 {
@@ -213,7 +224,7 @@ bool persist_snapshot_check(struct vm *vm, const struct persist_snapshot_request
     return check_request(vm, req, &parent, error);
 }
 
-bool persist_snapshot(struct vm *vm, const struct vm_config *cfg, const struct persist_snapshot_request *req,
+bool persist_snapshot(struct vm *vm, struct vm_config *cfg, const struct persist_snapshot_request *req,
                       struct persist_snapshot_result *result, GError **error)
 {
     snap_id parent = { 0 };

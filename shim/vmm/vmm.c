@@ -296,7 +296,8 @@ bool vmm_create(struct vmm *vmm, struct vm_config *cfg, GError **error)
                     "a VM is already created (delete it with vm.delete first)");
         return false;
     }
-    if (!vm_config_check_files(owned, error))
+    /* A disk given on a chain without an overlay gets a fresh one. */
+    if (!vm_config_check_files(owned, error) || !vm_config_assign_overlays(owned, error))
         return false;
     vmm->config = g_steal_pointer(&owned);
     vmm->state = VMM_STATE_CREATED;

@@ -339,7 +339,8 @@ def pause_when_written(vm, disk_id, at_least, timeout_s=60):
 def case_snapshot_restore(workdir):
     """Pausing completes what is in flight and holds the disk still; a
     snapshot saves the disk's transport; a VM restored from it (copy and on
-    demand) drives the same disk at once and reads what the image holds.
+    demand) drives the same disk at once and reads what the disk held (its
+    chain of disk layers over the image, which is never written again).
     Snapshots taken at several points of a long fill restore (more than the
     guest's 10 s request timeout later: its clock jumps by that) into VMs that
     each write exactly the rest of the fill."""
@@ -381,7 +382,11 @@ def case_snapshot_restore(workdir):
         check(config["disks"][0]["path"] == img, f"config.json disks: {config['disks']}")
         worker.join(timeout=120)
         check(result.get("reply") == "OK", f"the fill paused in the middle answered {result.get('reply')!r}")
-        check(file_sum(img, 16 * MIB, big) == pattern_sum(4, big), "the paused fill did not complete")
+        # After the first snapshot the image is the read-only base: the rest
+        # of the fill went into the disk's overlay.
+        check(guest_sum(conn, 0, 16 * MIB, big) == pattern_sum(4, big), "the paused fill did not complete")
+        check(file_sum(img, 16 * MIB + big - MIB, MIB) == zero_sum(MIB), "the image was written after its first "
+              "snapshot")
         busy.close()
         idle = os.path.join(workdir, "idle")
         src.snapshot_paused(idle)
@@ -396,9 +401,13 @@ def case_snapshot_restore(workdir):
             time.sleep(0.3)
             check(counters(dst, "_disk0")["write_bytes"] == got == big - done,
                   f"the guest restored from {mid} wrote {got} bytes of the fill, {big - done} were left")
-        check(file_sum(img, 16 * MIB, big) == pattern_sum(4, big), f"the fill finished after {mid} differs")
-    # The disk's content is the image's (disk layers are not part of this).
-    fill_file(img, 800 * MIB, MIB, 9)
+            conn = connect(dst)
+            check(guest_sum(conn, 0, 16 * MIB, big) == pattern_sum(4, big), f"the fill finished after {mid} differs")
+            conn.close()
+    # What the disk holds at the idle snapshot, computed on the host.
+    model = image(workdir, "model.img", 1024 * MIB)
+    fill_file(model, 0, 8 * MIB, 3)
+    fill_file(model, 16 * MIB, big, 4)
     for mode in ("copy", "ondemand"):
         dst = ApiShim(SHIM, workdir=workdir, name=f"dst-{mode}")
         try:
@@ -408,10 +417,11 @@ def case_snapshot_restore(workdir):
             expect(conn, "BLKINFO 0", f"BLK 0 {1024 * MIB // SECTOR} 0")
             check(guest_sum(conn, 0, 0, 8 * MIB) == pattern_sum(3, 8 * MIB), f"{mode}: region 1")
             for offset in (16 * MIB, 400 * MIB, 16 * MIB + big - 8 * MIB):
-                check(guest_sum(conn, 0, offset, 8 * MIB) == file_sum(img, offset, 8 * MIB),
+                check(guest_sum(conn, 0, offset, 8 * MIB) == file_sum(model, offset, 8 * MIB),
                       f"{mode}: region 2 at {offset:#x}")
-            check(guest_sum(conn, 0, 800 * MIB, MIB) == pattern_sum(9, MIB), f"{mode}: the host's write")
-            fill_and_check(conn, 0, img, 900 * MIB, MIB, 10 + len(mode))
+            expect(conn, f"BLKFILL 0 {900 * MIB:#x} {MIB:#x} {10 + len(mode)}", "OK")
+            check(guest_sum(conn, 0, 900 * MIB, MIB) == pattern_sum(10 + len(mode), MIB), f"{mode}: a new write")
+            check(file_sum(img, 900 * MIB, MIB) == zero_sum(MIB), f"{mode}: the write reached the base image")
             expect(conn, "BLKBADPKT 0", "OK 16")
             c = counters(dst, "_disk0")
             check(c["write_bytes"] == MIB, f"{mode}: counters start afresh: {c}")
@@ -422,7 +432,8 @@ def case_snapshot_restore(workdir):
     os.truncate(img, 256 * MIB)
     with ApiShim(SHIM, workdir=workdir, name="dst-shrunk") as dst:
         status, reply = dst.restore(idle, "copy")
-        check(status == 400 and "_disk0" in error_message(reply) and "sectors" in error_message(reply),
+        check(status == 400 and "_disk0" in error_message(reply) and img in error_message(reply) and
+              "changed since it became the base" in error_message(reply),
               f"restore onto a shrunk image: {status} {reply}")
 
 

@@ -5,10 +5,16 @@
  *   vsnap-compact --fold-snapshot INNER CHILD   the same for snapshot directories: CHILD's
  *                                               state.json then names INNER's parent, and
  *                                               INNER may be deleted
+ *   vsnap-compact --fold-disk SNAPSHOT DISK [--overlay FILE]
+ *                                               fold disk DISK's chain of disk layers in
+ *                                               snapshot directory SNAPSHOT (and the overlay
+ *                                               on top of it) into its base image, crash-
+ *                                               safely; run again after a crash to finish
  *   vsnap-compact --info LAYER...               check layers and print their headers
  */
 #include "snapshot/compact.h"
 #include "snapshot/directory.h"
+#include "snapshot/disk.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,10 +56,38 @@ static int run_compact(const char *out, char **paths, gboolean new_id, GError **
     return 0;
 }
 
+/* The chain is checked (layers, ids, parents, the image's identity) before
+ * the image is touched; an interrupted fold of the image is finished first. */
+static int run_fold_disk(const char *dir, const char *disk_id, const char *overlay, GError **error)
+{
+    g_autoptr(snap_dir) d = snap_dir_read(dir, error);
+    bool present = false;
+    g_autoptr(snap_disk_chain) c = d ? snap_dir_disk_chain(d, disk_id, &present, error) : NULL;
+    if (d && !c && !present) {
+        g_set_error(error, SNAP_ERROR, SNAP_ERROR_INVALID, "snapshot %s holds no disk layer for disk %s", dir, disk_id);
+        return 1;
+    }
+    if (!c)
+        return 1;
+    bool resumed = false;
+    if (!snap_disk_fold_resume(c->base_path, &resumed, error))
+        return 1;
+    if (resumed) {
+        printf("finished the interrupted fold into %s\n", c->base_path);
+        return 0;
+    }
+    if (!snap_disk_chain_verify(c, c->base_path, c->base.size - c->base.size % 512, error) ||
+        !snap_disk_fold_into_image(c->base_path, (const char *const *)c->paths, c->nlayers, overlay, &c->base, error))
+        return 1;
+    printf("folded %u disk layers%s into %s\n", c->nlayers, overlay ? " and the overlay" : "", c->base_path);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     g_autofree char *out = NULL;
-    gboolean fold = FALSE, fold_snapshot = FALSE, info = FALSE, new_id = FALSE;
+    gboolean fold = FALSE, fold_snapshot = FALSE, fold_disk = FALSE, info = FALSE, new_id = FALSE;
+    g_autofree char *overlay = NULL;
     g_auto(GStrv) paths = NULL;
     GOptionEntry entries[] = {
         { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write the compacted base layer here", "NEW" },
@@ -62,6 +96,9 @@ int main(int argc, char **argv)
         { "fold", 0, 0, G_OPTION_ARG_NONE, &fold, "Fold INNER into CHILD (CHILD keeps its id)", NULL },
         { "fold-snapshot", 0, 0, G_OPTION_ARG_NONE, &fold_snapshot,
           "Fold snapshot directory INNER into CHILD, its diff (CHILD then names INNER's parent)", NULL },
+        { "fold-disk", 0, 0, G_OPTION_ARG_NONE, &fold_disk,
+          "Fold disk DISK's layers in snapshot directory SNAPSHOT into its base image", NULL },
+        { "overlay", 0, 0, G_OPTION_ARG_FILENAME, &overlay, "With --fold-disk: the overlay on the chain too", "FILE" },
         { "info", 0, 0, G_OPTION_ARG_NONE, &info, "Check layers (all data) and print headers", NULL },
         { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &paths, NULL, "LAYER..." },
         { NULL },
@@ -81,11 +118,13 @@ int main(int argc, char **argv)
         rc = snap_compact_fold(paths[0], paths[1], &error) ? 0 : 1;
     else if (fold_snapshot && n == 2 && !out)
         rc = snap_dir_fold_into_child(paths[0], paths[1], &error) ? 0 : 1;
-    else if (!fold && !fold_snapshot && !info && out && n >= 1)
+    else if (fold_disk && n == 2 && !out)
+        rc = run_fold_disk(paths[0], paths[1], overlay, &error);
+    else if (!fold && !fold_snapshot && !fold_disk && !info && out && n >= 1)
         rc = run_compact(out, paths, new_id, &error);
     else {
         fprintf(stderr, "usage: vsnap-compact -o NEW LAYER... | --fold INNER CHILD | --fold-snapshot INNER CHILD | "
-                        "--info LAYER...\n");
+                        "--fold-disk SNAPSHOT DISK [--overlay FILE] | --info LAYER...\n");
         return 2;
     }
     if (rc)

@@ -1,0 +1,222 @@
+/* The writable overlay of a layered disk: written blocks go into the
+ * overlay file (common/snapshot/overlay.h), the rest is read from the chain
+ * below (see blk-backend.h). */
+#define G_LOG_DOMAIN "vsnap-shim"
+
+#include "block/blk-backend.h"
+#include "block/blk-iov.h"
+
+#include <errno.h>
+#include <gio/gio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "snapshot/overlay.h"
+
+#define BLOCK SNAP_OVERLAY_BLOCK
+#define ZERO_CHUNK (256u * 1024u)
+
+struct blk_overlay {
+    struct blk_backend base; /* first */
+    struct blk_backend *lower;
+    struct snap_overlay *ov;
+    uint8_t block[BLOCK];    /* a partial-block write's read-modify-write */
+};
+
+static struct blk_overlay *overlay_of(struct blk_backend *b)
+{
+    return (struct blk_overlay *)b;
+}
+
+/* preadv/pwritev of every byte at the overlay's data for disk offset off. */
+static int file_transfer(struct blk_overlay *o, uint64_t off, struct iovec *iov, unsigned niov, bool write)
+{
+    size_t total = blk_iov_total(iov, niov), done = 0;
+    uint64_t at = o->ov->hdr.data_offset + off;
+    struct iovec rest[IOV_MAX];
+    while (done < total) {
+        unsigned n = blk_iov_advance(iov, niov, done, rest);
+        ssize_t got = write ? pwritev(o->ov->fd, rest, (int)n, (off_t)(at + done))
+                            : preadv(o->ov->fd, rest, (int)n, (off_t)(at + done));
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return -errno;
+        if (got == 0 && write)
+            return -EIO;
+        if (got == 0) { /* a hole at the file's end reads as zeros */
+            blk_iov_zero(iov, niov, done, total - done);
+            return 0;
+        }
+        done += (size_t)got;
+    }
+    return 0;
+}
+
+/* Length of the run of blocks from b with the same presence as b. */
+static uint64_t presence_run(const struct snap_overlay *ov, uint64_t b, uint64_t last)
+{
+    bool has = snap_overlay_has(ov, b);
+    uint64_t n = 1;
+    while (b + n <= last && snap_overlay_has(ov, b + n) == has)
+        n++;
+    return n;
+}
+
+static int overlay_readv(struct blk_backend *bk, uint64_t offset, const struct iovec *iov, unsigned niov)
+{
+    struct blk_overlay *o = overlay_of(bk);
+    uint64_t end = offset + blk_iov_total(iov, niov);
+    if (end == offset)
+        return 0;
+    uint64_t last = (end - 1) / BLOCK;
+    for (uint64_t pos = offset; pos < end;) {
+        uint64_t b = pos / BLOCK, n = presence_run(o->ov, b, last);
+        uint64_t run_end = MIN(end, (b + n) * BLOCK);
+        struct iovec piece[IOV_MAX];
+        unsigned np = blk_iov_slice(iov, niov, (size_t)(pos - offset), (size_t)(run_end - pos), piece);
+        int err = snap_overlay_has(o->ov, b) ? file_transfer(o, pos, piece, np, false)
+                                             : blk_backend_readv(o->lower, pos, piece, np);
+        if (err)
+            return err;
+        pos = run_end;
+    }
+    return 0;
+}
+
+/* Part of block b, bytes [pos, piece_end), from iov at `at`: a block the
+ * overlay does not hold yet is read from below first, then written whole. */
+static int write_partial(struct blk_overlay *o, uint64_t b, uint64_t pos, uint64_t piece_end,
+                         const struct iovec *iov, unsigned niov, size_t at)
+{
+    uint64_t start = b * BLOCK;
+    if (snap_overlay_has(o->ov, b)) {
+        struct iovec piece[IOV_MAX];
+        unsigned np = blk_iov_slice(iov, niov, at, (size_t)(piece_end - pos), piece);
+        return file_transfer(o, pos, piece, np, true);
+    }
+    memset(o->block, 0, BLOCK);
+    struct iovec below = { o->block, (size_t)(MIN(start + BLOCK, o->base.capacity) - start) };
+    int err = blk_backend_readv(o->lower, start, &below, 1);
+    if (err)
+        return err;
+    blk_iov_copy(iov, niov, at, o->block + (pos - start), (size_t)(piece_end - pos), false);
+    struct iovec whole = { o->block, BLOCK };
+    err = file_transfer(o, start, &whole, 1, true);
+    if (!err)
+        snap_overlay_mark(o->ov, b, 1);
+    return err;
+}
+
+static int overlay_writev(struct blk_backend *bk, uint64_t offset, const struct iovec *iov, unsigned niov)
+{
+    struct blk_overlay *o = overlay_of(bk);
+    uint64_t end = offset + blk_iov_total(iov, niov);
+    for (uint64_t pos = offset; pos < end;) {
+        size_t at = (size_t)(pos - offset);
+        int err;
+        if (pos % BLOCK == 0 && end - pos >= BLOCK) {
+            uint64_t n = (end - pos) / BLOCK;
+            struct iovec piece[IOV_MAX];
+            unsigned np = blk_iov_slice(iov, niov, at, (size_t)(n * BLOCK), piece);
+            err = file_transfer(o, pos, piece, np, true);
+            if (!err)
+                snap_overlay_mark(o->ov, pos / BLOCK, n);
+            pos += n * BLOCK;
+        } else {
+            uint64_t b = pos / BLOCK, piece_end = MIN(end, (b + 1) * BLOCK);
+            err = write_partial(o, b, pos, piece_end, iov, niov, at);
+            pos = piece_end;
+        }
+        if (err)
+            return err;
+    }
+    return 0;
+}
+
+static int overlay_flush(struct blk_backend *bk)
+{
+    return snap_overlay_sync(overlay_of(bk)->ov);
+}
+
+static int overlay_discard(struct blk_backend *bk, uint64_t offset, uint64_t len)
+{
+    (void)bk, (void)offset, (void)len;
+    return 0; /* a hint; the blocks below must keep showing through unchanged */
+}
+
+static int overlay_write_zeroes(struct blk_backend *bk, uint64_t offset, uint64_t len, bool may_unmap)
+{
+    (void)may_unmap;
+    static const uint8_t zeros[ZERO_CHUNK];
+    for (uint64_t done = 0; done < len;) {
+        struct iovec iov = { (void *)zeros, (size_t)MIN(ZERO_CHUNK, len - done) };
+        int err = overlay_writev(bk, offset + done, &iov, 1);
+        if (err)
+            return err;
+        done += iov.iov_len;
+    }
+    return 0;
+}
+
+static void overlay_close(struct blk_backend *bk)
+{
+    struct blk_overlay *o = overlay_of(bk);
+    blk_backend_close(o->lower);
+    snap_overlay_close(o->ov);
+    g_free(o->base.name);
+    g_free(o);
+}
+
+static const struct blk_backend_ops overlay_ops = {
+    .readv = overlay_readv,
+    .writev = overlay_writev,
+    .flush = overlay_flush,
+    .discard = overlay_discard,
+    .write_zeroes = overlay_write_zeroes,
+    .close = overlay_close,
+};
+
+struct snap_overlay *blk_overlay_file(struct blk_backend *b)
+{
+    return b && b->ops == &overlay_ops ? overlay_of(b)->ov : NULL;
+}
+
+static struct snap_overlay *open_or_create(const struct blk_overlay_options *opts, struct blk_backend *lower,
+                                           GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    struct snap_overlay *ov = NULL;
+    if (g_file_test(opts->path, G_FILE_TEST_EXISTS)) {
+        ov = snap_overlay_open(opts->path, true, &local);
+        if (ov && !snap_overlay_check_fits(ov, blk_chain_top_id(lower), lower->capacity, opts->image, &local))
+            g_clear_pointer(&ov, snap_overlay_close);
+    } else {
+        struct snap_disk_identity base;
+        if (snap_disk_identity_read(opts->image, &base, &local))
+            ov = snap_overlay_create(opts->path, lower->capacity, blk_chain_top_id(lower), &base, &local);
+    }
+    if (!ov && local)
+        g_set_error_literal(error, G_IO_ERROR,
+                            local->code == SNAP_ERROR_NO_SPACE ? G_IO_ERROR_NO_SPACE : G_IO_ERROR_INVALID_DATA,
+                            local->message);
+    return ov;
+}
+
+struct blk_backend *blk_overlay_open(const struct blk_overlay_options *opts, struct blk_backend *lower,
+                                     GError **error)
+{
+    struct snap_overlay *ov = open_or_create(opts, lower, error);
+    if (!ov) {
+        blk_backend_close(lower);
+        return NULL;
+    }
+    struct blk_overlay *o = g_new0(struct blk_overlay, 1);
+    o->base.ops = &overlay_ops;
+    o->base.capacity = lower->capacity;
+    o->base.block_size = lower->block_size;
+    o->base.name = g_strdup(opts->image);
+    o->lower = lower;
+    o->ov = ov;
+    return &o->base;
+}

@@ -1,0 +1,44 @@
+/* The disks' part of vm.snapshot and vm.restore (the format is the snapshot
+ * library's: common/snapshot/disk.h, overlay.h).
+ *
+ * vm.snapshot, disks paused: disk_layers_seal writes each writable disk's
+ * layer into the partial directory (its overlay sealed, or at the disk's
+ * first snapshot an empty layer over the image, fsynced, whose identity is
+ * recorded) and creates the next empty overlay in the work directory;
+ * disk_layers_add_records puts the records into state.json; once the
+ * directory committed, disk_layers_switch moves each disk onto its new
+ * overlay (the old one is removed). disk_layers_abort undoes the seal when
+ * the snapshot fails: the disks stay as they were.
+ *
+ * vm.restore: disk_layers_for_restore resolves and verifies each disk's
+ * chain and points the config at it with a fresh overlay in the work
+ * directory, before the VM is built. */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <stdbool.h>
+
+#include "config/vm-config.h"
+#include "snapshot/directory.h"
+#include "vm.h"
+
+struct disk_layers;
+
+struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const char *partial, GError **error);
+void disk_layers_add_records(const struct disk_layers *dl, JsonNode *state);
+/* After the commit of dest: never fails the snapshot (a disk that cannot
+ * switch stays on its old overlay, which still holds its blocks, and the
+ * log says so). Frees dl. */
+void disk_layers_switch(struct disk_layers *dl, struct vm *vm, struct vm_config *cfg, const char *dest);
+/* The snapshot failed: remove the new overlays. Frees dl; NULL is fine. */
+void disk_layers_abort(struct disk_layers *dl);
+
+/* Point cfg's disks at the chains top holds (each verified: layers, ids,
+ * parents, sizes, the image's identity), each with a new overlay path in
+ * work_dir (NULL: a new private directory). A disk top has no layer for
+ * runs on its image. Errors name the file (PERSIST_ERROR_INVALID). */
+bool disk_layers_for_restore(const struct snap_dir *top, struct vm_config *cfg, const char *work_dir,
+                             GError **error);
+/* A restore failed: remove the overlays it created. */
+void disk_layers_discard_overlays(const struct vm_config *cfg);
