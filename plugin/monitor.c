@@ -227,6 +227,8 @@ static void add_config_overrides(JsonBuilder *b, const struct monitor_restore *r
     json_builder_set_member_name(b, "config_overrides");
     json_builder_begin_object(b);
     domain_def_add_vm_serial(b, r->live);
+    if (r->disk_work_dir && r->live->n_disks > 0)
+        add_string(b, "vsnap_work_dir", r->disk_work_dir);
     if (r->live->vsock.present) {
         json_builder_set_member_name(b, "vsock");
         json_builder_begin_object(b);
@@ -256,6 +258,49 @@ void vm_info_clear(struct vm_info *info)
     g_clear_pointer(&info->state, g_free);
     g_clear_pointer(&info->last_stop_reason, g_free);
     g_clear_pointer(&info->serial_pty, g_free);
+    for (size_t i = 0; i < info->n_disks; i++) {
+        g_free(info->disks[i].id);
+        g_strfreev(info->disks[i].layers);
+        g_free(info->disks[i].overlay);
+    }
+    g_clear_pointer(&info->disks, g_free);
+    info->n_disks = 0;
+}
+
+static char **string_array(JsonObject *obj, const char *name)
+{
+    JsonNode *node = json_object_get_member(obj, name);
+    JsonArray *array = node && JSON_NODE_HOLDS_ARRAY(node) ? json_node_get_array(node) : NULL;
+    guint n = array ? json_array_get_length(array) : 0;
+    char **out = g_new0(char *, n + 1);
+    guint k = 0;
+    for (guint i = 0; i < n; i++) {
+        JsonNode *e = json_array_get_element(array, i);
+        if (JSON_NODE_HOLDS_VALUE(e) && json_node_get_value_type(e) == G_TYPE_STRING)
+            out[k++] = g_strdup(json_node_get_string(e));
+    }
+    return out;
+}
+
+/* vm.info's config.disks: each disk's id, vsnap_chain and vsnap_overlay. */
+static void read_disk_chains(JsonObject *obj, struct vm_info *info)
+{
+    JsonNode *config = json_object_get_member(obj, "config");
+    JsonNode *disks = config && JSON_NODE_HOLDS_OBJECT(config)
+                          ? json_object_get_member(json_node_get_object(config), "disks") : NULL;
+    JsonArray *array = disks && JSON_NODE_HOLDS_ARRAY(disks) ? json_node_get_array(disks) : NULL;
+    guint n = array ? json_array_get_length(array) : 0;
+    info->disks = g_new0(struct vm_disk_chain, MAX(n, 1));
+    for (guint i = 0; i < n; i++) {
+        JsonNode *e = json_array_get_element(array, i);
+        if (!JSON_NODE_HOLDS_OBJECT(e))
+            continue;
+        JsonObject *disk = json_node_get_object(e);
+        struct vm_disk_chain *c = &info->disks[info->n_disks++];
+        c->id = g_strdup(json_object_get_string_member_with_default(disk, "id", ""));
+        c->layers = string_array(disk, "vsnap_chain");
+        c->overlay = g_strdup(json_object_get_string_member_with_default(disk, "vsnap_overlay", NULL));
+    }
 }
 
 bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **error)
@@ -288,6 +333,7 @@ bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **erro
         const char *pty = json_object_get_string_member_with_default(vsnap, "serial_pty", NULL);
         info->serial_pty = g_strdup(pty);
     }
+    read_disk_chains(obj, info);
     return true;
 }
 

@@ -13,12 +13,23 @@
 
 #include "conf/domain-conf.h"
 
+/* Where one disk of the VM is now (vm.info's config.disks[i], vsnap's
+ * fields): its sealed layers base first and its active overlay; no overlay
+ * when the guest writes the image itself (no snapshot yet). */
+struct vm_disk_chain {
+    char *id;
+    char **layers;
+    char *overlay;
+};
+
 struct vm_info {
     char *state;                 /* Created, Running, Paused, Shutdown */
     uint64_t memory_actual_size; /* bytes */
     char *last_stop_reason;      /* vsnap extension: poweroff, crash, reboot, shutdown */
     bool ready;                  /* vsnap extension: the guest announced readiness */
     char *serial_pty;            /* vsnap extension: the serial's pty slave (Pty mode) */
+    struct vm_disk_chain *disks; /* config.disks, in order */
+    size_t n_disks;
 };
 
 void vm_info_clear(struct vm_info *info);
@@ -58,6 +69,7 @@ struct monitor_restore {
     bool resume;
     const struct domain_def *live;
     const char *vsock_socket;
+    const char *disk_work_dir;   /* vsnap_work_dir: where the new overlays go (NULL: none given) */
 };
 bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *restore,
                         GError **error);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "atomic-file.h"
+#include "disk-state.h"
 #include "monitor.h"
 #include "shim-events.h"
 #include "test-hook.h"
@@ -49,6 +50,7 @@ void domain_run_unref(struct domain_run *run)
     g_free(run->status_path);
     g_free(run->xml_path);
     g_free(run->log_path);
+    g_free(run->disk_dir);
     g_free(run);
 }
 
@@ -66,6 +68,7 @@ static struct domain_run *run_new(struct vsnap_driver *drv, const char *name)
     run->xml_path = g_build_filename(run->dir, "domain.xml", NULL);
     g_autofree char *log_name = g_strdup_printf("%s.log", name);
     run->log_path = g_build_filename(drv->paths.log_dir, log_name, NULL);
+    run->disk_dir = disk_state_dir(drv->paths.state_dir, name);
     return run;
 }
 
@@ -374,15 +377,125 @@ static void forget_serial_pty(struct domain_def *def)
     g_clear_pointer(&def->console.path, g_free);
 }
 
+/* The chains are the run's; between runs the disk record holds them. */
+static void forget_disk_chains(struct domain_def *def)
+{
+    for (size_t i = 0; i < def->n_disks; i++)
+        domain_disk_set_chain(&def->disks[i], NULL);
+}
+
+/* domain_disk.chain (top first) from what vm.info says of each disk. */
+static void apply_disk_chains(struct domain_def *def, const struct vm_info *info)
+{
+    for (size_t i = 0; i < def->n_disks; i++) {
+        struct domain_disk *disk = &def->disks[i];
+        const struct vm_disk_chain *c = NULL;
+        for (size_t j = 0; j < info->n_disks && !c; j++)
+            if (g_str_equal(info->disks[j].id, disk->target))
+                c = &info->disks[j];
+        if (!c || !c->overlay) {
+            domain_disk_set_chain(disk, NULL);
+            continue;
+        }
+        guint n = g_strv_length(c->layers), m = 1;
+        g_autofree const char **chain = g_new0(const char *, n + 2);
+        chain[0] = c->overlay;
+        /* A layer the shim opened may have been folded into its child since
+         * (an inner snapshot deleted while the VM ran: the shim keeps the
+         * file open, the chain does without it). A layer missing for any
+         * other reason is refused by the shim's chain check at the next
+         * start, so leaving it out here hides nothing. */
+        for (guint k = 0; k < n; k++)
+            if (g_file_test(c->layers[n - 1 - k], G_FILE_TEST_EXISTS))
+                chain[m++] = c->layers[n - 1 - k];
+        domain_disk_set_chain(disk, chain);
+    }
+}
+
+/* The disk record follows the running VM; files no chain uses any more go. */
+static bool record_disks(const char *disk_dir, const struct domain_def *def, GError **error)
+{
+    if (def->n_disks == 0)
+        return true;
+    if (!disk_state_save(disk_dir, def, error))
+        return false;
+    disk_state_collect(disk_dir, def);
+    return true;
+}
+
+static bool learn_disk_chains(struct domain_run *run, struct domain_def *live, GError **error)
+{
+    if (live->n_disks == 0)
+        return true;
+    struct vm_info info = {0};
+    if (!monitor_vm_info(run->api_socket, &info, error))
+        return false;
+    apply_disk_chains(live, &info);
+    vm_info_clear(&info);
+    return record_disks(run->disk_dir, live, error);
+}
+
+bool process_refresh_disks(struct vsnap_domain *dom, GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    struct domain_run *run = dom->run ? domain_run_ref(dom->run) : NULL;
+    bool has_disks = dom->def->n_disks > 0;
+    g_mutex_unlock(&dom->lock);
+    if (!run || !has_disks) {
+        domain_run_unref(run);
+        return true;
+    }
+    struct vm_info info = {0};
+    bool ok = monitor_vm_info(run->api_socket, &info, error);
+    if (ok) {
+        g_mutex_lock(&dom->lock);
+        apply_disk_chains(dom->def, &info);
+        g_autoptr(domain_def) copy = domain_def_copy(dom->def);
+        g_mutex_unlock(&dom->lock);
+        g_autofree char *xml = domain_def_format(copy, true, -1);
+        ok = atomic_file_write(run->xml_path, xml, error) && record_disks(run->disk_dir, copy, error);
+    }
+    vm_info_clear(&info);
+    domain_run_unref(run);
+    return ok;
+}
+
+bool process_drop_disk_layers(struct vsnap_domain *dom, const char *snapshot_dir, GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    struct domain_run *run = dom->run ? domain_run_ref(dom->run) : NULL;
+    g_autoptr(domain_def) copy = run ? domain_def_copy(dom->def) : NULL;
+    g_mutex_unlock(&dom->lock);
+    if (!run)
+        return true;
+    bool ok = disk_state_drop_layers(run->disk_dir, copy, snapshot_dir, error);
+    if (ok) {
+        g_mutex_lock(&dom->lock);
+        for (size_t i = 0; i < MIN(copy->n_disks, dom->def->n_disks); i++)
+            domain_disk_set_chain(&dom->def->disks[i], (const char *const *)copy->disks[i].chain);
+        g_mutex_unlock(&dom->lock);
+        g_autofree char *xml = domain_def_format(copy, true, -1);
+        ok = atomic_file_write(run->xml_path, xml, error);
+    }
+    domain_run_unref(run);
+    return ok;
+}
+
 /* Launch and boot; on failure the shim is stopped and the run freed. */
 static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct domain_def *live,
                    const struct process_start_how *how, GError **error)
 {
+    /* A boot continues each disk where the last run left it (its chain and
+     * overlay); a restore gets the snapshot's chain from the shim. */
+    if (!how && !disk_state_load(run->disk_dir, live, error))
+        return false;
     /* Before anything exists: a missing image is the user's to fix, and
      * nothing is started or left behind for it. */
-    if (!domain_def_check_disk_access(live, error))
+    if (!domain_def_check_disk_access(live, error) ||
+        (live->n_disks > 0 && !disk_state_make_dir(run->disk_dir, error)))
         return false;
-    g_autofree char *json = domain_def_to_vm_config_json(live, run->vsock_socket, error);
+    const char *disk_dir = live->n_disks > 0 ? run->disk_dir : NULL;
+    g_autofree char *json = domain_def_to_vm_config_json(live, run->vsock_socket, disk_dir, error);
     if (!json || !make_run_dir(run, error) || !open_event_fifo(run, error))
         return false;
     int log_fd = open_log(run, error);
@@ -416,7 +529,7 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
         return false;
     }
     /* A shim lost during its restore has no pty to ask for: its watcher ends the run. */
-    if (!lost && !learn_serial_pty(run, live, error))
+    if (!lost && (!learn_serial_pty(run, live, error) || !learn_disk_chains(run, live, error)))
         return false;
     g_autofree char *xml = domain_def_format(live, true, -1);
     return atomic_file_write(run->xml_path, xml, error);
@@ -479,6 +592,7 @@ void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct 
     dom->run = NULL;
     dom->id = -1;
     forget_serial_pty(dom->def);
+    forget_disk_chains(dom->def);
     if (dom->next_def) {
         domain_def_free(dom->def);
         dom->def = g_steal_pointer(&dom->next_def);
@@ -774,6 +888,19 @@ static void adopt(struct vsnap_driver *drv, struct domain_run *run, struct domai
     vsnap_domain_unref(dom);
 }
 
+/* A snapshot the dead daemon took may have moved the disks to a new
+ * overlay before it recorded them: the shim's word is the truth. */
+static void adopt_disk_chains(struct domain_run *run, struct domain_def *live, const struct vm_info *info)
+{
+    if (live->n_disks == 0)
+        return;
+    g_autoptr(GError) error = NULL;
+    apply_disk_chains(live, info);
+    g_autofree char *xml = domain_def_format(live, true, -1);
+    if (!atomic_file_write(run->xml_path, xml, &error) || !record_disks(run->disk_dir, live, &error))
+        g_warning("domain %s: %s", live->name, error->message);
+}
+
 static void reattach_one(struct vsnap_driver *drv, const char *name)
 {
     struct domain_run *run = run_new(drv, name);
@@ -801,8 +928,9 @@ static void reattach_one(struct vsnap_driver *drv, const char *name)
         goto discard;
     }
     live = domain_def_parse_live_string(xml, drv->paths.schema_dir, &error);
-    if (live && monitor_vm_info(run->api_socket, &info, &error) &&
-        g_str_equal(info.state, "Shutdown")) {
+    if (live && monitor_vm_info(run->api_socket, &info, &error))
+        adopt_disk_chains(run, live, &info);
+    if (live && info.state && g_str_equal(info.state, "Shutdown")) {
         finish_offline_stop(drv, name, run, &info);
         goto discard;
     }

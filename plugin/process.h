@@ -24,6 +24,7 @@ struct domain_run {
     int wake_fd;        /* eventfd: tells the watcher thread to stop */
     char *dir, *api_socket, *vsock_socket, *fifo_path, *pid_path, *status_path, *xml_path,
         *log_path;
+    char *disk_dir;     /* the domain's disk directory (disk-state.h): the shim's vsnap_work_dir */
     bool stopping;      /* under dom->lock: an exit of the shim is expected */
     bool ready;         /* under dom->lock: the guest announced readiness */
 };
@@ -77,6 +78,16 @@ void process_write_status_locked(struct vsnap_domain *dom);
  * status file and announced as a lifecycle event (call with dom->lock held). */
 void process_set_state_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, int state,
                               int reason, int event, int detail);
+/* After a snapshot: the disks of dom's running VM are where its shim says
+ * (vm.info): the live definition, its status file and the domain's disk
+ * record follow. Call with dom->job held. */
+bool process_refresh_disks(struct vsnap_domain *dom, GError **error);
+
+/* The disk layers in snapshot_dir left the chains of dom's running VM
+ * (folded into a child's): its live definition, status file and disk record
+ * follow. Nothing when dom is not running. Call with dom->job held. */
+bool process_drop_disk_layers(struct vsnap_domain *dom, const char *snapshot_dir, GError **error);
+
 /* Resident memory of the shim (VmRSS), in KiB (0 when unknown). */
 uint64_t process_rss_kib(pid_t pid);
 /* CPU time used by the shim so far, in nanoseconds (0 when unknown). */

@@ -164,16 +164,20 @@ bool domain_def_check_same_disks(const struct domain_def *saved, const struct do
                                  GError **error);
 
 /* Cloud Hypervisor VmConfig JSON for vm.create, given the vsock socket's path
- * in the runtime directory. A pty serial is the shim's Pty. */
+ * in the runtime directory and, for a domain with disks, the directory the
+ * shim keeps its active overlays in (vsnap's "vsnap_work_dir"; NULL: the
+ * shim's default). A pty serial is the shim's Pty. */
 char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vsock_socket_path,
-                                   GError **error);
+                                   const char *disk_work_dir, GError **error);
 /* The "serial" and "console" members of that VmConfig, for a request that
  * carries them on their own (vm.restore's config_overrides). */
 void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def);
 /* The "disks" member of that VmConfig (nothing when the domain has no disk):
  * Cloud Hypervisor's DiskConfig per disk, in definition order, with
  * "path" (the user's image), "readonly", "id" (the target name), "serial"
- * when set and "image_type": "Raw". */
+ * when set and "image_type": "Raw"; for a disk with a chain, vsnap's
+ * "vsnap_chain" (the sealed layers, base first) and "vsnap_overlay" (the
+ * active overlay, which the shim continues). */
 void domain_def_add_vm_disks(JsonBuilder *b, const struct domain_def *def);
 
 const char *restore_mode_to_string(enum restore_mode mode);

@@ -88,6 +88,22 @@ void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def)
  * target name as the id instead, because that is how libvirt clients name
  * a disk (domblkstat vda) and what the daemon finds the shim's per-disk
  * counters under. The image type is explicit: the shim refuses any other. */
+/* A disk that has snapshots continues on its chain and overlay (after a
+ * shutdown or a host restart); domain_disk.chain is top first. */
+static void add_vm_disk_chain(JsonBuilder *b, const struct domain_disk *disk)
+{
+    guint n = disk->chain ? g_strv_length(disk->chain) : 0;
+    if (n == 0)
+        return;
+    json_builder_set_member_name(b, "vsnap_chain");
+    json_builder_begin_array(b);
+    for (guint i = n - 1; i >= 1; i--)
+        json_builder_add_string_value(b, disk->chain[i]);
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "vsnap_overlay");
+    json_builder_add_string_value(b, disk->chain[0]);
+}
+
 static void add_vm_disk(JsonBuilder *b, const struct domain_disk *disk)
 {
     json_builder_begin_object(b);
@@ -103,6 +119,7 @@ static void add_vm_disk(JsonBuilder *b, const struct domain_disk *disk)
     }
     json_builder_set_member_name(b, "image_type");
     json_builder_add_string_value(b, "Raw");
+    add_vm_disk_chain(b, disk);
     json_builder_end_object(b);
 }
 
@@ -214,7 +231,7 @@ static void add_platform(JsonBuilder *b, const struct domain_def *def)
 }
 
 char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vsock_socket_path,
-                                   GError **error)
+                                   const char *disk_work_dir, GError **error)
 {
     if (!def->kernel) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
@@ -227,6 +244,10 @@ char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vso
     add_cpus_memory(b, def);
     domain_def_add_vm_serial(b, def);
     domain_def_add_vm_disks(b, def);
+    if (disk_work_dir && def->n_disks > 0) {
+        json_builder_set_member_name(b, "vsnap_work_dir");
+        json_builder_add_string_value(b, disk_work_dir);
+    }
     if (!add_vsock(b, def, vsock_socket_path, error))
         return NULL;
     add_rng(b, def);

@@ -48,7 +48,7 @@ static bool send_restore(struct domain_run *run, const struct domain_def *live, 
     const struct restore_setup *setup = data;
     struct monitor_restore restore = {
         .source_url = setup->source_url, .mode = setup->mode, .resume = setup->resume,
-        .live = live, .vsock_socket = run->vsock_socket,
+        .live = live, .vsock_socket = run->vsock_socket, .disk_work_dir = run->disk_dir,
     };
     return monitor_vm_restore(run->api_socket, &restore, error);
 }

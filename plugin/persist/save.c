@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "caller.h"
+#include "disk-state.h"
 #include "job.h"
 #include "lineage.h"
 #include "managed-image.h"
@@ -88,6 +89,70 @@ static char *definition_to_save(struct vsnap_driver *drv, struct vsnap_domain *d
     bool same = domain_def_check_same_disks(dom->def, def, error);
     g_mutex_unlock(&dom->lock);
     return same ? domain_def_format(def, false, -1) : NULL;
+}
+
+/* ---- disks: a save's snapshot files stay while the disks run on them ---- */
+
+/* A save seals each writable disk's overlay into a disk layer beside the
+ * memory layer, and the disks go on from there (the stopped domain's next
+ * boot, the restore): those snapshot files live in the domain's disk
+ * directory (disk-state.h), not in a transient work directory. */
+static bool has_writable_disk(const struct domain_def *def)
+{
+    for (size_t i = 0; i < def->n_disks; i++)
+        if (!def->disks[i].readonly)
+            return true;
+    return false;
+}
+
+static bool domain_has_writable_disk(struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->lock);
+    bool has = has_writable_disk(dom->def);
+    g_mutex_unlock(&dom->lock);
+    return has;
+}
+
+/* A new saved-* directory in dom's disk directory (created). */
+static char *saved_dir(struct vsnap_driver *drv, const char *name, GError **error)
+{
+    g_autofree char *disks = disk_state_dir(drv->paths.state_dir, name);
+    g_autofree char *dir = disk_state_new_saved_dir(disks);
+    return create_dir(dir, error) ? g_steal_pointer(&dir) : NULL;
+}
+
+/* The recorded chains of dom (shut off, or about to be) with the paths
+ * under from moved to to. */
+static bool relocate_record(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *from, const char *to,
+                            GError **error)
+{
+    g_autofree char *disks = disk_state_dir(drv->paths.state_dir, dom->name);
+    g_mutex_lock(&dom->lock);
+    g_autoptr(domain_def) def = domain_def_copy(dom->def);
+    g_mutex_unlock(&dom->lock);
+    return disk_state_load(disks, def, error) && disk_state_relocate(disks, def, from, to, error);
+}
+
+/* Move a managed save image's files (dir) into the disk directory, where
+ * the disks' chains keep what they use of them, and record the new place.
+ * Returns the new directory. */
+static char *keep_managed_files(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *dir,
+                                GError **error)
+{
+    g_autofree char *disks = disk_state_dir(drv->paths.state_dir, dom->name);
+    g_autofree char *kept = disk_state_new_saved_dir(disks);
+    if (!disk_state_make_dir(disks, error))
+        return NULL;
+    if (g_rename(dir, kept) != 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot rename %s to %s: %s", dir, kept,
+                    g_strerror(errno));
+        return NULL;
+    }
+    if (!relocate_record(drv, dom, dir, kept, error)) {
+        (void)g_rename(kept, dir);
+        return NULL;
+    }
+    return g_steal_pointer(&kept);
 }
 
 /* ---- pausing for a save, and undoing it ---- */
@@ -204,7 +269,8 @@ static bool save_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, cons
     g_autofree char *xml = definition_to_save(drv, dom, dxml, error);
     if (!xml)
         return false;
-    g_autofree char *work = work_dir(drv, error);
+    bool disks = domain_has_writable_disk(dom);
+    g_autofree char *work = disks ? saved_dir(drv, dom->name, error) : work_dir(drv, error);
     g_autofree char *tmp_image = save_image_temp_path(to);
     bool was_running = false;
     if (!work || !begin_save_job(dom, work, tmp_image, error) ||
@@ -215,9 +281,12 @@ static bool save_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, cons
     bool paused = (flags & VIR_DOMAIN_SAVE_PAUSED) ||
                   (!(flags & VIR_DOMAIN_SAVE_RUNNING) && !was_running);
     struct pack_progress progress = {.dom = dom};
-    bool ok = vmsnap_take(dom, work, NULL, error) &&
+    bool taken = vmsnap_take(dom, work, NULL, error);
+    /* Taken, the disks run on the layers in work: it stays, recorded. */
+    bool ok = taken && (!disks || process_refresh_disks(dom, error)) &&
               save_image_write(to, xml, work, paused, on_pack_progress, &progress, error);
-    remove_dir(work);
+    if (!disks || !taken)
+        remove_dir(work);
     if (!ok) {
         cancel_save(dom, was_running);
         return false;
@@ -293,12 +362,15 @@ static bool restore_into(struct vsnap_driver *drv, struct vsnap_domain *dom, con
                     "domain '%s' is already active", dom->name);
         return false;
     }
-    g_autofree char *work = work_dir(drv, error);
+    /* The restored disks run on the image's disk layers: kept beside them. */
+    bool disks = has_writable_disk(def);
+    g_autofree char *work = disks ? saved_dir(drv, dom->name, error) : work_dir(drv, error);
     struct restore_request req = {
         .source_dir = work, .def = def, .run = run, .origin = RESTORE_FROM_SAVE,
     };
     bool ok = work && save_image_extract(from, work, error) && restore_start(drv, dom, &req, error);
-    remove_dir(work);
+    if (!ok || !disks)
+        remove_dir(work);
     return ok;
 }
 
@@ -389,9 +461,12 @@ static bool write_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, co
 {
     g_autofree char *base = lineage_diff_base_dir(drv, dom);
     bool is_diff = false;
+    bool disks = domain_has_writable_disk(dom);
     bool ok = vmsnap_take_diff_or_full(dom, tmp, base, &is_diff, error) &&
+              (!disks || process_refresh_disks(dom, error)) &&
               managed_image_write_info(tmp, xml, paused, error) &&
-              snapdir_remove(final, error) && rename_dir(tmp, final, error);
+              snapdir_remove(final, error) && rename_dir(tmp, final, error) &&
+              (!disks || relocate_record(drv, dom, tmp, final, error));
     if (!ok)
         remove_dir(tmp);
     return ok;
@@ -442,10 +517,16 @@ bool save_has_managed(struct vsnap_driver *drv, struct vsnap_domain *dom)
     return managed_image_exists(drv->paths.state_dir, dom->name);
 }
 
+/* Without its memory, a managed save image's disk layers are still what
+ * the disks hold since the last snapshot: they are kept for the next boot. */
 static bool remove_managed_locked(struct vsnap_driver *drv, struct vsnap_domain *dom,
                                   GError **error)
 {
     g_autofree char *dir = managed_image_dir(drv->paths.state_dir, dom->name);
+    if (domain_has_writable_disk(dom) && save_has_managed(drv, dom)) {
+        g_autofree char *kept = keep_managed_files(drv, dom, dir, error);
+        return kept != NULL;
+    }
     return snapdir_remove(dir, error);
 }
 
@@ -465,7 +546,7 @@ bool save_start_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsi
         return true;
     g_autofree char *dir = managed_image_dir(drv->paths.state_dir, dom->name);
     if (flags & VIR_DOMAIN_START_FORCE_BOOT)
-        return snapdir_remove(dir, error);
+        return remove_managed_locked(drv, dom, error);
     g_autofree char *xml = NULL;
     bool paused = false;
     if (!managed_image_read_info(dir, &xml, &paused, error)) {
@@ -474,17 +555,34 @@ bool save_start_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsi
         return false;
     }
     g_autoptr(domain_def) def = domain_def_parse_string(xml, drv->paths.schema_dir, error);
+    if (!def || !snapdir_check_chain(dir, NULL, error)) {
+        g_prefix_error(error, "cannot start %s from its managed save image: ", dom->name);
+        return false;
+    }
+    /* The restored disks run on its disk layers: moved where they are kept. */
+    bool disks = has_writable_disk(def);
+    g_autofree char *kept = disks ? keep_managed_files(drv, dom, dir, error) : NULL;
+    if (disks && !kept) {
+        g_prefix_error(error, "cannot start %s from its managed save image: ", dom->name);
+        return false;
+    }
     struct restore_request req = {
-        .source_dir = dir, .def = def, .run = !(flags & VIR_DOMAIN_START_PAUSED) && !paused,
+        .source_dir = disks ? kept : dir, .def = def, .run = !(flags & VIR_DOMAIN_START_PAUSED) && !paused,
         .origin = RESTORE_FROM_SAVE,
     };
-    if (!def || !snapdir_check_chain(dir, NULL, error) || !restore_start(drv, dom, &req, error)) {
+    if (!restore_start(drv, dom, &req, error)) {
+        g_autoptr(GError) back = NULL;
+        if (disks && (g_rename(kept, dir) != 0 || !relocate_record(drv, dom, kept, dir, &back)))
+            g_warning("domain %s: cannot put its managed save image back: %s", dom->name,
+                      back ? back->message : g_strerror(errno));
         g_prefix_error(error, "cannot start %s from its managed save image: ", dom->name);
         return false;
     }
     *handled = true;
-    /* The new shim holds the layer mapped: the files can go. */
-    remove_dir(dir);
+    /* The new shim holds the layer mapped: the files can go (not the disk
+     * layers of a domain with disks: its disks run on them). */
+    if (!disks)
+        remove_dir(dir);
     return true;
 }
 

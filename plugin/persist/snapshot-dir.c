@@ -107,3 +107,16 @@ bool snapdir_remove_with_partials(const char *dir, GError **error)
     return (snap_dir_remove_partials(dir, &local) && snap_dir_remove(dir, &local)) ||
            to_vir_error(local, error);
 }
+
+bool snapdir_fold_disks_into_child(const char *inner, const char *child, GError **error)
+{
+    GError *local = NULL;
+    return snap_dir_fold_disks_into_child(inner, child, &local) || to_vir_error(local, error);
+}
+
+bool snapdir_fold_into_image(const char *image, const char *const *layers, unsigned n, const char *overlay,
+                             GError **error)
+{
+    GError *local = NULL;
+    return snap_disk_fold_into_image(image, layers, n, overlay, NULL, &local) || to_vir_error(local, error);
+}

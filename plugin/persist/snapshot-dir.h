@@ -36,6 +36,17 @@ bool snapdir_seal(const char *dir, GError **error);
  * parent (snap_dir_fold_into_child; idempotent). */
 bool snapdir_fold_into_child(const char *inner, const char *child, GError **error);
 
+/* Fold inner's disk layers into child's that were taken on them (for a
+ * child whose memory layer is not a diff on inner's: its disks still are;
+ * snap_dir_fold_disks_into_child, idempotent). */
+bool snapdir_fold_disks_into_child(const char *inner, const char *child, GError **error);
+
+/* Fold a disk's chain (base first) and overlay back into its image,
+ * crash-safely (snap_disk_fold_into_image; a fold a crash cut short is
+ * finished first). */
+bool snapdir_fold_into_image(const char *image, const char *const *layers, unsigned n, const char *overlay,
+                             GError **error);
+
 /* Bytes written so far of a snapshot being written into dir. */
 guint64 snapdir_bytes(const char *dir);
 

@@ -2,7 +2,11 @@
 
 #include <string.h>
 
+#include "disk-state.h"
+#include "managed-image.h"
+#include "process.h"
 #include "snapshot-dir.h"
+#include "state.h"
 #include "virt-error.h"
 
 void snapshot_disks_fill(const char *dir, const struct domain_def *domain, struct snapshot_def *out)
@@ -72,4 +76,143 @@ bool snapshot_disks_check_same(const struct snapshot_def *given, const struct sn
     g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
                 "the disks of a vsnap snapshot are part of its saved state and cannot be changed");
     return false;
+}
+
+static bool inside(const char *path, const char *dir)
+{
+    size_t len = strlen(dir);
+    return strncmp(path, dir, len) == 0 && path[len] == '/';
+}
+
+/* The domain's disks as they are now: the running VM's live definition, or
+ * the persistent one with the recorded chains. */
+static struct domain_def *current_disks(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *disk_dir,
+                                        bool *running, GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    *running = dom->run != NULL;
+    g_autoptr(domain_def) def = domain_def_copy(dom->def);
+    g_mutex_unlock(&dom->lock);
+    (void)drv;
+    if (!*running && !disk_state_load(disk_dir, def, error))
+        return NULL;
+    return g_steal_pointer(&def);
+}
+
+static bool has_dir(GPtrArray *dirs, const char *dir)
+{
+    for (guint i = 0; i < dirs->len; i++)
+        if (g_str_equal(dirs->pdata[i], dir))
+            return true;
+    return false;
+}
+
+/* What the current chains need of gone: the directories whose layers sit on
+ * gone's (added to targets), or that the chain tops out on gone (*on_top). */
+static void find_users(const struct domain_def *def, const char *gone_dir, GPtrArray *targets, bool *on_top,
+                       bool *used)
+{
+    for (size_t i = 0; i < def->n_disks; i++) {
+        char **chain = def->disks[i].chain;
+        for (size_t j = 1; chain && chain[j]; j++) {
+            if (!inside(chain[j], gone_dir))
+                continue;
+            *used = true;
+            if (j == 1) {
+                *on_top = true;
+                continue;
+            }
+            g_autofree char *above = g_path_get_dirname(chain[j - 1]);
+            if (!has_dir(targets, above))
+                g_ptr_array_add(targets, g_steal_pointer(&above));
+        }
+    }
+}
+
+static bool fold_into_images(const struct domain_def *def, GError **error)
+{
+    for (size_t i = 0; i < def->n_disks; i++) {
+        const struct domain_disk *disk = &def->disks[i];
+        guint n = disk->chain ? g_strv_length(disk->chain) : 0;
+        if (n == 0)
+            continue;
+        g_autofree const char **layers = g_new0(const char *, n);
+        for (guint j = 1; j < n; j++)
+            layers[j - 1] = disk->chain[n - j];   /* base first */
+        if (!snapdir_fold_into_image(disk->path, layers, n - 1, disk->chain[0], error)) {
+            g_prefix_error(error, "cannot fold disk '%s' back into %s: ", disk->target, disk->path);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool delete_disks(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,
+                         GPtrArray *child_dirs, bool last, bool check_only, GError **error)
+{
+    g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
+    bool running = false;
+    g_autoptr(domain_def) current = current_disks(drv, dom, disk_dir, &running, error);
+    if (!current)
+        return false;
+    g_autoptr(GPtrArray) targets = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < child_dirs->len; i++)
+        g_ptr_array_add(targets, g_strdup(child_dirs->pdata[i]));
+    bool on_top = false, used = false;
+    find_users(current, gone_dir, targets, &on_top, &used);
+    g_autofree char *managed = managed_image_dir(drv->paths.state_dir, dom->name);
+    bool has_managed = managed_image_exists(drv->paths.state_dir, dom->name);
+    if (has_managed && !has_dir(targets, managed))
+        g_ptr_array_add(targets, g_strdup(managed));
+    bool fold_back = used && last && !running && !has_managed;
+    if (on_top && !fold_back) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "the disks of domain '%s' run on the disk layer of this snapshot (%s), and nothing "
+                    "above it holds its blocks: take a new snapshot first (this one then folds into it)%s",
+                    dom->name, gone_dir,
+                    last ? ", or shut the domain off (deleting its last snapshot then folds the disks back "
+                           "into their images)"
+                         : "");
+        return false;
+    }
+    if (check_only)
+        return true;
+    if (fold_back)
+        return fold_into_images(current, error) && disk_state_remove(disk_dir, error);
+    for (guint i = 0; i < targets->len; i++)
+        if (!snapdir_fold_disks_into_child(gone_dir, targets->pdata[i], error))
+            return false;
+    if (running)
+        return process_drop_disk_layers(dom, gone_dir, error);
+    return disk_state_drop_layers(disk_dir, current, gone_dir, error);
+}
+
+bool snapshot_disks_check_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,
+                                 GError **error)
+{
+    g_autoptr(GPtrArray) none = g_ptr_array_new();
+    return delete_disks(drv, dom, gone_dir, none, true, true, error);
+}
+
+bool snapshot_disks_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,
+                           GPtrArray *child_dirs, bool last, GError **error)
+{
+    return delete_disks(drv, dom, gone_dir, child_dirs, last, false, error);
+}
+
+GPtrArray *snapshot_disks_in_use(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    GPtrArray *paths = g_ptr_array_new_with_free_func(g_free);
+    g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
+    bool running = false;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(domain_def) current = current_disks(drv, dom, disk_dir, &running, &error);
+    if (!current) {
+        g_warning("domain %s: %s", dom->name, error->message);
+        return paths;
+    }
+    for (size_t i = 0; i < current->n_disks; i++)
+        for (char **p = current->disks[i].chain; p && *p; p++)
+            g_ptr_array_add(paths, g_strdup(*p));
+    return paths;
 }

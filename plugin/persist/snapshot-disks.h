@@ -27,3 +27,28 @@ bool snapshot_disks_check_request(const struct snapshot_def *request, const stru
 /* A redefinition's <disks>, if given, must be the snapshot's own (stored). */
 bool snapshot_disks_check_same(const struct snapshot_def *given, const struct snapshot_def *stored,
                                GError **error);
+
+struct vsnap_driver;
+struct vsnap_domain;
+
+/* The disks' part of deleting the snapshot in gone_dir, before its
+ * directory goes (call under dom->job). child_dirs: the directories of its
+ * child snapshots; last: it is the domain's only snapshot.
+ * - Each child's disk layers taken on gone's take gone's blocks (and so does
+ *   a save's or managed save's layer the domain's disks run on).
+ * - The domain's disks must not run on gone's layer with nothing above it
+ *   to fold it into (VIR_ERR_OPERATION_INVALID naming the snapshot), except
+ *   for the last snapshot of a shut-off domain without a managed save
+ *   image: then each disk's whole chain and overlay are folded back into its
+ *   image, which afterwards holds exactly what the guest last wrote, and the
+ *   domain's disks write their images directly again.
+ * - Gone's layers leave the domain's chains (live XML, disk record). */
+/* Every file the domain's disks run on now (chains and overlays of the
+ * running VM, or the recorded ones). */
+GPtrArray *snapshot_disks_in_use(struct vsnap_driver *drv, struct vsnap_domain *dom);
+
+/* snapshot_disks_delete's refusal alone, changing nothing. */
+bool snapshot_disks_check_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,
+                                 GError **error);
+bool snapshot_disks_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,
+                           GPtrArray *child_dirs, bool last, GError **error);

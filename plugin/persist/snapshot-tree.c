@@ -274,7 +274,18 @@ bool snapshot_tree_remove(struct snapshot_tree *tree, struct snapshot_entry *e, 
     return true;
 }
 
-void snapshot_tree_remove_unfinished(struct snapshot_tree *tree)
+static bool holds_any(const char *dir, GPtrArray *paths)
+{
+    size_t len = strlen(dir);
+    for (guint i = 0; paths && i < paths->len; i++) {
+        const char *p = paths->pdata[i];
+        if (strncmp(p, dir, len) == 0 && p[len] == '/')
+            return true;
+    }
+    return false;
+}
+
+void snapshot_tree_remove_unfinished(struct snapshot_tree *tree, GPtrArray *in_use)
 {
     g_autoptr(GDir) d = g_dir_open(tree->dir, 0, NULL);
     const char *name;
@@ -283,6 +294,10 @@ void snapshot_tree_remove_unfinished(struct snapshot_tree *tree)
         g_autofree char *meta = g_build_filename(path, META_FILE, NULL);
         if (!g_file_test(path, G_FILE_TEST_IS_DIR) || g_file_test(meta, G_FILE_TEST_EXISTS))
             continue;
+        if (holds_any(path, in_use)) {
+            g_message("keeping unfinished snapshot directory %s: the domain's disks run on its layers", path);
+            continue;
+        }
         g_autoptr(GError) error = NULL;
         g_message("removing unfinished snapshot directory %s", path);
         if (!snapdir_remove(path, &error))

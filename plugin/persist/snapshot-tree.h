@@ -82,8 +82,11 @@ bool snapshot_entry_mark_deleting(struct snapshot_entry *entry, GError **error);
 /* Forget and remove an entry: its metadata first, then its files. */
 bool snapshot_tree_remove(struct snapshot_tree *tree, struct snapshot_entry *entry,
                           GError **error);
-/* Remove unfinished snapshot directories (call under the job lock). */
-void snapshot_tree_remove_unfinished(struct snapshot_tree *tree);
+/* Remove unfinished snapshot directories (call under the job lock), but
+ * those holding one of the paths in in_use (may be NULL): a snapshot the
+ * shim finished and a dead daemon never recorded may hold the disk layers
+ * the domain's disks now run on. */
+void snapshot_tree_remove_unfinished(struct snapshot_tree *tree, GPtrArray *in_use);
 /* Remove the domain's whole snapshot directory. */
 bool snapshot_tree_remove_all(const char *state_dir, const char *domain, GError **error);
 

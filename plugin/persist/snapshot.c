@@ -73,9 +73,19 @@ static bool fold_into_layer_children(struct vsnap_driver *drv, struct vsnap_doma
 static bool remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
                        struct snapshot_tree *tree, struct snapshot_entry *gone, GError **error)
 {
-    if (!fold_into_layer_children(drv, dom, tree, gone, error))
-        return false;
     g_autoptr(GPtrArray) kids = snapshot_tree_children(tree, gone->name);
+    g_autoptr(GPtrArray) kid_dirs = g_ptr_array_new();
+    for (guint i = 0; i < kids->len; i++)
+        g_ptr_array_add(kid_dirs, ((struct snapshot_entry *)kids->pdata[i])->dir);
+    /* Disks first: the one refusal comes before anything changed. The last
+     * snapshot's delete may fold the disks back into their images: marked
+     * first, so that a crash in the middle is finished at the next start. */
+    bool last = snapshot_tree_count_live(tree) == 1;
+    if ((last && !gone->deleting && !snapshot_disks_check_delete(drv, dom, gone->dir, error)) ||
+        (last && !gone->deleting && !snapshot_entry_mark_deleting(gone, error)) ||
+        !snapshot_disks_delete(drv, dom, gone->dir, kid_dirs, last, error) ||
+        !fold_into_layer_children(drv, dom, tree, gone, error))
+        return false;
     for (guint i = 0; i < kids->len; i++) {
         struct snapshot_entry *kid = kids->pdata[i];
         g_free(kid->parent);
@@ -97,7 +107,8 @@ static bool remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
 static bool recover(struct vsnap_driver *drv, struct vsnap_domain *dom,
                     struct snapshot_tree *tree, GError **error)
 {
-    snapshot_tree_remove_unfinished(tree);
+    g_autoptr(GPtrArray) in_use = snapshot_disks_in_use(drv, dom);
+    snapshot_tree_remove_unfinished(tree, in_use);
     for (guint i = tree->entries->len; i-- > 0;) {
         struct snapshot_entry *e = tree->entries->pdata[i];
         if (e->deleting) {
@@ -281,6 +292,10 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
         return NULL;
     }
     lineage_set(dom, e->id);
+    /* The shim moved the disks onto a new overlay over the layer it sealed. */
+    g_autoptr(GError) disk_error = NULL;
+    if (!process_refresh_disks(dom, &disk_error))
+        g_warning("domain %s: after snapshot '%s': %s", dom->name, e->name, disk_error->message);
     g_autoptr(GError) halt_error = NULL;
     /* The snapshot exists: a failed halt is reported, not undone. */
     if ((flags & VIR_DOMAIN_SNAPSHOT_CREATE_HALT) && !stop_for_snapshot(drv, dom, &halt_error))
@@ -621,10 +636,10 @@ void snapshot_recover(struct vsnap_driver *drv, struct vsnap_domain *dom)
     g_autoptr(GError) error = NULL;
     g_autoptr(snapshot_tree) tree = load(drv, dom, &error);
     /* Snapshots the shim finished but nobody recorded, partial directories
-     * of ones it never finished. */
-    if (tree)
-        snapshot_tree_remove_unfinished(tree);
-    else
+     * of ones it never finished, deletes cut short (a fold of disks back
+     * into their images among them: the domain cannot start before it is
+     * finished). */
+    if (!tree || !recover(drv, dom, tree, &error))
         g_warning("domain %s: %s", dom->name, error->message);
     g_mutex_unlock(&dom->job);
 }

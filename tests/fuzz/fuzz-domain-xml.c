@@ -36,7 +36,7 @@ static void check_stable(const struct domain_def *def, bool live)
 static void check_vm_config(const struct domain_def *def)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *json = domain_def_to_vm_config_json(def, "/run/vsnap/fuzz/vsock.sock", &error);
+    g_autofree char *json = domain_def_to_vm_config_json(def, "/run/vsnap/fuzz/vsock.sock", NULL, &error);
     if (!json) {
         g_assert(error && error->message);
         return;

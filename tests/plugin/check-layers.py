@@ -42,6 +42,8 @@ LAYERS = [
     ("shared state", [["state.h"]]),
     ("events", [["events.*"]]),
     ("domains", [["domain.*"]]),
+    # Each domain's disk chains between runs (the domain's disk directory).
+    ("disk state", [["disk-state.*"]]),
     ("files", [["atomic-file.*"], ["caller.*"]]),
     # The XML and capabilities configuration, and the GError domain of
     # libvirt's error codes that every layer uses (conf/virt-error.h).

@@ -468,15 +468,15 @@ static void test_vm_config(void)
     g_autoptr(GError) error = NULL;
 
     /* Automatic CID not assigned yet: the daemon must assign it first. */
-    g_assert_null(domain_def_to_vm_config_json(def, "/run/vsnap/microvm/vsock.sock", &error));
+    g_assert_null(domain_def_to_vm_config_json(def, "/run/vsnap/microvm/vsock.sock", NULL, &error));
     g_assert_error(error, VSNAP_VIR_ERROR, VIR_ERR_INTERNAL_ERROR);
     g_clear_error(&error);
     def->vsock.cid = 7;
-    g_assert_null(domain_def_to_vm_config_json(def, NULL, &error));
+    g_assert_null(domain_def_to_vm_config_json(def, NULL, NULL, &error));
     g_assert_error(error, VSNAP_VIR_ERROR, VIR_ERR_INTERNAL_ERROR);
     g_clear_error(&error);
 
-    g_autofree char *json = domain_def_to_vm_config_json(def, "/run/vsnap/microvm/vsock.sock", &error);
+    g_autofree char *json = domain_def_to_vm_config_json(def, "/run/vsnap/microvm/vsock.sock", NULL, &error);
     g_assert_no_error(error);
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonObject *root = parse_json(json, parser);
@@ -519,7 +519,7 @@ static void test_vm_config_file_and_minimal(void)
     g_autoptr(GError) error = NULL;
     g_autofree char *file_xml = read_example("serial-file.xml");
     g_autoptr(domain_def) logged = parse_ok(file_xml);
-    g_autofree char *json = domain_def_to_vm_config_json(logged, "/v.sock", &error);
+    g_autofree char *json = domain_def_to_vm_config_json(logged, "/v.sock", NULL, &error);
     g_assert_no_error(error);
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonObject *root = parse_json(json, parser);
@@ -534,7 +534,7 @@ static void test_vm_config_file_and_minimal(void)
 
     g_autofree char *minimal_xml = read_example("minimal.xml");
     g_autoptr(domain_def) minimal = parse_ok(minimal_xml);
-    g_autofree char *minimal_json = domain_def_to_vm_config_json(minimal, NULL, &error);
+    g_autofree char *minimal_json = domain_def_to_vm_config_json(minimal, NULL, NULL, &error);
     g_assert_no_error(error);
     g_autoptr(JsonParser) minimal_parser = json_parser_new();
     root = parse_json(minimal_json, minimal_parser);
@@ -574,7 +574,7 @@ static void test_stock_guest(void)
     def->vsock.cid = 9;
     def->notify.port = 7000;
     g_autoptr(GError) error = NULL;
-    g_autofree char *json = domain_def_to_vm_config_json(def, "/v.sock", &error);
+    g_autofree char *json = domain_def_to_vm_config_json(def, "/v.sock", NULL, &error);
     g_assert_no_error(error);
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonObject *root = parse_json(json, parser);
@@ -601,7 +601,7 @@ static void test_stock_guest(void)
 
     /* credential='off': neither the command line nor SMBIOS carries it. */
     def->notify.no_credential = true;
-    g_autofree char *quiet = domain_def_to_vm_config_json(def, "/v.sock", &error);
+    g_autofree char *quiet = domain_def_to_vm_config_json(def, "/v.sock", NULL, &error);
     g_assert_null(strstr(quiet, "vmm.notify_socket"));
     g_autofree char *formatted = domain_def_format(def, false, -1);
     g_assert_nonnull(strstr(formatted, "<vsnap:notify port='7000' credential='off'/>"));
@@ -610,7 +610,7 @@ static void test_stock_guest(void)
 
     /* sysinfo without <smbios mode='sysinfo'/> stays out of the tables, as in libvirt. */
     def->smbios_mode = DOMAIN_SMBIOS_DEFAULT;
-    g_autofree char *emulated = domain_def_to_vm_config_json(def, "/v.sock", &error);
+    g_autofree char *emulated = domain_def_to_vm_config_json(def, "/v.sock", NULL, &error);
     g_assert_null(strstr(emulated, "Example Corp"));
 }
 

@@ -203,8 +203,8 @@ static void test_live_example(void)
     g_assert_cmpstr(vda->path, ==, "/var/lib/vsnap/images/rooted-root.img");
     g_assert_false(vda->is_block);
     g_assert_cmpuint(g_strv_length(vda->chain), ==, 3);
-    g_assert_cmpstr(vda->chain[0], ==, "/run/vsnap/rooted/vda.overlay");
-    g_assert_cmpstr(vda->chain[2], ==, "/var/lib/vsnap/snapshots/rooted/s1/vda.layer");
+    g_assert_cmpstr(vda->chain[0], ==, "/var/lib/vsnap/disks/rooted/vda-5f0c1e2d3a4b6c7d.overlay");
+    g_assert_cmpstr(vda->chain[2], ==, "/var/lib/vsnap/snapshots/rooted/16fd2706-8baf-433b-82eb-8c7fada847da/disk-vda.layer");
     g_assert_null(def->disks[1].chain);
     g_assert_true(def->disks[1].is_block);
     g_autofree char *live = domain_def_format(def, true, 3);
@@ -212,7 +212,7 @@ static void test_live_example(void)
     g_assert_no_error(error);
     g_autofree char *live_again = domain_def_format(again, true, 3);
     g_assert_cmpstr(live, ==, live_again);
-    g_assert_nonnull(strstr(live, "<source file='/run/vsnap/rooted/vda.overlay'/>"));
+    g_assert_nonnull(strstr(live, "<source file='/var/lib/vsnap/disks/rooted/vda-5f0c1e2d3a4b6c7d.overlay'/>"));
     g_autoptr(domain_def) as_definition = domain_def_parse_string(xml, schema_dir, &error);
     g_assert_null(as_definition);
     g_assert_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED);
@@ -359,7 +359,7 @@ static void test_vm_config(void)
     g_autoptr(domain_def) def = parse_ok(xml);
     def->vsock.cid = 9;
     g_autoptr(GError) error = NULL;
-    g_autofree char *json = domain_def_to_vm_config_json(def, "/v.sock", &error);
+    g_autofree char *json = domain_def_to_vm_config_json(def, "/v.sock", NULL, &error);
     g_assert_no_error(error);
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonObject *root = parse_json(json, parser);
@@ -384,9 +384,32 @@ static void test_vm_config(void)
     JsonObject *vdc = json_array_get_object_element(disks, 2);
     g_assert_cmpstr(json_object_get_string_member(vdc, "id"), ==, "vdc");
 
+    g_assert_false(json_object_has_member(root, "vsnap_work_dir"));
+
+    /* A disk with a chain continues on it: layers base first, the overlay;
+     * the shim keeps overlays in the work directory given. */
+    const char *chain[] = {"/d/vda-1.overlay", "/s/s2/disk-vda.layer", "/s/s1/disk-vda.layer", NULL};
+    domain_disk_set_chain(&def->disks[0], chain);
+    g_autofree char *chained = domain_def_to_vm_config_json(def, "/v.sock", "/state/disks/rooted", &error);
+    g_assert_no_error(error);
+    g_autoptr(JsonParser) chained_parser = json_parser_new();
+    JsonObject *chained_root = parse_json(chained, chained_parser);
+    g_assert_cmpstr(json_object_get_string_member(chained_root, "vsnap_work_dir"), ==, "/state/disks/rooted");
+    JsonObject *chained_vda =
+        json_array_get_object_element(json_object_get_array_member(chained_root, "disks"), 0);
+    g_assert_cmpstr(json_object_get_string_member(chained_vda, "path"), ==, "/var/lib/vsnap/images/rooted-root.img");
+    JsonArray *layers = json_object_get_array_member(chained_vda, "vsnap_chain");
+    g_assert_cmpuint(json_array_get_length(layers), ==, 2);
+    g_assert_cmpstr(json_array_get_string_element(layers, 0), ==, "/s/s1/disk-vda.layer");
+    g_assert_cmpstr(json_array_get_string_element(layers, 1), ==, "/s/s2/disk-vda.layer");
+    g_assert_cmpstr(json_object_get_string_member(chained_vda, "vsnap_overlay"), ==, "/d/vda-1.overlay");
+    JsonObject *chained_vdb =
+        json_array_get_object_element(json_object_get_array_member(chained_root, "disks"), 1);
+    g_assert_false(json_object_has_member(chained_vdb, "vsnap_chain"));
+
     /* No disk, no "disks" member (Cloud Hypervisor's default: none). */
     g_autoptr(domain_def) bare = parse_devices("");
-    g_autofree char *bare_json = domain_def_to_vm_config_json(bare, NULL, &error);
+    g_autofree char *bare_json = domain_def_to_vm_config_json(bare, NULL, NULL, &error);
     g_assert_no_error(error);
     g_autoptr(JsonParser) bare_parser = json_parser_new();
     g_assert_false(json_object_has_member(parse_json(bare_json, bare_parser), "disks"));

@@ -1,0 +1,53 @@
+/* Where a domain's disks are between runs. Once a disk has snapshots it is
+ * a chain (the image, sealed disk layers in snapshot directories, an active
+ * overlay); the daemon records each disk's current chain and overlay, as
+ * the shim reports them, so that the next start of a shut-off domain (a
+ * boot after a shutdown, a host restart) continues exactly where the guest
+ * left its disks. Everything lives in the domain's disk directory:
+ *
+ *   <state_dir>/disks/<name>/          0700, the shims' vsnap_work_dir
+ *   <state_dir>/disks/<name>/chains    key file, one group per disk target:
+ *                                      image=, layers= (base first), overlay=
+ *   <state_dir>/disks/<name>/VDX-*.overlay  the shims' active overlays
+ *   <state_dir>/disks/<name>/saved-*   save and managed save snapshot files
+ *                                      whose disk layers chains use
+ *
+ * Functions take no locks; callers hold the domain's job. */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+
+#include "conf/domain-conf.h"
+
+/* <state_dir>/disks/<name>. */
+char *disk_state_dir(const char *state_dir, const char *name);
+/* Create it (0700) with its parents. */
+bool disk_state_make_dir(const char *dir, GError **error);
+
+/* Set on def's disks the chains recorded for them (disks whose recorded image
+ * is not def's image any more keep none: the chain belongs to that image).
+ * Every other disk gets no chain. */
+bool disk_state_load(const char *dir, struct domain_def *def, GError **error);
+/* Record def's disk chains (durably; no chain at all removes the record). */
+bool disk_state_save(const char *dir, const struct domain_def *def, GError **error);
+/* Whether any disk of the record has a chain. */
+bool disk_state_has_chain(const char *dir);
+/* Remove the overlays in dir that the chains of def no longer use (what a
+ * revert or restore left of the run before). saved-* directories stay: their
+ * disk layers are the parents of snapshots taken on them; they go with the
+ * whole directory (a fold into the images, an undefine). */
+void disk_state_collect(const char *dir, const struct domain_def *def);
+/* A new <dir>/saved-<uuid> path (not created): where a save's or a managed
+ * save's snapshot files live while a chain uses their disk layers. */
+char *disk_state_new_saved_dir(const char *dir);
+/* A snapshot directory the chains use moved from `from` to `to`: def's
+ * chains and the record follow. */
+bool disk_state_relocate(const char *dir, struct domain_def *def, const char *from, const char *to,
+                         GError **error);
+/* The layers in snapshot_dir left def's chains (folded into a child's); the
+ * record follows. */
+bool disk_state_drop_layers(const char *dir, struct domain_def *def, const char *snapshot_dir,
+                            GError **error);
+/* rm -r dir. */
+bool disk_state_remove(const char *dir, GError **error);
