@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "atomic-file.h"
+#include "snapshot/disk.h"
 #include "virt-error.h"
 
 #define CHAINS_FILE "chains"
@@ -205,4 +206,33 @@ bool disk_state_remove(const char *dir, GError **error)
         return true;
     g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot remove %s: %s", dir, g_strerror(errno));
     return false;
+}
+
+bool disk_state_fold_into_images(const struct domain_def *def, GError **error)
+{
+    for (size_t i = 0; i < def->n_disks; i++) {
+        const struct domain_disk *disk = &def->disks[i];
+        guint n = chain_length(disk);
+        if (n == 0)
+            continue;
+        g_autofree const char **layers = g_new0(const char *, n);
+        for (guint j = 1; j < n; j++)
+            layers[j - 1] = disk->chain[n - j];   /* base first */
+        g_autoptr(GError) local = NULL;
+        if (!snap_disk_fold_into_image(disk->path, layers, n - 1, disk->chain[0], NULL, &local)) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                        "cannot fold disk '%s' back into %s: %s", disk->target, disk->path, local->message);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool disk_state_release(const char *dir, const struct domain_def *def, GError **error)
+{
+    if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
+        return true;
+    g_autoptr(domain_def) copy = domain_def_copy(def);
+    return disk_state_load(dir, copy, error) && disk_state_fold_into_images(copy, error) &&
+           disk_state_remove(dir, error);
 }

@@ -51,3 +51,14 @@ bool disk_state_drop_layers(const char *dir, struct domain_def *def, const char 
                             GError **error);
 /* rm -r dir. */
 bool disk_state_remove(const char *dir, GError **error);
+
+/* Fold each chain of def (and its overlay) back into its image, so that the
+ * image holds exactly what the disk holds, crash-safely
+ * (snap_disk_fold_into_image: an intent beside the image, redone by the
+ * next fold of that image if a crash cut this one short). */
+bool disk_state_fold_into_images(const struct domain_def *def, GError **error);
+/* The domain's disks go back to being their images: the recorded chains
+ * folded into them, then dir removed. Nothing to do without a record. For a
+ * domain that ceases to exist (undefined, a transient one that stopped);
+ * call before its snapshots' directories go. */
+bool disk_state_release(const char *dir, const struct domain_def *def, GError **error);

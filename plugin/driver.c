@@ -10,6 +10,7 @@
 
 #include "atomic-file.h"
 #include "conf/capabilities.h"
+#include "disk-state.h"
 #include "monitor.h"
 #include "persist/save.h"
 #include "persist/snapshot.h"
@@ -496,6 +497,19 @@ bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigne
                                 : "no domain with matching name '%s'", dom->name);
         return false;
     }
+    /* Its disks become their images again before the snapshots holding
+     * their layers go; a fold that fails leaves the domain defined. */
+    g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
+    g_autoptr(domain_def) disks = inactive ? domain_def_copy(dom->def) : NULL;
+    g_mutex_unlock(&dom->lock);
+    bool released = !inactive || disk_state_release(disk_dir, disks, error);
+    g_mutex_lock(&dom->lock);
+    if (!released) {
+        g_mutex_unlock(&dom->lock);
+        g_mutex_unlock(&dom->job);
+        g_prefix_error(error, "cannot undefine %s: ", dom->name);
+        return false;
+    }
     delete_config(drv, dom->name);
     if (inactive && (flags & VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA))
         snapshot_remove_all(drv, dom);
@@ -713,8 +727,10 @@ static void forget_if_transient(struct vsnap_driver *drv, struct vsnap_domain *d
     g_mutex_lock(&dom->lock);
     bool transient = !dom->persistent;
     g_mutex_unlock(&dom->lock);
-    if (transient)
+    if (transient) {
+        process_release_disks(drv, dom);
         domain_list_remove(drv->domains, dom);
+    }
 }
 
 bool driver_destroy(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,

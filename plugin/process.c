@@ -481,6 +481,17 @@ bool process_drop_disk_layers(struct vsnap_domain *dom, const char *snapshot_dir
     return ok;
 }
 
+void process_release_disks(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    g_autofree char *dir = disk_state_dir(drv->paths.state_dir, dom->name);
+    g_mutex_lock(&dom->lock);
+    g_autoptr(domain_def) def = domain_def_copy(dom->def);
+    g_mutex_unlock(&dom->lock);
+    g_autoptr(GError) error = NULL;
+    if (!disk_state_release(dir, def, &error))
+        g_warning("domain %s: its disks stay chains in %s: %s", dom->name, dir, error->message);
+}
+
 /* Launch and boot; on failure the shim is stopped and the run freed. */
 static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct domain_def *live,
                    const struct process_start_how *how, GError **error)

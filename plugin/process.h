@@ -88,6 +88,11 @@ bool process_refresh_disks(struct vsnap_domain *dom, GError **error);
  * follow. Nothing when dom is not running. Call with dom->job held. */
 bool process_drop_disk_layers(struct vsnap_domain *dom, const char *snapshot_dir, GError **error);
 
+/* A transient domain that stopped for good (or an undefined one): its
+ * disks go back to being their images (disk_state_release; failures are
+ * logged, the record then stays). Call with dom->job held, dom inactive. */
+void process_release_disks(struct vsnap_driver *drv, struct vsnap_domain *dom);
+
 /* Resident memory of the shim (VmRSS), in KiB (0 when unknown). */
 uint64_t process_rss_kib(pid_t pid);
 /* CPU time used by the shim so far, in nanoseconds (0 when unknown). */

@@ -50,8 +50,10 @@ static void restart_if_wanted(struct watcher *w, enum domain_lifecycle_action ac
     g_mutex_lock(&dom->lock);
     bool forget = !dom->persistent && !dom->run;
     g_mutex_unlock(&dom->lock);
-    if (forget)
+    if (forget) {
+        process_release_disks(w->drv, dom);
         domain_list_remove(w->drv->domains, dom);
+    }
 }
 
 /* The guest stopped its VM: finish the job the way libvirt does for a
@@ -132,8 +134,10 @@ static void on_shim_exit(struct watcher *w)
                               VIR_DOMAIN_EVENT_STOPPED_CRASHED);
         bool transient = !dom->persistent;
         g_mutex_unlock(&dom->lock);
-        if (transient)
+        if (transient) {
+            process_release_disks(w->drv, dom);
             domain_list_remove(w->drv->domains, dom);
+        }
     }
     g_mutex_unlock(&dom->job);
 }

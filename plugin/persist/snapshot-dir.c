@@ -113,10 +113,3 @@ bool snapdir_fold_disks_into_child(const char *inner, const char *child, GError 
     GError *local = NULL;
     return snap_dir_fold_disks_into_child(inner, child, &local) || to_vir_error(local, error);
 }
-
-bool snapdir_fold_into_image(const char *image, const char *const *layers, unsigned n, const char *overlay,
-                             GError **error)
-{
-    GError *local = NULL;
-    return snap_disk_fold_into_image(image, layers, n, overlay, NULL, &local) || to_vir_error(local, error);
-}

@@ -41,12 +41,6 @@ bool snapdir_fold_into_child(const char *inner, const char *child, GError **erro
  * snap_dir_fold_disks_into_child, idempotent). */
 bool snapdir_fold_disks_into_child(const char *inner, const char *child, GError **error);
 
-/* Fold a disk's chain (base first) and overlay back into its image,
- * crash-safely (snap_disk_fold_into_image; a fold a crash cut short is
- * finished first). */
-bool snapdir_fold_into_image(const char *image, const char *const *layers, unsigned n, const char *overlay,
-                             GError **error);
-
 /* Bytes written so far of a snapshot being written into dir. */
 guint64 snapdir_bytes(const char *dir);
 

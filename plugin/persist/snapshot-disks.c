@@ -7,6 +7,7 @@
 #include "process.h"
 #include "snapshot-dir.h"
 #include "state.h"
+#include "test-hook.h"
 #include "virt-error.h"
 
 void snapshot_disks_fill(const char *dir, const struct domain_def *domain, struct snapshot_def *out)
@@ -129,24 +130,6 @@ static void find_users(const struct domain_def *def, const char *gone_dir, GPtrA
     }
 }
 
-static bool fold_into_images(const struct domain_def *def, GError **error)
-{
-    for (size_t i = 0; i < def->n_disks; i++) {
-        const struct domain_disk *disk = &def->disks[i];
-        guint n = disk->chain ? g_strv_length(disk->chain) : 0;
-        if (n == 0)
-            continue;
-        g_autofree const char **layers = g_new0(const char *, n);
-        for (guint j = 1; j < n; j++)
-            layers[j - 1] = disk->chain[n - j];   /* base first */
-        if (!snapdir_fold_into_image(disk->path, layers, n - 1, disk->chain[0], error)) {
-            g_prefix_error(error, "cannot fold disk '%s' back into %s: ", disk->target, disk->path);
-            return false;
-        }
-    }
-    return true;
-}
-
 static bool delete_disks(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,
                          GPtrArray *child_dirs, bool last, bool check_only, GError **error)
 {
@@ -177,8 +160,12 @@ static bool delete_disks(struct vsnap_driver *drv, struct vsnap_domain *dom, con
     }
     if (check_only)
         return true;
-    if (fold_back)
-        return fold_into_images(current, error) && disk_state_remove(disk_dir, error);
+    if (fold_back) {
+        if (!disk_state_fold_into_images(current, error))
+            return false;
+        test_hook("snapshot-disks-folded");
+        return disk_state_remove(disk_dir, error);
+    }
     for (guint i = 0; i < targets->len; i++)
         if (!snapdir_fold_disks_into_child(gone_dir, targets->pdata[i], error))
             return false;

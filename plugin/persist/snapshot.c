@@ -80,7 +80,8 @@ static bool remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
     /* Disks first: the one refusal comes before anything changed. The last
      * snapshot's delete may fold the disks back into their images: marked
      * first, so that a crash in the middle is finished at the next start. */
-    bool last = snapshot_tree_count_live(tree) == 1;
+    /* Entries being deleted do not count: gone itself may be one. */
+    bool last = snapshot_tree_count_live(tree) == (gone->deleting ? 0u : 1u);
     if ((last && !gone->deleting && !snapshot_disks_check_delete(drv, dom, gone->dir, error)) ||
         (last && !gone->deleting && !snapshot_entry_mark_deleting(gone, error)) ||
         !snapshot_disks_delete(drv, dom, gone->dir, kid_dirs, last, error) ||

@@ -1,0 +1,137 @@
+"""Disks against crashes and a hostile host, through real virsh: kill -9
+of the daemon at each step of a disk snapshot and in the middle of the fold
+back into the image, an image deleted or replaced under a shut-off domain,
+and the disks' fate when a domain ceases to exist (undefine, a transient
+domain's end): their images then hold what the guest last wrote."""
+
+import os
+import shutil
+import unittest
+
+from disktest import MIB, file_sum, make_image, pattern_sum, zero_sum
+from test_disk_snapshots import REGION_A, REGION_B, DiskSnapshotBase, disk_domain_xml, sha256
+
+
+class HostileTest(DiskSnapshotBase):
+    def restart_daemon(self, hook=None):
+        if self.daemon.proc and self.daemon.proc.poll() is None:
+            self.daemon.proc.kill()
+        if self.daemon.proc:
+            self.daemon.proc.wait(timeout=20)
+        self.daemon.proc = None
+        self.daemon.start(env={"VSNAPD_TEST_HOOK": hook} if hook else None)
+
+    def snapshot_dirs(self, name):
+        root = os.path.join(self.daemon.state, "snapshots", name)
+        return sorted(e for e in os.listdir(root) if os.path.isdir(os.path.join(root, e)))
+
+    def test_daemon_killed_during_a_disk_snapshot(self):
+        for step in ("snapshot-paused", "snapshot-written", "snapshot-taken"):
+            with self.subTest(step=step):
+                name = f"k-{step}"
+                root = self.image(f"{name}.img")
+                self.define_disks(name, [(root, "vda")])
+                self.v("start", name)
+                self.with_guest(name, lambda g: (g.fill(0, *REGION_A, 1), g.flush(0)))
+                self.v("snapshot-create-as", name, "s1")
+                base = sha256(root)
+                self.with_guest(name, lambda g: (g.fill(0, *REGION_A, 2), g.flush(0)))
+                self.restart_daemon(f"{step}:kill")
+                res = self.v("snapshot-create-as", name, "s2", check=False)
+                self.assertNotEqual(res.returncode, 0)
+                self.restart_daemon()
+                # Running again, its disk where the guest left it, s2 unrecorded.
+                self.assertEqual(self.state(name).split()[0], "running")
+                self.assertEqual(self.v("snapshot-list", name, "--name").stdout.split(), ["s1"])
+                self.assertEqual(self.with_guest(name, lambda g: g.sum(0, *REGION_A)), pattern_sum(2, REGION_A[1]))
+                self.with_guest(name, lambda g: (g.fill(0, *REGION_B, 3), g.flush(0)))
+                # A boot continues on the chain the shim moved the disk to.
+                self.v("destroy", name)
+                self.v("start", name)
+                self.assertEqual(self.with_guest(name, lambda g: g.sum(0, *REGION_B)), pattern_sum(3, REGION_B[1]))
+                # The snapshot before reverts exactly.
+                self.v("snapshot-revert", name, "s1")
+                self.assertEqual(self.with_guest(name, lambda g: g.sum(0, *REGION_A)), pattern_sum(1, REGION_A[1]))
+                self.assertEqual(self.with_guest(name, lambda g: g.sum(0, *REGION_B)), zero_sum(REGION_B[1]))
+                # Nothing is left that no snapshot and no chain uses.
+                self.v("snapshot-create-as", name, "s3")
+                self.assertEqual(len(self.snapshot_dirs(name)), 2, self.snapshot_dirs(name))
+                self.assertEqual(sha256(root), base)
+                self.v("destroy", name)
+
+    def test_image_deleted_under_a_shut_off_domain(self):
+        root = self.image("gone.img")
+        self.define_disks("g", [(root, "vda")])
+        self.v("start", "g")
+        self.with_guest("g", lambda g: (g.fill(0, *REGION_A, 1), g.flush(0)))
+        self.v("snapshot-create-as", "g", "s1")
+        self.with_guest("g", lambda g: (g.fill(0, *REGION_B, 2), g.flush(0)))
+        self.v("destroy", "g")
+        backup = self.path("gone.backup")
+        shutil.copy2(root, backup)
+        os.unlink(root)
+        for command in (["start", "g"], ["snapshot-revert", "g", "s1"]):
+            with self.subTest(command=command[0]):
+                res = self.v(*command, check=False)
+                self.assertNotEqual(res.returncode, 0)
+                self.assertIn(root, res.stderr)
+                self.assertEqual(self.daemon.shim_pids(), {})
+                self.assertEqual(self.state("g"), "shut off (destroyed)")
+        # Another image under its name: refused by name, as a changed base.
+        make_image(root, 16 * MIB)
+        res = self.v("start", "g", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn(root, res.stderr)
+        self.assertEqual(self.daemon.shim_pids(), {})
+        # The image back (a copy with its times, as cp -a makes): all is there.
+        os.unlink(root)
+        shutil.copy2(backup, root)
+        self.v("start", "g")
+        self.assertEqual(self.with_guest("g", lambda g: g.sum(0, *REGION_B)), pattern_sum(2, REGION_B[1]))
+        self.v("snapshot-revert", "g", "s1")
+        self.assertEqual(self.with_guest("g", lambda g: g.sum(0, *REGION_A)), pattern_sum(1, REGION_A[1]))
+
+    def test_daemon_killed_in_the_fold_into_the_image(self):
+        root = self.image("fold.img")
+        self.define_disks("f", [(root, "vda")])
+        self.v("start", "f")
+        self.with_guest("f", lambda g: (g.fill(0, *REGION_A, 1), g.flush(0)))
+        self.v("snapshot-create-as", "f", "s1")
+        self.with_guest("f", lambda g: (g.fill(0, *REGION_B, 2), g.flush(0)))
+        self.v("destroy", "f")
+        self.restart_daemon("snapshot-disks-folded:kill")
+        res = self.v("snapshot-delete", "f", "s1", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        # The next daemon finishes the delete before it serves anyone.
+        self.restart_daemon()
+        self.assertEqual(self.v("snapshot-list", "f", "--name").stdout.split(), [])
+        self.assertEqual(file_sum(root, *REGION_A), pattern_sum(1, REGION_A[1]))
+        self.assertEqual(file_sum(root, *REGION_B), pattern_sum(2, REGION_B[1]))
+        self.assertFalse(os.path.exists(os.path.join(self.daemon.state, "disks", "f")), self.daemon.log())
+        self.v("start", "f")
+        self.assertEqual(self.live_chain("f"), [root])
+        self.assertEqual(self.with_guest("f", lambda g: g.sum(0, *REGION_B)), pattern_sum(2, REGION_B[1]))
+
+    def test_undefine_and_a_transient_end_fold_the_disks_into_their_images(self):
+        root = self.image("undef.img")
+        self.define_disks("u", [(root, "vda")])
+        self.v("start", "u")
+        self.v("snapshot-create-as", "u", "s1")
+        self.with_guest("u", lambda g: (g.fill(0, *REGION_A, 5), g.flush(0)))
+        self.v("destroy", "u")
+        self.assertNotEqual(file_sum(root, *REGION_A), pattern_sum(5, REGION_A[1]))
+        self.v("undefine", "u", "--snapshots-metadata")
+        self.assertEqual(file_sum(root, *REGION_A), pattern_sum(5, REGION_A[1]))
+        self.assertFalse(os.path.exists(os.path.join(self.daemon.state, "disks", "u")))
+
+        other = self.image("transient.img")
+        self.v("create", self.write("t.xml", disk_domain_xml("t", [(other, "vda")])))
+        self.v("snapshot-create-as", "t", "s1")
+        self.with_guest("t", lambda g: (g.fill(0, *REGION_B, 6), g.flush(0)))
+        self.v("destroy", "t")
+        self.assertEqual(file_sum(other, *REGION_B), pattern_sum(6, REGION_B[1]))
+        self.assertFalse(os.path.exists(os.path.join(self.daemon.state, "disks", "t")))
+
+
+if __name__ == "__main__":
+    unittest.main()
