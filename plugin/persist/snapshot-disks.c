@@ -87,14 +87,13 @@ static bool inside(const char *path, const char *dir)
 
 /* The domain's disks as they are now: the running VM's live definition, or
  * the persistent one with the recorded chains. */
-static struct domain_def *current_disks(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *disk_dir,
-                                        bool *running, GError **error)
+static struct domain_def *current_disks(struct vsnap_domain *dom, const char *disk_dir, bool *running,
+                                        GError **error)
 {
     g_mutex_lock(&dom->lock);
     *running = dom->run != NULL;
     g_autoptr(domain_def) def = domain_def_copy(dom->def);
     g_mutex_unlock(&dom->lock);
-    (void)drv;
     if (!*running && !disk_state_load(disk_dir, def, error))
         return NULL;
     return g_steal_pointer(&def);
@@ -135,7 +134,7 @@ static bool delete_disks(struct vsnap_driver *drv, struct vsnap_domain *dom, con
 {
     g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
     bool running = false;
-    g_autoptr(domain_def) current = current_disks(drv, dom, disk_dir, &running, error);
+    g_autoptr(domain_def) current = current_disks(dom, disk_dir, &running, error);
     if (!current)
         return false;
     g_autoptr(GPtrArray) targets = g_ptr_array_new_with_free_func(g_free);
@@ -193,7 +192,7 @@ GPtrArray *snapshot_disks_in_use(struct vsnap_driver *drv, struct vsnap_domain *
     g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
     bool running = false;
     g_autoptr(GError) error = NULL;
-    g_autoptr(domain_def) current = current_disks(drv, dom, disk_dir, &running, &error);
+    g_autoptr(domain_def) current = current_disks(dom, disk_dir, &running, &error);
     if (!current) {
         g_warning("domain %s: %s", dom->name, error->message);
         return paths;
