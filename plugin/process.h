@@ -26,6 +26,8 @@ struct domain_run {
         *log_path;
     char *disk_dir;     /* the domain's disk directory (disk-state.h): the shim's vsnap_work_dir */
     bool stopping;      /* under dom->lock: an exit of the shim is expected */
+    int stop_reason;    /* under dom->lock: the shut-off reason of that stop (in the status
+                           file, so a daemon that dies during the stop is finished by the next) */
     bool ready;         /* under dom->lock: the guest announced readiness */
 };
 
