@@ -196,8 +196,9 @@ def case_contents(workdir):
 
 def case_enospc(workdir):
     """The overlay's file system fills up: the guest's write gets IOERR, the
-    VM keeps running, what it wrote before still reads back, and the earlier
-    snapshot reverts exactly."""
+    VM keeps running, what it wrote before still reads back, a snapshot that
+    cannot be written changes nothing, and the earlier snapshot reverts
+    exactly."""
     mnt = os.path.join(workdir, "small")
     os.makedirs(mnt)
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", mnt]).returncode != 0:
@@ -220,6 +221,26 @@ def case_enospc(workdir):
             check(vm.state() == "Running", "the VM stopped")
             check(guest_sum(conn, 0, 0, 4 * MIB) == pattern_sum(1, 4 * MIB), "data before the snapshot changed")
             check(guest_sum(conn, 0, 8 * MIB, 2 * MIB) == pattern_sum(2, 2 * MIB), "data written before ENOSPC")
+            # A snapshot that cannot be written (its directory on the full
+            # file system too) changes nothing: same chain, same overlay.
+            before = disk_config(vm)
+            vm.ok("PUT", "vm.pause")
+            status, reply = vm.snapshot(os.path.join(mnt, "s-full"))
+            vm.ok("PUT", "vm.resume")
+            check(status == 500 and "No space left" in error_message(reply), f"a snapshot on a full disk: {status} "
+                  f"{reply}")
+            check(disk_config(vm) == before, f"a failed snapshot moved the disk: {before} -> {disk_config(vm)}")
+            check(not [n for n in os.listdir(mnt) if n.startswith("s-full") or n.startswith(".s-full")],
+                  f"the failed snapshot left {os.listdir(mnt)}")
+            # Its directory fine, but no room for the next overlay: the
+            # sealed layer goes with the partial directory.
+            vm.ok("PUT", "vm.pause")
+            status, reply = vm.snapshot(os.path.join(workdir, "s-nooverlay"))
+            vm.ok("PUT", "vm.resume")
+            check(status == 500 and "overlay" in error_message(reply), f"no room for the overlay: {status} {reply}")
+            check(disk_config(vm) == before, f"a failed snapshot moved the disk: {before} -> {disk_config(vm)}")
+            check(not [n for n in os.listdir(workdir) if "s-nooverlay" in n], "the failed snapshot left files")
+            check(guest_sum(conn, 0, 0, 4 * MIB) == pattern_sum(1, 4 * MIB), "data changed by a failed snapshot")
             conn.close()
         vm, conn = restored(workdir, "back", s1, "copy", os.path.join(workdir, "work"))
         try:
