@@ -150,6 +150,8 @@ bool snap_disk_chain_verify(const struct snap_disk_chain *c, const char *image, 
         return chain_error(error, "disk layer %s: is not layer %s, which the snapshot's state.json names",
                            chain->layers[chain->nlayers - 1]->path, want);
     }
+    if (!capacity)
+        capacity = c->base.size - c->base.size % 512;
     if (chain->ram_size != snap_disk_layer_size(capacity))
         return chain_error(error, "disk layer %s: covers %" G_GUINT64_FORMAT " bytes, but disk %s holds %"
                            G_GUINT64_FORMAT " (is it another disk's layer?)", chain->layers[0]->path,

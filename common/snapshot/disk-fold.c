@@ -173,8 +173,12 @@ static bool parse_intent(const char *path, const char *image, GPtrArray *layers,
     JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
     JsonNode *arr = o ? json_object_get_member(o, "layers") : NULL;
     JsonNode *ov = o ? json_object_get_member(o, "overlay") : NULL;
-    const char *img = o && json_object_has_member(o, "image") ? json_object_get_string_member(o, "image") : NULL;
-    bool ok = o && json_object_get_int_member_with_default(o, "version", 0) == 1 && g_strcmp0(img, image) == 0 &&
+    JsonNode *img_node = o ? json_object_get_member(o, "image") : NULL;
+    JsonNode *version = o ? json_object_get_member(o, "version") : NULL;
+    const char *img = img_node && JSON_NODE_HOLDS_VALUE(img_node) &&
+                      json_node_get_value_type(img_node) == G_TYPE_STRING ? json_node_get_string(img_node) : NULL;
+    bool ok = version && JSON_NODE_HOLDS_VALUE(version) && json_node_get_value_type(version) == G_TYPE_INT64 &&
+              json_node_get_int(version) == 1 && g_strcmp0(img, image) == 0 &&
               arr && JSON_NODE_HOLDS_ARRAY(arr) && ov && (JSON_NODE_HOLDS_NULL(ov) ||
               json_node_get_value_type(ov) == G_TYPE_STRING);
     for (guint i = 0; ok && i < json_array_get_length(json_node_get_array(arr)); i++) {

@@ -79,9 +79,10 @@ struct snap_disk_chain *snap_dir_disk_chain(const struct snap_dir *top, const ch
  * file otherwise). For the shim's chain backend and the folds. */
 struct snap_chain *snap_disk_chain_open(const char *const *paths, unsigned n, GError **error);
 
-/* The chain's layers open and consistent with their records (ids, parents,
- * block counts), the size the capacity's, and image (the disk's path now)
- * still the base recorded. Before any vCPU runs. */
+/* image (the disk's path now) still the base recorded, then the chain's
+ * layers open and pinned to the records (the top's id; each layer naming the
+ * one below, the first none) and covering capacity bytes (0: the recorded
+ * base size, in whole sectors). Before any vCPU runs. */
 bool snap_disk_chain_verify(const struct snap_disk_chain *c, const char *image, uint64_t capacity, GError **error);
 
 /* libvirt's delete of inner snapshot: each disk layer of child taken on

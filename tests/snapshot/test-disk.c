@@ -500,6 +500,16 @@ static void test_fold_resumed_after_crash(void)
     g_assert_cmpint(g_rename(intent, other_intent), ==, 0);
     g_assert_false(snap_disk_fold_resume(other, &resumed, &error));
     assert_error_names(error, "is not one for", other);
+    g_clear_error(&error);
+    /* Malformed intents: refused, never applied or crashed on. */
+    static const char *const bad[] = { "[]", "{\"version\": 1, \"image\": 5, \"layers\": [], \"overlay\": null}",
+                                       "{\"version\": \"1\"}", "not json", "" };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_assert_true(g_file_set_contents(other_intent, bad[i], -1, NULL));
+        g_assert_false(snap_disk_fold_resume(other, &resumed, &error));
+        assert_error_names(error, "intent", other_intent);
+        g_clear_error(&error);
+    }
     fixture_clear(&f);
 }
 

@@ -76,7 +76,7 @@ static int run_fold_disk(const char *dir, const char *disk_id, const char *overl
         printf("finished the interrupted fold into %s\n", c->base_path);
         return 0;
     }
-    if (!snap_disk_chain_verify(c, c->base_path, c->base.size - c->base.size % 512, error) ||
+    if (!snap_disk_chain_verify(c, c->base_path, 0, error) ||
         !snap_disk_fold_into_image(c->base_path, (const char *const *)c->paths, c->nlayers, overlay, &c->base, error))
         return 1;
     printf("folded %u disk layers%s into %s\n", c->nlayers, overlay ? " and the overlay" : "", c->base_path);
