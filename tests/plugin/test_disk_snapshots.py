@@ -201,6 +201,10 @@ class DiskContentsTest(DiskSnapshotBase):
         self.assertEqual(chain[1:], [os.path.join(self.snapshot_dir(name, "s2"), "disk-vda.layer"),
                                      os.path.join(self.snapshot_dir(name, "s1"), "disk-vda.layer"), root])
         self.assertTrue(chain[0].startswith(os.path.join(self.daemon.state, "disks", name) + "/"), chain)
+        # domblk* name the disk by its overlay too; the capacity is the image's.
+        info = self.v("domblkinfo", name, chain[0]).stdout
+        self.assertIn(f"Capacity:       {32 * MIB}", info)
+        self.assertIn(f"block.0.path={chain[0]}", self.v("domstats", "--block", name).stdout)
         self.with_guest(name, lambda g: (g.fill(0, *REGION_B, 4), g.fill(0, *REGION_A, 5)))
         self.expect(name, {REGION_A: 5, REGION_B: 4})
         for snap, want in (("s1", {REGION_A: 1, REGION_B: 2}), ("s2", {REGION_A: 3, REGION_B: 2}),
