@@ -9,6 +9,9 @@ tests/lib's vsnap-udp-echo, in C), in one run:
   throughput  a window of 32 datagrams of 1472 bytes in flight, every echo
               checked, MiB/s each way
 
+Both sides of the reference are C (tests/lib's vsnap-udp-bench in the peer
+namespace, vsnap-udp-echo in the third), so neither path measures Python.
+
 Ratios: guest/veth throughput, guest/veth latency (median over median, p99
 over p99). Offloads (checksum, TSO) are not offered
 by the device yet, so there is nothing to compare them with: every frame
@@ -16,7 +19,8 @@ crosses the tap whole and checksummed.
 
 One JSON line per path and a summary line go to the results file.
 
-usage: bench-net.py SHIM GUEST RESULTS.jsonl --echo VSNAP-UDP-ECHO [--rounds N] [--mib N]
+usage: bench-net.py SHIM GUEST RESULTS.jsonl --echo VSNAP-UDP-ECHO --client VSNAP-UDP-BENCH
+                    [--rounds N] [--mib N]
 """
 
 import argparse
@@ -24,42 +28,32 @@ import json
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "net"))
-from nettest import (GUEST_IP, MIB, Fail, NetShim, Network, check, guest_cmdline, ping_until,  # noqa: E402
-                     udp_echo_once, udp_stream, vm_config, workdir)
-from vsnaptest import append_jsonl, percentile  # noqa: E402
+from nettest import (GUEST_IP, Fail, NetShim, Network, check, guest_cmdline, ping_until,  # noqa: E402
+                     udp_echo_once, vm_config, workdir)
+from vsnaptest import append_jsonl  # noqa: E402
 
 
 
-def latency(sock, dest, rounds):
-    rtts = []
-    for n in range(rounds):
-        rtt = udp_echo_once(sock, dest, b"%08d" % n + b"x" * 56, timeout=1.0)
-        if rtt is not None:
-            rtts.append(rtt * 1e6)
-    check(len(rtts) >= rounds * 0.95, f"{dest}: only {len(rtts)} of {rounds} round trips came back")
-    return {"rounds": rounds, "answered": len(rtts), "median_us": statistics.median(rtts),
-            "p99_us": percentile(rtts, 99)}
-
-
-def throughput(sock, dest, mib):
-    seconds, echoed, expected, sent = udp_stream(sock, dest, mib * MIB, timeout=300)
-    check(echoed == expected, f"{dest}: the echoed stream differs from the sent one")
-    return {"mib": mib, "seconds": seconds, "mib_per_s": mib / seconds, "datagrams_sent": sent}
+def client(net, args, *argv):
+    """vsnap-udp-bench in the peer namespace: its JSON answer."""
+    res = subprocess.run(["ip", "netns", "exec", net.peer, args.client, *map(str, argv)], capture_output=True,
+                         text=True, timeout=600)
+    check(res.returncode == 0, f"vsnap-udp-bench {' '.join(map(str, argv))}: {res.stderr.strip()}")
+    return json.loads(res.stdout)
 
 
 def measure(net, dest, args):
     sock = net.peer_socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
     check(udp_echo_once(sock, dest, b"warm-up", timeout=5) is not None, f"{dest} does not echo")
-    row = {"latency": latency(sock, dest, args.rounds), "throughput": throughput(sock, dest, args.mib)}
     sock.close()
-    return row
+    lat = client(net, args, "latency", dest, args.rounds)
+    check(lat["answered"] >= args.rounds * 0.95, f"{dest}: only {lat['answered']} of {args.rounds} round trips")
+    return {"latency": lat, "throughput": client(net, args, "stream", dest, args.mib, 1472, 32)}
 
 
 def main():
@@ -70,6 +64,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=2000)
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--echo", required=True, help="vsnap-udp-echo (tests/lib)")
+    parser.add_argument("--client", required=True, help="vsnap-udp-bench (tests/lib)")
     args = parser.parse_args()
     if os.geteuid() != 0 or not shutil.which("ip"):
         print("bench-net needs root and iproute2 (network namespaces): skipped")
