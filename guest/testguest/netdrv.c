@@ -9,13 +9,16 @@
 #include "virtio.h"
 
 #define VIRTIO_ID_NET 1u
+#define F_CSUM (1u << 0)
+#define F_GUEST_CSUM (1u << 1)
 #define F_MTU (1u << 3)
 #define F_MAC (1u << 5)
 #define F_MRG_RXBUF (1u << 15)
 #define F_STATUS (1u << 16)
 #define F_CTRL_VQ (1u << 17)
 #define F_GUEST_ANNOUNCE (1u << 21)
-#define WANTED (F_MTU | F_MAC | F_MRG_RXBUF | F_STATUS | F_CTRL_VQ | F_GUEST_ANNOUNCE)
+#define WANTED (F_CSUM | F_GUEST_CSUM | F_MTU | F_MAC | F_MRG_RXBUF | F_STATUS | F_CTRL_VQ | F_GUEST_ANNOUNCE)
+#define HDR_NEEDS_CSUM 1u
 #define S_LINK_UP 1u
 #define S_ANNOUNCE 2u
 #define CTRL_ANNOUNCE 3u
@@ -57,6 +60,7 @@ static uint16_t ctrl_avail[3 + CTRL_SIZE] __attribute__((aligned(2)));
 static uint8_t ctrl_used[USED_BYTES(CTRL_SIZE)] __attribute__((aligned(4)));
 static uint8_t ctrl_buf[4];
 static uint8_t frame[FRAME_MAX];
+static uint8_t frame_hdr[HDR]; /* the received frame's virtio header */
 
 static struct {
     bool active;
@@ -279,10 +283,10 @@ static int take_slot(void)
     return -1;
 }
 
-/* Queue the frame in slot (its bytes are in tx_bufs[slot] + HDR already). */
+/* Queue the frame in slot (its bytes are in tx_bufs[slot] + HDR already;
+ * the header is zero unless the caller wrote one). */
 static void send_slot(int slot, size_t len)
 {
-    memset(tx_bufs[slot], 0, HDR);
     tx_desc[slot].addr = (uintptr_t)tx_bufs[slot];
     tx_desc[slot].len = (uint32_t)(HDR + len);
     tx_desc[slot].flags = 0;
@@ -297,6 +301,7 @@ static void send_frame(const uint8_t *data, size_t len)
     int slot = take_slot();
     if (slot < 0 || len > TX_BUF - HDR)
         return;
+    memset(tx_bufs[slot], 0, HDR);
     memcpy(tx_bufs[slot] + HDR, data, len);
     send_slot(slot, len);
 }
@@ -329,6 +334,7 @@ static void answer_arp(const uint8_t *f, size_t len)
     int slot = take_slot();
     if (slot < 0)
         return;
+    memset(tx_bufs[slot], 0, HDR);
     uint8_t *r = tx_bufs[slot] + HDR;
     memcpy(r, f + 6, 6);
     memcpy(r + 6, net.mac, 6);
@@ -358,6 +364,7 @@ static void answer_ipv4(const uint8_t *f, size_t len)
     int slot = take_slot();
     if (slot < 0)
         return;
+    memset(tx_bufs[slot], 0, HDR);
     uint8_t *r = tx_bufs[slot] + HDR;
     memcpy(r, f, 14 + total);
     memcpy(r, f + 6, 6);
@@ -375,6 +382,13 @@ static void answer_ipv4(const uint8_t *f, size_t len)
     } else {
         memcpy(rl4, l4 + 2, 2);
         memcpy(rl4 + 2, l4, 2);
+        /* A datagram whose checksum the sender left to do (checksum offload)
+         * goes back the same way: its partial sum (the pseudo-header's) is
+         * unchanged by the swap. */
+        if ((net.features & F_CSUM) && (frame_hdr[0] & HDR_NEEDS_CSUM)) {
+            tx_bufs[slot][0] = HDR_NEEDS_CSUM;
+            memcpy(tx_bufs[slot] + 6, frame_hdr + 6, 4); /* csum_start, csum_offset */
+        }
     }
     send_slot(slot, 14 + total);
 }
@@ -418,8 +432,10 @@ static bool receive_one(void)
         nbuf = (net.features & F_MRG_RXBUF) ? (uint16_t)(b[10] | b[11] << 8) : 1;
         len = e.len - HDR;
         ok = nbuf >= 1 && len <= FRAME_MAX;
-        if (ok)
+        if (ok) {
+            memcpy(frame_hdr, b, HDR);
             memcpy(frame, b + HDR, len);
+        }
     }
     if (e.id < RX_SIZE)
         post_rx((uint16_t)e.id);
