@@ -246,6 +246,18 @@ def case_clone(wd):
                 check(status == 400, f"config_overrides.net {why}: {status} {reply}")
 
 
+def tun_fds(shim):
+    """How many of the shim's descriptors are taps."""
+    fd_dir = f"/proc/{shim.proc.pid}/fd"
+    n = 0
+    for name in os.listdir(fd_dir):
+        try:
+            n += os.readlink(os.path.join(fd_dir, name)) == "/dev/net/tun"
+        except OSError:
+            pass
+    return n
+
+
 def case_fds(wd):
     """Tap descriptors with vm.create (net[].fds placeholders) and
     vm.add-net (all that came), over SCM_RIGHTS; counts that differ are 400."""
@@ -254,6 +266,10 @@ def case_fds(wd):
         config = vm_config(GUEST, shim, guest_cmdline(MAC), [{"id": "net0", "mac": MAC, "fds": [-1]}])
         status, reply = shim.with_fds("vm.create", config, [fd0, fd1])
         check(status == 400 and "descriptors" in error_message(reply), f"two fds for one: {status} {reply}")
+        check(tun_fds(shim) == 0, f"the shim kept {tun_fds(shim)} tap descriptors of a refused request")
+        bad = dict(config, memory={"size": 1})
+        status, reply = shim.with_fds("vm.create", bad, [fd0])
+        check(status == 400 and tun_fds(shim) == 0, f"a refused config kept its descriptor: {status} {reply}")
         status, reply = shim.with_fds("vm.create", config, [fd0])
         check(status == 204, f"vm.create with a tap descriptor: {status} {reply}")
         status, reply = shim.with_fds("vm.add-net", {"id": "net1", "mac": "52:54:00:00:00:01"}, [fd1])
@@ -267,12 +283,17 @@ def case_fds(wd):
         shim.ok("PUT", "vm.boot")
         shim.ok("GET", "vm.wait-ready?timeout_ms=30000", timeout=40)
         must_answer(net, "on a tap from a descriptor")
+        check(tun_fds(shim) == 4, f"{tun_fds(shim)} tap descriptors: expected the config's two and the devices' two")
         nets = shim.ok("GET", "vm.info")["config"]["net"]
         check([n["tap"] for n in nets] == ["tapf0", "tapf1"], f"vm.info taps {nets}")
         counters = shim.ok("GET", "vm.counters")
         check("net0" in counters and "net1" in counters, f"counters {list(counters)}")
         status, reply = shim.api("PUT", "vm.add-net", {"id": "net2", "tap": "tapx"})
         check(status == 405, f"vm.add-net on a running VM: {status} {reply}")
+        # A reboot builds the VM again from the config's own copies of the descriptors.
+        shim.ok("PUT", "vm.reboot")
+        wait_for(lambda: shim.serial().count("ready sum=") >= 2, 30, "no second boot" + shim.describe())
+        must_answer(net, "after a reboot")
         status, reply = shim.api("GET", "vm.info")
         check(status == 200 and "fds" not in reply["config"]["net"][0], "vm.info shows descriptors")
 
