@@ -75,6 +75,9 @@ static struct {
     unsigned tx_free;
     uint64_t rx_packets, tx_packets;
     uint64_t tsc_khz, next_config_tsc;
+    unsigned bad_rx_left;      /* NETBADPKT: receive buffers still to post malformed */
+    bool bad_rx[RX_SIZE];      /* ... and those posted so (they come back empty) */
+    unsigned bad_rx_returned;
     unsigned announcements_left; /* gratuitous ARPs still to send, ANNOUNCE_GAP_MS apart */
     uint64_t next_announce_tsc;
 } net;
@@ -223,8 +226,33 @@ static uint16_t read_status(void)
     return (uint16_t)(virtio_config_read32(&net.dev, 4) >> 16);
 }
 
+/* Malformed receive buffers (NETBADPKT): outside RAM, one the device may
+ * only read, one shorter than the header, one running off the address space. */
+static void post_bad_rx(uint16_t i)
+{
+    static const struct { uint64_t addr; uint32_t len; uint16_t flags; } kinds[] = {
+        { 0x3f00000000ull, RX_BUF, VRING_DESC_F_WRITE },
+        { 0, RX_BUF, 0 },
+        { 0, 4, VRING_DESC_F_WRITE },
+        { 0xfffffffffffff000ull, 0x2000, VRING_DESC_F_WRITE },
+    };
+    unsigned k = net.bad_rx_left-- % 4;
+    rx_desc[i].addr = kinds[k].addr ? kinds[k].addr : (uintptr_t)rx_bufs[i];
+    rx_desc[i].len = kinds[k].len;
+    rx_desc[i].flags = kinds[k].flags;
+    net.bad_rx[i] = true;
+    vq_publish(&net.rx, i);
+}
+
 static void post_rx(uint16_t i)
 {
+    if (net.bad_rx[i]) { /* a malformed one came back */
+        net.bad_rx[i] = false;
+        net.bad_rx_returned++;
+    } else if (net.bad_rx_left) {
+        post_bad_rx(i);
+        return;
+    }
     rx_desc[i].addr = (uintptr_t)rx_bufs[i];
     rx_desc[i].len = RX_BUF;
     rx_desc[i].flags = VRING_DESC_F_WRITE;
@@ -426,7 +454,7 @@ static bool receive_one(void)
         return false;
     uint16_t nbuf = 1;
     size_t len = 0;
-    bool ok = e.id < RX_SIZE && e.len >= HDR;
+    bool ok = e.id < RX_SIZE && e.len >= HDR && !net.bad_rx[e.id];
     if (ok) {
         const uint8_t *b = rx_bufs[e.id];
         nbuf = (net.features & F_MRG_RXBUF) ? (uint16_t)(b[10] | b[11] << 8) : 1;
@@ -444,6 +472,7 @@ static bool receive_one(void)
             return true;
         if (e.id >= RX_SIZE)
             continue;
+        ok = ok && !net.bad_rx[e.id] && e.len > 0;
         if (ok && len + e.len <= FRAME_MAX && e.len <= RX_BUF)
             memcpy(frame + len, rx_bufs[e.id], e.len);
         len += e.len;
@@ -636,5 +665,8 @@ unsigned net_send_malformed(void)
     vq_publish(&net.tx, 0xffff);
     vq_flush(&net.dev, &net.tx);
     never_returned++;
-    return count + 1;
+    /* The next four receive buffers recycled go back malformed; frames from
+     * the peer bring them back (empty) and the good ones are posted again. */
+    net.bad_rx_left += 4;
+    return count + 1 + 4;
 }

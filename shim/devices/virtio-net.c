@@ -213,10 +213,13 @@ static bool deliver_frame(struct virtio_net *dev, struct virtq *q)
                           : dev->chain.nread ? "a receive buffer the device may only read"
                           : used == 0 && dev->chain.write[0].iov_len < TAP_VNET_HDR_LEN ? "a receive buffer shorter than the header"
                           : NULL;
-        if (why) { /* handed back empty; the frame goes to the next buffers */
+        if (why) { /* handed back empty; before the frame's first buffer it goes to the next ones */
             log_error(dev, &dev->counters.guest_errors, "receive queue: %s", why);
             heads[used] = dev->chain.head, lens[used++] = 0;
-            continue;
+            if (!first_hdr)
+                continue;
+            atomic_fetch_add(&dev->counters.rx_dropped, 1); /* in the middle of a frame: it is lost */
+            break;
         }
         size_t n = MIN(dev->chain.write_len, dev->rx_len - off);
         if (!merge && n < dev->rx_len) { /* too small and no merging: drop the frame */
