@@ -325,12 +325,20 @@ def case_config(wd):
 
 
 def case_malformed(wd):
-    """Malformed transmit chains and a flood of frames from the peer: the
-    device drops what is wrong, counts it, and goes on; the shim survives."""
-    with Network() as net, NetShim(SHIM, net, wd) as shim:
+    """Malformed transmit chains and receive buffers, and a flood of frames
+    from the peer: the device drops what is wrong, counts it, and goes on;
+    the shim survives, and another VM on the same bridge is unaffected."""
+    other_ip, other_mac = "10.77.0.5", "52:54:00:00:00:05"
+    with Network() as net, NetShim(SHIM, net, wd) as shim, NetShim(SHIM, net, wd, "other") as other:
         net.add_tap("tap0")
+        net.add_tap("tap1")
         conn = boot(shim, [{"id": "net0", "tap": "tap0", "mac": MAC}])
+        other.ok("PUT", "vm.create", vm_config(GUEST, other, guest_cmdline(other_mac, other_ip),
+                                               [{"id": "net0", "tap": "tap1", "mac": other_mac}]))
+        other.ok("PUT", "vm.boot")
+        other.ok("GET", "vm.wait-ready?timeout_ms=30000", timeout=40)
         must_answer(net, "after boot")
+        check(ping_until(pinger(net), other_ip, 20) is not None, "the other VM does not answer")
         for _ in range(3):
             reply = conn.cmd("NETBADPKT")
             check(reply == "OK 13", f"NETBADPKT -> {reply}")
@@ -362,6 +370,9 @@ def case_malformed(wd):
         c = shim.counters("net0")
         check(c["rx_frames"] + c["rx_dropped"] > 10000, f"counters after the flood {c}")
         check(netinfo(conn)["link"] == 1, "link after the flood")
+        check(ping_until(pinger(net), other_ip, 10) is not None, "the other VM stopped answering")
+        check(udp_echo_once(udp(net), other_ip, b"other") is not None, "the other VM's UDP echo")
+        check(other.counters("net0")["guest_errors"] == 0, "the other VM's device saw guest errors")
 
 
 def case_tap_removed(wd):
