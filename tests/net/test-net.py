@@ -392,6 +392,38 @@ def case_tap_removed(wd):
         check(conn.cmd("PING") == "PONG", "the guest stopped answering its command port")
 
 
+def case_cli(wd):
+    """--net on the command line, as Cloud Hypervisor's: the shim creates the
+    tap (no tap=), sets ip/mask on it; a bad key is refused by name."""
+    import subprocess
+    net = Network()
+    serial = os.path.join(wd, "cli.serial")
+    proc = None
+    try:
+        argv = ["ip", "netns", "exec", net.host, SHIM, "--kernel", GUEST, "--cmdline", guest_cmdline(MAC),
+                "--memory", "size=64M", "--serial", f"file={serial}", "--console", "off",
+                "--net", f"mac={MAC},ip=10.77.9.1,mask=255.255.255.0,id=cli0"]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: "ready sum=" in open(serial).read() if os.path.exists(serial) else False, 30,
+                 "the guest did not come up")
+        links = subprocess.run(["ip", "-n", net.host, "-o", "addr", "show"], capture_output=True, text=True).stdout
+        tap = [line.split()[1] for line in links.splitlines() if "10.77.9.1/24" in line]
+        check(tap and tap[0].startswith("vmtap"), f"no vmtap with 10.77.9.1/24: {links}")
+        net.attach(tap[0])
+        must_answer(net, "a tap the shim made")
+        bad = subprocess.run(["ip", "netns", "exec", net.host, SHIM, "--kernel", GUEST, "--net", "queues=4"],
+                             capture_output=True, text=True, timeout=30)
+        check(bad.returncode != 0 and "queues" in bad.stderr, f"--net queues=4: {bad.returncode} {bad.stderr}")
+        bad = subprocess.run(["ip", "netns", "exec", net.host, SHIM, "--kernel", GUEST, "--net", "num_queues=4"],
+                             capture_output=True, text=True, timeout=30)
+        check(bad.returncode != 0 and "num_queues" in bad.stderr, f"--net num_queues=4: {bad.stderr}")
+    finally:
+        if proc:
+            proc.kill()
+            proc.wait()
+        net.close()
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
