@@ -227,7 +227,9 @@ static uint16_t read_status(void)
 }
 
 /* Malformed receive buffers (NETBADPKT): outside RAM, one the device may
- * only read, one shorter than the header, one running off the address space. */
+ * only read, one shorter than the header, one running off the address space,
+ * one of no bytes. */
+#define BAD_RX_KINDS 5u
 static void post_bad_rx(uint16_t i)
 {
     static const struct { uint64_t addr; uint32_t len; uint16_t flags; } kinds[] = {
@@ -235,8 +237,9 @@ static void post_bad_rx(uint16_t i)
         { 0, RX_BUF, 0 },
         { 0, 4, VRING_DESC_F_WRITE },
         { 0xfffffffffffff000ull, 0x2000, VRING_DESC_F_WRITE },
+        { 0, 0, VRING_DESC_F_WRITE },
     };
-    unsigned k = net.bad_rx_left-- % 4;
+    unsigned k = net.bad_rx_left-- % BAD_RX_KINDS;
     rx_desc[i].addr = kinds[k].addr ? kinds[k].addr : (uintptr_t)rx_bufs[i];
     rx_desc[i].len = kinds[k].len;
     rx_desc[i].flags = kinds[k].flags;
@@ -665,8 +668,8 @@ unsigned net_send_malformed(void)
     vq_publish(&net.tx, 0xffff);
     vq_flush(&net.dev, &net.tx);
     never_returned++;
-    /* The next four receive buffers recycled go back malformed; frames from
+    /* The next five receive buffers recycled go back malformed; frames from
      * the peer bring them back (empty) and the good ones are posted again. */
-    net.bad_rx_left += 4;
-    return count + 1 + 4;
+    net.bad_rx_left += BAD_RX_KINDS;
+    return count + 1 + BAD_RX_KINDS;
 }

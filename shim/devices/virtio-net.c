@@ -211,7 +211,8 @@ static bool deliver_frame(struct virtio_net *dev, struct virtq *q)
         taken++;
         const char *why = r < 0 ? error->message
                           : dev->chain.nread ? "a receive buffer the device may only read"
-                          : used == 0 && dev->chain.write[0].iov_len < TAP_VNET_HDR_LEN ? "a receive buffer shorter than the header"
+                          : !dev->chain.nwrite ? "a receive buffer of no bytes"
+                          : !first_hdr && dev->chain.write[0].iov_len < TAP_VNET_HDR_LEN ? "a receive buffer shorter than the header"
                           : NULL;
         if (why) { /* handed back empty; before the frame's first buffer it goes to the next ones */
             log_error(dev, &dev->counters.guest_errors, "receive queue: %s", why);
@@ -230,7 +231,7 @@ static bool deliver_frame(struct virtio_net *dev, struct virtq *q)
             off = dev->rx_len;
             break;
         }
-        if (!first_hdr) {
+        if (!first_hdr) { /* its first descriptor holds the whole header (checked above) */
             first_hdr = dev->chain.write[0].iov_base;
             first_hdr_gpa = dev->chain.write_gpa[0];
         }

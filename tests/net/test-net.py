@@ -341,14 +341,14 @@ def case_malformed(wd):
         check(ping_until(pinger(net), other_ip, 20) is not None, "the other VM does not answer")
         for _ in range(3):
             reply = conn.cmd("NETBADPKT")
-            check(reply == "OK 13", f"NETBADPKT -> {reply}")
+            check(reply == "OK 14", f"NETBADPKT -> {reply}")
             # A ring's worth of frames brings the malformed receive buffers
             # (posted at the ring's end) back.
             u = udp(net)
             for n in range(160):
                 udp_echo_once(u, GUEST_IP, b"%d" % n, timeout=0.3)
         errors = shim.counters("net0")["guest_errors"]
-        check(errors >= 30, f"guest_errors {errors} after 27 malformed chains and 12 receive buffers")
+        check(errors >= 30, f"guest_errors {errors} after 27 malformed chains and 15 receive buffers")
         must_answer(net, "after malformed chains")
         flood = udp(net)
         flood.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
