@@ -63,7 +63,8 @@ static void format_devices_features(GString *out)
     /* In domaincaps.rng order, limited to the elements libvirt 9.0's schema
      * knows (Debian 12's clients). Disks are parsed already, but a domain
      * with one cannot boot until the shim has virtio-blk: 'no' until then.
-     * Network interfaces come with virtio-net; until then they are refused. */
+     * Network interfaces (virtio-net on taps) are supported, but libvirt
+     * 9.0's domaincaps.rng has no <interface> element to say so in. */
     static const char *const devices[] = {"disk", "graphics", "video",    "hostdev", "rng",
                                           "filesystem", "tpm", "redirdev", "channel"};
     /* genid: every VM has a VM generation ID that changes on each restore, but
