@@ -16,6 +16,7 @@
 
 #include "atomic-file.h"
 #include "monitor.h"
+#include "process-net.h"
 #include "shim-events.h"
 #include "test-hook.h"
 #include "virt-error.h"
@@ -374,13 +375,31 @@ static void forget_serial_pty(struct domain_def *def)
     g_clear_pointer(&def->console.path, g_free);
 }
 
-/* Launch and boot; on failure the shim is stopped and the run freed. */
+/* Create and boot, or restore; then the links defined down go down. */
+static bool setup_vm(struct domain_run *run, const struct domain_def *live, const char *json,
+                     const struct run_nets *nets, const struct process_start_how *how, bool *lost,
+                     GError **error)
+{
+    run->net_fds = nets->fds;
+    run->n_net_fds = nets->n;
+    bool alive = how ? how->setup_vm(run, live, how->data, error) ||
+                           (*lost = lost_while_restoring(run, live, how, error))
+                     : monitor_vm_create(run->api_socket, json, nets->fds, nets->n, error) &&
+                           process_net_apply_links(run->api_socket, live, error) &&
+                           monitor_vm_boot(run->api_socket, error);
+    run->net_fds = NULL;
+    run->n_net_fds = 0;
+    return alive && (*lost || !how || process_net_apply_links(run->api_socket, live, error));
+}
+
+/* Launch and boot; on failure the caller stops the shim and frees the run.
+ * nets receives the taps, which the caller closes. */
 static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct domain_def *live,
-                   const struct process_start_how *how, GError **error)
+                   const struct process_start_how *how, struct run_nets *nets, GError **error)
 {
     /* Before anything exists: a missing image is the user's to fix, and
      * nothing is started or left behind for it. */
-    if (!domain_def_check_disk_access(live, error))
+    if (!domain_def_check_disk_access(live, error) || !process_net_prepare(drv, live, nets, error))
         return false;
     g_autofree char *json = domain_def_to_vm_config_json(live, run->vsock_socket, error);
     if (!json || !make_run_dir(run, error) || !open_event_fifo(run, error))
@@ -405,11 +424,7 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
         return false;
     test_hook("start-launched");
     bool lost = false;
-    bool alive = how ? how->setup_vm(run, live, how->data, error) ||
-                           (lost = lost_while_restoring(run, live, how, error))
-                     : monitor_vm_create(run->api_socket, json, error) &&
-                           monitor_vm_boot(run->api_socket, error);
-    if (!alive) {
+    if (!setup_vm(run, live, json, nets, how, &lost, error)) {
         g_autofree char *tail = log_tail(run->log_path);
         g_prefix_error(error, "cannot start the VM: ");
         g_debug("shim log tail: %s", tail);
@@ -433,14 +448,23 @@ bool process_start_with(struct vsnap_driver *drv, struct vsnap_domain *dom,
     g_mutex_lock(&dom->lock);
     g_autoptr(domain_def) live = domain_def_copy(how && how->def ? how->def : dom->def);
     g_mutex_unlock(&dom->lock);
+    /* A definition from a snapshot or save image names the taps and network
+     * ports of the run it was taken from, which are not this run's. */
+    domain_def_forget_net_runtime(live);
     int id = domain_list_next_id(drv->domains);
     if (live->vsock.present && live->vsock.auto_cid)
         live->vsock.cid = 2 + (uint32_t)id;   /* guest CIDs start at 3 */
 
     struct domain_run *run = run_new(drv, dom->name);
-    if (!launch(drv, run, live, how, error)) {
-        if (run->pidfd >= 0)
-            terminate(run, false);
+    struct run_nets nets = {0};
+    bool launched = launch(drv, run, live, how, &nets, error);
+    if (!launched && run->pidfd >= 0)
+        terminate(run, false);
+    /* The shim holds its own copies of the taps now (or is gone, and they
+     * go with these). */
+    process_net_close(&nets);
+    if (!launched) {
+        process_net_release(drv, live);
         remove_runtime_files(run);
         domain_run_unref(run);
         return false;
@@ -475,13 +499,18 @@ void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct 
     remove_runtime_files(run);
     dom->run = NULL;
     dom->id = -1;
+    g_autoptr(domain_def) ended = dom->def->n_nets ? domain_def_copy(dom->def) : NULL;
     forget_serial_pty(dom->def);
+    domain_def_forget_net_runtime(dom->def);
     if (dom->next_def) {
         domain_def_free(dom->def);
         dom->def = g_steal_pointer(&dom->next_def);
     }
     vsnap_domain_set_state_locked(dom, VIR_DOMAIN_SHUTOFF, reason);
     g_mutex_unlock(&dom->lock);
+    /* Outside the lock: releasing a network port asks the network driver. */
+    if (ended)
+        process_net_release(drv, ended);
 
     uint64_t one = 1;
     (void)!write(run->wake_fd, &one, sizeof(one));   /* the watcher thread exits */
@@ -771,6 +800,21 @@ static void adopt(struct vsnap_driver *drv, struct domain_run *run, struct domai
     vsnap_domain_unref(dom);
 }
 
+/* A run found over at start-up: its taps went with its shim, but the
+ * network ports it was given are still allocated. */
+static void release_nets_of_dead_run(struct vsnap_driver *drv, struct domain_run *run)
+{
+    g_autofree char *xml = NULL;
+    if (!g_file_get_contents(run->xml_path, &xml, NULL, NULL))
+        return;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(domain_def) live = domain_def_parse_live_string(xml, drv->paths.schema_dir, &error);
+    if (live)
+        process_net_release(drv, live);
+    else
+        g_warning("cannot read %s to release its interfaces: %s", run->xml_path, error->message);
+}
+
 static void reattach_one(struct vsnap_driver *drv, const char *name)
 {
     struct domain_run *run = run_new(drv, name);
@@ -820,6 +864,7 @@ static void reattach_one(struct vsnap_driver *drv, const char *name)
 
 discard:
     vm_info_clear(&info);
+    release_nets_of_dead_run(drv, run);
     remove_runtime_files(run);
     domain_run_unref(run);
 }

@@ -26,6 +26,10 @@ struct domain_run {
         *log_path;
     bool stopping;      /* under dom->lock: an exit of the shim is expected */
     bool ready;         /* under dom->lock: the guest announced readiness */
+    /* While the VM is set up (process_start_how.setup_vm): the taps of the
+     * live definition's interfaces, net_fds[i] for nets[i], to send along. */
+    const int *net_fds;
+    size_t n_net_fds;
 };
 
 struct domain_run *domain_run_ref(struct domain_run *run);

@@ -164,7 +164,9 @@ static bool parse_target(struct domain_net *net, const xmlNode *node, GError **e
                     "<target managed='no'> needs <interface type='ethernet'> and the existing tap as dev='...'");
         return false;
     }
-    net->ifname_auto = net->ifname == NULL;
+    /* As in libvirt, names in the daemon's own pattern (vnetN) are its to
+     * give: such a name is the run's, and the next run picks again. */
+    net->ifname_auto = !net->ifname || (!net->unmanaged && g_str_has_prefix(net->ifname, "vnet"));
     return !net->ifname || check_ifname(net->ifname, "<target dev>", error);
 }
 

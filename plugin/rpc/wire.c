@@ -174,3 +174,10 @@ void wire_param_bool(struct wire_typed_param *p, const char *field, bool v)
     p->type = VIR_TYPED_PARAM_BOOLEAN;
     p->value.b = v ? 1 : 0;
 }
+
+void wire_param_string(struct wire_typed_param *p, const char *field, const char *v)
+{
+    p->field = strdup(field);
+    p->type = VIR_TYPED_PARAM_STRING;
+    p->value.s = strdup(v);
+}

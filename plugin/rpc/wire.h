@@ -124,3 +124,4 @@ void wire_param_int(struct wire_typed_param *p, const char *field, int32_t v);
 void wire_param_uint(struct wire_typed_param *p, const char *field, uint32_t v);
 void wire_param_ullong(struct wire_typed_param *p, const char *field, uint64_t v);
 void wire_param_bool(struct wire_typed_param *p, const char *field, bool v);
+void wire_param_string(struct wire_typed_param *p, const char *field, const char *v);

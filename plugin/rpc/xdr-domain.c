@@ -7,6 +7,7 @@
 
 #include "procedure.h"
 #include "driver.h"
+#include "driver-net.h"
 #include "process.h"
 #include "stream.h"
 #include "virt-error.h"
@@ -365,6 +366,59 @@ static bool do_memory_stats(struct rpc_call *call, struct memstats_args *a,
     return true;
 }
 
+/* ---- interfaces ---- */
+
+struct ifstats_args {
+    struct wire_domain dom;
+    char *path;
+};
+static bool_t xdr_ifstats_args(XDR *x, struct ifstats_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_wire_string(x, &a->path);
+}
+
+struct ifstats_ret {
+    int64_t rx_bytes, rx_packets, rx_errs, rx_drop, tx_bytes, tx_packets, tx_errs, tx_drop;
+};
+static bool_t xdr_ifstats_ret(XDR *x, struct ifstats_ret *r)
+{
+    return xdr_int64_t(x, &r->rx_bytes) && xdr_int64_t(x, &r->rx_packets) && xdr_int64_t(x, &r->rx_errs) &&
+           xdr_int64_t(x, &r->rx_drop) && xdr_int64_t(x, &r->tx_bytes) && xdr_int64_t(x, &r->tx_packets) &&
+           xdr_int64_t(x, &r->tx_errs) && xdr_int64_t(x, &r->tx_drop);
+}
+
+static bool do_interface_stats(struct rpc_call *call, struct ifstats_args *a, struct ifstats_ret *r,
+                               GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    struct netdev_stats s;
+    if (!dom || !driver_interface_stats(call->driver, dom, a->path, &s, error))
+        return false;
+    *r = (struct ifstats_ret){
+        (int64_t)s.rx_bytes, (int64_t)s.rx_packets, (int64_t)s.rx_errs, (int64_t)s.rx_drop,
+        (int64_t)s.tx_bytes, (int64_t)s.tx_packets, (int64_t)s.tx_errs, (int64_t)s.tx_drop,
+    };
+    return true;
+}
+
+struct dom_xml_flags_args {
+    struct wire_domain dom;
+    char *xml;
+    uint32_t flags;
+};
+static bool_t xdr_dom_xml_flags_args(XDR *x, struct dom_xml_flags_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_wire_string(x, &a->xml) && xdr_u_int(x, &a->flags);
+}
+
+static bool do_update_device(struct rpc_call *call, struct dom_xml_flags_args *a, struct rpc_void *r,
+                             GError **error)
+{
+    (void)r;
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_update_device(call->driver, dom, a->xml, a->flags, error);
+}
+
 /* ---- console ---- */
 
 struct console_args {
@@ -575,10 +629,36 @@ static bool do_get_vcpus(struct rpc_call *call, struct vcpus_args *a, struct vcp
 
 /* state.*, cpu.time, balloon.*, vcpu.* as libvirt names them, plus vsnap.ready and
  * vsnap.generation (readiness pushed by the guest; VM starts so far). */
-static void fill_stats(struct stats_record *rec, const struct domain_summary *s, unsigned stats)
+/* net.count and net.<i>.name, rx.*, tx.* as libvirt names them. */
+static unsigned fill_net_stats(struct wire_typed_param *p, GArray *nets)
+{
+    unsigned n = 0;
+    wire_param_uint(&p[n++], "net.count", nets->len);
+    for (guint i = 0; i < nets->len; i++) {
+        const struct driver_net_stat *net = &g_array_index(nets, struct driver_net_stat, i);
+        const struct {
+            const char *name;
+            uint64_t value;
+        } counters[] = {
+            {"rx.bytes", net->stats.rx_bytes}, {"rx.pkts", net->stats.rx_packets},
+            {"rx.errs", net->stats.rx_errs},   {"rx.drop", net->stats.rx_drop},
+            {"tx.bytes", net->stats.tx_bytes}, {"tx.pkts", net->stats.tx_packets},
+            {"tx.errs", net->stats.tx_errs},   {"tx.drop", net->stats.tx_drop},
+        };
+        g_autofree char *name = g_strdup_printf("net.%u.name", i);
+        wire_param_string(&p[n++], name, net->name);
+        for (size_t c = 0; c < G_N_ELEMENTS(counters); c++) {
+            g_autofree char *field = g_strdup_printf("net.%u.%s", i, counters[c].name);
+            wire_param_ullong(&p[n++], field, counters[c].value);
+        }
+    }
+    return n;
+}
+
+static void fill_stats(struct stats_record *rec, const struct domain_summary *s, unsigned stats, GArray *nets)
 {
     bool all = stats == 0;
-    struct wire_typed_param *p = calloc(12, sizeof(*p));
+    struct wire_typed_param *p = calloc(12 + (nets ? 1 + 9 * nets->len : 0), sizeof(*p));
     unsigned n = 0;
     if (all || (stats & VIR_DOMAIN_STATS_STATE)) {
         wire_param_int(&p[n++], "state.state", s->state);
@@ -596,6 +676,8 @@ static void fill_stats(struct stats_record *rec, const struct domain_summary *s,
         wire_param_uint(&p[n++], "vcpu.current", s->vcpus);
         wire_param_uint(&p[n++], "vcpu.maximum", s->vcpus);
     }
+    if (nets)
+        n += fill_net_stats(&p[n], nets);
     rec->params.len = n;
     rec->params.val = p;
 }
@@ -622,7 +704,10 @@ static bool do_all_domain_stats(struct rpc_call *call, struct stats_args *a, str
         struct domain_summary s = {0};
         driver_summary(call->driver, doms->pdata[i], &s);
         wire_domain_set(&r->records[i].dom, s.name, s.uuid, s.id);
-        fill_stats(&r->records[i], &s, a->stats);
+        g_autoptr(GArray) nets = a->stats == 0 || (a->stats & VIR_DOMAIN_STATS_INTERFACE)
+                                     ? driver_interfaces_stats(call->driver, doms->pdata[i])
+                                     : NULL;
+        fill_stats(&r->records[i], &s, a->stats, nets);
         domain_summary_clear(&s);
     }
     return true;
@@ -694,6 +779,10 @@ const struct proc_entry rpc_domain_procs[] = {
       xdr_memstats_ret, do_memory_stats, 0),
     P(PROC_DOMAIN_OPEN_CONSOLE, struct console_args, xdr_console_args, struct rpc_void,
       xdr_rpc_void, do_open_console, PROC_WRITE),
+    P(PROC_DOMAIN_INTERFACE_STATS, struct ifstats_args, xdr_ifstats_args, struct ifstats_ret, xdr_ifstats_ret,
+      do_interface_stats, 0),
+    P(PROC_DOMAIN_UPDATE_DEVICE_FLAGS, struct dom_xml_flags_args, xdr_dom_xml_flags_args, struct rpc_void,
+      xdr_rpc_void, do_update_device, PROC_WRITE),
     P(PROC_CONNECT_GET_ALL_DOMAIN_STATS, struct stats_args, xdr_stats_args, struct stats_ret,
       xdr_stats_ret, do_all_domain_stats, 0),
 };

@@ -27,7 +27,7 @@ LAYERS = [
     ("rpc: event registry, streams", [["rpc/event-registry.*"], ["rpc/stream.*"]]),
     ("rpc: client", [["rpc/client.*"]]),
     ("rpc: wire", [["rpc/wire.*", "rpc/protocol.h"]]),
-    ("driver", [["driver.*"], ["node.*"]]),
+    ("driver", [["driver.*", "driver-net.*"], ["node.*"]]),
     ("persist: entry points", [["persist/snapshot.*"], ["persist/save.*"]]),
     ("persist: operations", [["persist/restore.*"], ["persist/lineage.*"],
                              ["persist/snapshot-vm.*"], ["persist/job.*"]]),
@@ -35,8 +35,11 @@ LAYERS = [
                         ["persist/save-image.*"]]),
     ("persist: snapshot directories", [["persist/snapshot-dir.*"]]),
     # process.c starts a run's watcher, and the watcher ends the run: one module.
-    ("process", [["process.*", "shim-events.*"]]),
-    ("monitor", [["monitor.*"]]),
+    ("process", [["process.*", "process-net.*", "shim-events.*"]]),
+    ("monitor", [["monitor.*", "http-fds.*"]]),
+    # The host side of interfaces: taps and bridges, and ports of libvirt
+    # networks (the host's network driver, through libvirt's client library).
+    ("host network", [["netdev.*"], ["network-port.*"]]),
     ("shared state", [["state.h"]]),
     ("events", [["events.*"]]),
     ("domains", [["domain.*"]]),
