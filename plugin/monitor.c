@@ -274,7 +274,8 @@ static void add_config_overrides(JsonBuilder *b, const struct monitor_restore *r
     }
     /* Each interface gets this run's tap (its descriptor) and the MAC of
      * the definition being restored: a clone's own, not its origin's. */
-    domain_def_add_vm_nets(b, r->live, r->n_net_fds > 0);
+    if (r->n_net_fds)
+        domain_def_add_vm_net_overrides(b, r->live);
     json_builder_end_object(b);
 }
 

@@ -211,6 +211,10 @@ void domain_def_add_vm_disks(JsonBuilder *b, const struct domain_def *def);
  * request (SCM_RIGHTS), one per interface, in order; without, "tap" (its
  * name). */
 void domain_def_add_vm_nets(JsonBuilder *b, const struct domain_def *def, bool with_fds);
+/* vm.restore's config_overrides "net": per interface "id", "mac" (the
+ * definition's: a clone's own) and "fds": [-1], its new tap's descriptor,
+ * sent with the request. */
+void domain_def_add_vm_net_overrides(JsonBuilder *b, const struct domain_def *def);
 
 const char *restore_mode_to_string(enum restore_mode mode);
 const char *domain_smbios_mode_to_string(enum domain_smbios_mode mode);

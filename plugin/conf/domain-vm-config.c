@@ -151,6 +151,33 @@ static void add_vm_net(JsonBuilder *b, const struct domain_net *net, size_t inde
     json_builder_end_object(b);
 }
 
+/* vm.restore's config_overrides.net: what the host gives a restored
+ * interface - its tap (the descriptor) and the MAC of the definition being
+ * restored; the rest is the guest's, from the snapshot. */
+void domain_def_add_vm_net_overrides(JsonBuilder *b, const struct domain_def *def)
+{
+    if (def->n_nets == 0)
+        return;
+    json_builder_set_member_name(b, "net");
+    json_builder_begin_array(b);
+    for (size_t i = 0; i < def->n_nets; i++) {
+        char mac[DOMAIN_NET_MAC_LEN];
+        domain_mac_format(def->nets[i].mac, mac);
+        g_autofree char *id = domain_net_id(i);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "id");
+        json_builder_add_string_value(b, id);
+        json_builder_set_member_name(b, "mac");
+        json_builder_add_string_value(b, mac);
+        json_builder_set_member_name(b, "fds");
+        json_builder_begin_array(b);
+        json_builder_add_int_value(b, -1);
+        json_builder_end_array(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
 void domain_def_add_vm_nets(JsonBuilder *b, const struct domain_def *def, bool with_fds)
 {
     if (def->n_nets == 0)
