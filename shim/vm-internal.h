@@ -17,6 +17,7 @@ struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
 struct virtio_blk;
+struct virtio_net;
 struct virtio_console;
 struct virtio_rng;
 struct vmgenid;
@@ -85,6 +86,8 @@ struct vm {
     struct vmgenid *vmgenid;
     struct virtio_blk **disks;  /* ndisks, in config order */
     unsigned ndisks;
+    struct virtio_net **nets;   /* nnets, in config order */
+    unsigned nnets;
     bool disks_paused;          /* main thread: vm_pause_disks was the last word */
 
     /* vm_set_persist_state: snapshot state kept with the VM, released by vm_free */

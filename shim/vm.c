@@ -17,6 +17,7 @@
 #include "devices/serial.h"
 #include "devices/virtio-blk.h"
 #include "devices/virtio-console.h"
+#include "devices/virtio-net.h"
 #include "devices/virtio-rng.h"
 #include "devices/virtio-vsock.h"
 #include "devices/vmgenid.h"
@@ -297,6 +298,19 @@ static bool setup_disks(struct vm *vm, const struct vm_config *cfg, struct virti
     return true;
 }
 
+/* Network interfaces follow the disks, in config order. */
+static bool setup_nets(struct vm *vm, const struct vm_config *cfg, struct virtio_host *host, unsigned first,
+                       GError **error)
+{
+    vm->nets = g_new0(struct virtio_net *, cfg->nnets);
+    for (unsigned i = 0; i < cfg->nnets; i++) {
+        if (!(vm->nets[i] = virtio_net_new(host, first + i, &cfg->nets[i], error)))
+            return false;
+        vm->nnets = i + 1;
+    }
+    return true;
+}
+
 static void vmgenid_notify(void *opaque)
 {
     struct vm *vm = opaque;
@@ -328,7 +342,8 @@ static bool setup_devices(struct vm *vm, const struct vm_config *cfg, GError **e
         return false;
     if (cfg->rng.present && !(vm->rng = virtio_rng_new(&host, mmio_index++, &cfg->rng, error)))
         return false;
-    return setup_disks(vm, cfg, &host, mmio_index, error);
+    return setup_disks(vm, cfg, &host, mmio_index, error) &&
+           setup_nets(vm, cfg, &host, mmio_index + cfg->ndisks, error);
 }
 
 bool vm_pause_disks(struct vm *vm, GError **error)
@@ -363,6 +378,14 @@ static void free_disks(struct vm *vm)
     vm->ndisks = 0;
 }
 
+static void free_nets(struct vm *vm)
+{
+    for (unsigned i = 0; i < vm->nnets; i++)
+        virtio_net_free(vm->nets[i]);
+    g_clear_pointer(&vm->nets, g_free);
+    vm->nnets = 0;
+}
+
 static void free_devices(struct vm *vm)
 {
     serial_free(vm->serial);
@@ -371,6 +394,7 @@ static void free_devices(struct vm *vm)
     virtio_vsock_free(vm->vsock); /* stops its thread, unlinks its socket */
     virtio_console_free(vm->console);
     free_disks(vm); /* each stops its I/O thread, requests in flight complete first */
+    free_nets(vm);
     virtio_rng_free(vm->rng);
     vmgenid_free(vm->vmgenid);
     vm->vmgenid = NULL;
@@ -411,6 +435,8 @@ static char *kernel_cmdline(struct vm *vm, const struct vm_config *cfg)
         g_ptr_array_add(entries, virtio_rng_cmdline_entry(vm->rng));
     for (unsigned i = 0; i < vm->ndisks; i++)
         g_ptr_array_add(entries, virtio_blk_cmdline_entry(vm->disks[i]));
+    for (unsigned i = 0; i < vm->nnets; i++)
+        g_ptr_array_add(entries, virtio_net_cmdline_entry(vm->nets[i]));
     for (guint i = 0; i < entries->len; i++)
         g_string_append_printf(line, "%s%s", line->len ? " " : "", (const char *)entries->pdata[i]);
     g_ptr_array_unref(entries);
@@ -601,6 +627,8 @@ void vm_add_counters(struct vm *vm, JsonBuilder *b)
         virtio_rng_add_counters(vm->rng, b);
     for (unsigned i = 0; i < vm->ndisks; i++)
         virtio_blk_add_counters(vm->disks[i], b);
+    for (unsigned i = 0; i < vm->nnets; i++)
+        virtio_net_add_counters(vm->nets[i], b);
 }
 
 uint64_t vm_ram_resident_bytes(struct vm *vm)
@@ -681,6 +709,24 @@ unsigned vm_disk_count(struct vm *vm)
 struct virtio_blk *vm_disk(struct vm *vm, unsigned index)
 {
     return index < vm->ndisks ? vm->disks[index] : NULL;
+}
+
+unsigned vm_net_count(struct vm *vm)
+{
+    return vm->nnets;
+}
+
+struct virtio_net *vm_net(struct vm *vm, unsigned index)
+{
+    return index < vm->nnets ? vm->nets[index] : NULL;
+}
+
+struct virtio_net *vm_find_net(struct vm *vm, const char *id)
+{
+    for (unsigned i = 0; i < vm->nnets; i++)
+        if (g_strcmp0(virtio_net_id(vm->nets[i]), id) == 0)
+            return vm->nets[i];
+    return NULL;
 }
 
 struct virtio_rng *vm_rng(struct vm *vm)

@@ -48,6 +48,7 @@ struct i8042;
 struct acpi_pm;
 struct virtio_vsock;
 struct virtio_blk;
+struct virtio_net;
 struct virtio_console;
 struct virtio_rng;
 struct vmgenid;
@@ -121,6 +122,10 @@ struct virtio_vsock *vm_vsock(struct vm *vm);
  * paused too: idle, nothing in flight, nothing published left undone. */
 unsigned vm_disk_count(struct vm *vm);
 struct virtio_blk *vm_disk(struct vm *vm, unsigned index);
+/* The network interfaces, in config order (devices/virtio-net.h); by id. */
+unsigned vm_net_count(struct vm *vm);
+struct virtio_net *vm_net(struct vm *vm, unsigned index);
+struct virtio_net *vm_find_net(struct vm *vm, const char *id);
 struct virtio_console *vm_console(struct vm *vm);
 struct virtio_rng *vm_rng(struct vm *vm); /* NULL without an rng config */
 struct vmgenid *vm_vmgenid(struct vm *vm);

@@ -105,6 +105,9 @@ static bool apply_word(const struct word *w, struct options *opts)
     /* The vsock side's options: vsock-service.c reads them itself. */
     if (key_is(w, "ready_port") || key_is(w, "cmd_port") || key_is(w, "notify_port"))
         return true;
+    /* The network's: netdrv.c reads them itself. */
+    if (key_is(w, "ip") || key_is(w, "mac"))
+        return true;
     report("warning", w, "unknown option, ignored");
     return true;
 }

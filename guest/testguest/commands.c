@@ -11,6 +11,7 @@
 #include "io.h"
 #include "layout.h"
 #include "libc.h"
+#include "netdrv.h"
 #include "notify.h"
 #include "pattern.h"
 #include "rngdrv.h"
@@ -223,6 +224,43 @@ static void cmd_badpkt(struct client *c, char **args)
     reply(c, text);
 }
 
+/* NET <mac> <link 0|1> <rx packets> <tx packets> */
+static void cmd_netinfo(struct client *c, char **args)
+{
+    if (!net_active()) {
+        reply(c, "ERR no network");
+        return;
+    }
+    struct net_info info;
+    net_get_info(&info);
+    static const char hex[] = "0123456789abcdef";
+    char text[96] = "NET ";
+    size_t n = 4;
+    for (unsigned i = 0; i < 6; i++) {
+        text[n++] = hex[info.mac[i] >> 4];
+        text[n++] = hex[info.mac[i] & 15];
+        text[n++] = i < 5 ? ':' : ' ';
+    }
+    text[n++] = info.link_up ? '1' : '0';
+    text[n++] = ' ';
+    format_dec(info.rx_packets, text + n);
+    n = strlen(text);
+    text[n++] = ' ';
+    format_dec(info.tx_packets, text + n);
+    reply(c, text);
+}
+
+static void cmd_netbadpkt(struct client *c, char **args)
+{
+    if (!net_active()) {
+        reply(c, "ERR no network");
+        return;
+    }
+    char text[32] = "OK ";
+    format_dec(net_send_malformed(), text + 3);
+    reply(c, text);
+}
+
 static uint8_t rng_bytes[RNG_READ_MAX];
 
 static void vsock_keepalive(void)
@@ -280,6 +318,7 @@ static const struct command commands[] = {
     {"ECHO", 0, cmd_echo},   {"DIAL", 3, cmd_dial},  {"SEND", 3, cmd_send},
     {"BADPKT", 0, cmd_badpkt}, {"NOTIFYSTOP", 0, cmd_notifystop},
     {"RNG", 1, cmd_rng},     {"VMGENID", 0, cmd_vmgenid},
+    {"NETINFO", 0, cmd_netinfo}, {"NETBADPKT", 0, cmd_netbadpkt},
 };
 
 static bool same(const char *a, const char *b)

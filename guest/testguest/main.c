@@ -14,6 +14,7 @@
 #include "cpl0.h"
 #include "io.h"
 #include "layout.h"
+#include "netdrv.h"
 #include "pattern.h"
 #include "serial.h"
 #include "vsock-service.h"
@@ -82,13 +83,28 @@ static void heartbeat(const struct guest *g, uint64_t *next_tsc, uint64_t *count
     serial_puts("\n");
 }
 
+/* Without vsock: poll the network alone, spinning while frames come and
+ * sleeping in 1 ms slices once it has been quiet for 5 ms. */
+static void net_idle(const struct clock *clock, uint64_t ms)
+{
+    uint64_t now = rdtsc(), end = now + clock_ms_to_ticks(clock, ms), last = now;
+    while ((now = rdtsc()) < end) {
+        if (net_poll())
+            last = now;
+        else if (now - last > clock_ms_to_ticks(clock, 5))
+            clock_sleep_ms(clock, 1);
+    }
+}
+
 static void __attribute__((noreturn)) idle(const struct guest *g)
 {
     uint64_t next_tick = rdtsc() + clock_ms_to_ticks(&g->clock, g->opts.heartbeat_ms);
     uint64_t ticks = 0;
     for (;;) {
-        if (vsock_service_active()) /* vsock: poll the rings while idle */
+        if (vsock_service_active()) /* vsock: poll the rings while idle (the network's too) */
             vsock_service_idle(&g->clock, POWER_BUTTON_POLL_MS);
+        else if (net_active())
+            net_idle(&g->clock, POWER_BUTTON_POLL_MS);
         else
             clock_sleep_ms(&g->clock, POWER_BUTTON_POLL_MS);
         if (acpi_power_button_pressed()) {
@@ -115,6 +131,7 @@ void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info)
     uint64_t sum;
     vsock_service_init(boot_params, g.clock.tsc_khz); /* vsock: no-op without the device */
     blk_init(boot_params_cmdline(boot_params), g.clock.tsc_khz); /* disks, for the command port */
+    net_init(boot_params_cmdline(boot_params), g.clock.tsc_khz); /* up before "ready" */
     if (!fill_region(&g, &sum))
         power_off(&g);
     if (vsock_service_active()) /* vsock: refuse early connections while busy, as a kernel would */

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "io.h"
 #include "libc.h"
+#include "netdrv.h"
 #include "notify.h"
 #include "pattern.h"
 #include "readiness.h"
@@ -108,6 +109,7 @@ bool vsock_service_poll(void)
     if (!service.active)
         return false;
     bool busy = vsock_poll() > 0;
+    busy |= net_poll();
     if (service.ready) {
         if (service.notify_port)
             notify_poll();
@@ -121,8 +123,10 @@ bool vsock_service_poll(void)
 void vsock_service_busy_wait(const struct clock *clock, uint64_t ms)
 {
     uint64_t end = rdtsc() + clock_ms_to_ticks(clock, ms);
-    while (rdtsc() < end)
+    while (rdtsc() < end) {
         vsock_poll();
+        net_poll();
+    }
 }
 
 void vsock_service_idle(const struct clock *clock, uint64_t ms)

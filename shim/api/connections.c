@@ -20,6 +20,8 @@
 
 #include "api/connections.h"
 
+#include "api/fd-stream.h"
+
 #include <errno.h>
 #include <glib-unix.h>
 #include <stdbool.h>
@@ -41,7 +43,7 @@ struct connection {
     struct api_connections *conns;
     SoupServer *soup;
     GSocket *sock;
-    GSocketConnection *stream; /* weak: libsoup holds it while it serves the connection */
+    GIOStream *stream; /* weak: libsoup holds it while it serves the connection (fd-stream.h) */
     GSource *hangup;           /* HUP or ERR on the socket */
     GSource *idle;             /* between two requests */
     guint drop_id;             /* the drop, deferred out of libsoup's own call */
@@ -133,6 +135,7 @@ static void on_request_done(SoupServer *soup, SoupServerMessage *msg, gpointer d
     destroy_source(&c->idle);
     if (!c->stream)
         return;
+    fd_stream_drop_fds(c->stream); /* descriptors the request came with and did not use */
     c->idle = g_timeout_source_new_seconds(API_IDLE_TIMEOUT_S);
     g_source_set_callback(c->idle, on_idle, c, NULL);
     g_source_attach(c->idle, NULL);
@@ -186,12 +189,14 @@ static bool serve(struct connection *c, GError **error)
     g_signal_connect(c->soup, "request-aborted", G_CALLBACK(on_request_done), c);
 
     g_socket_set_timeout(c->sock, API_IDLE_TIMEOUT_S);
-    g_autoptr(GSocketConnection) stream = g_socket_connection_factory_create_connection(c->sock);
+    g_autoptr(GSocketConnection) connection = g_socket_connection_factory_create_connection(c->sock);
+    g_autoptr(GIOStream) stream = fd_stream_new(connection);
     g_autoptr(GSocketAddress) local = g_socket_get_local_address(c->sock, error);
     g_autoptr(GSocketAddress) remote = local ? g_socket_get_remote_address(c->sock, error) : NULL;
     if (!remote)
         return false;
     c->stream = stream;
+    g_object_set_data(G_OBJECT(c->soup), "vsnap-connection", c);
     g_object_weak_ref(G_OBJECT(stream), on_stream_gone, c);
     watch_hangup(c);
     return soup_server_accept_iostream(c->soup, G_IO_STREAM(stream), local, remote, error);
@@ -208,6 +213,13 @@ void api_connections_add(struct api_connections *conns, GSocket *client)
         g_warning("API socket: cannot serve a client: %s", error->message);
         drop_connection(c);
     }
+}
+
+int *api_connections_take_fds(SoupServer *soup, unsigned *n)
+{
+    struct connection *c = g_object_get_data(G_OBJECT(soup), "vsnap-connection");
+    *n = 0;
+    return c && c->stream ? fd_stream_take_fds(c->stream, n) : NULL;
 }
 
 struct api_connections *api_connections_new(api_server_setup_func setup, void *data)

@@ -14,6 +14,10 @@ struct api_connections;
 struct api_connections *api_connections_new(api_server_setup_func setup, void *data);
 /* Serve one accepted client socket (takes a reference). */
 void api_connections_add(struct api_connections *conns, GSocket *client);
+/* The descriptors that came (SCM_RIGHTS) with the request being answered on
+ * soup's connection, in order; the caller owns them. Those not taken are
+ * closed when the request is done. */
+int *api_connections_take_fds(SoupServer *soup, unsigned *n);
 /* Disconnect every client (a request in progress ends without an answer). */
 void api_connections_free(struct api_connections *conns);
 typedef struct api_connections api_connections;

@@ -17,6 +17,10 @@ struct api_request {
     SoupServerMessage *msg;
     GBytes *body;       /* never NULL, may be empty */
     GHashTable *query;  /* may be NULL */
+    /* Descriptors that came with the request (SCM_RIGHTS), in order; a
+     * handler that keeps one sets its slot to -1, the rest are closed. */
+    int *fds;
+    unsigned nfds;
 };
 
 typedef void (*route_handler)(struct api_request *req);
@@ -33,6 +37,12 @@ extern const struct route vm_routes[];
 extern const struct route info_routes[];
 extern const struct route ready_routes[];
 extern const struct route snapshot_routes[]; /* vm.snapshot, vm.restore */
+
+/* Put the request's descriptors, in order, in place of the numbers every
+ * NetConfig of nets gives in "fds" (Cloud Hypervisor's placeholders): the
+ * parsed configs then own them. Refused (SHIM_ERROR_INVALID) when the counts
+ * differ. from: the first descriptor to use; *next gets the one after. */
+bool attach_request_fds(struct api_request *req, JsonArray *nets, unsigned from, unsigned *next, GError **error);
 
 void reply_no_content(struct api_request *req);
 /* Takes json. */

@@ -143,7 +143,12 @@ static void handle_request(SoupServer *soup, SoupServerMessage *msg, const char 
     struct api_request req = {
         .vmm = server->vmm, .server = soup, .msg = msg, .body = body, .query = query,
     };
+    req.fds = api_connections_take_fds(soup, &req.nfds);
     route->handle(&req);
+    for (unsigned i = 0; i < req.nfds; i++) /* what the handler did not take */
+        if (req.fds[i] >= 0)
+            close(req.fds[i]);
+    g_free(req.fds);
 }
 
 /* The response says "Connection: close" whenever the connection ends after

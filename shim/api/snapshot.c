@@ -7,7 +7,12 @@
  *   PUT vm.restore  {"source_url": "file:///dir", "prefault": false, "resume": false,
  *                    "memory_restore_mode": "copy" | "ondemand" | "merge",
  *                    "ondemand_block_size": 65536, "prefetch": false,
- *                    "config_overrides": {"vsock": {"socket"}, "serial": {...}, "console": {...}}}
+ *                    "config_overrides": {"vsock": {"socket"}, "serial": {...}, "console": {...},
+ *                                         "net": [{"id", "tap", "fds", "mac", "host_mac", "ip", "mask"}]},
+ *                    "net_fds": [{"id": "net0", "num_fds": 1}]}
+ *   (net_fds is Cloud Hypervisor's: that many of the descriptors sent with the
+ *   request, SCM_RIGHTS, become interface id's tap, in order, after those
+ *   config_overrides.net's own "fds" placeholders take.)
  */
 #define G_LOG_DOMAIN "vsnap-shim"
 
@@ -147,7 +152,7 @@ static bool parse_block_size(JsonObject *obj, uint64_t *out, GError **error)
 static bool parse_restore(JsonObject *obj, struct restore_body *out, GError **error)
 {
     static const char *const known[] = { "source_url", "prefault", "resume", "memory_restore_mode",
-                                         "ondemand_block_size", "prefetch", "config_overrides", NULL };
+                                         "ondemand_block_size", "prefetch", "config_overrides", "net_fds", NULL };
     const char *mode = NULL;
     if (!check_members(obj, "vm.restore", known, error) ||
         !get_string(obj, "source_url", true, &out->req.source_url, error) ||
@@ -181,12 +186,87 @@ bool restore_body_parse(GBytes *body, JsonParser *parser, struct restore_body *o
     return obj && parse_restore(obj, out, error);
 }
 
+/* The override entry for interface id, made when missing. */
+static JsonObject *net_override(JsonArray *list, const char *id)
+{
+    for (guint i = 0; i < json_array_get_length(list); i++) {
+        JsonNode *n = json_array_get_element(list, i);
+        if (JSON_NODE_HOLDS_OBJECT(n) &&
+            g_strcmp0(json_object_get_string_member_with_default(json_node_get_object(n), "id", NULL), id) == 0)
+            return json_node_get_object(n);
+    }
+    JsonObject *entry = json_object_new();
+    json_object_set_string_member(entry, "id", id);
+    json_array_add_object_element(list, entry);
+    return entry;
+}
+
+/* net_fds: [{"id", "num_fds"}] into config_overrides.net placeholders. */
+static bool add_net_fds(JsonObject *obj, JsonArray *list, GError **error)
+{
+    JsonNode *node = json_object_get_member(obj, "net_fds");
+    if (!node || JSON_NODE_HOLDS_NULL(node))
+        return true;
+    JsonArray *items = JSON_NODE_HOLDS_ARRAY(node) ? json_node_get_array(node) : NULL;
+    for (guint i = 0; items && i < json_array_get_length(items); i++) {
+        JsonNode *item = json_array_get_element(items, i);
+        JsonObject *o = JSON_NODE_HOLDS_OBJECT(item) ? json_node_get_object(item) : NULL;
+        const char *id = o ? json_object_get_string_member_with_default(o, "id", NULL) : NULL;
+        gint64 n = o ? json_object_get_int_member_with_default(o, "num_fds", -1) : -1;
+        if (!id || n < 0 || n > 64) {
+            g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                        "field \"net_fds[%u]\" must be {\"id\": \"<net id>\", \"num_fds\": <count>}", i);
+            return false;
+        }
+        JsonArray *slots = json_array_new();
+        for (gint64 k = 0; k < n; k++)
+            json_array_add_int_element(slots, -1);
+        json_object_set_array_member(net_override(list, id), "fds", slots);
+    }
+    if (!items) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "field \"net_fds\" must be a list");
+        return false;
+    }
+    return true;
+}
+
+/* Descriptors for the restored VM's taps: config_overrides.net (made when
+ * net_fds needs it) gets them in place of its placeholders. */
+static bool attach_restore_fds(struct api_request *req, JsonParser *parser, struct restore_body *body,
+                               GError **error)
+{
+    JsonObject *obj = json_node_get_object(json_parser_get_root(parser));
+    bool wants = json_object_has_member(obj, "net_fds") || req->nfds > 0;
+    JsonNode *over_net = body->req.config_overrides ? json_object_get_member(body->req.config_overrides, "net") : NULL;
+    if (!wants && !over_net)
+        return true;
+    if (!body->req.config_overrides) {
+        json_object_set_object_member(obj, "config_overrides", json_object_new());
+        body->req.config_overrides = json_object_get_object_member(obj, "config_overrides");
+    }
+    if (!over_net) {
+        json_object_set_array_member(body->req.config_overrides, "net", json_array_new());
+        over_net = json_object_get_member(body->req.config_overrides, "net");
+    }
+    if (!JSON_NODE_HOLDS_ARRAY(over_net)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "config_overrides.net must be a list of objects");
+        return false;
+    }
+    JsonArray *list = json_node_get_array(over_net);
+    if (!add_net_fds(obj, list, error))
+        return false;
+    bool ok = attach_request_fds(req, list, 0, NULL, error);
+    if (json_array_get_length(list) == 0) /* nothing to override after all */
+        json_object_remove_member(body->req.config_overrides, "net");
+    return ok;
+}
+
 static void handle_restore(struct api_request *req)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonParser) parser = json_parser_new();
     struct restore_body body = { 0 };
-    bool ok = restore_body_parse(req->body, parser, &body, &error) &&
+    bool ok = restore_body_parse(req->body, parser, &body, &error) && attach_restore_fds(req, parser, &body, &error) &&
               vmm_restore(req->vmm, &body.req, body.resume, &error);
     reply_result(req, ok, error);
 }

@@ -1,25 +1,11 @@
 /* vm.create, the lifecycle actions (boot, pause, resume, shutdown, reboot,
- * delete, power-button) and the disks (add-disk, remove-device). */
+ * delete, power-button), the disks and network interfaces (add-disk,
+ * add-net, remove-device) and vsnap's vm.set-link. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
 #include "config/vm-config-json.h"
 #include "api/routes.h"
 #include "json/bounded-json.h"
-
-static void handle_create(struct api_request *req)
-{
-    g_autoptr(GError) error = NULL;
-    gsize len;
-    const char *text = g_bytes_get_data(req->body, &len);
-
-    if (len == 0) {
-        reply_error_message(req->msg, SOUP_STATUS_BAD_REQUEST, "vm.create needs a VmConfig body");
-        return;
-    }
-    struct vm_config *cfg = vm_config_from_json_text(text, (gssize)len, &error);
-    bool ok = cfg && vmm_create(req->vmm, cfg, &error);
-    reply_result(req, ok, error);
-}
 
 static bool require_body(struct api_request *req, const char *endpoint, const char **text, gsize *len)
 {
@@ -30,6 +16,147 @@ static bool require_body(struct api_request *req, const char *endpoint, const ch
     reply_error_message(req->msg, SOUP_STATUS_BAD_REQUEST, message);
     return false;
 }
+
+bool attach_request_fds(struct api_request *req, JsonArray *nets, unsigned from, unsigned *next, GError **error)
+{
+    unsigned wanted = 0;
+    for (guint i = 0; nets && i < json_array_get_length(nets); i++) {
+        JsonNode *net = json_array_get_element(nets, i);
+        JsonNode *fds = JSON_NODE_HOLDS_OBJECT(net) ? json_object_get_member(json_node_get_object(net), "fds") : NULL;
+        if (fds && JSON_NODE_HOLDS_ARRAY(fds))
+            wanted += json_array_get_length(json_node_get_array(fds));
+    }
+    if (from + wanted > req->nfds || (next == NULL && from + wanted != req->nfds)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "the body's net \"fds\" ask for %u descriptors, %u came with the request (SCM_RIGHTS on the "
+                    "API socket)", wanted, req->nfds - MIN(from, req->nfds));
+        return false;
+    }
+    unsigned k = from;
+    for (guint i = 0; nets && i < json_array_get_length(nets); i++) {
+        JsonNode *net = json_array_get_element(nets, i);
+        JsonNode *fds = JSON_NODE_HOLDS_OBJECT(net) ? json_object_get_member(json_node_get_object(net), "fds") : NULL;
+        if (!fds || !JSON_NODE_HOLDS_ARRAY(fds))
+            continue;
+        JsonArray *slots = json_node_get_array(fds);
+        guint n = json_array_get_length(slots);
+        JsonArray *real = json_array_sized_new(n);
+        for (guint j = 0; j < n; j++) {
+            json_array_add_int_element(real, req->fds[k]);
+            req->fds[k++] = -1; /* the config owns it now */
+        }
+        json_object_set_array_member(json_node_get_object(net), "fds", real);
+    }
+    if (next)
+        *next = k;
+    return true;
+}
+
+/* A client's own "fds" numbers mean nothing here: every one is replaced by a
+ * received descriptor, or the request is refused. */
+static JsonNode *parse_config_body(struct api_request *req, JsonParser *parser, GError **error)
+{
+    gsize len;
+    const char *text = g_bytes_get_data(req->body, &len);
+    if (!bounded_json_load_data(parser, text, len, API_MAX_BODY_BYTES, error)) {
+        g_prefix_error(error, "the body is not valid JSON: ");
+        return NULL;
+    }
+    JsonNode *root = json_parser_get_root(parser);
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+static void invalid_from(GError **error)
+{
+    if (*error && (*error)->domain != SHIM_ERROR) {
+        GError *invalid = g_error_new_literal(SHIM_ERROR, SHIM_ERROR_INVALID, (*error)->message);
+        g_clear_error(error);
+        *error = invalid;
+    }
+}
+
+static void handle_create(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (g_bytes_get_size(req->body) == 0) {
+        reply_error_message(req->msg, SOUP_STATUS_BAD_REQUEST, "vm.create needs a VmConfig body");
+        return;
+    }
+    JsonNode *root = parse_config_body(req, parser, &error);
+    JsonNode *nets = root ? json_object_get_member(json_node_get_object(root), "net") : NULL;
+    bool ok = root && attach_request_fds(req, nets && JSON_NODE_HOLDS_ARRAY(nets) ? json_node_get_array(nets) : NULL,
+                                         0, NULL, &error);
+    struct vm_config *cfg = ok ? vm_config_from_json(root, &error) : NULL;
+    ok = cfg && vmm_create(req->vmm, cfg, &error);
+    invalid_from(&error);
+    reply_result(req, ok, error);
+}
+
+/* As Cloud Hypervisor: every descriptor that came with vm.add-net is the new
+ * interface's (whatever the body's "fds" says). */
+static void handle_add_net(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    const char *text;
+    gsize len;
+    if (!require_body(req, "vm.add-net", &text, &len))
+        return;
+    JsonNode *root = parse_config_body(req, parser, &error);
+    struct net_config net;
+    bool ok = root != NULL;
+    if (ok) {
+        JsonObject *obj = json_node_get_object(root);
+        json_object_remove_member(obj, "fds");
+        if (req->nfds) {
+            JsonArray *slots = json_array_new();
+            for (unsigned i = 0; i < req->nfds; i++)
+                json_array_add_int_element(slots, -1);
+            json_object_set_array_member(obj, "fds", slots);
+        }
+        JsonArray *one = json_array_new();
+        json_array_add_element(one, json_node_ref(root));
+        ok = attach_request_fds(req, one, 0, NULL, &error);
+        json_array_unref(one);
+    }
+    if (ok && (ok = net_config_from_json_node(root, &net, &error))) {
+        ok = vmm_add_net(req->vmm, &net, &error);
+        net_config_clear(&net);
+    }
+    invalid_from(&error);
+    reply_result(req, ok, error);
+}
+
+/* vsnap's vm.set-link: {"id": "net0", "up": true|false}. */
+static void handle_set_link(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    const char *text;
+    gsize len;
+    if (!require_body(req, "vm.set-link", &text, &len))
+        return;
+    JsonNode *root = parse_config_body(req, parser, &error);
+    JsonObject *obj = root ? json_node_get_object(root) : NULL;
+    JsonNode *id = obj ? json_object_get_member(obj, "id") : NULL;
+    JsonNode *up = obj ? json_object_get_member(obj, "up") : NULL;
+    bool ok = obj != NULL;
+    if (ok && (!id || !JSON_NODE_HOLDS_VALUE(id) || json_node_get_value_type(id) != G_TYPE_STRING || !up ||
+               !JSON_NODE_HOLDS_VALUE(up) || json_node_get_value_type(up) != G_TYPE_BOOLEAN ||
+               json_object_get_size(obj) != 2)) {
+        g_set_error(&error, SHIM_ERROR, SHIM_ERROR_INVALID, "vm.set-link takes {\"id\": \"<net id>\", \"up\": true|false}");
+        ok = false;
+    }
+    ok = ok && vmm_set_link(req->vmm, json_node_get_string(id), json_node_get_boolean(up), &error);
+    invalid_from(&error);
+    reply_result(req, ok, error);
+}
+
 
 static void handle_add_disk(struct api_request *req)
 {
@@ -109,6 +236,8 @@ const struct route vm_routes[] = {
     { "vm.delete", "PUT", false, handle_delete },
     { "vm.power-button", "PUT", false, handle_power_button },
     { "vm.add-disk", "PUT", true, handle_add_disk },
+    { "vm.add-net", "PUT", true, handle_add_net },
+    { "vm.set-link", "PUT", true, handle_set_link },
     { "vm.remove-device", "PUT", true, handle_remove_device },
     { 0 },
 };

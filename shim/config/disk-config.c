@@ -98,7 +98,7 @@ static bool is_power_of_two(uint32_t v)
 
 /* vm.counters names every device at its top level: a disk may not take the
  * name of another one's member. */
-static bool is_reserved_id(const char *id)
+bool disk_config_id_is_reserved(const char *id)
 {
     static const char *const taken[] = { "serial", "vsock", "console", "rng", "vcpus", NULL };
     if (g_strv_contains(taken, id))
@@ -118,11 +118,11 @@ static bool check_disk(const struct vm_config *cfg, unsigned i, GError **error)
         return disk_invalid(error, SHIM_ERROR_INVALID, i, "path", "required");
     if (!d->id || !*d->id)
         return disk_invalid(error, SHIM_ERROR_INVALID, i, "id", "must not be empty");
-    if (is_reserved_id(d->id)) {
+    if (disk_config_id_is_reserved(d->id)) {
         g_autofree char *why = g_strdup_printf("'%s' names another device in vm.counters", d->id);
         return disk_invalid(error, SHIM_ERROR_INVALID, i, "id", why);
     }
-    if (vm_config_find_disk(cfg, d->id) != d) {
+    if (vm_config_find_disk(cfg, d->id) != d || vm_config_find_net(cfg, d->id)) {
         g_autofree char *why = g_strdup_printf("'%s' is the id of another disk", d->id);
         return disk_invalid(error, SHIM_ERROR_INVALID, i, "id", why);
     }
@@ -151,12 +151,13 @@ static bool check_disk(const struct vm_config *cfg, unsigned i, GError **error)
 bool vm_config_check_disks(const struct vm_config *cfg, GError **error)
 {
     bool console = cfg->console.mode != CONSOLE_MODE_OFF; /* a virtio-console device */
-    unsigned devices = cfg->ndisks + cfg->vsock.present + console + cfg->rng.present;
+    unsigned devices = cfg->ndisks + cfg->nnets + cfg->vsock.present + console + cfg->rng.present;
     if (devices > VSNAP_MAX_VIRTIO_DEVICES) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED,
-                    "invalid field 'disks': %u disks%s%s%s are more than the %d virtio devices vsnap gives a VM",
-                    cfg->ndisks, cfg->vsock.present ? " and a vsock device" : "", console ? " and a console" : "",
-                    cfg->rng.present ? " and an rng" : "", VSNAP_MAX_VIRTIO_DEVICES);
+                    "invalid field '%s': %u disks, %u nets%s%s%s are more than the %d virtio devices vsnap gives a VM",
+                    cfg->nnets ? "net" : "disks", cfg->ndisks, cfg->nnets, cfg->vsock.present ? ", a vsock device" : "",
+                    console ? ", a console" : "",
+                    cfg->rng.present ? ", an rng" : "", VSNAP_MAX_VIRTIO_DEVICES);
         return false;
     }
     for (unsigned i = 0; i < cfg->ndisks; i++)

@@ -23,6 +23,17 @@ struct vm_config *vm_config_from_json_text(const char *text, gssize len, GError 
 /* vm.add-disk's body: one DiskConfig (unknown or unsupported fields refused).
  * Only parsed: vm_config_validate checks it once it joined a config. */
 bool disk_config_from_json_text(const char *text, gssize len, struct disk_config *out, GError **error);
+/* vm.add-net's body: one NetConfig, parsed (its "fds" already replaced by
+ * the descriptors that came with the request: see below). Checked once it
+ * joined a config.
+ *
+ * Descriptors: a NetConfig's "fds" member, as parsed here, holds real
+ * descriptors that the config then owns (-1: one that did not come). Only
+ * the API puts them there: it replaces every number a client wrote in
+ * "fds" with the descriptors received over SCM_RIGHTS, in order, and refuses
+ * a request whose counts differ; a config read from a file never has them
+ * (vm_config_to_json does not write them). */
+bool net_config_from_json_node(JsonNode *root, struct net_config *out, GError **error);
 /* The disk's image exists, is a regular file or a block device of at least one
  * sector, and opens for reading (and writing unless readonly). field names it
  * in the error ("disks[0].path"). */

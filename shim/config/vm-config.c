@@ -85,6 +85,9 @@ struct vm_config *vm_config_copy(const struct vm_config *cfg)
     copy->vsock.socket = g_strdup(cfg->vsock.socket);
     copy->rng.src = g_strdup(cfg->rng.src);
     platform_config_copy(&copy->platform, &cfg->platform);
+    copy->nets = g_new0(struct net_config, cfg->nnets);
+    for (unsigned i = 0; i < cfg->nnets; i++)
+        net_config_copy(&copy->nets[i], &cfg->nets[i]);
     copy->disks = g_new0(struct disk_config, cfg->ndisks);
     for (unsigned i = 0; i < cfg->ndisks; i++)
         disk_config_copy(&copy->disks[i], &cfg->disks[i]);
@@ -107,6 +110,9 @@ void vm_config_free(struct vm_config *cfg)
     for (unsigned i = 0; i < cfg->ndisks; i++)
         disk_config_clear(&cfg->disks[i]);
     g_free(cfg->disks);
+    for (unsigned i = 0; i < cfg->nnets; i++)
+        net_config_clear(&cfg->nets[i]);
+    g_free(cfg->nets);
     g_free(cfg);
 }
 
@@ -144,6 +150,8 @@ enum field_kind {
     FIELD_MODE,        /* enum console_mode, spelled as Cloud Hypervisor does */
     FIELD_OBJECT,
     FIELD_DISKS,       /* the disks array: struct disk_config each */
+    FIELD_NETS,        /* the net array: struct net_config each */
+    FIELD_FDS,         /* a net's descriptors: an array of integers (see vm-config-json.h) */
     FIELD_UNSUPPORTED, /* Cloud Hypervisor has it; vsnap accepts only its "unset" value */
 };
 
@@ -162,6 +170,7 @@ struct field {
 #define UNSUPPORTED(n) { .name = n, .kind = FIELD_UNSUPPORTED }
 #define OBJECT(n, m, p) { .name = n, .kind = FIELD_OBJECT, .members = m, .presence = p }
 #define DISK(n, k, member) { .name = n, .kind = k, .offset = offsetof(struct disk_config, member) }
+#define NET(n, k, member) { .name = n, .kind = k, .offset = offsetof(struct net_config, member) }
 
 static const struct field payload_fields[] = {
     LEAF("kernel", FIELD_STRING, payload.kernel),
@@ -274,6 +283,28 @@ static const struct field disk_fields[] = {
     { 0 },
 };
 
+/* Cloud Hypervisor's NetConfig (the openapi file, plus `fds`, which its
+ * NetConfig has and its API fills from SCM_RIGHTS). */
+static const struct field net_fields[] = {
+    NET("tap", FIELD_STRING, tap),
+    NET("ip", FIELD_STRING, ip),
+    NET("mask", FIELD_STRING, mask),
+    NET("mac", FIELD_STRING, mac),
+    NET("host_mac", FIELD_STRING, host_mac),
+    NET("mtu", FIELD_U32, mtu),
+    NET("num_queues", FIELD_U32, num_queues),
+    NET("queue_size", FIELD_U32, queue_size),
+    NET("id", FIELD_STRING, id),
+    NET("offload_tso", FIELD_BOOL, offload_tso),
+    NET("offload_ufo", FIELD_BOOL, offload_ufo),
+    NET("offload_csum", FIELD_BOOL, offload_csum),
+    NET("vhost_mode", FIELD_STRING, vhost_mode),
+    { .name = "fds", .kind = FIELD_FDS },
+    UNSUPPORTED("iommu"), UNSUPPORTED("vhost_user"), UNSUPPORTED("vhost_socket"),
+    UNSUPPORTED("pci_segment"), UNSUPPORTED("pci_device_id"), UNSUPPORTED("rate_limiter_config"),
+    { 0 },
+};
+
 static const struct field vm_config_fields[] = {
     OBJECT("payload", payload_fields, NO_PRESENCE),
     OBJECT("cpus", cpus_fields, NO_PRESENCE),
@@ -284,7 +315,8 @@ static const struct field vm_config_fields[] = {
     OBJECT("rng", rng_fields, CFG(rng.present)),
     OBJECT("platform", platform_fields, NO_PRESENCE),
     { .name = "disks", .kind = FIELD_DISKS, .members = disk_fields },
-    UNSUPPORTED("net"), UNSUPPORTED("balloon"),
+    { .name = "net", .kind = FIELD_NETS, .members = net_fields },
+    UNSUPPORTED("balloon"),
     UNSUPPORTED("fs"), UNSUPPORTED("pmem"), UNSUPPORTED("debug_console"),
     UNSUPPORTED("devices"), UNSUPPORTED("user_devices"), UNSUPPORTED("vdpa"),
     UNSUPPORTED("sgx_epc"), UNSUPPORTED("numa"), UNSUPPORTED("iommu"),
@@ -422,6 +454,60 @@ static bool parse_disks(JsonNode *node, const struct field *fields, const char *
     return true;
 }
 
+/* net: an array of NetConfig objects; null or [] is no interface. */
+static bool parse_nets(JsonNode *node, const struct field *fields, const char *path,
+                       struct vm_config *cfg, GError **error)
+{
+    if (JSON_NODE_HOLDS_NULL(node))
+        return true;
+    if (!JSON_NODE_HOLDS_ARRAY(node))
+        return invalid(error, path, "expected an array of NetConfig objects");
+    JsonArray *array = json_node_get_array(node);
+    for (guint i = 0; i < json_array_get_length(array); i++) {
+        g_autofree char *item = g_strdup_printf("%s[%u]", path, i);
+        struct net_config net;
+        net_config_init(&net);
+        bool ok = parse_object(json_array_get_element(array, i), fields, item, &net, error);
+        if (ok) { /* the config takes the descriptors over */
+            cfg->nets = g_renew(struct net_config, cfg->nets, cfg->nnets + 1);
+            cfg->nets[cfg->nnets++] = net;
+        } else {
+            net_config_clear(&net);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* fds: descriptors the API received with the request, put in place of the
+ * client's numbers before parsing (vm-config-json.h); -1 is one that did
+ * not come. */
+static bool parse_fds(JsonNode *node, const char *path, struct net_config *net, GError **error)
+{
+    if (JSON_NODE_HOLDS_NULL(node))
+        return true;
+    if (!JSON_NODE_HOLDS_ARRAY(node))
+        return invalid(error, path, "expected an array of descriptors");
+    JsonArray *array = json_node_get_array(node);
+    guint n = json_array_get_length(array);
+    if (n > 64)
+        return invalid(error, path, "too many descriptors");
+    for (guint i = 0; i < n; i++)
+        if (!is_value_of(json_array_get_element(array, i), G_TYPE_INT64))
+            return invalid(error, path, "expected an array of integers");
+    for (unsigned i = 0; i < net->nfds; i++)
+        if (net->fds[i] >= 0)
+            close(net->fds[i]);
+    g_free(net->fds);
+    net->fds = g_new(int, MAX(n, 1));
+    net->nfds = n;
+    for (guint i = 0; i < n; i++) {
+        gint64 fd = json_node_get_int(json_array_get_element(array, i));
+        net->fds[i] = fd >= 0 && fd <= INT32_MAX ? (int)fd : -1;
+    }
+    return true;
+}
+
 static bool parse_leaf(JsonNode *node, const struct field *f, const char *path,
                        void *target, GError **error)
 {
@@ -455,6 +541,10 @@ static bool parse_leaf(JsonNode *node, const struct field *f, const char *path,
         return parse_object(node, f->members, path, target, error);
     case FIELD_DISKS:
         return parse_disks(node, f->members, path, target, error);
+    case FIELD_NETS:
+        return parse_nets(node, f->members, path, target, error);
+    case FIELD_FDS:
+        return parse_fds(node, path, target, error);
     case FIELD_UNSUPPORTED:
         if (is_unset_value(node))
             return true;
@@ -522,6 +612,7 @@ struct vm_config *vm_config_from_json(JsonNode *root, GError **error)
     if (cfg->rng.present && !cfg->rng.src)
         cfg->rng.src = g_strdup(VSNAP_DEFAULT_RNG_SOURCE);
     vm_config_name_disks(cfg);
+    vm_config_name_nets(cfg);
     if (!vm_config_validate(cfg, error))
         return NULL;
     return g_steal_pointer(&cfg);
@@ -546,6 +637,19 @@ static JsonNode *parse_text(JsonParser *parser, const char *text, gssize len, co
     if (!root)
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the body is empty: a %s is required", what);
     return root;
+}
+
+bool net_config_from_json_node(JsonNode *root, struct net_config *out, GError **error)
+{
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "the NetConfig must be a JSON object");
+        return false;
+    }
+    net_config_init(out);
+    if (parse_object(root, net_fields, NULL, out, error))
+        return true;
+    net_config_clear(out);
+    return false;
 }
 
 bool disk_config_from_json_text(const char *text, gssize len, struct disk_config *out, GError **error)
@@ -690,7 +794,7 @@ bool vm_config_validate(const struct vm_config *cfg, GError **error)
         !check_console(&cfg->serial, "serial", error) ||
         !check_console(&cfg->console, "console", error) || !check_vsock(&cfg->vsock, error) ||
         !check_rng(&cfg->rng, error) || !check_platform(&cfg->platform, error) ||
-        !vm_config_check_disks(cfg, error))
+        !vm_config_check_disks(cfg, error) || !vm_config_check_nets(cfg, error))
         return false;
     /* As Cloud Hypervisor: one terminal cannot feed two devices' input. */
     if (cfg->console.mode == CONSOLE_MODE_TTY && cfg->serial.mode == CONSOLE_MODE_TTY) {
@@ -870,6 +974,15 @@ JsonNode *vm_config_to_json(const struct vm_config *cfg)
         json_builder_begin_array(b);
         for (unsigned i = 0; i < cfg->ndisks; i++)
             disk_config_add_json(b, &cfg->disks[i]);
+        json_builder_end_array(b);
+    }
+    json_builder_set_member_name(b, "net");
+    if (cfg->nnets == 0) {
+        json_builder_add_null_value(b);
+    } else {
+        json_builder_begin_array(b);
+        for (unsigned i = 0; i < cfg->nnets; i++)
+            net_config_add_json(b, &cfg->nets[i]);
         json_builder_end_array(b);
     }
     json_builder_end_object(b);

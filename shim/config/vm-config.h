@@ -22,6 +22,16 @@
 #define VSNAP_DISK_DEFAULT_QUEUE_SIZE 128
 /* virtio-blk's GET_ID answers at most this many bytes of the serial. */
 #define VSNAP_DISK_SERIAL_MAX 20
+/* Network interfaces: one RX/TX queue pair (num_queues 2, Cloud Hypervisor's
+ * default), queue_size up to 256 (default 256), an MTU the guest is told of
+ * (VIRTIO_NET_F_MTU) between 68 and 65535, and at most this many tap
+ * descriptors each (one per queue pair). */
+#define VSNAP_NET_QUEUES 2
+#define VSNAP_NET_MAX_QUEUE_SIZE 256
+#define VSNAP_NET_DEFAULT_QUEUE_SIZE 256
+#define VSNAP_NET_MIN_MTU 68
+#define VSNAP_NET_MAX_MTU 65535
+#define VSNAP_NET_MAX_FDS 1
 
 /* Cloud Hypervisor's ConsoleOutputMode, in its spelling. */
 enum console_mode {
@@ -111,6 +121,24 @@ struct disk_config {
     char *image_type;    /* NULL or "Raw": the only format vsnap reads */
 };
 
+/* One of Cloud Hypervisor's NetConfig: a virtio-net device on a tap. The tap
+ * is fds[0] when descriptors came with the request (SCM_RIGHTS), else the tap
+ * called `tap`, else one the shim creates ("vmtap%d"). */
+struct net_config {
+    char *tap;           /* interface name; NULL: fds, or a new tap */
+    char *ip, *mask;     /* host-side IPv4 address and netmask set on the tap (NULL: none) */
+    char *mac;           /* the guest's MAC, "52:54:00:12:34:56"; NULL: a random local one */
+    char *host_mac;      /* the tap's own MAC (NULL: the kernel's) */
+    uint32_t mtu;        /* 0: not given (the tap's MTU stays, the guest is not told) */
+    uint32_t num_queues; /* VSNAP_NET_QUEUES */
+    uint32_t queue_size; /* power of two, up to VSNAP_NET_MAX_QUEUE_SIZE */
+    char *id;            /* unique; "_net<n>" when not given, as Cloud Hypervisor names them */
+    bool offload_tso, offload_ufo, offload_csum; /* Cloud Hypervisor's defaults: true */
+    char *vhost_mode;    /* NULL or "Client" (vhost-user is refused; the default is accepted) */
+    int *fds;            /* owned descriptors (copies dup them, clearing closes them); -1: one still expected */
+    unsigned nfds;
+};
+
 struct vm_config {
     struct payload_config payload;
     struct cpus_config cpus;
@@ -122,6 +150,8 @@ struct vm_config {
     struct platform_config platform;
     struct disk_config *disks; /* ndisks of them, in the guest's order */
     unsigned ndisks;
+    struct net_config *nets; /* nnets of them, in the guest's order */
+    unsigned nnets;
 };
 
 struct vm_config *vm_config_new_default(void);
@@ -146,3 +176,16 @@ bool vm_config_remove_disk(struct vm_config *cfg, const char *id);
 void vm_config_name_disks(struct vm_config *cfg);
 /* The disk with this id, or NULL. */
 const struct disk_config *vm_config_find_disk(const struct vm_config *cfg, const char *id);
+
+/* A NetConfig with Cloud Hypervisor's defaults (num_queues 2, queue_size 256,
+ * offloads allowed), no tap and no descriptors. */
+void net_config_init(struct net_config *net);
+void net_config_copy(struct net_config *to, const struct net_config *from);
+void net_config_clear(struct net_config *net);
+void vm_config_add_net(struct vm_config *cfg, const struct net_config *net);
+bool vm_config_remove_net(struct vm_config *cfg, const char *id);
+/* Give every net without an id the first free "_net<n>", in order. */
+void vm_config_name_nets(struct vm_config *cfg);
+const struct net_config *vm_config_find_net(const struct vm_config *cfg, const char *id);
+/* Parse "aa:bb:cc:dd:ee:ff" (either case); false if it is not a MAC. */
+bool net_mac_parse(const char *text, uint8_t mac[6]);

@@ -6,6 +6,7 @@
 #include "devices/serial.h"
 #include "devices/virtio-blk.h"
 #include "devices/virtio-console.h"
+#include "devices/virtio-net.h"
 #include "devices/virtio-rng.h"
 #include "devices/virtio-vsock.h"
 #include "devices/vmgenid.h"
@@ -30,11 +31,15 @@ bool devices_quiesce(struct vm *vm, GError **error)
         virtio_console_quiesce(vm_console(vm));
     if (vm_rng(vm))
         virtio_rng_quiesce(vm_rng(vm));
+    for (unsigned i = 0; i < vm_net_count(vm); i++)
+        virtio_net_quiesce(vm_net(vm, i));
     return true;
 }
 
 void devices_unquiesce(struct vm *vm)
 {
+    for (unsigned i = 0; i < vm_net_count(vm); i++)
+        virtio_net_unquiesce(vm_net(vm, i));
     if (vm_console(vm))
         virtio_console_unquiesce(vm_console(vm));
     if (vm_vsock(vm))
@@ -74,6 +79,13 @@ void devices_state_save(struct vm *vm, JsonBuilder *b)
         json_builder_begin_array(b);
         for (unsigned i = 0; i < vm_disk_count(vm); i++)
             virtio_blk_save_state(vm_disk(vm, i), b);
+        json_builder_end_array(b);
+    }
+    if (vm_net_count(vm) > 0) {
+        json_builder_set_member_name(b, "nets");
+        json_builder_begin_array(b);
+        for (unsigned i = 0; i < vm_net_count(vm); i++)
+            virtio_net_save_state(vm_net(vm, i), b);
         json_builder_end_array(b);
     }
     json_builder_end_object(b);
@@ -125,6 +137,29 @@ static bool restore_disks(struct vm *vm, JsonObject *devices, GError **error)
     return true;
 }
 
+/* "nets": one per interface of the config, in its order. */
+static bool restore_nets(struct vm *vm, JsonObject *devices, GError **error)
+{
+    JsonNode *node = json_object_get_member(devices, "nets");
+    JsonArray *nets = node && JSON_NODE_HOLDS_ARRAY(node) ? json_node_get_array(node) : NULL;
+    unsigned saved = nets ? json_array_get_length(nets) : 0;
+    if ((node && !nets) || saved != vm_net_count(vm)) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                    "state.json has %u network interfaces, config.json %u", saved, vm_net_count(vm));
+        return false;
+    }
+    for (unsigned i = 0; i < saved; i++) {
+        JsonNode *net = json_array_get_element(nets, i);
+        g_autoptr(GError) local = NULL;
+        if (!JSON_NODE_HOLDS_OBJECT(net) || !virtio_net_restore_state(vm_net(vm, i), json_node_get_object(net), &local)) {
+            g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: restoring network interface %u: %s",
+                        i, local ? local->message : "not an object");
+            return false;
+        }
+    }
+    return true;
+}
+
 /* A virtio device is in state.json exactly when config.json asks for it (a
  * device the guest found cannot vanish, nor others move to its address).
  * *state is its saved state, NULL when neither has it. */
@@ -161,6 +196,7 @@ bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error)
     JsonObject *vsock, *console, *rng;
     g_autoptr(GError) local = NULL;
     if (!devices || !restore_legacy(vm, devices, error) || !restore_disks(vm, devices, error) ||
+        !restore_nets(vm, devices, error) ||
         !virtio_device_state(devices, "vsock", vm_vsock(vm) != NULL, &vsock, error) ||
         !virtio_device_state(devices, "console", vm_console(vm) != NULL, &console, error) ||
         !virtio_device_state(devices, "rng", vm_rng(vm) != NULL, &rng, error))
@@ -180,5 +216,9 @@ bool devices_after_restore(struct vm *vm, GError **error)
         return false;
     if (vm_vsock(vm))
         virtio_vsock_transport_reset(vm_vsock(vm));
+    /* The VM may sit on another tap, another bridge, another host: the guest
+     * tells its neighbours where it is now (a gratuitous ARP). */
+    for (unsigned i = 0; i < vm_net_count(vm); i++)
+        virtio_net_request_announce(vm_net(vm, i));
     return true;
 }

@@ -52,16 +52,87 @@ static bool override_section(JsonObject *config, JsonObject *overrides, const ch
     return true;
 }
 
+/* The snapshot's net with this id, or NULL. */
+static JsonObject *find_net(JsonArray *nets, const char *id)
+{
+    for (guint i = 0; nets && i < json_array_get_length(nets); i++) {
+        JsonNode *n = json_array_get_element(nets, i);
+        if (JSON_NODE_HOLDS_OBJECT(n) && g_strcmp0(json_object_get_string_member_with_default(
+                                                        json_node_get_object(n), "id", NULL), id) == 0)
+            return json_node_get_object(n);
+    }
+    return NULL;
+}
+
+/* config.json never names descriptors (they belong to the process that
+ * wrote it); any there are dropped before overrides add the new ones. */
+static void drop_saved_fds(JsonArray *nets)
+{
+    for (guint i = 0; nets && i < json_array_get_length(nets); i++) {
+        JsonNode *n = json_array_get_element(nets, i);
+        if (JSON_NODE_HOLDS_OBJECT(n))
+            json_object_remove_member(json_node_get_object(n), "fds");
+    }
+}
+
+/* config_overrides.net: a list shaped like VmConfig's; each member names an
+ * interface of the snapshot by id and replaces the fields it gives. A new
+ * tap name or new descriptors replace the old tap whichever way it came. */
+static bool override_nets(JsonObject *config, JsonObject *overrides, GError **error)
+{
+    static const char *const allowed[] = { "id", "tap", "fds", "mac", "host_mac", "ip", "mask", NULL };
+    JsonNode *cnode = json_object_get_member(config, "net");
+    JsonArray *nets = cnode && JSON_NODE_HOLDS_ARRAY(cnode) ? json_node_get_array(cnode) : NULL;
+    drop_saved_fds(nets);
+    JsonNode *node = json_object_get_member(overrides, "net");
+    if (!node)
+        return true;
+    if (!JSON_NODE_HOLDS_ARRAY(node)) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "config_overrides.net must be a list of objects");
+        return false;
+    }
+    JsonArray *list = json_node_get_array(node);
+    for (guint i = 0; i < json_array_get_length(list); i++) {
+        JsonNode *item = json_array_get_element(list, i);
+        JsonObject *over = JSON_NODE_HOLDS_OBJECT(item) ? json_node_get_object(item) : NULL;
+        const char *id = over ? json_object_get_string_member_with_default(over, "id", NULL) : NULL;
+        JsonObject *target = id ? find_net(nets, id) : NULL;
+        if (!target) {
+            g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                        id ? "config_overrides.net[%u]: the snapshot has no network interface '%s'"
+                           : "config_overrides.net[%u] must be an object with the \"id\" of an interface%s",
+                        i, id ? id : "");
+            return false;
+        }
+        g_autoptr(GList) members = json_object_get_members(over);
+        for (GList *l = members; l; l = l->next) {
+            if (!g_strv_contains(allowed, l->data)) {
+                g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                            "config_overrides.net[%u].%s cannot be overridden (only tap, fds, mac, host_mac, ip, mask)",
+                            i, (const char *)l->data);
+                return false;
+            }
+        }
+        if (json_object_has_member(over, "tap") || json_object_has_member(over, "fds")) {
+            json_object_remove_member(target, "tap");
+            json_object_remove_member(target, "fds");
+        }
+        for (GList *l = members; l; l = l->next)
+            json_object_set_member(target, l->data, json_node_copy(json_object_get_member(over, l->data)));
+    }
+    return true;
+}
+
 static bool apply_overrides(JsonObject *config, JsonObject *overrides, GError **error)
 {
     static const char *const console_fields[] = { "mode", "file", "socket", NULL };
     static const char *const vsock_fields[] = { "socket", NULL };
-    static const char *const sections[] = { "serial", "console", "vsock", NULL };
+    static const char *const sections[] = { "serial", "console", "vsock", "net", NULL };
     g_autoptr(GList) members = json_object_get_members(overrides);
     for (GList *l = members; l; l = l->next) {
         if (!g_strv_contains(sections, l->data)) {
             g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                        "config_overrides.%s is not supported (serial, console and vsock are)",
+                        "config_overrides.%s is not supported (serial, console, vsock and net are)",
                         (const char *)l->data);
             return false;
         }
@@ -74,7 +145,7 @@ static bool apply_overrides(JsonObject *config, JsonObject *overrides, GError **
     }
     return override_section(config, overrides, "serial", console_fields, error) &&
            override_section(config, overrides, "console", console_fields, error) &&
-           override_section(config, overrides, "vsock", vsock_fields, error);
+           override_section(config, overrides, "vsock", vsock_fields, error) && override_nets(config, overrides, error);
 }
 
 static struct vm_config *load_config(const char *dir, JsonObject *overrides, GError **error)
@@ -99,6 +170,10 @@ struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *over
     }
     if (overrides && !apply_overrides(json_node_get_object(root), overrides, error))
         return NULL;
+    if (!overrides) {
+        JsonNode *nets = json_object_get_member(json_node_get_object(root), "net");
+        drop_saved_fds(nets && JSON_NODE_HOLDS_ARRAY(nets) ? json_node_get_array(nets) : NULL);
+    }
     g_autoptr(GError) local = NULL;
     struct vm_config *cfg = vm_config_from_json(root, &local);
     if (!cfg) {

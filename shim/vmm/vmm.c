@@ -6,6 +6,7 @@
 #include <stdarg.h>
 
 #include "config/vm-config-json.h"
+#include "devices/virtio-net.h"
 #include "devices/vmgenid.h"
 #include "json/bounded-json.h"
 #include "vm.h"
@@ -232,6 +233,17 @@ static void teardown_vm(struct vmm *vmm)
     notify_ready_watches(vmm, NULL);
 }
 
+/* vm.info names the taps the kernel chose ("vmtap0") and those behind
+ * descriptors: the config the VM runs with records them. */
+static void record_tap_names(struct vm *vm, struct vm_config *cfg)
+{
+    for (unsigned i = 0; i < cfg->nnets && i < vm_net_count(vm); i++) {
+        if (cfg->nets[i].tap)
+            continue;
+        cfg->nets[i].tap = g_strdup(virtio_net_tap_name(vm_net(vm, i)));
+    }
+}
+
 static bool build_and_start_vm(struct vmm *vmm, GError **error)
 {
     g_autoptr(GError) local = NULL;
@@ -242,6 +254,7 @@ static bool build_and_start_vm(struct vmm *vmm, GError **error)
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_FAILED, "cannot boot the VM: %s", local->message);
         return false;
     }
+    record_tap_names(vm, vmm->config);
     adopt_vm(vmm, vm, link);
     vmm->boot_count++;
     return true;
@@ -431,18 +444,53 @@ bool vmm_add_disk(struct vmm *vmm, const struct disk_config *disk, GError **erro
     return true;
 }
 
+bool vmm_add_net(struct vmm *vmm, const struct net_config *net, GError **error)
+{
+    if (!require_not_running(vmm, "add a network interface", error))
+        return false;
+    if (net->id && (vm_config_find_net(vmm->config, net->id) || vm_config_find_disk(vmm->config, net->id))) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_CONFLICT, "a device with id '%s' exists already", net->id);
+        return false;
+    }
+    g_autoptr(vm_config) cfg = vm_config_copy(vmm->config);
+    vm_config_add_net(cfg, net);
+    vm_config_name_nets(cfg);
+    if (!vm_config_validate(cfg, error))
+        return false;
+    vm_config_free(vmm->config);
+    vmm->config = g_steal_pointer(&cfg);
+    return true;
+}
+
+bool vmm_set_link(struct vmm *vmm, const char *id, bool up, GError **error)
+{
+    if (!require_state(vmm, "set a link", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
+        return false;
+    struct virtio_net *net = vm_find_net(vmm->vm, id);
+    if (!net) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_FOUND, "no network interface with id '%s'", id);
+        return false;
+    }
+    virtio_net_set_link(net, up);
+    return true;
+}
+
 bool vmm_remove_device(struct vmm *vmm, const char *id, GError **error)
 {
     if (!require_created(vmm, error))
         return false;
-    if (!vm_config_find_disk(vmm->config, id)) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_FOUND, "no device with id '%s' (only disks can be removed)",
-                    id);
+    bool disk = vm_config_find_disk(vmm->config, id) != NULL;
+    if (!disk && !vm_config_find_net(vmm->config, id)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_FOUND,
+                    "no device with id '%s' (disks and network interfaces can be removed)", id);
         return false;
     }
-    if (!require_not_running(vmm, "remove a disk", error))
+    if (!require_not_running(vmm, disk ? "remove a disk" : "remove a network interface", error))
         return false;
-    vm_config_remove_disk(vmm->config, id);
+    if (disk)
+        vm_config_remove_disk(vmm->config, id);
+    else
+        vm_config_remove_net(vmm->config, id);
     return true;
 }
 
@@ -564,6 +612,7 @@ bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *req, boo
         return false;
     }
     restore_notify(vm, cfg, link);
+    record_tap_names(vm, cfg);
     adopt_vm(vmm, vm, link);
     vmm->config = cfg;
     vmm->state = VMM_STATE_PAUSED;

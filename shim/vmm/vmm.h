@@ -57,6 +57,12 @@ void vmm_request_exit(struct vmm *vmm);
  * A duplicate id is 409, an unknown one 404. */
 bool vmm_add_disk(struct vmm *vmm, const struct disk_config *disk, GError **error);
 bool vmm_remove_device(struct vmm *vmm, const char *id, GError **error);
+/* vm.add-net, the same way (cold add: 405 while Running or Paused); the
+ * config takes copies of net's descriptors. */
+bool vmm_add_net(struct vmm *vmm, const struct net_config *net, GError **error);
+/* vm.set-link (vsnap): the link of interface id as the guest sees it; only
+ * while Running or Paused; an unknown id is 404. */
+bool vmm_set_link(struct vmm *vmm, const char *id, bool up, GError **error);
 
 /* vm.info and vm.counters bodies, or NULL and a SHIM_ERROR. */
 JsonNode *vmm_info(struct vmm *vmm, GError **error);
