@@ -117,6 +117,12 @@ static bool update_live(struct vsnap_domain *dom, const struct domain_net *updat
     g_mutex_lock(&dom->lock);
     bool ok = true;
     if (dom->run) {
+        /* While running, the persistent definition is the live one until
+         * they differ: keep it as it was, to apply at the next start. */
+        if (dom->persistent && !dom->next_def) {
+            dom->next_def = domain_def_copy(dom->def);
+            domain_def_forget_net_runtime(dom->next_def);
+        }
         dom->def->nets[index].link_down = update->link_down;
         g_autofree char *xml = domain_def_format(dom->def, true, -1);
         ok = atomic_file_write(dom->run->xml_path, xml, error);

@@ -111,11 +111,14 @@ static char *port_definition(const struct domain_def *owner, const struct domain
     domain_uuid_format(owner->uuid, uuid);
     domain_mac_format(net->mac, mac);
     g_autofree char *name = g_markup_escape_text(owner->name, -1);
+    /* The port's own id is the client's to choose, as libvirt's drivers do. */
+    g_autofree char *port = g_uuid_string_random();
     return g_strdup_printf("<networkport>\n"
+                           "  <uuid>%s</uuid>\n"
                            "  <owner><name>%s</name><uuid>%s</uuid></owner>\n"
                            "  <mac address='%s'/>\n"
                            "</networkport>\n",
-                           name, uuid, mac);
+                           port, name, uuid, mac);
 }
 
 static bool create_port(virNetworkPtr network, const struct domain_def *owner, struct domain_net *net,

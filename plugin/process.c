@@ -385,11 +385,11 @@ static bool setup_vm(struct domain_run *run, const struct domain_def *live, cons
     bool alive = how ? how->setup_vm(run, live, how->data, error) ||
                            (*lost = lost_while_restoring(run, live, how, error))
                      : monitor_vm_create(run->api_socket, json, nets->fds, nets->n, error) &&
-                           process_net_apply_links(run->api_socket, live, error) &&
                            monitor_vm_boot(run->api_socket, error);
     run->net_fds = NULL;
     run->n_net_fds = 0;
-    return alive && (*lost || !how || process_net_apply_links(run->api_socket, live, error));
+    /* The shim takes vm.set-link once the VM runs (not while only created). */
+    return alive && (*lost || process_net_apply_links(run->api_socket, live, error));
 }
 
 /* Launch and boot; on failure the caller stops the shim and frees the run.
