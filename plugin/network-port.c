@@ -41,21 +41,21 @@ static gpointer start_library(gpointer unused)
     return NULL;
 }
 
-static void set_libvirt_error(GError **error, int code, const char *what)
+void network_driver_set_error(GError **error, int code, const char *what)
 {
     virErrorPtr last = virGetLastError();
     g_set_error(error, VSNAP_VIR_ERROR, code, "%s: %s", what,
                 last && last->message ? last->message : "unknown error");
 }
 
-static virConnectPtr open_network_driver(const char *uri, GError **error)
+virConnectPtr network_driver_open(const char *uri, GError **error)
 {
     static GOnce once = G_ONCE_INIT;
     g_once(&once, start_library, NULL);
     virConnectPtr conn = virConnectOpen(uri);
     if (!conn) {
         g_autofree char *what = g_strdup_printf("cannot reach the host's network driver at %s", uri);
-        set_libvirt_error(error, VIR_ERR_OPERATION_INVALID, what);
+        network_driver_set_error(error, VIR_ERR_OPERATION_INVALID, what);
         return NULL;
     }
     virConnectSetKeepAlive(conn, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT);
@@ -67,7 +67,7 @@ static virNetworkPtr find_network(virConnectPtr conn, const char *name, GError *
     virNetworkPtr network = virNetworkLookupByName(conn, name);
     if (!network) {
         g_autofree char *what = g_strdup_printf("network '%s'", name);
-        set_libvirt_error(error, VIR_ERR_OPERATION_INVALID, what);
+        network_driver_set_error(error, VIR_ERR_OPERATION_INVALID, what);
         return NULL;
     }
     if (virNetworkIsActive(network) != 1) {
@@ -128,14 +128,14 @@ static bool create_port(virNetworkPtr network, const struct domain_def *owner, s
     virNetworkPortPtr port = virNetworkPortCreateXML(network, definition, 0);
     if (!port) {
         g_autofree char *what = g_strdup_printf("cannot allocate a port on network '%s'", net->source);
-        set_libvirt_error(error, VIR_ERR_OPERATION_FAILED, what);
+        network_driver_set_error(error, VIR_ERR_OPERATION_FAILED, what);
         return false;
     }
     char uuid[VIR_UUID_STRING_BUFLEN];
     char *xml = virNetworkPortGetXMLDesc(port, 0);
     bool ok = xml && virNetworkPortGetUUIDString(port, uuid) == 0;
     if (!ok)
-        set_libvirt_error(error, VIR_ERR_OPERATION_FAILED, "cannot read the network port");
+        network_driver_set_error(error, VIR_ERR_OPERATION_FAILED, "cannot read the network port");
     char *bridge = ok ? plug_bridge(xml, net->source, error) : NULL;
     free(xml);
     if (!bridge) {
@@ -154,7 +154,7 @@ static bool create_port(virNetworkPtr network, const struct domain_def *owner, s
 bool network_port_allocate(const char *uri, const struct domain_def *owner, struct domain_net *net,
                            GError **error)
 {
-    virConnectPtr conn = open_network_driver(uri, error);
+    virConnectPtr conn = network_driver_open(uri, error);
     if (!conn)
         return false;
     virNetworkPtr network = find_network(conn, net->source, error);
@@ -169,7 +169,7 @@ bool network_port_release(const char *uri, const struct domain_net *net, GError 
 {
     if (!net->port_id)
         return true;
-    virConnectPtr conn = open_network_driver(uri, error);
+    virConnectPtr conn = network_driver_open(uri, error);
     if (!conn)
         return false;
     virNetworkPtr network = virNetworkLookupByName(conn, net->source);
@@ -177,7 +177,7 @@ bool network_port_release(const char *uri, const struct domain_net *net, GError 
     bool ok = !port || virNetworkPortDelete(port, 0) == 0;
     if (!ok) {
         g_autofree char *what = g_strdup_printf("cannot free port %s of network '%s'", net->port_id, net->source);
-        set_libvirt_error(error, VIR_ERR_OPERATION_FAILED, what);
+        network_driver_set_error(error, VIR_ERR_OPERATION_FAILED, what);
     }
     if (port)
         virNetworkPortFree(port);

@@ -10,6 +10,8 @@
 #include <glib.h>
 #include <stdbool.h>
 
+#include <libvirt/libvirt.h>
+
 #include "conf/domain-conf.h"
 
 #define NETWORK_PORT_DEFAULT_URI "network:///system"
@@ -25,3 +27,10 @@ bool network_port_allocate(const char *uri, const struct domain_def *owner, stru
 /* Delete the port net->port_id of net->source (nothing when it has none).
  * A port or network that is gone already counts as deleted. */
 bool network_port_release(const char *uri, const struct domain_net *net, GError **error);
+
+/* A connection to the network driver at uri, with keepalive (for
+ * host-networks.c, the same module); VIR_ERR_OPERATION_INVALID when none
+ * answers. */
+virConnectPtr network_driver_open(const char *uri, GError **error);
+/* error from libvirt's last error: "what: message". */
+void network_driver_set_error(GError **error, int code, const char *what);

@@ -18,6 +18,7 @@ static const struct proc_entry *find_in(const struct proc_entry *entries, size_t
 const struct proc_table rpc_proc_tables[] = {
     {"connect", rpc_connect_procs, &rpc_connect_procs_count},
     {"domain", rpc_domain_procs, &rpc_domain_procs_count},
+    {"network", rpc_network_procs, &rpc_network_procs_count},
     {"events", rpc_event_procs, &rpc_event_procs_count},
     {"snapshot", rpc_snapshot_procs, &rpc_snapshot_procs_count},
 };
@@ -53,15 +54,11 @@ const char *rpc_unserved_name(int proc)
         {PROC_DOMAIN_MIGRATE_PERFORM, "virDomainMigratePerform"},
         {PROC_DOMAIN_MIGRATE_BEGIN3, "virDomainMigrateBegin3"},
         {PROC_DOMAIN_RESET, "virDomainReset"},
-        {PROC_CONNECT_LIST_ALL_STORAGE_POOLS, "virConnectListAllStoragePools"},
-        {PROC_CONNECT_NUM_OF_NETWORKS, "virConnectNumOfNetworks"},
         {PROC_STORAGE_POOL_DEFINE_XML, "virStoragePoolDefineXML"},
         {PROC_NODE_NUM_OF_DEVICES, "virNodeNumOfDevices"},
         {PROC_CONNECT_NETWORK_EVENT_REGISTER_ANY, "virConnectNetworkEventRegisterAny"},
         {PROC_CONNECT_STORAGE_POOL_EVENT_REGISTER_ANY, "virConnectStoragePoolEventRegisterAny"},
         {PROC_CONNECT_NODE_DEVICE_EVENT_REGISTER_ANY, "virConnectNodeDeviceEventRegisterAny"},
-        {PROC_CONNECT_LIST_ALL_NETWORKS, "virConnectListAllNetworks"},
-        {PROC_CONNECT_LIST_ALL_INTERFACES, "virConnectListAllInterfaces"},
         {PROC_CONNECT_LIST_ALL_NODE_DEVICES, "virConnectListAllNodeDevices"},
         {PROC_CONNECT_DOMAIN_EVENT_REGISTER, "virConnectDomainEventRegister"},
         {PROC_CONNECT_DOMAIN_EVENT_REGISTER_ANY, "virConnectDomainEventRegisterAny (legacy form)"},

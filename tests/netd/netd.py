@@ -242,10 +242,10 @@ def interface_xml(kind, mac=None, source=None, target=None, managed=None, link=N
     return f"    <interface type='{kind}'>{inner}</interface>\n"
 
 
-def daemon_in(ns_prefix):
+def daemon_in(ns_prefix, extra=()):
     """A virtvsnapd (tests/plugin's Daemon) started through ns_prefix, a
     command that enters namespaces and execs it (the pid stays the daemon's)."""
-    return vsnapd.Daemon().start(prefix=ns_prefix)
+    return vsnapd.Daemon().start(prefix=ns_prefix, extra=extra)
 
 
 # ---- libvirt's network driver in namespaces of its own ------------------------------

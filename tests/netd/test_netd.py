@@ -6,8 +6,10 @@ own for type='network'. Every namespace, bridge and veth pair is made and
 removed by the test; nothing routes out."""
 
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import unittest
 import uuid as uuidlib
@@ -40,9 +42,21 @@ class NetdTest(unittest.TestCase):
         for close in reversed(self.closers):
             close()
 
-    def start_daemon(self, prefix=None):
-        self.daemon = netd.daemon_in(prefix or ("ip", "netns", "exec", self.host.name))
+    def start_daemon(self, prefix=None, network_uri=None):
+        extra = ()
+        if network_uri:
+            conf = os.path.join(self.host_dir(), "virtvsnapd.conf")
+            with open(conf, "w") as f:
+                f.write(f"[daemon]\nnetwork_uri={network_uri}\n")
+            extra = ("--config", conf)
+        self.daemon = netd.daemon_in(prefix or ("ip", "netns", "exec", self.host.name), extra)
         return self.daemon
+
+    def host_dir(self):
+        if not hasattr(self, "_dir"):
+            self._dir = tempfile.mkdtemp(prefix="vsnapd-netd-")
+            self.closers.append(lambda: shutil.rmtree(self._dir, ignore_errors=True))
+        return self._dir
 
     def virsh(self, *args, check=True):
         return self.daemon.virsh(*args, check=check)
@@ -126,9 +140,26 @@ class NetdTest(unittest.TestCase):
         self.virsh("destroy", "e1")
 
     def test_refusals(self):
-        """Other types and models are refused by name; a missing bridge or
-        a tap name that exists is refused at start, leaving nothing."""
-        self.start_daemon()
+        """Other types and models are refused by name; a missing bridge, a
+        tap name that exists, or a network without a network driver is
+        refused at start, leaving nothing. Without a network driver the
+        network, storage pool and host interface lists clients ask for are
+        empty (not "unsupported")."""
+        missing = os.path.join(self.host_dir(), "no-such-sock")
+        self.start_daemon(network_uri=f"network:///system?socket={missing}")
+        for listing in (("net-list", "--all"), ("pool-list", "--all"), ("iface-list", "--all")):
+            self.assertEqual(self.virsh(*listing).stdout.strip(), "", listing)
+        conn = self.daemon.connect()
+        try:
+            self.assertEqual((conn.numOfNetworks(), conn.numOfDefinedNetworks(), conn.listAllNetworks(),
+                              conn.numOfStoragePools(), conn.listAllStoragePools(), conn.listStoragePools(),
+                              conn.listDefinedStoragePools(), conn.listAllInterfaces()),
+                             (0, 0, [], 0, [], [], [], []))
+        finally:
+            conn.close()
+        self.define("nonet", [interface_xml("network", source="default")])
+        res = self.virsh("start", "nonet", check=False)
+        self.assertIn("cannot reach the host's network driver", res.stderr)
         for iface, text in ((interface_xml("user"), "<interface type='user'> is not supported"),
                             ("<interface type='ethernet'><model type='e1000'/></interface>",
                              "<model type='e1000'> is not supported")):
@@ -176,6 +207,21 @@ class NetdTest(unittest.TestCase):
         self.assertEqual(len(driver.virsh("net-port-list", "vsniso").split()), 1)
         self.assertTrue(ping(lan.peer, "10.78.0.2"), "the guest on the libvirt network does not answer")
         self.assertTrue(udp_echo(lan.peer, "10.78.0.2", [b"through the network"]))
+        # The vsnap connection shows the host's networks, read-only, as
+        # virt-manager lists them to offer them for new interfaces.
+        self.assertIn("vsniso", self.virsh("net-list", "--all").stdout)
+        self.assertIn("vsnisobr", self.virsh("net-info", "vsniso").stdout)
+        self.assertIn("<name>vsniso</name>", self.virsh("net-dumpxml", "vsniso").stdout)
+        conn = self.daemon.connect()
+        try:
+            nets = conn.listAllNetworks()
+            self.assertEqual([n.name() for n in nets], ["vsniso"])
+            self.assertEqual((nets[0].isActive(), nets[0].isPersistent(), nets[0].bridgeName()),
+                             (1, 1, "vsnisobr"))
+            self.assertEqual(conn.networkLookupByUUID(nets[0].UUID()).name(), "vsniso")
+            self.assertEqual(conn.listStoragePools(), [])
+        finally:
+            conn.close()
         self.assertIn("master vsnisobr", self.host.ip("-o", "link", "show", "vnet0").stdout)
         self.virsh("destroy", "w1")
         self.assertEqual(driver.virsh("net-port-list", "vsniso").split(), [])

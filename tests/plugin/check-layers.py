@@ -22,7 +22,7 @@ LAYERS = [
     ("rpc: server", [["rpc/server.*"]]),
     ("rpc: dispatch", [["rpc/dispatch.*"]]),
     ("rpc: procedures", [["rpc/xdr-connect.c"], ["rpc/xdr-domain.c"], ["rpc/xdr-events.c"],
-                         ["rpc/xdr-snapshot.c"]]),
+                         ["rpc/xdr-snapshot.c"], ["rpc/xdr-network.c"]]),
     ("rpc: what a procedure implements", [["rpc/procedure.h"]]),
     ("rpc: event registry, streams", [["rpc/event-registry.*"], ["rpc/stream.*"]]),
     ("rpc: client", [["rpc/client.*"]]),
@@ -39,7 +39,7 @@ LAYERS = [
     ("monitor", [["monitor.*", "http-fds.*"]]),
     # The host side of interfaces: taps and bridges, and ports of libvirt
     # networks (the host's network driver, through libvirt's client library).
-    ("host network", [["netdev.*"], ["network-port.*"]]),
+    ("host network", [["netdev.*"], ["network-port.*", "host-networks.*"]]),
     ("shared state", [["state.h"]]),
     ("events", [["events.*"]]),
     ("domains", [["domain.*"]]),
