@@ -70,6 +70,49 @@ GArray *driver_interfaces_stats(struct vsnap_driver *drv, struct vsnap_domain *d
     return out;
 }
 
+static void clear_addrs(gpointer item)
+{
+    struct driver_net_addrs *a = item;
+    g_free(a->name);
+    g_strfreev(a->ipv4);
+}
+
+GArray *driver_interface_addresses(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned source,
+                                   GError **error)
+{
+    (void)drv;
+    if (source == VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_LEASE || source == VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_SUPPORT, "%s",
+                    source == VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT
+                        ? "the vsnap guest agent does not report the guest's interface addresses; "
+                          "--source arp reads what the host has seen"
+                        : "vsnap hands out no DHCP leases (a guest's address is its own); "
+                          "--source arp reads what the host has seen");
+        return NULL;
+    }
+    if (source != VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_ARP) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unknown address source %u", source);
+        return NULL;
+    }
+    GArray *out = g_array_new(FALSE, TRUE, sizeof(struct driver_net_addrs));
+    g_array_set_clear_func(out, clear_addrs);
+    g_mutex_lock(&dom->lock);
+    bool running = dom->run != NULL;
+    for (size_t i = 0; running && i < dom->def->n_nets; i++) {
+        const struct domain_net *net = &dom->def->nets[i];
+        struct driver_net_addrs a = {.name = g_strdup(net->ifname), .ipv4 = netdev_neighbours(net->mac)};
+        domain_mac_format(net->mac, a.mac);
+        g_array_append_val(out, a);
+    }
+    g_mutex_unlock(&dom->lock);
+    if (!running) {
+        g_array_unref(out);
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+        return NULL;
+    }
+    return out;
+}
+
 /* Only the link state may differ from what the domain has. */
 static struct domain_net *find_updated(struct domain_def *def, const struct domain_net *update,
                                        const char *which, GError **error)

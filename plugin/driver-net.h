@@ -25,6 +25,20 @@ struct driver_net_stat {
 };
 GArray *driver_interfaces_stats(struct vsnap_driver *drv, struct vsnap_domain *dom);
 
+/* virDomainInterfaceAddresses: with VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_ARP,
+ * each interface of the running domain with the IPv4 addresses the host's
+ * neighbour table holds for its MAC. The lease source (no DHCP server of
+ * vsnap's gives the guest its address) and the agent source (vsnap's guest
+ * agent does not report addresses) are refused with VIR_ERR_NO_SUPPORT
+ * saying so. */
+struct driver_net_addrs {
+    char *name;                   /* the tap */
+    char mac[DOMAIN_NET_MAC_LEN];
+    char **ipv4;                  /* NULL-terminated */
+};
+GArray *driver_interface_addresses(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned source,
+                                   GError **error);
+
 /* virDomainUpdateDeviceFlags for an <interface> (found by its MAC): its
  * link state may change, live (VIR_DOMAIN_AFFECT_LIVE: the guest sees it
  * at once), in the persistent definition (AFFECT_CONFIG), or both; CURRENT

@@ -230,3 +230,24 @@ bool netdev_read_stats(const char *name, struct netdev_stats *stats, GError **er
                 name);
     return false;
 }
+
+char **netdev_neighbours(const unsigned char mac[6])
+{
+    g_autoptr(GPtrArray) out = g_ptr_array_new();
+    g_autofree char *text = NULL;
+    char want[18];
+    g_snprintf(want, sizeof(want), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+    if (g_file_get_contents("/proc/net/arp", &text, NULL, NULL)) {
+        g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+        /* IP address, HW type, Flags, HW address, Mask, Device; the first line is the heading. */
+        for (char **line = lines[0] ? lines + 1 : lines; *line; line++) {
+            char ip[64], hw[32];
+            unsigned flags;
+            if (sscanf(*line, "%63s %*s %x %31s", ip, &flags, hw) == 3 && (flags & 0x2) &&
+                g_ascii_strcasecmp(hw, want) == 0)
+                g_ptr_array_add(out, g_strdup(ip));
+        }
+    }
+    g_ptr_array_add(out, NULL);
+    return (char **)g_ptr_array_free(g_steal_pointer(&out), FALSE);
+}

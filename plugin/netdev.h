@@ -47,3 +47,8 @@ struct netdev_stats {
     uint64_t tx_bytes, tx_packets, tx_errs, tx_drop;
 };
 bool netdev_read_stats(const char *name, struct netdev_stats *stats, GError **error);
+
+/* The IPv4 addresses the kernel's neighbour table (/proc/net/arp) holds
+ * for mac in the daemon's namespace: what the host has heard the guest
+ * answer from. NULL-terminated, possibly empty. */
+char **netdev_neighbours(const unsigned char mac[6]);

@@ -419,6 +419,71 @@ static bool do_update_device(struct rpc_call *call, struct dom_xml_flags_args *a
     return dom && driver_update_device(call->driver, dom, a->xml, a->flags, error);
 }
 
+struct ifaddr_args {
+    struct wire_domain dom;
+    uint32_t source, flags;
+};
+static bool_t xdr_ifaddr_args(XDR *x, struct ifaddr_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_u_int(x, &a->source) && xdr_u_int(x, &a->flags);
+}
+
+struct ip_addr {
+    int32_t type;
+    char *addr;
+    uint32_t prefix;
+};
+static bool_t xdr_ip_addr(XDR *x, struct ip_addr *a)
+{
+    return xdr_int(x, &a->type) && xdr_wire_string(x, &a->addr) && xdr_u_int(x, &a->prefix);
+}
+
+#define IFACES_MAX 2048u   /* REMOTE_DOMAIN_INTERFACE_MAX */
+#define IP_ADDR_MAX 2048u  /* REMOTE_DOMAIN_IP_ADDR_MAX */
+
+struct iface {
+    char *name;
+    char *hwaddr;   /* optional */
+    unsigned n_addrs;
+    struct ip_addr *addrs;
+};
+static bool_t xdr_iface(XDR *x, struct iface *i)
+{
+    return xdr_wire_string(x, &i->name) && xdr_wire_opt_string(x, &i->hwaddr) &&
+           xdr_array(x, (char **)&i->addrs, &i->n_addrs, IP_ADDR_MAX, sizeof(struct ip_addr), XDR_PROC(xdr_ip_addr));
+}
+
+struct ifaddr_ret {
+    unsigned len;
+    struct iface *ifaces;
+};
+static bool_t xdr_ifaddr_ret(XDR *x, struct ifaddr_ret *r)
+{
+    return xdr_array(x, (char **)&r->ifaces, &r->len, IFACES_MAX, sizeof(struct iface), XDR_PROC(xdr_iface));
+}
+
+static bool do_interface_addresses(struct rpc_call *call, struct ifaddr_args *a, struct ifaddr_ret *r,
+                                   GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    g_autoptr(GArray) found = dom ? driver_interface_addresses(call->driver, dom, a->source, error) : NULL;
+    if (!found)
+        return false;
+    r->len = found->len;
+    r->ifaces = calloc(MAX(found->len, 1), sizeof(struct iface));
+    for (guint i = 0; i < found->len; i++) {
+        const struct driver_net_addrs *src = &g_array_index(found, struct driver_net_addrs, i);
+        struct iface *dst = &r->ifaces[i];
+        dst->name = strdup(src->name ? src->name : "");
+        dst->hwaddr = strdup(src->mac);
+        dst->n_addrs = g_strv_length(src->ipv4);
+        dst->addrs = calloc(MAX(dst->n_addrs, 1), sizeof(struct ip_addr));
+        for (unsigned k = 0; k < dst->n_addrs; k++)
+            dst->addrs[k] = (struct ip_addr){VIR_IP_ADDR_TYPE_IPV4, strdup(src->ipv4[k]), 0};
+    }
+    return true;
+}
+
 /* ---- console ---- */
 
 struct console_args {
@@ -781,6 +846,8 @@ const struct proc_entry rpc_domain_procs[] = {
       xdr_rpc_void, do_open_console, PROC_WRITE),
     P(PROC_DOMAIN_INTERFACE_STATS, struct ifstats_args, xdr_ifstats_args, struct ifstats_ret, xdr_ifstats_ret,
       do_interface_stats, 0),
+    P(PROC_DOMAIN_INTERFACE_ADDRESSES, struct ifaddr_args, xdr_ifaddr_args, struct ifaddr_ret, xdr_ifaddr_ret,
+      do_interface_addresses, 0),
     P(PROC_DOMAIN_UPDATE_DEVICE_FLAGS, struct dom_xml_flags_args, xdr_dom_xml_flags_args, struct rpc_void,
       xdr_rpc_void, do_update_device, PROC_WRITE),
     P(PROC_CONNECT_GET_ALL_DOMAIN_STATS, struct stats_args, xdr_stats_args, struct stats_ret,

@@ -124,6 +124,15 @@ class NetdTest(unittest.TestCase):
         self.host.ip("addr", "add", PEER_IP + "/24", "dev", "vsntap1")
         self.assertTrue(ping(self.host, GUEST_IP), "the guest does not answer on its ethernet tap")
         self.assertTrue(udp_echo(self.host, GUEST_IP, [b"x" * 8000]), "no 8000-byte UDP echo at MTU 9000")
+        # domifaddr: what the host's neighbour table holds for the guest's MAC;
+        # no leases, and the agent cannot tell.
+        arp = self.virsh("domifaddr", "e1", "--source", "arp").stdout
+        self.assertIn(mac, arp)
+        self.assertIn(GUEST_IP, arp)
+        res = self.virsh("domifaddr", "e1", "--source", "agent", check=False)
+        self.assertIn("the vsnap guest agent does not report", res.stderr)
+        res = self.virsh("domifaddr", "e1", check=False)
+        self.assertIn("no DHCP leases", res.stderr)
         self.virsh("destroy", "e1")
         self.assertNotIn("vsntap1", self.host.links())
 
@@ -225,6 +234,21 @@ class NetdTest(unittest.TestCase):
         self.assertIn("master vsnisobr", self.host.ip("-o", "link", "show", "vnet0").stdout)
         self.virsh("destroy", "w1")
         self.assertEqual(driver.virsh("net-port-list", "vsniso").split(), [])
+        # A shim that dies gives its port back; so does one found dead by a
+        # daemon started after it died.
+        self.virsh("start", "w1")
+        for pid in self.daemon.shim_pids().values():
+            os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: "crashed" in self.virsh("domstate", "w1", "--reason").stdout, what="the crash")
+        wait_for(lambda: driver.virsh("net-port-list", "vsniso").split() == [], what="the port's release")
+        self.virsh("start", "w1")
+        self.daemon.stop(signal.SIGKILL)
+        for pid in self.daemon.shim_pids().values():
+            os.kill(pid, signal.SIGKILL)
+        self.assertEqual(len(driver.virsh("net-port-list", "vsniso").split()), 1)
+        self.daemon.start(prefix=driver.enter_prefix())
+        self.assertEqual(driver.virsh("net-port-list", "vsniso").split(), [])
+        self.assertEqual(self.taps(), {})
         # An unknown network is refused at start, with nothing left.
         self.define("w2", [interface_xml("network", source="vsnnone")], ip="10.78.0.4")
         res = self.virsh("start", "w2", check=False)
@@ -324,6 +348,13 @@ class NetdTest(unittest.TestCase):
         self.assertEqual(netd.neighbour_mac(lan_a.peer, GUEST_IP), origin_mac)
         self.assertEqual(self.mac_of("c1"), clone_mac)
         self.virsh("destroy", "c1")
+        # managedsave and the start from it: a fresh tap again.
+        before = self.taps()["vnet0"]
+        self.virsh("managedsave", "o1")
+        self.assertEqual(self.taps(), {})
+        self.virsh("start", "o1")
+        self.assertNotEqual(self.taps().get("vnet0"), before)
+        self.assertTrue(udp_echo(lan_a.peer, GUEST_IP, [b"after managedsave"]), "no echo after managedsave")
         self.virsh("destroy", "o1")
         self.assertEqual(self.taps(), {})
 
