@@ -30,6 +30,11 @@
 #define CTRL_SIZE 8u
 #define FRAME_MAX 16384u
 #define CONFIG_POLL_MS 10u
+/* Announcements go out three times, 100 ms apart, as Linux's
+ * num_grat_arp-style repeats do: a bridge port that just came up may not
+ * forward the first. */
+#define ANNOUNCEMENTS 3u
+#define ANNOUNCE_GAP_MS 100u
 
 #define ETH_ARP 0x0806u
 #define ETH_IPV4 0x0800u
@@ -66,6 +71,8 @@ static struct {
     unsigned tx_free;
     uint64_t rx_packets, tx_packets;
     uint64_t tsc_khz, next_config_tsc;
+    unsigned announcements_left; /* gratuitous ARPs still to send, ANNOUNCE_GAP_MS apart */
+    uint64_t next_announce_tsc;
 } net;
 
 /* ---- bytes ---- */
@@ -448,6 +455,23 @@ static void ack_announce(void)
         cpu_relax();
 }
 
+static void announce(void)
+{
+    net.announcements_left = ANNOUNCEMENTS;
+    net.next_announce_tsc = rdtsc();
+}
+
+static void send_announcements(void)
+{
+    uint64_t now = rdtsc();
+    if (!net.announcements_left || now < net.next_announce_tsc)
+        return;
+    net.announcements_left--;
+    net.next_announce_tsc = now + net.tsc_khz * ANNOUNCE_GAP_MS;
+    if (net.link_up)
+        gratuitous_arp();
+}
+
 static void check_config(void)
 {
     uint64_t now = rdtsc();
@@ -459,8 +483,7 @@ static void check_config(void)
     if (!(status & S_ANNOUNCE) || !(net.features & F_GUEST_ANNOUNCE))
         return;
     read_mac(); /* a clone may have been given another */
-    if (net.link_up)
-        gratuitous_arp();
+    announce();
     serial_puts("vsnap-testguest: net announce ");
     put_mac(net.mac);
     serial_puts("\n");
@@ -497,8 +520,7 @@ bool net_init(const char *cmdline, uint64_t tsc_khz)
     serial_puts(" mtu ");
     serial_put_dec(net.mtu);
     serial_puts(net.link_up ? " link up\n" : " link down\n");
-    if (net.link_up)
-        gratuitous_arp();
+    announce();
     return true;
 }
 
@@ -518,6 +540,7 @@ bool net_poll(void)
     vq_flush(&net.dev, &net.tx);
     reclaim_tx();
     check_config();
+    send_announcements();
     return any;
 }
 

@@ -1,10 +1,10 @@
 /* Polled virtio-net driver and a tiny IPv4 host for the test guest: one
  * address from the command line (vsnap.ip=A.B.C.D/N; vsnap.mac= checks the
  * device's MAC), answering ARP requests for it, ICMP echo requests, and UDP
- * on port 7 (echo). It sends a gratuitous ARP when the network comes up and
- * whenever the device asks the guest to announce itself
- * (VIRTIO_NET_F_GUEST_ANNOUNCE, after a restore), re-reading the device's
- * MAC first (a clone may have a new one).
+ * on port 7 (echo). It sends a gratuitous ARP (three, 100 ms apart) when the
+ * network comes up and whenever the device asks the guest to announce itself
+ * (VIRTIO_NET_F_GUEST_ANNOUNCE, after a restore), re-reading the device's MAC
+ * first (a clone may have a new one).
  *
  * Polled like the other drivers: receive buffers are always posted (128 of
  * 2 KiB, merged for larger frames: VIRTIO_NET_F_MRG_RXBUF), the used rings

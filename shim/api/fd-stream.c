@@ -1,20 +1,16 @@
 /* A GIOStream whose input keeps SCM_RIGHTS descriptors (see fd-stream.h).
  *
  * The input stream is pollable (libsoup 3 reads its connections without
- * blocking and waits on a GSource); every read is a recvmsg(2) with room for
- * descriptors, which are kept in arrival order. The output stream is the
+ * blocking and waits on a GSource); every read is g_socket_receive_message,
+ * whose descriptors (GUnixFDMessage) are kept in arrival order. The output stream is the
  * socket connection's own. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
 #include "api/fd-stream.h"
 
-#include <errno.h>
-#include <poll.h>
-#include <string.h>
+#include <gio/gunixfdmessage.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#define CMSG_FDS 16 /* descriptors one recvmsg can carry here */
 
 /* ---- the input stream ---- */
 
@@ -32,58 +28,40 @@ static void fd_input_stream_pollable_init(GPollableInputStreamInterface *iface);
 G_DEFINE_TYPE_WITH_CODE(FdInputStream, fd_input_stream, G_TYPE_INPUT_STREAM,
                         G_IMPLEMENT_INTERFACE(G_TYPE_POLLABLE_INPUT_STREAM, fd_input_stream_pollable_init))
 
-static void keep_fds(FdInputStream *self, struct msghdr *msg)
+static void keep_fd(FdInputStream *self, int fd)
 {
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-            continue;
-        size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        const int *fds = (const int *)CMSG_DATA(c);
-        for (size_t i = 0; i < n; i++) {
-            int fd;
-            memcpy(&fd, fds + i, sizeof fd);
-            if (self->fds->len < FD_STREAM_MAX_FDS) {
-                g_array_append_val(self->fds, fd);
-            } else {
-                g_message("API client sent more than %d descriptors at once: the rest are closed", FD_STREAM_MAX_FDS);
-                close(fd);
-            }
-        }
+    if (self->fds->len < FD_STREAM_MAX_FDS) {
+        g_array_append_val(self->fds, fd);
+        return;
     }
-    if (msg->msg_flags & MSG_CTRUNC)
-        g_message("API client sent more descriptors than one read takes: some were lost");
+    g_message("API client sent more than %d descriptors at once: the rest are closed", FD_STREAM_MAX_FDS);
+    close(fd);
 }
 
-/* One recvmsg without blocking: bytes, 0 at end of file, or -1 with errno. */
-static gssize receive(FdInputStream *self, void *buffer, gsize count)
-{
-    union {
-        char buf[CMSG_SPACE(CMSG_FDS * sizeof(int))];
-        struct cmsghdr align;
-    } control;
-    struct iovec iov = { .iov_base = buffer, .iov_len = count };
-    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                          .msg_controllen = sizeof control.buf };
-    gssize n;
-    do {
-        n = recvmsg(g_socket_get_fd(self->sock), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    } while (n < 0 && errno == EINTR);
-    if (n >= 0)
-        keep_fds(self, &msg);
-    return n;
-}
-
-static gssize set_error(GError **error)
-{
-    int e = errno;
-    g_set_error(error, G_IO_ERROR, g_io_error_from_errno(e), "reading the API socket: %s", g_strerror(e));
-    return -1;
-}
-
+/* One read without blocking (the socket is non-blocking: see fd_stream_new).
+ * GSocket's own receive keeps libsoup's idle timeout working: a socket whose
+ * timeout passed fails the next read with G_IO_ERROR_TIMED_OUT. */
 static gssize read_nonblocking(GPollableInputStream *stream, void *buffer, gsize count, GError **error)
 {
-    gssize n = receive(FD_INPUT_STREAM(stream), buffer, count);
-    return n >= 0 ? n : set_error(error);
+    FdInputStream *self = FD_INPUT_STREAM(stream);
+    GInputVector vec = { .buffer = buffer, .size = count };
+    GSocketControlMessage **messages = NULL;
+    gint nmessages = 0, flags = 0;
+    gssize n = g_socket_receive_message(self->sock, NULL, &vec, 1, &messages, &nmessages, &flags, NULL, error);
+    for (gint i = 0; i < nmessages; i++) {
+        if (G_IS_UNIX_FD_MESSAGE(messages[i])) {
+            gint nfds = 0;
+            gint *fds = g_unix_fd_message_steal_fds(G_UNIX_FD_MESSAGE(messages[i]), &nfds);
+            for (gint k = 0; k < nfds; k++)
+                keep_fd(self, fds[k]);
+            g_free(fds);
+        }
+        g_object_unref(messages[i]);
+    }
+    g_free(messages);
+    if (flags & MSG_CTRUNC)
+        g_message("API client sent more descriptors than one read takes: some were lost");
+    return n;
 }
 
 /* Blocking read (libsoup does not use it; GInputStream requires it): wait for
@@ -92,9 +70,14 @@ static gssize read_fn(GInputStream *stream, void *buffer, gsize count, GCancella
 {
     FdInputStream *self = FD_INPUT_STREAM(stream);
     for (;;) {
-        gssize n = receive(self, buffer, count);
-        if (n >= 0 || errno != EAGAIN)
-            return n >= 0 ? n : set_error(error);
+        GError *local = NULL;
+        gssize n = read_nonblocking(G_POLLABLE_INPUT_STREAM(stream), buffer, count, &local);
+        if (n >= 0 || !g_error_matches(local, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK)) {
+            if (local)
+                g_propagate_error(error, local);
+            return n;
+        }
+        g_error_free(local);
         if (!g_socket_condition_wait(self->sock, G_IO_IN, cancellable, error))
             return -1;
     }
@@ -206,6 +189,9 @@ GIOStream *fd_stream_new(GSocketConnection *connection)
     self->connection = g_object_ref(connection);
     self->input = g_object_new(FD_TYPE_INPUT_STREAM, NULL);
     self->input->sock = g_object_ref(g_socket_connection_get_socket(connection));
+    /* Reads through g_socket_receive_message then never block; the socket
+     * streams' own calls say whether they block, whatever this property. */
+    g_socket_set_blocking(self->input->sock, FALSE);
     return G_IO_STREAM(self);
 }
 

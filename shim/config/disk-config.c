@@ -153,11 +153,11 @@ bool vm_config_check_disks(const struct vm_config *cfg, GError **error)
     bool console = cfg->console.mode != CONSOLE_MODE_OFF; /* a virtio-console device */
     unsigned devices = cfg->ndisks + cfg->nnets + cfg->vsock.present + console + cfg->rng.present;
     if (devices > VSNAP_MAX_VIRTIO_DEVICES) {
+        g_autofree char *nets = cfg->nnets ? g_strdup_printf(" and %u network interfaces", cfg->nnets) : g_strdup("");
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED,
-                    "invalid field '%s': %u disks, %u nets%s%s%s are more than the %d virtio devices vsnap gives a VM",
-                    cfg->nnets ? "net" : "disks", cfg->ndisks, cfg->nnets, cfg->vsock.present ? ", a vsock device" : "",
-                    console ? ", a console" : "",
-                    cfg->rng.present ? ", an rng" : "", VSNAP_MAX_VIRTIO_DEVICES);
+                    "invalid field '%s': %u disks%s%s%s%s are more than the %d virtio devices vsnap gives a VM",
+                    cfg->nnets ? "net" : "disks", cfg->ndisks, nets, cfg->vsock.present ? " and a vsock device" : "",
+                    console ? " and a console" : "", cfg->rng.present ? " and an rng" : "", VSNAP_MAX_VIRTIO_DEVICES);
         return false;
     }
     for (unsigned i = 0; i < cfg->ndisks; i++)

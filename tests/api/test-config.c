@@ -145,8 +145,10 @@ static void test_refused(void)
                    SHIM_ERROR_INVALID, "'vsock.cid'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"vsock\":{\"cid\":3}}",
                    SHIM_ERROR_INVALID, "'vsock.socket'");
-    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"net\":[{\"tap\":\"t\"}]}",
-                   SHIM_ERROR_UNSUPPORTED, "'net'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"net\":[{\"tap\":\"t\",\"vhost_user\":true}]}",
+                   SHIM_ERROR_UNSUPPORTED, "'net[0].vhost_user'");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"net\":[{\"tap\":\"t\",\"num_queues\":4}]}",
+                   SHIM_ERROR_UNSUPPORTED, "'net[0].num_queues'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"balloon\":{\"size\":1048576}}",
                    SHIM_ERROR_UNSUPPORTED, "'balloon'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"hotplug_size\":1048576}}",

@@ -141,7 +141,7 @@ class Rest(unittest.TestCase):
              "'disks[0].image_type': 'Qcow2' is not supported"),
             (self.config(disks=[{"path": self.disk, "vhost_user": True}]), None,
              "'disks[0].vhost_user' is not supported"),
-            (self.config(net=[{"tap": "tap0"}]), None, "'net' is not supported by vsnap yet"),
+            (self.config(net=[{"tap": "tap0", "vhost_user": True}]), None, "'net[0].vhost_user' is not supported"),
             ({"payload": {"kernel": os.path.join(self.dir, "missing")}}, None, "No such file"),
             ({"payload": {"kernel": self.dir}}, None, "not a regular file"),
         ]

@@ -87,7 +87,7 @@ class Network:
             raise
 
     def close(self):
-        for ns in (self.peer, self.host):
+        for ns in getattr(self, "extra", []) + [self.peer, self.host]:
             run("ip", "netns", "del", ns, check_rc=False)
 
     def __enter__(self):
@@ -96,6 +96,20 @@ class Network:
     def __exit__(self, *exc):
         self.close()
         return False
+
+    def add_echo_namespace(self, ip="10.77.0.3"):
+        """A third namespace "<tag>e" on the bridge through its own veth pair
+        (the kernel's path, no VM): where the benchmark's reference echo
+        server runs."""
+        self.echo = self.tag + "e"
+        run("ip", "netns", "add", self.echo)
+        self.extra = [self.echo]
+        run("ip", "-n", self.echo, "link", "set", "lo", "up")
+        run("ip", "-n", self.host, "link", "add", "veh", "type", "veth", "peer", "name", "ve", "netns", self.echo)
+        run("ip", "-n", self.host, "link", "set", "veh", "master", "br0", "up")
+        run("ip", "-n", self.echo, "addr", "add", ip + "/24", "dev", "ve")
+        run("ip", "-n", self.echo, "link", "set", "ve", "up")
+        return ip
 
     def add_tap(self, name, mtu=None):
         """A persistent tap on the bridge (the shim opens it by name)."""
@@ -283,8 +297,8 @@ def ping_until(sock, dest, timeout=20.0):
 
 def udp_echo_once(sock, dest, payload, timeout=2.0):
     sock.settimeout(timeout)
-    sock.sendto(payload, (dest, 7))
     start = time.monotonic()
+    sock.sendto(payload, (dest, 7))
     while time.monotonic() - start < timeout:
         try:
             data, addr = sock.recvfrom(65536)
