@@ -253,6 +253,22 @@ static void test_vm_config(void)
     g_assert_null(strstr(bare_json, "\"net\""));
 }
 
+/* vm.restore's config_overrides.net: the host's part only (id, the
+ * definition's MAC, the descriptor's placeholder). */
+static void test_restore_overrides(void)
+{
+    g_autoptr(domain_def) def = parse_devices(
+        "<interface type='bridge'><source bridge='br0'/><mac address='52:54:00:0b:00:02'/><mtu size='1400'/>"
+        "</interface>");
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    domain_def_add_vm_net_overrides(b, def);
+    json_builder_end_object(b);
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autofree char *json = json_to_string(root, FALSE);
+    g_assert_cmpstr(json, ==, "{\"net\":[{\"id\":\"net0\",\"mac\":\"52:54:00:0b:00:02\",\"fds\":[-1]}]}");
+}
+
 int main(int argc, char **argv)
 {
     conf_test_init(&argc, &argv, &schema_dir, &examples_dir);
@@ -263,5 +279,6 @@ int main(int argc, char **argv)
     g_test_add_func("/conf/interfaces/refusals", test_refusals);
     g_test_add_func("/conf/interfaces/device-update", test_device_update);
     g_test_add_func("/conf/interfaces/vm-config", test_vm_config);
+    g_test_add_func("/conf/interfaces/restore-overrides", test_restore_overrides);
     return g_test_run();
 }
