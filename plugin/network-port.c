@@ -48,17 +48,74 @@ void network_driver_set_error(GError **error, int code, const char *what)
                 last && last->message ? last->message : "unknown error");
 }
 
+/* virConnectOpen has no time limit of its own (keepalive starts once it is
+ * open), so it runs on a thread of its own and the caller waits at most
+ * OPEN_TIMEOUT_S; an open that finishes after its caller gave up closes
+ * what it opened. */
+#define OPEN_TIMEOUT_S 10
+
+struct pending_open {
+    GMutex lock;
+    GCond done;
+    gint refs;
+    char *uri;
+    bool finished, abandoned;
+    virConnectPtr conn;
+    char *message;
+};
+
+static void pending_open_unref(struct pending_open *p)
+{
+    if (!g_atomic_int_dec_and_test(&p->refs))
+        return;
+    g_free(p->uri);
+    g_free(p->message);
+    g_mutex_clear(&p->lock);
+    g_cond_clear(&p->done);
+    g_free(p);
+}
+
+static gpointer open_on_thread(gpointer data)
+{
+    struct pending_open *p = data;
+    virConnectPtr conn = virConnectOpen(p->uri);
+    virErrorPtr last = conn ? NULL : virGetLastError();
+    g_mutex_lock(&p->lock);
+    p->finished = true;
+    if (p->abandoned && conn)
+        virConnectClose(conn);
+    else
+        p->conn = conn;
+    p->message = g_strdup(last && last->message ? last->message : "unknown error");
+    g_cond_signal(&p->done);
+    g_mutex_unlock(&p->lock);
+    pending_open_unref(p);
+    return NULL;
+}
+
 virConnectPtr network_driver_open(const char *uri, GError **error)
 {
     static GOnce once = G_ONCE_INIT;
     g_once(&once, start_library, NULL);
-    virConnectPtr conn = virConnectOpen(uri);
-    if (!conn) {
-        g_autofree char *what = g_strdup_printf("cannot reach the host's network driver at %s", uri);
-        network_driver_set_error(error, VIR_ERR_OPERATION_INVALID, what);
-        return NULL;
-    }
-    virConnectSetKeepAlive(conn, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT);
+    struct pending_open *p = g_new0(struct pending_open, 1);
+    g_mutex_init(&p->lock);
+    g_cond_init(&p->done);
+    p->refs = 2;
+    p->uri = g_strdup(uri);
+    g_thread_unref(g_thread_new("libvirt-open", open_on_thread, p));
+    gint64 deadline = g_get_monotonic_time() + OPEN_TIMEOUT_S * G_TIME_SPAN_SECOND;
+    g_mutex_lock(&p->lock);
+    while (!p->finished && g_cond_wait_until(&p->done, &p->lock, deadline))
+        ;
+    virConnectPtr conn = p->conn;
+    p->abandoned = !p->finished;
+    if (!conn)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "cannot reach the host's network driver at %s: %s",
+                    uri, p->finished ? p->message : "it did not answer in time");
+    g_mutex_unlock(&p->lock);
+    pending_open_unref(p);
+    if (conn)
+        virConnectSetKeepAlive(conn, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT);
     return conn;
 }
 

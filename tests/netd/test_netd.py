@@ -8,6 +8,7 @@ removed by the test; nothing routes out."""
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -254,6 +255,25 @@ class NetdTest(unittest.TestCase):
         res = self.virsh("start", "w2", check=False)
         self.assertNotEqual(res.returncode, 0)
         self.assertIn("vsnnone", res.stderr)
+        self.assertEqual(self.taps(), {})
+
+    def test_silent_network_driver(self):
+        """A network driver that accepts connections and never answers: a
+        start with a type='network' interface fails within its time limit
+        and the network list is empty, instead of a call that never ends."""
+        path = os.path.join(self.host_dir(), "silent-sock")
+        silent = socket.socket(socket.AF_UNIX)
+        silent.bind(path)
+        silent.listen(16)
+        self.closers.append(silent.close)
+        self.start_daemon(network_uri=f"network:///system?socket={path}")
+        self.define("quiet", [interface_xml("network", source="default")])
+        t0 = time.monotonic()
+        res = self.virsh("start", "quiet", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("did not answer in time", res.stderr)
+        self.assertLess(time.monotonic() - t0, 30)
+        self.assertEqual(self.virsh("net-list", "--all").stdout.strip(), "")
         self.assertEqual(self.taps(), {})
 
     # ---- link state ----
