@@ -26,8 +26,9 @@
  *                                          notifications (notify.h)
  *   NETINFO                   -> NET <mac, lowercase with colons> <link 0|1>
  *                                    <rx packets> <tx packets>   (netdrv.h)
- *   NETBADPKT                 -> OK <n>   n malformed transmit chains sent to
- *                                          the virtio-net device
+ *   NETBADPKT                 -> OK <n>   n malformed transmit chains and
+ *                                          receive buffers given to the
+ *                                          virtio-net device
  *
  * Disks (virtio-blk, blk-commands.c; disk n counts from 0 in the shim's config
  * order; offsets and lengths are bytes, multiples of 512):

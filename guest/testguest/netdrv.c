@@ -9,13 +9,16 @@
 #include "virtio.h"
 
 #define VIRTIO_ID_NET 1u
+#define F_CSUM (1u << 0)
+#define F_GUEST_CSUM (1u << 1)
 #define F_MTU (1u << 3)
 #define F_MAC (1u << 5)
 #define F_MRG_RXBUF (1u << 15)
 #define F_STATUS (1u << 16)
 #define F_CTRL_VQ (1u << 17)
 #define F_GUEST_ANNOUNCE (1u << 21)
-#define WANTED (F_MTU | F_MAC | F_MRG_RXBUF | F_STATUS | F_CTRL_VQ | F_GUEST_ANNOUNCE)
+#define WANTED (F_CSUM | F_GUEST_CSUM | F_MTU | F_MAC | F_MRG_RXBUF | F_STATUS | F_CTRL_VQ | F_GUEST_ANNOUNCE)
+#define HDR_NEEDS_CSUM 1u
 #define S_LINK_UP 1u
 #define S_ANNOUNCE 2u
 #define CTRL_ANNOUNCE 3u
@@ -57,6 +60,7 @@ static uint16_t ctrl_avail[3 + CTRL_SIZE] __attribute__((aligned(2)));
 static uint8_t ctrl_used[USED_BYTES(CTRL_SIZE)] __attribute__((aligned(4)));
 static uint8_t ctrl_buf[4];
 static uint8_t frame[FRAME_MAX];
+static uint8_t frame_hdr[HDR]; /* the received frame's virtio header */
 
 static struct {
     bool active;
@@ -71,6 +75,9 @@ static struct {
     unsigned tx_free;
     uint64_t rx_packets, tx_packets;
     uint64_t tsc_khz, next_config_tsc;
+    unsigned bad_rx_left;      /* NETBADPKT: receive buffers still to post malformed */
+    bool bad_rx[RX_SIZE];      /* ... and those posted so (they come back empty) */
+    unsigned bad_rx_returned;
     unsigned announcements_left; /* gratuitous ARPs still to send, ANNOUNCE_GAP_MS apart */
     uint64_t next_announce_tsc;
 } net;
@@ -219,8 +226,36 @@ static uint16_t read_status(void)
     return (uint16_t)(virtio_config_read32(&net.dev, 4) >> 16);
 }
 
+/* Malformed receive buffers (NETBADPKT): outside RAM, one the device may
+ * only read, one shorter than the header, one running off the address space,
+ * one of no bytes. */
+#define BAD_RX_KINDS 5u
+static void post_bad_rx(uint16_t i)
+{
+    static const struct { uint64_t addr; uint32_t len; uint16_t flags; } kinds[] = {
+        { 0x3f00000000ull, RX_BUF, VRING_DESC_F_WRITE },
+        { 0, RX_BUF, 0 },
+        { 0, 4, VRING_DESC_F_WRITE },
+        { 0xfffffffffffff000ull, 0x2000, VRING_DESC_F_WRITE },
+        { 0, 0, VRING_DESC_F_WRITE },
+    };
+    unsigned k = net.bad_rx_left-- % BAD_RX_KINDS;
+    rx_desc[i].addr = kinds[k].addr ? kinds[k].addr : (uintptr_t)rx_bufs[i];
+    rx_desc[i].len = kinds[k].len;
+    rx_desc[i].flags = kinds[k].flags;
+    net.bad_rx[i] = true;
+    vq_publish(&net.rx, i);
+}
+
 static void post_rx(uint16_t i)
 {
+    if (net.bad_rx[i]) { /* a malformed one came back */
+        net.bad_rx[i] = false;
+        net.bad_rx_returned++;
+    } else if (net.bad_rx_left) {
+        post_bad_rx(i);
+        return;
+    }
     rx_desc[i].addr = (uintptr_t)rx_bufs[i];
     rx_desc[i].len = RX_BUF;
     rx_desc[i].flags = VRING_DESC_F_WRITE;
@@ -279,10 +314,10 @@ static int take_slot(void)
     return -1;
 }
 
-/* Queue the frame in slot (its bytes are in tx_bufs[slot] + HDR already). */
+/* Queue the frame in slot (its bytes are in tx_bufs[slot] + HDR already;
+ * the header is zero unless the caller wrote one). */
 static void send_slot(int slot, size_t len)
 {
-    memset(tx_bufs[slot], 0, HDR);
     tx_desc[slot].addr = (uintptr_t)tx_bufs[slot];
     tx_desc[slot].len = (uint32_t)(HDR + len);
     tx_desc[slot].flags = 0;
@@ -297,6 +332,7 @@ static void send_frame(const uint8_t *data, size_t len)
     int slot = take_slot();
     if (slot < 0 || len > TX_BUF - HDR)
         return;
+    memset(tx_bufs[slot], 0, HDR);
     memcpy(tx_bufs[slot] + HDR, data, len);
     send_slot(slot, len);
 }
@@ -329,6 +365,7 @@ static void answer_arp(const uint8_t *f, size_t len)
     int slot = take_slot();
     if (slot < 0)
         return;
+    memset(tx_bufs[slot], 0, HDR);
     uint8_t *r = tx_bufs[slot] + HDR;
     memcpy(r, f + 6, 6);
     memcpy(r + 6, net.mac, 6);
@@ -358,6 +395,7 @@ static void answer_ipv4(const uint8_t *f, size_t len)
     int slot = take_slot();
     if (slot < 0)
         return;
+    memset(tx_bufs[slot], 0, HDR);
     uint8_t *r = tx_bufs[slot] + HDR;
     memcpy(r, f, 14 + total);
     memcpy(r, f + 6, 6);
@@ -375,6 +413,13 @@ static void answer_ipv4(const uint8_t *f, size_t len)
     } else {
         memcpy(rl4, l4 + 2, 2);
         memcpy(rl4 + 2, l4, 2);
+        /* A datagram whose checksum the sender left to do (checksum offload)
+         * goes back the same way: its partial sum (the pseudo-header's) is
+         * unchanged by the swap. */
+        if ((net.features & F_CSUM) && (frame_hdr[0] & HDR_NEEDS_CSUM)) {
+            tx_bufs[slot][0] = HDR_NEEDS_CSUM;
+            memcpy(tx_bufs[slot] + 6, frame_hdr + 6, 4); /* csum_start, csum_offset */
+        }
     }
     send_slot(slot, 14 + total);
 }
@@ -412,14 +457,16 @@ static bool receive_one(void)
         return false;
     uint16_t nbuf = 1;
     size_t len = 0;
-    bool ok = e.id < RX_SIZE && e.len >= HDR;
+    bool ok = e.id < RX_SIZE && e.len >= HDR && !net.bad_rx[e.id];
     if (ok) {
         const uint8_t *b = rx_bufs[e.id];
         nbuf = (net.features & F_MRG_RXBUF) ? (uint16_t)(b[10] | b[11] << 8) : 1;
         len = e.len - HDR;
         ok = nbuf >= 1 && len <= FRAME_MAX;
-        if (ok)
+        if (ok) {
+            memcpy(frame_hdr, b, HDR);
             memcpy(frame, b + HDR, len);
+        }
     }
     if (e.id < RX_SIZE)
         post_rx((uint16_t)e.id);
@@ -428,6 +475,7 @@ static bool receive_one(void)
             return true;
         if (e.id >= RX_SIZE)
             continue;
+        ok = ok && !net.bad_rx[e.id] && e.len > 0;
         if (ok && len + e.len <= FRAME_MAX && e.len <= RX_BUF)
             memcpy(frame + len, rx_bufs[e.id], e.len);
         len += e.len;
@@ -620,5 +668,8 @@ unsigned net_send_malformed(void)
     vq_publish(&net.tx, 0xffff);
     vq_flush(&net.dev, &net.tx);
     never_returned++;
-    return count + 1;
+    /* The next five receive buffers recycled go back malformed; frames from
+     * the peer bring them back (empty) and the good ones are posted again. */
+    net.bad_rx_left += BAD_RX_KINDS;
+    return count + 1 + BAD_RX_KINDS;
 }

@@ -34,6 +34,8 @@ struct net_info {
 void net_get_info(struct net_info *info);
 /* Send malformed transmit chains (buffers outside RAM, too many descriptors,
  * a writable descriptor, a chain shorter than the header, a loop, an
- * indirect descriptor, an avail entry naming no descriptor); returns how
- * many. The device must drop each and go on. */
+ * indirect descriptor, an avail entry naming no descriptor), and post the
+ * next five receive buffers malformed (outside RAM, read-only, shorter than
+ * the header, off the end of the address space, of no bytes); returns how many. The
+ * device must drop or hand back each and go on. */
 unsigned net_send_malformed(void);

@@ -13,6 +13,7 @@
 struct raw_options {
     char *kernel, *initramfs, *cmdline, *memory, *cpus, *serial, *console, *vsock, *rng, *platform;
     char **disks; /* one --disk each */
+    char **nets;  /* one --net each */
 };
 
 static void raw_options_clear(struct raw_options *raw)
@@ -28,6 +29,7 @@ static void raw_options_clear(struct raw_options *raw)
     g_free(raw->rng);
     g_free(raw->platform);
     g_strfreev(raw->disks);
+    g_strfreev(raw->nets);
 }
 
 static bool set_mode_with_value(struct console_config *out, enum console_mode mode,
@@ -267,6 +269,49 @@ static bool add_disks(char **specs, struct vm_config *cfg, GError **error)
     return true;
 }
 
+/* Cloud Hypervisor's --net: tap=,ip=,mask=,mac=,host_mac=,mtu=,num_queues=,
+ * queue_size=,id=,offload_csum= (its fd= takes inherited descriptors, which
+ * only the API's SCM_RIGHTS hands over here). */
+bool cli_parse_net(const char *spec, struct net_config *out, GError **error)
+{
+    static const char *const keys[] = { "tap", "ip", "mask", "mac", "host_mac", "mtu", "num_queues", "queue_size",
+                                        "id", "offload_csum", NULL };
+    g_autoptr(option_list) opts = option_list_parse("--net", spec, keys, error);
+    uint64_t mtu = out->mtu, queues = out->num_queues, size = out->queue_size;
+    if (!opts || !get_uint(opts, "--net", "mtu", UINT32_MAX, &mtu, error) ||
+        !get_uint(opts, "--net", "num_queues", UINT32_MAX, &queues, error) ||
+        !get_uint(opts, "--net", "queue_size", UINT32_MAX, &size, error) ||
+        !get_bool(opts, "--net", "offload_csum", &out->offload_csum, error))
+        return false;
+    const char *const strings[] = { "tap", "ip", "mask", "mac", "host_mac", "id" };
+    char **slots[] = { &out->tap, &out->ip, &out->mask, &out->mac, &out->host_mac, &out->id };
+    for (unsigned i = 0; i < G_N_ELEMENTS(strings); i++) {
+        const char *value = option_list_get(opts, strings[i]);
+        if (value && *value) /* Cloud Hypervisor's "tap=" is no tap */
+            get_string(opts, strings[i], slots[i]);
+    }
+    out->mtu = (uint32_t)mtu;
+    out->num_queues = (uint32_t)queues;
+    out->queue_size = (uint32_t)size;
+    return true;
+}
+
+static bool add_nets(char **specs, struct vm_config *cfg, GError **error)
+{
+    for (char **spec = specs; spec && *spec; spec++) {
+        struct net_config net;
+        net_config_init(&net);
+        bool ok = cli_parse_net(*spec, &net, error);
+        if (ok)
+            vm_config_add_net(cfg, &net);
+        net_config_clear(&net);
+        if (!ok)
+            return false;
+    }
+    vm_config_name_nets(cfg);
+    return true;
+}
+
 struct events *cli_open_event_monitor(const char *spec, GError **error)
 {
     static const char *const keys[] = { "path", "fd", NULL };
@@ -314,7 +359,7 @@ static bool build_direct_config(const struct raw_options *raw, struct shim_optio
         (raw->vsock && !cli_parse_vsock(raw->vsock, &cfg->vsock, error)) ||
         (raw->rng && !cli_parse_rng(raw->rng, &cfg->rng, error)) ||
         (raw->platform && !cli_parse_platform(raw->platform, &cfg->platform, error)) ||
-        !add_disks(raw->disks, cfg, error))
+        !add_disks(raw->disks, cfg, error) || !add_nets(raw->nets, cfg, error))
         return false;
     if (!vm_config_validate(cfg, error))
         return false;
@@ -328,10 +373,10 @@ static bool check_direct_options(const struct raw_options *raw, GError **error)
     if (raw->kernel)
         return true;
     if (raw->initramfs || raw->cmdline || raw->memory || raw->cpus || raw->serial ||
-        raw->console || raw->vsock || raw->rng || raw->platform || raw->disks) {
+        raw->console || raw->vsock || raw->rng || raw->platform || raw->disks || raw->nets) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
                     "--initramfs, --cmdline, --memory, --cpus, --serial, --console, --vsock, --rng, "
-                    "--platform and --disk need --kernel (or send them in vm.create)");
+                    "--platform, --disk and --net need --kernel (or send them in vm.create)");
         return false;
     }
     return true;
@@ -368,6 +413,9 @@ static GOptionContext *make_context(struct shim_options *out, struct raw_options
         { "disk", 0, 0, G_OPTION_ARG_STRING_ARRAY, &raw->disks, "virtio-blk disk (repeat for more)",
           "path=<raw image|block device>[,readonly=on][,direct=on][,sparse=off][,id=<id>][,serial=<s>]"
           "[,num_queues=<n>][,queue_size=<n>][,image_type=raw]" },
+        { "net", 0, 0, G_OPTION_ARG_STRING_ARRAY, &raw->nets, "virtio-net on a tap (repeat for more)",
+          "[tap=<name>][,mac=<mac>][,ip=<a.b.c.d>,mask=<a.b.c.d>][,host_mac=<mac>][,mtu=<n>][,id=<id>]"
+          "[,num_queues=2][,queue_size=<n>][,offload_csum=on|off]" },
         { NULL },
     };
     GOptionContext *context = g_option_context_new("- a KVM VMM with Cloud Hypervisor's API");

@@ -34,3 +34,5 @@ bool cli_parse_rng(const char *spec, struct rng_config *out, GError **error);
 bool cli_parse_platform(const char *spec, struct platform_config *out, GError **error);
 /* --disk path=...,readonly=on,...: fills out (start from disk_config_init). */
 bool cli_parse_disk(const char *spec, struct disk_config *out, GError **error);
+/* --net tap=...,mac=...,...: fills out (start from net_config_init). */
+bool cli_parse_net(const char *spec, struct net_config *out, GError **error);

@@ -17,8 +17,8 @@ struct api_request {
     SoupServerMessage *msg;
     GBytes *body;       /* never NULL, may be empty */
     GHashTable *query;  /* may be NULL */
-    /* Descriptors that came with the request (SCM_RIGHTS), in order; a
-     * handler that keeps one sets its slot to -1, the rest are closed. */
+    /* Descriptors that came with the request (SCM_RIGHTS), in order; closed
+     * once the handler returns (what keeps one duplicates it). */
     int *fds;
     unsigned nfds;
 };
@@ -39,9 +39,10 @@ extern const struct route ready_routes[];
 extern const struct route snapshot_routes[]; /* vm.snapshot, vm.restore */
 
 /* Put the request's descriptors, in order, in place of the numbers every
- * NetConfig of nets gives in "fds" (Cloud Hypervisor's placeholders): the
- * parsed configs then own them. Refused (SHIM_ERROR_INVALID) when the counts
- * differ. from: the first descriptor to use; *next gets the one after. */
+ * NetConfig of nets gives in "fds" (Cloud Hypervisor's placeholders): a
+ * config parsed from them owns duplicates, the request's own are closed once
+ * it is answered. Refused (SHIM_ERROR_INVALID) when the counts differ. from:
+ * the first descriptor to use; *next gets the one after. */
 bool attach_request_fds(struct api_request *req, JsonArray *nets, unsigned from, unsigned *next, GError **error);
 
 void reply_no_content(struct api_request *req);

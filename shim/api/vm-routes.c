@@ -41,10 +41,8 @@ bool attach_request_fds(struct api_request *req, JsonArray *nets, unsigned from,
         JsonArray *slots = json_node_get_array(fds);
         guint n = json_array_get_length(slots);
         JsonArray *real = json_array_sized_new(n);
-        for (guint j = 0; j < n; j++) {
-            json_array_add_int_element(real, req->fds[k]);
-            req->fds[k++] = -1; /* the config owns it now */
-        }
+        for (guint j = 0; j < n; j++) /* the config parsed from this duplicates them */
+            json_array_add_int_element(real, req->fds[k++]);
         json_object_set_array_member(json_node_get_object(net), "fds", real);
     }
     if (next)

@@ -28,7 +28,8 @@ bool disk_config_from_json_text(const char *text, gssize len, struct disk_config
  * joined a config.
  *
  * Descriptors: a NetConfig's "fds" member, as parsed here, holds real
- * descriptors that the config then owns (-1: one that did not come). Only
+ * descriptors, which the config duplicates and owns (-1: one that did not
+ * come). Only
  * the API puts them there: it replaces every number a client wrote in
  * "fds" with the descriptors received over SCM_RIGHTS, in order, and refuses
  * a request whose counts differ; a config read from a file never has them

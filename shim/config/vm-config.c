@@ -4,6 +4,7 @@
 #include "config/vm-config-json.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -480,8 +481,9 @@ static bool parse_nets(JsonNode *node, const struct field *fields, const char *p
 }
 
 /* fds: descriptors the API received with the request, put in place of the
- * client's numbers before parsing (vm-config-json.h); -1 is one that did
- * not come. */
+ * client's numbers before parsing (vm-config-json.h); the config owns a
+ * duplicate of each (the request's own are closed when it is answered); -1
+ * is one that did not come. */
 static bool parse_fds(JsonNode *node, const char *path, struct net_config *net, GError **error)
 {
     if (JSON_NODE_HOLDS_NULL(node))
@@ -503,7 +505,9 @@ static bool parse_fds(JsonNode *node, const char *path, struct net_config *net, 
     net->nfds = n;
     for (guint i = 0; i < n; i++) {
         gint64 fd = json_node_get_int(json_array_get_element(array, i));
-        net->fds[i] = fd >= 0 && fd <= INT32_MAX ? (int)fd : -1;
+        net->fds[i] = fd >= 0 && fd <= INT32_MAX ? fcntl((int)fd, F_DUPFD_CLOEXEC, 3) : -1;
+        if (fd >= 0 && net->fds[i] < 0)
+            return invalid(error, path, "a descriptor that came with the request cannot be duplicated");
     }
     return true;
 }

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <gio/gio.h>
+#include <linux/if_tun.h>
 #include <linux/virtio_ids.h>
 #include <linux/virtio_net.h>
 #include <stdatomic.h>
@@ -47,6 +48,7 @@ struct virtio_net {
     struct tap tap;
     uint8_t mac[6];
     uint16_t mtu; /* 0: not offered */
+    bool offload_csum; /* the config allows checksum offload (offered both ways) */
 
     /* Guarded by the transport lock. */
     bool link_up;  /* vm.set-link's word */
@@ -118,15 +120,27 @@ static void wake_thread(struct virtio_net *dev)
         g_warning("net %s: cannot wake its I/O thread: %s", dev->id, g_strerror(errno));
 }
 
+/* What the tap may hand the guest: frames whose checksum is left to do
+ * (TUN_F_CSUM) only when the driver took VIRTIO_NET_F_GUEST_CSUM. */
+static void set_tap_offload(struct virtio_net *dev, bool csum)
+{
+    g_autoptr(GError) error = NULL;
+    if (!dev->tap_gone && !tap_set_offload(&dev->tap, csum ? TUN_F_CSUM : 0, &error))
+        g_warning("net %s: %s", dev->id, error->message);
+}
+
 static void device_activate(void *opaque)
 {
-    wake_thread(opaque); /* buffers may be posted already (a restore) */
+    struct virtio_net *dev = opaque;
+    set_tap_offload(dev, negotiated(dev, VIRTIO_NET_F_GUEST_CSUM));
+    wake_thread(dev); /* buffers may be posted already (a restore) */
 }
 
 static void device_reset(void *opaque)
 {
     struct virtio_net *dev = opaque;
     dev->announce = false;
+    set_tap_offload(dev, false);
 }
 
 /* ---- the tap ---- */
@@ -197,12 +211,16 @@ static bool deliver_frame(struct virtio_net *dev, struct virtq *q)
         taken++;
         const char *why = r < 0 ? error->message
                           : dev->chain.nread ? "a receive buffer the device may only read"
-                          : used == 0 && dev->chain.write[0].iov_len < TAP_VNET_HDR_LEN ? "a receive buffer shorter than the header"
+                          : !dev->chain.nwrite ? "a receive buffer of no bytes"
+                          : !first_hdr && dev->chain.write[0].iov_len < TAP_VNET_HDR_LEN ? "a receive buffer shorter than the header"
                           : NULL;
-        if (why) { /* handed back empty; the frame goes to the next buffers */
+        if (why) { /* handed back empty; before the frame's first buffer it goes to the next ones */
             log_error(dev, &dev->counters.guest_errors, "receive queue: %s", why);
             heads[used] = dev->chain.head, lens[used++] = 0;
-            continue;
+            if (!first_hdr)
+                continue;
+            atomic_fetch_add(&dev->counters.rx_dropped, 1); /* in the middle of a frame: it is lost */
+            break;
         }
         size_t n = MIN(dev->chain.write_len, dev->rx_len - off);
         if (!merge && n < dev->rx_len) { /* too small and no merging: drop the frame */
@@ -213,7 +231,7 @@ static bool deliver_frame(struct virtio_net *dev, struct virtq *q)
             off = dev->rx_len;
             break;
         }
-        if (!first_hdr) {
+        if (!first_hdr) { /* its first descriptor holds the whole header (checked above) */
             first_hdr = dev->chain.write[0].iov_base;
             first_hdr_gpa = dev->chain.write_gpa[0];
         }
@@ -306,10 +324,21 @@ static void transmit_chain(struct virtio_net *dev, struct virtq *q)
         atomic_fetch_add(&dev->counters.tx_dropped, 1);
         return;
     }
-    /* No offload was offered: the tap gets a header that asks for none,
-     * whatever the guest wrote in its own. */
-    static const uint8_t plain_hdr[TAP_VNET_HDR_LEN];
-    struct iovec iov[VIRTQ_MAX_CHAIN + 1] = { { .iov_base = (void *)plain_hdr, .iov_len = TAP_VNET_HDR_LEN } };
+    /* The tap gets the guest's checksum request when VIRTIO_NET_F_CSUM was
+     * negotiated (the kernel checks csum_start and csum_offset against the
+     * frame), never segmentation (not offered), and nothing else. */
+    struct virtio_net_hdr_v1 hdr;
+    memset(&hdr, 0, sizeof hdr);
+    if (negotiated(dev, VIRTIO_NET_F_CSUM)) {
+        struct virtio_net_hdr_v1 guest;
+        virtq_chain_read(c, 0, &guest, sizeof guest);
+        if (guest.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) {
+            hdr.flags = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+            hdr.csum_start = guest.csum_start;
+            hdr.csum_offset = guest.csum_offset;
+        }
+    }
+    struct iovec iov[VIRTQ_MAX_CHAIN + 1] = { { .iov_base = &hdr, .iov_len = TAP_VNET_HDR_LEN } };
     unsigned n = 1 + virtq_chain_read_iov(c, TAP_VNET_HDR_LEN, MAX_FRAME, iov + 1);
     ssize_t done;
     do {
@@ -317,7 +346,9 @@ static void transmit_chain(struct virtio_net *dev, struct virtq *q)
     } while (done < 0 && errno == EINTR);
     if (done < 0) {
         atomic_fetch_add(&dev->counters.tx_dropped, 1);
-        if (errno != EAGAIN && errno != ENOBUFS)
+        if (errno == EINVAL) /* the kernel refused the header: csum_start or csum_offset past the frame */
+            log_error(dev, &dev->counters.guest_errors, "the tap refused a frame's checksum request");
+        else if (errno != EAGAIN && errno != ENOBUFS)
             tap_error(dev, "write", errno);
         return;
     }
@@ -448,6 +479,8 @@ static uint64_t features_for(const struct virtio_net *dev)
                  1ull << VIRTIO_NET_F_CTRL_VQ | 1ull << VIRTIO_NET_F_GUEST_ANNOUNCE;
     if (dev->mtu)
         f |= 1ull << VIRTIO_NET_F_MTU;
+    if (dev->offload_csum) /* both ways: frames with the checksum left to the other side */
+        f |= 1ull << VIRTIO_NET_F_CSUM | 1ull << VIRTIO_NET_F_GUEST_CSUM;
     return f;
 }
 
@@ -480,6 +513,7 @@ struct virtio_net *virtio_net_new(const struct virtio_host *host, unsigned mmio_
     dev->tap.fd = -1;
     dev->link_up = true;
     dev->mtu = (uint16_t)cfg->mtu;
+    dev->offload_csum = cfg->offload_csum;
     dev->rx_frame = g_malloc(RX_BUF_BYTES);
     pick_mac(dev, cfg);
     dev->ops = (struct virtio_device_ops){

@@ -48,8 +48,9 @@ class Refusals(unittest.TestCase):
         self.refused([], "--api-socket")
 
     def test_unknown_option(self):
-        self.refused(["--net", "tap=t0"], "Unknown option --net")
-        self.refused(["--disk", "path=/x"], "--disk need --kernel")
+        self.refused(["--balloon", "size=1M"], "Unknown option --balloon")
+        self.refused(["--disk", "path=/x"], "--disk and --net need --kernel")
+        self.refused(["--net", "tap=t0"], "--disk and --net need --kernel")
 
     def test_positional(self):
         self.refused(["--api-socket", f"path={self.dir}/s", "extra"], "unexpected argument")

@@ -9,14 +9,20 @@ tests/lib's vsnap-udp-echo, in C), in one run:
   throughput  a window of 32 datagrams of 1472 bytes in flight, every echo
               checked, MiB/s each way
 
+Both sides of the reference are C (tests/lib's vsnap-udp-bench in the peer
+namespace, vsnap-udp-echo in the third), so neither path measures Python.
+
 Ratios: guest/veth throughput, guest/veth latency (median over median, p99
-over p99). Offloads (checksum, TSO) are not offered
-by the device yet, so there is nothing to compare them with: every frame
-crosses the tap whole and checksummed.
+over p99), and checksum offload on/off: a second guest with
+"offload_csum": false (frames cross the tap whole and checksummed) beside the
+default one (VIRTIO_NET_F_CSUM and _GUEST_CSUM: the UDP checksum is left to
+whoever needs it). Segmentation offload (TSO) is not offered: the test guest
+speaks UDP only.
 
 One JSON line per path and a summary line go to the results file.
 
-usage: bench-net.py SHIM GUEST RESULTS.jsonl --echo VSNAP-UDP-ECHO [--rounds N] [--mib N]
+usage: bench-net.py SHIM GUEST RESULTS.jsonl --echo VSNAP-UDP-ECHO --client VSNAP-UDP-BENCH
+                    [--rounds N] [--mib N] [--runs N]
 """
 
 import argparse
@@ -30,36 +36,38 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "net"))
-from nettest import (GUEST_IP, MIB, Fail, NetShim, Network, check, guest_cmdline, ping_until,  # noqa: E402
-                     udp_echo_once, udp_stream, vm_config, workdir)
-from vsnaptest import append_jsonl, percentile  # noqa: E402
+from nettest import (GUEST_IP, Fail, NetShim, Network, check, guest_cmdline, ping_until,  # noqa: E402
+                     udp_echo_once, vm_config, workdir)
+from vsnaptest import append_jsonl  # noqa: E402
+
+PLAIN_IP = "10.77.0.4"  # the guest without checksum offload
 
 
 
-def latency(sock, dest, rounds):
-    rtts = []
-    for n in range(rounds):
-        rtt = udp_echo_once(sock, dest, b"%08d" % n + b"x" * 56, timeout=1.0)
-        if rtt is not None:
-            rtts.append(rtt * 1e6)
-    check(len(rtts) >= rounds * 0.95, f"{dest}: only {len(rtts)} of {rounds} round trips came back")
-    return {"rounds": rounds, "answered": len(rtts), "median_us": statistics.median(rtts),
-            "p99_us": percentile(rtts, 99)}
-
-
-def throughput(sock, dest, mib):
-    seconds, echoed, expected, sent = udp_stream(sock, dest, mib * MIB, timeout=300)
-    check(echoed == expected, f"{dest}: the echoed stream differs from the sent one")
-    return {"mib": mib, "seconds": seconds, "mib_per_s": mib / seconds, "datagrams_sent": sent}
+def client(net, args, *argv):
+    """vsnap-udp-bench in the peer namespace: its JSON answer."""
+    res = subprocess.run(["ip", "netns", "exec", net.peer, args.client, *map(str, argv)], capture_output=True,
+                         text=True, timeout=600)
+    check(res.returncode == 0, f"vsnap-udp-bench {' '.join(map(str, argv))}: {res.stderr.strip()}")
+    return json.loads(res.stdout)
 
 
 def measure(net, dest, args):
     sock = net.peer_socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
     check(udp_echo_once(sock, dest, b"warm-up", timeout=5) is not None, f"{dest} does not echo")
-    row = {"latency": latency(sock, dest, args.rounds), "throughput": throughput(sock, dest, args.mib)}
     sock.close()
-    return row
+    lat = client(net, args, "latency", dest, args.rounds)
+    check(lat["answered"] >= args.rounds * 0.95, f"{dest}: only {lat['answered']} of {args.rounds} round trips")
+    return {"latency": lat, "throughput": client(net, args, "stream", dest, args.mib, 1472, 32)}
+
+
+
+def medians(rows):
+    """The median of each figure over runs of measure()."""
+    return {"runs": len(rows),
+            "latency": {k: statistics.median(r["latency"][k] for r in rows) for k in ("median_us", "p99_us")},
+            "throughput": {"mib_per_s": statistics.median(r["throughput"]["mib_per_s"] for r in rows),
+                           "mib": rows[0]["throughput"]["mib"]}}
 
 
 def main():
@@ -68,8 +76,10 @@ def main():
     parser.add_argument("guest")
     parser.add_argument("results")
     parser.add_argument("--rounds", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--mib", type=int, default=64)
     parser.add_argument("--echo", required=True, help="vsnap-udp-echo (tests/lib)")
+    parser.add_argument("--client", required=True, help="vsnap-udp-bench (tests/lib)")
     args = parser.parse_args()
     if os.geteuid() != 0 or not shutil.which("ip"):
         print("bench-net needs root and iproute2 (network namespaces): skipped")
@@ -81,18 +91,26 @@ def main():
             echo_ip = net.add_echo_namespace()
             echo = subprocess.Popen(["ip", "netns", "exec", net.echo, args.echo])
             net.add_tap("tap0")
-            with NetShim(args.shim, net, wd) as shim:
-                mac = "52:54:00:12:34:56"
-                shim.ok("PUT", "vm.create", vm_config(args.guest, shim, guest_cmdline(mac),
-                                                      [{"id": "net0", "tap": "tap0", "mac": mac}]))
-                shim.ok("PUT", "vm.boot")
-                shim.ok("GET", "vm.wait-ready?timeout_ms=30000", timeout=40)
-                check(ping_until(net.peer_socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
-                                 GUEST_IP, 20) is not None, "the guest does not answer")
-                # Interleaved, so a change of load on this shared host hits both.
-                veth = measure(net, echo_ip, args)
-                guest = measure(net, GUEST_IP, args)
-                counters = shim.counters("net0")
+            net.add_tap("tap1")
+            with NetShim(args.shim, net, wd, "csum") as csum, NetShim(args.shim, net, wd, "plain") as plain:
+                for shim, tap, ip, offload in ((csum, "tap0", GUEST_IP, True), (plain, "tap1", PLAIN_IP, False)):
+                    mac = "52:54:00:12:34:%02x" % (0x56 + offload)
+                    shim.ok("PUT", "vm.create", vm_config(args.guest, shim, guest_cmdline(mac, ip),
+                                                          [{"id": "net0", "tap": tap, "mac": mac,
+                                                            "offload_csum": offload}]))
+                    shim.ok("PUT", "vm.boot")
+                    shim.ok("GET", "vm.wait-ready?timeout_ms=30000", timeout=40)
+                    check(ping_until(net.peer_socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
+                                     ip, 20) is not None, f"the guest at {ip} does not answer")
+                # Interleaved, so a change of load on this shared host hits all
+                # three; each figure is the median of --runs.
+                runs = {"veth": [], "guest": [], "plain": []}
+                for _ in range(args.runs):
+                    runs["veth"].append(measure(net, echo_ip, args))
+                    runs["guest"].append(measure(net, GUEST_IP, args))
+                    runs["plain"].append(measure(net, PLAIN_IP, args))
+                veth, guest, guest_plain = (medians(runs[k]) for k in ("veth", "guest", "plain"))
+                counters = csum.counters("net0")
     finally:
         if echo:
             echo.kill()
@@ -101,6 +119,8 @@ def main():
     now = time.time()
     rows = [dict({"benchmark": "net", "path": "guest", "host": os.uname().nodename, "time": now}, **guest,
                  counters=counters),
+            dict({"benchmark": "net", "path": "guest-no-csum-offload", "host": os.uname().nodename, "time": now},
+                 **guest_plain),
             dict({"benchmark": "net", "path": "veth", "host": os.uname().nodename, "time": now}, **veth)]
     summary = {"benchmark": "net", "summary": True,
                "throughput_guest_over_veth": guest["throughput"]["mib_per_s"] / veth["throughput"]["mib_per_s"],
@@ -110,7 +130,14 @@ def main():
                          "p99_us": guest["latency"]["p99_us"]},
                "veth": {"mib_per_s": veth["throughput"]["mib_per_s"], "median_us": veth["latency"]["median_us"],
                         "p99_us": veth["latency"]["p99_us"]},
-               "offloads": "none offered by the device yet: no comparison",
+               "csum_offload": {
+                   "throughput_on_over_off": guest["throughput"]["mib_per_s"] /
+                   guest_plain["throughput"]["mib_per_s"],
+                   "latency_median_on_over_off": guest["latency"]["median_us"] / guest_plain["latency"]["median_us"],
+                   "off": {"mib_per_s": guest_plain["throughput"]["mib_per_s"],
+                           "median_us": guest_plain["latency"]["median_us"],
+                           "p99_us": guest_plain["latency"]["p99_us"]}},
+               "tso": "not offered (the test guest speaks UDP only; segmentation offload helps TCP)",
                "host": os.uname().nodename, "time": now}
     append_jsonl(args.results, rows + [summary])
     print(json.dumps(summary, indent=1))

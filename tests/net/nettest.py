@@ -227,6 +227,10 @@ class NetShim:
             self.proc.kill()
             self.proc.wait(timeout=10)
         self._log.close()
+        log = self.log()
+        for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            if marker in log:
+                raise Fail(f"{self.name}: sanitizer report:\n{log[max(0, log.index(marker) - 200):][:6000]}")
 
     def __enter__(self):
         return self

@@ -138,7 +138,8 @@ def case_mtu9000(wd):
     with Network() as net, NetShim(SHIM, net, wd) as shim:
         net.set_mtu(9000)
         net.add_tap("tap0")
-        boot(shim, [{"id": "net0", "tap": "tap0", "mac": MAC, "mtu": 9000}])
+        # Without checksum offload here (the other cases have it, the default).
+        boot(shim, [{"id": "net0", "tap": "tap0", "mac": MAC, "mtu": 9000, "offload_csum": False}])
         check(f"net {MAC} mtu 9000" in shim.serial(), "the guest was not told mtu 9000" + shim.describe())
         must_answer(net, "after boot")
         u = udp(net)
@@ -245,6 +246,18 @@ def case_clone(wd):
                 check(status == 400, f"config_overrides.net {why}: {status} {reply}")
 
 
+def tun_fds(shim):
+    """How many of the shim's descriptors are taps."""
+    fd_dir = f"/proc/{shim.proc.pid}/fd"
+    n = 0
+    for name in os.listdir(fd_dir):
+        try:
+            n += os.readlink(os.path.join(fd_dir, name)) == "/dev/net/tun"
+        except OSError:
+            pass
+    return n
+
+
 def case_fds(wd):
     """Tap descriptors with vm.create (net[].fds placeholders) and
     vm.add-net (all that came), over SCM_RIGHTS; counts that differ are 400."""
@@ -253,6 +266,10 @@ def case_fds(wd):
         config = vm_config(GUEST, shim, guest_cmdline(MAC), [{"id": "net0", "mac": MAC, "fds": [-1]}])
         status, reply = shim.with_fds("vm.create", config, [fd0, fd1])
         check(status == 400 and "descriptors" in error_message(reply), f"two fds for one: {status} {reply}")
+        check(tun_fds(shim) == 0, f"the shim kept {tun_fds(shim)} tap descriptors of a refused request")
+        bad = dict(config, memory={"size": 1})
+        status, reply = shim.with_fds("vm.create", bad, [fd0])
+        check(status == 400 and tun_fds(shim) == 0, f"a refused config kept its descriptor: {status} {reply}")
         status, reply = shim.with_fds("vm.create", config, [fd0])
         check(status == 204, f"vm.create with a tap descriptor: {status} {reply}")
         status, reply = shim.with_fds("vm.add-net", {"id": "net1", "mac": "52:54:00:00:00:01"}, [fd1])
@@ -266,12 +283,17 @@ def case_fds(wd):
         shim.ok("PUT", "vm.boot")
         shim.ok("GET", "vm.wait-ready?timeout_ms=30000", timeout=40)
         must_answer(net, "on a tap from a descriptor")
+        check(tun_fds(shim) == 4, f"{tun_fds(shim)} tap descriptors: expected the config's two and the devices' two")
         nets = shim.ok("GET", "vm.info")["config"]["net"]
         check([n["tap"] for n in nets] == ["tapf0", "tapf1"], f"vm.info taps {nets}")
         counters = shim.ok("GET", "vm.counters")
         check("net0" in counters and "net1" in counters, f"counters {list(counters)}")
         status, reply = shim.api("PUT", "vm.add-net", {"id": "net2", "tap": "tapx"})
         check(status == 405, f"vm.add-net on a running VM: {status} {reply}")
+        # A reboot builds the VM again from the config's own copies of the descriptors.
+        shim.ok("PUT", "vm.reboot")
+        wait_for(lambda: shim.serial().count("ready sum=") >= 2, 30, "no second boot" + shim.describe())
+        must_answer(net, "after a reboot")
         status, reply = shim.api("GET", "vm.info")
         check(status == 200 and "fds" not in reply["config"]["net"][0], "vm.info shows descriptors")
 
@@ -303,17 +325,30 @@ def case_config(wd):
 
 
 def case_malformed(wd):
-    """Malformed transmit chains and a flood of frames from the peer: the
-    device drops what is wrong, counts it, and goes on; the shim survives."""
-    with Network() as net, NetShim(SHIM, net, wd) as shim:
+    """Malformed transmit chains and receive buffers, and a flood of frames
+    from the peer: the device drops what is wrong, counts it, and goes on;
+    the shim survives, and another VM on the same bridge is unaffected."""
+    other_ip, other_mac = "10.77.0.5", "52:54:00:00:00:05"
+    with Network() as net, NetShim(SHIM, net, wd) as shim, NetShim(SHIM, net, wd, "other") as other:
         net.add_tap("tap0")
+        net.add_tap("tap1")
         conn = boot(shim, [{"id": "net0", "tap": "tap0", "mac": MAC}])
+        other.ok("PUT", "vm.create", vm_config(GUEST, other, guest_cmdline(other_mac, other_ip),
+                                               [{"id": "net0", "tap": "tap1", "mac": other_mac}]))
+        other.ok("PUT", "vm.boot")
+        other.ok("GET", "vm.wait-ready?timeout_ms=30000", timeout=40)
         must_answer(net, "after boot")
+        check(ping_until(pinger(net), other_ip, 20) is not None, "the other VM does not answer")
         for _ in range(3):
             reply = conn.cmd("NETBADPKT")
-            check(reply == "OK 9", f"NETBADPKT -> {reply}")
+            check(reply == "OK 14", f"NETBADPKT -> {reply}")
+            # A ring's worth of frames brings the malformed receive buffers
+            # (posted at the ring's end) back.
+            u = udp(net)
+            for n in range(160):
+                udp_echo_once(u, GUEST_IP, b"%d" % n, timeout=0.3)
         errors = shim.counters("net0")["guest_errors"]
-        check(errors >= 24, f"guest_errors {errors} after 27 malformed chains")
+        check(errors >= 30, f"guest_errors {errors} after 27 malformed chains and 15 receive buffers")
         must_answer(net, "after malformed chains")
         flood = udp(net)
         flood.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
@@ -335,6 +370,9 @@ def case_malformed(wd):
         c = shim.counters("net0")
         check(c["rx_frames"] + c["rx_dropped"] > 10000, f"counters after the flood {c}")
         check(netinfo(conn)["link"] == 1, "link after the flood")
+        check(ping_until(pinger(net), other_ip, 10) is not None, "the other VM stopped answering")
+        check(udp_echo_once(udp(net), other_ip, b"other") is not None, "the other VM's UDP echo")
+        check(other.counters("net0")["guest_errors"] == 0, "the other VM's device saw guest errors")
 
 
 def case_tap_removed(wd):
@@ -352,6 +390,38 @@ def case_tap_removed(wd):
         check(shim.counters("net0")["link"] == 0, "vm.counters link")
         check(shim.ok("GET", "vm.info")["state"] == "Running", "the VM stopped")
         check(conn.cmd("PING") == "PONG", "the guest stopped answering its command port")
+
+
+def case_cli(wd):
+    """--net on the command line, as Cloud Hypervisor's: the shim creates the
+    tap (no tap=), sets ip/mask on it; a bad key is refused by name."""
+    import subprocess
+    net = Network()
+    serial = os.path.join(wd, "cli.serial")
+    proc = None
+    try:
+        argv = ["ip", "netns", "exec", net.host, SHIM, "--kernel", GUEST, "--cmdline", guest_cmdline(MAC),
+                "--memory", "size=64M", "--serial", f"file={serial}", "--console", "off",
+                "--net", f"mac={MAC},ip=10.77.9.1,mask=255.255.255.0,id=cli0"]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: "ready sum=" in open(serial).read() if os.path.exists(serial) else False, 30,
+                 "the guest did not come up")
+        links = subprocess.run(["ip", "-n", net.host, "-o", "addr", "show"], capture_output=True, text=True).stdout
+        tap = [line.split()[1] for line in links.splitlines() if "10.77.9.1/24" in line]
+        check(tap and tap[0].startswith("vmtap"), f"no vmtap with 10.77.9.1/24: {links}")
+        net.attach(tap[0])
+        must_answer(net, "a tap the shim made")
+        bad = subprocess.run(["ip", "netns", "exec", net.host, SHIM, "--kernel", GUEST, "--net", "queues=4"],
+                             capture_output=True, text=True, timeout=30)
+        check(bad.returncode != 0 and "queues" in bad.stderr, f"--net queues=4: {bad.returncode} {bad.stderr}")
+        bad = subprocess.run(["ip", "netns", "exec", net.host, SHIM, "--kernel", GUEST, "--net", "num_queues=4"],
+                             capture_output=True, text=True, timeout=30)
+        check(bad.returncode != 0 and "num_queues" in bad.stderr, f"--net num_queues=4: {bad.stderr}")
+    finally:
+        if proc:
+            proc.kill()
+            proc.wait()
+        net.close()
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
