@@ -204,6 +204,9 @@ def case_snapshot_restore(wd):
             info = netinfo(Conn(dst.vsock_path))
             check(info["mac"] == MAC and info["link"] == 1, f"NETINFO after restore {info}")
             check(dst.ok("GET", "vm.info")["config"]["net"][0]["tap"] == "tap1", "vm.info does not name tap1")
+            # The guest acked on the control queue: the device asks once.
+            time.sleep(0.5)
+            check(dst.serial().count("net announce") == 1, "the announcement was not acked" + dst.describe())
 
 
 def case_clone(wd):
