@@ -12,6 +12,7 @@
 #include "conf/capabilities.h"
 #include "disk-state.h"
 #include "monitor.h"
+#include "network-port.h"
 #include "persist/job.h"
 #include "persist/save.h"
 #include "persist/snapshot.h"
@@ -31,7 +32,7 @@ static char *autostart_path(struct vsnap_driver *drv, const char *name)
     return g_build_filename(drv->paths.state_dir, "autostart", name, NULL);
 }
 
-static bool save_config(struct vsnap_driver *drv, const struct domain_def *def, GError **error)
+bool driver_save_config(struct vsnap_driver *drv, const struct domain_def *def, GError **error)
 {
     g_autofree char *path = config_path(drv, def->name);
     g_autofree char *xml = domain_def_format(def, false, -1);
@@ -95,6 +96,7 @@ struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error
     drv->paths.log_dir = g_strdup(paths->log_dir);
     drv->paths.shim_path = g_canonicalize_filename(paths->shim_path, NULL);
     drv->paths.schema_dir = g_strdup(paths->schema_dir);
+    drv->paths.network_uri = g_strdup(paths->network_uri ? paths->network_uri : NETWORK_PORT_DEFAULT_URI);
     drv->domains = domain_list_new();
     drv->events = event_queue_new();
     drv->hostname = g_strdup(g_get_host_name());
@@ -115,6 +117,7 @@ void driver_free(struct vsnap_driver *drv)
     g_free(drv->paths.log_dir);
     g_free(drv->paths.shim_path);
     g_free(drv->paths.schema_dir);
+    g_free(drv->paths.network_uri);
     g_free(drv->hostname);
     g_free(drv);
 }
@@ -397,7 +400,7 @@ static struct vsnap_domain *redefine(struct vsnap_driver *drv, struct vsnap_doma
         g_mutex_unlock(&dom->job);
         return NULL;
     }
-    if (!save_config(drv, def, error)) {
+    if (!driver_save_config(drv, def, error)) {
         g_mutex_unlock(&dom->job);
         domain_def_free(def);
         return NULL;
@@ -445,7 +448,7 @@ static struct vsnap_domain *define_new(struct vsnap_driver *drv, struct domain_d
     struct vsnap_domain *dom = list_new_locked(drv, def, true, again);
     if (!dom)
         return NULL;
-    bool saved = save_config(drv, dom->def, error);
+    bool saved = driver_save_config(drv, dom->def, error);
     if (saved) {
         g_mutex_lock(&dom->lock);
         event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_DEFINED,

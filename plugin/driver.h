@@ -41,6 +41,9 @@ struct vsnap_domain *driver_lookup_name(struct vsnap_driver *drv, const char *na
                                         GError **error);
 struct vsnap_domain *driver_lookup_id(struct vsnap_driver *drv, int id, GError **error);
 
+/* Write def as dom's persistent definition (driver.c; for driver-net.c). */
+bool driver_save_config(struct vsnap_driver *drv, const struct domain_def *def, GError **error);
+
 void driver_summary(struct vsnap_driver *drv, struct vsnap_domain *dom,
                     struct domain_summary *out);
 /* Domains matching VIR_CONNECT_LIST_DOMAINS_* flags (0 = all). */

@@ -165,6 +165,7 @@ static bool apply_config_file(struct daemon *d, GError **error)
         {"socket_dir", &d->paths.socket_dir}, {"state_dir", &d->paths.state_dir},
         {"run_dir", &d->paths.run_dir},       {"log_dir", &d->paths.log_dir},
         {"shim", &d->paths.shim_path},        {"schema_dir", &d->paths.schema_dir},
+        {"network_uri", &d->paths.network_uri},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
         g_autofree char *value = g_key_file_get_string(kf, "daemon", keys[i].key, NULL);

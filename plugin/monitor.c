@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <json-glib/json-glib.h>
 
+#include "http-fds.h"
 #include "json/bounded-json.h"
 #include "virt-error.h"
 
@@ -70,6 +71,20 @@ char *monitor_error_text(const char *body, size_t len)
     return g_strstrip(g_strndup(body, MIN(len, 500)));
 }
 
+static bool check_answer(const char *endpoint, long status, const GString *body, GString *response,
+                         GError **error);
+
+/* A request that carries descriptors (SCM_RIGHTS), which libcurl cannot send. */
+static bool request_fds(const char *api_socket, const char *endpoint, const char *json, const int *fds,
+                        size_t n_fds, long timeout_ms, GString *response, GError **error)
+{
+    g_autofree char *path = g_strdup_printf("/api/v1/%s", endpoint);
+    g_autoptr(GString) body = g_string_new(NULL);
+    long status = 0;
+    return http_fds_request(api_socket, "PUT", path, json, fds, n_fds, timeout_ms, &status, body, error) &&
+           check_answer(endpoint, status, body, response, error);
+}
+
 /* *http_status (when given) is the shim's answer, 0 when it gave none. */
 static bool request_status(const char *api_socket, const char *method, const char *endpoint,
                            const char *json, long timeout_ms, GString *response,
@@ -118,6 +133,12 @@ static bool request_status(const char *api_socket, const char *method, const cha
                     curl_easy_strerror(rc));
         return false;
     }
+    return check_answer(endpoint, status, body, response, error);
+}
+
+static bool check_answer(const char *endpoint, long status, const GString *body, GString *response,
+                         GError **error)
+{
     if (status < 200 || status >= 300) {
         g_autofree char *text = monitor_error_text(body->str, body->len);
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
@@ -141,9 +162,27 @@ bool monitor_ping(const char *api_socket, GError **error)
     return request(api_socket, "GET", "vmm.ping", NULL, PING_TIMEOUT_MS, NULL, error);
 }
 
-bool monitor_vm_create(const char *api_socket, const char *json, GError **error)
+bool monitor_vm_create(const char *api_socket, const char *json, const int *fds, size_t n_fds,
+                       GError **error)
 {
+    if (n_fds)
+        return request_fds(api_socket, "vm.create", json, fds, n_fds, SLOW_TIMEOUT_MS, NULL, error);
     return request(api_socket, "PUT", "vm.create", json, SLOW_TIMEOUT_MS, NULL, error);
+}
+
+/* vsnap's extension: the link state virtio-net's status field shows the guest. */
+bool monitor_vm_set_link(const char *api_socket, const char *id, bool up, GError **error)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "id");
+    json_builder_add_string_value(b, id);
+    json_builder_set_member_name(b, "up");
+    json_builder_add_boolean_value(b, up);
+    json_builder_end_object(b);
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autofree char *body = json_to_string(root, FALSE);
+    return request(api_socket, "PUT", "vm.set-link", body, QUICK_TIMEOUT_MS, NULL, error);
 }
 
 bool monitor_vm_boot(const char *api_socket, GError **error)
@@ -235,6 +274,10 @@ static void add_config_overrides(JsonBuilder *b, const struct monitor_restore *r
         add_string(b, "socket", r->vsock_socket);
         json_builder_end_object(b);
     }
+    /* Each interface gets this run's tap (its descriptor) and the MAC of
+     * the definition being restored: a clone's own, not its origin's. */
+    if (r->n_net_fds)
+        domain_def_add_vm_net_overrides(b, r->live);
     json_builder_end_object(b);
 }
 
@@ -249,8 +292,10 @@ bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *r,
     add_config_overrides(b, r);
     json_builder_end_object(b);
     g_autofree char *body = to_json(b);
-    return request(api_socket, "PUT", "vm.restore", body,
-                   ram_timeout_ms(r->live->memory_kib * 1024), NULL, error);
+    long timeout_ms = ram_timeout_ms(r->live->memory_kib * 1024);
+    if (r->n_net_fds)
+        return request_fds(api_socket, "vm.restore", body, r->net_fds, r->n_net_fds, timeout_ms, NULL, error);
+    return request(api_socket, "PUT", "vm.restore", body, timeout_ms, NULL, error);
 }
 
 void vm_info_clear(struct vm_info *info)

@@ -9,6 +9,7 @@
 
 #include <glib.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "conf/domain-conf.h"
@@ -40,7 +41,13 @@ void vm_info_clear(struct vm_info *info);
 char *monitor_error_text(const char *body, size_t len);
 
 bool monitor_ping(const char *api_socket, GError **error);
-bool monitor_vm_create(const char *api_socket, const char *vm_config_json, GError **error);
+/* vm.create; with descriptors (the taps of the config's "net", in order),
+ * they go with the request over SCM_RIGHTS. */
+bool monitor_vm_create(const char *api_socket, const char *vm_config_json, const int *fds, size_t n_fds,
+                       GError **error);
+/* vsnap's vm.set-link {"id": "net0", "up": false}: the guest sees its link
+ * go down (or up). */
+bool monitor_vm_set_link(const char *api_socket, const char *id, bool up, GError **error);
 bool monitor_vm_boot(const char *api_socket, GError **error);
 bool monitor_vm_pause(const char *api_socket, GError **error);
 bool monitor_vm_resume(const char *api_socket, GError **error);
@@ -62,7 +69,8 @@ bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
 
 /* vm.restore into a new shim. Its config_overrides give the snapshot's VM the
  * host paths of this run: the vsock socket and the serial port and console
- * of the live definition. */
+ * of the live definition, and its interfaces ("net": id, mac and the tap's
+ * descriptor, net_fds[i] for live->nets[i], sent over SCM_RIGHTS). */
 struct monitor_restore {
     const char *source_url;      /* file://DIR */
     const char *mode;            /* memory_restore_mode: copy, merge, ondemand */
@@ -70,6 +78,8 @@ struct monitor_restore {
     const struct domain_def *live;
     const char *vsock_socket;
     const char *disk_work_dir;   /* vsnap_work_dir: where the new overlays go (NULL: none given) */
+    const int *net_fds;
+    size_t n_net_fds;
 };
 bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *restore,
                         GError **error);

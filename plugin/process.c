@@ -17,6 +17,7 @@
 #include "atomic-file.h"
 #include "disk-state.h"
 #include "monitor.h"
+#include "process-net.h"
 #include "shim-events.h"
 #include "test-hook.h"
 #include "virt-error.h"
@@ -499,9 +500,27 @@ void process_release_disks(struct vsnap_driver *drv, struct vsnap_domain *dom)
         g_warning("domain %s: its disks stay chains in %s: %s", dom->name, dir, error->message);
 }
 
-/* Launch and boot; on failure the shim is stopped and the run freed. */
+/* Create and boot, or restore; then the links defined down go down. */
+static bool setup_vm(struct domain_run *run, const struct domain_def *live, const char *json,
+                     const struct run_nets *nets, const struct process_start_how *how, bool *lost,
+                     GError **error)
+{
+    run->net_fds = nets->fds;
+    run->n_net_fds = nets->n;
+    bool alive = how ? how->setup_vm(run, live, how->data, error) ||
+                           (*lost = lost_while_restoring(run, live, how, error))
+                     : monitor_vm_create(run->api_socket, json, nets->fds, nets->n, error) &&
+                           monitor_vm_boot(run->api_socket, error);
+    run->net_fds = NULL;
+    run->n_net_fds = 0;
+    /* The shim takes vm.set-link once the VM runs (not while only created). */
+    return alive && (*lost || process_net_apply_links(run->api_socket, live, error));
+}
+
+/* Launch and boot; on failure the caller stops the shim and frees the run.
+ * nets receives the taps, which the caller closes. */
 static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct domain_def *live,
-                   const struct process_start_how *how, GError **error)
+                   const struct process_start_how *how, struct run_nets *nets, GError **error)
 {
     /* A boot continues each disk where the last run left it (its chain and
      * overlay); a restore gets the snapshot's chain from the shim. */
@@ -510,7 +529,8 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
     /* Before anything exists: a missing image is the user's to fix, and
      * nothing is started or left behind for it. */
     if (!domain_def_check_disk_access(live, error) ||
-        (live->n_disks > 0 && !disk_state_make_dir(run->disk_dir, error)))
+        (live->n_disks > 0 && !disk_state_make_dir(run->disk_dir, error)) ||
+        !process_net_prepare(drv, live, nets, error))
         return false;
     const char *disk_dir = live->n_disks > 0 ? run->disk_dir : NULL;
     g_autofree char *json = domain_def_to_vm_config_json(live, run->vsock_socket, disk_dir, error);
@@ -536,11 +556,7 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
         return false;
     test_hook("start-launched");
     bool lost = false;
-    bool alive = how ? how->setup_vm(run, live, how->data, error) ||
-                           (lost = lost_while_restoring(run, live, how, error))
-                     : monitor_vm_create(run->api_socket, json, error) &&
-                           monitor_vm_boot(run->api_socket, error);
-    if (!alive) {
+    if (!setup_vm(run, live, json, nets, how, &lost, error)) {
         g_autofree char *tail = log_tail(run->log_path);
         g_prefix_error(error, "cannot start the VM: ");
         g_debug("shim log tail: %s", tail);
@@ -564,14 +580,23 @@ bool process_start_with(struct vsnap_driver *drv, struct vsnap_domain *dom,
     g_mutex_lock(&dom->lock);
     g_autoptr(domain_def) live = domain_def_copy(how && how->def ? how->def : dom->def);
     g_mutex_unlock(&dom->lock);
+    /* A definition from a snapshot or save image names the taps and network
+     * ports of the run it was taken from, which are not this run's. */
+    domain_def_forget_net_runtime(live);
     int id = domain_list_next_id(drv->domains);
     if (live->vsock.present && live->vsock.auto_cid)
         live->vsock.cid = 2 + (uint32_t)id;   /* guest CIDs start at 3 */
 
     struct domain_run *run = run_new(drv, dom->name);
-    if (!launch(drv, run, live, how, error)) {
-        if (run->pidfd >= 0)
-            terminate(run, false);
+    struct run_nets nets = {0};
+    bool launched = launch(drv, run, live, how, &nets, error);
+    if (!launched && run->pidfd >= 0)
+        terminate(run, false);
+    /* The shim holds its own copies of the taps now (or is gone, and they
+     * go with these). */
+    process_net_close(&nets);
+    if (!launched) {
+        process_net_release(drv, live);
         remove_runtime_files(run);
         domain_run_unref(run);
         return false;
@@ -609,14 +634,19 @@ void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct 
     remove_runtime_files(run);
     dom->run = NULL;
     dom->id = -1;
+    g_autoptr(domain_def) ended = dom->def->n_nets ? domain_def_copy(dom->def) : NULL;
     forget_serial_pty(dom->def);
     forget_disk_chains(dom->def);
+    domain_def_forget_net_runtime(dom->def);
     if (dom->next_def) {
         domain_def_free(dom->def);
         dom->def = g_steal_pointer(&dom->next_def);
     }
     vsnap_domain_set_state_locked(dom, VIR_DOMAIN_SHUTOFF, reason);
     g_mutex_unlock(&dom->lock);
+    /* Outside the lock: releasing a network port asks the network driver. */
+    if (ended)
+        process_net_release(drv, ended);
 
     uint64_t one = 1;
     (void)!write(run->wake_fd, &one, sizeof(one));   /* the watcher thread exits */
@@ -925,6 +955,21 @@ static void adopt_disk_chains(struct domain_run *run, struct domain_def *live, c
         g_warning("domain %s: %s", live->name, error->message);
 }
 
+/* A run found over at start-up: its taps went with its shim, but the
+ * network ports it was given are still allocated. */
+static void release_nets_of_dead_run(struct vsnap_driver *drv, struct domain_run *run)
+{
+    g_autofree char *xml = NULL;
+    if (!g_file_get_contents(run->xml_path, &xml, NULL, NULL))
+        return;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(domain_def) live = domain_def_parse_live_string(xml, drv->paths.schema_dir, &error);
+    if (live)
+        process_net_release(drv, live);
+    else
+        g_warning("cannot read %s to release its interfaces: %s", run->xml_path, error->message);
+}
+
 static void reattach_one(struct vsnap_driver *drv, const char *name)
 {
     struct domain_run *run = run_new(drv, name);
@@ -984,6 +1029,7 @@ static void reattach_one(struct vsnap_driver *drv, const char *name)
 
 discard:
     vm_info_clear(&info);
+    release_nets_of_dead_run(drv, run);
     remove_runtime_files(run);
     domain_run_unref(run);
 }

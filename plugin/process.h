@@ -29,6 +29,10 @@ struct domain_run {
     int stop_reason;    /* under dom->lock: the shut-off reason of that stop (in the status
                            file, so a daemon that dies during the stop is finished by the next) */
     bool ready;         /* under dom->lock: the guest announced readiness */
+    /* While the VM is set up (process_start_how.setup_vm): the taps of the
+     * live definition's interfaces, net_fds[i] for nets[i], to send along. */
+    const int *net_fds;
+    size_t n_net_fds;
 };
 
 struct domain_run *domain_run_ref(struct domain_run *run);

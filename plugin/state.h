@@ -17,6 +17,7 @@ struct driver_paths {
     char *log_dir;      /* /var/log/vsnap */
     char *shim_path;
     char *schema_dir;
+    char *network_uri;  /* the host's network driver (network:///system), for type='network' */
 };
 
 struct vsnap_driver {

@@ -17,6 +17,10 @@ PACKAGES=(
   # man pages; the Debian package and its test (tests/package: build, lintian,
   # systemd-analyze verify)
   scdoc dpkg-dev debhelper lintian systemd git
+  # tests/netd: namespaces, bridges and veth pairs (ip), and libvirt's network
+  # driver (in Debian 12's libvirt-daemon, run by the test in namespaces of its
+  # own; iptables for its isolated network's rules)
+  iproute2 libvirt-daemon iptables
   # the fuzz targets (scripts/fuzz.sh): clang with libFuzzer and the sanitizers
   clang libclang-rt-14-dev
 )

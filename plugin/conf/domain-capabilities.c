@@ -63,7 +63,8 @@ static void format_devices_features(GString *out)
     /* In domaincaps.rng order, limited to the elements libvirt 9.0's schema
      * knows (Debian 12's clients). Disks are virtio-blk on raw images and
      * block devices (device 'disk', bus 'virtio' only). Network interfaces
-     * come with virtio-net; until then they are refused. */
+     * (virtio-net on taps) are supported, but libvirt 9.0's domaincaps.rng
+     * has no <interface> element to say so in. */
     static const char *const devices[] = {"disk", "graphics", "video",    "hostdev", "rng",
                                           "filesystem", "tpm", "redirdev", "channel"};
     /* genid: every VM has a VM generation ID that changes on each restore, but

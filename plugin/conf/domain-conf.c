@@ -2,6 +2,7 @@
  * domain-parse*.c, formatting in domain-format.c, the shim's VmConfig in
  * domain-vm-config.c. */
 #include "domain-conf.h"
+#include "domain-parse.h"
 
 #include <string.h>
 
@@ -48,6 +49,78 @@ static void domain_disk_copy_into(struct domain_disk *to, const struct domain_di
     to->chain = g_strdupv(from->chain);
 }
 
+void domain_net_clear(struct domain_net *net)
+{
+    g_free(net->ifname);
+    g_free(net->source);
+    g_free(net->port_id);
+    g_free(net->port_bridge);
+}
+
+void domain_net_free(struct domain_net *net)
+{
+    if (!net)
+        return;
+    domain_net_clear(net);
+    g_free(net);
+}
+
+static void domain_net_copy_into(struct domain_net *to, const struct domain_net *from)
+{
+    *to = *from;
+    to->ifname = g_strdup(from->ifname);
+    to->source = g_strdup(from->source);
+    to->port_id = g_strdup(from->port_id);
+    to->port_bridge = g_strdup(from->port_bridge);
+}
+
+void domain_def_forget_net_runtime(struct domain_def *def)
+{
+    for (size_t i = 0; i < def->n_nets; i++) {
+        struct domain_net *net = &def->nets[i];
+        if (net->ifname_auto)
+            g_clear_pointer(&net->ifname, g_free);
+        g_clear_pointer(&net->port_id, g_free);
+        g_clear_pointer(&net->port_bridge, g_free);
+    }
+}
+
+void domain_mac_format(const unsigned char mac[6], char out[DOMAIN_NET_MAC_LEN])
+{
+    g_snprintf(out, DOMAIN_NET_MAC_LEN, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3],
+               mac[4], mac[5]);
+}
+
+bool domain_mac_parse(const char *text, unsigned char mac[6])
+{
+    if (strlen(text) != DOMAIN_NET_MAC_LEN - 1)
+        return false;
+    for (int i = 0; i < 6; i++) {
+        const char *byte = text + 3 * i;
+        if (!g_ascii_isxdigit(byte[0]) || !g_ascii_isxdigit(byte[1]) || (i < 5 && byte[2] != ':'))
+            return false;
+        mac[i] = (unsigned char)(g_ascii_xdigit_value(byte[0]) << 4 | g_ascii_xdigit_value(byte[1]));
+    }
+    return true;
+}
+
+char *domain_net_id(size_t index)
+{
+    return g_strdup_printf("net%zu", index);
+}
+
+struct domain_net *domain_def_find_net(const struct domain_def *def, const char *name)
+{
+    unsigned char mac[6];
+    bool is_mac = domain_mac_parse(name, mac);
+    for (size_t i = 0; i < def->n_nets; i++) {
+        struct domain_net *net = &def->nets[i];
+        if ((net->ifname && strcmp(net->ifname, name) == 0) || (is_mac && memcmp(net->mac, mac, 6) == 0))
+            return net;
+    }
+    return NULL;
+}
+
 void domain_disk_set_chain(struct domain_disk *disk, const char *const *chain)
 {
     g_strfreev(disk->chain);
@@ -84,6 +157,9 @@ void domain_def_free(struct domain_def *def)
     for (size_t i = 0; i < def->n_disks; i++)
         domain_disk_clear(&def->disks[i]);
     g_free(def->disks);
+    for (size_t i = 0; i < def->n_nets; i++)
+        domain_net_clear(&def->nets[i]);
+    g_free(def->nets);
     domain_sysinfo_clear(&def->sysinfo);
     g_free(def->rng.backend);
     g_free(def);
@@ -107,6 +183,9 @@ struct domain_def *domain_def_copy(const struct domain_def *def)
     copy->disks = g_new0(struct domain_disk, def->n_disks);
     for (size_t i = 0; i < def->n_disks; i++)
         domain_disk_copy_into(&copy->disks[i], &def->disks[i]);
+    copy->nets = g_new0(struct domain_net, def->n_nets);
+    for (size_t i = 0; i < def->n_nets; i++)
+        domain_net_copy_into(&copy->nets[i], &def->nets[i]);
     domain_sysinfo_copy(&copy->sysinfo, &def->sysinfo);
     copy->rng.backend = g_strdup(def->rng.backend);
     return copy;

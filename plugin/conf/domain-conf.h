@@ -57,6 +57,26 @@ struct domain_disk {
     char **chain;
 };
 
+/* One <interface>, a virtio-net device on a tap (see domain-parse-interface.c). */
+enum domain_net_type { DOMAIN_NET_ETHERNET, DOMAIN_NET_BRIDGE, DOMAIN_NET_NETWORK };
+#define DOMAIN_NET_MAX 8          /* interfaces per domain */
+#define DOMAIN_NET_MAC_LEN 18     /* "52:54:00:12:34:56" and NUL */
+
+struct domain_net {
+    enum domain_net_type type;
+    unsigned char mac[6];  /* <mac address>: generated (52:54:00:xx:xx:xx) when absent */
+    char *ifname;          /* <target dev>: the tap; NULL until started when the daemon names it */
+    bool ifname_auto;      /* the daemon named it (vnetN): live XML shows it, inactive XML does not */
+    bool unmanaged;        /* <target managed='no'>: the tap exists; the daemon only opens it */
+    char *source;          /* <source bridge> (BRIDGE) or <source network> (NETWORK) */
+    uint32_t mtu;          /* <mtu size>, 0 when absent (the tap's default) */
+    bool link_down;        /* <link state='down'/> */
+    /* Runtime of a NETWORK interface (live XML, <source portid bridge>):
+     * the port the network driver allocated and the bridge it named. */
+    char *port_id;
+    char *port_bridge;
+};
+
 struct domain_def {
     char *name;
     unsigned char uuid[16];
@@ -116,6 +136,8 @@ struct domain_def {
         uint64_t rate_bytes;      /* <rate bytes= period=>: 0 without a limit */
         uint64_t rate_period_ms;
     } rng;
+    struct domain_net *nets;      /* <interface>s in definition order; the shim's id is "net<N>" */
+    size_t n_nets;
 };
 
 /* g_autoptr() needs a type name without 'struct'. */
@@ -143,6 +165,22 @@ char *domain_def_format(const struct domain_def *def, bool live, int id);
  * overlay the live XML shows) is name, as libvirt's domblk* calls name
  * disks; NULL if none. */
 struct domain_disk *domain_def_find_disk(const struct domain_def *def, const char *name);
+/* The interface whose tap name or MAC ("52:54:00:..", any case) is name,
+ * as libvirt's domif* calls name interfaces; NULL if none. */
+struct domain_net *domain_def_find_net(const struct domain_def *def, const char *name);
+/* "52:54:00:12:34:56" into out; parsing accepts any case, colons only. */
+void domain_mac_format(const unsigned char mac[6], char out[DOMAIN_NET_MAC_LEN]);
+bool domain_mac_parse(const char *text, unsigned char mac[6]);
+/* The shim's id of interface index: "net0", "net1", ... */
+char *domain_net_id(size_t index);
+/* Forget what a run gave the interfaces (daemon-chosen tap names, network
+ * ports): a definition about to start again, or one that stopped. */
+void domain_def_forget_net_runtime(struct domain_def *def);
+/* One <interface> element on its own (virDomainUpdateDeviceFlags,
+ * domif-setlink), parsed as it would be inside <devices>. */
+struct domain_net *domain_net_parse_string(const char *xml, GError **error);
+void domain_net_free(struct domain_net *net);
+
 /* Replace disk->chain with a copy of chain (NULL or empty: no chain). */
 void domain_disk_set_chain(struct domain_disk *disk, const char *const *chain);
 
@@ -179,6 +217,17 @@ void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def);
  * "vsnap_chain" (the sealed layers, base first) and "vsnap_overlay" (the
  * active overlay, which the shim continues). */
 void domain_def_add_vm_disks(JsonBuilder *b, const struct domain_def *def);
+
+/* The "net" member of that VmConfig (nothing without interfaces): Cloud
+ * Hypervisor's NetConfig per interface, "id" (net<N>), "mac", "mtu" when
+ * set; with_fds, "fds": [-1]: the tap's descriptor travels beside the
+ * request (SCM_RIGHTS), one per interface, in order; without, "tap" (its
+ * name). */
+void domain_def_add_vm_nets(JsonBuilder *b, const struct domain_def *def, bool with_fds);
+/* vm.restore's config_overrides "net": per interface "id", "mac" (the
+ * definition's: a clone's own) and "fds": [-1], its new tap's descriptor,
+ * sent with the request. */
+void domain_def_add_vm_net_overrides(JsonBuilder *b, const struct domain_def *def);
 
 const char *restore_mode_to_string(enum restore_mode mode);
 const char *domain_smbios_mode_to_string(enum domain_smbios_mode mode);

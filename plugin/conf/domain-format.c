@@ -219,12 +219,64 @@ static void format_disk(GString *out, const struct domain_disk *disk, bool live)
     g_string_append(out, "    </disk>\n");
 }
 
+static const char *net_type_name(enum domain_net_type type)
+{
+    switch (type) {
+    case DOMAIN_NET_ETHERNET:
+        return "ethernet";
+    case DOMAIN_NET_BRIDGE:
+        return "bridge";
+    case DOMAIN_NET_NETWORK:
+        return "network";
+    }
+    return "ethernet";
+}
+
+static void format_net_source(GString *out, const struct domain_net *net, bool live)
+{
+    if (net->type == DOMAIN_NET_ETHERNET)
+        return;
+    g_autofree char *source = g_markup_escape_text(net->source, -1);
+    g_string_append_printf(out, "      <source %s='%s'", net->type == DOMAIN_NET_BRIDGE ? "bridge" : "network",
+                           source);
+    if (live && net->port_id)
+        g_string_append_printf(out, " portid='%s'", net->port_id);
+    if (live && net->port_bridge)
+        g_string_append_printf(out, " bridge='%s'", net->port_bridge);
+    g_string_append(out, "/>\n");
+}
+
+/* As libvirt writes it: mac, source, target, model, mtu, link, alias. A tap
+ * the daemon named shows in live XML only; the alias is live only. */
+static void format_interface(GString *out, const struct domain_net *net, size_t index, bool live)
+{
+    char mac[DOMAIN_NET_MAC_LEN];
+    domain_mac_format(net->mac, mac);
+    g_string_append_printf(out, "    <interface type='%s'>\n      <mac address='%s'/>\n", net_type_name(net->type),
+                           mac);
+    format_net_source(out, net, live);
+    if (net->ifname && (live || !net->ifname_auto)) {
+        g_autofree char *dev = g_markup_escape_text(net->ifname, -1);
+        g_string_append_printf(out, "      <target dev='%s'%s/>\n", dev, net->unmanaged ? " managed='no'" : "");
+    }
+    g_string_append(out, "      <model type='virtio'/>\n");
+    if (net->mtu)
+        g_string_append_printf(out, "      <mtu size='%u'/>\n", net->mtu);
+    if (net->link_down)
+        g_string_append(out, "      <link state='down'/>\n");
+    if (live)
+        g_string_append_printf(out, "      <alias name='net%zu'/>\n", index);
+    g_string_append(out, "    </interface>\n");
+}
+
 static void format_devices(GString *out, const struct domain_def *def, bool live)
 {
     g_string_append(out, "  <devices>\n");
     append_text_element(out, "    ", "emulator", def->emulator);
     for (size_t i = 0; i < def->n_disks; i++)
         format_disk(out, &def->disks[i], live);
+    for (size_t i = 0; i < def->n_nets; i++)
+        format_interface(out, &def->nets[i], i, live);
     format_serial(out, def, live);
     format_console(out, def, live);
     format_vsock(out, def, live);

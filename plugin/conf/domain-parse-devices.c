@@ -1,7 +1,7 @@
 /* <devices>: the emulator, virtio-blk disks (domain-parse-disk.c), one
  * serial port (pty or file) and its console alias, virtio-vsock, and an
- * explicitly absent balloon. Network interfaces get their own message: they
- * are planned, not forgotten. */
+ * explicitly absent balloon, virtio-net interfaces
+ * (domain-parse-interface.c). */
 #include "domain-parse.h"
 
 #include <string.h>
@@ -242,13 +242,6 @@ static bool parse_memballoon(struct domain_def *def, const xmlNode *node, GError
     return true;
 }
 
-static bool refuse_interface(struct domain_def *def, const xmlNode *node, GError **error)
-{
-    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
-                "network interfaces are not supported by vsnap yet");
-    return false;
-}
-
 /* libvirt makes the console of an x86 guest an alias of the first serial
  * port, creating that port if needed; vsnap does the same. */
 static bool link_console_to_serial(struct domain_def *def, GError **error)
@@ -275,7 +268,7 @@ bool domain_parse_devices(struct domain_def *def, const xmlNode *devices, GError
         {"memballoon", parse_memballoon, false},
         {"rng", domain_parse_rng, true}, /* libvirt allows several: one is refused by name */
         {"disk", domain_parse_disk, true},
-        {"interface", refuse_interface, true},
+        {"interface", domain_parse_interface, true},
     };
     uint32_t seen = 0;
     return conf_xml_check_attributes(devices, no_attributes, error) &&

@@ -38,6 +38,10 @@ bool domain_parse_clock(struct domain_def *def, const xmlNode *clock, GError **e
 bool domain_parse_devices(struct domain_def *def, const xmlNode *devices, GError **error);
 /* One <disk>, appended to def->disks (domain-parse-disk.c). */
 bool domain_parse_disk(struct domain_def *def, const xmlNode *disk, GError **error);
+/* One <interface>, appended to def->nets (domain-parse-interface.c). */
+bool domain_parse_interface(struct domain_def *def, const xmlNode *node, GError **error);
+/* Free what a struct domain_net holds (not the struct). */
+void domain_net_clear(struct domain_net *net);
 bool domain_parse_metadata(struct domain_def *def, const xmlNode *metadata, GError **error);
 bool domain_parse_sysinfo(struct domain_def *def, const xmlNode *sysinfo, GError **error);
 bool domain_parse_smbios(struct domain_def *def, const xmlNode *smbios, GError **error);

@@ -134,6 +134,78 @@ void domain_def_add_vm_disks(JsonBuilder *b, const struct domain_def *def)
     json_builder_end_array(b);
 }
 
+/* Cloud Hypervisor's NetConfig (openapi: tap, mac, mtu, id, fds,
+ * num_queues, queue_size, ...), one RX/TX queue pair. The daemon opens the
+ * tap (the shim may not) and sends its descriptor with the request: then
+ * "fds" stands for it and "tap" is not given (the shim takes one or the
+ * other). */
+static void add_vm_net(JsonBuilder *b, const struct domain_net *net, size_t index, bool with_fds)
+{
+    char mac[DOMAIN_NET_MAC_LEN];
+    domain_mac_format(net->mac, mac);
+    g_autofree char *id = domain_net_id(index);
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "id");
+    json_builder_add_string_value(b, id);
+    if (!with_fds && net->ifname) {
+        json_builder_set_member_name(b, "tap");
+        json_builder_add_string_value(b, net->ifname);
+    }
+    json_builder_set_member_name(b, "mac");
+    json_builder_add_string_value(b, mac);
+    if (net->mtu) {
+        json_builder_set_member_name(b, "mtu");
+        json_builder_add_int_value(b, net->mtu);
+    }
+    json_builder_set_member_name(b, "num_queues");
+    json_builder_add_int_value(b, 2);
+    if (with_fds) {
+        json_builder_set_member_name(b, "fds");
+        json_builder_begin_array(b);
+        json_builder_add_int_value(b, -1);
+        json_builder_end_array(b);
+    }
+    json_builder_end_object(b);
+}
+
+/* vm.restore's config_overrides.net: what the host gives a restored
+ * interface - its tap (the descriptor) and the MAC of the definition being
+ * restored; the rest is the guest's, from the snapshot. */
+void domain_def_add_vm_net_overrides(JsonBuilder *b, const struct domain_def *def)
+{
+    if (def->n_nets == 0)
+        return;
+    json_builder_set_member_name(b, "net");
+    json_builder_begin_array(b);
+    for (size_t i = 0; i < def->n_nets; i++) {
+        char mac[DOMAIN_NET_MAC_LEN];
+        domain_mac_format(def->nets[i].mac, mac);
+        g_autofree char *id = domain_net_id(i);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "id");
+        json_builder_add_string_value(b, id);
+        json_builder_set_member_name(b, "mac");
+        json_builder_add_string_value(b, mac);
+        json_builder_set_member_name(b, "fds");
+        json_builder_begin_array(b);
+        json_builder_add_int_value(b, -1);
+        json_builder_end_array(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+void domain_def_add_vm_nets(JsonBuilder *b, const struct domain_def *def, bool with_fds)
+{
+    if (def->n_nets == 0)
+        return;
+    json_builder_set_member_name(b, "net");
+    json_builder_begin_array(b);
+    for (size_t i = 0; i < def->n_nets; i++)
+        add_vm_net(b, &def->nets[i], i, with_fds);
+    json_builder_end_array(b);
+}
+
 static bool add_vsock(JsonBuilder *b, const struct domain_def *def, const char *vsock_socket_path,
                       GError **error)
 {
@@ -248,6 +320,7 @@ char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vso
         json_builder_set_member_name(b, "vsnap_work_dir");
         json_builder_add_string_value(b, disk_work_dir);
     }
+    domain_def_add_vm_nets(b, def, true);
     if (!add_vsock(b, def, vsock_socket_path, error))
         return NULL;
     add_rng(b, def);

@@ -49,6 +49,7 @@ static bool send_restore(struct domain_run *run, const struct domain_def *live, 
     struct monitor_restore restore = {
         .source_url = setup->source_url, .mode = setup->mode, .resume = setup->resume,
         .live = live, .vsock_socket = run->vsock_socket, .disk_work_dir = run->disk_dir,
+        .net_fds = run->net_fds, .n_net_fds = run->n_net_fds,
     };
     return monitor_vm_restore(run->api_socket, &restore, error);
 }

@@ -311,17 +311,24 @@ bool save_to_file(struct vsnap_driver *drv, struct vsnap_domain *dom, const char
 /* ---- restoring (from a file or a managed image) ---- */
 
 static struct domain_def *image_definition(struct vsnap_driver *drv, const char *image_xml,
-                                           const char *dxml, GError **error)
+                                           const char *dxml, bool allow_clone, GError **error)
 {
     g_autoptr(domain_def) def = domain_def_parse_string(image_xml, drv->paths.schema_dir, error);
     if (!def || !dxml)
         return g_steal_pointer(&def);
     struct domain_def *given = domain_def_parse_string(dxml, drv->paths.schema_dir, error);
-    if (given && (memcmp(given->uuid, def->uuid, 16) != 0 || !g_str_equal(given->name, def->name) ||
-                  given->memory_kib != def->memory_kib || given->vcpus != def->vcpus)) {
+    /* For a restore, another name with another uuid is a clone: a new
+     * domain, running beside the saved one, with the interfaces (taps,
+     * MACs) of its own definition. One of the two alone would be neither. */
+    bool same_name = given && g_str_equal(given->name, def->name);
+    bool same_uuid = given && memcmp(given->uuid, def->uuid, 16) == 0;
+    bool identity_ok = same_name && same_uuid ? true : allow_clone && !same_name && !same_uuid;
+    if (given && (!identity_ok || given->memory_kib != def->memory_kib ||
+                  given->vcpus != def->vcpus || given->n_nets != def->n_nets)) {
         refuse(error, VIR_ERR_INVALID_ARG,
                "the XML given for the restore must describe the saved domain with the same "
-               "name, uuid, memory and vCPUs");
+               "name, uuid, memory, vCPUs and number of interfaces (a restore may also give "
+               "another name with another uuid: a clone)");
         g_clear_pointer(&given, domain_def_free);
     }
     if (given && !domain_def_check_same_disks(def, given, error))
@@ -384,7 +391,7 @@ bool save_restore_file(struct vsnap_driver *drv, const char *from, const char *d
     struct save_image_info info = {0};
     if (!save_image_read_info(from, &caller_daemon, &info, error))
         return false;
-    g_autoptr(domain_def) def = image_definition(drv, info.domain_xml, dxml, error);
+    g_autoptr(domain_def) def = image_definition(drv, info.domain_xml, dxml, true, error);
     bool run = (flags & VIR_DOMAIN_SAVE_RUNNING) ||
                (!(flags & VIR_DOMAIN_SAVE_PAUSED) && !info.paused);
     save_image_info_clear(&info);
@@ -422,7 +429,7 @@ bool save_image_define(struct vsnap_driver *drv, const char *file, const char *d
     struct save_image_info info = {0};
     if (!save_image_read_info(file, &caller_daemon, &info, error))
         return false;
-    g_autoptr(domain_def) def = image_definition(drv, info.domain_xml, dxml, error);
+    g_autoptr(domain_def) def = image_definition(drv, info.domain_xml, dxml, false, error);
     bool paused = (flags & VIR_DOMAIN_SAVE_PAUSED) ||
                   (!(flags & VIR_DOMAIN_SAVE_RUNNING) && info.paused);
     save_image_info_clear(&info);

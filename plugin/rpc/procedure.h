@@ -1,6 +1,6 @@
 /* What a procedure family implements, and all it knows of dispatch: each
  * family (xdr-connect.c, xdr-domain.c, xdr-block.c, xdr-events.c,
- * xdr-snapshot.c) exports
+ * xdr-snapshot.c, xdr-network.c) exports
  * a table of entries: argument and return types with their XDR filters, the
  * handler, and whether the call changes state (refused on read-only
  * connections). dispatch.c looks calls up in these tables and runs them. */
@@ -64,5 +64,7 @@ extern const struct proc_entry rpc_block_procs[];
 extern const size_t rpc_block_procs_count;
 extern const struct proc_entry rpc_event_procs[];
 extern const size_t rpc_event_procs_count;
+extern const struct proc_entry rpc_network_procs[];
+extern const size_t rpc_network_procs_count;
 extern const struct proc_entry rpc_snapshot_procs[];
 extern const size_t rpc_snapshot_procs_count;

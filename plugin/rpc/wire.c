@@ -188,3 +188,4 @@ void wire_param_bool(struct wire_typed_param *p, const char *field, bool v)
     p->type = VIR_TYPED_PARAM_BOOLEAN;
     p->value.b = v ? 1 : 0;
 }
+

@@ -8,6 +8,7 @@
 #include "procedure.h"
 #include "driver.h"
 #include "driver-block.h"
+#include "driver-net.h"
 #include "process.h"
 #include "stream.h"
 #include "virt-error.h"
@@ -366,6 +367,124 @@ static bool do_memory_stats(struct rpc_call *call, struct memstats_args *a,
     return true;
 }
 
+/* ---- interfaces ---- */
+
+struct ifstats_args {
+    struct wire_domain dom;
+    char *path;
+};
+static bool_t xdr_ifstats_args(XDR *x, struct ifstats_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_wire_string(x, &a->path);
+}
+
+struct ifstats_ret {
+    int64_t rx_bytes, rx_packets, rx_errs, rx_drop, tx_bytes, tx_packets, tx_errs, tx_drop;
+};
+static bool_t xdr_ifstats_ret(XDR *x, struct ifstats_ret *r)
+{
+    return xdr_int64_t(x, &r->rx_bytes) && xdr_int64_t(x, &r->rx_packets) && xdr_int64_t(x, &r->rx_errs) &&
+           xdr_int64_t(x, &r->rx_drop) && xdr_int64_t(x, &r->tx_bytes) && xdr_int64_t(x, &r->tx_packets) &&
+           xdr_int64_t(x, &r->tx_errs) && xdr_int64_t(x, &r->tx_drop);
+}
+
+static bool do_interface_stats(struct rpc_call *call, struct ifstats_args *a, struct ifstats_ret *r,
+                               GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    struct netdev_stats s;
+    if (!dom || !driver_interface_stats(call->driver, dom, a->path, &s, error))
+        return false;
+    *r = (struct ifstats_ret){
+        (int64_t)s.rx_bytes, (int64_t)s.rx_packets, (int64_t)s.rx_errs, (int64_t)s.rx_drop,
+        (int64_t)s.tx_bytes, (int64_t)s.tx_packets, (int64_t)s.tx_errs, (int64_t)s.tx_drop,
+    };
+    return true;
+}
+
+struct dom_xml_flags_args {
+    struct wire_domain dom;
+    char *xml;
+    uint32_t flags;
+};
+static bool_t xdr_dom_xml_flags_args(XDR *x, struct dom_xml_flags_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_wire_string(x, &a->xml) && xdr_u_int(x, &a->flags);
+}
+
+static bool do_update_device(struct rpc_call *call, struct dom_xml_flags_args *a, struct rpc_void *r,
+                             GError **error)
+{
+    (void)r;
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_update_device(call->driver, dom, a->xml, a->flags, error);
+}
+
+struct ifaddr_args {
+    struct wire_domain dom;
+    uint32_t source, flags;
+};
+static bool_t xdr_ifaddr_args(XDR *x, struct ifaddr_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_u_int(x, &a->source) && xdr_u_int(x, &a->flags);
+}
+
+struct ip_addr {
+    int32_t type;
+    char *addr;
+    uint32_t prefix;
+};
+static bool_t xdr_ip_addr(XDR *x, struct ip_addr *a)
+{
+    return xdr_int(x, &a->type) && xdr_wire_string(x, &a->addr) && xdr_u_int(x, &a->prefix);
+}
+
+#define IFACES_MAX 2048u   /* REMOTE_DOMAIN_INTERFACE_MAX */
+#define IP_ADDR_MAX 2048u  /* REMOTE_DOMAIN_IP_ADDR_MAX */
+
+struct iface {
+    char *name;
+    char *hwaddr;   /* optional */
+    unsigned n_addrs;
+    struct ip_addr *addrs;
+};
+static bool_t xdr_iface(XDR *x, struct iface *i)
+{
+    return xdr_wire_string(x, &i->name) && xdr_wire_opt_string(x, &i->hwaddr) &&
+           xdr_array(x, (char **)&i->addrs, &i->n_addrs, IP_ADDR_MAX, sizeof(struct ip_addr), XDR_PROC(xdr_ip_addr));
+}
+
+struct ifaddr_ret {
+    unsigned len;
+    struct iface *ifaces;
+};
+static bool_t xdr_ifaddr_ret(XDR *x, struct ifaddr_ret *r)
+{
+    return xdr_array(x, (char **)&r->ifaces, &r->len, IFACES_MAX, sizeof(struct iface), XDR_PROC(xdr_iface));
+}
+
+static bool do_interface_addresses(struct rpc_call *call, struct ifaddr_args *a, struct ifaddr_ret *r,
+                                   GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    g_autoptr(GArray) found = dom ? driver_interface_addresses(call->driver, dom, a->source, error) : NULL;
+    if (!found)
+        return false;
+    r->len = found->len;
+    r->ifaces = calloc(MAX(found->len, 1), sizeof(struct iface));
+    for (guint i = 0; i < found->len; i++) {
+        const struct driver_net_addrs *src = &g_array_index(found, struct driver_net_addrs, i);
+        struct iface *dst = &r->ifaces[i];
+        dst->name = strdup(src->name ? src->name : "");
+        dst->hwaddr = strdup(src->mac);
+        dst->n_addrs = g_strv_length(src->ipv4);
+        dst->addrs = calloc(MAX(dst->n_addrs, 1), sizeof(struct ip_addr));
+        for (unsigned k = 0; k < dst->n_addrs; k++)
+            dst->addrs[k] = (struct ip_addr){VIR_IP_ADDR_TYPE_IPV4, strdup(src->ipv4[k]), 0};
+    }
+    return true;
+}
+
 /* ---- console ---- */
 
 struct console_args {
@@ -603,11 +722,39 @@ static unsigned fill_block_stats(struct wire_typed_param *p, const struct block_
 
 /* state.*, cpu.time, balloon.*, vcpu.*, block.* as libvirt names them, plus vsnap.ready and
  * vsnap.generation (readiness pushed by the guest; VM starts so far). */
+/* net.count and net.<i>.name, rx.*, tx.* as libvirt names them. */
+static unsigned fill_net_stats(struct wire_typed_param *p, GArray *nets)
+{
+    unsigned n = 0;
+    wire_param_uint(&p[n++], "net.count", nets->len);
+    for (guint i = 0; i < nets->len; i++) {
+        const struct driver_net_stat *net = &g_array_index(nets, struct driver_net_stat, i);
+        const struct {
+            const char *name;
+            uint64_t value;
+        } counters[] = {
+            {"rx.bytes", net->stats.rx_bytes}, {"rx.pkts", net->stats.rx_packets},
+            {"rx.errs", net->stats.rx_errs},   {"rx.drop", net->stats.rx_drop},
+            {"tx.bytes", net->stats.tx_bytes}, {"tx.pkts", net->stats.tx_packets},
+            {"tx.errs", net->stats.tx_errs},   {"tx.drop", net->stats.tx_drop},
+        };
+        g_autofree char *name = g_strdup_printf("net.%u.name", i);
+        wire_param_string(&p[n++], name, net->name);
+        for (size_t c = 0; c < G_N_ELEMENTS(counters); c++) {
+            g_autofree char *field = g_strdup_printf("net.%u.%s", i, counters[c].name);
+            wire_param_ullong(&p[n++], field, counters[c].value);
+        }
+    }
+    return n;
+}
+
 static void fill_stats(struct stats_record *rec, const struct domain_summary *s, unsigned stats,
-                       const struct block_stats *blocks, size_t n_disks)
+                       const struct block_stats *blocks, size_t n_disks, GArray *nets)
 {
     bool all = stats == 0;
-    struct wire_typed_param *p = calloc(12 + 1 + n_disks * BLOCK_PARAMS_PER_DISK, sizeof(*p));
+    struct wire_typed_param *p = calloc(12 + 1 + n_disks * BLOCK_PARAMS_PER_DISK +
+                                            (nets ? 1 + 9 * nets->len : 0),
+                                        sizeof(*p));
     unsigned n = 0;
     if (all || (stats & VIR_DOMAIN_STATS_STATE)) {
         wire_param_int(&p[n++], "state.state", s->state);
@@ -627,6 +774,8 @@ static void fill_stats(struct stats_record *rec, const struct domain_summary *s,
     }
     if (all || (stats & VIR_DOMAIN_STATS_BLOCK))
         n += fill_block_stats(p + n, blocks, n_disks);
+    if (nets)
+        n += fill_net_stats(&p[n], nets);
     rec->params.len = n;
     rec->params.val = p;
 }
@@ -657,7 +806,10 @@ static bool do_all_domain_stats(struct rpc_call *call, struct stats_args *a, str
         size_t n_disks = 0;
         if (a->stats == 0 || (a->stats & VIR_DOMAIN_STATS_BLOCK))
             n_disks = driver_all_block_stats(call->driver, doms->pdata[i], &blocks);
-        fill_stats(&r->records[i], &s, a->stats, blocks, n_disks);
+        g_autoptr(GArray) nets = a->stats == 0 || (a->stats & VIR_DOMAIN_STATS_INTERFACE)
+                                     ? driver_interfaces_stats(call->driver, doms->pdata[i])
+                                     : NULL;
+        fill_stats(&r->records[i], &s, a->stats, blocks, n_disks, nets);
         for (size_t d = 0; d < n_disks; d++)
             block_stats_clear(&blocks[d]);
         g_free(blocks);
@@ -732,6 +884,12 @@ const struct proc_entry rpc_domain_procs[] = {
       xdr_memstats_ret, do_memory_stats, 0),
     P(PROC_DOMAIN_OPEN_CONSOLE, struct console_args, xdr_console_args, struct rpc_void,
       xdr_rpc_void, do_open_console, PROC_WRITE),
+    P(PROC_DOMAIN_INTERFACE_STATS, struct ifstats_args, xdr_ifstats_args, struct ifstats_ret, xdr_ifstats_ret,
+      do_interface_stats, 0),
+    P(PROC_DOMAIN_INTERFACE_ADDRESSES, struct ifaddr_args, xdr_ifaddr_args, struct ifaddr_ret, xdr_ifaddr_ret,
+      do_interface_addresses, 0),
+    P(PROC_DOMAIN_UPDATE_DEVICE_FLAGS, struct dom_xml_flags_args, xdr_dom_xml_flags_args, struct rpc_void,
+      xdr_rpc_void, do_update_device, PROC_WRITE),
     P(PROC_CONNECT_GET_ALL_DOMAIN_STATS, struct stats_args, xdr_stats_args, struct stats_ret,
       xdr_stats_ret, do_all_domain_stats, 0),
 };

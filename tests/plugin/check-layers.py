@@ -23,12 +23,12 @@ LAYERS = [
     ("rpc: dispatch", [["rpc/dispatch.*"]]),
     ("rpc: procedures", [["rpc/xdr-connect.c"], ["rpc/xdr-domain.c"], ["rpc/xdr-block.c"],
                          ["rpc/xdr-events.c"],
-                         ["rpc/xdr-snapshot.c"]]),
+                         ["rpc/xdr-snapshot.c"], ["rpc/xdr-network.c"]]),
     ("rpc: what a procedure implements", [["rpc/procedure.h"]]),
     ("rpc: event registry, streams", [["rpc/event-registry.*"], ["rpc/stream.*"]]),
     ("rpc: client", [["rpc/client.*"]]),
     ("rpc: wire", [["rpc/wire.*", "rpc/protocol.h"]]),
-    ("driver", [["driver.*"], ["driver-block.*"], ["node.*"]]),
+    ("driver", [["driver.*", "driver-net.*"], ["driver-block.*"], ["node.*"]]),
     ("persist: entry points", [["persist/snapshot.*"], ["persist/save.*"]]),
     ("persist: operations", [["persist/restore.*"], ["persist/lineage.*"],
                              ["persist/snapshot-vm.*"], ["persist/snapshot-disks.*"],
@@ -38,8 +38,11 @@ LAYERS = [
                         ["persist/save-image.*"]]),
     ("persist: snapshot directories", [["persist/snapshot-dir.*"]]),
     # process.c starts a run's watcher, and the watcher ends the run: one module.
-    ("process", [["process.*", "shim-events.*"]]),
-    ("monitor", [["monitor.*"]]),
+    ("process", [["process.*", "process-net.*", "shim-events.*"]]),
+    ("monitor", [["monitor.*", "http-fds.*"]]),
+    # The host side of interfaces: taps and bridges, and ports of libvirt
+    # networks (the host's network driver, through libvirt's client library).
+    ("host network", [["netdev.*"], ["network-port.*", "host-networks.*"]]),
     ("shared state", [["state.h"]]),
     ("events", [["events.*"]]),
     ("domains", [["domain.*"]]),

@@ -248,7 +248,7 @@ static void check_refusal(const char *xml, int code, const char *message_part)
 static void test_refusals(void)
 {
     static const struct refusal refusals[] = {
-        {"", "<interface type='network'/>", VIR_ERR_CONFIG_UNSUPPORTED, "network interfaces are not supported"},
+        {"", "<interface type='user'/>", VIR_ERR_CONFIG_UNSUPPORTED, "<interface type='user'> is not supported by vsnap"},
         {"", "<graphics type='vnc'/>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <graphics> in <devices>"},
         {"", "<video/>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <video> in <devices>"},
         {"", "<input type='tablet' bus='usb'/>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <input> in <devices>"},

@@ -82,7 +82,7 @@ static void test_real_shim(void)
     g_assert_null(strstr(boot->message, "[\""));
 
     g_autoptr(GError) create = NULL;
-    g_assert_false(monitor_vm_create(s.socket, "{\"payload\": {\"kernel\": \"/nonexistent\"}}", &create));
+    g_assert_false(monitor_vm_create(s.socket, "{\"payload\": {\"kernel\": \"/nonexistent\"}}", NULL, 0, &create));
     g_test_message("%s", create->message);
     g_assert_nonnull(strstr(create->message, "/nonexistent"));
     g_assert_null(strstr(create->message, "[\""));
