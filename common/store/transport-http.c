@@ -50,8 +50,11 @@ static CURL *easy_new(struct http_transport *h, const char *url, struct curl_sli
         *headers = curl_slist_append(*headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
         if (h->token_header)
             *headers = curl_slist_append(*headers, h->token_header);
+    } else {
+        /* no 100-continue round trip; S3 keeps it: libcurl would sign the
+         * removed header and the signature would no longer match */
+        *headers = curl_slist_append(*headers, "Expect:");
     }
-    *headers = curl_slist_append(*headers, "Expect:");
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, *headers);
     return e;
 }
