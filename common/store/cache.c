@@ -341,6 +341,13 @@ bool store_cache_gc(struct store_cache *c, GError **error)
     return true;
 }
 
+int cache_lock_snapshot(struct store_cache *c, const char *id, GError **error)
+{
+    g_autofree char *name = g_strdup_printf("snapshot-%s", id);
+    g_autofree char *p = sub(c, "locks", name);
+    return open_locked(p, LOCK_EX, error);
+}
+
 /* ---- getting a layer ---- */
 
 /* The cached layer, pinned (a shared lock), or -1 when it is not there. */

@@ -22,5 +22,9 @@ typedef bool (*cache_fill_fn)(void *ctx, int fd, const char *path, GError **erro
 bool cache_get_layer(struct store_cache *c, const char *digest, guint64 size, cache_fill_fn fill,
                      void *ctx, char **path, int *pin_fd, bool *hit, GError **error);
 
+/* Hold <dir>/locks/snapshot-<id> (returns its fd) while a parent snapshot is
+ * pulled into snapshots/, so two pulls make it once. */
+int cache_lock_snapshot(struct store_cache *c, const char *id, GError **error);
+
 /* <dir>/snapshots/<id> */
 char *cache_snapshot_dir(struct store_cache *c, const char *id);

@@ -135,24 +135,34 @@ static bool as_store_error(GError **error, GError *e)
 static bool pull_into(struct transport *t, const struct manifest *m, const char *dest,
                       struct store_cache *cache, struct store_pull_result *r, GError **error);
 
-/* The parent, in the cache's snapshots/ (pulled unless it is there). */
-static char *pull_parent(struct transport *t, const char *id, struct store_cache *cache,
-                         struct store_pull_result *r, GError **error)
+static bool has_snapshot(const char *dir, const char *id)
 {
-    g_autofree char *dir = cache_snapshot_dir(cache, id);
     g_autoptr(snap_dir) have = snap_dir_read(dir, NULL);
     char have_id[37];
     if (have)
         snap_id_to_string(&have->memory.id, have_id);
-    if (have && strcmp(have_id, id) == 0)
+    return have && strcmp(have_id, id) == 0;
+}
+
+/* The parent, in the cache's snapshots/ (pulled unless it is there; one
+ * process at a time). */
+static char *pull_parent(struct transport *t, const char *id, struct store_cache *cache,
+                         struct store_pull_result *r, GError **error)
+{
+    g_autofree char *dir = cache_snapshot_dir(cache, id);
+    if (has_snapshot(dir, id))
         return g_steal_pointer(&dir);
-    if (!snap_dir_remove(dir, error))
+    int lock = cache_lock_snapshot(cache, id, error);
+    if (lock < 0)
         return NULL;
-    snap_dir_remove_partials(dir, NULL);
-    g_autoptr(manifest) m = fetch_manifest(t, id, error);
-    if (!m || !pull_into(t, m, dir, cache, r, error))
-        return NULL;
-    return g_steal_pointer(&dir);
+    bool ok = has_snapshot(dir, id);
+    if (!ok) {
+        g_autoptr(manifest) m = NULL;
+        ok = snap_dir_remove(dir, error) && snap_dir_remove_partials(dir, error) &&
+             (m = fetch_manifest(t, id, error)) && pull_into(t, m, dir, cache, r, error);
+    }
+    close(lock);
+    return ok ? g_steal_pointer(&dir) : NULL;
 }
 
 static bool pull_files(struct transport *t, const struct manifest *m, const char *partial,
