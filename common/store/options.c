@@ -33,6 +33,7 @@ bool store_parse_size(const char *text, guint64 *out, GError **error)
     char *end = NULL;
     errno = 0;
     double v = text ? g_ascii_strtod(text, &end) : 0;
+    bool no_number = !text || end == text;
     guint64 mult = 1;
     if (end && *end) {
         switch (g_ascii_toupper(*end)) {
@@ -48,7 +49,7 @@ bool store_parse_size(const char *text, guint64 *out, GError **error)
         if (*end == 'B' || *end == 'b')
             end++;
     }
-    if (!text || end == text || errno || mult == 0 || (end && *end) || v < 0 ||
+    if (no_number || errno || mult == 0 || (end && *end) || v < 0 ||
         v * mult > 1.8e19) {
         g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID,
                     "\"%s\" is not a size (bytes, or a number with K, M, G or T)", text ? text : "");
