@@ -46,14 +46,20 @@ static bool push_object(struct transport *t, int fd, const char *path, struct ma
     struct object_info info = { 0 };
     if (!t->ops->stat(t, obj, &have, error))
         return false;
-    if (have != G_MAXUINT64) {
+    g_autoptr(GError) damaged = NULL;
+    if (have != G_MAXUINT64 && !object_describe(t, obj, have, &info, &damaged) &&
+        !g_error_matches(damaged, STORE_ERROR, STORE_ERROR_CORRUPT)) {
+        g_propagate_error(error, g_steal_pointer(&damaged));
+        return false;
+    }
+    if (have != G_MAXUINT64 && !damaged) {
         /* the store has it (another snapshot's, another host's): its own
          * table goes into the manifest */
-        if (!object_describe(t, obj, have, &info, error))
-            return false;
         r->objects_skipped++;
         progress_add(pg, f->size);
     } else {
+        /* not there, or there but damaged (a push that died halfway on a
+         * store without atomic writes): written anew */
         if (!object_export(t, obj, fd, path, f->size, pg, &info, error))
             return false;
         r->objects_sent++;

@@ -284,6 +284,7 @@ struct upload {
     GBytes *current;
     gsize current_pos;
     bool failed_early;
+    bool aborting;         /* the body ends in an error, not an end */
     CURLcode rc;
     long status;
     char errbuf[CURL_ERROR_SIZE];
@@ -301,8 +302,13 @@ static size_t stream_read(char *buf, size_t size, size_t n, void *user)
     struct upload *u = user;
     g_mutex_lock(&u->lock);
     while (!u->current) {
-        while (g_queue_is_empty(&u->chunks))
+        while (g_queue_is_empty(&u->chunks) && !u->aborting)
             g_cond_wait(&u->cond, &u->lock);
+        if (u->aborting) {
+            /* a short body must not become an object: the transfer fails */
+            g_mutex_unlock(&u->lock);
+            return CURL_READFUNC_ABORT;
+        }
         u->current = g_queue_pop_head(&u->chunks);
         u->current_pos = 0;
     }
@@ -462,12 +468,10 @@ static void upload_free(struct upload *u)
 static void http_upload_abort(struct upload *u)
 {
     if (u->thread) {
-        /* an end without the rest: the server gets a short chunked body;
-         * the object is written under its final name only by a complete PUT */
         g_mutex_lock(&u->lock);
-        u->failed_early = true;
+        u->aborting = true;
+        g_cond_broadcast(&u->cond);
         g_mutex_unlock(&u->lock);
-        stream_push(u, g_bytes_new(NULL, 0), NULL);
         g_thread_join(u->thread);
     }
     if (u->upload_id) {

@@ -249,6 +249,22 @@ def case_push_skips_what_the_store_has(env):
     check(r["objects_skipped"] >= 1, f"full2 push skipped nothing: {r}")
 
 
+def case_push_repairs_a_damaged_object(env):
+    """A push that died halfway left a short object and no manifest: the next
+    push of that snapshot writes the object anew instead of trusting it."""
+    w = env.scratch("repair")
+    root = os.path.join(env.nginx.root, os.path.basename(w))
+    env.push("base", "file://" + root)
+    os.unlink(os.path.join(root, "manifests", env.layer_id("base") + ".json"))
+    obj = layer_object(env, root, "base")
+    with open(obj, "r+b") as f:
+        f.truncate(os.path.getsize(obj) // 2)
+    r = env.push("base", env.nginx.url("store", os.path.basename(w)))
+    check(r["objects_sent"] == 1, f"push after the damage: {r}")
+    out = subprocess.run(["zstd", "-dc", obj], capture_output=True, check=True).stdout
+    check(hashlib.sha256(out).hexdigest() == os.path.basename(obj)[:-4], "the object was not repaired")
+
+
 def corrupt_copy(env, w, flip_at=None, truncate_by=None):
     """A file:// store (also served by nginx) with d1's chain, its base layer
     object damaged."""
