@@ -405,7 +405,8 @@ static bool s3_start_multipart(struct upload *u, GError **error)
             g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE, "POST %s: no UploadId in the reply", url);
             ok = false;
         } else {
-            u->upload_id = g_uri_escape_string(g_strndup(s + 10, end - s - 10), NULL, FALSE);
+            g_autofree char *id = g_strndup(s + 10, end - s - 10);
+            u->upload_id = g_uri_escape_string(id, NULL, FALSE);
         }
     }
     reply_clear(&r);

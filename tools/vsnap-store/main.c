@@ -217,6 +217,18 @@ static int cmd_cache(struct cli *c, char **args, GError **error)
     return rc;
 }
 
+static void cli_clear(struct cli *c)
+{
+    store_options_clear(&c->opts);
+    g_free(c->config);
+    g_free(c->cache_dir);
+    g_free(c->cache_size_text);
+    g_free(c->range_size_text);
+    g_free(c->frame_size_text);
+    g_free(c->domain_xml_file);
+    g_free(c->snapshot_xml_file);
+}
+
 static bool apply_options(struct cli *c, GError **error)
 {
     c->cache_size = STORE_DEFAULT_CACHE_SIZE;
@@ -315,17 +327,16 @@ int main(int argc, char **argv)
             (commands[i].run == cmd_cache && strcmp(argv[2], "ls") && strcmp(argv[2], "gc") &&
              strcmp(argv[2], "size")))
             break;
-        if (!apply_options(&c, &error)) {
+        int rc = 2;
+        if (!apply_options(&c, &error))
             fprintf(stderr, "vsnap-store: %s\n", error->message);
-            return 2;
-        }
-        int rc = commands[i].run(&c, argv + 2, &error);
-        if (rc != 0)
+        else if ((rc = commands[i].run(&c, argv + 2, &error)) != 0)
             fprintf(stderr, "vsnap-store: %s: %s\n", argv[1], error ? error->message : "failed");
-        store_options_clear(&c.opts);
+        cli_clear(&c);
         return rc;
     }
     g_autofree char *help = g_option_context_get_help(ctx, TRUE, NULL);
     fprintf(stderr, "%s", help);
+    cli_clear(&c);
     return 2;
 }
