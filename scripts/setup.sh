@@ -23,6 +23,9 @@ PACKAGES=(
   iproute2 libvirt-daemon iptables
   # the fuzz targets (scripts/fuzz.sh): clang with libFuzzer and the sanitizers
   clang libclang-rt-14-dev
+  # the snapshot store's tests (tests/store): nginx with WebDAV, and Ceph's RADOS
+  # Gateway on a one-node cluster as the S3 server
+  nginx ceph-mon ceph-osd radosgw ceph-common
 )
 
 missing=()

@@ -42,11 +42,12 @@ UNIT_DIR = "/lib/systemd/system"
 CONFFILE = "/etc/vsnap/virtvsnapd.conf"
 # Where the issue and the daemon's defaults say each part goes.
 EXPECTED_FILES = [
-    DAEMON, SHIM, "/usr/bin/vsnap-compact", "/usr/bin/vsnap-mkinitramfs",
+    DAEMON, SHIM, "/usr/bin/vsnap-compact", "/usr/bin/vsnap-store", "/usr/bin/vsnap-mkinitramfs",
     "/usr/lib/vsnap/vsnap-agent", CONFFILE,
     "/usr/share/vsnap/schemas/domain.rng", "/usr/share/vsnap/schemas/snapshot.rng",
     "/usr/share/man/man8/virtvsnapd.8.gz", "/usr/share/man/man1/vsnap-shim.1.gz",
-    "/usr/share/man/man1/vsnap-compact.1.gz", "/usr/share/man/man1/vsnap-mkinitramfs.1.gz",
+    "/usr/share/man/man1/vsnap-compact.1.gz", "/usr/share/man/man1/vsnap-store.1.gz",
+    "/usr/share/man/man1/vsnap-mkinitramfs.1.gz",
     "/usr/share/man/man8/vsnap-agent.8.gz",
 ] + [f"{UNIT_DIR}/{u}" for u in UNITS]
 EXPECTED_DIRS = ["/var/lib/vsnap", "/var/log/vsnap"]

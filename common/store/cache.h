@@ -1,0 +1,30 @@
+/* The cache's inside, for pull (cache.c; the public part is in store.h).
+ *
+ *   <dir>/layers/<sha256>      decompressed layers, by digest
+ *   <dir>/used/<sha256>        its mtime is the layer's last use (LRU)
+ *   <dir>/locks/<sha256>       held (flock) while that layer is imported
+ *   <dir>/tmp/<sha256>.XXXXXX  an import in progress (flock'ed by its process)
+ *   <dir>/snapshots/<id>/      pulled parent snapshots (hard links into layers/)
+ *   <dir>/lock                 held while entries are added or evicted
+ */
+#pragma once
+
+#include "store/store.h"
+
+/* Fill fd (already size bytes long, reading as zero) with the layer. */
+typedef bool (*cache_fill_fn)(void *ctx, int fd, const char *path, GError **error);
+
+/* The layer digest of size bytes, from the cache or, when it is not there,
+ * imported by fill into a temporary file that enters the cache only when
+ * fill succeeded. Two processes asking for one digest at once make one
+ * import: the second waits for the first and then hits. *pin_fd holds the
+ * layer (no eviction) until closed; *hit says whether it was cached. */
+bool cache_get_layer(struct store_cache *c, const char *digest, guint64 size, cache_fill_fn fill,
+                     void *ctx, char **path, int *pin_fd, bool *hit, GError **error);
+
+/* Hold <dir>/locks/snapshot-<id> (returns its fd) while a parent snapshot is
+ * pulled into snapshots/, so two pulls make it once. */
+int cache_lock_snapshot(struct store_cache *c, const char *id, GError **error);
+
+/* <dir>/snapshots/<id> */
+char *cache_snapshot_dir(struct store_cache *c, const char *id);

@@ -1,0 +1,221 @@
+/* The manifest's JSON (manifest.h). */
+#include "store/manifest.h"
+#include "store/store.h"
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+static void file_clear(gpointer p)
+{
+    g_free(((struct manifest_file *)p)->name);
+}
+
+struct manifest *manifest_new(void)
+{
+    struct manifest *m = g_new0(struct manifest, 1);
+    m->files = g_array_new(FALSE, TRUE, sizeof(struct manifest_file));
+    g_array_set_clear_func(m->files, file_clear);
+    return m;
+}
+
+void manifest_free(struct manifest *m)
+{
+    if (!m)
+        return;
+    g_free(m->id);
+    g_free(m->parent);
+    g_free(m->created);
+    g_array_unref(m->files);
+    g_free(m->domain_xml);
+    g_free(m->snapshot_xml);
+    g_free(m);
+}
+
+char *manifest_name(const char *id)
+{
+    return g_strdup_printf("manifests/%s.json", id);
+}
+
+/* Ids are the layer ids, UUIDs; anything that could leave manifests/ is refused. */
+bool manifest_id_valid(const char *id)
+{
+    if (!id || !*id || strlen(id) > 128)
+        return false;
+    for (const char *p = id; *p; p++)
+        if (!g_ascii_isalnum(*p) && *p != '-' && *p != '_')
+            return false;
+    return true;
+}
+
+static bool digest_valid(const char *d)
+{
+    if (!d || strlen(d) != 64)
+        return false;
+    for (; *d; d++)
+        if (!g_ascii_isxdigit(*d) || g_ascii_isupper(*d))
+            return false;
+    return true;
+}
+
+static bool file_name_valid(const char *n)
+{
+    return n && *n && !strchr(n, '/') && strcmp(n, ".") != 0 && strcmp(n, "..") != 0 &&
+           strlen(n) < 256;
+}
+
+GBytes *manifest_to_json(const struct manifest *m)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "vsnap_manifest_version");
+    json_builder_add_int_value(b, MANIFEST_VERSION);
+    json_builder_set_member_name(b, "id");
+    json_builder_add_string_value(b, m->id);
+    if (m->parent) {
+        json_builder_set_member_name(b, "parent");
+        json_builder_add_string_value(b, m->parent);
+    }
+    json_builder_set_member_name(b, "created");
+    json_builder_add_string_value(b, m->created ? m->created : "");
+    json_builder_set_member_name(b, "files");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < m->files->len; i++) {
+        const struct manifest_file *f = &g_array_index(m->files, struct manifest_file, i);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "name");
+        json_builder_add_string_value(b, f->name);
+        json_builder_set_member_name(b, "kind");
+        json_builder_add_string_value(b, f->kind == MANIFEST_LAYER ? "layer" : "file");
+        json_builder_set_member_name(b, "size");
+        json_builder_add_int_value(b, (gint64)f->size);
+        json_builder_set_member_name(b, "sha256");
+        json_builder_add_string_value(b, f->digest);
+        json_builder_set_member_name(b, "object_size");
+        json_builder_add_int_value(b, (gint64)f->object_size);
+        json_builder_set_member_name(b, "frames");
+        json_builder_add_int_value(b, (gint64)f->frames);
+        json_builder_set_member_name(b, "seek_table_sha256");
+        json_builder_add_string_value(b, f->table_sha256);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    if (m->domain_xml) {
+        json_builder_set_member_name(b, "domain_xml");
+        json_builder_add_string_value(b, m->domain_xml);
+    }
+    if (m->snapshot_xml) {
+        json_builder_set_member_name(b, "snapshot_xml");
+        json_builder_add_string_value(b, m->snapshot_xml);
+    }
+    json_builder_end_object(b);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, TRUE);
+    gsize len;
+    char *text = json_generator_to_data(gen, &len);
+    return g_bytes_new_take(text, len);
+}
+
+static const char *opt_string(JsonObject *o, const char *member)
+{
+    JsonNode *n = json_object_get_member(o, member);
+    return n && JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_STRING
+               ? json_node_get_string(n) : NULL;
+}
+
+static bool get_size(JsonObject *o, const char *member, guint64 *out)
+{
+    JsonNode *n = json_object_get_member(o, member);
+    if (!n || !JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_INT64 ||
+        json_node_get_int(n) < 0)
+        return false;
+    *out = (guint64)json_node_get_int(n);
+    return true;
+}
+
+static bool parse_file(JsonNode *node, struct manifest_file *f)
+{
+    if (!JSON_NODE_HOLDS_OBJECT(node))
+        return false;
+    JsonObject *o = json_node_get_object(node);
+    const char *name = opt_string(o, "name"), *kind = opt_string(o, "kind");
+    const char *digest = opt_string(o, "sha256"), *table = opt_string(o, "seek_table_sha256");
+    if (!file_name_valid(name) || !kind || !digest_valid(digest) || !digest_valid(table) ||
+        !get_size(o, "size", &f->size) || !get_size(o, "object_size", &f->object_size) ||
+        !get_size(o, "frames", &f->frames))
+        return false;
+    if (strcmp(kind, "layer") == 0)
+        f->kind = MANIFEST_LAYER;
+    else if (strcmp(kind, "file") == 0)
+        f->kind = MANIFEST_FILE;
+    else
+        return false;
+    f->name = g_strdup(name);
+    g_strlcpy(f->digest, digest, sizeof(f->digest));
+    g_strlcpy(f->table_sha256, table, sizeof(f->table_sha256));
+    return true;
+}
+
+static bool parse_root(JsonObject *o, struct manifest *m, const char **what)
+{
+    guint64 version = 0;
+    *what = "vsnap_manifest_version";
+    if (!get_size(o, "vsnap_manifest_version", &version) || version != MANIFEST_VERSION)
+        return false;
+    *what = "id";
+    if (!manifest_id_valid(opt_string(o, "id")))
+        return false;
+    m->id = g_strdup(opt_string(o, "id"));
+    *what = "parent";
+    if (json_object_has_member(o, "parent")) {
+        if (!manifest_id_valid(opt_string(o, "parent")))
+            return false;
+        m->parent = g_strdup(opt_string(o, "parent"));
+    }
+    m->created = g_strdup(opt_string(o, "created"));
+    m->domain_xml = g_strdup(opt_string(o, "domain_xml"));
+    m->snapshot_xml = g_strdup(opt_string(o, "snapshot_xml"));
+    *what = "files";
+    JsonNode *files = json_object_get_member(o, "files");
+    if (!files || !JSON_NODE_HOLDS_ARRAY(files))
+        return false;
+    JsonArray *a = json_node_get_array(files);
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        struct manifest_file f = { 0 };
+        if (!parse_file(json_array_get_element(a, i), &f))
+            return false;
+        for (guint j = 0; j < m->files->len; j++)
+            if (strcmp(g_array_index(m->files, struct manifest_file, j).name, f.name) == 0) {
+                g_free(f.name);
+                return false;
+            }
+        g_array_append_val(m->files, f);
+    }
+    return true;
+}
+
+struct manifest *manifest_parse(GBytes *json, const char *name, GError **error)
+{
+    gsize len;
+    const char *text = g_bytes_get_data(json, &len);
+    if (len > MANIFEST_MAX_BYTES) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "manifest %s is too large", name);
+        return NULL;
+    }
+    g_autoptr(JsonParser) p = json_parser_new();
+    g_autoptr(GError) e = NULL;
+    if (!json_parser_load_from_data(p, text, len, &e)) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "manifest %s: %s", name, e->message);
+        return NULL;
+    }
+    JsonNode *root = json_parser_get_root(p);
+    g_autoptr(manifest) m = manifest_new();
+    const char *what = "the root";
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root) || !parse_root(json_node_get_object(root), m, &what)) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "manifest %s: bad or missing \"%s\"",
+                    name, what);
+        return NULL;
+    }
+    return g_steal_pointer(&m);
+}

@@ -1,0 +1,131 @@
+/* Options, their configuration file and sizes with suffixes (store.h). */
+#include "store/store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+G_DEFINE_QUARK(vsnap-store-error-quark, store_error)
+
+void store_options_init(struct store_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->frame_size = STORE_DEFAULT_FRAME_SIZE;
+    o->level = STORE_DEFAULT_LEVEL;
+    o->threads = MAX(1u, g_get_num_processors());
+    o->connections = STORE_DEFAULT_CONNECTIONS;
+    o->range_size = STORE_DEFAULT_RANGE_SIZE;
+    o->part_size = 16u << 20;
+    o->retries = 4;
+    o->retry_delay_ms = 200;
+}
+
+void store_options_clear(struct store_options *o)
+{
+    g_clear_pointer(&o->s3_endpoint, g_free);
+    g_clear_pointer(&o->s3_region, g_free);
+    g_clear_pointer(&o->s3_access_key, g_free);
+    g_clear_pointer(&o->s3_secret_key, g_free);
+}
+
+bool store_parse_size(const char *text, guint64 *out, GError **error)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = text ? g_ascii_strtod(text, &end) : 0;
+    bool no_number = !text || end == text;
+    guint64 mult = 1;
+    if (end && *end) {
+        switch (g_ascii_toupper(*end)) {
+        case 'K': mult = 1ull << 10; break;
+        case 'M': mult = 1ull << 20; break;
+        case 'G': mult = 1ull << 30; break;
+        case 'T': mult = 1ull << 40; break;
+        default: mult = 0;
+        }
+        end++;
+        if (*end == 'i' || *end == 'I')
+            end++;
+        if (*end == 'B' || *end == 'b')
+            end++;
+    }
+    if (no_number || errno || mult == 0 || (end && *end) || v < 0 ||
+        v * mult > 1.8e19) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID,
+                    "\"%s\" is not a size (bytes, or a number with K, M, G or T)", text ? text : "");
+        return false;
+    }
+    *out = (guint64)(v * mult);
+    return true;
+}
+
+static bool get_size(GKeyFile *kf, const char *group, const char *key, guint64 *out, GError **error)
+{
+    g_autofree char *v = g_key_file_get_string(kf, group, key, NULL);
+    if (!v)
+        return true;
+    g_autoptr(GError) e = NULL;
+    if (!store_parse_size(g_strstrip(v), out, &e)) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "[%s] %s: %s", group, key, e->message);
+        return false;
+    }
+    return true;
+}
+
+static bool get_count(GKeyFile *kf, const char *key, guint *out, GError **error)
+{
+    guint64 v = *out;
+    if (!get_size(kf, "store", key, &v, error))
+        return false;
+    if (v == 0 || v > 1024) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "[store] %s: 1 to 1024", key);
+        return false;
+    }
+    *out = (guint)v;
+    return true;
+}
+
+static void get_string(GKeyFile *kf, const char *group, const char *key, char **out)
+{
+    char *v = g_key_file_get_string(kf, group, key, NULL);
+    if (v) {
+        g_free(*out);
+        *out = g_strstrip(v);
+    }
+}
+
+bool store_options_load(struct store_options *o, const char *path, char **url, char **cache_dir,
+                        guint64 *cache_size, GError **error)
+{
+    g_autoptr(GKeyFile) kf = g_key_file_new();
+    g_autoptr(GError) e = NULL;
+    if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &e)) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s: %s", path, e->message);
+        return false;
+    }
+    guint64 range = o->range_size, frame = o->frame_size, level = (guint64)o->level;
+    if (!get_count(kf, "connections", &o->connections, error) ||
+        !get_count(kf, "threads", &o->threads, error) ||
+        !get_size(kf, "store", "range_size", &range, error) ||
+        !get_size(kf, "store", "frame_size", &frame, error) ||
+        !get_size(kf, "store", "level", &level, error) ||
+        (cache_size && !get_size(kf, "store", "cache_size", cache_size, error)))
+        return false;
+    if (range == 0 || frame < 4096 || frame > (64u << 20) || level > 22) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID,
+                    "%s: range_size must be positive, frame_size 4K to 64M, level 0 to 22", path);
+        return false;
+    }
+    o->range_size = range;
+    o->frame_size = (guint)frame;
+    o->level = (int)level;
+    if (url)
+        get_string(kf, "store", "url", url);
+    if (cache_dir)
+        get_string(kf, "store", "cache_dir", cache_dir);
+    get_string(kf, "s3", "endpoint", &o->s3_endpoint);
+    get_string(kf, "s3", "region", &o->s3_region);
+    get_string(kf, "s3", "access_key", &o->s3_access_key);
+    get_string(kf, "s3", "secret_key", &o->s3_secret_key);
+    return true;
+}

@@ -1,0 +1,19 @@
+/* Bytes, rate and ETA of a transfer on stderr (a terminal only), at most five
+ * times a second. Library-internal. */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+
+struct progress {
+    const char *verb;      /* "push", "pull" */
+    guint64 total;
+    guint64 done;          /* atomic adds */
+    gint64 start_us, last_us;
+    bool on;
+    GMutex lock;
+};
+
+void progress_begin(struct progress *p, const char *verb, guint64 total, bool wanted);
+void progress_add(struct progress *p, guint64 bytes);
+void progress_end(struct progress *p);

@@ -1,0 +1,294 @@
+/* Pull: a manifest, its parents into the cache's snapshots/, its layers
+ * through the cache (hard-linked into the new directory: a hit costs
+ * nothing), its other files straight into the new directory, which appears
+ * whole or not at all (snap_dir_commit). Also ls and verify. */
+#include "store/cache.h"
+#include "store/manifest.h"
+#include "store/object.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "snapshot/directory.h"
+
+static struct manifest *fetch_manifest(struct transport *t, const char *id, GError **error)
+{
+    if (!manifest_id_valid(id)) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s: not a snapshot id", id);
+        return NULL;
+    }
+    g_autofree char *name = manifest_name(id);
+    GError *e = NULL;
+    g_autoptr(GBytes) json = t->ops->get(t, name, &e);
+    if (!json) {
+        g_set_error(error, STORE_ERROR, e->code, "snapshot %s in %s: %s", id, t->url, e->message);
+        g_error_free(e);
+        return NULL;
+    }
+    struct manifest *m = manifest_parse(json, name, error);
+    if (m && strcmp(m->id, id) != 0) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "manifest %s names snapshot %s", name, m->id);
+        g_clear_pointer(&m, manifest_free);
+    }
+    return m;
+}
+
+/* Decompress one object into fd, its frames checked on the way. */
+struct fill {
+    struct transport *t;
+    const struct manifest_file *f;
+    struct progress *pg;
+    struct store_pull_result *r;
+};
+
+static bool fill_object(void *ctx, int fd, const char *path, GError **error)
+{
+    struct fill *x = ctx;
+    g_autofree char *obj = object_name(x->f->digest);
+    struct seekable_table table;
+    if (!object_fetch_table(x->t, obj, x->f->object_size, x->f->size, x->f->frames,
+                            x->f->table_sha256, &table, error))
+        return false;
+    bool ok = object_import(x->t, obj, &table, fd, x->pg, error);
+    seekable_table_clear(&table);
+    if (ok && x->r)
+        x->r->bytes_received += x->f->object_size;
+    return ok;
+}
+
+static bool link_or_copy(const char *from, const char *to, GError **error)
+{
+    if (link(from, to) == 0)
+        return true;
+    if (errno != EXDEV && errno != EPERM && errno != EMLINK) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_IO, "link %s to %s: %s", from, to, g_strerror(errno));
+        return false;
+    }
+    /* another file system: a copy (copy_file_range reflinks where it can) */
+    g_autoptr(GFile) src = g_file_new_for_path(from);
+    g_autoptr(GFile) dst = g_file_new_for_path(to);
+    g_autoptr(GError) e = NULL;
+    if (!g_file_copy(src, dst, G_FILE_COPY_NONE, NULL, NULL, NULL, &e)) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_IO, "copy %s to %s: %s", from, to, e->message);
+        return false;
+    }
+    return true;
+}
+
+static bool pull_layer(struct fill *x, struct store_cache *cache, const char *dest, GArray *pins,
+                       GError **error)
+{
+    g_autofree char *path = NULL;
+    int pin = -1;
+    bool hit = false;
+    if (!cache_get_layer(cache, x->f->digest, x->f->size, fill_object, x, &path, &pin, &hit, error))
+        return false;
+    g_array_append_val(pins, pin);
+    if (hit)
+        x->r->layers_cached++;
+    else
+        x->r->layers_fetched++;
+    g_autofree char *to = g_build_filename(dest, x->f->name, NULL);
+    return link_or_copy(path, to, error);
+}
+
+static bool pull_small_file(struct fill *x, const char *dest, GError **error)
+{
+    g_autofree char *path = g_build_filename(dest, x->f->name, NULL);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_IO, "create %s: %s", path, g_strerror(errno));
+        return false;
+    }
+    char digest[65];
+    bool ok = ftruncate(fd, (off_t)x->f->size) == 0;
+    if (!ok)
+        g_set_error(error, STORE_ERROR, errno == ENOSPC ? STORE_ERROR_NO_SPACE : STORE_ERROR_IO,
+                    "truncate %s: %s", path, g_strerror(errno));
+    ok = ok && fill_object(x, fd, path, error) && object_digest(fd, path, x->f->size, digest, error);
+    if (ok && strcmp(digest, x->f->digest) != 0) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "object %s: not the file %s it should be",
+                    x->f->digest, x->f->name);
+        ok = false;
+    }
+    if (ok && fsync(fd) != 0) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_IO, "fsync %s: %s", path, g_strerror(errno));
+        ok = false;
+    }
+    close(fd);
+    return ok;
+}
+
+static bool as_store_error(GError **error, GError *e)
+{
+    g_set_error(error, STORE_ERROR,
+                e->domain == SNAP_ERROR && !snap_error_is_bad_input(e) ? STORE_ERROR_IO
+                                                                       : STORE_ERROR_CORRUPT,
+                "%s", e->message);
+    g_error_free(e);
+    return false;
+}
+
+static bool pull_into(struct transport *t, const struct manifest *m, const char *dest,
+                      struct store_cache *cache, struct store_pull_result *r, GError **error);
+
+static bool has_snapshot(const char *dir, const char *id)
+{
+    g_autoptr(snap_dir) have = snap_dir_read(dir, NULL);
+    char have_id[37];
+    if (have)
+        snap_id_to_string(&have->memory.id, have_id);
+    return have && strcmp(have_id, id) == 0;
+}
+
+/* The parent, in the cache's snapshots/ (pulled unless it is there; one
+ * process at a time). */
+static char *pull_parent(struct transport *t, const char *id, struct store_cache *cache,
+                         struct store_pull_result *r, GError **error)
+{
+    g_autofree char *dir = cache_snapshot_dir(cache, id);
+    if (has_snapshot(dir, id))
+        return g_steal_pointer(&dir);
+    int lock = cache_lock_snapshot(cache, id, error);
+    if (lock < 0)
+        return NULL;
+    bool ok = has_snapshot(dir, id);
+    if (!ok) {
+        g_autoptr(manifest) m = NULL;
+        ok = snap_dir_remove(dir, error) && snap_dir_remove_partials(dir, error) &&
+             (m = fetch_manifest(t, id, error)) && pull_into(t, m, dir, cache, r, error);
+    }
+    close(lock);
+    return ok ? g_steal_pointer(&dir) : NULL;
+}
+
+static bool pull_files(struct transport *t, const struct manifest *m, const char *partial,
+                       struct store_cache *cache, struct store_pull_result *r, GArray *pins,
+                       GError **error)
+{
+    guint64 total = 0;
+    for (guint i = 0; i < m->files->len; i++)
+        total += g_array_index(m->files, struct manifest_file, i).size;
+    struct progress pg;
+    progress_begin(&pg, "pull", total, t->opts->progress);
+    bool ok = true;
+    for (guint i = 0; ok && i < m->files->len; i++) {
+        struct fill x = { t, &g_array_index(m->files, struct manifest_file, i), &pg, r };
+        ok = x.f->kind == MANIFEST_LAYER ? pull_layer(&x, cache, partial, pins, error)
+                                         : pull_small_file(&x, partial, error);
+    }
+    progress_end(&pg);
+    return ok;
+}
+
+static bool pull_into(struct transport *t, const struct manifest *m, const char *dest,
+                      struct store_cache *cache, struct store_pull_result *r, GError **error)
+{
+    g_autofree char *parent = m->parent ? pull_parent(t, m->parent, cache, r, error) : NULL;
+    if (m->parent && !parent)
+        return false;
+    GError *e = NULL;
+    if (!snap_dir_check_destination(dest, &e))
+        return as_store_error(error, e);
+    g_autofree char *partial = snap_dir_create_partial(dest, &e);
+    if (!partial)
+        return as_store_error(error, e);
+    g_autoptr(GArray) pins = g_array_new(FALSE, FALSE, sizeof(int));
+    bool ok = pull_files(t, m, partial, cache, r, pins, error);
+    if (ok) {
+        g_autoptr(snap_dir) d = snap_dir_read(partial, &e);
+        /* the parent is where this host keeps it */
+        if (!d || (parent && (!d->parent_path || strcmp(d->parent_path, parent) != 0) &&
+                   !snap_dir_set_parent(partial, parent, &e)) ||
+            !snap_dir_commit(partial, dest, &e) || !snap_dir_seal(dest, &e))
+            ok = as_store_error(error, e);
+    }
+    if (!ok)
+        snap_dir_remove(partial, NULL);
+    for (guint i = 0; i < pins->len; i++)
+        close(g_array_index(pins, int, i));
+    return ok;
+}
+
+bool store_pull(const char *url, const char *id, const char *dest, struct store_cache *cache,
+                const struct store_options *o, struct store_pull_result *r, GError **error)
+{
+    memset(r, 0, sizeof(*r));
+    g_autoptr(transport) t = transport_open(url, o, error);
+    if (!t)
+        return false;
+    g_autoptr(manifest) m = fetch_manifest(t, id, error);
+    return m && pull_into(t, m, dest, cache, r, error);
+}
+
+GPtrArray *store_list(const char *url, const struct store_options *o, GError **error)
+{
+    g_autoptr(transport) t = transport_open(url, o, error);
+    if (!t)
+        return NULL;
+    g_autoptr(GPtrArray) names = t->ops->list(t, "manifests", error);
+    if (!names)
+        return NULL;
+    GPtrArray *ids = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < names->len; i++) {
+        const char *n = names->pdata[i];
+        if (!g_str_has_suffix(n, ".json"))
+            continue;
+        g_autofree char *id = g_strndup(n, strlen(n) - 5);
+        if (manifest_id_valid(id))
+            g_ptr_array_add(ids, g_steal_pointer(&id));
+    }
+    g_ptr_array_sort(ids, (GCompareFunc)g_strcmp0);
+    return ids;
+}
+
+bool store_verify(const char *url, const char *id, const struct store_options *o, GError **error)
+{
+    g_autoptr(transport) t = transport_open(url, o, error);
+    if (!t)
+        return false;
+    g_autoptr(manifest) m = fetch_manifest(t, id, error);
+    if (!m)
+        return false;
+    for (guint i = 0; i < m->files->len; i++) {
+        struct fill x = { t, &g_array_index(m->files, struct manifest_file, i), NULL, NULL };
+        struct progress pg;
+        progress_begin(&pg, x.f->name, x.f->size, o->progress);
+        x.pg = &pg;
+        int fd = open(g_get_tmp_dir(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        char digest[65];
+        bool ok = fd >= 0 && ftruncate(fd, (off_t)x.f->size) == 0;
+        if (!ok)
+            g_set_error(error, STORE_ERROR, STORE_ERROR_IO, "temporary file in %s: %s",
+                        g_get_tmp_dir(), g_strerror(errno));
+        ok = ok && fill_object(&x, fd, "verify", error) &&
+             object_digest(fd, x.f->name, x.f->size, digest, error);
+        progress_end(&pg);
+        if (fd >= 0)
+            close(fd);
+        if (ok && strcmp(digest, x.f->digest) != 0) {
+            g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT,
+                        "object %s (%s of snapshot %s) does not decompress to its digest",
+                        x.f->digest, x.f->name, id);
+            ok = false;
+        }
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+bool store_split_ref(const char *ref, char **url, char **id, GError **error)
+{
+    const char *slash = strrchr(ref, '/');
+    if (!slash || !manifest_id_valid(slash + 1) || slash == ref || slash[-1] == '/') {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s: not STORE-URL/ID", ref);
+        return false;
+    }
+    *url = g_strndup(ref, slash - ref);
+    *id = g_strdup(slash + 1);
+    return true;
+}

@@ -1,0 +1,115 @@
+/* The snapshot store: snapshot directories exported to an object store and
+ * imported from it through a per-host cache of decompressed layers. See
+ * README.md for the object format, the store layout and the cache.
+ *
+ * Objects are the files of a snapshot directory, each compressed in zstd's
+ * seekable format (seekable.h) and named by the SHA-256 of its uncompressed
+ * bytes; a manifest per snapshot (manifest.h) names them and is written last.
+ * Errors are STORE_ERROR GErrors whose message names the object or file. */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define STORE_ERROR (store_error_quark())
+GQuark store_error_quark(void);
+
+enum store_error_code {
+    STORE_ERROR_IO,         /* local file system */
+    STORE_ERROR_NO_SPACE,   /* the cache or destination is full */
+    STORE_ERROR_NOT_FOUND,  /* the store has no such object or manifest (404) */
+    STORE_ERROR_DENIED,     /* 401/403 */
+    STORE_ERROR_REMOTE,     /* any other failed request, after retries */
+    STORE_ERROR_CORRUPT,    /* an object does not match its manifest or checksums */
+    STORE_ERROR_INVALID,    /* bad argument or configuration */
+    STORE_ERROR_FULL,       /* the cache cannot make room (pinned layers) */
+};
+
+#define STORE_DEFAULT_FRAME_SIZE (1u << 20)
+#define STORE_DEFAULT_RANGE_SIZE (8u << 20)
+#define STORE_DEFAULT_CONNECTIONS 8
+#define STORE_DEFAULT_LEVEL 3
+#define STORE_DEFAULT_CACHE_SIZE (20ull << 30)
+
+/* What push and pull may be told; store_options_init sets the defaults. */
+struct store_options {
+    guint frame_size;     /* uncompressed bytes per zstd frame */
+    int level;            /* zstd level */
+    guint threads;        /* compression / decompression workers */
+    guint connections;    /* parallel transfers */
+    guint64 range_size;   /* compressed bytes per ranged GET (whole frames) */
+    guint64 part_size;    /* S3 multipart part size */
+    guint retries;        /* attempts per request beyond the first */
+    guint retry_delay_ms; /* first back-off, doubled each attempt */
+    bool progress;        /* bytes, rate and ETA on stderr */
+    /* S3: endpoint (http://host:port), region and keys; NULL = AWS_* env. */
+    char *s3_endpoint, *s3_region, *s3_access_key, *s3_secret_key;
+};
+
+void store_options_init(struct store_options *o);
+void store_options_clear(struct store_options *o);
+/* [store] and [s3] of a key file: url (returned in *url when asked),
+ * connections, range_size, threads, frame_size, level, cache_dir, cache_size;
+ * endpoint, region, access_key, secret_key. */
+bool store_options_load(struct store_options *o, const char *path, char **url, char **cache_dir,
+                        guint64 *cache_size, GError **error);
+
+/* "4096", "64K", "1.5G": bytes with an optional K/M/G/T suffix (powers of 1024). */
+bool store_parse_size(const char *text, guint64 *out, GError **error);
+
+/* ---- the cache (cache.c) ---- */
+struct store_cache;
+struct store_cache *store_cache_open(const char *dir, guint64 max_bytes, GError **error);
+void store_cache_close(struct store_cache *c);
+const char *store_cache_dir(const struct store_cache *c);
+/* The host default: /var/cache/vsnap for root, else $XDG_CACHE_HOME/vsnap. */
+char *store_cache_default_dir(void);
+
+struct store_cache_entry {
+    char digest[65];
+    guint64 size;        /* the layer's bytes */
+    guint64 disk_bytes;  /* what it occupies (st_blocks) */
+    gint64 used_ns;      /* last use (LRU) */
+    bool in_use;         /* mapped by a running process or pinned */
+};
+/* Entries, least recently used first. */
+GArray *store_cache_list(struct store_cache *c, GError **error);
+guint64 store_cache_bytes(struct store_cache *c, GError **error);
+/* Evict least recently used entries not in use until the cache holds at most
+ * its size; remove leftovers of imports that died. */
+bool store_cache_gc(struct store_cache *c, GError **error);
+
+/* ---- push and pull of snapshot directories (push.c, pull.c) ---- */
+struct store_push_args {
+    const char *dir;          /* snapshot directory */
+    const char *url;          /* store URL */
+    const char *domain_xml;   /* optional: the domain definition (text) */
+    const char *snapshot_xml; /* optional: the snapshot XML (text) */
+};
+struct store_push_result {
+    char *id;                 /* manifest id (the snapshot's memory layer id) */
+    guint64 bytes_in, bytes_sent;
+    guint objects_sent, objects_skipped;
+};
+void store_push_result_clear(struct store_push_result *r);
+/* Push dir and its parents (each parent before its child) to url. */
+bool store_push(const struct store_push_args *a, const struct store_options *o,
+                struct store_push_result *r, GError **error);
+
+struct store_pull_result {
+    guint64 bytes_received;
+    guint layers_fetched, layers_cached;
+};
+/* Pull snapshot id from url into dest (a new directory); its layers come
+ * from (or go into) the cache and are hard links to the cached files;
+ * parents are pulled into the cache's snapshots/ and dest names them. */
+bool store_pull(const char *url, const char *id, const char *dest, struct store_cache *cache,
+                const struct store_options *o, struct store_pull_result *r, GError **error);
+
+/* Manifest ids in url whose manifest is complete. */
+GPtrArray *store_list(const char *url, const struct store_options *o, GError **error);
+/* Fetch and decompress every object of id and compare with its digest. */
+bool store_verify(const char *url, const char *id, const struct store_options *o, GError **error);
+/* "URL/ID" split at the last '/'. */
+bool store_split_ref(const char *ref, char **url, char **id, GError **error);

@@ -1,0 +1,241 @@
+"""The real servers the store tests run against, on loopback in private
+directories, started once per test run (test-store.py):
+
+- Nginx: nginx serving <dir>/www with WebDAV PUT and directory listings under
+  /store/, the same tree under /rate-<N>k/ with limit_rate N KiB/s per
+  connection, /e403/ and /e500/ answering those codes; an access log of
+  method, path, status and body bytes.
+- Rgw: Ceph's RADOS Gateway on a one-node cluster (one monitor, one memstore
+  OSD, no manager) as the S3 endpoint, with a user whose keys it returns.
+
+Python 3 stdlib only. Every process is stopped by its pid."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+
+
+class ServerError(Exception):
+    pass
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, timeout_s, proc=None, what="server"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if proc is not None and proc.poll() is not None:
+                raise ServerError(f"{what} exited with {proc.returncode}")
+            time.sleep(0.05)
+    raise ServerError(f"{what}: nothing listens on port {port} after {timeout_s} s")
+
+
+def stop(proc, timeout_s=10):
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout_s)
+
+
+NGINX_CONF = """
+daemon off;
+master_process off;
+worker_processes 1;
+user root root;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 512; }}
+http {{
+    log_format store '$request_method $uri $status $body_bytes_sent "$http_range"';
+    access_log {d}/access.log store;
+    client_body_temp_path {d}/tmp/body;
+    proxy_temp_path {d}/tmp/proxy;
+    fastcgi_temp_path {d}/tmp/fastcgi;
+    uwsgi_temp_path {d}/tmp/uwsgi;
+    scgi_temp_path {d}/tmp/scgi;
+    client_max_body_size 0;
+    sendfile on;
+    server {{
+        listen 127.0.0.1:{port};
+        root {d}/www;
+        location /store/ {{
+            dav_methods PUT DELETE;
+            create_full_put_path on;
+            dav_access user:rw group:r all:r;
+            autoindex on;
+        }}
+        location ~ ^/rate-(?<rate>\\d+)k/(?<rest>.*)$ {{
+            alias {d}/www/store/$rest;
+            limit_rate ${{rate}}k;
+            autoindex on;
+        }}
+        location /e403/ {{ return 403; }}
+        location /e500/ {{ return 500; }}
+    }}
+}}
+"""
+
+
+class Nginx:
+    def __init__(self, workdir):
+        self.dir = os.path.join(workdir, "nginx")
+        for sub in ("www/store", "tmp"):
+            os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
+        self.port = free_port()
+        self.conf = os.path.join(self.dir, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(NGINX_CONF.format(d=self.dir, port=self.port))
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.log = open(os.path.join(self.dir, "stderr.log"), "ab")
+        self.proc = subprocess.Popen(["nginx", "-c", self.conf, "-p", self.dir],
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+        wait_port(self.port, 10, self.proc, "nginx")
+
+    def kill(self):
+        """Gone at once, connections dropped mid-transfer."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def close(self):
+        stop(self.proc)
+
+    @property
+    def root(self):
+        """The directory /store/ serves: also a file:// store."""
+        return os.path.join(self.dir, "www", "store")
+
+    def url(self, prefix="store", sub=""):
+        return f"http://127.0.0.1:{self.port}/{prefix}" + (f"/{sub}" if sub else "")
+
+    def access_lines(self):
+        with open(os.path.join(self.dir, "access.log")) as f:
+            return [line.split(" ", 4) for line in f.read().splitlines()]
+
+
+CEPH_CONF = """
+[global]
+fsid = {fsid}
+mon host = 127.0.0.1:{mon_port}
+auth cluster required = none
+auth service required = none
+auth client required = none
+ms mon client mode = crc
+ms client mode = crc
+osd pool default size = 1
+osd pool default min size = 1
+osd crush chooseleaf type = 0
+mon allow pool size one = true
+mon warn on pool no redundancy = false
+run dir = {d}/run
+log file = {d}/log/$name.log
+admin socket = {d}/run/$name.asok
+mon data = {d}/mon/$cluster-$id
+osd data = {d}/osd/$cluster-$id
+osd objectstore = memstore
+memstore device bytes = {osd_bytes}
+keyring = {d}/keyring
+[client.rgw.a]
+rgw frontends = beast endpoint=127.0.0.1:{rgw_port}
+rgw data = {d}/rgw
+"""
+
+
+class Rgw:
+    """A one-node Ceph cluster and its RADOS Gateway (about 15 s to start)."""
+
+    def __init__(self, workdir, osd_bytes=2 << 30):
+        self.dir = os.path.join(workdir, "ceph")
+        for sub in ("run", "log", "mon", "osd/ceph-0", "rgw"):
+            os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
+        self.mon_port, self.port = free_port(), free_port()
+        self.fsid = str(uuid.uuid4())
+        self.conf = os.path.join(self.dir, "ceph.conf")
+        with open(self.conf, "w") as f:
+            f.write(CEPH_CONF.format(d=self.dir, fsid=self.fsid, mon_port=self.mon_port,
+                                     rgw_port=self.port, osd_bytes=osd_bytes))
+        self.procs = []
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _run(self, *args, timeout=60):
+        try:
+            r = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ServerError(f"{' '.join(args)}: no answer in {timeout} s") from None
+        if r.returncode != 0:
+            raise ServerError(f"{' '.join(args)} -> {r.returncode}: {r.stderr[-2000:]}")
+        return r.stdout
+
+    def _daemon(self, *args):
+        log = open(os.path.join(self.dir, "log", f"{args[0]}.stderr"), "ab")
+        proc = subprocess.Popen(list(args) + ["-c", self.conf, "-f"], stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=log)
+        self.procs.append(proc)
+        return proc
+
+    def _start(self):
+        c = self.conf
+        monmap = os.path.join(self.dir, "monmap")
+        self._run("monmaptool", "--create", "--add", "a", f"127.0.0.1:{self.mon_port}",
+                  "--fsid", self.fsid, monmap)
+        self._run("ceph-mon", "-c", c, "--mkfs", "-i", "a", "--monmap", monmap)
+        self._daemon("ceph-mon", "-i", "a")
+        wait_port(self.mon_port, 30, self.procs[-1], "ceph-mon")
+        osd = self._run("ceph", "-c", c, "--connect-timeout", "30", "osd", "create").strip()
+        self._run("ceph-osd", "-c", c, "-i", osd, "--mkfs")
+        self._run("ceph", "-c", c, "--connect-timeout", "30", "osd", "crush", "add", f"osd.{osd}",
+                  "1.0", "host=localhost")
+        self._daemon("ceph-osd", "-i", osd)
+        self._daemon("radosgw", "-n", "client.rgw.a")
+        wait_port(self.port, 120, self.procs[-1], "radosgw")
+        user = json.loads(self._run("radosgw-admin", "-c", c, "user", "create", "--uid=vsnap",
+                                    "--display-name=vsnap", timeout=120))
+        self.access_key = user["keys"][0]["access_key"]
+        self.secret_key = user["keys"][0]["secret_key"]
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self):
+        """The AWS_* variables that point a client at this gateway."""
+        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
+                "AWS_REGION": "default", "AWS_ENDPOINT_URL": self.endpoint}
+
+    def close(self):
+        for proc in reversed(self.procs):
+            stop(proc)
+        self.procs = []
+
+
+def remove(path):
+    shutil.rmtree(path, ignore_errors=True)
+
+
+__all__ = ["Nginx", "Rgw", "ServerError", "free_port", "remove", "signal"]

@@ -1,0 +1,541 @@
+#!/usr/bin/python3
+"""The snapshot store end to end: vsnap-store against real servers (nginx with
+WebDAV and limit_rate, Ceph's RADOS Gateway as S3), snapshots of the real
+shim with the test guest, restored on demand from pulled directories and
+checked by the guest's SUM of its regions.
+
+    test-store.py <vsnap-store> <vsnap-shim> <vsnap-testguest> [CASE...]
+
+The servers and the snapshot chain are made once; the cases then run one
+after another (each with its own cache and destination directories: the
+"hosts"), and every failing case is reported by name."""
+
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+STORE, SHIM, GUEST = sys.argv[1:4]
+ONLY = sys.argv[4:]
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "persist"))
+from persisttest import ApiShim, Fail, MIB, check, connect  # noqa: E402
+from servers import Nginx, Rgw  # noqa: E402
+
+REGION_A = (16 * MIB, 64 * MIB)
+REGION_B = (80 * MIB, 16 * MIB)
+REGION_C = (96 * MIB, 32 * MIB)
+
+
+class Env:
+    """What every case shares: the servers, the snapshots, a scratch dir."""
+
+    def __init__(self, workdir):
+        self.dir = workdir
+        self.nginx = Nginx(workdir)
+        t0 = time.monotonic()
+        self.rgw = Rgw(workdir)
+        print(f"rgw up in {time.monotonic() - t0:.1f} s", flush=True)
+        self.s3_env = self.rgw.env()
+        self.store(["--retries", "0"], ["ls", "s3://vsnap-test/none"], ok=False)  # warm-up
+        self.s3_request("PUT", "vsnap-test")
+        self.snaps = os.path.join(workdir, "snaps")
+        os.makedirs(self.snaps)
+        self.make_snapshots()
+        self.counter = 0
+
+    def s3_request(self, method, path):
+        e = self.s3_env
+        r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", method,
+                            "--aws-sigv4", f"aws:amz:{e['AWS_REGION']}:s3",
+                            "--user", f"{e['AWS_ACCESS_KEY_ID']}:{e['AWS_SECRET_ACCESS_KEY']}",
+                            "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                            f"{self.rgw.endpoint}/{path}"], capture_output=True, text=True, timeout=60)
+        check(r.stdout in ("200", "204"), f"S3 {method} {path}: {r.stdout} {r.stderr}")
+
+    def make_snapshots(self):
+        """base (64 MiB fill), d1 (its diff: region B filled), full2 (a new
+        base with region C filled too), each with the guest's sums."""
+        self.sums = {}
+        src = ApiShim(SHIM, workdir=self.snaps, name="src")
+        try:
+            src.boot(GUEST, "vsnap.fill_mib=64 vsnap.seed=7 vsnap.heartbeat_ms=100")
+            conn = connect(src)
+            self.take(src, conn, "base")
+            conn.ok(f"FILL {REGION_B[0]:#x} {REGION_B[1]:#x} 11")
+            self.take(src, conn, "d1", parent="base")
+            conn.ok(f"FILL {REGION_C[0]:#x} {REGION_C[1]:#x} 13")
+            self.take(src, conn, "full2")
+            conn.close()
+        finally:
+            src.close()
+
+    def take(self, src, conn, name, parent=None):
+        self.sums[name] = [conn.sum(*r) for r in (REGION_A, REGION_B, REGION_C)]
+        src.snapshot_paused(self.path(name), self.path(parent) if parent else None)
+
+    def path(self, name):
+        return os.path.join(self.snaps, name)
+
+    def layer_id(self, name):
+        return json.load(open(os.path.join(self.path(name), "state.json")))["memory"]["id"]
+
+    def scratch(self, name):
+        self.counter += 1
+        p = os.path.join(self.dir, f"{self.counter:02d}-{name}")
+        os.makedirs(p)
+        return p
+
+    def store(self, opts, args, ok=True, timeout=300, env=None):
+        full_env = dict(os.environ, **self.s3_env, **(env or {}))
+        r = subprocess.run([STORE, "--quiet", "--json"] + opts + args, capture_output=True,
+                           text=True, timeout=timeout, env=full_env)
+        if ok and r.returncode != 0:
+            raise Fail(f"vsnap-store {' '.join(opts + args)} -> {r.returncode}: {r.stderr}")
+        if not ok and r.returncode == 0:
+            raise Fail(f"vsnap-store {' '.join(opts + args)} succeeded: {r.stdout}")
+        return json.loads(r.stdout) if ok and r.stdout.strip() else r
+
+    def start_store(self, opts, args):
+        return subprocess.Popen([STORE, "--quiet", "--json"] + opts + args, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=dict(os.environ, **self.s3_env))
+
+    def push(self, name, url, opts=()):
+        return self.store(list(opts), ["push", self.path(name), url])
+
+    def pull(self, ref, dest, cache, opts=(), ok=True):
+        return self.store(["--cache-dir", cache] + list(opts), ["pull", ref, dest], ok=ok)
+
+    def close(self):
+        self.rgw.close()
+        self.nginx.close()
+
+
+def restore_and_check(env, snapdir, name, workdir):
+    """Restore snapdir on demand in a new shim and compare the guest's sums
+    with those taken right before the snapshot."""
+    with ApiShim(SHIM, workdir=workdir, name="dst") as dst:
+        status, reply = dst.restore(snapdir, "ondemand")
+        check(status == 204, f"restore {snapdir}: {status} {reply}" + dst.describe())
+        conn = connect(dst)
+        got = [conn.sum(*r) for r in (REGION_A, REGION_B, REGION_C)]
+        conn.close()
+        check(got == env.sums[name], f"{name} restored from {snapdir}: sums {got}, expected {env.sums[name]}")
+
+
+def cache_layers(cache):
+    d = os.path.join(cache, "layers")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def cache_tmp(cache):
+    d = os.path.join(cache, "tmp")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+def objects_of(root):
+    d = os.path.join(root, "objects")
+    return sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".zst"))
+
+
+def layer_object(env, root, name):
+    digest = hashlib.sha256(open(os.path.join(env.path(name), "memory-ranges"), "rb").read()).hexdigest()
+    return os.path.join(root, "objects", digest + ".zst")
+
+
+# --- cases ---------------------------------------------------------------------
+
+def case_two_hosts_file(env):
+    """Host A pushes the chain to a file:// store; host B (its own cache and
+    directory) pulls d1 (and with it base) and restores it."""
+    w = env.scratch("file")
+    root = os.path.join(w, "store")
+    r = env.push("d1", "file://" + root)
+    check(r["id"] == env.layer_id("d1"), f"push answered id {r['id']}")
+    ids = [e["id"] for e in env.store([], ["ls", "file://" + root])]
+    check(sorted(ids) == sorted([env.layer_id("base"), env.layer_id("d1")]), f"ls: {ids}")
+    dest, cache = os.path.join(w, "hostB-d1"), os.path.join(w, "hostB-cache")
+    p = env.pull(f"file://{root}/{r['id']}", dest, cache)
+    check(p["layers_fetched"] == 2 and p["layers_cached"] == 0, f"pull: {p}")
+    for f in ("memory-ranges", "config.json"):
+        check(open(os.path.join(dest, f), "rb").read() == open(os.path.join(env.path("d1"), f), "rb").read(),
+              f"pulled {f} differs")
+    state = json.load(open(os.path.join(dest, "state.json")))
+    check(state["memory"]["parent_url"].startswith("file://" + cache), f"parent: {state['memory']}")
+    restore_and_check(env, dest, "d1", w)
+
+
+def case_objects_are_zstd(env):
+    """Plain `zstd -d` decompresses every object to the bytes its name is the
+    digest of, and the seek table at its end is the spec's: frames of 1 MiB
+    with checksums that fill the object exactly."""
+    w = env.scratch("zstd")
+    root = os.path.join(w, "store")
+    env.push("d1", "file://" + root)
+    for obj in objects_of(root):
+        out = subprocess.run(["zstd", "-dc", obj], capture_output=True, check=True).stdout
+        digest = os.path.basename(obj)[:-4]
+        check(hashlib.sha256(out).hexdigest() == digest, f"zstd -d {obj} is not its digest")
+        data = open(obj, "rb").read()
+        nframes, desc, magic = struct.unpack("<IBI", data[-9:])
+        check(magic == 0x8F92EAB1 and desc == 0x80, f"{obj}: footer {magic:#x} {desc:#x}")
+        table = 8 + 12 * nframes + 9
+        skip_magic, size = struct.unpack("<II", data[-table:-table + 8])
+        check(skip_magic == 0x184D2A5E and size == table - 8, f"{obj}: skippable frame header")
+        entries = [struct.unpack("<III", data[-table + 8 + 12 * i:-table + 20 + 12 * i]) for i in range(nframes)]
+        check(sum(e[0] for e in entries) + table == len(data), f"{obj}: frames do not fill the object")
+        check(sum(e[1] for e in entries) == len(out), f"{obj}: frame sizes do not add up")
+        check(all(e[1] == MIB for e in entries[:-1]), f"{obj}: frames are not 1 MiB")
+
+
+def case_two_hosts_http(env):
+    """Push through nginx's WebDAV PUT, pull with ranged GETs on 4
+    connections on host B, restore; the tree nginx serves is a file:// store
+    with the same layout, and a second pull on B is a cache hit that GETs no
+    object."""
+    w = env.scratch("http")
+    url = env.nginx.url("store", "hosts")
+    r = env.push("d1", url)
+    dest, cache = os.path.join(w, "hostB-d1"), os.path.join(w, "hostB-cache")
+    env.pull(f"{url}/{r['id']}", dest, cache, ["--connections", "4", "--range-size", "2M"])
+    restore_and_check(env, dest, "d1", w)
+    file_root = os.path.join(env.nginx.root, "hosts")
+    ids = [e["id"] for e in env.store([], ["ls", url])]
+    check(sorted(ids) == sorted([env.layer_id("base"), env.layer_id("d1")]), f"ls over http: {ids}")
+    env.pull(f"file://{file_root}/{r['id']}", os.path.join(w, "via-file"), os.path.join(w, "c2"))
+    before = len(env.nginx.access_lines())
+    hit = env.pull(f"{url}/{r['id']}", os.path.join(w, "hit"), cache)
+    # d1's layer is a hit; base is there already as d1's pulled parent
+    check(hit["layers_cached"] == 1 and hit["layers_fetched"] == 0, f"second pull: {hit}")
+    layer_gets = [line for line in env.nginx.access_lines()[before:]
+                  if line[1].endswith(".zst") and int(line[3]) > 1 * MIB]
+    check(not layer_gets, f"a cache hit fetched layer data: {layer_gets}")
+    layer = os.path.join(w, "hit", "memory-ranges")
+    check(os.stat(layer).st_nlink >= 3, "a hit's layer is not the cached file (hard link)")
+
+
+def case_two_hosts_s3(env):
+    """Push to the RADOS Gateway (multipart for the 64 MiB base), ls, pull on
+    host B, restore."""
+    w = env.scratch("s3")
+    url = "s3://vsnap-test/hosts"
+    r = env.push("d1", url, ["--connections", "4"])
+    ids = [e["id"] for e in env.store([], ["ls", url])]
+    check(sorted(ids) == sorted([env.layer_id("base"), env.layer_id("d1")]), f"ls: {ids}")
+    env.store([], ["verify", f"{url}/{r['id']}"])
+    dest, cache = os.path.join(w, "hostB-d1"), os.path.join(w, "hostB-cache")
+    env.pull(f"{url}/{r['id']}", dest, cache, ["--connections", "4", "--range-size", "4M"])
+    restore_and_check(env, dest, "d1", w)
+    again = env.push("d1", url)
+    check(again["objects_sent"] == 0, f"a second push sent objects: {again}")
+
+
+def case_push_skips_what_the_store_has(env):
+    """full2 shares config.json with base: pushing it after base skips that
+    object, and pushing base again sends nothing."""
+    w = env.scratch("skip")
+    url = "file://" + os.path.join(w, "store")
+    first = env.push("base", url)
+    check(first["objects_sent"] == 3, f"base push: {first}")
+    check(env.push("base", url)["objects_sent"] == 0, "second push of base sent objects")
+    r = env.push("full2", url)
+    check(r["objects_skipped"] >= 1, f"full2 push skipped nothing: {r}")
+
+
+def case_push_repairs_a_damaged_object(env):
+    """A push that died halfway left a short object and no manifest: the next
+    push of that snapshot writes the object anew instead of trusting it."""
+    w = env.scratch("repair")
+    root = os.path.join(env.nginx.root, os.path.basename(w))
+    env.push("base", "file://" + root)
+    os.unlink(os.path.join(root, "manifests", env.layer_id("base") + ".json"))
+    obj = layer_object(env, root, "base")
+    with open(obj, "r+b") as f:
+        f.truncate(os.path.getsize(obj) // 2)
+    r = env.push("base", env.nginx.url("store", os.path.basename(w)))
+    check(r["objects_sent"] == 1, f"push after the damage: {r}")
+    out = subprocess.run(["zstd", "-dc", obj], capture_output=True, check=True).stdout
+    check(hashlib.sha256(out).hexdigest() == os.path.basename(obj)[:-4], "the object was not repaired")
+
+
+def corrupt_copy(env, w, flip_at=None, truncate_by=None):
+    """A file:// store (also served by nginx) with d1's chain, its base layer
+    object damaged."""
+    name = os.path.basename(w)
+    root = os.path.join(env.nginx.root, name)
+    env.push("d1", "file://" + root)
+    obj = layer_object(env, root, "base")
+    data = bytearray(open(obj, "rb").read())
+    if flip_at is not None:
+        data[int(len(data) * flip_at)] ^= 0x55
+    if truncate_by is not None:
+        del data[-truncate_by:]
+    open(obj, "wb").write(bytes(data))
+    return root, env.nginx.url("store", name), os.path.basename(obj)[:-4]
+
+
+def check_clean_failure(r, cache, dest, words):
+    for word in words:
+        check(word in r.stderr, f"error does not say {word!r}: {r.stderr}")
+    check(not cache_layers(cache) and not cache_tmp(cache), f"the cache holds {cache_layers(cache)} {cache_tmp(cache)}")
+    check(not os.path.exists(dest), "a destination appeared")
+    parent = os.path.dirname(dest)
+    check(not [n for n in os.listdir(parent) if ".partial" in n], "a partial directory is left")
+
+
+def case_corrupt_frame(env):
+    """A byte flipped inside a frame: the pull stops naming the object and
+    the frame, nothing enters the cache, no directory appears."""
+    w = env.scratch("corrupt")
+    root, url, digest = corrupt_copy(env, w, flip_at=0.5)
+    for ref in (f"file://{root}", url):
+        cache, dest = os.path.join(w, "cache"), os.path.join(w, "dest")
+        r = env.pull(f"{ref}/{env.layer_id('d1')}", dest, cache, ok=False)
+        check_clean_failure(r, cache, dest, [digest, "frame"])
+        r = env.store([], ["verify", f"{ref}/{env.layer_id('base')}"], ok=False)
+        check(digest in r.stderr, f"verify: {r.stderr}")
+
+
+def case_truncated_object(env):
+    """An object shorter than its manifest says: over http the seek table's
+    range is not satisfiable (416), from the file it is short; a clean failure
+    naming the object either way."""
+    w = env.scratch("truncated")
+    root, url, digest = corrupt_copy(env, w, truncate_by=1000)
+    r = env.pull(f"{url}/{env.layer_id('d1')}", os.path.join(w, "d"), os.path.join(w, "c"), ok=False)
+    check_clean_failure(r, os.path.join(w, "c"), os.path.join(w, "d"), [digest])
+    check("416" in r.stderr or "seek table" in r.stderr, f"error: {r.stderr}")
+    r = env.pull(f"file://{root}/{env.layer_id('d1')}", os.path.join(w, "d"), os.path.join(w, "c"), ok=False)
+    check_clean_failure(r, os.path.join(w, "c"), os.path.join(w, "d"), [digest])
+
+
+def case_http_errors(env):
+    """403, 404 (manifest and object) and 500 answers: clear errors naming
+    what was asked for; 500 only after the retries."""
+    w = env.scratch("errors")
+    sid = env.layer_id("d1")
+    for prefix, words in (("e403", ["403", "access denied"]), ("e500", ["500", "attempts"]
+                                                                    if False else ["500"])):
+        r = env.pull(f"{env.nginx.url(prefix, 'x')}/{sid}", os.path.join(w, "d"), os.path.join(w, "c"),
+                     ["--retries", "2"], ok=False)
+        for word in words + [f"manifests/{sid}.json"]:
+            check(word in r.stderr, f"{prefix}: {r.stderr}")
+    tries = [line for line in env.nginx.access_lines() if line[1].startswith("/e500/")]
+    check(len(tries) == 3, f"500 was asked {len(tries)} times, not 1 + 2 retries")
+    r = env.pull(f"{env.nginx.url('store', 'nothing')}/{sid}", os.path.join(w, "d"), os.path.join(w, "c"), ok=False)
+    check("404" in r.stderr and "no such object" in r.stderr, f"missing manifest: {r.stderr}")
+    name = os.path.basename(w)
+    root = os.path.join(env.nginx.root, name)
+    env.push("d1", "file://" + root)
+    obj = layer_object(env, root, "d1")
+    os.unlink(obj)
+    r = env.pull(f"{env.nginx.url('store', name)}/{sid}", os.path.join(w, "d"), os.path.join(w, "c"), ok=False)
+    check("404" in r.stderr and os.path.basename(obj) in r.stderr, f"missing object: {r.stderr}")
+
+
+def slow_store(env, w, rate_k):
+    """d1's chain under nginx's root, and its URL through limit_rate."""
+    name = os.path.basename(w)
+    env.push("d1", "file://" + os.path.join(env.nginx.root, name))
+    return env.nginx.url(f"rate-{rate_k}k", name)
+
+
+def case_server_dies_mid_pull(env):
+    """nginx killed while ranges are in flight and back 0.5 s later: the
+    ranges are retried from their last whole frame and the result is exact.
+    Killed for good: the pull ends with an error after its retries, and the
+    cache is as it was."""
+    w = env.scratch("dead")
+    url = slow_store(env, w, 16384)   # 16 MiB/s per connection: ~2.5 s for the chain on 2
+    cache, dest = os.path.join(w, "cache"), os.path.join(w, "dest")
+    p = env.start_store(["--cache-dir", cache, "--connections", "2", "--range-size", "16M"],
+                        ["pull", f"{url}/{env.layer_id('d1')}", dest])
+    time.sleep(1.0)
+    env.nginx.kill()
+    time.sleep(0.5)
+    env.nginx.start()
+    out, err = p.communicate(timeout=120)
+    check(p.returncode == 0, f"pull across a server restart failed: {err}")
+    restore_and_check(env, dest, "d1", w)
+    cache2, dest2 = os.path.join(w, "cache2"), os.path.join(w, "dest2")
+    p = env.start_store(["--cache-dir", cache2, "--connections", "2", "--retries", "2"],
+                        ["pull", f"{url}/{env.layer_id('d1')}", dest2])
+    time.sleep(1.0)
+    env.nginx.kill()
+    try:
+        out, err = p.communicate(timeout=60)
+    finally:
+        env.nginx.start()
+    check(p.returncode != 0, "pull from a dead server succeeded")
+    check("attempts" in err and ".zst" in err, f"error: {err}")
+    check(not cache_layers(cache2) or env.layer_id("d1") not in str(cache_layers(cache2)), "")
+    check(not os.path.exists(dest2), "a destination appeared")
+
+
+def case_concurrent_imports(env):
+    """Two pulls of one snapshot at once into one cache: one download (the
+    bytes nginx sent for the base layer's object are one object's), both
+    directories complete."""
+    w = env.scratch("concurrent")
+    url = slow_store(env, w, 32768)
+    cache = os.path.join(w, "cache")
+    before = len(env.nginx.access_lines())
+    procs = [env.start_store(["--cache-dir", cache, "--connections", "2"],
+                             ["pull", f"{url}/{env.layer_id('d1')}", os.path.join(w, f"d{i}")])
+             for i in range(2)]
+    results = [p.communicate(timeout=120) for p in procs]
+    for p, (out, err) in zip(procs, results):
+        check(p.returncode == 0, f"concurrent pull failed: {err}")
+    stats = [json.loads(out) for out, _ in results]
+    check(sum(s["layers_fetched"] for s in stats) == 2, f"two layers, fetched {stats}")
+    root = os.path.join(env.nginx.root, os.path.basename(w))
+    for name in ("base", "d1"):
+        obj = os.path.basename(layer_object(env, root, name))
+        sent = sum(int(line[3]) for line in env.nginx.access_lines()[before:] if line[1].endswith(obj))
+        size = os.path.getsize(os.path.join(root, "objects", obj))
+        check(sent <= size + 4096, f"nginx sent {sent} bytes of {name}'s {size}-byte object: two downloads")
+    for i in range(2):
+        check(os.stat(os.path.join(w, f"d{i}", "memory-ranges")).st_size > 0, "")
+    restore_and_check(env, os.path.join(w, "d1"), "d1", w)
+
+
+def case_kill_pull(env):
+    """kill -9 of a pull: its half-written layer never enters the cache; gc
+    removes it; the next pull is whole."""
+    w = env.scratch("kill")
+    url = slow_store(env, w, 8192)
+    cache, dest = os.path.join(w, "cache"), os.path.join(w, "dest")
+    p = env.start_store(["--cache-dir", cache, "--connections", "1"], ["pull", f"{url}/{env.layer_id('d1')}", dest])
+    time.sleep(1.5)
+    p.kill()
+    p.communicate(timeout=30)
+    check(not cache_layers(cache), f"a killed pull left layers: {cache_layers(cache)}")
+    check(cache_tmp(cache), "the killed pull had no temporary file (was it done already?)")
+    env.store(["--cache-dir", cache], ["cache", "gc"])
+    check(not cache_tmp(cache), f"gc left {cache_tmp(cache)}")
+    env.pull(f"{url}/{env.layer_id('d1')}", dest, cache)
+    restore_and_check(env, dest, "d1", w)
+
+
+def case_eviction_by_size(env):
+    """A cache bounded in bytes: pulling full2 after d1's chain evicts the
+    least recently used layers first, and the total stays under the bound."""
+    w = env.scratch("evict")
+    root = os.path.join(w, "store")
+    env.push("d1", "file://" + root)
+    env.push("full2", "file://" + root)
+    cache = os.path.join(w, "cache")
+    sizes = {n: os.path.getsize(os.path.join(env.path(n), "memory-ranges")) for n in ("base", "d1", "full2")}
+    limit = sizes["full2"] + sizes["d1"] + MIB
+    check(limit < sizes["full2"] + sizes["d1"] + sizes["base"], "sizes do not make eviction necessary")
+    opts = ["--cache-size", str(limit)]
+    env.pull(f"file://{root}/{env.layer_id('d1')}", os.path.join(w, "d1"), cache, opts)
+    env.pull(f"file://{root}/{env.layer_id('full2')}", os.path.join(w, "full2"), cache, opts)
+    entries = env.store(["--cache-dir", cache, "--cache-size", str(limit)], ["cache", "ls"])
+    digests = {hashlib.sha256(open(os.path.join(env.path(n), "memory-ranges"), "rb").read()).hexdigest(): n
+               for n in sizes}
+    names = sorted(digests[e["digest"]] for e in entries)
+    check(names == ["d1", "full2"], f"the cache holds {names}: base (least recently used) should be gone")
+    size = env.store(["--cache-dir", cache, "--cache-size", str(limit)], ["cache", "size"])
+    check(size["bytes"] <= limit, f"cache holds {size['bytes']} bytes, bound {limit}")
+    check(not os.path.exists(os.path.join(cache, "snapshots", env.layer_id("base"))),
+          "base's pulled directory stayed after its layer was evicted")
+    # the pulled d1 directory still works: its layers are its own hard links
+    restore_and_check(env, os.path.join(w, "full2"), "full2", w)
+
+
+def case_mapped_layer_not_evicted(env):
+    """A layer that a running VM maps (on-demand restore of a pulled
+    snapshot) is in use: a pull that would need its room fails with a clear
+    error and evicts nothing in use; once the VM is gone it succeeds."""
+    w = env.scratch("pinned")
+    root = os.path.join(w, "store")
+    env.push("d1", "file://" + root)
+    env.push("full2", "file://" + root)
+    cache = os.path.join(w, "cache")
+    sizes = {n: os.path.getsize(os.path.join(env.path(n), "memory-ranges")) for n in ("base", "d1", "full2")}
+    limit = sizes["full2"] + MIB   # full2 fits only if base and d1 go
+    opts = ["--cache-size", str(limit)]
+    d1 = os.path.join(w, "d1")
+    env.pull(f"file://{root}/{env.layer_id('d1')}", d1, cache, opts)
+    with ApiShim(SHIM, workdir=w, name="vm") as vm:
+        status, reply = vm.restore(d1, "ondemand")
+        check(status == 204, f"restore: {status} {reply}")
+        connect(vm).close()
+        entries = env.store(["--cache-dir", cache] + opts, ["cache", "ls"])
+        check(all(e["in_use"] for e in entries) and len(entries) == 2, f"cache ls while mapped: {entries}")
+        r = env.pull(f"file://{root}/{env.layer_id('full2')}", os.path.join(w, "full2"), cache, opts, ok=False)
+        check("in use" in r.stderr, f"error: {r.stderr}")
+        check(len(cache_layers(cache)) == 2, f"a mapped layer was evicted: {cache_layers(cache)}")
+        conn = connect(vm)
+        check(conn.sum(*REGION_B) == env.sums["d1"][1], "the running VM's memory changed")
+        conn.close()
+    env.pull(f"file://{root}/{env.layer_id('full2')}", os.path.join(w, "full2"), cache, opts)
+
+
+def case_no_space_in_cache(env):
+    """A cache directory on a file system too small for the layer: a clear
+    error, nothing in the cache."""
+    w = env.scratch("enospc")
+    mnt = os.path.join(w, "small")
+    os.makedirs(mnt)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", mnt], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"  (skipped: cannot mount a tmpfs here: {r.stderr.strip()})")
+        return
+    try:
+        root = os.path.join(w, "store")
+        env.push("d1", "file://" + root)
+        cache, dest = os.path.join(mnt, "cache"), os.path.join(w, "dest")
+        r = env.pull(f"file://{root}/{env.layer_id('d1')}", dest, cache, ok=False)
+        check("No space" in r.stderr or "no space" in r.stderr, f"error: {r.stderr}")
+        check(not cache_layers(cache) and not cache_tmp(cache), "the cache holds something")
+    finally:
+        subprocess.run(["umount", mnt], check=True)
+
+
+CASES = [v for k, v in list(globals().items()) if k.startswith("case_")]
+
+
+def main():
+    for tool in ("nginx", "radosgw", "ceph-mon", "ceph-osd", "monmaptool"):
+        if not shutil.which(tool):
+            print(f"{tool} is missing (scripts/setup.sh installs it)")
+            return 1
+    workdir = tempfile.mkdtemp(prefix="vsnap-store-")
+    failed = []
+    try:
+        env = Env(workdir)
+        try:
+            for case in CASES:
+                name = case.__name__[5:]
+                if ONLY and name not in ONLY:
+                    continue
+                t0 = time.monotonic()
+                try:
+                    case(env)
+                    print(f"PASS {name} ({time.monotonic() - t0:.1f} s)", flush=True)
+                except Exception:
+                    failed.append(name)
+                    print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+        finally:
+            env.close()
+    finally:
+        subprocess.run(["umount", "-q"] + [os.path.join(r, d) for r, ds, _ in os.walk(workdir)
+                                          for d in ds if d == "small"], capture_output=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+    if failed:
+        print("failed:", " ".join(failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
