@@ -128,6 +128,17 @@ static const struct thread_list lists[] = {
 static enum sandbox_mode installed_mode = SANDBOX_SECCOMP_OFF;   /* set once, main thread */
 static __thread const char *thread_kind;                         /* for the reporter */
 static __thread char thread_name[16];
+/* Names of the calls by number, resolved before any filter exists: the
+ * reporter runs in a signal handler and may not allocate. */
+#define SYSCALL_NAMES 512
+static char *syscall_names[SYSCALL_NAMES];
+
+static void resolve_syscall_names(void)
+{
+    for (int nr = 0; nr < SYSCALL_NAMES; nr++)
+        if (!syscall_names[nr])
+            syscall_names[nr] = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+}
 
 const char *sandbox_thread_kind_name(enum sandbox_thread kind)
 {
@@ -188,10 +199,18 @@ static void on_sigsys(int sig, siginfo_t *info, void *context)
     at = append(line, at, sizeof(line), " (");
     at = append(line, at, sizeof(line), thread_kind ? thread_kind : "main");
     at = append(line, at, sizeof(line), " list) made the forbidden system call ");
-    at = append_int(line, at, sizeof(line), info->si_syscall);
-    at = append(line, at, sizeof(line), " (scmp_sys_resolver names it); the shim is killed\n");
+    int nr = info->si_syscall;
+    at = append(line, at, sizeof(line), nr >= 0 && nr < SYSCALL_NAMES && syscall_names[nr]
+                                            ? syscall_names[nr] : "?");
+    at = append(line, at, sizeof(line), " (");
+    at = append_int(line, at, sizeof(line), nr);
+    at = append(line, at, sizeof(line), "); the shim is killed\n");
     (void)!write(STDERR_FILENO, line, at);
-    syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
+    /* Trapped again with SIGSYS back at its default: the kernel forces it,
+     * even on a PID namespace's init, and the process dies of SIGSYS. */
+    (void)sig;
+    syscall(SYS_personality, 0xffffffffUL);
+    _exit(128 + SIGSYS);
 }
 
 static bool install_reporter(GError **error)
@@ -316,6 +335,7 @@ bool sandbox_seccomp_install_main(enum sandbox_mode mode, GError **error)
     if (mode == SANDBOX_SECCOMP_OFF)
         return true;
     remember_thread(SANDBOX_THREAD_MAIN);
+    resolve_syscall_names();
     if (!install_reporter(error) || !load_list(SANDBOX_THREAD_MAIN, mode, error))
         return false;
     installed_mode = mode;
