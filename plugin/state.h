@@ -17,6 +17,8 @@ struct driver_paths {
     char *log_dir;      /* /var/log/vsnap */
     char *shim_path;
     char *schema_dir;
+    bool confine;       /* shims run confined (plugin/jail.h); default when root */
+    char *confine_user; /* the shims' user, default "vsnap" */
 };
 
 struct vsnap_driver {

@@ -116,6 +116,15 @@ struct domain_def {
         uint64_t rate_bytes;      /* <rate bytes= period=>: 0 without a limit */
         uint64_t rate_period_ms;
     } rng;
+    /* The domain's cgroup (plugin/cgroup.c): 0 is "no limit". */
+    struct {
+        bool present;
+        uint64_t hard_limit_kib, soft_limit_kib, swap_hard_limit_kib;
+    } memtune;
+    struct {
+        bool present;
+        uint64_t shares, period_us, quota_us;
+    } cputune;
 };
 
 /* g_autoptr() needs a type name without 'struct'. */

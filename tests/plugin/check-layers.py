@@ -37,6 +37,9 @@ LAYERS = [
     # process.c starts a run's watcher, and the watcher ends the run: one module.
     ("process", [["process.*", "shim-events.*"]]),
     ("monitor", [["monitor.*"]]),
+    # What a launched shim is confined to: its jail's paths, user, cgroup.
+    ("jail", [["jail.*"]]),
+    ("cgroup", [["cgroup.*"]]),
     ("shared state", [["state.h"]]),
     ("events", [["events.*"]]),
     ("domains", [["domain.*"]]),
