@@ -26,6 +26,9 @@ static const char *const common_calls[] = {
     "rt_sigreturn", "rt_sigprocmask", "rt_sigaction", "sigaltstack",
     "getpid", "gettid", "tgkill", "prctl", "getrandom", "rseq", "set_robust_list",
     "exit", "exit_group",
+    /* --confine's drop to the unprivileged user: glibc makes every thread
+     * call these (SIGSETXID); with no capability left they only drop. */
+    "setresuid", "setresgid", "setgroups",
 };
 
 /* The vCPU: KVM_RUN and the exits' device handlers (serial output, stops
@@ -350,6 +353,12 @@ void sandbox_seccomp_enter_thread(enum sandbox_thread kind)
     if (installed_mode == SANDBOX_SECCOMP_OFF)
         return;
     remember_thread(kind);
+    /* Threads that block every signal (vCPUs) still get the reporter:
+     * a blocked SIGSYS would kill them without a word. */
+    sigset_t sys;
+    sigemptyset(&sys);
+    sigaddset(&sys, SIGSYS);
+    pthread_sigmask(SIG_UNBLOCK, &sys, NULL);
     g_autoptr(GError) error = NULL;
     if (!load_list(kind, installed_mode, &error))
         g_error("%s", error->message);   /* never run a thread unfiltered */
