@@ -28,6 +28,8 @@
 #define KILL_WAIT_MS 5000
 #define LOST_WAIT_MS 1000   /* a shim that dropped the connection is gone by then */
 
+static char *log_tail(const char *path);
+
 struct domain_run *domain_run_ref(struct domain_run *run)
 {
     g_atomic_int_inc(&run->refs);
@@ -90,6 +92,11 @@ static void remove_runtime_files(struct vsnap_driver *drv, struct domain_run *ru
     g_rmdir(run->dir);
     g_autofree char *name = g_path_get_basename(run->dir);
     jail_cleanup(drv, name);
+}
+
+char *process_log_tail(const struct domain_run *run)
+{
+    return log_tail(run->log_path);
 }
 
 /* The last lines of the shim's log, to explain a failed start. */
@@ -434,6 +441,13 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
     if (!alive) {
         g_autofree char *tail = log_tail(run->log_path);
         g_prefix_error(error, "cannot start the VM: ");
+        /* A shim that died answering says why in its log (a seccomp kill). */
+        if (error && *error && wait_readable(run->pidfd, LOST_WAIT_MS)) {
+            g_autofree char *message = g_strdup_printf("%s; the shim exited, its log ends with: %s",
+                                                       (*error)->message, tail);
+            g_free((*error)->message);
+            (*error)->message = g_steal_pointer(&message);
+        }
         g_debug("shim log tail: %s", tail);
         return false;
     }

@@ -73,6 +73,8 @@ void process_write_status_locked(struct vsnap_domain *dom);
  * status file and announced as a lifecycle event (call with dom->lock held). */
 void process_set_state_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, int state,
                               int reason, int event, int detail);
+/* The last lines of the shim's log (why it died: a seccomp report, say). */
+char *process_log_tail(const struct domain_run *run);
 /* Resident memory of the shim (VmRSS), in KiB (0 when unknown). */
 uint64_t process_rss_kib(pid_t pid);
 /* CPU time used by the shim so far, in nanoseconds (0 when unknown). */
