@@ -21,10 +21,19 @@
 
 /* ---- what a domain's jail holds ---- */
 
+/* A character device (an rng's /dev/hwrng) becomes a node of the jail's
+ * own /dev; anything else a bind. */
 static void add(GPtrArray *paths, const char *kind, const char *path)
 {
-    if (path && *path)
-        g_ptr_array_add(paths, g_strdup_printf("%s %s", kind, path));
+    if (!path || !*path)
+        return;
+    if (g_str_has_prefix(path, "/dev/") && !g_str_has_prefix(path, "/dev/disk/") &&
+        g_file_test(path, G_FILE_TEST_EXISTS) && !g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISCHR(st.st_mode))
+            kind = "dev";
+    }
+    g_ptr_array_add(paths, g_strdup_printf("%s %s", kind, path));
 }
 
 static void add_disk(GPtrArray *paths, const struct domain_disk *disk)

@@ -251,9 +251,13 @@ static bool bind_path(const char *root, const struct exposed *e, GError **error)
 static bool restrict_bind(const char *root, const struct exposed *e, GError **error)
 {
     g_autofree char *target = g_build_filename(root, e->path, NULL);
-    if (!g_file_test(e->path, G_FILE_TEST_EXISTS))
+    struct stat st;
+    if (stat(e->path, &st) < 0)
         return true;
-    unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (e->writable ? 0 : MS_RDONLY);
+    /* A device (a block device disk) must stay usable through its bind. */
+    bool device = S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode);
+    unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | (device ? 0 : MS_NODEV) |
+                          (e->writable ? 0 : MS_RDONLY);
     if (mount(NULL, target, NULL, flags, NULL) < 0)
         return confine_error(error, "cannot remount", target);
     return true;
