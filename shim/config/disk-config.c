@@ -14,6 +14,7 @@
 
 #include "config/shim-error.h"
 #include "config/vm-config-json.h"
+#include "sandbox/confine.h"
 
 #define SECTOR 512u
 
@@ -182,7 +183,7 @@ bool disk_config_check_image(const struct disk_config *disk, const char *field, 
         return image_failed(error, field, disk->path, g_strerror(errno));
     if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
         return image_failed(error, field, disk->path, "not a regular file or a block device");
-    int fd = open(disk->path, (disk->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    int fd = sandbox_open_kept(disk->path, (disk->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         g_autofree char *why = g_strdup_printf("cannot open it for %s: %s",

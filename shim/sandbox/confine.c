@@ -397,6 +397,47 @@ bool sandbox_drop_privileges(GError **error)
     return true;
 }
 
+struct kept_file {
+    char *path;
+    int flags;
+    int fd;
+};
+
+static GMutex kept_lock;
+static GArray *kept;   /* struct kept_file, under kept_lock */
+
+static int find_kept_locked(const char *path, int flags)
+{
+    for (guint i = 0; kept && i < kept->len; i++) {
+        struct kept_file *k = &g_array_index(kept, struct kept_file, i);
+        if (k->flags == flags && g_str_equal(k->path, path))
+            return k->fd;
+    }
+    return -1;
+}
+
+int sandbox_open_kept(const char *path, int flags)
+{
+    if (!state.confined)
+        return open(path, flags);
+    g_mutex_lock(&kept_lock);
+    int have = find_kept_locked(path, flags);
+    int fd = have >= 0 ? fcntl(have, F_DUPFD_CLOEXEC, 0) : open(path, flags);
+    int err = errno;
+    if (have < 0 && fd >= 0 && !state.dropped) {
+        struct kept_file k = {g_strdup(path), flags, fcntl(fd, F_DUPFD_CLOEXEC, 0)};
+        if (!kept)
+            kept = g_array_new(FALSE, FALSE, sizeof(struct kept_file));
+        if (k.fd >= 0)
+            g_array_append_val(kept, k);
+        else
+            g_free(k.path);
+    }
+    g_mutex_unlock(&kept_lock);
+    errno = err;
+    return fd;
+}
+
 bool sandbox_is_confined(void)
 {
     return state.confined;

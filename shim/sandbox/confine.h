@@ -42,5 +42,11 @@ void sandbox_confine_expose(struct sandbox_confine *c, const char *path, bool wr
 bool sandbox_confine_enter(const struct sandbox_confine *c, GError **error);
 /* The second half; a no-op when not confined or already done. */
 bool sandbox_drop_privileges(GError **error);
+/* open(2) for a file the shim may open again once unprivileged (a disk
+ * image, which a guest reset reopens): in a confined shim, an open before
+ * the drop keeps a duplicate, and an open of the same path with the same
+ * flags after it gets a dup of that (the same open file). Otherwise, and
+ * for paths not kept, plain open. */
+int sandbox_open_kept(const char *path, int flags);
 /* Whether sandbox_confine_enter ran. */
 bool sandbox_is_confined(void);
