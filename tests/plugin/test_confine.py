@@ -8,9 +8,12 @@ daemon says so. confine=false in the configuration file turns it off."""
 import os
 import pwd
 import re
+import subprocess
+import tempfile
+import time
 import unittest
 
-from vsnapd import DaemonTest, domain_xml, needs_guest, wait_for
+from vsnapd import SHIM, TESTGUEST, DaemonTest, domain_xml, needs_guest, wait_for
 
 TRIGGER = "VSNAP_SHIM_TEST_FORBIDDEN_SYSCALL"
 MIB = 1 << 20
@@ -173,6 +176,106 @@ class ConfineTest(DaemonTest):
         report = "thread vcpu0 (vcpu list) made the forbidden system call personality"
         wait_for(lambda: report in res.stderr or report in self.daemon.log(),
                  what="the daemon's report")
+
+    def expect_killed(self, name, kind, thread, start):
+        """start() makes a thread of kind run: the shim dies of its filter,
+        the domain ends shut off, and the report names the thread and list."""
+        res = start()
+        wait_for(lambda: self.state(name).startswith("shut off"), what="the shim gone")
+        self.assertEqual(self.daemon.shim_pids(), {})
+        report = f"thread {thread} ({kind} list) made the forbidden system call personality"
+        wait_for(lambda: report in res.stderr or report in self.daemon.log(),
+                 what=f"the report of the {kind} thread")
+
+    def test_forbidden_syscall_on_a_disk_or_device_thread(self):
+        image = os.path.join(self.daemon.dir, "disk.img")
+        with open(image, "wb") as f:
+            f.truncate(1 << 20)
+        disk = (f"    <disk type='file' device='disk'>\n      <source file='{image}'/>\n"
+                "      <target dev='vda' bus='virtio'/>\n    </disk>\n")
+        for kind, thread in (("disk", "virtio-blk"), ("device", "virtio-vsock")):
+            with self.subTest(kind=kind):
+                self.daemon.stop()
+                self.daemon.start(env={TRIGGER: kind})
+                path = os.path.join(self.daemon.dir, f"k-{kind}.xml")
+                with open(path, "w") as f:
+                    f.write(domain_xml(f"k-{kind}", extra_devices=disk))
+                self.daemon.virsh("define", path)
+                self.expect_killed(f"k-{kind}", kind, thread,
+                                   lambda: self.daemon.virsh("start", f"k-{kind}", check=False))
+
+    def test_forbidden_syscall_on_the_uffd_handler(self):
+        """The userfaultfd handler of an on-demand revert (whose fd the shim
+        opened while still root) runs filtered too."""
+        path = os.path.join(self.daemon.dir, "u.xml")
+        with open(path, "w") as f:
+            f.write(domain_xml("u", restore_mode="ondemand"))
+        self.daemon.virsh("define", path)
+        self.daemon.virsh("start", "u")
+        self.daemon.virsh("snapshot-create-as", "u", "s1")
+        self.daemon.virsh("destroy", "u")
+        # Without the trigger, the on-demand revert works confined.
+        self.daemon.virsh("snapshot-revert", "u", "s1", "--running")
+        self.assertEqual(self.state("u"), "running (from snapshot)")
+        self.daemon.virsh("destroy", "u")
+        self.daemon.stop()
+        self.daemon.start(env={TRIGGER: "uffd"})
+        self.expect_killed("u", "uffd", "vsnap-shim",
+                           lambda: self.daemon.virsh("snapshot-revert", "u", "s1", "--running",
+                                                     check=False))
+
+
+@needs_guest
+class HandConfineTest(unittest.TestCase):
+    """vsnap-shim --confine by hand: the same jail and drop, no PID namespace."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="vsnap-confine-")
+        self.proc = None
+
+    def tearDown(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        subprocess.run(["rm", "-rf", self.dir], check=False)
+
+    def boot(self, *extra):
+        serial = os.path.join(self.dir, "serial.log")
+        log = os.path.join(self.dir, "shim.log")
+        self.proc = subprocess.Popen(
+            [SHIM, *extra, "--log-file", log, "--kernel", TESTGUEST, "--memory", "size=64M",
+             "--serial", f"file={serial}", "--console", "off",
+             "--api-socket", "path=" + os.path.join(self.dir, "api.sock")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the shim exited ({self.proc.returncode}):\n" + read(log))
+            if os.path.exists(serial) and "ready" in read(serial):
+                return self.proc.pid
+            time.sleep(0.05)
+        raise AssertionError("the guest never got ready:\n" + read(log))
+
+    def test_confine_option(self):
+        root = os.path.join(self.dir, "root")
+        os.mkdir(root)
+        pid = self.boot("--confine", f"root={root},user=vsnap")
+        st = status(pid)
+        user = pwd.getpwnam("vsnap")
+        self.assertEqual(st["Uid"].split(), [str(user.pw_uid)] * 4)
+        self.assertEqual((st["CapEff"], st["NoNewPrivs"], st["Seccomp"]),
+                         ("0000000000000000", "1", "2"))
+        self.assertNotEqual(namespace(pid, "mnt"), namespace(os.getpid(), "mnt"))
+        self.assertEqual(namespace(pid, "pid"), namespace(os.getpid(), "pid"))
+        self.assertFalse(os.path.exists(f"/proc/{pid}/root/etc/passwd"))
+        self.assertTrue(os.path.exists(f"/proc/{pid}/root{TESTGUEST}"))
+
+    def test_unconfined_by_default(self):
+        pid = self.boot()
+        st = status(pid)
+        self.assertEqual(st["Uid"].split()[1], "0")
+        self.assertEqual(st["Seccomp"], "2")
+        self.assertEqual(namespace(pid, "mnt"), namespace(os.getpid(), "mnt"))
 
 
 @needs_guest
