@@ -204,20 +204,25 @@ static gint by_length(gconstpointer a, gconstpointer b)
     return lx < ly ? -1 : lx > ly ? 1 : strcmp(x->path, y->path);
 }
 
+static bool already_exposed(GArray *all, const char *path)
+{
+    for (guint j = 0; j < all->len; j++)
+        if (g_str_equal(g_array_index(all, struct exposed, j).path, path))
+            return true;
+    return false;
+}
+
 /* Every path once (writable wins), parents before what they hold: a bind
  * inside a read-only bind needs its mount point to exist already. */
 static GArray *exposed_paths(const struct sandbox_confine *c)
 {
     GArray *all = g_array_new(FALSE, FALSE, sizeof(struct exposed));
     for (guint i = 0; i < c->rw_paths->len; i++)
-        g_array_append_val(all, ((struct exposed){c->rw_paths->pdata[i], true}));
-    for (guint i = 0; i < c->ro_paths->len; i++) {
-        bool seen = false;
-        for (guint j = 0; j < all->len && !seen; j++)
-            seen = g_str_equal(g_array_index(all, struct exposed, j).path, c->ro_paths->pdata[i]);
-        if (!seen)
+        if (!already_exposed(all, c->rw_paths->pdata[i]))
+            g_array_append_val(all, ((struct exposed){c->rw_paths->pdata[i], true}));
+    for (guint i = 0; i < c->ro_paths->len; i++)
+        if (!already_exposed(all, c->ro_paths->pdata[i]))
             g_array_append_val(all, ((struct exposed){c->ro_paths->pdata[i], false}));
-    }
     g_array_sort(all, by_length);
     return all;
 }
