@@ -13,7 +13,7 @@ import tempfile
 import time
 import unittest
 
-from vsnapd import SHIM, TESTGUEST, DaemonTest, domain_xml, needs_guest, wait_for
+from vsnapd import SHIM, TESTGUEST, DaemonTest, VirshEvents, domain_xml, needs_guest, wait_for
 
 TRIGGER = "VSNAP_SHIM_TEST_FORBIDDEN_SYSCALL"
 MIB = 1 << 20
@@ -111,6 +111,34 @@ class ConfineTest(DaemonTest):
         self.daemon.virsh("snapshot-create-as", "c1", "s1")
         self.daemon.virsh("resume", "c1")
         self.assertEqual(self.state("c1"), "running (unpaused)")
+
+    def test_guest_reset_reopens_a_root_only_disk(self):
+        """A reset builds a fresh VM in the same shim, after the drop: the
+        disk image, writable by root only, is the one opened before it."""
+        image = os.path.join(self.daemon.dir, "root-only.img")
+        with open(image, "wb") as f:
+            f.truncate(1 << 20)
+        os.chmod(image, 0o644)
+        disk = (f"    <disk type='file' device='disk'>\n      <source file='{image}'/>\n"
+                "      <target dev='vda' bus='virtio'/>\n    </disk>\n")
+        watcher = VirshEvents(self.daemon, "--all")
+        try:
+            path = os.path.join(self.daemon.dir, "r.xml")
+            with open(path, "w") as f:
+                f.write(domain_xml("r", cmdline="vsnap.fill_mib=1 vsnap.reboot_after_ready=1",
+                                   extra_devices=disk))
+            self.daemon.virsh("define", path)
+            self.daemon.virsh("start", "r")
+            pid = self.daemon.shim_pids()["r"]
+            first = watcher.wait_for_line("event 'reboot' for domain 'r'")
+            # The rebuilt VM booted and got ready: it resets again.
+            watcher.wait_for_line("event 'reboot' for domain 'r'", after=first + 1)
+            self.assertTrue(self.state("r").startswith("running"))
+            self.assertEqual(self.daemon.shim_pids()["r"], pid)
+            self.assertNotEqual(status(pid)["Uid"].split()[1], "0")
+            self.daemon.virsh("destroy", "r")
+        finally:
+            watcher.stop()
 
     def kernel(self):
         return os.environ["VSNAP_TESTGUEST"]
