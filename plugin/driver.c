@@ -11,6 +11,7 @@
 #include "atomic-file.h"
 #include "conf/capabilities.h"
 #include "monitor.h"
+#include "persist/job.h"
 #include "persist/save.h"
 #include "persist/snapshot.h"
 #include "process.h"
@@ -119,6 +120,18 @@ void driver_free(struct vsnap_driver *drv)
     g_free(drv);
 }
 
+/* A job a dead daemon left: undone, or finished when it had made its
+ * product (a save whose image is in place). */
+static void recover_job(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    int operation = 0;
+    g_mutex_lock(&dom->job);
+    if (domain_job_recover(dom, &operation) == DOMAIN_JOB_MADE_PRODUCT &&
+        operation == VIR_DOMAIN_JOB_OPERATION_SAVE)
+        save_finish_recovered(drv, dom);
+    g_mutex_unlock(&dom->job);
+}
+
 static void load_config(struct vsnap_driver *drv, const char *path)
 {
     g_autofree char *xml = NULL;
@@ -167,8 +180,10 @@ bool driver_load(struct vsnap_driver *drv, GError **error)
     process_reattach_all(drv);
     /* What a daemon that died in the middle of a job left behind. */
     g_autoptr(GPtrArray) doms = domain_list_snapshot(drv->domains);
-    for (guint i = 0; i < doms->len; i++)
+    for (guint i = 0; i < doms->len; i++) {
+        recover_job(drv, doms->pdata[i]);
         snapshot_recover(drv, doms->pdata[i]);
+    }
     save_recover(drv);
     return true;
 }

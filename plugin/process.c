@@ -74,11 +74,14 @@ static struct domain_run *run_new(struct vsnap_driver *drv, const char *name)
     return run;
 }
 
-/* The shim is gone: its files, its jail's mount point and its cgroup. */
+/* The shim is gone: its files, its jail's mount point and its cgroup. The
+ * status file goes last: while it is there, a daemon that died during the
+ * removal leaves the next one the stop under way (its reason), not a run
+ * that looks crashed. */
 static void remove_runtime_files(struct vsnap_driver *drv, struct domain_run *run)
 {
     const char *files[] = {run->api_socket, run->vsock_socket, run->fifo_path,
-                           run->pid_path,   run->status_path,  run->xml_path};
+                           run->pid_path,   run->xml_path};
     for (size_t i = 0; i < G_N_ELEMENTS(files); i++)
         g_unlink(files[i]);
     /* Guest-initiated vsock connections leave <vsock>_<port> listeners. */
@@ -86,9 +89,10 @@ static void remove_runtime_files(struct vsnap_driver *drv, struct domain_run *ru
     const char *entry;
     while (dir && (entry = g_dir_read_name(dir))) {
         g_autofree char *path = g_build_filename(run->dir, entry, NULL);
-        if (g_unlink(path) < 0 && errno == EISDIR)
+        if (!g_str_equal(path, run->status_path) && g_unlink(path) < 0 && errno == EISDIR)
             g_rmdir(path);
     }
+    g_unlink(run->status_path);
     g_rmdir(run->dir);
     g_autofree char *name = g_path_get_basename(run->dir);
     jail_cleanup(drv, name);
@@ -301,6 +305,8 @@ void process_write_status_locked(struct vsnap_domain *dom)
     g_key_file_set_integer(kf, "domain", "pid", run->pid);
     g_key_file_set_integer(kf, "domain", "state", dom->state);
     g_key_file_set_integer(kf, "domain", "reason", dom->reason);
+    if (run->stopping)
+        g_key_file_set_integer(kf, "domain", "stopping", run->stop_reason);
     g_autofree char *text = g_key_file_to_data(kf, NULL, NULL);
     g_autoptr(GError) error = NULL;
     if (!atomic_file_write(run->status_path, text, &error))
@@ -529,8 +535,11 @@ bool process_stop(struct vsnap_driver *drv, struct vsnap_domain *dom, int reason
 {
     g_mutex_lock(&dom->lock);
     struct domain_run *run = dom->run ? domain_run_ref(dom->run) : NULL;
-    if (run)
+    if (run) {
         run->stopping = true;
+        run->stop_reason = reason;
+        process_write_status_locked(dom);
+    }
     g_mutex_unlock(&dom->lock);
     if (!run) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
@@ -539,6 +548,7 @@ bool process_stop(struct vsnap_driver *drv, struct vsnap_domain *dom, int reason
     if (!terminate(run, graceful)) {
         g_mutex_lock(&dom->lock);
         run->stopping = false;
+        process_write_status_locked(dom);
         g_mutex_unlock(&dom->lock);
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_TIMEOUT,
                     "the shim (pid %d) did not exit after SIGTERM", run->pid);
@@ -664,6 +674,7 @@ struct saved_status {
     uint64_t generation;
     bool ready;
     int state, reason;   /* as last written; the reason survives a restart */
+    int stopping;        /* a stop under way (its shut-off reason), 0 if none */
 };
 
 static bool read_status(struct domain_run *run, struct saved_status *st)
@@ -676,6 +687,7 @@ static bool read_status(struct domain_run *run, struct saved_status *st)
     st->ready = g_key_file_get_boolean(kf, "domain", "ready", NULL);
     st->state = g_key_file_get_integer(kf, "domain", "state", NULL);
     st->reason = g_key_file_get_integer(kf, "domain", "reason", NULL);
+    st->stopping = g_key_file_get_integer(kf, "domain", "stopping", NULL);
     return st->id > 0;
 }
 
@@ -822,12 +834,21 @@ static void reattach_one(struct vsnap_driver *drv, const char *name)
         run->pid = find_shim(run);
     if (run->pid > 0)
         run->pidfd = pidfd_open(run->pid, 0);
+    bool have_status = read_status(run, &st);
+    if (st.stopping > 0) {
+        /* The previous daemon died while stopping it: finish that stop. */
+        g_message("domain %s: the previous daemon was stopping it; finishing the stop", name);
+        if (run->pidfd >= 0)
+            terminate(run, false);
+        mark_stopped(drv, name, st.stopping);
+        goto discard;
+    }
     if (run->pidfd < 0) {
         g_message("domain %s: its shim is gone; cleaning up %s", name, run->dir);
         mark_crashed(drv, name);
         goto discard;
     }
-    if (!read_status(run, &st) || !g_file_get_contents(run->xml_path, &xml, NULL, NULL)) {
+    if (!have_status || !g_file_get_contents(run->xml_path, &xml, NULL, NULL)) {
         /* The previous daemon died in the middle of starting it. */
         g_message("domain %s: shim %d never finished starting; stopping it", name, run->pid);
         terminate(run, false);

@@ -25,6 +25,8 @@ struct domain_run {
     char *dir, *api_socket, *vsock_socket, *fifo_path, *pid_path, *status_path, *xml_path,
         *log_path;
     bool stopping;      /* under dom->lock: an exit of the shim is expected */
+    int stop_reason;    /* under dom->lock: the shut-off reason of that stop (in the status
+                           file, so a daemon that dies during the stop is finished by the next) */
     bool ready;         /* under dom->lock: the guest announced readiness */
 };
 

@@ -1,6 +1,7 @@
 #include "job.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <glib/gstdio.h>
 
 #include <libvirt/libvirt.h>
@@ -30,13 +31,27 @@ static bool job_write(struct vsnap_domain *dom, const struct domain_job *job, GE
     g_key_file_set_integer(kf, "job", "state", job->state);
     g_key_file_set_integer(kf, "job", "reason", job->reason);
     g_key_file_set_string(kf, "job", "leftover", job->leftover ? job->leftover : "");
+    g_key_file_set_string(kf, "job", "product", job->product ? job->product : "");
+    g_key_file_set_string(kf, "job", "product_was", job->product_was ? job->product_was : "");
     g_autofree char *text = g_key_file_to_data(kf, NULL, NULL);
     return atomic_file_write(path, text, error);
+}
+
+/* A file's identity: a rename over it makes a new one (another inode). */
+static char *product_identity(const char *path)
+{
+    GStatBuf st;
+    if (g_lstat(path, &st) != 0)
+        return g_strdup("absent");
+    return g_strdup_printf("%ju:%ju:%jd.%09ld", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino,
+                           (intmax_t)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
 }
 
 bool domain_job_begin(struct vsnap_domain *dom, const struct domain_job *begun, GError **error)
 {
     struct domain_job job = *begun;
+    g_autofree char *was = job.product ? product_identity(job.product) : NULL;
+    job.product_was = was;
     job.started_us = g_get_monotonic_time();
     g_mutex_lock(&dom->lock);
     job.state = dom->state;
@@ -95,6 +110,10 @@ bool domain_job_get(struct vsnap_domain *dom, struct domain_job *job)
     job->leftover = g_key_file_get_string(kf, "job", "leftover", NULL);
     if (job->leftover && !*job->leftover)
         g_clear_pointer(&job->leftover, g_free);
+    job->product = g_key_file_get_string(kf, "job", "product", NULL);
+    if (job->product && !*job->product)
+        g_clear_pointer(&job->product, g_free);
+    job->product_was = g_key_file_get_string(kf, "job", "product_was", NULL);
     if (job->watch_dir && *job->watch_dir)
         job->processed = MIN(job->total, snapdir_bytes(job->watch_dir));
     return true;
@@ -104,6 +123,8 @@ void domain_job_clear(struct domain_job *job)
 {
     g_clear_pointer(&job->watch_dir, g_free);
     g_clear_pointer(&job->leftover, g_free);
+    g_clear_pointer(&job->product, g_free);
+    g_clear_pointer(&job->product_was, g_free);
 }
 
 static const char *operation_name(int operation)
@@ -140,19 +161,31 @@ static void remove_leftover(struct vsnap_domain *dom, const char *path)
                   error ? error->message : g_strerror(errno));
 }
 
-bool domain_job_recover(struct vsnap_domain *dom)
+static bool made_product(const struct domain_job *job)
+{
+    if (!job->product)
+        return false;
+    g_autofree char *now = product_identity(job->product);
+    return !g_str_equal(now, "absent") && g_strcmp0(now, job->product_was) != 0;
+}
+
+enum domain_job_outcome domain_job_recover(struct vsnap_domain *dom, int *operation)
 {
     struct domain_job job = {0};
     if (!domain_job_get(dom, &job))
-        return false;
+        return DOMAIN_JOB_NONE;
+    bool made = made_product(&job);
     g_message("domain %s: its %s was cut short by the end of the previous daemon; %s", dom->name,
               operation_name(job.operation),
-              job.resume ? "resuming the VM it paused" : "the VM was paused before it");
-    if (job.resume)
+              made        ? "it had made its product, finishing it"
+              : job.resume ? "resuming the VM it paused"
+                           : "the VM was paused before it");
+    if (job.resume && !made)
         resume_after(dom, &job);
     if (job.leftover)
         remove_leftover(dom, job.leftover);
     domain_job_end(dom);
+    *operation = job.operation;
     domain_job_clear(&job);
-    return true;
+    return made ? DOMAIN_JOB_MADE_PRODUCT : DOMAIN_JOB_UNDONE;
 }

@@ -26,6 +26,18 @@ struct domain_job {
     bool resume;             /* the job pauses a running VM, which must run again */
     int state, reason;       /* the domain's state and reason when the job began */
     char *leftover;          /* a file or directory the job writes, NULL if none */
+    /* What the job makes under its final name (a save file, a managed-save
+     * image), NULL if nothing. Its identity when the job began is recorded
+     * beside it, so a new daemon can tell a job that got as far as making
+     * it (rename done, VM not yet stopped) from one that did not. */
+    char *product;
+    char *product_was;       /* set by domain_job_begin */
+};
+
+enum domain_job_outcome {
+    DOMAIN_JOB_NONE,         /* there was no job */
+    DOMAIN_JOB_UNDONE,       /* the VM runs (or is paused) as before the job */
+    DOMAIN_JOB_MADE_PRODUCT, /* the job's product exists: the caller finishes the job */
 };
 
 /* Record the job before it touches the VM: operation, total and watch_dir
@@ -39,10 +51,11 @@ void domain_job_progress(struct vsnap_domain *dom, guint64 total, guint64 proces
                          const char *watch_dir);
 void domain_job_end(struct vsnap_domain *dom);
 /* At start-up, after the reattach: a job file left by a daemon that died
- * during the job. The VM the job paused is resumed (state and reason as
- * before the job), its leftover removed, the file too; true when there was
- * one. */
-bool domain_job_recover(struct vsnap_domain *dom);
+ * during the job. Its leftover and the file are removed. If the job made
+ * its product, the VM stays paused for the caller to finish the job (stop
+ * it as saved) and *operation says which job it was; otherwise the VM the
+ * job paused is resumed (state and reason as before the job). */
+enum domain_job_outcome domain_job_recover(struct vsnap_domain *dom, int *operation);
 /* The job under way; false when none. */
 bool domain_job_get(struct vsnap_domain *dom, struct domain_job *job);
 void domain_job_clear(struct domain_job *job);

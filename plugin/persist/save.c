@@ -169,7 +169,7 @@ static void on_pack_progress(void *data, guint64 done, guint64 total)
  * save leaves the next one what it needs to resume the VM and remove
  * leftover (persist/recovery.c). */
 static bool begin_save_job(struct vsnap_domain *dom, const char *watch_dir, const char *leftover,
-                           GError **error)
+                           const char *product, GError **error)
 {
     g_mutex_lock(&dom->lock);
     bool running = dom->run && dom->state == VIR_DOMAIN_RUNNING;
@@ -177,6 +177,7 @@ static bool begin_save_job(struct vsnap_domain *dom, const char *watch_dir, cons
     struct domain_job job = {
         .operation = VIR_DOMAIN_JOB_OPERATION_SAVE, .total = ram_bytes(dom),
         .watch_dir = (char *)watch_dir, .resume = running, .leftover = (char *)leftover,
+        .product = (char *)product,
     };
     return domain_job_begin(dom, &job, error);
 }
@@ -204,7 +205,7 @@ static bool save_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, cons
     g_autofree char *work = work_dir(drv, error);
     g_autofree char *tmp_image = save_image_temp_path(to);
     bool was_running = false;
-    if (!work || !begin_save_job(dom, work, tmp_image, error) ||
+    if (!work || !begin_save_job(dom, work, tmp_image, to, error) ||
         !pause_in_job(drv, dom, &was_running, error)) {
         remove_dir(work);
         return false;
@@ -358,6 +359,13 @@ bool save_image_define(struct vsnap_driver *drv, const char *file, const char *d
     return ok;
 }
 
+void save_finish_recovered(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    g_autoptr(GError) error = NULL;
+    if (!stop_saved(drv, dom, &error))
+        g_warning("domain %s: cannot stop it after its save: %s", dom->name, error->message);
+}
+
 void save_recover(struct vsnap_driver *drv)
 {
     g_autofree char *work = g_build_filename(drv->paths.state_dir, WORK_DIR, NULL);
@@ -407,7 +415,7 @@ static bool managed_save_locked(struct vsnap_driver *drv, struct vsnap_domain *d
     bool was_running = false;
     if (!xml || !snapdir_remove(tmp, error) || !create_dir(tmp, error))
         return false;
-    if (!begin_save_job(dom, tmp, tmp, error) || !pause_in_job(drv, dom, &was_running, error)) {
+    if (!begin_save_job(dom, tmp, tmp, final, error) || !pause_in_job(drv, dom, &was_running, error)) {
         remove_dir(tmp);
         return false;
     }

@@ -57,6 +57,9 @@ bool save_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, uns
  * short left on disk (work directories, managed images never renamed into
  * place, the shim's partial directories) goes. */
 void save_recover(struct vsnap_driver *drv);
+/* A save whose daemon died after its image was in place but before the VM
+ * stopped: stop it now, as saved (persist/job.h: DOMAIN_JOB_MADE_PRODUCT). */
+void save_finish_recovered(struct vsnap_driver *drv, struct vsnap_domain *dom);
 
 /* domjobinfo: the job under way on dom (VIR_DOMAIN_JOB_NONE when none). */
 struct save_job_info {

@@ -8,6 +8,7 @@
 #include "lineage.h"
 #include "process.h"
 #include "restore.h"
+#include "revert-intent.h"
 #include "snapshot-dir.h"
 #include "snapshot-tree.h"
 #include "snapshot-vm.h"
@@ -496,29 +497,95 @@ static struct domain_def *snapshot_domain(struct vsnap_driver *drv, struct vsnap
     return def;
 }
 
+/* What a revert to e starts: its definition and whether it runs. */
+static bool revert_request(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                           struct snapshot_entry *e, unsigned flags, struct domain_def **def,
+                           struct restore_request *req, GError **error)
+{
+    *def = snapshot_domain(drv, dom, e, error);
+    /* Everything that can be checked is checked before the domain is touched. */
+    if (!*def || !snapdir_check_chain(e->dir, e->memory_id, error)) {
+        g_prefix_error(error, "cannot revert to snapshot '%s': ", e->name);
+        return false;
+    }
+    bool run = (flags & VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING) ||
+               (!(flags & VIR_DOMAIN_SNAPSHOT_REVERT_PAUSED) && e->state != SNAPSHOT_STATE_PAUSED);
+    *req = (struct restore_request){
+        .source_dir = e->dir, .def = *def, .run = run, .origin = RESTORE_FROM_SNAPSHOT,
+    };
+    return true;
+}
+
+/* The snapshot's VM runs: record it as the domain's current state. */
+static bool revert_recorded(struct snapshot_tree *tree, struct vsnap_domain *dom,
+                            struct snapshot_entry *e, GError **error)
+{
+    lineage_set(dom, e->id);
+    bool ok = snapshot_tree_set_current(tree, e->name, error);
+    revert_intent_remove(tree->dir);
+    return ok;
+}
+
+static pid_t shim_pid(struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->lock);
+    pid_t pid = dom->run ? dom->run->pid : 0;
+    g_mutex_unlock(&dom->lock);
+    return pid;
+}
+
 static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
                           unsigned flags, GError **error)
 {
     g_autoptr(snapshot_tree) tree = load_for_change(drv, dom, error);
     struct snapshot_entry *e = tree ? find(tree, name, error) : NULL;
-    if (!e)
+    g_autoptr(domain_def) def = NULL;
+    struct restore_request req;
+    if (!e || !revert_request(drv, dom, e, flags, &def, &req, error))
         return false;
-    g_autoptr(domain_def) def = snapshot_domain(drv, dom, e, error);
-    /* Everything that can be checked is checked before the domain is touched. */
-    if (!def || !snapdir_check_chain(e->dir, e->memory_id, error)) {
-        g_prefix_error(error, "cannot revert to snapshot '%s': ", name);
+    struct revert_intent intent = {.snapshot = e->name, .flags = flags, .old_pid = shim_pid(dom)};
+    if (!revert_intent_write(tree->dir, &intent, error))
+        return false;
+    if ((vsnap_domain_is_active(dom) && !stop_for_snapshot(drv, dom, error)) ||
+        !restore_start(drv, dom, &req, error)) {
+        revert_intent_remove(tree->dir);
         return false;
     }
-    bool run = (flags & VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING) ||
-               (!(flags & VIR_DOMAIN_SNAPSHOT_REVERT_PAUSED) && e->state != SNAPSHOT_STATE_PAUSED);
-    struct restore_request req = {
-        .source_dir = e->dir, .def = def, .run = run, .origin = RESTORE_FROM_SNAPSHOT,
-    };
-    if ((vsnap_domain_is_active(dom) && !stop_for_snapshot(drv, dom, error)) ||
-        !restore_start(drv, dom, &req, error))
-        return false;
-    lineage_set(dom, e->id);
-    return snapshot_tree_set_current(tree, e->name, error);
+    return revert_recorded(tree, dom, e, error);
+}
+
+/* A revert the previous daemon did not finish: the old VM still runs (as
+ * before: nothing to do), the snapshot's VM runs (record it), or neither
+ * (start the snapshot's VM, as the revert would have). */
+static void finish_revert(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                          struct snapshot_tree *tree)
+{
+    struct revert_intent intent = {0};
+    if (!revert_intent_read(tree->dir, &intent))
+        return;
+    g_autoptr(GError) error = NULL;
+    struct snapshot_entry *e = find(tree, intent.snapshot, &error);
+    pid_t pid = shim_pid(dom);
+    g_autoptr(domain_def) def = NULL;
+    struct restore_request req;
+    if (e && pid != 0 && pid == intent.old_pid) {
+        g_message("domain %s: a revert to '%s' was cut short before it stopped the VM",
+                  dom->name, e->name);
+        revert_intent_remove(tree->dir);
+    } else if (e && pid != 0) {
+        g_message("domain %s: recording the revert to '%s'", dom->name, e->name);
+        revert_recorded(tree, dom, e, &error);
+    } else if (e && revert_request(drv, dom, e, intent.flags, &def, &req, &error) &&
+               restore_start(drv, dom, &req, &error)) {
+        g_message("domain %s: finished the revert to '%s'", dom->name, e->name);
+        revert_recorded(tree, dom, e, &error);
+    } else {
+        revert_intent_remove(tree->dir);
+    }
+    if (error)
+        g_warning("domain %s: an interrupted revert to '%s': %s", dom->name, intent.snapshot,
+                  error->message);
+    revert_intent_clear(&intent);
 }
 
 bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
@@ -590,14 +657,14 @@ bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
 void snapshot_recover(struct vsnap_driver *drv, struct vsnap_domain *dom)
 {
     g_mutex_lock(&dom->job);
-    domain_job_recover(dom);
     g_autoptr(GError) error = NULL;
     g_autoptr(snapshot_tree) tree = load(drv, dom, &error);
     /* Snapshots the shim finished but nobody recorded, partial directories
      * of ones it never finished. */
-    if (tree)
+    if (tree) {
         snapshot_tree_remove_unfinished(tree);
-    else
+        finish_revert(drv, dom, tree);
+    } else
         g_warning("domain %s: %s", dom->name, error->message);
     g_mutex_unlock(&dom->job);
 }

@@ -219,6 +219,66 @@ def case_twins(workdir):
             t.close()
 
 
+def case_load_20(workdir, count=20):
+    """20 VMs restored at once from one chain (base, d1, d2), every mode in
+    turn, each checked region by region; then each writes its own data and
+    is snapshotted (a diff on d2) at once, and one of those snapshots is
+    restored and checked."""
+    import threading
+    chain = Chain(workdir)
+    chain.build()
+    chain.close()
+    clones, errors = [None] * count, []
+
+    def run_all(fn):
+        threads = [threading.Thread(target=fn, args=(i,)) for i in range(count)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        check(not any(t.is_alive() for t in threads), "a clone's call never returned")
+        check(not errors, "; ".join(errors[:5]))
+        return time.monotonic() - t0
+
+    def restore(i):
+        try:
+            clones[i] = restored(workdir, f"clone{i}", chain.paths["d2"], MODES[i % 3])
+            c = connect(clones[i], timeout_s=120)
+            got = sums(c)
+            if got != chain.expected["d2"]:
+                errors.append(f"clone {i} ({MODES[i % 3]}): {got} != {chain.expected['d2']}")
+            c.ok(f"FILL {REGION_B[0]:#x} {REGION_B[1]:#x} {300 + i}")
+            c.close()
+        except Exception as e:
+            errors.append(f"clone {i}: {e}")
+
+    def snapshot(i):
+        try:
+            clones[i].snapshot_paused(os.path.join(workdir, f"snap{i}"), chain.paths["d2"])
+        except Exception as e:
+            errors.append(f"snapshot of clone {i}: {e}")
+
+    try:
+        t_restore = run_all(restore)
+        t_snapshot = run_all(snapshot)
+    finally:
+        for shim in clones:
+            if shim:
+                shim.close()
+    last = count - 1
+    again = restored(workdir, "again", os.path.join(workdir, f"snap{last}"), "ondemand")
+    try:
+        c = connect(again)
+        check(c.sum(*REGION_B) == host_sum(300 + last, REGION_B[1]), "a clone's snapshot: region B")
+        check(c.sum(*REGION_C) == chain.expected["d2"][2], "a clone's snapshot: region C")
+        c.close()
+    finally:
+        again.close()
+    print(f"{count} clones restored and checked at once in {t_restore:.1f} s, "
+          f"snapshotted at once in {t_snapshot:.1f} s")
+
+
 def case_sparse_8g(workdir):
     """A 8 GiB VM that used 64 MiB writes a layer of about 64 MiB."""
     with ApiShim(SHIM, workdir=workdir, name="src") as src:
@@ -747,6 +807,7 @@ CASES = {
     "truncated_reference": case_truncated_reference,
     "ondemand_truncated": case_ondemand_truncated,
     "deleted_space": case_deleted_space,
+    "load_20": case_load_20,
 }
 
 

@@ -32,6 +32,7 @@ LAYERS = [
     ("persist: operations", [["persist/restore.*"], ["persist/lineage.*"],
                              ["persist/snapshot-vm.*"], ["persist/job.*"]]),
     ("persist: files", [["persist/snapshot-tree.*"], ["persist/managed-image.*"],
+                        ["persist/revert-intent.*"],
                         ["persist/save-image.*"]]),
     ("persist: snapshot directories", [["persist/snapshot-dir.*"]]),
     # process.c starts a run's watcher, and the watcher ends the run: one module.

@@ -31,7 +31,18 @@ def process_state(pid):
         return f.read().rsplit(")", 1)[1].split()[0]
 
 
-class CrashTest(SnapshotTestBase):
+class CrashTestBase(SnapshotTestBase):
+    """What crash tests share: restarting the daemon, finding shims and
+    leftovers, and the as-before check."""
+
+    def setUp(self):
+        super().setUp()
+        self.sums_at_base = None
+
+    def start_guest(self, name, memory_mib=128):
+        super().start_guest(name, memory_mib)
+        self.sums_at_base = self.sums(name)
+
     def restart(self, hook=None):
         """A new daemon (the old one was killed), with a hook or none."""
         if self.daemon.proc and self.daemon.proc.poll() is None:
@@ -91,6 +102,9 @@ class CrashTest(SnapshotTestBase):
         self.assertEqual(self.leftovers(name), [])
         self.assertEqual(self.sums(name), sums)
 
+
+
+class CrashTest(CrashTestBase):
     def test_killed_at_each_step_of_a_snapshot(self):
         self.start_guest("c1")
         self.v("snapshot-create-as", "c1", "base")   # the next ones are diffs
@@ -111,14 +125,6 @@ class CrashTest(SnapshotTestBase):
             print(f"killed at {step}: running (booted), no job, nothing left")
         self.v("snapshot-create-as", "c1", "after")
         self.check_revert("c1", "base", self.sums_at_base)
-
-    def setUp(self):
-        super().setUp()
-        self.sums_at_base = None
-
-    def start_guest(self, name, memory_mib=128):
-        super().start_guest(name, memory_mib)
-        self.sums_at_base = self.sums(name)
 
     def test_killed_during_a_save_or_managed_save(self):
         self.start_guest("c2")

@@ -3,6 +3,7 @@
 #include "helpers.h"
 
 #include "ram-snapshot/restore.h"
+#include "snapshot/compact.h"
 #include "snapshot/crc32c.h"
 #include "snapshot/layer-internal.h"
 #include "snapshot/layer-write.h"
@@ -188,6 +189,26 @@ static void test_truncated_while_open(void)
     test_scenario_free(&s);
 }
 
+/* A fold over layers whose blocks were checked earlier (so no checksum is
+ * read again) and one of which is then truncated fails with an error naming
+ * the file; it must not end the process with SIGBUS. */
+static void test_fold_truncated_after_check(void)
+{
+    struct test_scenario s;
+    test_scenario_build(&s, RAM, false);
+    g_autoptr(snap_chain) c = test_open_chain(s.paths, 3);
+    struct snap_layer *base = c->layers[0];
+    g_assert_true(snap_layer_verify_data(base, 0, base->hdr.page_count, NULL));
+    test_truncate(s.paths[0], SNAP_LAYER_DATA_OFFSET + SNAP_BLOCK_PAGES * TEST_PAGE);
+    g_autofree char *out = g_build_filename(s.dir, "folded", NULL);
+    g_autoptr(GError) error = NULL;
+    g_assert_false(snap_compact_chain(c, out, NULL, &error));
+    g_assert_error(error, SNAP_ERROR, SNAP_ERROR_IO);
+    g_assert_nonnull(strstr(error->message, s.paths[0]));
+    g_assert_false(g_file_test(out, G_FILE_TEST_EXISTS));
+    test_scenario_free(&s);
+}
+
 static void test_flipped_header_and_index(void)
 {
     struct test_scenario s;
@@ -332,6 +353,7 @@ int main(int argc, char **argv)
     g_test_add_func("/snapshot/layer/missing-and-junk", test_missing_and_junk);
     g_test_add_func("/snapshot/layer/truncated", test_truncated);
     g_test_add_func("/snapshot/layer/truncated-while-open", test_truncated_while_open);
+    g_test_add_func("/snapshot/layer/fold-truncated-after-check", test_fold_truncated_after_check);
     g_test_add_func("/snapshot/layer/flipped-header-index", test_flipped_header_and_index);
     g_test_add_func("/snapshot/layer/flipped-data", test_flipped_data);
     g_test_add_func("/snapshot/layer/wrong-chain", test_wrong_chain);
