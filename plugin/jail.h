@@ -17,6 +17,9 @@
 
 #include "state.h"
 
+/* Test-only: absolute paths, ':'-separated, bound read-write into every jail. */
+#define JAIL_TEST_PATHS_ENV "VSNAPD_TEST_JAIL_PATHS"
+
 struct jail_launch {
     char *confine_arg;  /* the value of the shim's --confine; NULL: not confined */
     GArray *cgroup_procs; /* int: cgroup.procs fds the launcher joins */

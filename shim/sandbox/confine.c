@@ -333,6 +333,21 @@ static bool make_dev(const struct sandbox_confine *c, GError **error)
     return expose_ptys(c->root, error);
 }
 
+/* The first process of a PID namespace of its own (the daemon's launch)
+ * gets a procfs of that namespace: /proc/self, and nobody else's. A shim
+ * started by hand shares the host's PIDs and gets none. */
+static bool mount_proc(const char *root, GError **error)
+{
+    if (getpid() != 1)
+        return true;
+    g_autofree char *proc = g_build_filename(root, "/proc", NULL);
+    if (mkdir(proc, 0555) < 0 && errno != EEXIST)
+        return confine_error(error, "cannot create", proc);
+    if (mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        return confine_error(error, "cannot mount a procfs on", proc);
+    return true;
+}
+
 static bool build_jail(const struct sandbox_confine *c, GError **error)
 {
     /* Nothing done here reaches the host's mount table. */
@@ -340,7 +355,7 @@ static bool build_jail(const struct sandbox_confine *c, GError **error)
         return confine_error(error, "cannot make the mounts private", NULL);
     if (mount("tmpfs", c->root, "tmpfs", MS_NOSUID, "mode=0755,size=16m") < 0)
         return confine_error(error, "cannot mount the jail's tmpfs on", c->root);
-    return make_dev(c, error) && expose_all(c, error);
+    return make_dev(c, error) && mount_proc(c->root, error) && expose_all(c, error);
 }
 
 static bool enter_jail(const char *root, GError **error)

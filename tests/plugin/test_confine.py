@@ -98,7 +98,9 @@ class ConfineTest(DaemonTest):
         self.assertFalse(os.path.exists(root + "/etc/shadow"))
         self.assertFalse(os.path.exists(root + "/usr"))
         self.assertEqual(sorted(os.listdir(root)),
-                         sorted({"dev", top(self.daemon.dir), top(self.kernel())}))
+                         sorted({"dev", "proc", top(self.daemon.dir), top(self.kernel())}))
+        # Its procfs is its PID namespace's: itself and nobody else.
+        self.assertEqual([e for e in os.listdir(root + "/proc") if e.isdigit()], ["1"])
         self.assertTrue(os.path.exists(root + self.kernel()))
         run = os.path.join(self.daemon.state, "run", "c1")
         self.assertTrue(os.path.exists(root + run + "/api.sock"))
