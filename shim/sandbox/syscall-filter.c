@@ -99,7 +99,7 @@ static const char *const main_calls[] = {
 #define SANITIZER_BUILD 0
 #endif
 static const char *const sanitizer_calls[] = {
-    "ptrace", "wait4", "waitid", "clone", "getppid",
+    "ptrace", "wait4", "waitid", "clone", "getppid", "getdents",
 };
 
 /* ioctls by their type byte (_IOC_TYPE) */
