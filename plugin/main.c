@@ -84,6 +84,7 @@ static void default_tool_paths(struct driver_paths *p)
 static bool default_paths(struct driver_paths *p, GError **error)
 {
     p->privileged = geteuid() == 0;
+    p->confine = p->privileged;   /* only root can confine */
     default_tool_paths(p);
     if (p->privileged) {
         p->socket_dir = g_strdup("/run/libvirt");
@@ -166,6 +167,7 @@ static bool apply_config_file(struct daemon *d, GError **error)
         {"run_dir", &d->paths.run_dir},       {"log_dir", &d->paths.log_dir},
         {"shim", &d->paths.shim_path},        {"schema_dir", &d->paths.schema_dir},
         {"network_uri", &d->paths.network_uri},
+        {"confine_user", &d->paths.confine_user},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
         g_autofree char *value = g_key_file_get_string(kf, "daemon", keys[i].key, NULL);
@@ -173,6 +175,21 @@ static bool apply_config_file(struct daemon *d, GError **error)
     }
     if (g_key_file_has_key(kf, "daemon", "timeout", NULL) && d->opts.timeout == 0)
         d->opts.timeout = g_key_file_get_integer(kf, "daemon", "timeout", NULL);
+    if (g_key_file_has_key(kf, "daemon", "confine", NULL)) {
+        g_autoptr(GError) local = NULL;
+        bool confine = g_key_file_get_boolean(kf, "daemon", "confine", &local);
+        if (local) {
+            g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                        "%s: confine: %s", path, local->message);
+            return false;
+        }
+        if (confine && !d->paths.privileged) {
+            g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                        "%s: confine=true needs a daemon running as root", path);
+            return false;
+        }
+        d->paths.confine = confine;
+    }
     if (!apply_limits(kf, &d->limits, error)) {
         g_prefix_error(error, "%s: ", path);
         return false;

@@ -10,12 +10,15 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/pidfd.h>
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "atomic-file.h"
 #include "disk-state.h"
+#include "jail.h"
 #include "monitor.h"
 #include "process-net.h"
 #include "shim-events.h"
@@ -26,6 +29,8 @@
 #define TERM_WAIT_MS 3000
 #define KILL_WAIT_MS 5000
 #define LOST_WAIT_MS 1000   /* a shim that dropped the connection is gone by then */
+
+static char *log_tail(const char *path);
 
 struct domain_run *domain_run_ref(struct domain_run *run)
 {
@@ -73,10 +78,11 @@ static struct domain_run *run_new(struct vsnap_driver *drv, const char *name)
     return run;
 }
 
-/* The status file goes last: while it is there, a daemon that died during
- * the removal leaves the next one the stop under way (its reason), not a
- * run that looks crashed. */
-static void remove_runtime_files(struct domain_run *run)
+/* The shim is gone: its files, its jail's mount point and its cgroup. The
+ * status file goes last: while it is there, a daemon that died during the
+ * removal leaves the next one the stop under way (its reason), not a run
+ * that looks crashed. */
+static void remove_runtime_files(struct vsnap_driver *drv, struct domain_run *run)
 {
     const char *files[] = {run->api_socket, run->vsock_socket, run->fifo_path,
                            run->pid_path,   run->xml_path};
@@ -87,11 +93,18 @@ static void remove_runtime_files(struct domain_run *run)
     const char *entry;
     while (dir && (entry = g_dir_read_name(dir))) {
         g_autofree char *path = g_build_filename(run->dir, entry, NULL);
-        if (!g_str_equal(path, run->status_path))
-            g_unlink(path);
+        if (!g_str_equal(path, run->status_path) && g_unlink(path) < 0 && errno == EISDIR)
+            g_rmdir(path);
     }
     g_unlink(run->status_path);
     g_rmdir(run->dir);
+    g_autofree char *name = g_path_get_basename(run->dir);
+    jail_cleanup(drv, name);
+}
+
+char *process_log_tail(const struct domain_run *run)
+{
+    return log_tail(run->log_path);
 }
 
 /* The last lines of the shim's log, to explain a failed start. */
@@ -143,17 +156,25 @@ static bool read_full(int fd, void *buf, size_t len)
  * the grandchild's pid from the intermediate child and, when exec fails,
  * errno from the grandchild (the pipe is close-on-exec, so a successful
  * exec just closes it). */
-static void exec_grandchild(char **argv, int log_fd, int status_fd)
+static void exec_grandchild(char **argv, int log_fd, int status_fd,
+                            const struct jail_launch *jail)
 {
     if (setsid() < 0)
         _exit(126);
-    pid_t pid = fork();
+    /* A confined shim is the first process of a PID namespace of its own;
+     * the pid the daemon records is its pid here, in the daemon's. */
+    pid_t pid = jail->confine_arg ? (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, 0, 0, 0, 0)
+                                  : fork();
     if (pid < 0)
         _exit(126);
     if (pid > 0) {
         (void)!write(status_fd, &pid, sizeof(pid));
         _exit(0);
     }
+    /* Into the domain's cgroup before exec: "0" is the writer itself. */
+    for (guint i = 0; jail->cgroup_procs && i < jail->cgroup_procs->len; i++)
+        if (write(g_array_index(jail->cgroup_procs, int, i), "0", 1) != 1)
+            _exit(125);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0 ||
         dup2(status_fd, 3) < 0 || fcntl(3, F_SETFD, FD_CLOEXEC) < 0)
@@ -172,12 +193,13 @@ static void exec_grandchild(char **argv, int log_fd, int status_fd)
 }
 
 static pid_t spawn_shim(struct vsnap_driver *drv, struct domain_run *run, int log_fd,
-                        GError **error)
+                        const struct jail_launch *jail, GError **error)
 {
     g_autofree char *api_arg = g_strdup_printf("path=%s", run->api_socket);
     g_autofree char *ev_arg = g_strdup_printf("path=%s", run->fifo_path);
     char *argv[] = {drv->paths.shim_path, "--api-socket", api_arg, "--event-monitor",
-                    ev_arg, "--log-file", run->log_path, NULL};
+                    ev_arg, "--log-file", run->log_path,
+                    jail->confine_arg ? "--confine" : NULL, jail->confine_arg, NULL};
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) < 0) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "pipe: %s", g_strerror(errno));
@@ -193,7 +215,7 @@ static pid_t spawn_shim(struct vsnap_driver *drv, struct domain_run *run, int lo
     }
     if (child == 0) {
         close(pipefd[0]);
-        exec_grandchild(argv, log_fd, pipefd[1]);
+        exec_grandchild(argv, log_fd, pipefd[1], jail);
     }
     close(pipefd[1]);
     int status;
@@ -217,10 +239,10 @@ static pid_t spawn_shim(struct vsnap_driver *drv, struct domain_run *run, int lo
     return pid;
 }
 
-static bool make_run_dir(struct domain_run *run, GError **error)
+static bool make_run_dir(struct vsnap_driver *drv, struct domain_run *run, GError **error)
 {
     if (g_file_test(run->dir, G_FILE_TEST_IS_DIR))
-        remove_runtime_files(run);   /* leftovers of a run that is over */
+        remove_runtime_files(drv, run);   /* leftovers of a run that is over */
     if (g_mkdir_with_parents(run->dir, 0700) < 0) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot create %s: %s",
                     run->dir, g_strerror(errno));
@@ -534,12 +556,18 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
         return false;
     const char *disk_dir = live->n_disks > 0 ? run->disk_dir : NULL;
     g_autofree char *json = domain_def_to_vm_config_json(live, run->vsock_socket, disk_dir, error);
-    if (!json || !make_run_dir(run, error) || !open_event_fifo(run, error))
+    if (!json || !make_run_dir(drv, run, error) || !open_event_fifo(run, error))
+        return false;
+    struct jail_launch jail;
+    if (!jail_prepare(drv, live, run->dir, run->log_path, &jail, error))
         return false;
     int log_fd = open_log(run, error);
-    if (log_fd < 0)
+    if (log_fd < 0) {
+        jail_launch_clear(&jail);
         return false;
-    run->pid = spawn_shim(drv, run, log_fd, error);
+    }
+    run->pid = spawn_shim(drv, run, log_fd, &jail, error);
+    jail_launch_clear(&jail);
     close(log_fd);
     if (run->pid < 0)
         return false;
@@ -559,6 +587,13 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
     if (!setup_vm(run, live, json, nets, how, &lost, error)) {
         g_autofree char *tail = log_tail(run->log_path);
         g_prefix_error(error, "cannot start the VM: ");
+        /* A shim that died answering says why in its log (a seccomp kill). */
+        if (error && *error && wait_readable(run->pidfd, LOST_WAIT_MS)) {
+            g_autofree char *message = g_strdup_printf("%s; the shim exited, its log ends with: %s",
+                                                       (*error)->message, tail);
+            g_free((*error)->message);
+            (*error)->message = g_steal_pointer(&message);
+        }
         g_debug("shim log tail: %s", tail);
         return false;
     }
@@ -597,7 +632,7 @@ bool process_start_with(struct vsnap_driver *drv, struct vsnap_domain *dom,
     process_net_close(&nets);
     if (!launched) {
         process_net_release(drv, live);
-        remove_runtime_files(run);
+        remove_runtime_files(drv, run);
         domain_run_unref(run);
         return false;
     }
@@ -631,7 +666,7 @@ void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct 
     /* Before the domain reads as shut off: a start that follows at once must
      * neither find this run's files nor have its own new ones (same paths)
      * removed by this cleanup. */
-    remove_runtime_files(run);
+    remove_runtime_files(drv, run);
     dom->run = NULL;
     dom->id = -1;
     g_autoptr(domain_def) ended = dom->def->n_nets ? domain_def_copy(dom->def) : NULL;
@@ -1030,7 +1065,7 @@ static void reattach_one(struct vsnap_driver *drv, const char *name)
 discard:
     vm_info_clear(&info);
     release_nets_of_dead_run(drv, run);
-    remove_runtime_files(run);
+    remove_runtime_files(drv, run);
     domain_run_unref(run);
 }
 

@@ -99,6 +99,8 @@ bool process_drop_disk_layers(struct vsnap_domain *dom, const char *snapshot_dir
  * logged, the record then stays). Call with dom->job held, dom inactive. */
 void process_release_disks(struct vsnap_driver *drv, struct vsnap_domain *dom);
 
+/* The last lines of the shim's log (why it died: a seccomp report, say). */
+char *process_log_tail(const struct domain_run *run);
 /* Resident memory of the shim (VmRSS), in KiB (0 when unknown). */
 uint64_t process_rss_kib(pid_t pid);
 /* CPU time used by the shim so far, in nanoseconds (0 when unknown). */

@@ -127,7 +127,9 @@ static void on_shim_exit(struct watcher *w)
     bool current = run_is_current_locked(w);
     g_mutex_unlock(&dom->lock);
     if (current) {
-        g_message("domain %s: shim %d exited unexpectedly", dom->name, w->run->pid);
+        g_autofree char *tail = process_log_tail(w->run);
+        g_warning("domain %s: shim %d exited unexpectedly; its log ends with: %s", dom->name,
+                  w->run->pid, tail);
         process_cleanup(w->drv, dom, w->run, VIR_DOMAIN_SHUTOFF_CRASHED);
         g_mutex_lock(&dom->lock);
         event_queue_lifecycle(w->drv->events, dom, VIR_DOMAIN_EVENT_STOPPED,

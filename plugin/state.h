@@ -18,6 +18,8 @@ struct driver_paths {
     char *shim_path;
     char *schema_dir;
     char *network_uri;  /* the host's network driver (network:///system), for type='network' */
+    bool confine;       /* shims run confined (plugin/jail.h); default when root */
+    char *confine_user; /* the shims' user, default "vsnap" */
 };
 
 struct vsnap_driver {

@@ -11,6 +11,8 @@
 
 #include "api/api.h"
 #include "api/cli.h"
+#include "sandbox/confine.h"
+#include "sandbox/syscall-filter.h"
 #include "vmm/events.h"
 #include "vmm/vmm.h"
 #include "vsnap-config.h"
@@ -140,6 +142,64 @@ static bool start(struct shim *shim, GError **error)
     return true;
 }
 
+/* ---- confinement ----------------------------------------------------------- */
+
+/* The value of a "path=P" option (--api-socket, --event-monitor), else NULL. */
+static const char *path_of(const char *spec)
+{
+    return spec && g_str_has_prefix(spec, "path=") ? spec + strlen("path=") : NULL;
+}
+
+static void expose_console(struct sandbox_confine *c, const struct console_config *con)
+{
+    sandbox_confine_expose(c, con->file, true);
+    if (con->socket) {
+        g_autofree char *dir = g_path_get_dirname(con->socket);
+        sandbox_confine_expose(c, dir, true);
+    }
+}
+
+/* What the command line names is in the jail, at its own path: the log,
+ * the event monitor, the API socket's directory (the socket is made
+ * there), and a --kernel VM's files. */
+static void expose_command_line(struct shim *shim)
+{
+    struct sandbox_confine *c = shim->options.confine;
+    const struct vm_config *cfg = shim->options.direct_config;
+    sandbox_confine_expose(c, shim->options.log_file, true);
+    sandbox_confine_expose(c, path_of(shim->options.event_monitor), true);
+    if (path_of(shim->options.api_socket)) {
+        g_autofree char *dir = g_path_get_dirname(path_of(shim->options.api_socket));
+        sandbox_confine_expose(c, dir, true);
+    }
+    if (!cfg)
+        return;
+    sandbox_confine_expose(c, cfg->payload.kernel, false);
+    sandbox_confine_expose(c, cfg->payload.initramfs, false);
+    for (unsigned i = 0; i < cfg->ndisks; i++)
+        sandbox_confine_expose(c, cfg->disks[i].path, !cfg->disks[i].readonly);
+    expose_console(c, &cfg->serial);
+    expose_console(c, &cfg->console);
+    if (cfg->vsock.socket) {
+        g_autofree char *dir = g_path_get_dirname(cfg->vsock.socket);
+        sandbox_confine_expose(c, dir, true);
+    }
+    sandbox_confine_expose(c, cfg->rng.src, false);
+}
+
+/* Before anything else runs: the jail first (the filter does not allow
+ * mount or pivot_root), then the main thread's allow-list, which every
+ * thread started later inherits. */
+static bool confine(struct shim *shim, GError **error)
+{
+    if (shim->options.confine) {
+        expose_command_line(shim);
+        if (!sandbox_confine_enter(shim->options.confine, error))
+            return false;
+    }
+    return sandbox_seccomp_install_main(shim->options.seccomp, error);
+}
+
 /* The VM goes first (its threads may still write to the event monitor). */
 static void stop(struct shim *shim)
 {
@@ -187,7 +247,7 @@ int main(int argc, char **argv)
         shim_options_clear(&shim.options);
         return 0;
     }
-    if (!start(&shim, &error)) {
+    if (!confine(&shim, &error) || !start(&shim, &error)) {
         fprintf(stderr, "vsnap-shim: %s\n", error->message);
         if (shim.log)
             g_warning("%s", error->message);

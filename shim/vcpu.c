@@ -17,6 +17,7 @@
 
 #include "cpuid.h"
 #include "vm-internal.h"
+#include "sandbox/syscall-filter.h"
 
 #define VCPU_KICK_SIGNAL SIGUSR1
 #define MSR_IA32_MISC_ENABLE 0x1a0
@@ -394,6 +395,7 @@ static void *vcpu_thread(void *opaque)
     sigemptyset(&kick);
     sigaddset(&kick, VCPU_KICK_SIGNAL);
     pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
+    sandbox_seccomp_enter_thread(SANDBOX_THREAD_VCPU);
     while (wait_until_runnable(v))
         run_once(v);
     return NULL;

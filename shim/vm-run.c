@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "vm-internal.h"
+#include "sandbox/confine.h"
 
 #define PAUSE_TIMEOUT_US (10 * G_USEC_PER_SEC)
 #define PAUSE_REKICK_US (100 * 1000)
@@ -16,6 +17,9 @@
 /* Threads that start while the state is VM_RUN_PAUSED park at once. */
 static bool start_vcpu_threads(struct vm *vm, enum vm_run_state initial, GError **error)
 {
+    /* A confined shim leaves root before the guest runs (sandbox/confine.h). */
+    if (!sandbox_drop_privileges(error))
+        return false;
     g_mutex_lock(&vm->run_lock);
     if (vm->state != VM_RUN_CREATED) {
         g_mutex_unlock(&vm->run_lock);

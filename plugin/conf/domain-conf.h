@@ -138,6 +138,15 @@ struct domain_def {
     } rng;
     struct domain_net *nets;      /* <interface>s in definition order; the shim's id is "net<N>" */
     size_t n_nets;
+    /* The domain's cgroup (plugin/cgroup.c): 0 is "no limit". */
+    struct {
+        bool present;
+        uint64_t hard_limit_kib, soft_limit_kib, swap_hard_limit_kib;
+    } memtune;
+    struct {
+        bool present;
+        uint64_t shares, period_us, quota_us;
+    } cputune;
 };
 
 /* g_autoptr() needs a type name without 'struct'. */

@@ -286,6 +286,37 @@ static void format_devices(GString *out, const struct domain_def *def, bool live
     g_string_append(out, "  </devices>\n");
 }
 
+static void append_limit(GString *out, const char *name, uint64_t kib)
+{
+    if (kib)
+        g_string_append_printf(out, "    <%s unit='KiB'>%" G_GUINT64_FORMAT "</%s>\n", name, kib,
+                               name);
+}
+
+static void append_number(GString *out, const char *name, uint64_t value)
+{
+    if (value)
+        g_string_append_printf(out, "    <%s>%" G_GUINT64_FORMAT "</%s>\n", name, value, name);
+}
+
+static void format_tune(GString *out, const struct domain_def *def)
+{
+    if (def->memtune.present) {
+        g_string_append(out, "  <memtune>\n");
+        append_limit(out, "hard_limit", def->memtune.hard_limit_kib);
+        append_limit(out, "soft_limit", def->memtune.soft_limit_kib);
+        append_limit(out, "swap_hard_limit", def->memtune.swap_hard_limit_kib);
+        g_string_append(out, "  </memtune>\n");
+    }
+    if (def->cputune.present) {
+        g_string_append(out, "  <cputune>\n");
+        append_number(out, "shares", def->cputune.shares);
+        append_number(out, "period", def->cputune.period_us);
+        append_number(out, "quota", def->cputune.quota_us);
+        g_string_append(out, "  </cputune>\n");
+    }
+}
+
 char *domain_def_format(const struct domain_def *def, bool live, int id)
 {
     GString *out = g_string_new(NULL);
@@ -306,6 +337,7 @@ char *domain_def_format(const struct domain_def *def, bool live, int id)
                            "  <currentMemory unit='KiB'>%" G_GUINT64_FORMAT "</currentMemory>\n"
                            "  <vcpu placement='static'>%u</vcpu>\n",
                            def->memory_kib, def->current_memory_kib, def->vcpus);
+    format_tune(out, def);
     format_sysinfo(out, &def->sysinfo);
     format_os(out, def);
     format_features_cpu_clock(out, def);

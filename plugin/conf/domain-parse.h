@@ -45,6 +45,8 @@ void domain_net_clear(struct domain_net *net);
 bool domain_parse_metadata(struct domain_def *def, const xmlNode *metadata, GError **error);
 bool domain_parse_sysinfo(struct domain_def *def, const xmlNode *sysinfo, GError **error);
 bool domain_parse_smbios(struct domain_def *def, const xmlNode *smbios, GError **error);
+bool domain_parse_memtune(struct domain_def *def, const xmlNode *memtune, GError **error);
+bool domain_parse_cputune(struct domain_def *def, const xmlNode *cputune, GError **error);
 bool domain_parse_rng(struct domain_def *def, const xmlNode *rng, GError **error);
 /* Once everything is parsed: sysinfo and the smbios mode agree with the domain. */
 bool domain_check_sysinfo(const struct domain_def *def, GError **error);

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <libvirt/libvirt.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "monitor.h"
 #include "process.h"
@@ -19,10 +21,26 @@ static char *api_socket(struct vsnap_domain *dom, int *state, uint64_t *ram_byte
     return path;
 }
 
+/* The shim writes the destination (and a temporary directory beside it):
+ * it gets the owner of its parent, which plugin/jail.c gave a confined
+ * shim's user (root's own when shims are not confined). */
+static bool give_to_shim(const char *dir, GError **error)
+{
+    g_autofree char *parent = g_path_get_dirname(dir);
+    struct stat st;
+    if (stat(parent, &st) == 0 && chown(dir, st.st_uid, st.st_gid) == 0)
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR,
+                "cannot give %s to the owner of its parent: %s", dir, g_strerror(errno));
+    return false;
+}
+
 static bool snapshot_paused(struct vsnap_domain *dom, const char *api, uint64_t ram_bytes,
                             const char *dir, const char *parent_dir, bool *refused,
                             GError **error)
 {
+    if (!give_to_shim(dir, error))
+        return false;
     g_autofree char *url = snapdir_url(dir);
     g_autofree char *parent_url = parent_dir ? snapdir_url(parent_dir) : NULL;
     if (!monitor_vm_snapshot(api, url, parent_url, ram_bytes, refused, error)) {

@@ -14,6 +14,7 @@ struct raw_options {
     char *kernel, *initramfs, *cmdline, *memory, *cpus, *serial, *console, *vsock, *rng, *platform;
     char **disks; /* one --disk each */
     char **nets;  /* one --net each */
+    char *seccomp, *confine;
 };
 
 static void raw_options_clear(struct raw_options *raw)
@@ -30,6 +31,8 @@ static void raw_options_clear(struct raw_options *raw)
     g_free(raw->platform);
     g_strfreev(raw->disks);
     g_strfreev(raw->nets);
+    g_free(raw->seccomp);
+    g_free(raw->confine);
 }
 
 static bool set_mode_with_value(struct console_config *out, enum console_mode mode,
@@ -384,6 +387,7 @@ static bool check_direct_options(const struct raw_options *raw, GError **error)
 
 static GOptionContext *make_context(struct shim_options *out, struct raw_options *raw)
 {
+    /* raw->seccomp and raw->confine are parsed after GOption is done. */
     const GOptionEntry entries[] = {
         { "api-socket", 0, 0, G_OPTION_ARG_STRING, &out->api_socket,
           "Serve the REST API on a UNIX socket", "path=<socket>|fd=<n>" },
@@ -393,6 +397,13 @@ static GOptionContext *make_context(struct shim_options *out, struct raw_options
         { "verbose", 'v', G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer)count_verbose,
           "More log output (repeat for more)", NULL },
         { "version", 'V', 0, G_OPTION_ARG_NONE, &out->version, "Print the version", NULL },
+        { "seccomp", 0, 0, G_OPTION_ARG_STRING, &raw->seccomp,
+          "Per-thread system call allow-lists (default true; log: report, do not kill)",
+          "true|false|log" },
+        { "confine", 0, 0, G_OPTION_ARG_STRING, &raw->confine,
+          "Run in namespaces and a jail of only the listed paths, as an unprivileged user once "
+          "the guest starts",
+          "root=<dir>,user=<name>|uid=<n>,gid=<n>[,paths=<file>][,hostname=<name>]" },
         { "kernel", 0, 0, G_OPTION_ARG_FILENAME, &raw->kernel,
           "Create and boot a VM with this kernel at once", "<bzImage|vmlinux>" },
         { "initramfs", 0, 0, G_OPTION_ARG_FILENAME, &raw->initramfs, "Initramfs", "<file>" },
@@ -429,6 +440,19 @@ static GOptionContext *make_context(struct shim_options *out, struct raw_options
     return context;
 }
 
+static bool parse_sandbox_options(const struct raw_options *raw, struct shim_options *out,
+                                  GError **error)
+{
+    out->seccomp = SANDBOX_SECCOMP_KILL;
+    if (raw->seccomp && !sandbox_parse_mode(raw->seccomp, &out->seccomp, error))
+        return false;
+    if (!raw->confine)
+        return true;
+    out->confine = g_new0(struct sandbox_confine, 1);
+    sandbox_confine_init(out->confine);
+    return sandbox_confine_parse(raw->confine, out->confine, error);
+}
+
 bool shim_options_parse(int argc, char **argv, struct shim_options *out, GError **error)
 {
     struct raw_options raw = { 0 };
@@ -448,7 +472,7 @@ bool shim_options_parse(int argc, char **argv, struct shim_options *out, GError 
         ok = true;
         goto out;
     }
-    if (!check_direct_options(&raw, error))
+    if (!check_direct_options(&raw, error) || !parse_sandbox_options(&raw, out, error))
         goto out;
     if (!out->api_socket && !raw.kernel) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
@@ -467,4 +491,8 @@ void shim_options_clear(struct shim_options *options)
     g_clear_pointer(&options->event_monitor, g_free);
     g_clear_pointer(&options->log_file, g_free);
     g_clear_pointer(&options->direct_config, vm_config_free);
+    if (options->confine) {
+        sandbox_confine_clear(options->confine);
+        g_clear_pointer(&options->confine, g_free);
+    }
 }

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 
 #include "config/vm-config.h"
+#include "sandbox/confine.h"
+#include "sandbox/syscall-filter.h"
 #include "vmm/events.h"
 
 struct shim_options {
@@ -15,6 +17,8 @@ struct shim_options {
     int verbosity;        /* number of -v */
     bool version;
     struct vm_config *direct_config; /* --kernel given: create and boot at once */
+    enum sandbox_mode seccomp;       /* --seccomp true (default), false or log */
+    struct sandbox_confine *confine; /* --confine given, else NULL */
 };
 
 /* Parse argv. --help prints the help and exits 0 (GOption does that). */

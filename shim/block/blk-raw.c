@@ -4,6 +4,7 @@
 
 #include "block/blk-backend.h"
 #include "block/blk-iov.h"
+#include "sandbox/confine.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -284,7 +285,7 @@ struct blk_backend *blk_raw_open(const struct blk_raw_options *opts, GError **er
     r->direct = opts->direct;
     r->mem_align = r->off_align = 1;
     int flags = (opts->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | (opts->direct ? O_DIRECT : 0);
-    r->fd = open(opts->path, flags);
+    r->fd = sandbox_open_kept(opts->path, flags);   /* a reset reopens it unprivileged */
     if (r->fd < 0) {
         int e = errno;
         const char *what = e == EINVAL && opts->direct ? "opening it with O_DIRECT (direct=true), which its file "

@@ -16,6 +16,7 @@
 #include "config/vm-config-json.h"
 #include "snapshot/disk.h"
 #include "snapshot/overlay.h"
+#include "sandbox/confine.h"
 
 #define SECTOR 512u
 
@@ -250,7 +251,7 @@ bool disk_config_check_image(const struct disk_config *disk, const char *field, 
         return image_failed(error, field, disk->path, "not a regular file or a block device");
     /* The base of a chain is only ever read. */
     bool read_only = disk->readonly || disk->vsnap_chain;
-    int fd = open(disk->path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    int fd = sandbox_open_kept(disk->path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         g_autofree char *why = g_strdup_printf("cannot open it for %s: %s",

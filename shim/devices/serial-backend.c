@@ -1,6 +1,7 @@
 /* Console backends of the serial port and the virtio-console. See
  * serial-backend.h. */
 #include "serial-backend.h"
+#include "sandbox/syscall-filter.h"
 
 #include <errno.h>
 #include <gio/gio.h>
@@ -204,6 +205,7 @@ static void drain_wake_pipe(struct serial_backend *b)
 static gpointer input_thread(gpointer data)
 {
     struct serial_backend *b = data;
+    sandbox_seccomp_enter_thread(SANDBOX_THREAD_DEVICE);
     while (!b->quit) {
         struct pollfd p[2] = { { .fd = b->wake[0], .events = POLLIN }, { .fd = -1 } };
         bool room = flush_pending(b);

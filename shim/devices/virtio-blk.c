@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "state/state-json.h"
+#include "sandbox/syscall-filter.h"
 
 /* After a batch the thread keeps looking at the rings for this much of its
  * own CPU time (and at most POLL_WALL_MAX_US) before it turns notifications
@@ -235,6 +236,7 @@ static bool poll_after_work(struct virtio_blk *dev)
 static gpointer io_thread(gpointer data)
 {
     struct virtio_blk *dev = data;
+    sandbox_seccomp_enter_thread(SANDBOX_THREAD_DISK);
     bool worked = false;
     while (honour_pause(dev)) {
         if (service_all(dev)) {

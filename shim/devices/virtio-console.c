@@ -13,6 +13,7 @@
 
 #include "serial-backend.h"
 #include "virtio-mmio.h"
+#include "sandbox/syscall-filter.h"
 
 #define QUEUE_RX 0 /* receiveq: host to guest */
 #define QUEUE_TX 1 /* transmitq: guest to host */
@@ -140,6 +141,7 @@ static size_t deliver_input(void *opaque, const uint8_t *bytes, size_t len)
 static gpointer device_thread(gpointer data)
 {
     struct virtio_console *dev = data;
+    sandbox_seccomp_enter_thread(SANDBOX_THREAD_DEVICE);
     for (;;) {
         struct pollfd p[] = {
             { .fd = dev->stop_fd, .events = POLLIN },

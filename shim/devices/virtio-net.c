@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "sandbox/syscall-filter.h"
 #include "state/state-json.h"
 #include "tap.h"
 #include "virtio-mmio.h"
@@ -434,6 +435,7 @@ static bool service(struct virtio_net *dev)
 
 static gpointer io_thread(gpointer data)
 {
+    sandbox_seccomp_enter_thread(SANDBOX_THREAD_DEVICE);
     struct virtio_net *dev = data;
     bool more = true;
     while (!atomic_load(&dev->stop)) {

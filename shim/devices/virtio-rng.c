@@ -16,6 +16,7 @@
 
 #include "token-bucket.h"
 #include "virtio-mmio.h"
+#include "sandbox/syscall-filter.h"
 
 #define QUEUE_REQUEST 0
 #define QUEUE_SIZE 256
@@ -145,6 +146,7 @@ static void process_requests(struct virtio_rng *dev)
 static gpointer device_thread(gpointer data)
 {
     struct virtio_rng *dev = data;
+    sandbox_seccomp_enter_thread(SANDBOX_THREAD_DEVICE);
     for (;;) {
         struct pollfd p[] = {
             { .fd = dev->stop_fd, .events = POLLIN },

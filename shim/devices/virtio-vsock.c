@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "virtio-vsock-priv.h"
+#include "sandbox/syscall-filter.h"
 
 #define TIMER_PERIOD_NS (100 * 1000 * 1000) /* deadline checks: 100 ms granularity */
 #define EPOLL_BATCH 64
@@ -183,6 +184,7 @@ static void reset_if_requested(struct virtio_vsock *dev)
 static gpointer device_thread(gpointer data)
 {
     struct virtio_vsock *dev = data;
+    sandbox_seccomp_enter_thread(SANDBOX_THREAD_DEVICE);
     struct epoll_event events[EPOLL_BATCH];
     for (;;) {
         int n = epoll_wait(dev->epoll_fd, events, EPOLL_BATCH, -1);

@@ -4,6 +4,7 @@
  * threads racing on the same page is harmless because UFFDIO_COPY of a page
  * that exists fails with EEXIST and changes nothing. */
 #include "uffd.h"
+#include "sandbox/syscall-filter.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -310,6 +311,7 @@ static void read_faults(struct snap_uffd *u)
 static void *handler_thread(void *arg)
 {
     struct snap_uffd *u = arg;
+    sandbox_seccomp_enter_thread(SANDBOX_THREAD_UFFD);
     struct pollfd fds[2] = { { .fd = u->uffd, .events = POLLIN }, { .fd = u->wake_fd, .events = POLLIN } };
     while (!__atomic_load_n(&u->stopping, __ATOMIC_ACQUIRE)) {
         if (poll(fds, 2, -1) < 0) {
@@ -355,6 +357,7 @@ static bool serve_everything(struct snap_uffd *u, bool count_prefetch, GError **
 static void *prefetch_thread(void *arg)
 {
     struct snap_uffd *u = arg;
+    sandbox_seccomp_enter_thread(SANDBOX_THREAD_UFFD);
     GError *err = NULL;
     if (serve_everything(u, true, &err)) {
         __atomic_store_n(&u->stats.prefetch_done, true, __ATOMIC_RELEASE);

@@ -43,6 +43,9 @@ LAYERS = [
     # The host side of interfaces: taps and bridges, and ports of libvirt
     # networks (the host's network driver, through libvirt's client library).
     ("host network", [["netdev.*"], ["network-port.*", "host-networks.*"]]),
+    # What a launched shim is confined to: its jail's paths, user, cgroup.
+    ("jail", [["jail.*"]]),
+    ("cgroup", [["cgroup.*"]]),
     ("shared state", [["state.h"]]),
     ("events", [["events.*"]]),
     ("domains", [["domain.*"]]),

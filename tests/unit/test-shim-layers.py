@@ -24,6 +24,7 @@ LAYERS = [
     ["boot"],                 # boot/: the Linux boot protocol and tables
     ["ram-snapshot"],         # ram-snapshot/: guest RAM to and from layers, restore modes, uffd
     ["platform", "config", "state"],  # memory.c, bus.c; config/; state/
+    ["sandbox"],              # sandbox/: seccomp allow-lists, --confine
 ]
 
 # Top-level files by group; a folder is its own group.

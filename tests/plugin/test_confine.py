@@ -1,0 +1,334 @@
+"""The shims virtvsnapd launches are confined (docs/confinement.md): an
+unprivileged user, no capabilities, no_new_privs, seccomp filters on every
+thread, their own mount, IPC, UTS and PID namespaces with only the domain's
+files visible, a cgroup with the limits of <memtune> and <cputune>. A
+forbidden system call (the shim's test-only trigger) kills the shim, and the
+daemon says so. confine=false in the configuration file turns it off."""
+
+import os
+import pwd
+import re
+import subprocess
+import tempfile
+import time
+import unittest
+
+from vsnapd import SHIM, TESTGUEST, DaemonTest, VirshEvents, domain_xml, needs_guest, wait_for
+
+TRIGGER = "VSNAP_SHIM_TEST_FORBIDDEN_SYSCALL"
+MIB = 1 << 20
+
+
+def status(pid, tid=None):
+    """/proc/<pid>[/task/<tid>]/status as a dict of its fields."""
+    path = f"/proc/{pid}/status" if tid is None else f"/proc/{pid}/task/{tid}/status"
+    with open(path) as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+def namespace(pid, kind):
+    return os.readlink(f"/proc/{pid}/ns/{kind}")
+
+
+def cgroup_dir(pid, controller):
+    """The directory of pid's cgroup holding controller: v1's hierarchy when
+    it has one (a hybrid host), else v2's."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        lines = [line.rstrip("\n").split(":", 2) for line in f]
+    for _, controllers, path in lines:
+        if controller in controllers.split(","):
+            return f"/sys/fs/cgroup/{controller}{path}"
+    for hid, controllers, path in lines:
+        if hid == "0" and not controllers:
+            root = ("/sys/fs/cgroup" if os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+                    else "/sys/fs/cgroup/unified")
+            return root + path
+    raise AssertionError(f"no cgroup of {pid} has {controller}")
+
+
+def top(path):
+    """The first component of an absolute path."""
+    return path.split("/")[1]
+
+
+def read(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
+def tuned_xml(name, memtune="", cputune="", **kw):
+    xml = domain_xml(name, **kw)
+    return re.sub(r"(  <vcpu>.*</vcpu>\n)", lambda m: m.group(1) + memtune + cputune, xml)
+
+
+@needs_guest
+class ConfineTest(DaemonTest):
+    def start_domain(self, name, xml=None):
+        path = os.path.join(self.daemon.dir, name + ".xml")
+        with open(path, "w") as f:
+            f.write(xml or domain_xml(name))
+        self.daemon.virsh("define", path)
+        self.daemon.virsh("start", name)
+        return self.daemon.shim_pids()[name]
+
+    def test_shim_is_confined(self):
+        pid = self.start_domain("c1")
+        user = pwd.getpwnam("vsnap")
+        st = status(pid)
+        self.assertEqual(st["CapEff"], "0000000000000000")
+        self.assertEqual(st["CapPrm"], "0000000000000000")
+        self.assertEqual(st["CapBnd"], "0000000000000000")
+        self.assertEqual(st["NoNewPrivs"], "1")
+        self.assertEqual(st["Seccomp"], "2")
+        self.assertEqual(st["Uid"].split(), [str(user.pw_uid)] * 4)
+        self.assertEqual(st["Gid"].split(), [str(user.pw_gid)] * 4)
+        # Every thread: the vCPU, the devices, the main loop.
+        tids = os.listdir(f"/proc/{pid}/task")
+        self.assertGreater(len(tids), 1)
+        for tid in tids:
+            t = status(pid, tid)
+            self.assertEqual((t["Seccomp"], t["CapEff"], t["Uid"].split()[1]),
+                             ("2", "0000000000000000", str(user.pw_uid)), f"thread {t['Name']}")
+        for kind in ("mnt", "ipc", "uts", "pid"):
+            self.assertNotEqual(namespace(pid, kind), namespace(os.getpid(), kind), kind)
+        # The daemon records the shim's real pid; inside, it is the first.
+        self.assertEqual(st["NSpid"].split(), [str(pid), "1"])
+        # Only the jail: no /etc, the kernel and the run directory at their own paths.
+        root = f"/proc/{pid}/root"
+        self.assertFalse(os.path.exists(root + "/etc/shadow"))
+        self.assertFalse(os.path.exists(root + "/usr"))
+        self.assertEqual(sorted(os.listdir(root)),
+                         sorted({"dev", "proc", top(self.daemon.dir), top(self.kernel())}))
+        # Its procfs is its PID namespace's: itself and nobody else.
+        self.assertEqual([e for e in os.listdir(root + "/proc") if e.isdigit()], ["1"])
+        self.assertTrue(os.path.exists(root + self.kernel()))
+        run = os.path.join(self.daemon.state, "run", "c1")
+        self.assertTrue(os.path.exists(root + run + "/api.sock"))
+        self.assertFalse(os.path.exists(root + os.path.join(self.daemon.state, "domains")))
+        self.assertEqual(sorted(os.listdir(root + "/dev")),
+                         ["kvm", "null", "ptmx", "pts", "random", "shm", "urandom", "userfaultfd",
+                          "zero"])
+        # The domain keeps working confined: pause, snapshot, resume.
+        self.daemon.virsh("suspend", "c1")
+        self.daemon.virsh("snapshot-create-as", "c1", "s1")
+        self.daemon.virsh("resume", "c1")
+        self.assertEqual(self.state("c1"), "running (unpaused)")
+
+    def test_guest_reset_reopens_a_root_only_disk(self):
+        """A reset builds a fresh VM in the same shim, after the drop: the
+        disk image, writable by root only, is the one opened before it."""
+        image = os.path.join(self.daemon.dir, "root-only.img")
+        with open(image, "wb") as f:
+            f.truncate(1 << 20)
+        os.chmod(image, 0o644)
+        disk = (f"    <disk type='file' device='disk'>\n      <source file='{image}'/>\n"
+                "      <target dev='vda' bus='virtio'/>\n    </disk>\n")
+        watcher = VirshEvents(self.daemon, "--all")
+        try:
+            path = os.path.join(self.daemon.dir, "r.xml")
+            with open(path, "w") as f:
+                f.write(domain_xml("r", cmdline="vsnap.fill_mib=1 vsnap.reboot_after_ready=1",
+                                   extra_devices=disk))
+            self.daemon.virsh("define", path)
+            self.daemon.virsh("start", "r")
+            pid = self.daemon.shim_pids()["r"]
+            first = watcher.wait_for_line("event 'reboot' for domain 'r'")
+            # The rebuilt VM booted and got ready: it resets again.
+            watcher.wait_for_line("event 'reboot' for domain 'r'", after=first + 1)
+            self.assertTrue(self.state("r").startswith("running"))
+            self.assertEqual(self.daemon.shim_pids()["r"], pid)
+            self.assertNotEqual(status(pid)["Uid"].split()[1], "0")
+            self.daemon.virsh("destroy", "r")
+        finally:
+            watcher.stop()
+
+    def kernel(self):
+        return os.environ["VSNAP_TESTGUEST"]
+
+    def test_cgroup_limits_from_memtune_and_cputune(self):
+        xml = tuned_xml("c2", memory_mib=64,
+                        memtune="  <memtune>\n    <hard_limit unit='MiB'>256</hard_limit>\n"
+                                "    <soft_limit unit='MiB'>192</soft_limit>\n  </memtune>\n",
+                        cputune="  <cputune>\n    <shares>512</shares>\n"
+                                "    <period>100000</period>\n    <quota>50000</quota>\n"
+                                "  </cputune>\n")
+        pid = self.start_domain("c2", xml)
+        memory = cgroup_dir(pid, "memory")
+        cpu = cgroup_dir(pid, "cpu")
+        self.assertRegex(os.path.basename(memory), r"^vsnap-c2-[0-9a-f]{8}$")
+        if os.path.exists(memory + "/memory.limit_in_bytes"):   # v1
+            self.assertEqual(int(read(memory + "/memory.limit_in_bytes")), 256 * MIB)
+            self.assertEqual(int(read(memory + "/memory.soft_limit_in_bytes")), 192 * MIB)
+            self.assertEqual(read(cpu + "/cpu.shares"), "512")
+            self.assertEqual(read(cpu + "/cpu.cfs_quota_us"), "50000")
+            self.assertEqual(read(cpu + "/cpu.cfs_period_us"), "100000")
+        else:                                                   # v2
+            self.assertEqual(int(read(memory + "/memory.max")), 256 * MIB)
+            self.assertEqual(int(read(memory + "/memory.high")), 192 * MIB)
+            self.assertEqual(read(cpu + "/cpu.max"), "50000 100000")
+        # The shim's guest RAM is charged there.
+        usage = memory + ("/memory.usage_in_bytes" if os.path.exists(memory + "/memory.usage_in_bytes")
+                          else "/memory.current")
+        self.assertGreater(int(read(usage)), 1 * MIB)
+        # The definition keeps its limits; the cgroup goes with the shim.
+        live = self.daemon.virsh("dumpxml", "c2").stdout
+        self.assertIn("<hard_limit unit='KiB'>262144</hard_limit>", live)
+        self.assertIn("<quota>50000</quota>", live)
+        self.daemon.virsh("destroy", "c2")
+        wait_for(lambda: not os.path.exists(memory), what="the cgroup removed")
+
+    def test_forbidden_syscall_at_start_is_reported(self):
+        self.daemon.stop()
+        self.daemon.start(env={TRIGGER: "main"})
+        path = os.path.join(self.daemon.dir, "f1.xml")
+        with open(path, "w") as f:
+            f.write(domain_xml("f1"))
+        self.daemon.virsh("define", path)
+        res = self.daemon.virsh("start", "f1", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("seccomp: thread vsnap-shim (main list) made the forbidden system call "
+                      "personality", res.stderr)
+        self.assertTrue(self.state("f1").startswith("shut off"))
+        self.assertEqual(self.daemon.shim_pids(), {})
+
+    def test_forbidden_syscall_on_a_vcpu_kills_the_shim(self):
+        self.daemon.stop()
+        self.daemon.start(env={TRIGGER: "vcpu"})
+        path = os.path.join(self.daemon.dir, "f2.xml")
+        with open(path, "w") as f:
+            f.write(domain_xml("f2"))
+        self.daemon.virsh("define", path)
+        # The vCPU dies as vm.boot starts it: the start fails, or the domain
+        # crashes right after; either way the daemon names the call.
+        res = self.daemon.virsh("start", "f2", check=False)
+        wait_for(lambda: self.state("f2").startswith("shut off"), what="the shim gone")
+        self.assertEqual(self.daemon.shim_pids(), {})
+        report = "thread vcpu0 (vcpu list) made the forbidden system call personality"
+        wait_for(lambda: report in res.stderr or report in self.daemon.log(),
+                 what="the daemon's report")
+
+    def expect_killed(self, name, kind, thread, start):
+        """start() makes a thread of kind run: the shim dies of its filter,
+        the domain ends shut off, and the report names the thread and list."""
+        res = start()
+        wait_for(lambda: self.state(name).startswith("shut off"), what="the shim gone")
+        self.assertEqual(self.daemon.shim_pids(), {})
+        report = f"thread {thread} ({kind} list) made the forbidden system call personality"
+        wait_for(lambda: report in res.stderr or report in self.daemon.log(),
+                 what=f"the report of the {kind} thread")
+
+    def test_forbidden_syscall_on_a_disk_or_device_thread(self):
+        image = os.path.join(self.daemon.dir, "disk.img")
+        with open(image, "wb") as f:
+            f.truncate(1 << 20)
+        disk = (f"    <disk type='file' device='disk'>\n      <source file='{image}'/>\n"
+                "      <target dev='vda' bus='virtio'/>\n    </disk>\n")
+        for kind, thread in (("disk", "virtio-blk"), ("device", "virtio-vsock")):
+            with self.subTest(kind=kind):
+                self.daemon.stop()
+                self.daemon.start(env={TRIGGER: kind})
+                path = os.path.join(self.daemon.dir, f"k-{kind}.xml")
+                with open(path, "w") as f:
+                    f.write(domain_xml(f"k-{kind}", extra_devices=disk))
+                self.daemon.virsh("define", path)
+                self.expect_killed(f"k-{kind}", kind, thread,
+                                   lambda: self.daemon.virsh("start", f"k-{kind}", check=False))
+
+    def test_forbidden_syscall_on_the_uffd_handler(self):
+        """The userfaultfd handler of an on-demand revert (whose fd the shim
+        opened while still root) runs filtered too."""
+        path = os.path.join(self.daemon.dir, "u.xml")
+        with open(path, "w") as f:
+            f.write(domain_xml("u", restore_mode="ondemand"))
+        self.daemon.virsh("define", path)
+        self.daemon.virsh("start", "u")
+        self.daemon.virsh("snapshot-create-as", "u", "s1")
+        self.daemon.virsh("destroy", "u")
+        # Without the trigger, the on-demand revert works confined.
+        self.daemon.virsh("snapshot-revert", "u", "s1", "--running")
+        self.assertEqual(self.state("u"), "running (from snapshot)")
+        self.daemon.virsh("destroy", "u")
+        self.daemon.stop()
+        self.daemon.start(env={TRIGGER: "uffd"})
+        self.expect_killed("u", "uffd", "vsnap-shim",
+                           lambda: self.daemon.virsh("snapshot-revert", "u", "s1", "--running",
+                                                     check=False))
+
+
+@needs_guest
+class HandConfineTest(unittest.TestCase):
+    """vsnap-shim --confine by hand: the same jail and drop, no PID namespace."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="vsnap-confine-")
+        self.proc = None
+
+    def tearDown(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        subprocess.run(["rm", "-rf", self.dir], check=False)
+
+    def boot(self, *extra):
+        serial = os.path.join(self.dir, "serial.log")
+        log = os.path.join(self.dir, "shim.log")
+        self.proc = subprocess.Popen(
+            [SHIM, *extra, "--log-file", log, "--kernel", TESTGUEST, "--memory", "size=64M",
+             "--serial", f"file={serial}", "--console", "off",
+             "--api-socket", "path=" + os.path.join(self.dir, "api.sock")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the shim exited ({self.proc.returncode}):\n" + read(log))
+            if os.path.exists(serial) and "ready" in read(serial):
+                return self.proc.pid
+            time.sleep(0.05)
+        raise AssertionError("the guest never got ready:\n" + read(log))
+
+    def test_confine_option(self):
+        root = os.path.join(self.dir, "root")
+        os.mkdir(root)
+        # nobody: a user every Debian system has (vsnap may not exist yet).
+        pid = self.boot("--confine", f"root={root},user=nobody")
+        st = status(pid)
+        user = pwd.getpwnam("nobody")
+        self.assertEqual(st["Uid"].split(), [str(user.pw_uid)] * 4)
+        self.assertEqual((st["CapEff"], st["NoNewPrivs"], st["Seccomp"]),
+                         ("0000000000000000", "1", "2"))
+        self.assertNotEqual(namespace(pid, "mnt"), namespace(os.getpid(), "mnt"))
+        self.assertEqual(namespace(pid, "pid"), namespace(os.getpid(), "pid"))
+        self.assertFalse(os.path.exists(f"/proc/{pid}/root/etc/passwd"))
+        self.assertTrue(os.path.exists(f"/proc/{pid}/root{TESTGUEST}"))
+
+    def test_unconfined_by_default(self):
+        pid = self.boot()
+        st = status(pid)
+        self.assertEqual(st["Uid"].split()[1], "0")
+        self.assertEqual(st["Seccomp"], "2")
+        self.assertEqual(namespace(pid, "mnt"), namespace(os.getpid(), "mnt"))
+
+
+@needs_guest
+class UnconfinedTest(DaemonTest):
+    def test_confine_false_in_the_configuration(self):
+        conf = os.path.join(self.daemon.dir, "virtvsnapd.conf")
+        with open(conf, "w") as f:
+            f.write("[daemon]\nconfine=false\n")
+        self.daemon.stop()
+        self.daemon.start(extra=["--config", conf])
+        path = os.path.join(self.daemon.dir, "u1.xml")
+        with open(path, "w") as f:
+            f.write(domain_xml("u1"))
+        self.daemon.virsh("define", path)
+        self.daemon.virsh("start", "u1")
+        pid = self.daemon.shim_pids()["u1"]
+        st = status(pid)
+        self.assertEqual(st["Uid"].split()[1], "0")
+        self.assertEqual(st["Seccomp"], "2")   # the filters stay: they need no privilege
+        self.assertEqual(namespace(pid, "mnt"), namespace(os.getpid(), "mnt"))
+        self.assertTrue(os.path.exists(f"/proc/{pid}/root/etc"))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
