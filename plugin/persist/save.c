@@ -7,6 +7,7 @@
 
 #include "caller.h"
 #include "disk-state.h"
+#include "jail.h"
 #include "job.h"
 #include "lineage.h"
 #include "managed-image.h"
@@ -113,12 +114,29 @@ static bool domain_has_writable_disk(struct vsnap_domain *dom)
     return has;
 }
 
+/* A saved-* directory and the files in it belong to the confined shims'
+ * user: a shim reopens its disks' chains (their layers in here) after each
+ * snapshot, long after it gave up root. */
+static bool give_saved_dir(struct vsnap_driver *drv, const char *dir, GError **error)
+{
+    if (!jail_give_dir(drv, dir, error))
+        return false;
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *entry;
+    while (d && (entry = g_dir_read_name(d))) {
+        g_autofree char *path = g_build_filename(dir, entry, NULL);
+        if (!jail_give_dir(drv, path, error))
+            return false;
+    }
+    return true;
+}
+
 /* A new saved-* directory in dom's disk directory (created). */
 static char *saved_dir(struct vsnap_driver *drv, const char *name, GError **error)
 {
     g_autofree char *disks = disk_state_dir(drv->paths.state_dir, name);
     g_autofree char *dir = disk_state_new_saved_dir(disks);
-    return create_dir(dir, error) ? g_steal_pointer(&dir) : NULL;
+    return create_dir(dir, error) && give_saved_dir(drv, dir, error) ? g_steal_pointer(&dir) : NULL;
 }
 
 /* The recorded chains of dom (shut off, or about to be) with the paths
@@ -148,7 +166,7 @@ static char *keep_managed_files(struct vsnap_driver *drv, struct vsnap_domain *d
                     g_strerror(errno));
         return NULL;
     }
-    if (!relocate_record(drv, dom, dir, kept, error)) {
+    if (!give_saved_dir(drv, kept, error) || !relocate_record(drv, dom, dir, kept, error)) {
         (void)g_rename(kept, dir);
         return NULL;
     }
@@ -376,7 +394,8 @@ static bool restore_into(struct vsnap_driver *drv, struct vsnap_domain *dom, con
     struct restore_request req = {
         .source_dir = work, .def = def, .run = run, .origin = RESTORE_FROM_SAVE,
     };
-    bool ok = work && save_image_extract(from, work, error) && restore_start(drv, dom, &req, error);
+    bool ok = work && save_image_extract(from, work, error) &&
+              (!disks || give_saved_dir(drv, work, error)) && restore_start(drv, dom, &req, error);
     if (!ok || !disks)
         remove_dir(work);
     return ok;
