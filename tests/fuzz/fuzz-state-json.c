@@ -10,6 +10,7 @@
  * "@DIR@" standing for <scratch> (the directories are @DIR@/snap/s0 ...).
  * The first section's directory is the one read as the top. Every file is
  * put back before the next input. */
+#include <limits.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -98,14 +99,15 @@ static void reset(void)
     }
 }
 
-/* "s<N>/<name>": the directory's index and the file's path; -1 otherwise. */
+/* "s<N>/<name>": the directory's index and the file's path; -1 otherwise
+ * (also for a name no file system takes: the harness could not make it). */
 static int section_target(const char *line, char **path)
 {
     if (line[0] != 's' || line[1] < '0' || line[1] >= '0' + NDIRS || line[2] != '/')
         return -1;
     const char *name = line + 3;
     if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..") ||
-        !strcmp(name, SNAP_DIR_LAYER_FILE))
+        !strcmp(name, SNAP_DIR_LAYER_FILE) || strlen(name) > NAME_MAX)
         return -1;
     *path = g_build_filename(dirs[line[1] - '0'], name, NULL);
     return line[1] - '0';
