@@ -225,3 +225,52 @@ bool snap_dir_fold_disks_into_child(const char *inner, const char *child, GError
             return false;
     return !changed || rewrite_state(kid, error);
 }
+
+/* ---- a directory moved to another host ---- */
+
+/* Point disk_id's record in d at parent when parent holds the layer it was
+ * taken on; *changed when it did. */
+static bool relink_one(struct snap_dir *d, const struct snap_dir *parent, const char *disk_id, bool *changed,
+                       GError **error)
+{
+    struct snap_disk_record r, pr;
+    bool has, parent_has;
+    if (!snap_dir_disk_record(d, disk_id, &r, &has, error))
+        return false;
+    if (!has || snap_id_is_nil(&r.parent)) {
+        if (has)
+            snap_disk_record_clear(&r);
+        return true;
+    }
+    if (!snap_dir_disk_record(parent, disk_id, &pr, &parent_has, error)) {
+        snap_disk_record_clear(&r);
+        return false;
+    }
+    if (parent_has && snap_id_equal(&pr.id, &r.parent)) {
+        g_autofree char *url = snap_dir_url(parent->path);
+        if (g_strcmp0(url, r.parent_url) != 0) {
+            g_free(r.parent_url);
+            r.parent_url = g_steal_pointer(&url);
+            snap_disk_record_set(snap_dir_disk_object(d, disk_id), &r);
+            *changed = true;
+        }
+    }
+    if (parent_has)
+        snap_disk_record_clear(&pr);
+    snap_disk_record_clear(&r);
+    return true;
+}
+
+bool snap_dir_set_disk_parents(const char *dir, const char *parent, GError **error)
+{
+    g_autoptr(snap_dir) d = snap_dir_read(dir, error);
+    g_autoptr(snap_dir) p = d ? snap_dir_read(parent, error) : NULL;
+    if (!p)
+        return false;
+    g_autoptr(GPtrArray) ids = snap_dir_disk_ids(d);
+    bool changed = false;
+    for (guint i = 0; i < ids->len; i++)
+        if (!relink_one(d, p, ids->pdata[i], &changed, error))
+            return false;
+    return !changed || rewrite_state(d, error);
+}

@@ -74,6 +74,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(snap_disk_chain, snap_disk_chain_free)
 struct snap_disk_chain *snap_dir_disk_chain(const struct snap_dir *top, const char *disk_id, bool *present,
                                             GError **error);
 
+/* A snapshot directory that came from elsewhere (a store, another host):
+ * each disk record of dir whose parent layer parent holds names parent's
+ * directory as parent_url; the others are left as they are. Atomic replace
+ * of state.json when anything changed. */
+bool snap_dir_set_disk_parents(const char *dir, const char *parent, GError **error);
+
 /* Open disk layers as a chain: every one a disk layer, the first without a
  * parent, each naming the one before, one size (SNAP_ERROR_CHAIN naming the
  * file otherwise). For the shim's chain backend and the folds. */

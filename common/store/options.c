@@ -28,6 +28,34 @@ void store_options_clear(struct store_options *o)
     g_clear_pointer(&o->s3_secret_key, g_free);
 }
 
+static bool bad_url(GError **error, const char *url, const char *why)
+{
+    g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID,
+                "%s: not a store URL (%s; file:///dir, http(s)://host/prefix or s3://bucket/prefix)",
+                url, why);
+    return false;
+}
+
+bool store_url_check(const char *url, GError **error)
+{
+    if (!url || !*url)
+        return bad_url(error, url ? url : "", "empty");
+    for (const char *c = url; *c; c++)
+        if ((unsigned char)*c <= ' ' || *c == 0x7f)
+            return bad_url(error, url, "spaces or control characters");
+    if (g_str_has_prefix(url, "file://"))
+        return url[7] == '/' || bad_url(error, url, "a file:// URL names an absolute path");
+    const char *rest = g_str_has_prefix(url, "http://")    ? url + 7
+                       : g_str_has_prefix(url, "https://") ? url + 8
+                       : g_str_has_prefix(url, "s3://")    ? url + 5
+                                                           : NULL;
+    if (!rest)
+        return bad_url(error, url, "unknown scheme");
+    if (!*rest || *rest == '/')
+        return bad_url(error, url, g_str_has_prefix(url, "s3://") ? "no bucket" : "no host");
+    return true;
+}
+
 bool store_parse_size(const char *text, guint64 *out, GError **error)
 {
     char *end = NULL;

@@ -11,7 +11,17 @@ void progress_begin(struct progress *p, const char *verb, guint64 total, bool wa
     p->done = 0;
     p->start_us = p->last_us = g_get_monotonic_time();
     p->on = wanted && isatty(STDERR_FILENO);
+    p->cb = NULL;
+    p->cb_data = NULL;
     g_mutex_init(&p->lock);
+}
+
+void progress_watch(struct progress *p, void (*cb)(void *, guint64, guint64), void *data)
+{
+    p->cb = cb;
+    p->cb_data = data;
+    if (cb)
+        cb(data, 0, p->total);
 }
 
 static void progress_print(struct progress *p, gint64 now, const char *end)
@@ -26,6 +36,8 @@ static void progress_print(struct progress *p, gint64 now, const char *end)
 
 void progress_add(struct progress *p, guint64 bytes)
 {
+    if (p->cb)
+        p->cb(p->cb_data, bytes, 0);
     if (!p->on)
         return;
     g_mutex_lock(&p->lock);

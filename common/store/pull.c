@@ -174,6 +174,7 @@ static bool pull_files(struct transport *t, const struct manifest *m, const char
         total += g_array_index(m->files, struct manifest_file, i).size;
     struct progress pg;
     progress_begin(&pg, "pull", total, t->opts->progress);
+    progress_watch(&pg, t->opts->on_progress, t->opts->progress_data);
     bool ok = true;
     for (guint i = 0; ok && i < m->files->len; i++) {
         struct fill x = { t, &g_array_index(m->files, struct manifest_file, i), &pg, r };

@@ -152,6 +152,7 @@ static bool push_one(struct transport *t, const struct snap_dir *d, const struct
     }
     struct progress pg;
     progress_begin(&pg, "push", total, t->opts->progress);
+    progress_watch(&pg, t->opts->on_progress, t->opts->progress_data);
     bool ok = true;
     for (guint i = 0; ok && i < names->len; i++) {
         struct manifest_file f = { 0 };

@@ -45,6 +45,11 @@ struct store_options {
     bool progress;        /* bytes, rate and ETA on stderr */
     /* S3: endpoint (http://host:port), region and keys; NULL = AWS_* env. */
     char *s3_endpoint, *s3_region, *s3_access_key, *s3_secret_key;
+    /* Optional, for a caller that shows progress itself (a daemon's job
+     * information): called from the transfer's threads with bytes done
+     * (done) and, as each directory starts, bytes it adds to the total. */
+    void (*on_progress)(void *data, guint64 done, guint64 total);
+    void *progress_data;
 };
 
 void store_options_init(struct store_options *o);
@@ -54,6 +59,11 @@ void store_options_clear(struct store_options *o);
  * endpoint, region, access_key, secret_key. */
 bool store_options_load(struct store_options *o, const char *path, char **url, char **cache_dir,
                         guint64 *cache_size, GError **error);
+
+/* Whether url is a store URL of a known kind and shape (file:///dir,
+ * http(s)://host[/prefix], s3://bucket[/prefix]), without contacting it:
+ * STORE_ERROR_INVALID naming the URL otherwise. */
+bool store_url_check(const char *url, GError **error);
 
 /* "4096", "64K", "1.5G": bytes with an optional K/M/G/T suffix (powers of 1024). */
 bool store_parse_size(const char *text, guint64 *out, GError **error);
