@@ -14,6 +14,7 @@
 #include "monitor.h"
 #include "network-port.h"
 #include "persist/job.h"
+#include "persist/push.h"
 #include "persist/save.h"
 #include "persist/snapshot.h"
 #include "process.h"
@@ -102,7 +103,19 @@ struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error
     drv->events = event_queue_new();
     drv->hostname = g_strdup(g_get_host_name());
     drv->autostart = g_ptr_array_new_with_free_func((GDestroyNotify)vsnap_domain_unref);
+    store_options_init(&drv->store.options);
+    drv->store.cache_size = STORE_DEFAULT_CACHE_SIZE;
+    drv->pushes = push_queue_new(&drv->store);
     return drv;
+}
+
+void driver_set_store(struct vsnap_driver *drv, struct driver_store *store)
+{
+    g_free(drv->store.url);
+    g_free(drv->store.cache_dir);
+    store_options_clear(&drv->store.options);
+    drv->store = *store;
+    memset(store, 0, sizeof(*store));
 }
 
 void driver_free(struct vsnap_driver *drv)

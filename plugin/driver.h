@@ -28,6 +28,9 @@ struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error
 void driver_free(struct vsnap_driver *drv);
 /* Load persistent definitions and reattach to shims still running. */
 bool driver_load(struct vsnap_driver *drv, GError **error);
+/* The snapshot store of the configuration ([store], [s3]); taken over
+ * (*store is cleared). Call before driver_load. */
+void driver_set_store(struct vsnap_driver *drv, struct driver_store *store);
 /* Start the domains driver_load found marked autostart, each if it is still
  * defined, marked and shut off when its turn comes (errors are logged). May
  * run while clients are served. */

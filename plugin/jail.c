@@ -281,3 +281,21 @@ bool jail_give_dir(const struct vsnap_driver *drv, const char *dir, GError **err
     }
     return true;
 }
+
+bool jail_share_read(const struct vsnap_driver *drv, const char *path, GError **error)
+{
+    uid_t uid;
+    gid_t gid;
+    struct stat st;
+    if (!drv->paths.confine || !lookup_user(drv->paths.confine_user, &uid, &gid))
+        return true;
+    mode_t read = 0;
+    if (lstat(path, &st) == 0)
+        read = S_ISDIR(st.st_mode) ? 0050 : 0040;
+    if (!read || lchown(path, (uid_t)-1, gid) < 0 || chmod(path, (st.st_mode & 07777) | read) < 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot let %s read %s: %s",
+                    drv->paths.confine_user, path, read ? g_strerror(errno) : "not found");
+        return false;
+    }
+    return true;
+}

@@ -40,3 +40,9 @@ void jail_cleanup(struct vsnap_driver *drv, const char *name);
 /* A directory the daemon made for the shim to write into (a snapshot's
  * destination): owned by the shims' user when shims are confined. */
 bool jail_give_dir(const struct vsnap_driver *drv, const char *dir, GError **error);
+/* A file or directory the shim only reads, which the daemon made (a
+ * snapshot pulled from a store): readable by the shims' group when shims are
+ * confined. Group read rather than ownership: a pulled layer is a hard link
+ * to the host's store cache, which other domains' snapshots share, so no
+ * shim may write it. */
+bool jail_share_read(const struct vsnap_driver *drv, const char *path, GError **error);

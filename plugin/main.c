@@ -32,6 +32,7 @@ struct options {
 struct daemon {
     struct options opts;
     struct driver_paths paths;
+    struct driver_store store;
     struct rpc_limits limits;
     struct vsnap_driver *driver;
     struct rpc_server *server;
@@ -144,6 +145,23 @@ static bool apply_limits(GKeyFile *kf, struct rpc_limits *l, GError **error)
     return rpc_limits_check(l, error);
 }
 
+/* [store] and [s3]: the store library reads its own groups (one parser for
+ * the daemon and vsnap-store); the daemon checks the URL's form now, so a
+ * typo stops the daemon at start rather than failing every push. */
+static bool apply_store(struct daemon *d, const char *path, GError **error)
+{
+    if (!store_options_load(&d->store.options, path, &d->store.url, &d->store.cache_dir,
+                            &d->store.cache_size, error))
+        return false;
+    if (d->store.url && !*d->store.url)
+        g_clear_pointer(&d->store.url, g_free);
+    if (d->store.url && !store_url_check(d->store.url, error)) {
+        g_prefix_error(error, "%s: [store] url: ", path);
+        return false;
+    }
+    return true;
+}
+
 /* The configuration file uses the command line's names in a [daemon] group. */
 static bool apply_config_file(struct daemon *d, GError **error)
 {
@@ -194,7 +212,7 @@ static bool apply_config_file(struct daemon *d, GError **error)
         g_prefix_error(error, "%s: ", path);
         return false;
     }
-    return true;
+    return apply_store(d, path, error);
 }
 
 static void apply_options(struct daemon *d)
@@ -325,6 +343,8 @@ static int run(struct daemon *d)
 {
     g_autoptr(GError) error = NULL;
     rpc_limits_init(&d->limits);
+    store_options_init(&d->store.options);
+    d->store.cache_size = STORE_DEFAULT_CACHE_SIZE;
     if (!default_paths(&d->paths, &error) || !apply_config_file(d, &error)) {
         g_printerr("virtvsnapd: %s\n", error->message);
         return 1;
@@ -335,6 +355,7 @@ static int run(struct daemon *d)
         g_printerr("virtvsnapd: %s\n", error->message);
         return 1;
     }
+    driver_set_store(d->driver, &d->store);
     raise_fd_limit(&d->limits);
     d->server = rpc_server_new(d->driver, &d->limits);
     if (!listen_sockets(d, &error) || !driver_load(d->driver, &error)) {

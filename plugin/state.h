@@ -8,6 +8,7 @@
 
 #include "domain.h"
 #include "events.h"
+#include "store/store.h"
 
 struct driver_paths {
     bool privileged;
@@ -22,8 +23,22 @@ struct driver_paths {
     char *confine_user; /* the shims' user, default "vsnap" */
 };
 
+/* The snapshot store ([store] and [s3] of the configuration file): where
+ * snapshots are pushed when a domain names no store of its own, and the
+ * host's cache that reverts pull through. */
+struct driver_store {
+    char *url;                   /* NULL: no default store */
+    char *cache_dir;             /* NULL: store_cache_default_dir() */
+    guint64 cache_size;
+    struct store_options options;
+};
+
+struct push_queue;
+
 struct vsnap_driver {
     struct driver_paths paths;
+    struct driver_store store;
+    struct push_queue *pushes;   /* background pushes (persist/push.h) */
     struct domain_list *domains;
     struct event_queue *events;
     char *hostname;

@@ -30,5 +30,7 @@ void test_hook(const char *step)
             raise(SIGKILL);
         else if (g_str_equal(action, "stop"))
             raise(SIGSTOP);
+        else if (g_str_equal(action, "slow"))
+            g_usleep(50 * 1000);
     }
 }

@@ -6,7 +6,9 @@
  *
  * kill: the daemon sends itself SIGKILL (kill -9 at exactly that point);
  * stop: it sends itself SIGSTOP, so the test can act at that point (kill the
- * shim, kill -9 the daemon) and then SIGCONT it. The steps are where the
+ * shim, kill -9 the daemon) and then SIGCONT it; slow: the thread that
+ * reached it sleeps 50 ms (a step reached often, as push-progress is once a
+ * frame, then takes long enough to be watched). The steps are where the
  * daemon's state on disk or in a shim is half-way through a change; see
  * plugin/README.md for the list. */
 #pragma once

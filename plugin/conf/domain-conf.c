@@ -154,6 +154,7 @@ void domain_def_free(struct domain_def *def)
     domain_chr_clear(&def->console);
     g_free(def->emulator);
     g_free(def->foreign_metadata);
+    g_free(def->vsnap.store_url);
     for (size_t i = 0; i < def->n_disks; i++)
         domain_disk_clear(&def->disks[i]);
     g_free(def->disks);
@@ -180,6 +181,7 @@ struct domain_def *domain_def_copy(const struct domain_def *def)
     copy->console.path = g_strdup(def->console.path);
     copy->emulator = g_strdup(def->emulator);
     copy->foreign_metadata = g_strdup(def->foreign_metadata);
+    copy->vsnap.store_url = g_strdup(def->vsnap.store_url);
     copy->disks = g_new0(struct domain_disk, def->n_disks);
     for (size_t i = 0; i < def->n_disks; i++)
         domain_disk_copy_into(&copy->disks[i], &def->disks[i]);

@@ -98,6 +98,7 @@ struct domain_def {
     struct {
         enum restore_mode restore_mode;
         uint32_t readiness_port;
+        char *store_url;          /* <vsnap:store url>: where its snapshots go; NULL: the daemon's */
     } vsnap;
 
     /* Extensions (appended; the fields above are unchanged). Everything below

@@ -21,11 +21,15 @@ static void format_metadata(GString *out, const struct domain_def *def)
                            "    <vsnap:vsnap xmlns:vsnap='%s'>\n"
                            "      <vsnap:restore mode='%s'/>\n"
                            "      <vsnap:readiness port='%u'/>\n"
-                           "      <vsnap:notify port='%u'%s/>\n"
-                           "    </vsnap:vsnap>\n",
+                           "      <vsnap:notify port='%u'%s/>\n",
                            VSNAP_DOMAIN_NS, restore_mode_to_string(def->vsnap.restore_mode),
                            def->vsnap.readiness_port, def->notify.port,
                            def->notify.no_credential ? " credential='off'" : "");
+    if (def->vsnap.store_url) {
+        g_autofree char *url = g_markup_escape_text(def->vsnap.store_url, -1);
+        g_string_append_printf(out, "      <vsnap:store url='%s'/>\n", url);
+    }
+    g_string_append(out, "    </vsnap:vsnap>\n");
     if (def->foreign_metadata) {
         /* Verbatim: re-indenting would change the content of mixed text. */
         g_string_append(out, "    ");

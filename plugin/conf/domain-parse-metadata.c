@@ -5,6 +5,7 @@
 #include <libxml/xmlsave.h>
 #include <string.h>
 
+#include "store/store.h"
 #include "xml-util.h"
 
 static bool is_vsnap(const xmlNode *node, const char *name)
@@ -66,15 +67,44 @@ static bool parse_notify(struct domain_def *def, const xmlNode *node, GError **e
     return true;
 }
 
+/* <vsnap:store url='...'/>: the store this domain's snapshots are pushed
+ * to, instead of the daemon's [store] url. Checked for its form here, so a
+ * bad URL is refused at define time, not at the first snapshot. */
+static bool parse_store(struct domain_def *def, const xmlNode *node, GError **error)
+{
+    static const char *const attributes[] = {"url", NULL};
+    if (!conf_xml_check_attributes(node, attributes, error) || !conf_xml_check_no_children(node, error))
+        return false;
+    g_autofree char *url = conf_xml_prop(node, "url");
+    g_autoptr(GError) bad = NULL;
+    if (!store_url_check(url, &bad)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_DETAIL, "<vsnap:store url>: %s", bad->message);
+        return false;
+    }
+    g_free(def->vsnap.store_url);
+    def->vsnap.store_url = g_steal_pointer(&url);
+    return true;
+}
+
 static bool parse_vsnap(struct domain_def *def, const xmlNode *vsnap, GError **error)
 {
-    bool restore_seen = false, readiness_seen = false, notify_seen = false;
+    bool restore_seen = false, readiness_seen = false, notify_seen = false, store_seen = false;
     if (!conf_xml_check_attributes(vsnap, (const char *const[]){NULL}, error))
         return false;
     for (const xmlNode *child = vsnap->children; child; child = child->next) {
         if (!conf_xml_is_element(child))
             continue;
         bool restore = is_vsnap(child, "restore"), readiness = is_vsnap(child, "readiness");
+        if (is_vsnap(child, "store")) {
+            if (store_seen) {
+                conf_xml_set_duplicate_element(error, child);
+                return false;
+            }
+            store_seen = true;
+            if (!parse_store(def, child, error))
+                return false;
+            continue;
+        }
         if (is_vsnap(child, "notify")) {
             if (notify_seen) {
                 conf_xml_set_duplicate_element(error, child);

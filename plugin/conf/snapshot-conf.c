@@ -30,6 +30,9 @@ void snapshot_def_free(struct snapshot_def *def)
         g_free(def->disks[i].file);
     }
     g_free(def->disks);
+    g_free(def->store.url);
+    g_free(def->store.id);
+    g_free(def->store.parent);
     g_free(def);
 }
 
@@ -37,7 +40,7 @@ struct snapshot_parse {
     struct snapshot_def *def;
     const char *schema_dir;
     bool name_seen, description_seen, state_seen, parent_seen, time_seen, memory_seen, domain_seen,
-        disks_seen;
+        disks_seen, cookie_seen;
 };
 
 static bool check_leaf(const xmlNode *node, GError **error)
@@ -245,6 +248,55 @@ static bool parse_disks(struct snapshot_def *def, const xmlNode *node, GError **
     return true;
 }
 
+static bool is_vsnap_store(const xmlNode *node)
+{
+    return conf_xml_is_element(node) && node->ns && node->ns->href &&
+           strcmp((const char *)node->ns->href, VSNAP_SNAPSHOT_NS) == 0 &&
+           strcmp((const char *)node->name, "store") == 0;
+}
+
+static bool parse_layer_id(const xmlNode *node, const char *name, char **out, GError **error)
+{
+    g_autofree char *id = conf_xml_prop(node, name);
+    if (!id)
+        return true;
+    if (!g_uuid_string_is_valid(id)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_DETAIL,
+                    "<vsnap:store %s='%s'> in the snapshot's <cookie> is not a snapshot id", name, id);
+        return false;
+    }
+    *out = g_ascii_strdown(id, -1);
+    return true;
+}
+
+/* <cookie>: vsnap's <vsnap:store/>; nothing else is vsnap's to keep. */
+static bool parse_cookie(struct snapshot_def *def, const xmlNode *node, GError **error)
+{
+    static const char *const attributes[] = {"url", "id", "parent", NULL};
+    if (!conf_xml_check_attributes(node, (const char *const[]){NULL}, error))
+        return false;
+    for (const xmlNode *child = node->children; child; child = child->next) {
+        if (!conf_xml_is_element(child))
+            continue;
+        if (!is_vsnap_store(child) || def->store.id) {
+            conf_xml_set_unsupported_element(error, child);
+            return false;
+        }
+        if (!conf_xml_check_attributes(child, attributes, error) ||
+            !conf_xml_check_no_children(child, error) ||
+            !parse_layer_id(child, "id", &def->store.id, error) ||
+            !parse_layer_id(child, "parent", &def->store.parent, error))
+            return false;
+        def->store.url = conf_xml_prop(child, "url");
+        if (!def->store.id || !def->store.url) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_DETAIL,
+                        "<vsnap:store> in the snapshot's <cookie> needs url and id");
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool mark_seen(bool *seen, const xmlNode *node, GError **error)
 {
     if (*seen) {
@@ -275,6 +327,8 @@ static bool parse_child(struct snapshot_parse *p, const xmlNode *node, GError **
         return mark_seen(&p->domain_seen, node, error) && parse_domain(def, node, p->schema_dir, error);
     if (conf_xml_is(node, "disks"))
         return mark_seen(&p->disks_seen, node, error) && parse_disks(def, node, error);
+    if (conf_xml_is(node, "cookie"))
+        return mark_seen(&p->cookie_seen, node, error) && parse_cookie(def, node, error);
     conf_xml_set_unsupported_element(error, node);
     return false;
 }
@@ -364,6 +418,14 @@ char *snapshot_def_format(const struct snapshot_def *def)
         for (size_t i = 0; i < def->n_disks; i++)
             append_disk(out, &def->disks[i]);
         g_string_append(out, "  </disks>\n");
+    }
+    if (def->store.id) {
+        g_autofree char *url = g_markup_escape_text(def->store.url, -1);
+        g_string_append_printf(out, "  <cookie>\n    <vsnap:store xmlns:vsnap='%s' url='%s' id='%s'",
+                               VSNAP_SNAPSHOT_NS, url, def->store.id);
+        if (def->store.parent)
+            g_string_append_printf(out, " parent='%s'", def->store.parent);
+        g_string_append(out, "/>\n  </cookie>\n");
     }
     if (def->domain) {
         /* Not re-indented: that would change text inside foreign metadata

@@ -10,6 +10,10 @@
  * the parents' layers and the image); <disk name='vda' snapshot='external'
  * type='file'><source file='.../disk-vda.layer'/></disk>. A disk the
  * snapshot holds nothing of (read-only) is <disk name='vdb' snapshot='no'/>.
+ *
+ * libvirt's <cookie> holds a driver's private data (the QEMU driver keeps
+ * its CPU and migration state there); vsnap keeps the snapshot's place in a
+ * snapshot store there, in the namespace urn:vsnap:snapshot:1.
  */
 #pragma once
 
@@ -18,6 +22,8 @@
 #include <stdint.h>
 
 #include "domain-conf.h"
+
+#define VSNAP_SNAPSHOT_NS "urn:vsnap:snapshot:1"
 
 /* libvirt's virDomainSnapshotState names, in its order. */
 enum snapshot_state {
@@ -56,6 +62,13 @@ struct snapshot_def {
     bool disks_given;          /* <disks> present */
     struct snapshot_disk *disks;
     size_t n_disks;
+    /* <cookie><vsnap:store url id parent/></cookie>: where the snapshot is
+     * in a snapshot store, so another host can learn it (redefine) and pull
+     * it at revert. id: the manifest's, which is the memory layer's; parent:
+     * the id of the snapshot its memory layer is a diff on (absent: full). */
+    struct {
+        char *url, *id, *parent;
+    } store;
 };
 
 typedef struct snapshot_def snapshot_def;

@@ -13,6 +13,7 @@
 #include "managed-image.h"
 #include "monitor.h"
 #include "process.h"
+#include "push.h"
 #include "restore.h"
 #include "save-image.h"
 #include "snapshot-dir.h"
@@ -631,13 +632,40 @@ bool save_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, uns
     return remove_managed_locked(drv, dom, error);
 }
 
+/* The background push of a snapshot (persist/push.h), when no job of the
+ * domain's own runs: the one under way, or (completed) the last that ended. */
+static void push_job(struct vsnap_driver *drv, struct vsnap_domain *dom, bool completed,
+                     struct save_job_info *out)
+{
+    char uuid[37];
+    uuid_format(dom->uuid, uuid);
+    struct push_info info = {0};
+    if (!(completed ? push_last : push_current)(drv->pushes, uuid, &info))
+        return;
+    *out = (struct save_job_info){
+        .type = info.type, .operation = VIR_DOMAIN_JOB_OPERATION_SNAPSHOT,
+        .elapsed_ms = info.elapsed_ms, .total = info.total,
+        .processed = MIN(info.processed, info.total), .error = g_steal_pointer(&info.error),
+    };
+}
+
+void save_job_completed(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                        struct save_job_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->type = VIR_DOMAIN_JOB_NONE;
+    push_job(drv, dom, true, out);
+}
+
 void save_job_info(struct vsnap_driver *drv, struct vsnap_domain *dom, struct save_job_info *out)
 {
     struct domain_job job = {0};
     memset(out, 0, sizeof(*out));
     out->type = VIR_DOMAIN_JOB_NONE;
-    if (!domain_job_get(dom, &job))
+    if (!domain_job_get(dom, &job)) {
+        push_job(drv, dom, false, out);
         return;
+    }
     out->type = VIR_DOMAIN_JOB_BOUNDED;
     out->operation = job.operation;
     out->elapsed_ms = (guint64)(g_get_monotonic_time() - job.started_us) / 1000;

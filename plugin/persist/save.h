@@ -67,5 +67,11 @@ struct save_job_info {
     int operation;              /* VIR_DOMAIN_JOB_OPERATION_* */
     guint64 elapsed_ms;
     guint64 total, processed;   /* bytes */
+    char *error;                /* a failed job's (g_free it) */
 };
+/* The job under way: a save or snapshot, else a background push. */
 void save_job_info(struct vsnap_driver *drv, struct vsnap_domain *dom, struct save_job_info *out);
+/* domjobinfo --completed: the last background push that ended (vsnap keeps
+ * no other completed jobs), type VIR_DOMAIN_JOB_NONE when none. */
+void save_job_completed(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                        struct save_job_info *out);

@@ -2,6 +2,7 @@
 
 #include "snapshot/directory.h"
 #include "snapshot/disk.h"
+#include "conf/domain-conf.h"
 #include "virt-error.h"
 
 /* The library's message names the file; the code says whose fault it was. */
@@ -112,4 +113,39 @@ bool snapdir_fold_disks_into_child(const char *inner, const char *child, GError 
 {
     GError *local = NULL;
     return snap_dir_fold_disks_into_child(inner, child, &local) || to_vir_error(local, error);
+}
+
+static bool check_disk(const struct snap_dir *d, const struct domain_disk *disk, GError **error)
+{
+    GError *local = NULL;
+    bool present = false;
+    g_autoptr(snap_disk_chain) c = snap_dir_disk_chain(d, disk->target, &present, &local);
+    if (!c && !present && !local)
+        return true;
+    if (c && snap_disk_chain_verify(c, disk->path, 0, &local))
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED, "disk '%s' (image %s): %s",
+                disk->target, disk->path, local->message);
+    g_error_free(local);
+    return false;
+}
+
+bool snapdir_check_disks(const char *dir, const struct domain_def *def, GError **error)
+{
+    GError *local = NULL;
+    g_autoptr(snap_dir) d = snap_dir_read(dir, &local);
+    if (!d)
+        return to_vir_error(local, error);
+    for (size_t i = 0; i < def->n_disks; i++)
+        if (!def->disks[i].readonly && !check_disk(d, &def->disks[i], error))
+            return false;
+    return true;
+}
+
+bool snapdir_adopt_parent(const char *dir, const char *parent, GError **error)
+{
+    GError *local = NULL;
+    return (snap_dir_set_parent(dir, parent, &local) &&
+            snap_dir_set_disk_parents(dir, parent, &local)) ||
+           to_vir_error(local, error);
 }

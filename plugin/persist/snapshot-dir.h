@@ -49,3 +49,15 @@ bool snapdir_remove(const char *dir, GError **error);
 /* The same, and the partial directories a shim that died while writing a
  * snapshot for dir left beside it. */
 bool snapdir_remove_with_partials(const char *dir, GError **error);
+
+struct domain_def;
+/* Every writable disk of def that dir's snapshot holds a layer of: its
+ * chain resolves and its base image is at the path def names and is the
+ * one the chain was taken on (size, mtime, CRC-32C of its ends: a `cp -a`
+ * copy matches), VIR_ERR_OPERATION_FAILED naming the disk and the image
+ * otherwise. For a revert, before anything stops. */
+bool snapdir_check_disks(const char *dir, const struct domain_def *def, GError **error);
+
+/* A snapshot directory that came from a store: its memory record and the
+ * disk records taken on parent's layers name parent's directory. */
+bool snapdir_adopt_parent(const char *dir, const char *parent, GError **error);

@@ -10,6 +10,8 @@
  *                                                unfinished snapshot
  *       deleting                                 present while the snapshot is
  *                                                being folded into its children
+ *       .push-pending                            its push to store_url is not
+ *                                                done yet (persist/push.h)
  *   <state_dir>/snapshots/<domain>/current       name of the current snapshot
  *
  * Two relations: the libvirt tree (`parent`, by name: the current snapshot
@@ -37,6 +39,8 @@ struct snapshot_entry {
     bool full;              /* full layer (else a diff on layer_parent) */
     char *layer_parent;     /* id, NULL for a full layer */
     char *memory_id;        /* the id of the layer the shim wrote (NULL: not recorded) */
+    char *store_url;        /* the snapshot store it is pushed to, or was learnt from
+                             * (redefined from another host's XML); NULL: none */
     bool deleting;          /* an interrupted delete to finish */
     char *domain_uuid;      /* the domain it belongs to */
 };

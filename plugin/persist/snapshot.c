@@ -4,9 +4,11 @@
 #include <string.h>
 
 #include "conf/snapshot-conf.h"
+#include "import.h"
 #include "job.h"
 #include "lineage.h"
 #include "process.h"
+#include "push.h"
 #include "restore.h"
 #include "revert-intent.h"
 #include "snapshot-dir.h"
@@ -37,6 +39,90 @@ static bool refuse(GError **error, int code, const char *text)
 {
     g_set_error_literal(error, VSNAP_VIR_ERROR, code, text);
     return false;
+}
+
+/* ---- the XML of a snapshot (snapshot-dumpxml, and the push's manifest) ---- */
+
+static void fill_cookie(struct snapshot_tree *tree, const struct snapshot_entry *e,
+                        struct snapshot_def *def)
+{
+    if (!e->store_url || !e->memory_id)
+        return;
+    struct snapshot_entry *parent =
+        e->layer_parent ? snapshot_tree_find_id(tree, e->layer_parent) : NULL;
+    def->store.url = g_strdup(e->store_url);
+    def->store.id = g_strdup(e->memory_id);
+    def->store.parent = parent ? g_strdup(parent->memory_id) : NULL;
+}
+
+static char *entry_xml(struct vsnap_driver *drv, struct snapshot_tree *tree,
+                       const struct snapshot_entry *e, GError **error)
+{
+    g_autofree char *domain_xml = snapshot_entry_domain_xml(e, error);
+    if (!domain_xml)
+        return NULL;
+    g_autoptr(snapshot_def) def = g_new0(struct snapshot_def, 1);
+    def->name = g_strdup(e->name);
+    def->description = g_strdup(e->description);
+    def->parent = g_strdup(e->parent);
+    def->creation_time = e->creation_time;
+    def->state_set = true;
+    def->state = e->state;
+    def->memory = SNAPSHOT_MEMORY_INTERNAL;
+    def->domain = domain_def_parse_string(domain_xml, drv->paths.schema_dir, error);
+    if (!def->domain)
+        return NULL;
+    snapshot_disks_fill(e->dir, def->domain, def);
+    fill_cookie(tree, e, def);
+    return snapshot_def_format(def);
+}
+
+/* ---- pushes to the snapshot store (persist/push.h) ---- */
+
+/* The domain's own store, else the daemon's; NULL: none. */
+static char *store_url_of(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->lock);
+    char *url = g_strdup(dom->def->vsnap.store_url ? dom->def->vsnap.store_url : drv->store.url);
+    g_mutex_unlock(&dom->lock);
+    return url;
+}
+
+static void queue_push(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                       struct snapshot_tree *tree, struct snapshot_entry *e, char *url)
+{
+    g_autoptr(GError) error = NULL;
+    struct push_request *r = g_new0(struct push_request, 1);
+    char uuid[37];
+    uuid_format(dom->uuid, uuid);
+    r->domain_uuid = g_strdup(uuid);
+    r->domain_name = g_strdup(dom->name);
+    r->snapshot = g_strdup(e->name);
+    r->dir = g_strdup(e->dir);
+    r->url = url;
+    r->domain_xml = snapshot_entry_domain_xml(e, &error);
+    r->snapshot_xml = r->domain_xml ? entry_xml(drv, tree, e, &error) : NULL;
+    if (!r->snapshot_xml) {
+        g_warning("domain %s: snapshot '%s' is not pushed: %s", dom->name, e->name,
+                  error->message);
+        push_request_free(r);
+        return;
+    }
+    push_enqueue(drv->pushes, r);
+}
+
+/* Every snapshot of the domain whose push is pending, oldest first: at the
+ * daemon's start, and at each new snapshot (a push that failed is tried
+ * again). Queued ones are not queued twice. */
+static void queue_pending(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                          struct snapshot_tree *tree)
+{
+    for (guint i = 0; i < tree->entries->len; i++) {
+        struct snapshot_entry *e = tree->entries->pdata[i];
+        char *url = e->deleting ? NULL : push_pending_url(e->dir);
+        if (url)
+            queue_push(drv, dom, tree, e, url);
+    }
 }
 
 /* ---- deleting, also used to finish a delete a crash interrupted ---- */
@@ -102,6 +188,7 @@ static bool remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
     /* The running VM's base is gone: the next snapshot is full. */
     if (g_strcmp0(lineage, gone->id) == 0 && !lineage_clear(dom, error))
         return false;
+    push_drop(drv->pushes, tree->domain_uuid, gone->dir);
     return snapshot_tree_remove(tree, gone, error);
 }
 
@@ -289,10 +376,17 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
     bool taken = domain_job_begin(dom, &job, error) && take_layers(dom, e, base, error);
     domain_job_end(dom);
     test_hook("snapshot-taken");
-    if (!taken || !record(drv, dom, tree, e, def, state, error)) {
+    /* With a store, "push pending" is on disk before the snapshot is
+     * recorded: a daemon that dies after this call returned pushes it at
+     * its next start; one that dies before recording it drops both. */
+    e->store_url = store_url_of(drv, dom);
+    if (!taken || (e->store_url && !push_mark_pending(e->dir, e->store_url, error)) ||
+        !record(drv, dom, tree, e, def, state, error)) {
         discard_new_snapshot(dom, e);
         return NULL;
     }
+    if (e->store_url)
+        queue_pending(drv, dom, tree);
     lineage_set(dom, e->id);
     /* The shim moved the disks onto a new overlay over the layer it sealed. */
     g_autoptr(GError) disk_error = NULL;
@@ -351,6 +445,89 @@ static bool check_redefinition(struct vsnap_driver *drv, struct snapshot_entry *
            (!def->disks_given || same_disks(drv, e, def, error));
 }
 
+/* ---- redefine of a snapshot another host took (its files in a store) ---- */
+
+static struct snapshot_entry *find_memory_id(struct snapshot_tree *tree, const char *id)
+{
+    for (guint i = 0; i < tree->entries->len; i++) {
+        struct snapshot_entry *e = tree->entries->pdata[i];
+        if (g_strcmp0(e->memory_id, id) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+/* What a new redefinition must say and what it must find here, checked
+ * before anything is written; *layer_parent is the snapshot its memory is a
+ * diff on. */
+static bool check_learnt(struct vsnap_domain *dom, struct snapshot_tree *tree,
+                         const struct snapshot_def *def, struct snapshot_entry **layer_parent,
+                         GError **error)
+{
+    struct snapshot_entry *twin = find_memory_id(tree, def->store.id);
+    *layer_parent = def->store.parent ? find_memory_id(tree, def->store.parent) : NULL;
+    if (!def->domain || memcmp(def->domain->uuid, dom->uuid, 16) != 0)
+        return refuse(error, VIR_ERR_INVALID_ARG,
+                      "the snapshot's <domain> must be this domain (same uuid): redefine it "
+                      "with the XML snapshot-dumpxml shows on the host that took it");
+    if (!def->state_set || def->memory == SNAPSHOT_MEMORY_NO)
+        return refuse(error, VIR_ERR_INVALID_ARG,
+                      "a redefined snapshot needs its <state> and its memory "
+                      "(snapshot-dumpxml's XML, unedited)");
+    if (twin) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "snapshot '%s' is snapshot '%s' of this domain already (the same layer %s)",
+                    def->name, twin->name, def->store.id);
+        return false;
+    }
+    if (def->parent && !snapshot_tree_find(tree, def->parent)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG,
+                    "the parent of snapshot '%s', '%s', is not defined here: redefine the "
+                    "parents first", def->name, def->parent);
+        return false;
+    }
+    if (def->store.parent && !*layer_parent) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG,
+                    "snapshot '%s' is a diff on layer %s, which no snapshot here holds: "
+                    "redefine that snapshot first", def->name, def->store.parent);
+        return false;
+    }
+    return true;
+}
+
+static char *redefine_learnt(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                             struct snapshot_tree *tree, const struct snapshot_def *def,
+                             unsigned flags, GError **error)
+{
+    struct snapshot_entry *layer_parent = NULL;
+    if (!check_learnt(dom, tree, def, &layer_parent, error))
+        return NULL;
+    struct snapshot_entry *e = snapshot_tree_new_entry(tree, error);
+    if (!e)
+        return NULL;
+    e->name = g_strdup(def->name);
+    e->description = g_strdup(def->description);
+    e->parent = g_strdup(def->parent);
+    e->creation_time = def->creation_time;
+    e->state = def->state;
+    e->full = !layer_parent;
+    e->layer_parent = layer_parent ? g_strdup(layer_parent->id) : NULL;
+    e->memory_id = g_strdup(def->store.id);
+    e->store_url = g_strdup(def->store.url);
+    g_autofree char *domain_xml = domain_def_format(def->domain, false, -1);
+    if (!snapshot_entry_save_domain_xml(e, domain_xml, error) ||
+        !snapshot_entry_save(e, error)) {
+        snapdir_remove(e->dir, NULL);
+        return NULL;
+    }
+    g_message("domain %s: snapshot '%s' learnt (layer %s in %s; pulled at its first revert)",
+              dom->name, e->name, e->memory_id, e->store_url);
+    if ((flags & VIR_DOMAIN_SNAPSHOT_CREATE_CURRENT) &&
+        !snapshot_tree_set_current(tree, e->name, error))
+        return NULL;
+    return g_strdup(e->name);
+}
+
 static char *redefine_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
                              unsigned flags, GError **error)
 {
@@ -360,10 +537,13 @@ static char *redefine_locked(struct vsnap_driver *drv, struct vsnap_domain *dom,
     if (!def)
         return NULL;
     struct snapshot_entry *e = snapshot_tree_find(tree, def->name);
+    if (!e && def->store.id)
+        return redefine_learnt(drv, dom, tree, def, flags, error);
     if (!e) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_ARGUMENT_UNSUPPORTED,
                     "vsnap cannot define snapshot '%s' from XML: a snapshot's memory layers "
-                    "exist only when vsnap takes it (a rename is not supported either)",
+                    "exist only when vsnap takes it, or in a snapshot store its XML names "
+                    "(<cookie><vsnap:store/></cookie>); a rename is not supported either",
                     def->name);
         return NULL;
     }
@@ -403,26 +583,7 @@ char *snapshot_get_xml(struct vsnap_driver *drv, struct vsnap_domain *dom, const
     }
     g_autoptr(snapshot_tree) tree = load(drv, dom, error);
     struct snapshot_entry *e = tree ? find(tree, name, error) : NULL;
-    g_autofree char *domain_xml = e ? snapshot_entry_domain_xml(e, error) : NULL;
-    if (!domain_xml)
-        return NULL;
-    struct snapshot_def def = {
-        .name = e->name, .description = e->description, .parent = e->parent,
-        .creation_time = e->creation_time, .state_set = true, .state = e->state,
-        .memory = SNAPSHOT_MEMORY_INTERNAL,
-    };
-    def.domain = domain_def_parse_string(domain_xml, drv->paths.schema_dir, error);
-    if (!def.domain)
-        return NULL;
-    snapshot_disks_fill(e->dir, def.domain, &def);
-    char *xml = snapshot_def_format(&def);
-    domain_def_free(def.domain);
-    for (size_t i = 0; i < def.n_disks; i++) {
-        g_free(def.disks[i].name);
-        g_free(def.disks[i].file);
-    }
-    g_free(def.disks);
-    return xml;
+    return e ? entry_xml(drv, tree, e, error) : NULL;
 }
 
 /* virDomainSnapshotListFlags filter groups: no flag of a group set means no
@@ -547,7 +708,8 @@ static bool revert_request(struct vsnap_driver *drv, struct vsnap_domain *dom,
 {
     *def = snapshot_domain(drv, dom, e, error);
     /* Everything that can be checked is checked before the domain is touched. */
-    if (!*def || !snapdir_check_chain(e->dir, e->memory_id, error)) {
+    if (!*def || !snapdir_check_chain(e->dir, e->memory_id, error) ||
+        !snapdir_check_disks(e->dir, *def, error)) {
         g_prefix_error(error, "cannot revert to snapshot '%s': ", e->name);
         return false;
     }
@@ -584,7 +746,10 @@ static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
     struct snapshot_entry *e = tree ? find(tree, name, error) : NULL;
     g_autoptr(domain_def) def = NULL;
     struct restore_request req;
-    if (!e || !revert_request(drv, dom, e, flags, &def, &req, error))
+    /* A snapshot learnt from another host is imported first: the domain
+     * runs on untouched while its files arrive. */
+    if (!e || !import_snapshot(drv, tree, e, error) ||
+        !revert_request(drv, dom, e, flags, &def, &req, error))
         return false;
     struct revert_intent intent = {.snapshot = e->name, .flags = flags, .old_pid = shim_pid(dom)};
     if (!revert_intent_write(tree->dir, &intent, error))
@@ -689,8 +854,20 @@ bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
                     flags & ~known);
         return false;
     }
+    /* A push reads the directories a delete folds: the delete waits for the
+     * domain's push under way (bounded: every request of a push has its
+     * timeouts) and drops the queued pushes of what it removes. Waiting
+     * rather than refusing: the user asked for the delete, and the store
+     * keeps its own complete copy of what was pushed (a manifest that stays
+     * after the local delete, like an export). Dropping rather than
+     * finishing a queued push: the snapshot is gone, there is nothing left
+     * to send, and the store never shows a half-pushed snapshot. */
+    char uuid[37];
+    uuid_format(dom->uuid, uuid);
     g_mutex_lock(&dom->job);
+    push_hold(drv->pushes, uuid);
     bool ok = delete_locked(drv, dom, name, flags, error);
+    push_release(drv->pushes, uuid);
     g_mutex_unlock(&dom->job);
     return ok;
 }
@@ -706,9 +883,10 @@ void snapshot_recover(struct vsnap_driver *drv, struct vsnap_domain *dom)
      * of ones it never finished, deletes cut short (a fold of disks back
      * into their images among them: the domain cannot start before it is
      * finished), a revert cut short. */
-    if (tree && recover(drv, dom, tree, &error))
+    if (tree && recover(drv, dom, tree, &error)) {
         finish_revert(drv, dom, tree);
-    else
+        queue_pending(drv, dom, tree);
+    } else
         g_warning("domain %s: %s", dom->name, error->message);
     g_mutex_unlock(&dom->job);
 }
@@ -743,6 +921,11 @@ bool snapshot_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom,
 void snapshot_remove_all(struct vsnap_driver *drv, struct vsnap_domain *dom)
 {
     g_autoptr(GError) error = NULL;
+    char uuid[37];
+    uuid_format(dom->uuid, uuid);
+    push_hold(drv->pushes, uuid);
+    push_drop(drv->pushes, uuid, NULL);
     if (!snapshot_tree_remove_all(drv->paths.state_dir, dom->name, &error))
         g_warning("domain %s: %s", dom->name, error->message);
+    push_release(drv->pushes, uuid);
 }

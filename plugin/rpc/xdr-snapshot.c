@@ -497,6 +497,7 @@ static bool do_job_info(struct rpc_call *call, struct wire_domain_only *a, struc
         return false;
     struct save_job_info job;
     save_job_info(call->driver, dom, &job);
+    g_free(job.error);
     r->type = job.type;
     r->values[0] = job.elapsed_ms;
     r->values[2] = job.total;                  /* data */
@@ -514,12 +515,20 @@ static bool do_job_stats(struct rpc_call *call, struct wire_domain_flags *a, str
     g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
     if (!dom)
         return false;
+    if (a->flags & ~(unsigned)(VIR_DOMAIN_JOB_STATS_COMPLETED | VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)",
+                    a->flags);
+        return false;
+    }
     struct save_job_info job;
-    save_job_info(call->driver, dom, &job);
+    if (a->flags & VIR_DOMAIN_JOB_STATS_COMPLETED)
+        save_job_completed(call->driver, dom, &job);
+    else
+        save_job_info(call->driver, dom, &job);
     r->type = job.type;
     if (job.type == VIR_DOMAIN_JOB_NONE)
         return true;
-    struct wire_typed_param *p = calloc(8, sizeof(*p));
+    struct wire_typed_param *p = calloc(9, sizeof(*p));
     unsigned n = 0;
     wire_param_int(&p[n++], VIR_DOMAIN_JOB_OPERATION, job.operation);
     wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_TIME_ELAPSED, job.elapsed_ms);
@@ -529,6 +538,9 @@ static bool do_job_stats(struct rpc_call *call, struct wire_domain_flags *a, str
     wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_MEMORY_TOTAL, job.total);
     wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_MEMORY_PROCESSED, job.processed);
     wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_MEMORY_REMAINING, job.total - job.processed);
+    if (job.error)
+        wire_param_string(&p[n++], VIR_DOMAIN_JOB_ERRMSG, job.error);
+    g_free(job.error);
     r->params.len = n;
     r->params.val = p;
     return true;

@@ -145,6 +145,8 @@ static void test_variations_round_trip(void)
         "<b:x xmlns:b='urn:b'/></metadata>",
         "<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'><vsnap:restore mode='copy'/></vsnap:vsnap>"
         "</metadata>",
+        "<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'>"
+        "<vsnap:store url='s3://bucket/a&amp;b'/></vsnap:vsnap></metadata>",
     };
     static const char *const devices[] = {
         "",
@@ -315,7 +317,11 @@ static void test_refusals(void)
         {"<metadata><v:other xmlns:v='urn:vsnap:domain:1'/></metadata>", "", VIR_ERR_CONFIG_UNSUPPORTED, "<v:other>"},
         {"<metadata><v:vsnap xmlns:v='urn:vsnap:domain:1'><v:restore mode='lazy'/></v:vsnap></metadata>", "", VIR_ERR_XML_DETAIL, "mode='lazy'"},
         {"<metadata><v:vsnap xmlns:v='urn:vsnap:domain:1'><v:readiness port='0'/></v:vsnap></metadata>", "", VIR_ERR_XML_DETAIL, "out of range"},
-        {"<metadata><v:vsnap xmlns:v='urn:vsnap:domain:1'><v:store path='/x'/></v:vsnap></metadata>", "", VIR_ERR_CONFIG_UNSUPPORTED, "<v:store> in <v:vsnap>"},
+        {"<metadata><v:vsnap xmlns:v='urn:vsnap:domain:1'><v:store path='/x'/></v:vsnap></metadata>", "", VIR_ERR_CONFIG_UNSUPPORTED, "path='/x'"},
+        {"<metadata><v:vsnap xmlns:v='urn:vsnap:domain:1'><v:store url='ftp://h/x'/></v:vsnap></metadata>", "", VIR_ERR_XML_DETAIL, "ftp://h/x: not a store URL (unknown scheme"},
+        {"<metadata><v:vsnap xmlns:v='urn:vsnap:domain:1'><v:store url='file://rel/x'/></v:vsnap></metadata>", "", VIR_ERR_XML_DETAIL, "file://rel/x: not a store URL"},
+        {"<metadata><v:vsnap xmlns:v='urn:vsnap:domain:1'><v:store url='s3:///p'/></v:vsnap></metadata>", "", VIR_ERR_XML_DETAIL, "no bucket"},
+        {"<metadata><v:vsnap xmlns:v='urn:vsnap:domain:1'><v:store url='s3://b'/><v:store url='s3://c'/></v:vsnap></metadata>", "", VIR_ERR_XML_ERROR, "more than once"},
         {"<iothreads>1</iothreads>", "", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <iothreads> in <domain>"},
         {"<devices/>", "", VIR_ERR_XML_ERROR, "<devices> appears more than once"},
         {"", "text<serial type='pty'/>", VIR_ERR_XML_DETAIL, "schema"},

@@ -112,6 +112,9 @@ static void test_variations(void)
         "</domainsnapshot>",
         "<domainsnapshot><name>s</name><state>disk-snapshot</state><parent><name>p q</name></parent>"
         "</domainsnapshot>",
+        "<domainsnapshot><name>s</name><state>running</state><cookie><vsnap:store xmlns:vsnap='urn:vsnap:snapshot:1' "
+        "url='http://h/p?a&amp;b' id='0d6f1c0a-7b3e-4c5d-9e8f-7a6b5c4d3e2f' parent='1d6f1c0a-7b3e-4c5d-9e8f-7a6b5c4d3e2f'/>"
+        "</cookie></domainsnapshot>",
     };
     for (size_t i = 0; i < G_N_ELEMENTS(variations); i++) {
         g_autofree char *formatted = check_round_trip(variations[i]);
@@ -150,7 +153,14 @@ static void test_refusals(void)
         {"<domainsnapshot><disks><disk/></disks></domainsnapshot>", VIR_ERR_XML_ERROR, "needs a name"},
         {"<domainsnapshot><memory snapshot='external' file='/x'/></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "file='/x'"},
         {"<domainsnapshot><memory snapshot='external'/></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "'external'"},
-        {"<domainsnapshot><cookie/></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <cookie> in <domainsnapshot>"},
+        {"<domainsnapshot><cookie><cpu mode='custom'/></cookie></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED,
+         "unsupported element <cpu> in <cookie>"},
+        {"<domainsnapshot><cookie><v:store xmlns:v='urn:vsnap:snapshot:1' url='s3://b/p' id='x'/></cookie>"
+         "</domainsnapshot>", VIR_ERR_XML_DETAIL, "id='x'"},
+        {"<domainsnapshot><cookie><v:store xmlns:v='urn:vsnap:snapshot:1' id='0d6f1c0a-7b3e-4c5d-9e8f-7a6b5c4d3e2f'/>"
+         "</cookie></domainsnapshot>", VIR_ERR_XML_DETAIL, "needs url and id"},
+        {"<domainsnapshot><cookie><v:store xmlns:v='urn:vsnap:snapshot:1' url='s3://b/p' id='0d6f1c0a-7b3e-4c5d-9e8f-7a6b5c4d3e2f' size='1'/>"
+         "</cookie></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "size='1'"},
         {"<domainsnapshot><inactiveDomain type='kvm'/></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "<inactiveDomain>"},
         {"<domainsnapshot><state>sleeping</state></domainsnapshot>", VIR_ERR_XML_DETAIL, "'sleeping'"},
         {"<domainsnapshot><parent/></domainsnapshot>", VIR_ERR_XML_ERROR, "missing <name> in snapshot <parent>"},

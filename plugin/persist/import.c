@@ -1,0 +1,106 @@
+#include "import.h"
+
+#include <libvirt/libvirt.h>
+
+#include "jail.h"
+#include "snapshot-dir.h"
+#include "virt-error.h"
+
+bool import_is_local(const struct snapshot_entry *e)
+{
+    g_autofree char *state = g_build_filename(e->dir, "state.json", NULL);
+    return g_file_test(state, G_FILE_TEST_EXISTS);
+}
+
+static bool fail(GError **error, const struct snapshot_entry *e, const char *why)
+{
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                "snapshot '%s' is not on this host and cannot be imported: %s", e->name, why);
+    return false;
+}
+
+/* e and its layer parents that are not here, e first. */
+static GPtrArray *missing_chain(struct snapshot_tree *tree, struct snapshot_entry *e, GError **error)
+{
+    g_autoptr(GPtrArray) chain = g_ptr_array_new();
+    for (struct snapshot_entry *x = e; x && !import_is_local(x);) {
+        if (!x->store_url || !x->memory_id) {
+            fail(error, x, "it names no snapshot store (redefine it with the XML its host shows)");
+            return NULL;
+        }
+        g_ptr_array_add(chain, x);
+        if (!x->layer_parent)
+            break;
+        struct snapshot_entry *parent = snapshot_tree_find_id(tree, x->layer_parent);
+        if (!parent) {
+            fail(error, x, "the snapshot its memory is a diff on is not defined here");
+            return NULL;
+        }
+        x = parent;
+    }
+    return g_steal_pointer(&chain);
+}
+
+/* The pulled files, for a confined shim to read. */
+static bool share(struct vsnap_driver *drv, const char *dir, GError **error)
+{
+    if (!jail_share_read(drv, dir, error))
+        return false;
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    for (const char *name; d && (name = g_dir_read_name(d));) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        if (!jail_share_read(drv, path, error))
+            return false;
+    }
+    return true;
+}
+
+static bool pull_one(struct vsnap_driver *drv, struct snapshot_tree *tree, struct store_cache *cache,
+                     struct snapshot_entry *x, GError **error)
+{
+    struct store_pull_result r;
+    g_autoptr(GError) local = NULL;
+    gint64 t0 = g_get_monotonic_time();
+    if (!store_pull(x->store_url, x->memory_id, x->dir, cache, &drv->store.options, &r, &local)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "cannot import snapshot '%s' from %s: %s", x->name, x->store_url,
+                    local->message);
+        return false;
+    }
+    g_message("snapshot '%s' imported from %s in %.1f s (%u layers fetched, %u from the cache)",
+              x->name, x->store_url, (g_get_monotonic_time() - t0) / 1e6, r.layers_fetched,
+              r.layers_cached);
+    struct snapshot_entry *parent = x->layer_parent ? snapshot_tree_find_id(tree, x->layer_parent)
+                                                    : NULL;
+    if (parent && !snapdir_adopt_parent(x->dir, parent->dir, error)) {
+        g_prefix_error(error, "snapshot '%s' imported, but not joined to '%s': ", x->name,
+                       parent->name);
+        return false;
+    }
+    return share(drv, x->dir, error);
+}
+
+bool import_snapshot(struct vsnap_driver *drv, struct snapshot_tree *tree,
+                     struct snapshot_entry *e, GError **error)
+{
+    g_autoptr(GPtrArray) chain = missing_chain(tree, e, error);
+    if (!chain)
+        return false;
+    if (chain->len == 0)
+        return true;
+    g_autofree char *dir = drv->store.cache_dir ? g_strdup(drv->store.cache_dir)
+                                                : store_cache_default_dir();
+    g_autoptr(GError) local = NULL;
+    struct store_cache *cache = store_cache_open(dir, drv->store.cache_size, &local);
+    if (!cache) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "cannot import snapshot '%s': the store cache %s: %s", e->name, dir,
+                    local->message);
+        return false;
+    }
+    bool ok = true;
+    for (guint i = chain->len; ok && i-- > 0;)
+        ok = pull_one(drv, tree, cache, chain->pdata[i], error);
+    store_cache_close(cache);
+    return ok;
+}
