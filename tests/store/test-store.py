@@ -502,6 +502,9 @@ def case_no_space_in_cache(env):
 
 
 CASES = [v for k, v in list(globals().items()) if k.startswith("case_")]
+if os.environ.get("VIRTVSNAPD"):
+    import daemon_cases  # noqa: E402  (virtvsnapd with a store: tests/store/daemon_cases.py)
+    CASES += daemon_cases.CASES
 
 
 def main():

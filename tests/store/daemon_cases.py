@@ -1,0 +1,347 @@
+"""virtvsnapd with a snapshot store, run by test-store.py against the servers
+it started (nginx, Ceph's RADOS Gateway): real daemons (each "host" its own
+state directory, sockets and cache), real virsh, the test guest with a disk.
+
+- two hosts sharing a store (nginx, S3): host A pushes a memory + disk
+  snapshot and its diff child in the background (domjobinfo shows the
+  push), host B learns them from A's XML (define, snapshot-create
+  --redefine), reverts and runs with A's memory and disk (SUM, BLKSUM);
+  a revert on B whose base image is missing is refused by name, the
+  running VM untouched; a `cp -a` copy of the image is accepted;
+- a push in the background: domjobinfo shows it, other operations on the
+  domain go on, destroy does not end it; kill -9 of the daemon during it:
+  at its next start the push is done again and the manifest is listed;
+- a store that is down: the snapshot is taken and the VM runs, the push
+  shows as failed.
+
+Each case takes the Env of test-store.py (env.nginx, env.rgw, env.s3_env,
+STORE through env.store)."""
+
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+import uuid as uuidlib
+
+import libvirt
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "plugin"))
+from disktest import DiskGuest, MIB, disk_domain_xml, make_image  # noqa: E402
+from vsnapd import Daemon, wait_for  # noqa: E402
+
+MEM_A = (16 * MIB, 48 * MIB)     # filled by the guest at boot (vsnap.fill_mib=48)
+MEM_B = (72 * MIB, 16 * MIB)     # filled after the first snapshot
+DISK_A = (0, 2 * MIB)
+DISK_B = (4 * MIB, 2 * MIB)
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+class Host:
+    """One host: a virtvsnapd with its own state, sockets and store cache."""
+
+    def __init__(self, env, name, url=None, hook=None):
+        self.env = env
+        self.daemon = Daemon(parent=env.dir)
+        self.cache = os.path.join(self.daemon.dir, "cache")
+        self.conf = os.path.join(self.daemon.dir, "virtvsnapd.conf")
+        s3 = env.s3_env
+        with open(self.conf, "w") as f:
+            f.write("[store]\n" + (f"url={url}\n" if url else "") +
+                    f"cache_dir={self.cache}\ncache_size=2G\nconnections=4\nrange_size=4M\n"
+                    f"threads=2\n[s3]\nendpoint={env.rgw.endpoint}\n"
+                    f"region={s3['AWS_REGION']}\naccess_key={s3['AWS_ACCESS_KEY_ID']}\n"
+                    f"secret_key={s3['AWS_SECRET_ACCESS_KEY']}\n")
+        self.name = name
+        self.start(hook)
+
+    def start(self, hook=None):
+        self.daemon.start(extra=["--config", self.conf],
+                          env={"VSNAPD_TEST_HOOK": hook} if hook else None)
+
+    def v(self, *args, **kw):
+        return self.daemon.virsh(*args, **kw)
+
+    def write(self, name, text):
+        path = os.path.join(self.daemon.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def guest(self, dom):
+        return DiskGuest(os.path.join(self.daemon.state, "run", dom, "vsock.sock"))
+
+    def sums(self, dom):
+        g = self.guest(dom)
+        try:
+            mem = [g.cmd(f"SUM {a:#x} {n:#x}") for a, n in (MEM_A, MEM_B)]
+            disk = [g.sum(0, a, n) for a, n in (DISK_A, DISK_B)]
+        finally:
+            g.close()
+        check(all(m.startswith("SUM ") for m in mem), f"SUM: {mem}")
+        return mem + disk
+
+    def state(self, dom):
+        return self.v("domstate", dom).stdout.strip()
+
+    def jobinfo(self, dom, completed=False):
+        out = self.v("domjobinfo", dom, *(["--completed"] if completed else [])).stdout
+        return dict((k.strip(), v.strip()) for k, v in
+                    (line.split(":", 1) for line in out.splitlines() if ":" in line))
+
+    def wait_push(self, dom, timeout=120):
+        """The last push of dom ended; its domjobinfo --completed."""
+        info = {}
+
+        def ended():
+            nonlocal info
+            info = self.jobinfo(dom, completed=True)
+            return info.get("Job type") in ("Completed", "Failed") and not self.pending(dom)
+
+        wait_for(ended, timeout=timeout, interval=0.1, what=f"the push of {dom} on {self.name}")
+        return info
+
+    def pending(self, dom):
+        root = os.path.join(self.daemon.state, "snapshots", dom)
+        return [e for e in os.listdir(root) if os.path.exists(os.path.join(root, e, ".push-pending"))]
+
+    def close(self):
+        self.daemon.cleanup()
+
+
+def snapshot_ids(xml):
+    """(id, parent, url) of the <vsnap:store> in a snapshot's <cookie>."""
+    m = re.search(r"<cookie>\s*<vsnap:store [^>]*url='([^']*)' id='([^']*)'(?: parent='([^']*)')?",
+                  xml)
+    check(m, f"no <vsnap:store> in the snapshot's cookie:\n{xml}")
+    return m.group(2), m.group(3), m.group(1)
+
+
+def env_ls(env, url):
+    """vsnap-store ls: the complete manifests' ids ([] while there is no
+    manifests/ at all)."""
+    try:
+        return sorted(m["id"] for m in env.store(["--retries", "0"], ["ls", url]) or [])
+    except Exception as e:
+        if "404" in str(e) or "not found" in str(e).lower() or "No such" in str(e):
+            return []
+        raise
+
+
+def domain_on(host, image, dom, uuid, restore_mode=None, store_url=None):
+    xml = disk_domain_xml(dom, [(image, "vda")], uuid=uuid, memory_mib=128,
+                          cmdline="vsnap.fill_mib=48 vsnap.seed=5", restore_mode=restore_mode)
+    if store_url:
+        xml = xml.replace("</vsnap:vsnap>", f"<vsnap:store url='{store_url}'/></vsnap:vsnap>") \
+            if "<vsnap:vsnap" in xml else xml.replace(
+                "<memory", "<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'>"
+                f"<vsnap:store url='{store_url}'/></vsnap:vsnap></metadata>\n  <memory", 1)
+    host.v("define", host.write(dom + ".xml", xml))
+
+
+def take_two(a, dom):
+    """s1 (full memory, first disk layer) and s2 (its diff), each pushed;
+    the guest's sums at each."""
+    a.v("start", dom)
+    g = a.guest(dom)
+    try:
+        g.fill(0, DISK_A[0], DISK_A[1], 31)
+        g.flush(0)
+    finally:
+        g.close()
+    sums = {"s1": a.sums(dom)}
+    t0 = time.monotonic()
+    a.v("snapshot-create-as", dom, "s1")
+    took = time.monotonic() - t0
+    check(a.state(dom) == "running", f"after snapshot-create: {a.state(dom)}")
+    info = a.wait_push(dom)
+    check(info.get("Job type") == "Completed", f"domjobinfo --completed after the push: {info}")
+    check(info.get("Operation") == "Snapshot", f"domjobinfo --completed: {info}")
+    check(info.get("Data processed") == info.get("Data total") and
+          info.get("Data total", "0 B") != "0 B", f"domjobinfo --completed: {info}")
+    g = a.guest(dom)
+    try:
+        g.cmd(f"FILL {MEM_B[0]:#x} {MEM_B[1]:#x} 9")
+        g.fill(0, DISK_B[0], DISK_B[1], 33)
+        g.flush(0)
+    finally:
+        g.close()
+    sums["s2"] = a.sums(dom)
+    a.v("snapshot-create-as", dom, "s2")
+    a.wait_push(dom)
+    return sums, took
+
+
+def learn(a, b, dom):
+    """B defines dom and its snapshots from A's XML."""
+    b.v("define", b.write(dom + ".xml", a.v("dumpxml", "--inactive", dom).stdout))
+    ids = {}
+    for snap in ("s1", "s2"):
+        xml = a.v("snapshot-dumpxml", dom, snap).stdout
+        ids[snap] = snapshot_ids(xml)
+        b.v("snapshot-create", dom, "--redefine", b.write(snap + ".xml", xml))
+        # B shows the same cookie.
+        check(snapshot_ids(b.v("snapshot-dumpxml", dom, snap).stdout) == ids[snap],
+              f"B's XML of {snap}")
+    check(ids["s2"][1] == ids["s1"][0], f"s2's parent layer is not s1's: {ids}")
+    return ids
+
+
+def two_hosts(env, url, restore_mode, per_domain):
+    w = env.scratch("daemon-two-hosts")
+    image = make_image(os.path.join(w, "root.img"), 16 * MIB)
+    dom, uuid = "mover", str(uuidlib.uuid4())
+    a = Host(env, "A", url=None if per_domain else url)
+    b = None
+    try:
+        domain_on(a, image, dom, uuid, restore_mode, store_url=url if per_domain else None)
+        sums, took = take_two(a, dom)
+        for snap in ("s1", "s2"):
+            sid = snapshot_ids(a.v("snapshot-dumpxml", dom, snap).stdout)[0]
+            check(sid in env_ls(env, url), f"{snap} ({sid}) is not listed in {url}")
+        a.v("destroy", dom)
+        b = Host(env, "B")
+        ids = learn(a, b, dom)
+        if per_domain:
+            check(f"<vsnap:store url='{url}'/>" in b.v("dumpxml", "--inactive", dom).stdout,
+                  "B's dumpxml lost the domain's <vsnap:store>")
+        check(not os.path.exists(os.path.join(b.cache, "layers")) or
+              not os.listdir(os.path.join(b.cache, "layers")), "B pulled before a revert")
+        # The image on B: a copy with the same identity (cp -a), at the same path.
+        shutil.move(image, image + ".A")
+        shutil.copy2(image + ".A", image)
+        b.v("snapshot-revert", dom, "s2")
+        check(b.state(dom) == "running", f"B after revert: {b.state(dom)}")
+        check(b.sums(dom) == sums["s2"], f"B's s2: {b.sums(dom)}, A had {sums['s2']}")
+        # The base gone: refused by name, the VM runs on.
+        pid = b.daemon.shim_pids()[dom]
+        os.rename(image, image + ".away")
+        r = b.v("snapshot-revert", dom, "s1", check=False)
+        check(r.returncode != 0 and image in r.stderr, f"revert without the image: {r.stderr}")
+        check(b.daemon.shim_pids().get(dom) == pid and b.state(dom) == "running",
+              "the refused revert touched the VM")
+        os.rename(image + ".away", image)
+        b.v("snapshot-revert", dom, "s1")
+        check(b.sums(dom)[0] == sums["s1"][0] and b.sums(dom)[2] == sums["s1"][2],
+              f"B's s1: {b.sums(dom)}, A had {sums['s1']}")
+        print(f"  snapshot-create returned in {took:.2f} s; pushes and B's reverts checked")
+    finally:
+        a.close()
+        if b:
+            b.close()
+
+
+def case_daemon_two_hosts_http(env):
+    """Through nginx, the store the daemon's configuration names; on-demand restore."""
+    two_hosts(env, env.nginx.url("store", "daemon-two"), None, per_domain=False)
+
+
+def case_daemon_two_hosts_s3(env):
+    """Through S3 (the RADOS Gateway), the domain's own <vsnap:store>; merge restore."""
+    two_hosts(env, "s3://vsnap-test/daemon-two", "merge", per_domain=True)
+
+
+def case_daemon_push_in_background(env):
+    """A push made slow (the test hook sleeps 50 ms a frame): snapshot-create
+    returns while it runs, domjobinfo shows it, another snapshot and a
+    destroy of the domain go through meanwhile (the push goes on); then the
+    daemon is killed (kill -9) in the middle of it. No manifest is listed;
+    the next daemon pushes both snapshots, which then verify."""
+    w = env.scratch("daemon-kill")
+    url = env.nginx.url("store", "daemon-kill")
+    image = make_image(os.path.join(w, "root.img"), 16 * MIB)
+    a = Host(env, "A", url=url, hook="push-progress:slow")
+    try:
+        domain_on(a, image, "k", str(uuidlib.uuid4()))
+        a.v("start", "k")
+        a.guest("k").close()
+        t0 = time.monotonic()
+        a.v("snapshot-create-as", "k", "p1")
+        took = time.monotonic() - t0
+        info = {}
+
+        def pushing():
+            nonlocal info
+            info = a.jobinfo("k")
+            return info.get("Job type") == "Bounded" and info.get("Data processed", "0 B") != "0 B"
+
+        wait_for(pushing, timeout=30, interval=0.05, what="domjobinfo to show the push")
+        check(info.get("Operation") == "Snapshot" and info.get("Data processed") != info.get("Data total"),
+              f"domjobinfo during the push: {info}")
+        a.v("snapshot-create-as", "k", "p2")
+        a.v("destroy", "k")
+        check(a.jobinfo("k").get("Job type") == "Bounded", "destroy ended the push")
+        check(a.state("k") == "shut off", f"after destroy: {a.state('k')}")
+        pid = a.daemon.proc.pid
+        os.kill(pid, signal.SIGKILL)
+        a.daemon.proc.wait(timeout=10)
+        a.daemon.proc = None
+        check(len(a.pending("k")) == 2, f"pushes pending after the kill: {a.pending('k')}")
+        check(env_ls(env, url) == [], f"a manifest before the push completed: {env_ls(env, url)}")
+        a.start()
+        a.wait_push("k")
+        ids = sorted(snapshot_ids(a.v("snapshot-dumpxml", "k", s).stdout)[0] for s in ("p1", "p2"))
+        check(env_ls(env, url) == ids, f"after the restart: {env_ls(env, url)}, want {ids}")
+        env.store([], ["verify", f"{url}/{ids[0]}"])
+        env.store([], ["verify", f"{url}/{ids[1]}"])
+        print(f"  snapshot-create returned in {took:.2f} s, the push went on")
+    finally:
+        a.close()
+
+
+def case_daemon_store_down(env):
+    """No server at the store's address: the snapshot is taken and the VM
+    runs; the push shows as failed and stays pending; the snapshot reverts,
+    and save/restore to a file work as without a store."""
+    w = env.scratch("daemon-down")
+    from servers import free_port
+    url = f"http://127.0.0.1:{free_port()}/store"
+    image = make_image(os.path.join(w, "root.img"), 16 * MIB)
+    a = Host(env, "A", url=url)
+    try:
+        # A store URL of no known form is refused by name at define time.
+        bad = a.write("bad.xml", disk_domain_xml("bad", [(image, "vda")]).replace(
+            "<memory", "<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'>"
+            "<vsnap:store url='ftp://h/x'/></vsnap:vsnap></metadata>\n  <memory", 1))
+        r = a.v("define", bad, check=False)
+        check(r.returncode != 0 and "ftp://h/x" in r.stderr, f"define with a bad store: {r.stderr}")
+        domain_on(a, image, "d", str(uuidlib.uuid4()))
+        a.v("start", "d")
+        a.guest("d").close()
+        a.v("snapshot-create-as", "d", "down1")
+        check(a.state("d") == "running", f"after snapshot-create: {a.state('d')}")
+        info = {}
+
+        def failed():
+            nonlocal info
+            info = a.jobinfo("d", completed=True)
+            return info.get("Job type") == "Failed"
+
+        wait_for(failed, timeout=90, interval=0.2, what="the push to fail")
+        conn = a.daemon.connect()
+        stats = conn.lookupByName("d").jobStats(libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED)
+        conn.close()
+        check(stats.get("type") == libvirt.VIR_DOMAIN_JOB_FAILED and
+              url.split("/store")[0] in stats.get("errmsg", ""), f"job stats --completed: {stats}")
+        check(len(a.pending("d")) == 1, "the failed push is not pending")
+        check("down1" in a.v("snapshot-list", "--name", "d").stdout, "the snapshot is gone")
+        a.v("snapshot-revert", "d", "down1")
+        check(a.state("d") == "running", f"after a local revert: {a.state('d')}")
+        # virsh save FILE stays local, store or not.
+        saved = os.path.join(w, "d.save")
+        a.v("save", "d", saved)
+        a.v("restore", saved)
+        check(a.state("d") == "running", f"after save and restore: {a.state('d')}")
+        check("failed" in a.daemon.log(), "the failure is not logged")
+    finally:
+        a.close()
+
+
+CASES = [case_daemon_two_hosts_http, case_daemon_two_hosts_s3, case_daemon_push_in_background,
+         case_daemon_store_down]
