@@ -156,6 +156,27 @@ static bool fold_into_layer_children(struct vsnap_driver *drv, struct vsnap_doma
     return true;
 }
 
+/* A diff learnt from another host and not imported names the layer it is
+ * a diff on by id, and its files (in the store) need that layer: its parent
+ * cannot be folded into it here, nor dropped. */
+static bool check_learnt_delete(struct snapshot_tree *tree, struct snapshot_entry *gone,
+                                GError **error)
+{
+    g_autoptr(GPtrArray) layer_kids = snapshot_tree_layer_children(tree, gone);
+    for (guint i = 0; i < layer_kids->len; i++) {
+        struct snapshot_entry *kid = layer_kids->pdata[i];
+        if (import_is_local(kid))
+            continue;
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "cannot delete snapshot '%s': snapshot '%s' is a diff on it and is not on "
+                    "this host (it is in %s): delete '%s' first, or revert to it (which "
+                    "imports both)", gone->name, kid->name,
+                    kid->store_url ? kid->store_url : "a store", kid->name);
+        return false;
+    }
+    return true;
+}
+
 /* Remove one snapshot whose own descendants are handled already. */
 static bool remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
                        struct snapshot_tree *tree, struct snapshot_entry *gone, GError **error)
@@ -169,10 +190,14 @@ static bool remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
      * first, so that a crash in the middle is finished at the next start. */
     /* Entries being deleted do not count: gone itself may be one. */
     bool last = snapshot_tree_count_live(tree) == (gone->deleting ? 0u : 1u);
-    if ((last && !gone->deleting && !snapshot_disks_check_delete(drv, dom, gone->dir, error)) ||
+    if (!check_learnt_delete(tree, gone, error))
+        return false;
+    /* Learnt from another host and never imported: no VM ran from it, so
+     * no disk runs on it, and it has no files to fold. */
+    if (import_is_local(gone) && ((last && !gone->deleting && !snapshot_disks_check_delete(drv, dom, gone->dir, error)) ||
         (last && !gone->deleting && !snapshot_entry_mark_deleting(gone, error)) ||
         !snapshot_disks_delete(drv, dom, gone->dir, kid_dirs, last, error) ||
-        !fold_into_layer_children(drv, dom, tree, gone, error))
+        !fold_into_layer_children(drv, dom, tree, gone, error)))
         return false;
     for (guint i = 0; i < kids->len; i++) {
         struct snapshot_entry *kid = kids->pdata[i];

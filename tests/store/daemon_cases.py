@@ -213,6 +213,9 @@ def two_hosts(env, url, restore_mode, per_domain):
                   "B's dumpxml lost the domain's <vsnap:store>")
         check(not os.path.exists(os.path.join(b.cache, "layers")) or
               not os.listdir(os.path.join(b.cache, "layers")), "B pulled before a revert")
+        # s2 is a diff on s1 and is not here yet: s1 cannot be folded into it.
+        r = b.v("snapshot-delete", dom, "s1", check=False)
+        check(r.returncode != 0 and "'s2' is a diff on it" in r.stderr, f"delete of s1 on B: {r.stderr}")
         # The image on B: a copy with the same identity (cp -a), at the same path.
         shutil.move(image, image + ".A")
         shutil.copy2(image + ".A", image)
@@ -230,6 +233,23 @@ def two_hosts(env, url, restore_mode, per_domain):
         b.v("snapshot-revert", dom, "s1")
         check(b.sums(dom)[0] == sums["s1"][0] and b.sums(dom)[2] == sums["s1"][2],
               f"B's s1: {b.sums(dom)}, A had {sums['s1']}")
+        # B's own snapshot on the imported chain (a diff on s1, its disk
+        # layer on s1's), reverted to after the guest changed again.
+        g = b.guest(dom)
+        try:
+            g.fill(0, DISK_B[0], DISK_B[1], 35)
+            g.flush(0)
+        finally:
+            g.close()
+        here = b.sums(dom)
+        b.v("snapshot-create-as", dom, "b1")
+        g = b.guest(dom)
+        try:
+            g.fill(0, DISK_B[0], DISK_B[1], 36)
+        finally:
+            g.close()
+        b.v("snapshot-revert", dom, "b1")
+        check(b.sums(dom) == here, f"B's own b1: {b.sums(dom)}, want {here}")
         print(f"  snapshot-create returned in {took:.2f} s; pushes and B's reverts checked")
     finally:
         a.close()
