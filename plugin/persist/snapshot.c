@@ -72,7 +72,10 @@ static char *entry_xml(struct vsnap_driver *drv, struct snapshot_tree *tree,
     def->domain = domain_def_parse_string(domain_xml, drv->paths.schema_dir, error);
     if (!def->domain)
         return NULL;
-    snapshot_disks_fill(e->dir, def->domain, def);
+    /* A snapshot learnt from another host shows its disk layers once they
+     * are here (the origin's paths name nothing on this host). */
+    if (import_is_local(e))
+        snapshot_disks_fill(e->dir, def->domain, def);
     fill_cookie(tree, e, def);
     return snapshot_def_format(def);
 }
