@@ -316,14 +316,15 @@ def case_daemon_push_in_background(env):
 
 
 def case_daemon_store_down(env):
-    """No server at the store's address: the snapshot is taken and the VM
-    runs; the push shows as failed and stays pending; the snapshot reverts,
-    and save/restore to a file work as without a store."""
+    """nginx down: the snapshot is taken and the VM runs; the push shows as
+    failed and stays pending; the snapshot reverts, and save/restore to a
+    file work as without a store. nginx back: the next snapshot's pushes
+    send the failed one too."""
     w = env.scratch("daemon-down")
-    from servers import free_port
-    url = f"http://127.0.0.1:{free_port()}/store"
+    url = env.nginx.url("store", "daemon-down")
     image = make_image(os.path.join(w, "root.img"), 16 * MIB)
     a = Host(env, "A", url=url)
+    env.nginx.kill()
     try:
         # A store URL of no known form is refused by name at define time.
         bad = a.write("bad.xml", disk_domain_xml("bad", [(image, "vda")]).replace(
@@ -348,7 +349,7 @@ def case_daemon_store_down(env):
         stats = conn.lookupByName("d").jobStats(libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED)
         conn.close()
         check(stats.get("type") == libvirt.VIR_DOMAIN_JOB_FAILED and
-              url.split("/store")[0] in stats.get("errmsg", ""), f"job stats --completed: {stats}")
+              "daemon-down" in stats.get("errmsg", ""), f"job stats --completed: {stats}")
         check(len(a.pending("d")) == 1, "the failed push is not pending")
         check("down1" in a.v("snapshot-list", "--name", "d").stdout, "the snapshot is gone")
         a.v("snapshot-revert", "d", "down1")
@@ -359,7 +360,14 @@ def case_daemon_store_down(env):
         a.v("restore", saved)
         check(a.state("d") == "running", f"after save and restore: {a.state('d')}")
         check("failed" in a.daemon.log(), "the failure is not logged")
+        env.nginx.start()
+        a.v("snapshot-create-as", "d", "down2")
+        a.wait_push("d")
+        ids = sorted(snapshot_ids(a.v("snapshot-dumpxml", "d", s).stdout)[0] for s in ("down1", "down2"))
+        check(env_ls(env, url) == ids, f"after nginx came back: {env_ls(env, url)}, want {ids}")
     finally:
+        if env.nginx.proc.poll() is not None:
+            env.nginx.start()
         a.close()
 
 
