@@ -315,7 +315,8 @@ static size_t stream_read(char *buf, size_t size, size_t n, void *user)
     gsize len;
     const guint8 *p = g_bytes_get_data(u->current, &len);
     gsize take = MIN(size * n, len - u->current_pos);
-    memcpy(buf, p + u->current_pos, take);
+    if (take)   /* the empty chunk that ends the body has no data (p is NULL) */
+        memcpy(buf, p + u->current_pos, take);
     u->current_pos += take;
     if (u->current_pos == len && len > 0) {
         u->queued -= len;
