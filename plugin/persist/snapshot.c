@@ -197,10 +197,12 @@ static bool remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
         return false;
     /* Learnt from another host and never imported: no VM ran from it, so
      * no disk runs on it, and it has no files to fold. */
-    if (import_is_local(gone) && ((last && !gone->deleting && !snapshot_disks_check_delete(drv, dom, gone->dir, error)) ||
-        (last && !gone->deleting && !snapshot_entry_mark_deleting(gone, error)) ||
-        !snapshot_disks_delete(drv, dom, gone->dir, kid_dirs, last, error) ||
-        !fold_into_layer_children(drv, dom, tree, gone, error)))
+    bool files = import_is_local(gone);
+    if (files &&
+        ((last && !gone->deleting && !snapshot_disks_check_delete(drv, dom, gone->dir, error)) ||
+         (last && !gone->deleting && !snapshot_entry_mark_deleting(gone, error)) ||
+         !snapshot_disks_delete(drv, dom, gone->dir, kid_dirs, last, error) ||
+         !fold_into_layer_children(drv, dom, tree, gone, error)))
         return false;
     for (guint i = 0; i < kids->len; i++) {
         struct snapshot_entry *kid = kids->pdata[i];
