@@ -237,6 +237,20 @@ def case_two_hosts_s3(env):
     check(again["objects_sent"] == 0, f"a second push sent objects: {again}")
 
 
+def case_ranges_follow_each_other_at_once(env):
+    """One connection and 1 MiB ranges: each range starts as soon as the
+    one before it ends (the fetch loop used to wait up to a second for a
+    socket event first: about 64 s for base's 64 ranges)."""
+    w = env.scratch("ranges")
+    url = env.nginx.url("store", "ranges")
+    env.push("base", url)
+    t0 = time.monotonic()
+    env.pull(f"{url}/{env.layer_id('base')}", os.path.join(w, "d"), os.path.join(w, "cache"),
+             ["--connections", "1", "--range-size", "1M", "--threads", "1"])
+    elapsed = time.monotonic() - t0
+    check(elapsed < 20, f"a pull of 64 ranges on one connection took {elapsed:.1f} s")
+
+
 def case_push_skips_what_the_store_has(env):
     """full2 shares config.json with base: pushing it after base skips that
     object, and pushing base again sends nothing."""
