@@ -28,6 +28,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "persist"))
 from persisttest import ApiShim, Fail, MIB, check, connect  # noqa: E402
 from servers import Nginx, Rgw  # noqa: E402
+import shim_store  # noqa: E402
 
 REGION_A = (16 * MIB, 64 * MIB)
 REGION_B = (80 * MIB, 16 * MIB)
@@ -516,6 +517,8 @@ def case_no_space_in_cache(env):
 
 
 CASES = [v for k, v in list(globals().items()) if k.startswith("case_")]
+shim_store.setup(SHIM, GUEST)
+CASES += shim_store.CASES
 
 
 def main():

@@ -1,0 +1,241 @@
+"""Store URLs through the shim's Cloud Hypervisor API (test-store.py runs
+these cases with the servers it started): vm.snapshot to an nginx store and
+to the RADOS Gateway, vm.restore from them on "other hosts" (shims with their
+own cache and work directories, the same base image path), in copy and
+on-demand modes, checked by the guest's SUM of its RAM and BLKSUM of its
+disk against the origin's. Every shim runs with its default seccomp filter."""
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import time
+
+from persisttest import ApiShim, MIB, check, connect
+
+SHIM = GUEST = None
+DISK_SIZE = 32 * MIB
+RAM_REGION = (16 * MIB, 48 * MIB)
+
+
+def setup(shim, guest):
+    global SHIM, GUEST
+    SHIM, GUEST = shim, guest
+
+
+def store_config(env, path):
+    """--store-config: the [store] and [s3] groups store_options_load reads."""
+    e = env.s3_env
+    with open(path, "w") as f:
+        f.write(f"[store]\nconnections = 4\nrange_size = 2M\n\n[s3]\nendpoint = {env.rgw.endpoint}\n"
+                f"region = {e['AWS_REGION']}\naccess_key = {e['AWS_ACCESS_KEY_ID']}\n"
+                f"secret_key = {e['AWS_SECRET_ACCESS_KEY']}\n")
+    return path
+
+
+class Host:
+    """One "host": its layer cache and work directory; shims made on it."""
+
+    def __init__(self, env, root, name):
+        self.env, self.name = env, name
+        self.dir = os.path.join(root, name)
+        self.cache = os.path.join(self.dir, "cache")
+        self.work = os.path.join(self.dir, "work")
+        os.makedirs(self.work)
+        self.config = store_config(env, os.path.join(self.dir, "store.conf"))
+        self.count = 0
+
+    def shim(self):
+        self.count += 1
+        # no AWS_* in the environment: the S3 keys come from --store-config
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        return ApiShim(SHIM, workdir=self.dir, name=f"{self.name}-{self.count}", env=env,
+                       args=["--store-config", self.config, "--store-cache-dir", self.cache])
+
+
+def restore_url(vm, url, mode, work):
+    overrides = {"serial": {"mode": "File", "file": vm.serial_path}, "vsock": {"socket": vm.vsock_path},
+                 "vsnap_work_dir": work}
+    return vm.api("PUT", "vm.restore", {"source_url": url, "memory_restore_mode": mode, "resume": True,
+                                        "config_overrides": overrides}, timeout=120)
+
+
+def sums(conn):
+    ram = conn.sum(*RAM_REGION)
+    reply = conn.cmd(f"BLKSUM 0 0 {DISK_SIZE:#x}")
+    check(reply.startswith("SUM "), f"BLKSUM -> {reply!r}")
+    return ram, reply[4:]
+
+
+def dead_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Origin:
+    """Host A's VM (RAM filled, disk written), snapshotted to nginx and S3
+    while paused; made once, shared by the cases."""
+
+    def __init__(self, env):
+        self.root = env.scratch("shim-store")
+        self.image = os.path.join(self.root, "base.img")
+        with open(self.image, "wb") as f:
+            f.truncate(DISK_SIZE)
+        self.host = Host(env, self.root, "hostA")
+        self.http = env.nginx.url("store", "shim")
+        self.s3 = "s3://vsnap-test/shim"
+        with self.host.shim() as vm:
+            vm.ok("PUT", "vm.create", {
+                "payload": {"kernel": GUEST, "cmdline": "vsnap.fill_mib=48 vsnap.seed=5"},
+                "memory": {"size": 128 * MIB}, "cpus": {"boot_vcpus": 1, "max_vcpus": 1},
+                "serial": {"mode": "File", "file": vm.serial_path}, "console": {"mode": "Off"},
+                "vsock": {"cid": 3, "socket": vm.vsock_path}, "vsnap_work_dir": self.host.work,
+                "disks": [{"path": self.image, "id": "vda"}]})
+            vm.ok("PUT", "vm.boot")
+            conn = connect(vm)
+            conn.ok(f"FILL {RAM_REGION[0] + 8 * MIB:#x} {8 * MIB:#x} 21")
+            check(conn.cmd(f"BLKFILL 0 0 {4 * MIB:#x} 3") == "OK", "BLKFILL")
+            check(conn.cmd(f"BLKFILL 0 {20 * MIB:#x} {2 * MIB:#x} 4") == "OK", "BLKFILL")
+            self.sums = sums(conn)
+            vm.ok("PUT", "vm.pause")
+            t0 = time.monotonic()
+            self.http_reply = vm.ok("PUT", "vm.snapshot", {"destination_url": self.http})
+            self.http_push_s = time.monotonic() - t0
+            self.s3_reply = vm.ok("PUT", "vm.snapshot", {"destination_url": self.s3})
+            self.failed_push = self.push_to_dead_server(vm)
+            vm.ok("PUT", "vm.resume")
+            check(sums(conn) == self.sums, "the origin's sums changed across its snapshots")
+            conn.close()
+        self.id = self.http_reply["id"]
+        self.local = self.http_reply["local_url"][len("file://"):]
+
+    def push_to_dead_server(self, vm):
+        """A push that cannot connect: an error naming the object, the VM
+        still paused and its local snapshot kept."""
+        url = f"http://127.0.0.1:{dead_port()}/gone"
+        t0 = time.monotonic()
+        status, reply = vm.api("PUT", "vm.snapshot", {"destination_url": url}, timeout=120)
+        return status, reply, time.monotonic() - t0, vm.state()
+
+    def layer(self, name):
+        return os.path.join(self.local, name)
+
+
+def origin(env):
+    if not hasattr(env, "shim_origin"):
+        env.shim_origin = Origin(env)
+    return env.shim_origin
+
+
+def layer_gets(env, since):
+    return [line for line in env.nginx.access_lines()[since:]
+            if line[0] == "GET" and line[1].endswith(".zst") and int(line[3]) > 64 * 1024]
+
+
+# --- cases ---------------------------------------------------------------------
+
+def case_shim_snapshot_to_store(env):
+    """vm.snapshot to a store prefix answers 200 with the manifest id (the
+    local snapshot's memory layer id) and the local copy's URL; the
+    manifest is in the store; the disk layer's object, plain `zstd -d`,
+    is the layer."""
+    o = origin(env)
+    for reply, url in ((o.http_reply, o.http), (o.s3_reply, o.s3)):
+        local = reply["local_url"][len("file://"):]
+        check(local.startswith(o.host.work + "/"), f"the local copy is not in the VM's work dir: {reply}")
+        layer_id = json.load(open(os.path.join(local, "state.json")))["memory"]["id"]
+        check(reply["id"] == layer_id and reply["url"] == f"{url}/{layer_id}", f"vm.snapshot answered {reply}")
+        check(reply["objects_sent"] > 0, f"nothing was sent: {reply}")
+    ids = [e["id"] for e in env.store([], ["ls", o.http])]
+    check(ids == [o.id], f"ls {o.http}: {ids}")
+    ids = [e["id"] for e in env.store([], ["ls", o.s3])]
+    check(ids == [o.s3_reply["id"]], f"ls {o.s3}: {ids}")
+    disk_layer = o.layer("disk-vda.layer")
+    data = open(disk_layer, "rb").read()
+    obj = os.path.join(env.nginx.root, "shim", "objects", hashlib.sha256(data).hexdigest() + ".zst")
+    out = subprocess.run(["zstd", "-dc", obj], capture_output=True, check=True).stdout
+    check(out == data, f"zstd -d {obj} is not the disk layer {disk_layer}")
+    print(f"  vm.snapshot + push to nginx: {o.http_push_s:.2f} s", flush=True)
+
+
+def case_shim_restore_from_store(env):
+    """Host B restores the nginx snapshot in copy mode (a cache miss), then
+    on demand in a second shim (a cache hit: no layer GETs); host C restores
+    the S3 one on demand. SUM and BLKSUM equal the origin's."""
+    o = origin(env)
+    hostb = Host(env, o.root, "hostB")
+    for mode, hit in (("copy", False), ("ondemand", True)):
+        before = len(env.nginx.access_lines())
+        with hostb.shim() as vm:
+            t0 = time.monotonic()
+            status, reply = restore_url(vm, f"{o.http}/{o.id}", mode, hostb.work)
+            check(status == 204, f"restore ({mode}): {status} {reply}" + vm.describe())
+            elapsed = time.monotonic() - t0
+            conn = connect(vm)
+            check(sums(conn) == o.sums, f"{mode} restore from {o.http}: sums {sums(conn)}, origin {o.sums}")
+            conn.close()
+            imported = [line.split("info: ", 1)[1] for line in vm.read(vm.log_path).splitlines()
+                        if " imported " in line]
+        gets = layer_gets(env, before)
+        check(bool(gets) != hit, f"{mode} restore ({'hit' if hit else 'miss'}): layer GETs {gets}")
+        print(f"  restore {mode} ({'cache hit' if hit else 'cache miss'}): {elapsed:.2f} s; {imported}", flush=True)
+    hostc = Host(env, o.root, "hostC")
+    with hostc.shim() as vm:
+        status, reply = restore_url(vm, f"{o.s3}/{o.s3_reply['id']}", "ondemand", hostc.work)
+        check(status == 204, f"restore from S3: {status} {reply}" + vm.describe())
+        conn = connect(vm)
+        check(sums(conn) == o.sums, f"ondemand restore from {o.s3}: sums {sums(conn)}, origin {o.sums}")
+        conn.close()
+
+
+def case_shim_store_errors(env):
+    """A missing id is a 404 naming the manifest, a dead server an error
+    within its retries, a failed push leaves the VM paused with its local
+    snapshot; after each refusal the shim restores a good snapshot."""
+    o = origin(env)
+    status, reply, elapsed, state = o.failed_push
+    check(status >= 500 and "gone" in reply[0] and "still paused" in reply[0],
+          f"a push to a dead server: {status} {reply}")
+    check(state == "Paused" and elapsed < 60, f"after the failed push: {state}, {elapsed:.1f} s")
+    hostd = Host(env, o.root, "hostD")
+    missing = "0" * 8 + "-0000-4000-8000-" + "0" * 12
+    with hostd.shim() as vm:
+        status, reply = restore_url(vm, f"{o.http}/{missing}", "ondemand", hostd.work)
+        check(status == 404 and f"manifests/{missing}" in reply[0], f"a missing id: {status} {reply}")
+        t0 = time.monotonic()
+        status, reply = restore_url(vm, f"http://127.0.0.1:{dead_port()}/x/{o.id}", "copy", hostd.work)
+        check(status >= 500 and time.monotonic() - t0 < 60, f"a dead server: {status} {reply}")
+        status, reply = restore_url(vm, f"{o.http}/{o.id}", "ondemand", hostd.work)
+        check(status == 204, f"the restore after two refusals: {status} {reply}" + vm.describe())
+        conn = connect(vm)
+        check(sums(conn) == o.sums, "sums after the refused restores")
+        conn.close()
+        leftovers = [n for n in os.listdir(hostd.work) if n.startswith("store-")]
+        check(len(leftovers) == 1, f"the refused imports left directories: {leftovers}")
+
+
+CASES = [case_shim_snapshot_to_store, case_shim_restore_from_store, case_shim_store_errors]
+
+
+def case_shim_confined_refuses_store_urls(env):
+    """A confined shim answers store URLs with 400 saying why, touches no
+    network and stays ready: a vm.restore from a local directory follows."""
+    o = origin(env)
+    w = env.scratch("shim-confined")
+    jail = os.path.join(w, "jail")
+    os.makedirs(jail)
+    vm = ApiShim(SHIM, workdir=w, name="confined", args=["--confine", f"root={jail},uid=65534,gid=65534"])
+    with vm:
+        status, reply = vm.api("PUT", "vm.restore", {"source_url": f"{o.http}/{o.id}"})
+        check(status == 400 and "confined shim" in reply[0] and "vsnap-store pull" in reply[0],
+              f"a confined restore from a store: {status} {reply}")
+        status, reply = vm.api("PUT", "vm.snapshot", {"destination_url": o.s3})
+        check(status == 400 and "confined shim" in reply[0], f"a confined snapshot to a store: {status} {reply}")
+        check(vm.ok("GET", "vmm.ping")["version"], "vmm.ping after the refusals")
+
+
+CASES.append(case_shim_confined_refuses_store_urls)
