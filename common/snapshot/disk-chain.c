@@ -225,3 +225,58 @@ bool snap_dir_fold_disks_into_child(const char *inner, const char *child, GError
             return false;
     return !changed || rewrite_state(kid, error);
 }
+
+/* ---- parents found where this host keeps them ---- */
+
+/* The directory of the memory chain below d holding disk_id's layer `want`,
+ * or NULL. */
+static char *find_layer_in_memory_chain(const struct snap_dir *d, const char *disk_id, const snap_id *want)
+{
+    g_autofree char *dir = d->parent_path ? g_strdup(d->parent_path) : NULL;
+    for (unsigned depth = 0; dir && depth < SNAP_MAX_CHAIN; depth++) {
+        g_autoptr(snap_dir) p = snap_dir_read(dir, NULL);
+        if (!p)
+            return NULL;
+        struct snap_disk_record r;
+        bool present = false;
+        if (snap_dir_disk_record(p, disk_id, &r, &present, NULL) && present) {
+            bool found = snap_id_equal(&r.id, want);
+            snap_disk_record_clear(&r);
+            if (found)
+                return g_steal_pointer(&dir);
+        }
+        g_free(dir);
+        dir = p->parent_path ? g_strdup(p->parent_path) : NULL;
+    }
+    return NULL;
+}
+
+bool snap_dir_relink_disk_parents(const char *dir, GError **error)
+{
+    g_autoptr(snap_dir) d = snap_dir_read(dir, error);
+    if (!d)
+        return false;
+    g_autoptr(GPtrArray) ids = snap_dir_disk_ids(d);
+    bool changed = false;
+    for (guint i = 0; i < ids->len; i++) {
+        struct snap_disk_record r;
+        bool present = false;
+        if (!snap_dir_disk_record(d, ids->pdata[i], &r, &present, error))
+            return false;
+        static const snap_id nil;
+        g_autofree char *here = present && !snap_id_equal(&r.parent, &nil)
+                                    ? find_layer_in_memory_chain(d, ids->pdata[i], &r.parent) : NULL;
+        g_autofree char *url = here ? snap_dir_url(here) : NULL;
+        if (url && g_strcmp0(url, r.parent_url) != 0) {
+            g_free(r.parent_url);
+            r.parent_url = g_steal_pointer(&url);
+            snap_disk_record_set(snap_dir_disk_object(d, ids->pdata[i]), &r);
+            changed = true;
+        }
+        snap_disk_record_clear(&r);
+    }
+    if (!changed)
+        return true;
+    g_autofree char *text = snap_state_text(d->state);
+    return snap_dir_write_file(dir, SNAP_DIR_STATE_FILE, text, error);
+}

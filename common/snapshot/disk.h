@@ -74,6 +74,14 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(snap_disk_chain, snap_disk_chain_free)
 struct snap_disk_chain *snap_dir_disk_chain(const struct snap_dir *top, const char *disk_id, bool *present,
                                             GError **error);
 
+/* A snapshot moved to this host (a store's pull) names its disks' parent
+ * layers by the directories that held them on its own host. Point each
+ * disk's parent_url at the directory of dir's memory chain (its parent, its
+ * parent's parent, ...) that holds that very layer here; a disk whose
+ * parent is in none of them keeps its parent_url. Atomic replace of
+ * state.json, written only when something changed. */
+bool snap_dir_relink_disk_parents(const char *dir, GError **error);
+
 /* Open disk layers as a chain: every one a disk layer, the first without a
  * parent, each naming the one before, one size (SNAP_ERROR_CHAIN naming the
  * file otherwise). For the shim's chain backend and the folds. */

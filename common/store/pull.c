@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "snapshot/directory.h"
+#include "snapshot/disk.h"
 
 static struct manifest *fetch_manifest(struct transport *t, const char *id, GError **error)
 {
@@ -200,9 +201,10 @@ static bool pull_into(struct transport *t, const struct manifest *m, const char 
     bool ok = pull_files(t, m, partial, cache, r, pins, error);
     if (ok) {
         g_autoptr(snap_dir) d = snap_dir_read(partial, &e);
-        /* the parent is where this host keeps it */
+        /* the parent is where this host keeps it, and so are its disk layers */
         if (!d || (parent && (!d->parent_path || strcmp(d->parent_path, parent) != 0) &&
                    !snap_dir_set_parent(partial, parent, &e)) ||
+            (parent && !snap_dir_relink_disk_parents(partial, &e)) ||
             !snap_dir_commit(partial, dest, &e) || !snap_dir_seal(dest, &e))
             ok = as_store_error(error, e);
     }

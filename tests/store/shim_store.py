@@ -77,8 +77,13 @@ def dead_port():
 
 
 class Origin:
-    """Host A's VM (RAM filled, disk written), snapshotted to nginx and S3
-    while paused; made once, shared by the cases."""
+    """Host A's VM: s1, a full snapshot to nginx (RAM filled, the disk
+    written in place: its layer is empty, the image its base); then more
+    written to RAM and disk and s2, a diff of s1 to nginx (its disk layer
+    holds those blocks, over s1's), and s3, a diff of s2 to S3; made once,
+    shared by the cases. Host A's directories are then moved away, so the
+    other hosts can only use what the stores hold (and the base image, at
+    the same path)."""
 
     def __init__(self, env):
         self.root = env.scratch("shim-store")
@@ -97,21 +102,29 @@ class Origin:
                 "disks": [{"path": self.image, "id": "vda"}]})
             vm.ok("PUT", "vm.boot")
             conn = connect(vm)
-            conn.ok(f"FILL {RAM_REGION[0] + 8 * MIB:#x} {8 * MIB:#x} 21")
             check(conn.cmd(f"BLKFILL 0 0 {4 * MIB:#x} 3") == "OK", "BLKFILL")
+            vm.ok("PUT", "vm.pause")
+            self.s1 = vm.ok("PUT", "vm.snapshot", {"destination_url": self.http})
+            vm.ok("PUT", "vm.resume")
+            conn.ok(f"FILL {RAM_REGION[0] + 8 * MIB:#x} {8 * MIB:#x} 21")
             check(conn.cmd(f"BLKFILL 0 {20 * MIB:#x} {2 * MIB:#x} 4") == "OK", "BLKFILL")
+            check(conn.cmd(f"BLKFILL 0 {MIB + 512:#x} {4096:#x} 6") == "OK", "BLKFILL")
             self.sums = sums(conn)
             vm.ok("PUT", "vm.pause")
             t0 = time.monotonic()
-            self.http_reply = vm.ok("PUT", "vm.snapshot", {"destination_url": self.http})
+            self.http_reply = vm.ok("PUT", "vm.snapshot", {"destination_url": self.http, "mode": "diff",
+                                                           "parent_url": self.s1["local_url"]})
             self.http_push_s = time.monotonic() - t0
-            self.s3_reply = vm.ok("PUT", "vm.snapshot", {"destination_url": self.s3})
+            self.s3_reply = vm.ok("PUT", "vm.snapshot", {"destination_url": self.s3, "mode": "diff",
+                                                         "parent_url": self.http_reply["local_url"]})
             self.failed_push = self.push_to_dead_server(vm)
             vm.ok("PUT", "vm.resume")
             check(sums(conn) == self.sums, "the origin's sums changed across its snapshots")
             conn.close()
         self.id = self.http_reply["id"]
         self.local = self.http_reply["local_url"][len("file://"):]
+        self.disk_layer = open(os.path.join(self.local, "disk-vda.layer"), "rb").read()
+        os.rename(self.host.work, self.host.work + ".moved-away")
 
     def push_to_dead_server(self, vm):
         """A push that cannot connect: an error naming the object, the VM
@@ -120,9 +133,6 @@ class Origin:
         t0 = time.monotonic()
         status, reply = vm.api("PUT", "vm.snapshot", {"destination_url": url}, timeout=120)
         return status, reply, time.monotonic() - t0, vm.state()
-
-    def layer(self, name):
-        return os.path.join(self.local, name)
 
 
 def origin(env):
@@ -144,21 +154,24 @@ def case_shim_snapshot_to_store(env):
     manifest is in the store; the disk layer's object, plain `zstd -d`,
     is the layer."""
     o = origin(env)
-    for reply, url in ((o.http_reply, o.http), (o.s3_reply, o.s3)):
+    moved = o.host.work + ".moved-away"
+    for reply, url in ((o.s1, o.http), (o.http_reply, o.http), (o.s3_reply, o.s3)):
         local = reply["local_url"][len("file://"):]
         check(local.startswith(o.host.work + "/"), f"the local copy is not in the VM's work dir: {reply}")
+        local = local.replace(o.host.work, moved, 1)
         layer_id = json.load(open(os.path.join(local, "state.json")))["memory"]["id"]
         check(reply["id"] == layer_id and reply["url"] == f"{url}/{layer_id}", f"vm.snapshot answered {reply}")
-        check(reply["objects_sent"] > 0, f"nothing was sent: {reply}")
-    ids = [e["id"] for e in env.store([], ["ls", o.http])]
-    check(ids == [o.id], f"ls {o.http}: {ids}")
-    ids = [e["id"] for e in env.store([], ["ls", o.s3])]
-    check(ids == [o.s3_reply["id"]], f"ls {o.s3}: {ids}")
-    disk_layer = o.layer("disk-vda.layer")
-    data = open(disk_layer, "rb").read()
-    obj = os.path.join(env.nginx.root, "shim", "objects", hashlib.sha256(data).hexdigest() + ".zst")
+    check(0 < o.http_reply["bytes_sent"] < o.s1["bytes_sent"] / 2,
+          f"the diff's push sent nothing, or s1 again: s1 {o.s1}, s2 {o.http_reply}")
+    ids = sorted(e["id"] for e in env.store([], ["ls", o.http]))
+    check(ids == sorted([o.s1["id"], o.id]), f"ls {o.http}: {ids}")
+    ids = sorted(e["id"] for e in env.store([], ["ls", o.s3]))
+    check(ids == sorted([o.s1["id"], o.id, o.s3_reply["id"]]), f"ls {o.s3}: {ids}")
+    blocks = (len(o.disk_layer) - 8192) // 4096
+    check(len(o.disk_layer) > 2 * MIB, f"s2's disk layer holds {len(o.disk_layer)} bytes, not the 2 MiB written")
+    obj = os.path.join(env.nginx.root, "shim", "objects", hashlib.sha256(o.disk_layer).hexdigest() + ".zst")
     out = subprocess.run(["zstd", "-dc", obj], capture_output=True, check=True).stdout
-    check(out == data, f"zstd -d {obj} is not the disk layer {disk_layer}")
+    check(out == o.disk_layer, f"zstd -d {obj} is not s2's disk layer (about {blocks} blocks)")
     print(f"  vm.snapshot + push to nginx: {o.http_push_s:.2f} s", flush=True)
 
 
