@@ -49,7 +49,7 @@ bool api_store_check_reachable(const char *field, const char *url, GError **erro
     bool restore = g_str_equal(field, "source_url");
     g_set_error(error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED,
                 "%s: %s is a store URL, which a confined shim (--confine) does not reach: its jail holds "
-                "no layer cache and its system call filter allows no network sockets; %s", field, url,
+                "no layer cache and its system call filter no sockets that reach a store; %s", field, url,
                 restore ? "import the snapshot first (vsnap-store pull, or virtvsnapd) and give its local "
                           "file:// directory"
                         : "snapshot to a local file:// directory and push that (vsnap-store push, or "

@@ -296,6 +296,14 @@ static int add_unix_sockets(scmp_filter_ctx ctx)
     return rc;
 }
 
+/* The datagram socket a tap's SIOCSIF* ioctls are made on (devices/tap.c:
+ * its address, MAC and link), exactly as tap.c asks for it. */
+static int add_ifreq_socket(scmp_filter_ctx ctx)
+{
+    return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2, SCMP_A0(SCMP_CMP_EQ, AF_INET),
+                            SCMP_A1(SCMP_CMP_EQ, SOCK_DGRAM | SOCK_CLOEXEC));
+}
+
 /* The main list of a shim that is not confined also has the network: store
  * URLs in vm.snapshot / vm.restore (libcurl's TCP connections, glibc's
  * resolver over UDP and its NETLINK_ROUTE look at the host's addresses).
@@ -330,8 +338,8 @@ static bool load_list(enum sandbox_thread kind, enum sandbox_mode mode, GError *
         rc = add_thread_creation(ctx);
     if (rc == 0 && (kind == SANDBOX_THREAD_MAIN || kind == SANDBOX_THREAD_DEVICE))
         rc = add_unix_sockets(ctx);
-    if (rc == 0 && kind == SANDBOX_THREAD_MAIN && !sandbox_is_confined())
-        rc = add_network_sockets(ctx);
+    if (rc == 0 && kind == SANDBOX_THREAD_MAIN)
+        rc = sandbox_is_confined() ? add_ifreq_socket(ctx) : add_network_sockets(ctx);
     if (rc == 0)
         rc = seccomp_load(ctx);
     if (ctx)
