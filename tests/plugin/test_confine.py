@@ -56,6 +56,22 @@ def read(path):
         return f.read().strip()
 
 
+def files_named(root, name, skip=("proc", "dev")):
+    """The paths of the files called name under root (not /proc, /dev)."""
+    found = []
+    for base, dirs, files in os.walk(root):
+        if base == root:
+            dirs[:] = [d for d in dirs if d not in skip]
+        found += [os.path.join(base, f) for f in files if f == name]
+    return found
+
+
+def mount_points(pid):
+    """pid's mount points, as it sees them (inside its jail)."""
+    with open(f"/proc/{pid}/mountinfo") as f:
+        return [line.split()[4] for line in f]
+
+
 def tuned_xml(name, memtune="", cputune="", **kw):
     xml = domain_xml(name, **kw)
     return re.sub(r"(  <vcpu>.*</vcpu>\n)", lambda m: m.group(1) + memtune + cputune, xml)
@@ -113,6 +129,44 @@ class ConfineTest(DaemonTest):
         self.daemon.virsh("snapshot-create-as", "c1", "s1")
         self.daemon.virsh("resume", "c1")
         self.assertEqual(self.state("c1"), "running (unpaused)")
+
+    def test_a_jail_holds_no_other_domains_save(self):
+        """All shims run as one user: what keeps one VM's shim from another
+        guest's RAM is its jail. B's shim sees nothing of A's managed save
+        image, and every directory of the daemon's in its jail is B's own
+        (none shared with A, where A's save or managed save would stage its
+        files); A still saves and starts from its image confined."""
+        self.start_domain("a")
+        pid_b = self.start_domain("b")
+        self.daemon.virsh("managedsave", "a")
+        images = files_named(self.daemon.state, "managed-save.ini")
+        self.assertEqual(len(images), 1, images)
+        root = f"/proc/{pid_b}/root"
+        self.assertFalse(os.path.exists(root + os.path.dirname(images[0])))
+        self.assertEqual(files_named(root, "managed-save.ini"), [])
+        # Outside any jail too, the shims' user cannot reach it while A is off.
+        area = os.stat(os.path.dirname(os.path.dirname(images[0])))
+        self.assertEqual((area.st_uid, area.st_mode & 0o777), (os.getuid(), 0o700))
+        for point in mount_points(pid_b):
+            if not point.startswith(self.daemon.dir + "/"):
+                continue
+            part = os.path.relpath(point, self.daemon.state).split("/")
+            self.assertTrue(len(part) >= 2 and part[1] in ("b", "b.log"),
+                            f"B's jail holds {point}, not B's own")
+        self.daemon.virsh("start", "a")
+        self.assertEqual(self.state("a"), "running (restored)")
+        pid_a = self.daemon.shim_pids()["a"]
+        self.assertEqual(status(pid_a)["Uid"].split()[1], str(pwd.getpwnam("vsnap").pw_uid))
+        # Both ways: B's managed save and start, A's save to a file and restore.
+        self.daemon.virsh("managedsave", "b")
+        self.assertFalse(os.path.exists(f"/proc/{pid_a}/root" + self.daemon.state + "/managedsave"))
+        self.assertEqual(files_named(f"/proc/{pid_a}/root", "managed-save.ini"), [])
+        self.daemon.virsh("start", "b")
+        self.assertEqual(self.state("b"), "running (restored)")
+        image = os.path.join(self.daemon.dir, "a.save")
+        self.daemon.virsh("save", "a", image)
+        self.daemon.virsh("restore", image)
+        self.assertEqual(self.state("a"), "running (restored)")
 
     def test_guest_reset_reopens_a_root_only_disk(self):
         """A reset builds a fresh VM in the same shim, after the drop: the
