@@ -13,17 +13,6 @@
 #define KEEPALIVE_INTERVAL_S 2
 #define KEEPALIVE_COUNT 3
 
-/* libvirt's client runs keepalive from an event loop: one thread of its
- * default implementation, started with the first connection. */
-static gpointer run_event_loop(gpointer unused)
-{
-    (void)unused;
-    for (;;)
-        if (virEventRunDefaultImpl() < 0)
-            g_usleep(100000);
-    return NULL;
-}
-
 /* The library's errors come back through virGetLastError; it must not also
  * print them on the daemon's stderr. */
 static void quiet_errors(void *unused, virErrorPtr error)
@@ -32,12 +21,16 @@ static void quiet_errors(void *unused, virErrorPtr error)
     (void)error;
 }
 
+/* libvirt's client runs keepalive from an event loop. Its default
+ * implementation puts its sources on GLib's default main context, which the
+ * daemon's main loop runs: so the daemon's loop serves them. A thread of
+ * our own iterating that context would also dispatch the daemon's own
+ * callbacks, on the wrong thread. */
 static gpointer start_library(gpointer unused)
 {
     (void)unused;
     virSetErrorFunc(NULL, quiet_errors);
-    if (virEventRegisterDefaultImpl() == 0)
-        g_thread_unref(g_thread_new("libvirt-events", run_event_loop, NULL));
+    virEventRegisterDefaultImpl();
     return NULL;
 }
 

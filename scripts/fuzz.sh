@@ -4,7 +4,8 @@
 # Builds the libFuzzer targets of tests/fuzz/ into build-fuzz/ (clang,
 # AddressSanitizer + UBSan, -Dfuzz=true; the normal build/ is not touched)
 # and runs each for SECONDS (default 60; scripts/test.sh runs 20), one after
-# the other, from its seeds in tests/fuzz/corpus/<target>/ and what earlier
+# the other (with FUZZ_RUNS=N in the environment, each stops after N inputs
+# or SECONDS, whichever comes first), from its seeds in tests/fuzz/corpus/<target>/ and what earlier
 # runs found (build-fuzz/tests/fuzz/work/<target>/corpus/). Each target
 # prints one line: executions, executions per second, corpus. A crash, leak,
 # hang or undefined behaviour fails the target; the input that did it is in
