@@ -196,6 +196,37 @@ class ConfineTest(DaemonTest):
         finally:
             watcher.stop()
 
+    def test_guest_reset_keeps_its_pty_console(self):
+        """A reset builds the serial port anew after the drop, where the
+        shims' user cannot open the host's ptmx: it used to fail ('cannot open
+        a pty: Permission denied') and leave the domain shut off. The new port
+        is on the same pty, the one the live XML names, still root's (a pty
+        the shims' user made would be open to every other shim)."""
+        serial = ("    <serial type='pty'><target port='0'/></serial>\n"
+                  "    <console type='pty'><target type='serial' port='0'/></console>\n")
+        watcher = VirshEvents(self.daemon, "--all")
+        try:
+            path = os.path.join(self.daemon.dir, "p.xml")
+            with open(path, "w") as f:
+                f.write(domain_xml("p", cmdline="vsnap.fill_mib=1 vsnap.reboot_after_ready=1",
+                                   extra_devices=serial))
+            self.daemon.virsh("define", path)
+            self.daemon.virsh("start", "p")
+            pid = self.daemon.shim_pids()["p"]
+            pty = re.findall(r"<source path='(/dev/pts/[0-9]+)'", self.daemon.virsh("dumpxml", "p").stdout)
+            self.assertTrue(pty, "no pty in the live XML")
+            first = watcher.wait_for_line("event 'reboot' for domain 'p'")
+            watcher.wait_for_line("event 'reboot' for domain 'p'", after=first + 1)
+            self.assertTrue(self.state("p").startswith("running"), self.state("p"))
+            self.assertEqual(self.daemon.shim_pids()["p"], pid)
+            held = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+            self.assertIn(pty[0], held)
+            self.assertEqual([p for p in held if p.startswith("/dev/pts/") and p[9:].isdigit()], [pty[0]])
+            self.assertEqual(os.stat(pty[0]).st_uid, 0)
+            self.daemon.virsh("destroy", "p")
+        finally:
+            watcher.stop()
+
     def kernel(self):
         return os.environ["VSNAP_TESTGUEST"]
 
