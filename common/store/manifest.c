@@ -5,6 +5,8 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
+#include "json/bounded-json.h"
+
 static void file_clear(gpointer p)
 {
     g_free(((struct manifest_file *)p)->name);
@@ -203,9 +205,12 @@ struct manifest *manifest_parse(GBytes *json, const char *name, GError **error)
         g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "manifest %s is too large", name);
         return NULL;
     }
+    /* A store is another host's, or anybody's on the way: its manifest is
+     * bounded before json-glib's recursion sees it (16 MiB of '[' is
+     * nesting deep enough to overflow a thread's stack). */
     g_autoptr(JsonParser) p = json_parser_new();
     g_autoptr(GError) e = NULL;
-    if (!json_parser_load_from_data(p, text, len, &e)) {
+    if (!bounded_json_load_data(p, text, len, MANIFEST_MAX_BYTES, &e)) {
         g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "manifest %s: %s", name, e->message);
         return NULL;
     }
