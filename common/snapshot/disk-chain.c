@@ -228,11 +228,31 @@ bool snap_dir_fold_disks_into_child(const char *inner, const char *child, GError
 
 /* ---- parents found where this host keeps them ---- */
 
-/* The directory of the memory chain below d holding disk_id's layer `want`,
- * or NULL. */
-static char *find_layer_in_memory_chain(const struct snap_dir *d, const char *disk_id, const snap_id *want)
+GPtrArray *snap_dir_disk_parent_dirs(const struct snap_dir *d, GError **error)
 {
-    g_autofree char *dir = d->parent_path ? g_strdup(d->parent_path) : NULL;
+    g_autoptr(GPtrArray) dirs = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GPtrArray) ids = snap_dir_disk_ids(d);
+    for (guint i = 0; i < ids->len; i++) {
+        struct snap_disk_record r;
+        bool present = false;
+        if (!snap_dir_disk_record(d, ids->pdata[i], &r, &present, error))
+            return NULL;
+        g_autofree char *path = present && r.parent_url ? snap_dir_path_from_url(r.parent_url, error) : NULL;
+        bool bad = present && r.parent_url && !path;
+        snap_disk_record_clear(&r);
+        if (bad)
+            return NULL;
+        if (path && !g_ptr_array_find_with_equal_func(dirs, path, g_str_equal, NULL))
+            g_ptr_array_add(dirs, g_steal_pointer(&path));
+    }
+    return g_steal_pointer(&dirs);
+}
+
+/* The directory holding disk_id's layer `want`: from, or one of its memory
+ * chain below it; NULL if none does. */
+static char *find_layer_from(const char *from, const char *disk_id, const snap_id *want)
+{
+    g_autofree char *dir = g_strdup(from);
     for (unsigned depth = 0; dir && depth < SNAP_MAX_CHAIN; depth++) {
         g_autoptr(snap_dir) p = snap_dir_read(dir, NULL);
         if (!p)
@@ -251,7 +271,16 @@ static char *find_layer_in_memory_chain(const struct snap_dir *d, const char *di
     return NULL;
 }
 
-bool snap_dir_relink_disk_parents(const char *dir, GError **error)
+static char *find_parent_layer(const struct snap_dir *d, const char *const *also, const char *disk_id,
+                               const snap_id *want)
+{
+    char *here = d->parent_path ? find_layer_from(d->parent_path, disk_id, want) : NULL;
+    for (; !here && also && *also; also++)
+        here = find_layer_from(*also, disk_id, want);
+    return here;
+}
+
+bool snap_dir_relink_disk_parents(const char *dir, const char *const *also, GError **error)
 {
     g_autoptr(snap_dir) d = snap_dir_read(dir, error);
     if (!d)
@@ -265,7 +294,7 @@ bool snap_dir_relink_disk_parents(const char *dir, GError **error)
             return false;
         static const snap_id nil;
         g_autofree char *here = present && !snap_id_equal(&r.parent, &nil)
-                                    ? find_layer_in_memory_chain(d, ids->pdata[i], &r.parent) : NULL;
+                                    ? find_parent_layer(d, also, ids->pdata[i], &r.parent) : NULL;
         g_autofree char *url = here ? snap_dir_url(here) : NULL;
         if (url && g_strcmp0(url, r.parent_url) != 0) {
             g_free(r.parent_url);

@@ -120,11 +120,24 @@ class Origin:
             self.failed_push = self.push_to_dead_server(vm)
             vm.ok("PUT", "vm.resume")
             check(sums(conn) == self.sums, "the origin's sums changed across its snapshots")
+            self.full_sums, self.full_reply = self.full_over_the_disk_chain(vm, conn)
             conn.close()
         self.id = self.http_reply["id"]
         self.local = self.http_reply["local_url"][len("file://"):]
         self.disk_layer = open(os.path.join(self.local, "disk-vda.layer"), "rb").read()
         os.rename(self.host.work, self.host.work + ".moved-away")
+
+    def full_over_the_disk_chain(self, vm, conn):
+        """s4: more written to the disk, then a full snapshot to nginx. Its
+        memory has no parent, but its disk layer continues the chain (the
+        failed push's layer, then s3's, which is only in S3, s2's, s1's):
+        the push must carry those too."""
+        check(conn.cmd(f"BLKFILL 0 {24 * MIB:#x} {MIB:#x} 8") == "OK", "BLKFILL")
+        full_sums = sums(conn)
+        vm.ok("PUT", "vm.pause")
+        reply = vm.ok("PUT", "vm.snapshot", {"destination_url": self.http})
+        vm.ok("PUT", "vm.resume")
+        return full_sums, reply
 
     def push_to_dead_server(self, vm):
         """A push that cannot connect: an error naming the object, the VM
@@ -163,8 +176,10 @@ def case_shim_snapshot_to_store(env):
         check(reply["id"] == layer_id and reply["url"] == f"{url}/{layer_id}", f"vm.snapshot answered {reply}")
     check(0 < o.http_reply["bytes_sent"] < o.s1["bytes_sent"] / 2,
           f"the diff's push sent nothing, or s1 again: s1 {o.s1}, s2 {o.http_reply}")
-    ids = sorted(e["id"] for e in env.store([], ["ls", o.http]))
-    check(ids == sorted([o.s1["id"], o.id]), f"ls {o.http}: {ids}")
+    # s4's push carried its disk chain: s3 and the failed push's snapshot
+    ids = set(e["id"] for e in env.store([], ["ls", o.http]))
+    check({o.s1["id"], o.id, o.s3_reply["id"], o.full_reply["id"]} <= ids and len(ids) == 5,
+          f"ls {o.http}: {ids}")
     ids = sorted(e["id"] for e in env.store([], ["ls", o.s3]))
     check(ids == sorted([o.s1["id"], o.id, o.s3_reply["id"]]), f"ls {o.s3}: {ids}")
     blocks = (len(o.disk_layer) - 8192) // 4096
@@ -231,7 +246,22 @@ def case_shim_store_errors(env):
         check(len(leftovers) == 1, f"the refused imports left directories: {leftovers}")
 
 
-CASES = [case_shim_snapshot_to_store, case_shim_restore_from_store, case_shim_store_errors]
+def case_shim_full_snapshot_carries_its_disk_chain(env):
+    """Host E restores s4, a full snapshot whose disk continues a chain of
+    four earlier layers (one of them pushed only to S3 before): the push to
+    nginx carried them, the pull brought them, BLKSUM is the origin's."""
+    o = origin(env)
+    hoste = Host(env, o.root, "hostE")
+    with hoste.shim() as vm:
+        status, reply = restore_url(vm, f"{o.http}/{o.full_reply['id']}", "ondemand", hoste.work)
+        check(status == 204, f"restore of the full snapshot over a disk chain: {status} {reply}" + vm.describe())
+        conn = connect(vm)
+        check(sums(conn) == o.full_sums, f"s4 from {o.http}: sums {sums(conn)}, origin {o.full_sums}")
+        conn.close()
+
+
+CASES = [case_shim_snapshot_to_store, case_shim_restore_from_store, case_shim_store_errors,
+         case_shim_full_snapshot_carries_its_disk_chain]
 
 
 def case_shim_confined_refuses_store_urls(env):
