@@ -9,7 +9,17 @@
 
 #include "virt-error.h"
 
-#define CGROUP_ROOT "/sys/fs/cgroup"
+/* The daemon moves itself into this leaf of its own cgroup when v2 asks
+ * for an empty parent (enable_v2_controllers). */
+#define DAEMON_LEAF "virtvsnapd"
+/* cgroup v2 lets a weight be 1..10000 (libvirt's range for <shares> there). */
+#define V2_WEIGHT_MIN 1
+#define V2_WEIGHT_MAX 10000
+
+const struct cgroup_host cgroup_host_system = {
+    .root = "/sys/fs/cgroup",
+    .self = "/proc/self/cgroup",
+};
 
 /* ---- where ---- */
 
@@ -21,10 +31,10 @@ static bool controller_in(const char *list, const char *controller)
 
 /* The daemon's cgroup in a hierarchy: the path of the /proc/self/cgroup
  * line whose controller list holds `controller` (NULL: v2's "0::" line). */
-static char *own_cgroup(const char *controller)
+static char *own_cgroup(const struct cgroup_host *host, const char *controller)
 {
     g_autofree char *text = NULL;
-    if (!g_file_get_contents("/proc/self/cgroup", &text, NULL, NULL))
+    if (!g_file_get_contents(host->self, &text, NULL, NULL))
         return NULL;
     g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
     for (char **l = lines; *l; l++) {
@@ -39,24 +49,39 @@ static char *own_cgroup(const char *controller)
 
 /* Where cgroup v2 is mounted: /sys/fs/cgroup on a unified host, its
  * unified/ directory on a hybrid one. */
-static const char *v2_mount(void)
+static char *v2_mount(const struct cgroup_host *host)
 {
-    if (g_file_test(CGROUP_ROOT "/cgroup.controllers", G_FILE_TEST_EXISTS))
-        return CGROUP_ROOT;
-    if (g_file_test(CGROUP_ROOT "/unified/cgroup.controllers", G_FILE_TEST_EXISTS))
-        return CGROUP_ROOT "/unified";
+    static const char *const under[] = {"", "unified"};
+    for (size_t i = 0; i < G_N_ELEMENTS(under); i++) {
+        g_autofree char *dir = g_build_filename(host->root, under[i], NULL);
+        g_autofree char *file = g_build_filename(dir, "cgroup.controllers", NULL);
+        if (g_file_test(file, G_FILE_TEST_EXISTS))
+            return g_steal_pointer(&dir);
+    }
     return NULL;
+}
+
+/* The daemon's v2 cgroup as it was before it moved into DAEMON_LEAF: the
+ * domains' cgroups go beside that leaf, so every start and every removal
+ * (of a cgroup made before the move) finds the same parent. */
+static char *v2_home(const struct cgroup_host *host)
+{
+    g_autofree char *own = own_cgroup(host, NULL);
+    if (!own)
+        return NULL;
+    g_autofree char *base = g_path_get_basename(own);
+    return g_str_equal(base, DAEMON_LEAF) ? g_path_get_dirname(own) : g_steal_pointer(&own);
 }
 
 /* The v2 directory the daemon's domains go under, when that cgroup offers
  * both controllers the limits need. */
-static char *v2_parent(void)
+static char *v2_parent(const struct cgroup_host *host)
 {
-    const char *mount = v2_mount();
-    g_autofree char *own = mount ? own_cgroup(NULL) : NULL;
-    if (!own)
+    g_autofree char *mount = v2_mount(host);
+    g_autofree char *home = mount ? v2_home(host) : NULL;
+    if (!home)
         return NULL;
-    g_autofree char *dir = g_build_filename(mount, own, NULL);
+    g_autofree char *dir = g_build_filename(mount, home, NULL);
     g_autofree char *file = g_build_filename(dir, "cgroup.controllers", NULL);
     g_autofree char *text = NULL;
     if (!g_file_get_contents(file, &text, NULL, NULL))
@@ -69,10 +94,10 @@ static char *v2_parent(void)
 }
 
 /* The v1 directory of a controller the domains go under. */
-static char *v1_parent(const char *controller)
+static char *v1_parent(const struct cgroup_host *host, const char *controller)
 {
-    g_autofree char *mount = g_build_filename(CGROUP_ROOT, controller, NULL);
-    g_autofree char *own = own_cgroup(controller);
+    g_autofree char *mount = g_build_filename(host->root, controller, NULL);
+    g_autofree char *own = own_cgroup(host, controller);
     g_autofree char *tasks = g_build_filename(mount, "cgroup.procs", NULL);
     if (!own || !g_file_test(tasks, G_FILE_TEST_EXISTS))
         return NULL;
@@ -109,10 +134,17 @@ static bool write_u64(const char *dir, const char *file, uint64_t value, GError 
     return write_file(dir, file, text, error);
 }
 
-/* libvirt's mapping of shares (2..262144) onto cpu.weight (1..10000). */
-static uint64_t shares_to_weight(uint64_t shares)
+/* As libvirt: <shares> is cpu.weight itself on v2, in v2's range (v1's
+ * cpu.shares goes up to 262144, so a definition may hold what v2 refuses). */
+static bool write_weight(const char *dir, uint64_t shares, GError **error)
 {
-    return 1 + ((shares - 2) * 9999) / 262142;
+    if (shares < V2_WEIGHT_MIN || shares > V2_WEIGHT_MAX) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "<cputune><shares> %" G_GUINT64_FORMAT " is outside %d..%d, the range of "
+                    "cpu.weight on this host's cgroup v2", shares, V2_WEIGHT_MIN, V2_WEIGHT_MAX);
+        return false;
+    }
+    return write_u64(dir, "cpu.weight", shares, error);
 }
 
 static bool apply_v2(const char *dir, const struct domain_def *def, GError **error)
@@ -127,7 +159,7 @@ static bool apply_v2(const char *dir, const struct domain_def *def, GError **err
     if (ok && swap)
         ok = write_u64(dir, "memory.swap.max", swap > hard ? (swap - hard) * 1024 : 0, error);
     if (ok && def->cputune.shares)
-        ok = write_u64(dir, "cpu.weight", shares_to_weight(def->cputune.shares), error);
+        ok = write_weight(dir, def->cputune.shares, error);
     if (ok && (def->cputune.quota_us || def->cputune.period_us)) {
         uint64_t period = def->cputune.period_us ? def->cputune.period_us : 100000;
         g_autofree char *max = def->cputune.quota_us
@@ -175,7 +207,7 @@ static bool enable_v2_controllers(const char *parent, GError **error)
     g_autoptr(GError) local = NULL;
     if (write_file(parent, "cgroup.subtree_control", "+memory +cpu", &local))
         return true;
-    g_autofree char *leaf = g_build_filename(parent, "virtvsnapd", NULL);
+    g_autofree char *leaf = g_build_filename(parent, DAEMON_LEAF, NULL);
     if (g_mkdir_with_parents(leaf, 0755) < 0 || !write_file(leaf, "cgroup.procs", "0", error))
         return false;
     return write_file(parent, "cgroup.subtree_control", "+memory +cpu", error);
@@ -190,18 +222,27 @@ static void add_dir(GPtrArray *dirs, char *parent, const char *leaf)
     g_free(parent);
 }
 
-GPtrArray *cgroup_dirs(const char *run_dir, const char *name)
+/* The domain's cgroup directories; *v2 says which version they are. */
+static GPtrArray *domain_dirs(const struct cgroup_host *host, const char *run_dir,
+                              const char *name, bool *v2)
 {
     g_autofree char *leaf = leaf_name(run_dir, name);
     GPtrArray *dirs = g_ptr_array_new_with_free_func(g_free);
-    char *v2 = v2_parent();
-    if (v2) {
-        add_dir(dirs, v2, leaf);
+    char *v2_dir = v2_parent(host);
+    *v2 = v2_dir != NULL;
+    if (v2_dir) {
+        add_dir(dirs, v2_dir, leaf);
         return dirs;
     }
-    add_dir(dirs, v1_parent("memory"), leaf);
-    add_dir(dirs, v1_parent("cpu"), leaf);
+    add_dir(dirs, v1_parent(host, "memory"), leaf);
+    add_dir(dirs, v1_parent(host, "cpu"), leaf);
     return dirs;
+}
+
+GPtrArray *cgroup_dirs_on(const struct cgroup_host *host, const char *run_dir, const char *name)
+{
+    bool v2;
+    return domain_dirs(host, run_dir, name, &v2);
 }
 
 static bool open_procs(const char *dir, GArray *procs, GError **error)
@@ -224,8 +265,8 @@ static bool has_limits(const struct domain_def *def)
            def->cputune.quota_us;
 }
 
-static bool create_one(const char *dir, bool v2, const struct domain_def *def, GArray *procs,
-                       GError **error)
+static bool create_one(const struct cgroup_host *host, const char *dir, bool v2,
+                       const struct domain_def *def, GArray *procs, GError **error)
 {
     if (v2) {
         g_autofree char *parent = g_path_get_dirname(dir);
@@ -237,21 +278,22 @@ static bool create_one(const char *dir, bool v2, const struct domain_def *def, G
                     dir, g_strerror(errno));
         return false;
     }
-    bool memory = strstr(dir, CGROUP_ROOT "/memory/") == dir;
+    g_autofree char *memory_root = g_strconcat(host->root, "/memory/", NULL);
+    bool memory = g_str_has_prefix(dir, memory_root);
     bool ok = v2 ? apply_v2(dir, def, error)
                  : memory ? apply_v1_memory(dir, def, error) : apply_v1_cpu(dir, def, error);
     return ok && open_procs(dir, procs, error);
 }
 
-bool cgroup_create(const char *run_dir, const struct domain_def *def, GArray **procs,
-                   GError **error)
+bool cgroup_create_on(const struct cgroup_host *host, const char *run_dir,
+                      const struct domain_def *def, GArray **procs, GError **error)
 {
     *procs = g_array_new(FALSE, FALSE, sizeof(int));
-    g_autoptr(GPtrArray) dirs = cgroup_dirs(run_dir, def->name);
-    bool v2 = v2_parent() != NULL;
+    bool v2;
+    g_autoptr(GPtrArray) dirs = domain_dirs(host, run_dir, def->name, &v2);
     g_autoptr(GError) local = NULL;
     for (guint i = 0; i < dirs->len; i++) {
-        if (create_one(dirs->pdata[i], v2, def, *procs, &local))
+        if (create_one(host, dirs->pdata[i], v2, def, *procs, &local))
             continue;
         if (has_limits(def)) {
             g_propagate_prefixed_error(error, g_steal_pointer(&local),
@@ -270,11 +312,27 @@ bool cgroup_create(const char *run_dir, const struct domain_def *def, GArray **p
     return true;
 }
 
-void cgroup_remove(const char *run_dir, const char *name)
+void cgroup_remove_on(const struct cgroup_host *host, const char *run_dir, const char *name)
 {
-    g_autoptr(GPtrArray) dirs = cgroup_dirs(run_dir, name);
+    g_autoptr(GPtrArray) dirs = cgroup_dirs_on(host, run_dir, name);
     for (guint i = 0; i < dirs->len; i++)
         if (g_rmdir(dirs->pdata[i]) < 0 && errno != ENOENT)
             g_message("cannot remove the cgroup %s: %s", (char *)dirs->pdata[i],
                       g_strerror(errno));
+}
+
+bool cgroup_create(const char *run_dir, const struct domain_def *def, GArray **procs,
+                   GError **error)
+{
+    return cgroup_create_on(&cgroup_host_system, run_dir, def, procs, error);
+}
+
+void cgroup_remove(const char *run_dir, const char *name)
+{
+    cgroup_remove_on(&cgroup_host_system, run_dir, name);
+}
+
+GPtrArray *cgroup_dirs(const char *run_dir, const char *name)
+{
+    return cgroup_dirs_on(&cgroup_host_system, run_dir, name);
 }

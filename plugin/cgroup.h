@@ -4,7 +4,10 @@
  * vsnap-<domain>-<instance> (<instance>: a hash of the run directory, so two
  * daemons running domains of one name do not share a cgroup). cgroup v2
  * where the daemon's cgroup has the memory and cpu controllers, else the v1
- * memory and cpu hierarchies (a hybrid host such as these). */
+ * memory and cpu hierarchies (a hybrid host such as these). On v2 a daemon
+ * whose cgroup holds processes moves itself into a leaf of it, "virtvsnapd",
+ * first (only leaves hold processes once controllers are handed down); the
+ * domains' cgroups stay beside that leaf. */
 #pragma once
 
 #include <glib.h>
@@ -22,3 +25,16 @@ bool cgroup_create(const char *run_dir, const struct domain_def *def, GArray **p
 void cgroup_remove(const char *run_dir, const char *name);
 /* The directories of the domain's cgroups that exist (for tests, logs). */
 GPtrArray *cgroup_dirs(const char *run_dir, const char *name);
+
+/* The same on another host's layout: the directory where cgroup
+ * hierarchies are mounted and the file that says the daemon's cgroups
+ * (tests/plugin/cgroup lays one out in a temporary directory). */
+struct cgroup_host {
+    const char *root; /* /sys/fs/cgroup */
+    const char *self; /* /proc/self/cgroup */
+};
+extern const struct cgroup_host cgroup_host_system;
+bool cgroup_create_on(const struct cgroup_host *host, const char *run_dir,
+                      const struct domain_def *def, GArray **procs, GError **error);
+void cgroup_remove_on(const struct cgroup_host *host, const char *run_dir, const char *name);
+GPtrArray *cgroup_dirs_on(const struct cgroup_host *host, const char *run_dir, const char *name);

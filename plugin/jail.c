@@ -15,6 +15,7 @@
 
 #include "atomic-file.h"
 #include "cgroup.h"
+#include "save-area.h"
 #include "virt-error.h"
 
 #define USERADD_WAIT_MS 10000
@@ -60,8 +61,7 @@ GPtrArray *jail_paths(const struct vsnap_driver *drv, const struct domain_def *l
 {
     GPtrArray *paths = g_ptr_array_new_with_free_func(g_free);
     g_autofree char *snapshots = g_build_filename(drv->paths.state_dir, "snapshots", live->name, NULL);
-    g_autofree char *managed = g_build_filename(drv->paths.state_dir, "managedsave", NULL);
-    g_autofree char *save_work = g_build_filename(drv->paths.state_dir, "save-work", NULL);
+    g_autofree char *saves = save_area_dir(drv->paths.state_dir, live->name);
     g_autofree char *disks = g_build_filename(drv->paths.state_dir, "disks", live->name, NULL);
     /* The domain's definition */
     add(paths, "ro", live->kernel);
@@ -72,14 +72,14 @@ GPtrArray *jail_paths(const struct vsnap_driver *drv, const struct domain_def *l
     add_chr(paths, &live->console);
     if (live->rng.present)
         add(paths, "ro", live->rng.backend);
-    /* The daemon's directories: the run (API and vsock sockets, events),
+    /* The daemon's directories, each the domain's own (no other domain's
+     * files are in any of them): the run (API and vsock sockets, events),
      * the log, where snapshots, managed saves and saves are written and
-     * restored from (writable: jail_writable_dirs). */
+     * restored from (writable: writable_dirs). */
     add(paths, "rw", run_dir);
     add(paths, "rw", log_path);
     add(paths, "rw", snapshots);
-    add(paths, "rw", managed);
-    add(paths, "rw", save_work);
+    add(paths, "rw", saves);
     add(paths, "rw", disks);
     /* Test-only: what a test's preloaded library needs inside every jail
      * (tests/lib/crashpoint.c's control directory). */
@@ -98,8 +98,7 @@ static GPtrArray *writable_dirs(const struct vsnap_driver *drv, const char *name
     GPtrArray *dirs = g_ptr_array_new_with_free_func(g_free);
     g_ptr_array_add(dirs, g_strdup(run_dir));
     g_ptr_array_add(dirs, g_build_filename(drv->paths.state_dir, "snapshots", name, NULL));
-    g_ptr_array_add(dirs, g_build_filename(drv->paths.state_dir, "managedsave", NULL));
-    g_ptr_array_add(dirs, g_build_filename(drv->paths.state_dir, "save-work", NULL));
+    g_ptr_array_add(dirs, save_area_dir(drv->paths.state_dir, name));
     /* The disks' overlays (vsnap_work_dir) and the save images' layers. */
     g_ptr_array_add(dirs, g_build_filename(drv->paths.state_dir, "disks", name, NULL));
     return dirs;
@@ -262,8 +261,20 @@ void jail_launch_clear(struct jail_launch *l)
     }
 }
 
+/* The shims' user gets the save area for a run (writable_dirs) and loses
+ * it after: a stopped domain's managed save image, the guest RAM another
+ * shim would want, is then not reachable as that user even outside a jail. */
+static void take_back_save_area(struct vsnap_driver *drv, const char *name)
+{
+    g_autofree char *area = save_area_dir(drv->paths.state_dir, name);
+    if (chown(area, geteuid(), getegid()) < 0 && errno != ENOENT)
+        g_warning("cannot give %s back to the daemon's user: %s", area, g_strerror(errno));
+}
+
 void jail_cleanup(struct vsnap_driver *drv, const char *name)
 {
+    if (drv->paths.confine)
+        take_back_save_area(drv, name);
     if (drv->paths.privileged)
         cgroup_remove(drv->paths.run_dir, name);
 }

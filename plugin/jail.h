@@ -34,7 +34,8 @@ GPtrArray *jail_paths(const struct vsnap_driver *drv, const struct domain_def *l
 bool jail_prepare(struct vsnap_driver *drv, const struct domain_def *live, const char *run_dir,
                   const char *log_path, struct jail_launch *out, GError **error);
 void jail_launch_clear(struct jail_launch *l);
-/* After the shim exited: its cgroup goes. */
+/* After the shim exited: its cgroup goes, and its save area goes back to
+ * the daemon's user. */
 void jail_cleanup(struct vsnap_driver *drv, const char *name);
 
 /* A directory the daemon made for the shim to write into (a snapshot's

@@ -24,6 +24,7 @@ struct shim {
     struct events *events;
     struct vmm *vmm;
     struct api_server *api;
+    struct api_store store;
     FILE *log;
     GLogLevelFlags log_max; /* most verbose level written */
 };
@@ -131,7 +132,7 @@ static bool start(struct shim *shim, GError **error)
     shim->vmm = vmm_new(shim->events, quit_loop, shim);
     events_emit(shim->events, "vmm", "starting", NULL);
     if (shim->options.api_socket) {
-        shim->api = api_server_new(shim->vmm, shim->options.api_socket, error);
+        shim->api = api_server_new(shim->vmm, shim->options.api_socket, &shim->store, error);
         if (!shim->api)
             return false;
     } else {
@@ -205,6 +206,7 @@ static void stop(struct shim *shim)
 {
     vmm_free(shim->vmm);
     api_server_free(shim->api);
+    api_store_clear(&shim->store);
     events_free(shim->events);
     if (shim->loop)
         g_main_loop_unref(shim->loop);
@@ -247,7 +249,9 @@ int main(int argc, char **argv)
         shim_options_clear(&shim.options);
         return 0;
     }
-    if (!confine(&shim, &error) || !start(&shim, &error)) {
+    /* The store's settings are read before the jail hides their file. */
+    if (!api_store_init(&shim.store, shim.options.store_config, shim.options.store_cache_dir, &error) ||
+        !confine(&shim, &error) || !start(&shim, &error)) {
         fprintf(stderr, "vsnap-shim: %s\n", error->message);
         if (shim.log)
             g_warning("%s", error->message);

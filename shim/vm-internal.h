@@ -12,16 +12,6 @@
 #include "memory.h"
 #include "vm.h"
 
-struct serial;
-struct i8042;
-struct acpi_pm;
-struct virtio_vsock;
-struct virtio_blk;
-struct virtio_net;
-struct virtio_console;
-struct virtio_rng;
-struct vmgenid;
-
 enum vcpu_exit_kind {
     VCPU_EXIT_IO,
     VCPU_EXIT_MMIO,

@@ -226,51 +226,86 @@ bool snap_dir_fold_disks_into_child(const char *inner, const char *child, GError
     return !changed || rewrite_state(kid, error);
 }
 
-/* ---- a directory moved to another host ---- */
+/* ---- parents found where this host keeps them ---- */
 
-/* Point disk_id's record in d at parent when parent holds the layer it was
- * taken on; *changed when it did. */
-static bool relink_one(struct snap_dir *d, const struct snap_dir *parent, const char *disk_id, bool *changed,
-                       GError **error)
+GPtrArray *snap_dir_disk_parent_dirs(const struct snap_dir *d, GError **error)
 {
-    struct snap_disk_record r, pr;
-    bool has, parent_has;
-    if (!snap_dir_disk_record(d, disk_id, &r, &has, error))
-        return false;
-    if (!has || snap_id_is_nil(&r.parent)) {
-        if (has)
-            snap_disk_record_clear(&r);
-        return true;
-    }
-    if (!snap_dir_disk_record(parent, disk_id, &pr, &parent_has, error)) {
+    g_autoptr(GPtrArray) dirs = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GPtrArray) ids = snap_dir_disk_ids(d);
+    for (guint i = 0; i < ids->len; i++) {
+        struct snap_disk_record r;
+        bool present = false;
+        if (!snap_dir_disk_record(d, ids->pdata[i], &r, &present, error))
+            return NULL;
+        g_autofree char *path = present && r.parent_url ? snap_dir_path_from_url(r.parent_url, error) : NULL;
+        bool bad = present && r.parent_url && !path;
         snap_disk_record_clear(&r);
-        return false;
+        if (bad)
+            return NULL;
+        if (path && !g_ptr_array_find_with_equal_func(dirs, path, g_str_equal, NULL))
+            g_ptr_array_add(dirs, g_steal_pointer(&path));
     }
-    if (parent_has && snap_id_equal(&pr.id, &r.parent)) {
-        g_autofree char *url = snap_dir_url(parent->path);
-        if (g_strcmp0(url, r.parent_url) != 0) {
-            g_free(r.parent_url);
-            r.parent_url = g_steal_pointer(&url);
-            snap_disk_record_set(snap_dir_disk_object(d, disk_id), &r);
-            *changed = true;
-        }
-    }
-    if (parent_has)
-        snap_disk_record_clear(&pr);
-    snap_disk_record_clear(&r);
-    return true;
+    return g_steal_pointer(&dirs);
 }
 
-bool snap_dir_set_disk_parents(const char *dir, const char *parent, GError **error)
+/* The directory holding disk_id's layer `want`: from, or one of its memory
+ * chain below it; NULL if none does. */
+static char *find_layer_from(const char *from, const char *disk_id, const snap_id *want)
+{
+    g_autofree char *dir = g_strdup(from);
+    for (unsigned depth = 0; dir && depth < SNAP_MAX_CHAIN; depth++) {
+        g_autoptr(snap_dir) p = snap_dir_read(dir, NULL);
+        if (!p)
+            return NULL;
+        struct snap_disk_record r;
+        bool present = false;
+        if (snap_dir_disk_record(p, disk_id, &r, &present, NULL) && present) {
+            bool found = snap_id_equal(&r.id, want);
+            snap_disk_record_clear(&r);
+            if (found)
+                return g_steal_pointer(&dir);
+        }
+        g_free(dir);
+        dir = p->parent_path ? g_strdup(p->parent_path) : NULL;
+    }
+    return NULL;
+}
+
+static char *find_parent_layer(const struct snap_dir *d, const char *const *also, const char *disk_id,
+                               const snap_id *want)
+{
+    char *here = d->parent_path ? find_layer_from(d->parent_path, disk_id, want) : NULL;
+    for (; !here && also && *also; also++)
+        here = find_layer_from(*also, disk_id, want);
+    return here;
+}
+
+bool snap_dir_relink_disk_parents(const char *dir, const char *const *also, GError **error)
 {
     g_autoptr(snap_dir) d = snap_dir_read(dir, error);
-    g_autoptr(snap_dir) p = d ? snap_dir_read(parent, error) : NULL;
-    if (!p)
+    if (!d)
         return false;
     g_autoptr(GPtrArray) ids = snap_dir_disk_ids(d);
     bool changed = false;
-    for (guint i = 0; i < ids->len; i++)
-        if (!relink_one(d, p, ids->pdata[i], &changed, error))
+    for (guint i = 0; i < ids->len; i++) {
+        struct snap_disk_record r;
+        bool present = false;
+        if (!snap_dir_disk_record(d, ids->pdata[i], &r, &present, error))
             return false;
-    return !changed || rewrite_state(d, error);
+        static const snap_id nil;
+        g_autofree char *here = present && !snap_id_equal(&r.parent, &nil)
+                                    ? find_parent_layer(d, also, ids->pdata[i], &r.parent) : NULL;
+        g_autofree char *url = here ? snap_dir_url(here) : NULL;
+        if (url && g_strcmp0(url, r.parent_url) != 0) {
+            g_free(r.parent_url);
+            r.parent_url = g_steal_pointer(&url);
+            snap_disk_record_set(snap_dir_disk_object(d, ids->pdata[i]), &r);
+            changed = true;
+        }
+        snap_disk_record_clear(&r);
+    }
+    if (!changed)
+        return true;
+    g_autofree char *text = snap_state_text(d->state);
+    return snap_dir_write_file(dir, SNAP_DIR_STATE_FILE, text, error);
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "json/bounded-json.h"
+#include "layer-internal.h"
 #include "snapshot/mapped-read.h"
 #include "snapshot/overlay.h"
 
@@ -50,21 +51,6 @@ static char *intent_text(const char *image, const char *const *layers, unsigned 
     return json_to_string(root, TRUE);
 }
 
-static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off)
-{
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
 /* Write pages [page, page + n) of data (NULL: zeros) into the image, clipped to its size. */
 static bool put_pages(int fd, uint64_t size, uint64_t page, uint64_t n, const uint8_t *data, const uint8_t *zeros,
                       const char *image, GError **error)
@@ -74,7 +60,7 @@ static bool put_pages(int fd, uint64_t size, uint64_t page, uint64_t n, const ui
         if (off >= size)
             return true;
         size_t len = (size_t)MIN((uint64_t)SNAP_PAGE_SIZE, size - off);
-        int err = pwrite_all(fd, data ? data + i * SNAP_PAGE_SIZE : zeros, len, off);
+        int err = snap_pwrite_all(fd, data ? data + i * SNAP_PAGE_SIZE : zeros, len, off);
         if (err)
             return fold_io(error, -err, "writing", image);
     }
@@ -116,9 +102,9 @@ static bool apply_overlay(struct snap_overlay *ov, int fd, uint64_t size, const 
         }
         if (!snap_overlay_has(ov, b))
             continue;
-        ssize_t got = pread(ov->fd, buf, SNAP_OVERLAY_BLOCK, (off_t)snap_overlay_block_offset(ov, b));
+        ssize_t got = snap_pread_upto(ov->fd, buf, SNAP_OVERLAY_BLOCK, snap_overlay_block_offset(ov, b));
         if (got != (ssize_t)SNAP_OVERLAY_BLOCK)
-            return fold_io(error, got < 0 ? errno : EIO, "reading the overlay", ov->path);
+            return fold_io(error, got < 0 ? (int)-got : EIO, "reading the overlay", ov->path);
         if (!put_pages(fd, size, b, 1, buf, NULL, image, error))
             return false;
     }

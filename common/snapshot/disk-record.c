@@ -6,17 +6,9 @@
 
 #include <string.h>
 
-static bool bad_record(GError **error, const char *dir, const char *disk_id, const char *fmt, ...) G_GNUC_PRINTF(4, 5);
-static bool bad_record(GError **error, const char *dir, const char *disk_id, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *problem = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "snapshot %s: " SNAP_DIR_STATE_FILE ": disk %s: %s", dir,
-                disk_id, problem);
-    return false;
-}
+#define bad_record(error, dir, disk_id, fmt, ...)                                                      \
+    snap_file_error(error, SNAP_ERROR_FORMAT, "snapshot", dir, SNAP_DIR_STATE_FILE ": disk %s: " fmt, disk_id, \
+                    ##__VA_ARGS__)
 
 char *snap_disk_layer_name(const char *disk_id)
 {

@@ -74,11 +74,19 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(snap_disk_chain, snap_disk_chain_free)
 struct snap_disk_chain *snap_dir_disk_chain(const struct snap_dir *top, const char *disk_id, bool *present,
                                             GError **error);
 
-/* A snapshot directory that came from elsewhere (a store, another host):
- * each disk record of dir whose parent layer parent holds names parent's
- * directory as parent_url; the others are left as they are. Atomic replace
- * of state.json when anything changed. */
-bool snap_dir_set_disk_parents(const char *dir, const char *parent, GError **error);
+/* The directories d's disks' parent layers are in (their parent_url), each
+ * once; an empty array for a snapshot whose disks start at their images. */
+GPtrArray *snap_dir_disk_parent_dirs(const struct snap_dir *d, GError **error);
+
+/* A snapshot moved to this host (a store's pull) names its disks' parent
+ * layers by the directories that held them on its own host. Point each
+ * disk's parent_url at the directory that holds that very layer here: one
+ * of dir's memory chain (its parent, its parent's parent, ...), else one of
+ * the directories in also (NULL or NULL-terminated; each searched with its
+ * own memory chain: where a full snapshot's disks continue). A disk whose
+ * parent is in none of them keeps its parent_url. Atomic replace of
+ * state.json, written only when something changed. */
+bool snap_dir_relink_disk_parents(const char *dir, const char *const *also, GError **error);
 
 /* Open disk layers as a chain: every one a disk layer, the first without a
  * parent, each naming the one before, one size (SNAP_ERROR_CHAIN naming the

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <json-glib/json-glib.h>
+#include <sys/types.h>
 
 #include "snapshot/chain.h"
 
@@ -20,6 +21,19 @@ static inline uint64_t snap_blocks_for_pages(uint64_t pages)
 
 /* Fill chain->page_layer from the layers' indexes (page-index.c). */
 void snap_page_index_build(struct snap_chain *chain);
+
+/* ---- files (file-io.c) ---- */
+
+/* Set error (SNAP_ERROR, code) to "<kind> <name>: <text>" and return false:
+ * every error about one of the library's files reads this way ("snapshot
+ * layer /x/memory-ranges: truncated"). */
+bool snap_file_error(GError **error, int code, const char *kind, const char *name, const char *fmt, ...)
+    G_GNUC_PRINTF(5, 6);
+/* Write all of buf at off, through EINTR and short writes: 0, or -errno. */
+int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+/* Read into buf from off until len bytes or the end of the file: the bytes
+ * read, or -errno. */
+ssize_t snap_pread_upto(int fd, void *buf, size_t len, uint64_t off);
 
 /* ---- state.json's checksums (state-digest.c) ---- */
 

@@ -16,35 +16,16 @@
 
 enum { BLOCK_UNCHECKED, BLOCK_GOOD, BLOCK_BAD };
 
-static bool bad_layer(GError **error, int code, const char *path, const char *fmt, ...)
-    G_GNUC_PRINTF(4, 5);
-
-static bool bad_layer(GError **error, int code, const char *path, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *what = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error(error, SNAP_ERROR, code, "snapshot layer %s: %s", path, what);
-    return false;
-}
+#define bad_layer(error, code, path, ...) snap_file_error(error, code, "snapshot layer", path, __VA_ARGS__)
 
 static bool read_exact(int fd, void *buf, size_t len, uint64_t off, const char *path,
                        GError **error)
 {
-    uint8_t *p = buf;
-    while (len) {
-        ssize_t n = pread(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return bad_layer(error, SNAP_ERROR_IO, path, "read failed: %s", g_strerror(errno));
-        if (n == 0)
-            return bad_layer(error, SNAP_ERROR_FORMAT, path, "truncated (unexpected end of file)");
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
+    ssize_t n = snap_pread_upto(fd, buf, len, off);
+    if (n < 0)
+        return bad_layer(error, SNAP_ERROR_IO, path, "read failed: %s", g_strerror((int)-n));
+    if ((size_t)n < len)
+        return bad_layer(error, SNAP_ERROR_FORMAT, path, "truncated (unexpected end of file)");
     return true;
 }
 

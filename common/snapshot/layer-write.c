@@ -99,17 +99,10 @@ struct snap_layer_writer *snap_disk_layer_writer_new(const char *path, uint64_t 
 
 static bool write_all(struct snap_layer_writer *w, const void *buf, size_t len, GError **error)
 {
-    const uint8_t *p = buf;
-    while (len) {
-        ssize_t n = pwrite(w->fd, p, len, (off_t)w->file_pos);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return fail_errno(w, errno, "writing page data", error);
-        p += n;
-        len -= (size_t)n;
-        w->file_pos += (uint64_t)n;
-    }
+    int err = snap_pwrite_all(w->fd, buf, len, w->file_pos);
+    if (err)
+        return fail_errno(w, -err, "writing page data", error);
+    w->file_pos += len;
     return true;
 }
 

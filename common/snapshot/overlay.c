@@ -9,21 +9,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "layer-internal.h"
 #include "snapshot/crc32c.h"
 #include "snapshot/layer-write.h"
 
 #define SEAL_CHUNK_BLOCKS 256u /* 1 MiB read at a time */
 
-static bool bad_overlay(GError **error, int code, const char *path, const char *fmt, ...) G_GNUC_PRINTF(4, 5);
-static bool bad_overlay(GError **error, int code, const char *path, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *what = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error(error, SNAP_ERROR, code, "disk overlay %s: %s", path, what);
-    return false;
-}
+#define bad_overlay(error, code, path, ...) snap_file_error(error, code, "disk overlay", path, __VA_ARGS__)
 
 static int io_code(int err)
 {
@@ -37,39 +29,14 @@ static uint32_t header_crc(const struct snap_overlay_header *h)
     return crc32c(0, &copy, sizeof copy);
 }
 
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-    const uint8_t *p = buf;
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
+/* 0 or -errno; what lies past the end of the file (a hole at the end of a
+ * sparse one) reads as zeros. */
 static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
-    uint8_t *p = buf;
-    while (len) {
-        ssize_t n = pread(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0) { /* a hole at the end of a sparse file */
-            memset(p, 0, len);
-            return 0;
-        }
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
+    ssize_t n = snap_pread_upto(fd, buf, len, off);
+    if (n < 0)
+        return (int)n;
+    memset((uint8_t *)buf + n, 0, len - (size_t)n);
     return 0;
 }
 
@@ -135,7 +102,7 @@ struct snap_overlay *snap_overlay_create(const char *path, uint64_t capacity, co
     ov->bitmap = g_new0(uint64_t, h->bitmap_bytes / 8 + 1);
     uint8_t page[SNAP_OVERLAY_BLOCK] = { 0 };
     memcpy(page, h, sizeof *h);
-    int err = pwrite_all(fd, page, sizeof page, 0);
+    int err = snap_pwrite_all(fd, page, sizeof page, 0);
     if (!err && ftruncate(fd, (off_t)h->data_offset) != 0)
         err = -errno;
     if (!err && fsync(fd) != 0)
@@ -278,7 +245,7 @@ int snap_overlay_sync(struct snap_overlay *ov)
     uint64_t lo = ov->dirty_lo, hi = ov->dirty_hi;
     int err = datasync(ov->fd);
     if (!err)
-        err = pwrite_all(ov->fd, ov->bitmap + lo, (hi - lo) * 8, ov->hdr.bitmap_offset + lo * 8);
+        err = snap_pwrite_all(ov->fd, ov->bitmap + lo, (hi - lo) * 8, ov->hdr.bitmap_offset + lo * 8);
     if (!err)
         err = datasync(ov->fd);
     if (!err)

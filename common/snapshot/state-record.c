@@ -15,16 +15,8 @@ void snap_memory_record_clear(struct snap_memory_record *record)
     memset(record, 0, sizeof *record);
 }
 
-static bool bad_state(GError **error, const char *dir, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-static bool bad_state(GError **error, const char *dir, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *problem = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "snapshot %s: " SNAP_DIR_STATE_FILE ": %s", dir, problem);
-    return false;
-}
+#define bad_state(error, dir, fmt, ...) \
+    snap_file_error(error, SNAP_ERROR_FORMAT, "snapshot", dir, SNAP_DIR_STATE_FILE ": " fmt, ##__VA_ARGS__)
 
 /* ---- the writer ---- */
 

@@ -5,6 +5,8 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
+#include "json/bounded-json.h"
+
 static void file_clear(gpointer p)
 {
     g_free(((struct manifest_file *)p)->name);
@@ -15,6 +17,7 @@ struct manifest *manifest_new(void)
     struct manifest *m = g_new0(struct manifest, 1);
     m->files = g_array_new(FALSE, TRUE, sizeof(struct manifest_file));
     g_array_set_clear_func(m->files, file_clear);
+    m->disk_parents = g_ptr_array_new_with_free_func(g_free);
     return m;
 }
 
@@ -24,6 +27,7 @@ void manifest_free(struct manifest *m)
         return;
     g_free(m->id);
     g_free(m->parent);
+    g_ptr_array_unref(m->disk_parents);
     g_free(m->created);
     g_array_unref(m->files);
     g_free(m->domain_xml);
@@ -74,6 +78,13 @@ GBytes *manifest_to_json(const struct manifest *m)
     if (m->parent) {
         json_builder_set_member_name(b, "parent");
         json_builder_add_string_value(b, m->parent);
+    }
+    if (m->disk_parents->len) {
+        json_builder_set_member_name(b, "disk_parents");
+        json_builder_begin_array(b);
+        for (guint i = 0; i < m->disk_parents->len; i++)
+            json_builder_add_string_value(b, m->disk_parents->pdata[i]);
+        json_builder_end_array(b);
     }
     json_builder_set_member_name(b, "created");
     json_builder_add_string_value(b, m->created ? m->created : "");
@@ -157,6 +168,25 @@ static bool parse_file(JsonNode *node, struct manifest_file *f)
     return true;
 }
 
+static bool parse_disk_parents(JsonObject *o, struct manifest *m)
+{
+    JsonNode *node = json_object_get_member(o, "disk_parents");
+    if (!JSON_NODE_HOLDS_ARRAY(node))
+        return false;
+    JsonArray *a = json_node_get_array(node);
+    if (json_array_get_length(a) > MANIFEST_MAX_DISK_PARENTS)
+        return false;
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        JsonNode *e = json_array_get_element(a, i);
+        const char *id = JSON_NODE_HOLDS_VALUE(e) && json_node_get_value_type(e) == G_TYPE_STRING
+                             ? json_node_get_string(e) : NULL;
+        if (!manifest_id_valid(id))
+            return false;
+        g_ptr_array_add(m->disk_parents, g_strdup(id));
+    }
+    return true;
+}
+
 static bool parse_root(JsonObject *o, struct manifest *m, const char **what)
 {
     guint64 version = 0;
@@ -173,6 +203,9 @@ static bool parse_root(JsonObject *o, struct manifest *m, const char **what)
             return false;
         m->parent = g_strdup(opt_string(o, "parent"));
     }
+    *what = "disk_parents";
+    if (json_object_has_member(o, "disk_parents") && !parse_disk_parents(o, m))
+        return false;
     m->created = g_strdup(opt_string(o, "created"));
     m->domain_xml = g_strdup(opt_string(o, "domain_xml"));
     m->snapshot_xml = g_strdup(opt_string(o, "snapshot_xml"));
@@ -203,9 +236,12 @@ struct manifest *manifest_parse(GBytes *json, const char *name, GError **error)
         g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "manifest %s is too large", name);
         return NULL;
     }
+    /* A store is another host's, or anybody's on the way: its manifest is
+     * bounded before json-glib's recursion sees it (16 MiB of '[' is
+     * nesting deep enough to overflow a thread's stack). */
     g_autoptr(JsonParser) p = json_parser_new();
     g_autoptr(GError) e = NULL;
-    if (!json_parser_load_from_data(p, text, len, &e)) {
+    if (!bounded_json_load_data(p, text, len, MANIFEST_MAX_BYTES, &e)) {
         g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "manifest %s: %s", name, e->message);
         return NULL;
     }

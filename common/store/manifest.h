@@ -8,6 +8,7 @@
 
 #define MANIFEST_VERSION 1
 #define MANIFEST_MAX_BYTES (16u << 20)
+#define MANIFEST_MAX_DISK_PARENTS 64
 
 enum manifest_kind {
     MANIFEST_FILE,    /* a small file of the directory (config.json, state.json, ...) */
@@ -27,6 +28,9 @@ struct manifest_file {
 struct manifest {
     char *id;                 /* the snapshot's memory layer id */
     char *parent;             /* the parent snapshot's id, or NULL */
+    /* Snapshots, other than parent's chain, holding the parent layers of
+     * this one's disks (a full snapshot continues its disks' chains). */
+    GPtrArray *disk_parents;  /* char * ids */
     char *created;            /* ISO 8601, for people */
     GArray *files;            /* struct manifest_file */
     char *domain_xml, *snapshot_xml;   /* optional */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "snapshot/directory.h"
+#include "snapshot/disk.h"
 
 static struct manifest *fetch_manifest(struct transport *t, const char *id, GError **error)
 {
@@ -185,11 +186,30 @@ static bool pull_files(struct transport *t, const struct manifest *m, const char
     return ok;
 }
 
+/* The snapshots holding the parent layers of m's disks outside its parent's
+ * chain, in the cache's snapshots/: a NULL-terminated list of directories. */
+static GPtrArray *pull_disk_parents(struct transport *t, const struct manifest *m, struct store_cache *cache,
+                                    struct store_pull_result *r, GError **error)
+{
+    g_autoptr(GPtrArray) dirs = g_ptr_array_new_with_free_func(g_free);
+    for (guint i = 0; i < m->disk_parents->len; i++) {
+        char *dir = pull_parent(t, m->disk_parents->pdata[i], cache, r, error);
+        if (!dir)
+            return NULL;
+        g_ptr_array_add(dirs, dir);
+    }
+    g_ptr_array_add(dirs, NULL);
+    return g_steal_pointer(&dirs);
+}
+
 static bool pull_into(struct transport *t, const struct manifest *m, const char *dest,
                       struct store_cache *cache, struct store_pull_result *r, GError **error)
 {
     g_autofree char *parent = m->parent ? pull_parent(t, m->parent, cache, r, error) : NULL;
     if (m->parent && !parent)
+        return false;
+    g_autoptr(GPtrArray) disk_parents = pull_disk_parents(t, m, cache, r, error);
+    if (!disk_parents)
         return false;
     GError *e = NULL;
     if (!snap_dir_check_destination(dest, &e))
@@ -201,9 +221,10 @@ static bool pull_into(struct transport *t, const struct manifest *m, const char 
     bool ok = pull_files(t, m, partial, cache, r, pins, error);
     if (ok) {
         g_autoptr(snap_dir) d = snap_dir_read(partial, &e);
-        /* the parent is where this host keeps it */
+        /* the parent is where this host keeps it, and so are its disk layers */
         if (!d || (parent && (!d->parent_path || strcmp(d->parent_path, parent) != 0) &&
                    !snap_dir_set_parent(partial, parent, &e)) ||
+            !snap_dir_relink_disk_parents(partial, (const char *const *)disk_parents->pdata, &e) ||
             !snap_dir_commit(partial, dest, &e) || !snap_dir_seal(dest, &e))
             ok = as_store_error(error, e);
     }

@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "snapshot/chain.h"
 #include "snapshot/directory.h"
+#include "snapshot/disk.h"
 #include "snapshot/layer.h"
 
 void store_push_result_clear(struct store_push_result *r)
@@ -123,9 +125,16 @@ static char *now_iso8601(void)
     return g_date_time_format_iso8601(now);
 }
 
+static bool as_invalid(GError **error, GError *e)
+{
+    g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s", e->message);
+    g_error_free(e);
+    return false;
+}
+
 /* One directory, its parents already pushed. */
-static bool push_one(struct transport *t, const struct snap_dir *d, const struct store_push_args *a,
-                     bool top, struct store_push_result *r, GError **error)
+static bool push_one(struct transport *t, const struct snap_dir *d, GPtrArray *disk_parents,
+                     const struct store_push_args *a, bool top, struct store_push_result *r, GError **error)
 {
     char id[37], parent[37];
     snap_id_to_string(&d->memory.id, id);
@@ -145,6 +154,8 @@ static bool push_one(struct transport *t, const struct snap_dir *d, const struct
         snap_id_to_string(&d->memory.parent_id, parent);
         m->parent = g_strdup(parent);
     }
+    for (guint i = 0; i < disk_parents->len; i++)
+        g_ptr_array_add(m->disk_parents, g_strdup(disk_parents->pdata[i]));
     m->created = now_iso8601();
     if (top) {
         m->domain_xml = g_strdup(a->domain_xml);
@@ -166,6 +177,99 @@ static bool push_one(struct transport *t, const struct snap_dir *d, const struct
     return t->ops->put(t, mname, json, error);
 }
 
+/* What a push sends: a directory and every directory it depends on, each
+ * after what it depends on: its memory parent, then the directories holding
+ * its disks' parent layers (a full snapshot continues its disks' chains). */
+struct push_plan {
+    GPtrArray *dirs;          /* struct snap_dir *, dependencies first */
+    GPtrArray *disk_parents;  /* per dir: GPtrArray of the ids it names */
+    GHashTable *seen;         /* memory ids planned (or being planned) */
+};
+
+static void push_plan_clear(struct push_plan *p)
+{
+    g_ptr_array_unref(p->dirs);
+    g_ptr_array_unref(p->disk_parents);
+    g_hash_table_unref(p->seen);
+}
+
+static char *dir_id(const struct snap_dir *d)
+{
+    char id[37];
+    snap_id_to_string(&d->memory.id, id);
+    return g_strdup(id);
+}
+
+/* The ids of d's memory chain below it. */
+static GHashTable *memory_chain_ids(const struct snap_dir *d)
+{
+    GHashTable *ids = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_autofree char *dir = g_strdup(d->parent_path);
+    for (unsigned depth = 0; dir && depth < SNAP_MAX_CHAIN; depth++) {
+        g_autoptr(snap_dir) p = snap_dir_read(dir, NULL);
+        if (!p)
+            break;
+        g_hash_table_add(ids, dir_id(p));
+        g_free(dir);
+        dir = g_strdup(p->parent_path);
+    }
+    return ids;
+}
+
+static bool plan_dir(struct push_plan *plan, const char *path, char **id_out, GError **error);
+
+/* d's disks' parent directories outside its memory chain, planned; their ids
+ * in *out. */
+static bool plan_disk_parents(struct push_plan *plan, const struct snap_dir *d, GPtrArray *out, GError **error)
+{
+    g_autoptr(GHashTable) chain = NULL;   /* read only when a disk leaves the memory chain's top */
+    GError *e = NULL;
+    g_autoptr(GPtrArray) dirs = snap_dir_disk_parent_dirs(d, &e);
+    if (!dirs)
+        return as_invalid(error, e);
+    for (guint i = 0; i < dirs->len; i++) {
+        char *id = NULL;
+        if (!plan_dir(plan, dirs->pdata[i], &id, error))
+            return false;
+        bool in_parent = d->parent_path && strcmp(dirs->pdata[i], d->parent_path) == 0;
+        if (!in_parent && !chain)
+            chain = memory_chain_ids(d);
+        if (!in_parent && !g_hash_table_contains(chain, id) &&
+            !g_ptr_array_find_with_equal_func(out, id, g_str_equal, NULL))
+            g_ptr_array_add(out, id);
+        else
+            g_free(id);
+    }
+    return true;
+}
+
+static bool plan_dir(struct push_plan *plan, const char *path, char **id_out, GError **error)
+{
+    GError *e = NULL;
+    g_autoptr(snap_dir) d = snap_dir_read(path, &e);
+    if (!d)
+        return as_invalid(error, e);
+    *id_out = dir_id(d);
+    if (g_hash_table_contains(plan->seen, *id_out))
+        return true;
+    if (g_hash_table_size(plan->seen) >= SNAP_MAX_CHAIN) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s: too many snapshots below it", path);
+        return false;
+    }
+    g_hash_table_add(plan->seen, g_strdup(*id_out));
+    g_autofree char *parent_id = NULL;
+    if (d->parent_path && !plan_dir(plan, d->parent_path, &parent_id, error))
+        return false;
+    GPtrArray *extra = g_ptr_array_new_with_free_func(g_free);
+    if (!plan_disk_parents(plan, d, extra, error)) {
+        g_ptr_array_unref(extra);
+        return false;
+    }
+    g_ptr_array_add(plan->dirs, g_steal_pointer(&d));
+    g_ptr_array_add(plan->disk_parents, extra);
+    return true;
+}
+
 bool store_push(const struct store_push_args *a, const struct store_options *o,
                 struct store_push_result *r, GError **error)
 {
@@ -173,28 +277,18 @@ bool store_push(const struct store_push_args *a, const struct store_options *o,
     g_autoptr(transport) t = transport_open(a->url, o, error);
     if (!t)
         return false;
-    /* the chain, top first */
-    g_autoptr(GPtrArray) chain = g_ptr_array_new_with_free_func((GDestroyNotify)snap_dir_free);
-    for (const char *p = a->dir; p;) {
-        GError *e = NULL;
-        struct snap_dir *d = snap_dir_read(p, &e);
-        if (!d) {
-            g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s", e->message);
-            g_error_free(e);
-            return false;
-        }
-        g_ptr_array_add(chain, d);
-        p = d->parent_path;
-        if (chain->len > 4096) {
-            g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s: chain too long", a->dir);
-            return false;
-        }
-    }
-    for (guint i = chain->len; i-- > 0;)
-        if (!push_one(t, chain->pdata[i], a, i == 0, r, error))
-            return false;
-    char id[37];
-    snap_id_to_string(&((struct snap_dir *)chain->pdata[0])->memory.id, id);
-    r->id = g_strdup(id);
-    return true;
+    struct push_plan plan = {
+        g_ptr_array_new_with_free_func((GDestroyNotify)snap_dir_free),
+        g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref),
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL),
+    };
+    g_autofree char *id = NULL;
+    bool ok = plan_dir(&plan, a->dir, &id, error);
+    for (guint i = 0; ok && i < plan.dirs->len; i++)
+        ok = push_one(t, plan.dirs->pdata[i], plan.disk_parents->pdata[i], a, i == plan.dirs->len - 1, r,
+                      error);
+    push_plan_clear(&plan);
+    if (ok)
+        r->id = g_steal_pointer(&id);
+    return ok;
 }

@@ -128,6 +128,60 @@ static void cmd_sum(char **args, struct blk_out *o)
     put(o, hex);
 }
 
+static bool all_zero(const uint8_t *p, uint64_t len)
+{
+    const uint64_t *w = (const uint64_t *)p;
+    for (uint64_t i = 0; i < len / 8; i++)
+        if (w[i])
+            return false;
+    return true;
+}
+
+/* BLKCOPY <from> <to> <off> <len>: what `dd conv=sparse` does, disk to disk at
+ * the same offset: every COPY_BLOCK that reads as zeros is skipped (the
+ * destination keeps what it has there); the answer counts the bytes written. */
+#define COPY_BLOCK 4096u
+static uint64_t copy_block(uint64_t piece, uint64_t at)
+{
+    return piece - at < COPY_BLOCK ? piece - at : COPY_BLOCK;
+}
+
+static void cmd_copy(char **args, struct blk_out *o)
+{
+    unsigned from, to;
+    uint64_t off, len, written = 0;
+    if (!disk_arg(args, o, &from) || !region_args(args + 1, o, &to, &off, &len))
+        return;
+    int status = BLK_S_OK;
+    bool wrote = false; /* the status is the destination's */
+    uint8_t *buf = blk_buffer();
+    for (uint64_t done = 0; done < len && status == BLK_S_OK; done += BLK_BUFFER_BYTES) {
+        uint64_t piece = len - done < BLK_BUFFER_BYTES ? len - done : BLK_BUFFER_BYTES;
+        wrote = false;
+        status = blk_rw(from, false, (off + done) / BLK_SECTOR, buf, piece, FILL_CHUNK, FILL_DEPTH);
+        /* runs of non-zero blocks, each written as one request */
+        for (uint64_t at = 0; at < piece && status == BLK_S_OK;) {
+            if (all_zero(buf + at, copy_block(piece, at))) {
+                at += copy_block(piece, at);
+                continue;
+            }
+            uint64_t end = at + copy_block(piece, at);
+            while (end < piece && !all_zero(buf + end, copy_block(piece, end)))
+                end += copy_block(piece, end);
+            wrote = true;
+            status = blk_rw(to, true, (off + done + at) / BLK_SECTOR, buf + at, end - at, FILL_CHUNK, FILL_DEPTH);
+            written += end - at;
+            at = end;
+        }
+    }
+    if (status != BLK_S_OK) {
+        put_status(o, wrote ? to : from, status, wrote);
+        return;
+    }
+    put(o, "OK ");
+    put_dec(o, written);
+}
+
 static void cmd_flush(char **args, struct blk_out *o)
 {
     unsigned disk;
@@ -243,6 +297,7 @@ static const struct blk_command table[] = {
     {"BLKINFO", 1, cmd_info},     {"BLKFILL", 4, cmd_fill},   {"BLKSUM", 3, cmd_sum},
     {"BLKFLUSH", 1, cmd_flush},   {"BLKID", 1, cmd_id},       {"BLKDISCARD", 3, cmd_discard},
     {"BLKZERO", 4, cmd_zero},     {"BLKBADPKT", 1, cmd_badpkt}, {"BLKBENCH", 7, cmd_bench},
+    {"BLKCOPY", 4, cmd_copy},
 };
 
 const struct blk_command *blk_command_find(const char *name)

@@ -36,6 +36,9 @@
  *   BLKFILL <n> <off> <len> <seed> -> OK   write the pattern: word k of the region
  *                                          is mix(seed ^ k), as FILL
  *   BLKSUM <n> <off> <len>         -> SUM <16 hex>  FNV-1a of the bytes read back
+ *   BLKCOPY <from> <to> <off> <len> -> OK <bytes written>  copy a region disk to
+ *                                          disk, skipping blocks that read as
+ *                                          zeros (dd conv=sparse)
  *   BLKFLUSH <n>                   -> OK
  *   BLKID <n>                      -> ID <serial>   (GET_ID)
  *   BLKDISCARD <n> <off> <len>     -> OK

@@ -358,17 +358,29 @@ static void gratuitous_arp(void)
 
 /* ---- receive ---- */
 
+/* The reply to frame f in a free slot (*slot): its virtio header zeroed, its
+ * Ethernet addresses back to f's sender from us; NULL when the device holds
+ * every buffer. */
+static uint8_t *start_reply(const uint8_t *f, int *slot)
+{
+    *slot = take_slot();
+    if (*slot < 0)
+        return NULL;
+    memset(tx_bufs[*slot], 0, HDR);
+    uint8_t *r = tx_bufs[*slot] + HDR;
+    memcpy(r, f + 6, 6);
+    memcpy(r + 6, net.mac, 6);
+    return r;
+}
+
 static void answer_arp(const uint8_t *f, size_t len)
 {
     if (len < 42 || get16(f + 14) != 1 || get16(f + 16) != ETH_IPV4 || get16(f + 20) != 1 || get32(f + 38) != net.ip)
         return;
-    int slot = take_slot();
-    if (slot < 0)
+    int slot;
+    uint8_t *r = start_reply(f, &slot);
+    if (!r)
         return;
-    memset(tx_bufs[slot], 0, HDR);
-    uint8_t *r = tx_bufs[slot] + HDR;
-    memcpy(r, f + 6, 6);
-    memcpy(r + 6, net.mac, 6);
     memcpy(r + 12, f + 12, 8);
     put16(r + 20, 2);
     memcpy(r + 22, net.mac, 6);
@@ -392,14 +404,11 @@ static void answer_ipv4(const uint8_t *f, size_t len)
     bool udp = f[23] == IP_UDP && l4len >= 8 && get16(l4 + 2) == UDP_ECHO_PORT;
     if (!icmp && !udp)
         return;
-    int slot = take_slot();
-    if (slot < 0)
+    int slot;
+    uint8_t *r = start_reply(f, &slot);
+    if (!r)
         return;
-    memset(tx_bufs[slot], 0, HDR);
-    uint8_t *r = tx_bufs[slot] + HDR;
-    memcpy(r, f, 14 + total);
-    memcpy(r, f + 6, 6);
-    memcpy(r + 6, net.mac, 6);
+    memcpy(r + 12, f + 12, 2 + total);   /* the type, then the datagram */
     memcpy(r + 26, f + 30, 4);
     memcpy(r + 30, f + 26, 4);
     r[22] = 64;

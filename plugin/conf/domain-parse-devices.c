@@ -116,27 +116,12 @@ static bool parse_chr_target(const xmlNode *target, const char *parent, const ch
 static bool parse_chr_children(const xmlNode *node, const char *target_type, struct domain_chr *chr,
                                GError **error)
 {
-    const char *parent = (const char *)node->name;
-    bool source_seen = false, target_seen = false;
-    for (const xmlNode *child = node->children; child; child = child->next) {
-        if (!conf_xml_is_element(child))
-            continue;
-        bool is_source = conf_xml_is(child, "source"), is_target = conf_xml_is(child, "target");
-        if (!is_source && !is_target) {
-            conf_xml_set_unsupported_element(error, child);
-            return false;
-        }
-        if ((is_source && source_seen) || (is_target && target_seen)) {
-            conf_xml_set_duplicate_element(error, child);
-            return false;
-        }
-        source_seen |= is_source;
-        target_seen |= is_target;
-        if (is_source ? !parse_chr_source(child, &chr->path, error)
-                      : !parse_chr_target(child, parent, target_type, error))
-            return false;
-    }
-    return true;
+    static const char *const children[] = {"source", "target"};
+    const xmlNode *found[G_N_ELEMENTS(children)] = {NULL};
+    if (!conf_xml_collect_children(node, children, G_N_ELEMENTS(children), found, error))
+        return false;
+    return (!found[0] || parse_chr_source(found[0], &chr->path, error)) &&
+           (!found[1] || parse_chr_target(found[1], (const char *)node->name, target_type, error));
 }
 
 static bool parse_serial(struct domain_def *def, const xmlNode *node, GError **error)

@@ -37,27 +37,6 @@ static const char *const disk_child_names[DISK_N_CHILDREN] = {
     "target", "driver", "source", "backingStore", "readonly", "shareable", "serial",
 };
 
-static bool collect_children(const xmlNode *disk, const xmlNode *found[DISK_N_CHILDREN], GError **error)
-{
-    for (const xmlNode *child = disk->children; child; child = child->next) {
-        if (!conf_xml_is_element(child))
-            continue;
-        int index = 0;
-        while (index < DISK_N_CHILDREN && !conf_xml_is(child, disk_child_names[index]))
-            index++;
-        if (index == DISK_N_CHILDREN) {
-            conf_xml_set_unsupported_element(error, child);
-            return false;
-        }
-        if (found[index]) {
-            conf_xml_set_duplicate_element(error, child);
-            return false;
-        }
-        found[index] = child;
-    }
-    return true;
-}
-
 static bool parse_storage_type(const xmlNode *node, bool *is_block, GError **error)
 {
     g_autofree char *type = conf_xml_prop(node, "type");
@@ -211,25 +190,12 @@ static bool parse_layer(const struct domain_disk *disk, const xmlNode *node, GPt
     static const char *const attributes[] = {"type", NULL};
     if (!conf_xml_check_attributes(node, attributes, error) || !parse_storage_type(node, is_block, error))
         return false;
-    const xmlNode *format = NULL, *source = NULL;
-    *next = NULL;
-    for (const xmlNode *child = node->children; child; child = child->next) {
-        if (!conf_xml_is_element(child))
-            continue;
-        const xmlNode **slot = conf_xml_is(child, "format")         ? &format
-                               : conf_xml_is(child, "source")       ? &source
-                               : conf_xml_is(child, "backingStore") ? next
-                                                                    : NULL;
-        if (!slot) {
-            conf_xml_set_unsupported_element(error, child);
-            return false;
-        }
-        if (*slot) {
-            conf_xml_set_duplicate_element(error, child);
-            return false;
-        }
-        *slot = child;
-    }
+    static const char *const children[] = {"format", "source", "backingStore"};
+    const xmlNode *found[G_N_ELEMENTS(children)] = {NULL};
+    if (!conf_xml_collect_children(node, children, G_N_ELEMENTS(children), found, error))
+        return false;
+    const xmlNode *format = found[0], *source = found[1];
+    *next = found[2];
     if (!format || !source) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR, "disk '%s': a <backingStore> needs <%s>",
                     disk->target, format ? "source" : "format type='raw'");
@@ -371,7 +337,7 @@ bool domain_parse_disk(struct domain_def *def, const xmlNode *node, GError **err
     static const char *const attributes[] = {"type", "device", NULL};
     const xmlNode *found[DISK_N_CHILDREN] = {NULL};
     if (!conf_xml_check_attributes(node, attributes, error) || !parse_device(node, error) ||
-        !collect_children(node, found, error))
+        !conf_xml_collect_children(node, disk_child_names, DISK_N_CHILDREN, found, error))
         return false;
     /* Appended first, so that whatever part is parsed is freed with def
      * when a later part fails. */

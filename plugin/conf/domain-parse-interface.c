@@ -26,28 +26,6 @@ static const char *const net_child_names[NET_N_CHILDREN] = {
     "mac", "source", "target", "model", "mtu", "link", "alias",
 };
 
-static bool collect_children(const xmlNode *node, const xmlNode *found[NET_N_CHILDREN], GError **error)
-{
-    for (const xmlNode *child = node->children; child; child = child->next) {
-        if (!conf_xml_is_element(child))
-            continue;
-        int index = 0;
-        while (index < NET_N_CHILDREN && !conf_xml_is(child, net_child_names[index]))
-            index++;
-        if (index == NET_N_CHILDREN) {
-            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
-                        "<interface> child <%s> is not supported by vsnap", (const char *)child->name);
-            return false;
-        }
-        if (found[index]) {
-            conf_xml_set_duplicate_element(error, child);
-            return false;
-        }
-        found[index] = child;
-    }
-    return true;
-}
-
 static bool parse_type(struct domain_net *net, const xmlNode *node, GError **error)
 {
     g_autofree char *type = conf_xml_prop(node, "type");
@@ -234,7 +212,7 @@ static bool parse_net(struct domain_net *net, const xmlNode *node, bool *have_ma
     static const char *const attributes[] = {"type", NULL};
     const xmlNode *found[NET_N_CHILDREN] = {NULL};
     return conf_xml_check_attributes(node, attributes, error) && parse_type(net, node, error) &&
-           collect_children(node, found, error) && parse_mac(net, found[NET_MAC], have_mac, error) &&
+           conf_xml_collect_children(node, net_child_names, NET_N_CHILDREN, found, error) && parse_mac(net, found[NET_MAC], have_mac, error) &&
            parse_source(net, found[NET_SOURCE], error) && parse_target(net, found[NET_TARGET], error) &&
            parse_model(found[NET_MODEL], error) && parse_mtu(net, found[NET_MTU], error) &&
            parse_link(net, found[NET_LINK], error) && parse_alias(found[NET_ALIAS], error);

@@ -107,24 +107,12 @@ bool domain_parse_sysinfo(struct domain_def *def, const xmlNode *node, GError **
                     "<sysinfo type='%s'> is not supported by vsnap: only 'smbios'", type ? type : "");
         return false;
     }
-    bool system_seen = false, oem_seen = false;
-    for (const xmlNode *child = node->children; child; child = child->next) {
-        if (!conf_xml_is_element(child))
-            continue;
-        bool system = conf_xml_is(child, "system"), oem = conf_xml_is(child, "oemStrings");
-        if (!system && !oem) {
-            conf_xml_set_unsupported_element(error, child);
-            return false;
-        }
-        if ((system && system_seen) || (oem && oem_seen)) {
-            conf_xml_set_duplicate_element(error, child);
-            return false;
-        }
-        system_seen |= system;
-        oem_seen |= oem;
-        if (system ? !parse_system(&def->sysinfo, child, error) : !parse_oem_strings(&def->sysinfo, child, error))
-            return false;
-    }
+    static const char *const children[] = {"system", "oemStrings"};
+    const xmlNode *found[G_N_ELEMENTS(children)] = {NULL};
+    if (!conf_xml_collect_children(node, children, G_N_ELEMENTS(children), found, error) ||
+        (found[0] && !parse_system(&def->sysinfo, found[0], error)) ||
+        (found[1] && !parse_oem_strings(&def->sysinfo, found[1], error)))
+        return false;
     def->sysinfo.present = true;
     return true;
 }

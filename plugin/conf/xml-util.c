@@ -211,6 +211,28 @@ void conf_xml_set_duplicate_element(GError **error, const xmlNode *child)
                 "element %s appears more than once in %s", name, parent);
 }
 
+bool conf_xml_collect_children(const xmlNode *parent, const char *const *names, size_t n,
+                               const xmlNode **found, GError **error)
+{
+    for (const xmlNode *child = parent->children; child; child = child->next) {
+        if (!conf_xml_is_element(child))
+            continue;
+        size_t index = 0;
+        while (index < n && !conf_xml_is(child, names[index]))
+            index++;
+        if (index == n) {
+            conf_xml_set_unsupported_element(error, child);
+            return false;
+        }
+        if (found[index]) {
+            conf_xml_set_duplicate_element(error, child);
+            return false;
+        }
+        found[index] = child;
+    }
+    return true;
+}
+
 bool conf_parse_uint64(const char *text, uint64_t min, uint64_t max, const char *what,
                        uint64_t *out, GError **error)
 {

@@ -41,6 +41,12 @@ bool conf_xml_check_no_children(const xmlNode *node, GError **error);
 void conf_xml_set_unsupported_element(GError **error, const xmlNode *child);
 /* VIR_ERR_XML_ERROR "element <x> appears more than once in <parent>". */
 void conf_xml_set_duplicate_element(GError **error, const xmlNode *child);
+/* The element children of parent, each named in names (n of them) and found
+ * at most once: found[i] is the child called names[i], or NULL. Any other
+ * element is refused (conf_xml_set_unsupported_element), and so is one that
+ * appears twice (conf_xml_set_duplicate_element). */
+bool conf_xml_collect_children(const xmlNode *parent, const char *const *names, size_t n,
+                               const xmlNode **found, GError **error);
 
 /* Decimal unsigned number in [min, max]; VIR_ERR_XML_DETAIL naming what. */
 bool conf_parse_uint64(const char *text, uint64_t min, uint64_t max, const char *what,

@@ -1,9 +1,10 @@
 #include "managed-image.h"
 
-#include <string.h>
+#include <errno.h>
+#include <glib/gstdio.h>
 
 #include "atomic-file.h"
-#include "snapshot-dir.h"
+#include "save-area.h"
 #include "virt-error.h"
 
 #define INFO_FILE "managed-save.ini"
@@ -11,31 +12,24 @@
 
 char *managed_image_dir(const char *state_dir, const char *domain)
 {
-    return g_build_filename(state_dir, "managedsave", domain, NULL);
+    return save_area_managed_dir(state_dir, domain);
 }
 
-void managed_image_remove_leftovers(const char *state_dir)
+char *managed_image_tmp_dir(const char *state_dir, const char *domain)
 {
-    g_autofree char *root = g_build_filename(state_dir, "managedsave", NULL);
-    g_autoptr(GDir) d = g_dir_open(root, 0, NULL);
-    const char *name;
-    while (d && (name = g_dir_read_name(d))) {
-        if (!g_str_has_suffix(name, MANAGED_TMP_SUFFIX) &&
-            !(name[0] == '.' && strstr(name, ".partial-")))
-            continue;
-        g_autofree char *path = g_build_filename(root, name, NULL);
-        g_autoptr(GError) error = NULL;
-        g_message("removing %s, left by a managed save that did not finish", path);
-        if (!snapdir_remove(path, &error))
-            g_warning("%s", error->message);
-    }
+    return save_area_managed_tmp_dir(state_dir, domain);
+}
+
+static bool holds_image(const char *dir)
+{
+    g_autofree char *info = g_build_filename(dir, INFO_FILE, NULL);
+    return g_file_test(info, G_FILE_TEST_EXISTS);
 }
 
 bool managed_image_exists(const char *state_dir, const char *domain)
 {
     g_autofree char *dir = managed_image_dir(state_dir, domain);
-    g_autofree char *info = g_build_filename(dir, INFO_FILE, NULL);
-    return g_file_test(info, G_FILE_TEST_EXISTS);
+    return holds_image(dir);
 }
 
 bool managed_image_write_info(const char *dir, const char *domain_xml, bool paused,
@@ -67,5 +61,25 @@ bool managed_image_read_info(const char *dir, char **domain_xml, bool *paused, G
         return false;
     }
     *domain_xml = g_steal_pointer(&xml);
+    return true;
+}
+
+char *managed_image_find_legacy(const char *state_dir, const char *domain)
+{
+    g_autofree char *dir = save_area_legacy_managed_dir(state_dir, domain);
+    return holds_image(dir) ? g_steal_pointer(&dir) : NULL;
+}
+
+bool managed_image_adopt_legacy(const char *state_dir, const char *domain, const char *legacy,
+                                GError **error)
+{
+    g_autofree char *area = save_area_dir(state_dir, domain);
+    g_autofree char *dir = managed_image_dir(state_dir, domain);
+    if (g_mkdir_with_parents(area, 0700) < 0 || g_rename(legacy, dir) < 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR,
+                    "cannot move the managed save image %s to %s: %s", legacy, dir,
+                    g_strerror(errno));
+        return false;
+    }
     return true;
 }

@@ -15,6 +15,7 @@
 #include "process.h"
 #include "push.h"
 #include "restore.h"
+#include "save-area.h"
 #include "save-image.h"
 #include "snapshot-dir.h"
 #include "snapshot-vm.h"
@@ -51,13 +52,11 @@ static bool create_dir(const char *dir, GError **error)
     return false;
 }
 
-#define WORK_DIR "save-work"
-
-/* A fresh directory for transient work (packing, unpacking). */
-static char *work_dir(struct vsnap_driver *drv, GError **error)
+/* A fresh directory for transient work (packing, unpacking) in the save
+ * area of the domain named name: the only one its shim's jail holds. */
+static char *work_dir(struct vsnap_driver *drv, const char *name, GError **error)
 {
-    g_autofree char *id = g_uuid_string_random();
-    g_autofree char *dir = g_build_filename(drv->paths.state_dir, WORK_DIR, id, NULL);
+    g_autofree char *dir = save_area_new_work_dir(drv->paths.state_dir, name);
     return create_dir(dir, error) ? g_steal_pointer(&dir) : NULL;
 }
 
@@ -290,7 +289,7 @@ static bool save_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, cons
     if (!xml)
         return false;
     bool disks = domain_has_writable_disk(dom);
-    g_autofree char *work = disks ? saved_dir(drv, dom->name, error) : work_dir(drv, error);
+    g_autofree char *work = disks ? saved_dir(drv, dom->name, error) : work_dir(drv, dom->name, error);
     g_autofree char *tmp_image = save_image_temp_path(to);
     bool was_running = false;
     if (!work || !begin_save_job(dom, work, tmp_image, to, error) ||
@@ -391,7 +390,7 @@ static bool restore_into(struct vsnap_driver *drv, struct vsnap_domain *dom, con
     }
     /* The restored disks run on the image's disk layers: kept beside them. */
     bool disks = has_writable_disk(def);
-    g_autofree char *work = disks ? saved_dir(drv, dom->name, error) : work_dir(drv, error);
+    g_autofree char *work = disks ? saved_dir(drv, dom->name, error) : work_dir(drv, dom->name, error);
     struct restore_request req = {
         .source_dir = work, .def = def, .run = run, .origin = RESTORE_FROM_SAVE,
     };
@@ -456,7 +455,7 @@ bool save_image_define(struct vsnap_driver *drv, const char *file, const char *d
     if (!def)
         return false;
     g_autofree char *xml = domain_def_format(def, false, -1);
-    g_autofree char *work = work_dir(drv, error);
+    g_autofree char *work = work_dir(drv, def->name, error);
     bool ok = work && save_image_extract(file, work, error) &&
               save_image_write(file, xml, work, paused, NULL, NULL, error);
     remove_dir(work);
@@ -470,11 +469,59 @@ void save_finish_recovered(struct vsnap_driver *drv, struct vsnap_domain *dom)
         g_warning("domain %s: cannot stop it after its save: %s", dom->name, error->message);
 }
 
+/* A managed save image an older daemon left in the shared directory of the
+ * layout before save areas moves into dom's area. The disks' record is
+ * rewritten first: a crash between the two leaves it naming the new place,
+ * where the next start-up then moves the image (the record, naming nothing
+ * of the old place any more, stays). */
+static void adopt_legacy_image(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    const char *state = drv->paths.state_dir;
+    g_autofree char *legacy = managed_image_find_legacy(state, dom->name);
+    if (!legacy)
+        return;
+    g_autofree char *dir = managed_image_dir(state, dom->name);
+    g_autoptr(GError) error = NULL;
+    if (managed_image_exists(state, dom->name)) {
+        g_warning("domain %s has a managed save image in %s and an older one in %s: the older "
+                  "one stays where it is", dom->name, dir, legacy);
+        return;
+    }
+    bool disks = domain_has_writable_disk(dom);
+    if (disks && !relocate_record(drv, dom, legacy, dir, &error)) {
+        g_warning("domain %s: cannot move its managed save image to %s: %s", dom->name, dir,
+                  error->message);
+        return;
+    }
+    if (!managed_image_adopt_legacy(state, dom->name, legacy, &error)) {
+        g_autoptr(GError) back = NULL;
+        if (disks && !relocate_record(drv, dom, dir, legacy, &back))
+            g_warning("domain %s: %s", dom->name, back->message);
+        g_warning("domain %s: %s", dom->name, error->message);
+        return;
+    }
+    g_message("domain %s: its managed save image moved from %s to %s", dom->name, legacy, dir);
+}
+
+static bool is_defined(struct vsnap_driver *drv, const char *name)
+{
+    g_autoptr(vsnap_domain) dom = domain_list_find_name(drv->domains, name);
+    return dom != NULL;
+}
+
 void save_recover(struct vsnap_driver *drv)
 {
-    g_autofree char *work = g_build_filename(drv->paths.state_dir, WORK_DIR, NULL);
-    remove_dir(work);
-    managed_image_remove_leftovers(drv->paths.state_dir);
+    const char *state = drv->paths.state_dir;
+    g_autoptr(GPtrArray) doms = domain_list_snapshot(drv->domains);
+    for (guint i = 0; i < doms->len; i++)
+        adopt_legacy_image(drv, doms->pdata[i]);
+    save_area_remove_legacy(state);
+    g_autoptr(GPtrArray) areas = save_area_list(state);
+    for (guint i = 0; i < areas->len; i++) {
+        save_area_remove_leftovers(state, areas->pdata[i]);
+        if (!is_defined(drv, areas->pdata[i]))
+            save_area_remove_if_empty(state, areas->pdata[i]);
+    }
 }
 
 /* ---- managed save ---- */
@@ -518,7 +565,7 @@ static bool managed_save_locked(struct vsnap_driver *drv, struct vsnap_domain *d
                       "cannot do managed save for transient domain");
     g_autofree char *xml = definition_to_save(drv, dom, NULL, error);
     g_autofree char *final = managed_image_dir(drv->paths.state_dir, dom->name);
-    g_autofree char *tmp = g_strconcat(final, MANAGED_TMP_SUFFIX, NULL);
+    g_autofree char *tmp = managed_image_tmp_dir(drv->paths.state_dir, dom->name);
     bool was_running = false;
     if (!xml || !snapdir_remove(tmp, error) || !create_dir(tmp, error))
         return false;
@@ -624,12 +671,16 @@ bool save_start_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsi
 bool save_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                          GError **error)
 {
-    if (!save_has_managed(drv, dom))
-        return true;
-    if (!(flags & VIR_DOMAIN_UNDEFINE_MANAGED_SAVE))
-        return refuse(error, VIR_ERR_OPERATION_INVALID,
-                      "Refusing to undefine while domain managed save image exists");
-    return remove_managed_locked(drv, dom, error);
+    if (save_has_managed(drv, dom)) {
+        if (!(flags & VIR_DOMAIN_UNDEFINE_MANAGED_SAVE))
+            return refuse(error, VIR_ERR_OPERATION_INVALID,
+                          "Refusing to undefine while domain managed save image exists");
+        if (!remove_managed_locked(drv, dom, error))
+            return false;
+    }
+    /* The domain is inactive (the caller's rule): its area is in no jail. */
+    save_area_remove_if_empty(drv->paths.state_dir, dom->name);
+    return true;
 }
 
 /* The background push of a snapshot (persist/push.h), when no job of the

@@ -58,6 +58,7 @@ struct domain_def;
  * otherwise. For a revert, before anything stops. */
 bool snapdir_check_disks(const char *dir, const struct domain_def *def, GError **error);
 
-/* A snapshot directory that came from a store: its memory record and the
- * disk records taken on parent's layers name parent's directory. */
+/* A snapshot directory that came from a store: its memory record names
+ * parent's directory, and its disk records the directories of its memory
+ * chain here that hold their parent layers (snap_dir_relink_disk_parents). */
 bool snapdir_adopt_parent(const char *dir, const char *parent, GError **error);

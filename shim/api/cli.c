@@ -404,6 +404,15 @@ static GOptionContext *make_context(struct shim_options *out, struct raw_options
           "Run in namespaces and a jail of only the listed paths, as an unprivileged user once "
           "the guest starts",
           "root=<dir>,user=<name>|uid=<n>,gid=<n>[,paths=<file>][,hostname=<name>]" },
+        { "store-config", 0, 0, G_OPTION_ARG_FILENAME, &out->store_config,
+          "Store settings for store URLs in vm.snapshot / vm.restore: [store] connections, range_size, "
+          "threads, level, frame_size, cache_dir, cache_size; [s3] endpoint, region, access_key, secret_key "
+          "(else the AWS_* environment)",
+          "<file>" },
+        { "store-cache-dir", 0, 0, G_OPTION_ARG_FILENAME, &out->store_cache_dir,
+          "Layer cache of store URLs (default: [store] cache_dir, else /var/cache/vsnap for root, "
+          "$XDG_CACHE_HOME/vsnap otherwise)",
+          "<dir>" },
         { "kernel", 0, 0, G_OPTION_ARG_FILENAME, &raw->kernel,
           "Create and boot a VM with this kernel at once", "<bzImage|vmlinux>" },
         { "initramfs", 0, 0, G_OPTION_ARG_FILENAME, &raw->initramfs, "Initramfs", "<file>" },
@@ -436,7 +445,10 @@ static GOptionContext *make_context(struct shim_options *out, struct raw_options
     g_option_context_set_main_group(context, group);
     g_option_context_set_description(context,
         "Either --api-socket (then vm.create / vm.boot over the API) or --kernel (create and\n"
-        "boot at once), or both. Sizes take K, M or G suffixes.");
+        "boot at once), or both. Sizes take K, M or G suffixes.\n"
+        "vm.restore's source_url may be a store ref (http(s)://host/prefix/ID, s3://bucket/prefix/ID) and\n"
+        "vm.snapshot's destination_url a store prefix: imported through and pushed from the layer cache\n"
+        "(--store-cache-dir); not in a confined shim (--confine).");
     return context;
 }
 
@@ -490,6 +502,8 @@ void shim_options_clear(struct shim_options *options)
     g_clear_pointer(&options->api_socket, g_free);
     g_clear_pointer(&options->event_monitor, g_free);
     g_clear_pointer(&options->log_file, g_free);
+    g_clear_pointer(&options->store_config, g_free);
+    g_clear_pointer(&options->store_cache_dir, g_free);
     g_clear_pointer(&options->direct_config, vm_config_free);
     if (options->confine) {
         sandbox_confine_clear(options->confine);

@@ -19,6 +19,8 @@ struct shim_options {
     struct vm_config *direct_config; /* --kernel given: create and boot at once */
     enum sandbox_mode seccomp;       /* --seccomp true (default), false or log */
     struct sandbox_confine *confine; /* --confine given, else NULL */
+    char *store_config;    /* --store-config: a key file with [store] and [s3] */
+    char *store_cache_dir; /* --store-cache-dir: the layer cache for store URLs */
 };
 
 /* Parse argv. --help prints the help and exits 0 (GOption does that). */

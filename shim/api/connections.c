@@ -13,9 +13,12 @@
  * A connection ends when libsoup is done with it (a response with
  * "Connection: close", a bad request, a request left half-sent for
  * API_IDLE_TIMEOUT_S: libsoup drops the stream, which we watch), when the
- * client hangs up (the socket reports HUP), or when no next request starts
- * within API_IDLE_TIMEOUT_S of the last answer. A request being answered (a
- * long vm.wait-ready) is never idle. */
+ * client hangs up (the socket reports HUP), when no next request starts
+ * within API_IDLE_TIMEOUT_S of the last answer, or when a request is not
+ * all read within API_IDLE_TIMEOUT_S of its start (libsoup's own timeout
+ * restarts with every byte: a client sending one every few seconds kept its
+ * half-sent request, and the connection, forever). A request being answered
+ * (a long vm.wait-ready) is never idle. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
 #include "api/connections.h"
@@ -46,6 +49,7 @@ struct connection {
     GIOStream *stream; /* weak: libsoup holds it while it serves the connection (fd-stream.h) */
     GSource *hangup;           /* HUP or ERR on the socket */
     GSource *idle;             /* between two requests */
+    GSource *reading;          /* from a request's start until it is all read */
     guint drop_id;             /* the drop, deferred out of libsoup's own call */
 };
 
@@ -64,6 +68,7 @@ static void connection_free(struct connection *c)
 {
     destroy_source(&c->hangup);
     destroy_source(&c->idle);
+    destroy_source(&c->reading);
     if (c->drop_id)
         g_source_remove(c->drop_id);
     if (c->stream)
@@ -97,6 +102,7 @@ static void on_stream_gone(gpointer data, GObject *gone)
     c->stream = NULL;
     destroy_source(&c->hangup);
     destroy_source(&c->idle);
+    destroy_source(&c->reading);
     if (!c->drop_id)
         c->drop_id = g_idle_add(drop_deferred, c);
 }
@@ -119,12 +125,32 @@ static gboolean on_idle(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
+static gboolean on_reading_too_long(gpointer data)
+{
+    struct connection *c = data;
+    g_debug("API client took over %u s to send a request: disconnected", API_IDLE_TIMEOUT_S);
+    g_clear_pointer(&c->reading, g_source_unref);
+    drop_connection(c);
+    return G_SOURCE_REMOVE;
+}
+
 /* The first bytes of a request arrived (or, for the first request, the
- * connection was set up): libsoup's own timeout covers it from now on. */
+ * connection was set up): all of it must arrive within the timeout. */
 static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
 {
     struct connection *c = data;
     destroy_source(&c->idle);
+    destroy_source(&c->reading);
+    c->reading = g_timeout_source_new_seconds(API_IDLE_TIMEOUT_S);
+    g_source_set_callback(c->reading, on_reading_too_long, c, NULL);
+    g_source_attach(c->reading, NULL);
+}
+
+/* All of it arrived: its handler may take as long as it takes. */
+static void on_request_read(SoupServer *soup, SoupServerMessage *msg, gpointer data)
+{
+    struct connection *c = data;
+    destroy_source(&c->reading);
 }
 
 /* An answer went out (or a request failed): until the next request starts,
@@ -133,6 +159,7 @@ static void on_request_done(SoupServer *soup, SoupServerMessage *msg, gpointer d
 {
     struct connection *c = data;
     destroy_source(&c->idle);
+    destroy_source(&c->reading);
     if (!c->stream)
         return;
     fd_stream_drop_fds(c->stream); /* descriptors the request came with and did not use */
@@ -185,6 +212,7 @@ static bool serve(struct connection *c, GError **error)
         return false;
     c->conns->setup(c->soup, c->conns->data);
     g_signal_connect(c->soup, "request-started", G_CALLBACK(on_request_started), c);
+    g_signal_connect(c->soup, "request-read", G_CALLBACK(on_request_read), c);
     g_signal_connect(c->soup, "request-finished", G_CALLBACK(on_request_done), c);
     g_signal_connect(c->soup, "request-aborted", G_CALLBACK(on_request_done), c);
 

@@ -5,6 +5,7 @@
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
 
+#include "api/store-refs.h"
 #include "vmm/vmm.h"
 
 /* A VmConfig is a few hundred bytes; bodies beyond this only exhaust memory
@@ -13,6 +14,7 @@
 
 struct api_request {
     struct vmm *vmm;
+    const struct api_store *store; /* NULL: store URLs are refused */
     SoupServer *server;
     SoupServerMessage *msg;
     GBytes *body;       /* never NULL, may be empty */

@@ -14,6 +14,7 @@
 
 struct api_server {
     struct vmm *vmm;
+    const struct api_store *store;
     struct api_connections *clients;
     GSocket *listener;
     GSource *accept_source;
@@ -141,7 +142,7 @@ static void handle_request(SoupServer *soup, SoupServerMessage *msg, const char 
         return;
     }
     struct api_request req = {
-        .vmm = server->vmm, .server = soup, .msg = msg, .body = body, .query = query,
+        .vmm = server->vmm, .store = server->store, .server = soup, .msg = msg, .body = body, .query = query,
     };
     req.fds = api_connections_take_fds(soup, &req.nfds);
     route->handle(&req);
@@ -237,10 +238,12 @@ static void add_handlers(SoupServer *soup, void *data)
     soup_server_add_handler(soup, NULL, handle_request, server, NULL);
 }
 
-struct api_server *api_server_new(struct vmm *vmm, const char *spec, GError **error)
+struct api_server *api_server_new(struct vmm *vmm, const char *spec, const struct api_store *store,
+                                  GError **error)
 {
     g_autoptr(api_server) server = g_new0(struct api_server, 1);
     server->vmm = vmm;
+    server->store = store;
 
     g_autoptr(GSocket) sock = api_socket_open(spec, &server->path, error);
     if (!sock)

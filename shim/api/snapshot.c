@@ -13,13 +13,21 @@
  *   (net_fds is Cloud Hypervisor's: that many of the descriptors sent with the
  *   request, SCM_RIGHTS, become interface id's tap, in order, after those
  *   config_overrides.net's own "fds" placeholders take.)
+ *
+ * Store URLs (store-refs.h): vm.snapshot's destination_url may be a store
+ * prefix (http(s)://, s3://; the answer is then 200 with the manifest id),
+ * vm.restore's source_url a store ref (prefix/ID).
  */
 #define G_LOG_DOMAIN "vsnap-shim"
 
+#include <glib/gstdio.h>
+
 #include "api/routes.h"
 #include "api/snapshot-body.h"
+#include "api/store-refs.h"
 #include "json/bounded-json.h"
 #include "persist/persist.h"
+#include "snapshot/directory.h"
 
 #define MAX_BLOCK_SIZE (2u << 20)
 #define MIN_BLOCK_SIZE 4096u
@@ -120,13 +128,90 @@ bool snapshot_body_parse(GBytes *body, JsonParser *parser, struct persist_snapsh
     return obj && parse_snapshot(obj, out, error);
 }
 
+static bool check_store_reachable(struct api_request *req, const char *field, const char *url, GError **error)
+{
+    if (!req->store) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED, "%s: %s is a store URL, and this shim has no store",
+                    field, url);
+        return false;
+    }
+    return api_store_check_reachable(field, url, error);
+}
+
+/* 200 {"id", "url": prefix/id, "local_url", "objects_sent", "objects_skipped",
+ * "bytes_sent"}: the manifest id a vm.restore of url/id takes. */
+static void reply_pushed(struct api_request *req, const char *prefix, const char *local_dir,
+                         const struct store_push_result *r)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autofree char *url = g_strdup_printf("%s%s%s", prefix, g_str_has_suffix(prefix, "/") ? "" : "/", r->id);
+    g_autofree char *local_url = g_strconcat("file://", local_dir, NULL);
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "id");
+    json_builder_add_string_value(b, r->id);
+    json_builder_set_member_name(b, "url");
+    json_builder_add_string_value(b, url);
+    json_builder_set_member_name(b, "local_url");
+    json_builder_add_string_value(b, local_url);
+    json_builder_set_member_name(b, "objects_sent");
+    json_builder_add_int_value(b, r->objects_sent);
+    json_builder_set_member_name(b, "objects_skipped");
+    json_builder_add_int_value(b, r->objects_skipped);
+    json_builder_set_member_name(b, "bytes_sent");
+    json_builder_add_int_value(b, (gint64)r->bytes_sent);
+    json_builder_end_object(b);
+    reply_json(req, 200, json_builder_get_root(b));
+}
+
+/* Written into a new local directory (the VM's work directory, else beside
+ * the cache), then pushed. The local copy stays: the VM's disks continue
+ * from its disk layers, and a later diff names it as parent_url. A failed
+ * push leaves it, and the VM paused, as a failed local snapshot would. */
+static void snapshot_to_store(struct api_request *req, struct persist_snapshot_request *sreq)
+{
+    g_autoptr(GError) error = NULL;
+    const char *prefix = sreq->destination_url;
+    if (!check_store_reachable(req, "destination_url", prefix, &error))
+        return reply_error(req, error);
+    if (api_store_is_store_url(sreq->parent_url)) {
+        g_set_error(&error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "parent_url must be the parent's local directory (the local_url its vm.snapshot to a store "
+                    "answered), not the store URL %s", sreq->parent_url);
+        return reply_error(req, error);
+    }
+    if (vmm_get_state(req->vmm) != VMM_STATE_PAUSED) { /* vmm_snapshot says why, before a directory is made */
+        bool ok = vmm_snapshot(req->vmm, sreq, NULL, &error);
+        return reply_result(req, ok, error);
+    }
+    g_autofree char *local = api_store_local_dir(req->store, vmm_work_dir(req->vmm), "store-snapshot", &error);
+    if (!local)
+        return reply_error(req, error);
+    g_autofree char *local_url = g_strconcat("file://", local, NULL);
+    sreq->destination_url = local_url;
+    if (!vmm_snapshot(req->vmm, sreq, NULL, &error)) {
+        g_rmdir(local); /* a failed snapshot leaves its destination as it found it: empty */
+        return reply_error(req, error);
+    }
+    g_autofree char *id = NULL;
+    struct store_push_result r = { 0 };
+    if (!api_store_push(req->store, local, prefix, &id, &r, &error)) {
+        g_prefix_error(&error, "the snapshot was written to %s and the VM is still paused, but ", local_url);
+        return reply_error(req, error);
+    }
+    reply_pushed(req, prefix, local, &r);
+    store_push_result_clear(&r);
+}
+
 static void handle_snapshot(struct api_request *req)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonParser) parser = json_parser_new();
     struct persist_snapshot_request sreq = { 0 };
-    bool ok = snapshot_body_parse(req->body, parser, &sreq, &error) &&
-              vmm_snapshot(req->vmm, &sreq, NULL, &error);
+    if (!snapshot_body_parse(req->body, parser, &sreq, &error))
+        return reply_error(req, error);
+    if (api_store_is_store_url(sreq.destination_url))
+        return snapshot_to_store(req, &sreq);
+    bool ok = vmm_snapshot(req->vmm, &sreq, NULL, &error);
     reply_result(req, ok, error);
 }
 
@@ -261,13 +346,48 @@ static bool attach_restore_fds(struct api_request *req, JsonParser *parser, stru
     return ok;
 }
 
+/* config_overrides.vsnap_work_dir, when it is a string. */
+static const char *override_work_dir(const struct restore_body *body)
+{
+    JsonObject *over = body->req.config_overrides;
+    JsonNode *node = over ? json_object_get_member(over, "vsnap_work_dir") : NULL;
+    bool is_string = node && JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING;
+    return is_string ? json_node_get_string(node) : NULL;
+}
+
+/* A store ref is imported through the cache into a directory of its own
+ * under the VM's work directory (else beside the cache), which the restore
+ * then reads as any local snapshot: its layers are the cached files (hard
+ * links), so an on-demand restore maps them as they are. The directory
+ * stays while the VM runs (its disks continue from its disk layers). */
+static bool import_source(struct api_request *req, struct restore_body *body, char **dir, GError **error)
+{
+    const char *ref = body->req.source_url;
+    if (vmm_get_state(req->vmm) != VMM_STATE_NOT_CREATED) /* vmm_restore says why, before any download */
+        return true;
+    if (!check_store_reachable(req, "source_url", ref, error))
+        return false;
+    *dir = api_store_import(req->store, ref, override_work_dir(body), error);
+    return *dir != NULL;
+}
+
 static void handle_restore(struct api_request *req)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonParser) parser = json_parser_new();
     struct restore_body body = { 0 };
-    bool ok = restore_body_parse(req->body, parser, &body, &error) && attach_restore_fds(req, parser, &body, &error) &&
-              vmm_restore(req->vmm, &body.req, body.resume, &error);
+    g_autofree char *imported = NULL, *imported_url = NULL;
+    bool ok = restore_body_parse(req->body, parser, &body, &error) && attach_restore_fds(req, parser, &body, &error);
+    if (ok && api_store_is_store_url(body.req.source_url)) {
+        ok = import_source(req, &body, &imported, &error);
+        if (imported)
+            body.req.source_url = imported_url = g_strconcat("file://", imported, NULL);
+    }
+    ok = ok && vmm_restore(req->vmm, &body.req, body.resume, &error);
+    if (!ok && imported) {
+        g_autofree char *holder = g_path_get_dirname(imported);
+        snap_dir_remove(holder, NULL);
+    }
     reply_result(req, ok, error);
 }
 

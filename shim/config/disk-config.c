@@ -276,39 +276,18 @@ bool disk_config_check_image(const struct disk_config *disk, const char *field, 
 
 /* ---- JSON ---- */
 
-static void add_string(JsonBuilder *b, const char *name, const char *value)
-{
-    json_builder_set_member_name(b, name);
-    if (value)
-        json_builder_add_string_value(b, value);
-    else
-        json_builder_add_null_value(b);
-}
-
-static void add_bool(JsonBuilder *b, const char *name, bool value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_boolean_value(b, value);
-}
-
-static void add_int(JsonBuilder *b, const char *name, gint64 value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_int_value(b, value);
-}
-
 void disk_config_add_json(JsonBuilder *b, const struct disk_config *disk)
 {
     json_builder_begin_object(b);
-    add_string(b, "path", disk->path);
-    add_bool(b, "readonly", disk->readonly);
-    add_bool(b, "direct", disk->direct);
-    add_bool(b, "sparse", disk->sparse);
-    add_string(b, "id", disk->id);
-    add_string(b, "serial", disk->serial);
-    add_int(b, "num_queues", disk->num_queues);
-    add_int(b, "queue_size", disk->queue_size);
-    add_string(b, "image_type", "Raw");
+    config_json_add_string(b, "path", disk->path);
+    config_json_add_bool(b, "readonly", disk->readonly);
+    config_json_add_bool(b, "direct", disk->direct);
+    config_json_add_bool(b, "sparse", disk->sparse);
+    config_json_add_string(b, "id", disk->id);
+    config_json_add_string(b, "serial", disk->serial);
+    config_json_add_int(b, "num_queues", disk->num_queues);
+    config_json_add_int(b, "queue_size", disk->queue_size);
+    config_json_add_string(b, "image_type", "Raw");
     json_builder_set_member_name(b, "vsnap_chain");
     if (disk->vsnap_chain) {
         json_builder_begin_array(b);
@@ -318,6 +297,6 @@ void disk_config_add_json(JsonBuilder *b, const struct disk_config *disk)
     } else {
         json_builder_add_null_value(b);
     }
-    add_string(b, "vsnap_overlay", disk->vsnap_overlay);
+    config_json_add_string(b, "vsnap_overlay", disk->vsnap_overlay);
     json_builder_end_object(b);
 }

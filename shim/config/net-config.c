@@ -211,44 +211,23 @@ bool vm_config_check_nets(const struct vm_config *cfg, GError **error)
 
 /* ---- JSON ---- */
 
-static void add_string(JsonBuilder *b, const char *name, const char *value)
-{
-    json_builder_set_member_name(b, name);
-    if (value)
-        json_builder_add_string_value(b, value);
-    else
-        json_builder_add_null_value(b);
-}
-
-static void add_int(JsonBuilder *b, const char *name, gint64 value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_int_value(b, value);
-}
-
-static void add_bool(JsonBuilder *b, const char *name, bool value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_boolean_value(b, value);
-}
-
 /* Descriptors are never written out: a number means nothing to another
  * process, and a config read back (a snapshot's) must not name one. */
 void net_config_add_json(JsonBuilder *b, const struct net_config *net)
 {
     json_builder_begin_object(b);
-    add_string(b, "tap", net->tap);
-    add_string(b, "ip", net->ip);
-    add_string(b, "mask", net->mask);
-    add_string(b, "mac", net->mac);
-    add_string(b, "host_mac", net->host_mac);
+    config_json_add_string(b, "tap", net->tap);
+    config_json_add_string(b, "ip", net->ip);
+    config_json_add_string(b, "mask", net->mask);
+    config_json_add_string(b, "mac", net->mac);
+    config_json_add_string(b, "host_mac", net->host_mac);
     if (net->mtu)
-        add_int(b, "mtu", net->mtu);
-    add_int(b, "num_queues", net->num_queues);
-    add_int(b, "queue_size", net->queue_size);
-    add_string(b, "id", net->id);
-    add_bool(b, "offload_tso", net->offload_tso);
-    add_bool(b, "offload_ufo", net->offload_ufo);
-    add_bool(b, "offload_csum", net->offload_csum);
+        config_json_add_int(b, "mtu", net->mtu);
+    config_json_add_int(b, "num_queues", net->num_queues);
+    config_json_add_int(b, "queue_size", net->queue_size);
+    config_json_add_string(b, "id", net->id);
+    config_json_add_bool(b, "offload_tso", net->offload_tso);
+    config_json_add_bool(b, "offload_ufo", net->offload_ufo);
+    config_json_add_bool(b, "offload_csum", net->offload_csum);
     json_builder_end_object(b);
 }

@@ -849,34 +849,13 @@ bool vm_config_check_files(const struct vm_config *cfg, GError **error)
 
 /* ---- struct -> JSON ------------------------------------------------------- */
 
-static void add_string(JsonBuilder *b, const char *name, const char *value)
-{
-    json_builder_set_member_name(b, name);
-    if (value)
-        json_builder_add_string_value(b, value);
-    else
-        json_builder_add_null_value(b);
-}
-
-static void add_int(JsonBuilder *b, const char *name, gint64 value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_int_value(b, value);
-}
-
-static void add_bool(JsonBuilder *b, const char *name, bool value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_boolean_value(b, value);
-}
-
 static void add_console(JsonBuilder *b, const char *name, const struct console_config *c)
 {
     json_builder_set_member_name(b, name);
     json_builder_begin_object(b);
-    add_string(b, "mode", console_mode_to_string(c->mode));
-    add_string(b, "file", c->file);
-    add_string(b, "socket", c->socket);
+    config_json_add_string(b, "mode", console_mode_to_string(c->mode));
+    config_json_add_string(b, "file", c->file);
+    config_json_add_string(b, "socket", c->socket);
     json_builder_end_object(b);
 }
 
@@ -888,10 +867,10 @@ static void add_vsock(JsonBuilder *b, const struct vsock_config *v)
         return;
     }
     json_builder_begin_object(b);
-    add_int(b, "cid", v->cid);
-    add_string(b, "socket", v->socket);
-    add_int(b, "readiness_port", v->readiness_port);
-    add_int(b, "notify_port", v->notify_port);
+    config_json_add_int(b, "cid", v->cid);
+    config_json_add_string(b, "socket", v->socket);
+    config_json_add_int(b, "readiness_port", v->readiness_port);
+    config_json_add_int(b, "notify_port", v->notify_port);
     json_builder_end_object(b);
 }
 
@@ -903,15 +882,15 @@ static void add_rng(JsonBuilder *b, const struct rng_config *r)
         return;
     }
     json_builder_begin_object(b);
-    add_string(b, "src", r->src);
+    config_json_add_string(b, "src", r->src);
     if (r->bandwidth.size) {
         json_builder_set_member_name(b, "rate_limiter");
         json_builder_begin_object(b);
         json_builder_set_member_name(b, "bandwidth");
         json_builder_begin_object(b);
-        add_int(b, "size", (gint64)r->bandwidth.size);
-        add_int(b, "one_time_burst", (gint64)r->bandwidth.one_time_burst);
-        add_int(b, "refill_time", (gint64)r->bandwidth.refill_time_ms);
+        config_json_add_int(b, "size", (gint64)r->bandwidth.size);
+        config_json_add_int(b, "one_time_burst", (gint64)r->bandwidth.one_time_burst);
+        config_json_add_int(b, "refill_time", (gint64)r->bandwidth.refill_time_ms);
         json_builder_end_object(b);
         json_builder_end_object(b);
     }
@@ -922,8 +901,8 @@ static void add_platform(JsonBuilder *b, const struct platform_config *p)
 {
     json_builder_set_member_name(b, "platform");
     json_builder_begin_object(b);
-    add_string(b, "uuid", p->uuid);
-    add_string(b, "serial_number", p->serial_number);
+    config_json_add_string(b, "uuid", p->uuid);
+    config_json_add_string(b, "serial_number", p->serial_number);
     json_builder_set_member_name(b, "oem_strings");
     if (p->oem_strings) {
         json_builder_begin_array(b);
@@ -935,11 +914,11 @@ static void add_platform(JsonBuilder *b, const struct platform_config *p)
     }
     json_builder_set_member_name(b, "system");
     json_builder_begin_object(b);
-    add_string(b, "manufacturer", p->system.manufacturer);
-    add_string(b, "product_name", p->system.product_name);
-    add_string(b, "version", p->system.version);
-    add_string(b, "sku_number", p->system.sku_number);
-    add_string(b, "family", p->system.family);
+    config_json_add_string(b, "manufacturer", p->system.manufacturer);
+    config_json_add_string(b, "product_name", p->system.product_name);
+    config_json_add_string(b, "version", p->system.version);
+    config_json_add_string(b, "sku_number", p->system.sku_number);
+    config_json_add_string(b, "family", p->system.family);
     json_builder_end_object(b);
     json_builder_end_object(b);
 }
@@ -951,24 +930,24 @@ JsonNode *vm_config_to_json(const struct vm_config *cfg)
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "payload");
     json_builder_begin_object(b);
-    add_string(b, "kernel", cfg->payload.kernel);
-    add_string(b, "cmdline", cfg->payload.cmdline);
-    add_string(b, "initramfs", cfg->payload.initramfs);
-    add_string(b, "firmware", cfg->payload.firmware);
+    config_json_add_string(b, "kernel", cfg->payload.kernel);
+    config_json_add_string(b, "cmdline", cfg->payload.cmdline);
+    config_json_add_string(b, "initramfs", cfg->payload.initramfs);
+    config_json_add_string(b, "firmware", cfg->payload.firmware);
     json_builder_end_object(b);
 
     json_builder_set_member_name(b, "cpus");
     json_builder_begin_object(b);
-    add_int(b, "boot_vcpus", cfg->cpus.boot_vcpus);
-    add_int(b, "max_vcpus", cfg->cpus.max_vcpus);
+    config_json_add_int(b, "boot_vcpus", cfg->cpus.boot_vcpus);
+    config_json_add_int(b, "max_vcpus", cfg->cpus.max_vcpus);
     json_builder_end_object(b);
 
     json_builder_set_member_name(b, "memory");
     json_builder_begin_object(b);
-    add_int(b, "size", (gint64)cfg->memory.size);
-    add_bool(b, "shared", cfg->memory.shared);
-    add_bool(b, "hugepages", cfg->memory.hugepages);
-    add_bool(b, "prefault", cfg->memory.prefault);
+    config_json_add_int(b, "size", (gint64)cfg->memory.size);
+    config_json_add_bool(b, "shared", cfg->memory.shared);
+    config_json_add_bool(b, "hugepages", cfg->memory.hugepages);
+    config_json_add_bool(b, "prefault", cfg->memory.prefault);
     json_builder_end_object(b);
 
     add_console(b, "serial", &cfg->serial);
@@ -985,7 +964,7 @@ JsonNode *vm_config_to_json(const struct vm_config *cfg)
             disk_config_add_json(b, &cfg->disks[i]);
         json_builder_end_array(b);
     }
-    add_string(b, "vsnap_work_dir", cfg->vsnap_work_dir);
+    config_json_add_string(b, "vsnap_work_dir", cfg->vsnap_work_dir);
     json_builder_set_member_name(b, "net");
     if (cfg->nnets == 0) {
         json_builder_add_null_value(b);

@@ -1,6 +1,7 @@
 /* Console backends of the serial port and the virtio-console. See
  * serial-backend.h. */
 #include "serial-backend.h"
+#include "sandbox/confine.h"
 #include "sandbox/syscall-filter.h"
 
 #include <errno.h>
@@ -109,11 +110,12 @@ static bool open_tty(struct serial_backend *b, GError **error)
 /* Pty: the master is ours, the slave path is reported for vm.info. We keep the
  * slave open too, so the master never reports hang-up while nobody is
  * attached, and output written meanwhile is simply buffered or dropped. */
-static bool open_pty(struct serial_backend *b, GError **error)
+static bool open_pty(struct serial_backend *b, const char *key, GError **error)
 {
     int master, slave;
-    char name[256];
-    if (openpty(&master, &slave, name, NULL, NULL) < 0)
+    char *name = NULL;
+    /* A guest reset's new backend gets the same pty (sandbox/confine.h). */
+    if (sandbox_openpty_kept(key, &master, &slave, &name) < 0)
         return set_errno_error(error, "open a pty", NULL);
     fcntl(master, F_SETFD, FD_CLOEXEC);
     fcntl(slave, F_SETFD, FD_CLOEXEC);
@@ -122,7 +124,7 @@ static bool open_pty(struct serial_backend *b, GError **error)
     b->out_fd = master;
     b->in_fd = master;
     b->pty_slave_fd = slave;
-    b->pty_path = g_strdup(name);
+    b->pty_path = name;
     return true;
 }
 
@@ -235,7 +237,8 @@ static bool has_input_source(const struct serial_backend *b)
     return b->in_fd >= 0 || b->listen_fd >= 0;
 }
 
-static bool open_mode(struct serial_backend *b, const struct console_config *cfg, GError **error)
+static bool open_mode(struct serial_backend *b, const char *key, const struct console_config *cfg,
+                      GError **error)
 {
     switch (cfg->mode) {
     case CONSOLE_MODE_NULL:
@@ -245,7 +248,7 @@ static bool open_mode(struct serial_backend *b, const struct console_config *cfg
     case CONSOLE_MODE_TTY:
         return open_tty(b, error);
     case CONSOLE_MODE_PTY:
-        return open_pty(b, error);
+        return open_pty(b, key, error);
     case CONSOLE_MODE_SOCKET:
         return open_socket(b, cfg->socket, error);
     case CONSOLE_MODE_OFF:
@@ -256,8 +259,8 @@ static bool open_mode(struct serial_backend *b, const struct console_config *cfg
     return false;
 }
 
-struct serial_backend *serial_backend_new(const struct console_config *cfg, serial_deliver_fn deliver,
-                                          void *opaque, GError **error)
+struct serial_backend *serial_backend_new(const char *key, const struct console_config *cfg,
+                                          serial_deliver_fn deliver, void *opaque, GError **error)
 {
     struct serial_backend *b = g_new0(struct serial_backend, 1);
     b->mode = cfg->mode;
@@ -266,7 +269,7 @@ struct serial_backend *serial_backend_new(const struct console_config *cfg, seri
     b->out_fd = b->in_fd = b->listen_fd = b->client_fd = b->pty_slave_fd = -1;
     b->wake[0] = b->wake[1] = -1;
     g_mutex_init(&b->lock);
-    if (!open_mode(b, cfg, error))
+    if (!open_mode(b, key, cfg, error))
         goto fail;
     if (!has_input_source(b))
         return b;

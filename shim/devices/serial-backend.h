@@ -19,8 +19,10 @@ typedef size_t (*serial_deliver_fn)(void *opaque, const uint8_t *bytes, size_t l
 
 struct serial_backend;
 
-struct serial_backend *serial_backend_new(const struct console_config *cfg, serial_deliver_fn deliver,
-                                          void *opaque, GError **error);
+/* key names the device ("serial", "console"): a Pty backend made again for
+ * it (a guest reset) is the same pty. */
+struct serial_backend *serial_backend_new(const char *key, const struct console_config *cfg,
+                                          serial_deliver_fn deliver, void *opaque, GError **error);
 void serial_backend_free(struct serial_backend *backend);
 
 void serial_backend_write(struct serial_backend *backend, uint8_t byte);

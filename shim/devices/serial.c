@@ -286,7 +286,7 @@ struct serial *serial_new(const struct console_config *cfg, const struct irq_lin
     g_mutex_init(&s->lock);
     s->irq = *irq;
     s->mcr = 0x08; /* OUT2, as firmware leaves it */
-    s->backend = serial_backend_new(cfg, deliver_input, s, error);
+    s->backend = serial_backend_new("serial", cfg, deliver_input, s, error);
     if (!s->backend) {
         serial_free(s);
         return NULL;

@@ -184,7 +184,7 @@ struct virtio_console *virtio_console_new(const struct virtio_host *host, unsign
         return NULL;
     }
     /* After the transport: input may arrive as soon as the backend is open. */
-    dev->backend = serial_backend_new(cfg, deliver_input, dev, error);
+    dev->backend = serial_backend_new("console", cfg, deliver_input, dev, error);
     if (!dev->backend) {
         g_prefix_error(error, "virtio-console: ");
         virtio_console_free(dev);

@@ -12,6 +12,7 @@
 #include "bus.h"
 #include "config/vm-config.h"
 #include "memory.h"
+#include "state/state-json.h"
 
 #define VIRTIO_MMIO_MAGIC 0x74726976u /* "virt" */
 #define VIRTIO_MMIO_VERSION_MODERN 2u
@@ -347,35 +348,29 @@ char *virtio_mmio_cmdline_entry(const struct virtio_mmio *t)
 
 /* ---- snapshot state ---- */
 
-static void add_int(JsonBuilder *b, const char *name, gint64 value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_int_value(b, value);
-}
-
 void virtio_mmio_save_state(const struct virtio_mmio *t, JsonBuilder *b)
 {
     json_builder_begin_object(b);
-    add_int(b, "status", t->status);
-    add_int(b, "device_features_sel", t->device_features_sel);
-    add_int(b, "driver_features_sel", t->driver_features_sel);
-    add_int(b, "driver_features_lo", (uint32_t)t->driver_features);
-    add_int(b, "driver_features_hi", (uint32_t)(t->driver_features >> 32));
-    add_int(b, "queue_sel", t->queue_sel);
-    add_int(b, "interrupt_status", t->interrupt_status);
-    add_int(b, "config_generation", t->config_generation);
+    state_add_uint(b, "status", t->status);
+    state_add_uint(b, "device_features_sel", t->device_features_sel);
+    state_add_uint(b, "driver_features_sel", t->driver_features_sel);
+    state_add_uint(b, "driver_features_lo", (uint32_t)t->driver_features);
+    state_add_uint(b, "driver_features_hi", (uint32_t)(t->driver_features >> 32));
+    state_add_uint(b, "queue_sel", t->queue_sel);
+    state_add_uint(b, "interrupt_status", t->interrupt_status);
+    state_add_uint(b, "config_generation", t->config_generation);
     json_builder_set_member_name(b, "queues");
     json_builder_begin_array(b);
     for (unsigned i = 0; i < t->ops->nqueues; i++) {
         const struct virtq *q = &t->queues[i];
         json_builder_begin_object(b);
-        add_int(b, "size", q->size);
-        add_int(b, "ready", q->ready);
-        add_int(b, "desc_gpa", (gint64)q->desc_gpa);
-        add_int(b, "avail_gpa", (gint64)q->avail_gpa);
-        add_int(b, "used_gpa", (gint64)q->used_gpa);
-        add_int(b, "last_avail_idx", q->last_avail_idx);
-        add_int(b, "used_idx", q->used_idx);
+        state_add_uint(b, "size", q->size);
+        state_add_uint(b, "ready", q->ready);
+        state_add_uint(b, "desc_gpa", q->desc_gpa);
+        state_add_uint(b, "avail_gpa", q->avail_gpa);
+        state_add_uint(b, "used_gpa", q->used_gpa);
+        state_add_uint(b, "last_avail_idx", q->last_avail_idx);
+        state_add_uint(b, "used_idx", q->used_idx);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <pty.h>
 #include <pwd.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -434,6 +435,75 @@ static int find_kept_locked(const char *path, int flags)
             return k->fd;
     }
     return -1;
+}
+
+struct kept_pty {
+    char *key;
+    int master, slave;
+    char *name;
+};
+
+static GArray *kept_ptys;   /* struct kept_pty, under kept_lock */
+
+static const struct kept_pty *find_kept_pty_locked(const char *key)
+{
+    for (guint i = 0; kept_ptys && i < kept_ptys->len; i++) {
+        const struct kept_pty *k = &g_array_index(kept_ptys, struct kept_pty, i);
+        if (g_str_equal(k->key, key))
+            return k;
+    }
+    return NULL;
+}
+
+static int dup_kept_pty(const struct kept_pty *k, int *master, int *slave, char **name)
+{
+    *master = fcntl(k->master, F_DUPFD_CLOEXEC, 0);
+    *slave = *master < 0 ? -1 : fcntl(k->slave, F_DUPFD_CLOEXEC, 0);
+    if (*slave < 0) {
+        int err = errno;
+        if (*master >= 0)
+            close(*master);
+        errno = err;
+        return -1;
+    }
+    *name = g_strdup(k->name);
+    return 0;
+}
+
+static void keep_pty_locked(const char *key, int master, int slave, const char *name)
+{
+    struct kept_pty k = {g_strdup(key), fcntl(master, F_DUPFD_CLOEXEC, 0),
+                         fcntl(slave, F_DUPFD_CLOEXEC, 0), g_strdup(name)};
+    if (k.master < 0 || k.slave < 0) {
+        g_warning("cannot keep the %s pty %s for a guest reset: %s", key, name, g_strerror(errno));
+        if (k.master >= 0)
+            close(k.master);
+        if (k.slave >= 0)
+            close(k.slave);
+        g_free(k.key);
+        g_free(k.name);
+        return;
+    }
+    if (!kept_ptys)
+        kept_ptys = g_array_new(FALSE, FALSE, sizeof(struct kept_pty));
+    g_array_append_val(kept_ptys, k);
+}
+
+int sandbox_openpty_kept(const char *key, int *master, int *slave, char **name)
+{
+    char path[256];
+    g_mutex_lock(&kept_lock);
+    const struct kept_pty *have = state.confined ? find_kept_pty_locked(key) : NULL;
+    int rc = have ? dup_kept_pty(have, master, slave, name) : openpty(master, slave, path, NULL, NULL);
+    int err = errno;
+    if (!have && rc == 0) {
+        *name = g_strdup(path);
+        if (state.confined && !state.dropped)
+            keep_pty_locked(key, *master, *slave, path);
+    }
+    g_mutex_unlock(&kept_lock);
+    errno = err;
+    return rc;
 }
 
 int sandbox_open_kept(const char *path, int flags)

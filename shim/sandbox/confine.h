@@ -48,5 +48,14 @@ bool sandbox_drop_privileges(GError **error);
  * flags after it gets a dup of that (the same open file). Otherwise, and
  * for paths not kept, plain open. */
 int sandbox_open_kept(const char *path, int flags);
+/* openpty(3) for a console the shim makes again once unprivileged (a guest
+ * reset builds its serial port and console anew): in a confined shim, the
+ * pty made before the drop is kept under key ("serial", "console"), and a
+ * later call with that key gets duplicates of both its ends and its name.
+ * The shims' user cannot open the host's ptmx (root's), a pty it made
+ * would be open to every other shim (they share the user), and clients
+ * were told the first one's path. Otherwise plain openpty. 0, or -1 with
+ * errno; g_free *name. */
+int sandbox_openpty_kept(const char *key, int *master, int *slave, char **name);
 /* Whether sandbox_confine_enter ran. */
 bool sandbox_is_confined(void);

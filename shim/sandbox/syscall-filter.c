@@ -14,6 +14,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "confine.h"
+
 /* ---- the lists (docs/seccomp.md says why each call is here) ---- */
 
 /* Every thread: memory, locks, time, signals, the log and event writers. */
@@ -75,9 +77,10 @@ static const char *const main_calls[] = {
     "sendfile", "splice", "statfs", "fstatfs", "flock", "utimensat", "umask", "fcntl",
     "dup", "dup2", "dup3", "pipe2", "close_range", "memfd_create", "mincore", "mlock",
     "munlock",
-    /* sockets: the API server, vsock, serial Socket backends */
-    "socket", "socketpair", "bind", "listen", "accept", "accept4", "connect", "shutdown",
-    "sendto", "sendmsg", "recvfrom", "recvmsg", "getsockopt", "setsockopt", "getsockname",
+    /* sockets: the API server, vsock, serial Socket backends, store URLs;
+     * socket and socketpair only with the families add_socket_families allows */
+    "bind", "listen", "accept", "accept4", "connect", "shutdown",
+    "sendto", "sendmsg", "sendmmsg", "recvfrom", "recvmsg", "getsockopt", "setsockopt", "getsockname",
     "getpeername",
     /* waiting */
     "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd2",
@@ -281,7 +284,7 @@ static int add_thread_creation(scmp_filter_ctx ctx)
     return rc;
 }
 
-/* Sockets of the UNIX family only: the API, vsock's hybrid backend, serial
+/* Sockets of the UNIX family: the API, vsock's hybrid backend, serial
  * Socket backends. */
 static int add_unix_sockets(scmp_filter_ctx ctx)
 {
@@ -290,6 +293,30 @@ static int add_unix_sockets(scmp_filter_ctx ctx)
     if (rc == 0)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
                               SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+    return rc;
+}
+
+/* The datagram socket a tap's SIOCSIF* ioctls are made on (devices/tap.c:
+ * its address, MAC and link), exactly as tap.c asks for it. */
+static int add_ifreq_socket(scmp_filter_ctx ctx)
+{
+    return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2, SCMP_A0(SCMP_CMP_EQ, AF_INET),
+                            SCMP_A1(SCMP_CMP_EQ, SOCK_DGRAM | SOCK_CLOEXEC));
+}
+
+/* The main list of a shim that is not confined also has the network: store
+ * URLs in vm.snapshot / vm.restore (libcurl's TCP connections, glibc's
+ * resolver over UDP and its NETLINK_ROUTE look at the host's addresses).
+ * A confined shim refuses store URLs, so its list has none of them. */
+static int add_network_sockets(scmp_filter_ctx ctx)
+{
+    int rc = 0;
+    const int families[] = { AF_INET, AF_INET6 };
+    for (size_t i = 0; rc == 0 && i < G_N_ELEMENTS(families); i++)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, families[i]));
+    if (rc == 0)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2, SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
+                              SCMP_A2(SCMP_CMP_EQ, 0 /* NETLINK_ROUTE */));
     return rc;
 }
 
@@ -311,6 +338,8 @@ static bool load_list(enum sandbox_thread kind, enum sandbox_mode mode, GError *
         rc = add_thread_creation(ctx);
     if (rc == 0 && (kind == SANDBOX_THREAD_MAIN || kind == SANDBOX_THREAD_DEVICE))
         rc = add_unix_sockets(ctx);
+    if (rc == 0 && kind == SANDBOX_THREAD_MAIN)
+        rc = sandbox_is_confined() ? add_ifreq_socket(ctx) : add_network_sockets(ctx);
     if (rc == 0)
         rc = seccomp_load(ctx);
     if (ctx)

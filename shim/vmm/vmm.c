@@ -621,6 +621,11 @@ bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *req, boo
     return !resume || vmm_resume(vmm, error);
 }
 
+const char *vmm_work_dir(const struct vmm *vmm)
+{
+    return vmm->config ? vmm->config->vsnap_work_dir : NULL;
+}
+
 /* ---- what the guest did (arrives on vCPU / device threads) --------------------- */
 
 struct guest_stop {

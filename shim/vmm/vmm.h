@@ -75,6 +75,8 @@ bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
 /* vm.restore: only without a VM (405 otherwise). Emits restoring/restored; the
  * VM is then Paused, or resumed (resuming/resumed) when resume is true. */
 bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *req, bool resume, GError **error);
+/* The VM's vsnap_work_dir (where its overlays live), or NULL: none yet, or no VM. */
+const char *vmm_work_dir(const struct vmm *vmm);
 
 /* Readiness (for GET vm.wait-ready): the guest's announcement since the last
  * boot, as JSON text, or NULL. A watch is called once, on the main thread, with

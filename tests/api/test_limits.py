@@ -163,7 +163,9 @@ class Limits(unittest.TestCase):
     @unittest.skipUnless(GUEST and os.path.exists(GUEST), "the test guest is not built")
     def test_idle_clients_are_disconnected_but_long_polls_are_not(self):
         """Silent, half-sent and idle keep-alive connections are closed after
-        the idle timeout; a vm.wait-ready answered later than that is not cut."""
+        the idle timeout, and so is a request trickled in a byte every few
+        seconds (each byte restarted libsoup's timeout: it stayed open); a
+        vm.wait-ready answered later than that is not cut."""
         cfg = {"payload": {"kernel": GUEST, "cmdline": ""}, "memory": {"size": 64 << 20},
                "serial": {"mode": "File", "file": os.path.join(self.shim.workdir, "serial")},
                "console": {"mode": "Off"}}
@@ -190,19 +192,36 @@ class Limits(unittest.TestCase):
         second_half.sendall(PING)
         read_response(second_half)
         second_half.sendall(b"GET /api/v1/vmm.ping HTTP/1.1\r\nHo")
+        trickled = self.connect()
+        stop = threading.Event()
+
+        def trickle():
+            for byte in b"GET /api/v1/vmm.ping HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 64:
+                try:
+                    trickled.send(bytes([byte]))
+                except OSError:
+                    return
+                if stop.wait(4):
+                    return
+
+        trickler = threading.Thread(target=trickle)
+        trickler.start()
         closed = {}
         waiters = [threading.Thread(target=lambda n=name, s=sock: closed.__setitem__(
                        n, seconds_until_closed(s, IDLE_TIMEOUT_S + 15)))
                    for name, sock in (("silent", silent), ("half-sent request", half),
                                       ("idle after a request", kept),
-                                      ("half-sent second request", second_half))]
+                                      ("half-sent second request", second_half),
+                                      ("trickled request", trickled))]
         for t in waiters:
             t.start()
         self.shim.alive()   # meanwhile, others are served
         for t in waiters:
             t.join()
         poller.join()
-        for s in (silent, half, kept, second_half):
+        stop.set()
+        trickler.join()
+        for s in (silent, half, kept, second_half, trickled):
             s.close()
         print("idle clients closed after: " +
               ", ".join(f"{n} {s:.1f} s" if s is not None else f"{n} never" for n, s in closed.items()))

@@ -1,32 +1,48 @@
 #!/usr/bin/python3
-"""The snapshot store's pull path, in one run, as ratios (issue 11):
+"""The snapshot store, in one run, as ratios (issue 11's Benchmark):
 
-  connections  through nginx with limit_rate per connection (an object
-               store's per-connection throughput) and without: one
-               connection + one decompression thread against N connections
-               + N threads, and the plain baseline `curl URL | zstd -d`
-  threads      N connections, 1 against N decompression threads
-  streamed     vsnap-store's pull (frames decompressed as they arrive)
-               against downloading the objects first, then `zstd -d`
-               (the baselines fsync what they wrote, as the cache does)
-  cache        a pull that hits the cache against one that misses, and
-               restore to READY on a hit against a miss (pull + restore)
+  content      a 4 GiB VM with 256 MiB of RAM used (the test guest's fill:
+               incompressible) and a 2 GiB raw disk holding a real Debian
+               root file system (guest/mkimage.sh: debootstrap into ext4,
+               built once and kept in the image cache directory)
   levels       compressed size and push time at zstd levels 1, 3 and 9
+  connections  pulls through nginx with limit_rate per connection (an
+               object store's per-connection throughput) and without: one
+               connection + one decompression thread against N ranged
+               connections + N threads streaming into the cache, and the
+               plain baseline `curl URL | zstd -d`
+  threads      N connections, 1 against N decompression threads
+  streamed     vsnap-store's pull against downloading the objects first,
+               then `zstd -d` (the baselines fsync what they wrote, as the
+               cache does)
+  ready        through the shim's store URLs: vm.restore (on demand) from
+               the nginx store to the guest's READY on a cache miss and on a
+               cache hit, for the same snapshot; and on a hit with a 256 MiB
+               and with the 2 GiB disk: t(2 GiB)/t(256 MiB) <= 1.2
 
-The snapshot: a VM of --memory-mib with --fill-mib used (the test guest's
-fill: incompressible), plus a disk-sized layer of real Debian files (the
-host's /usr, --disk-mib, compressible like a root file system) in the same
-directory, so it moves as a disk layer would. One JSON line per measurement
-and a summary line with every ratio. Targets: >= 3x the single-stream pull
-with the per-connection limit, >= 1.5x without it.
+How the disk layer gets real blocks: the VM has two disks, vda an empty raw
+image of the disk's size and vdb the Debian image (read-only). After a first
+snapshot s0 (vda's image becomes the base of its chain, its layer empty) the
+guest copies vdb onto vda (BLKCOPY: every 4 KiB block that reads as zeros is
+skipped, as `dd conv=sparse` does), and s, a diff of s0, is taken with
+vm.snapshot to the nginx store URL: its disk layer holds exactly the Debian
+file system's blocks, written by the guest through virtio-blk into the
+overlay. s and s0 (its memory parent, holding the 256 MiB) are what the
+store holds and every pull moves. The 256 MiB disk is made the same way from
+the first 256 MiB of the image.
 
-usage: bench-store.py STORE SHIM GUEST RESULTS.jsonl [--rate-mib N] ...
+One JSON line per measurement and a summary line with every ratio. Targets:
+>= 3x the single-stream pull with the per-connection limit, >= 1.5x without
+it, t(2 GiB)/t(256 MiB) <= 1.2 for a revert on a cache hit.
+
+usage: bench-store.py STORE SHIM GUEST RESULTS.jsonl [--image-cache DIR] ...
 """
 
 import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,60 +52,94 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "store"))
 sys.path.insert(0, os.path.join(HERE, "..", "persist"))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from persisttest import ApiShim, connect  # noqa: E402
+from persisttest import ApiShim, Fail, connect  # noqa: E402
 from servers import Nginx  # noqa: E402
 from vsnaptest import append_jsonl  # noqa: E402
 
 MIB = 1 << 20
+MKIMAGE = os.path.join(HERE, "..", "..", "guest", "mkimage.sh")
 
 
-def disk_layer(path, size):
-    """A layer-sized file of real Debian files (the host's /usr), starting
-    with the layer magic so that the store moves it through the cache as it
-    moves disk layers."""
-    with open(path, "wb") as out:
-        out.write(b"VSNAPLYR")
-        tar = subprocess.Popen(["tar", "-c", "--ignore-failed-read", "-f", "-", "/usr/lib", "/usr/share",
-                                "/usr/bin"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        left = size - 8
-        while left > 0:
-            chunk = tar.stdout.read(min(left, 4 * MIB))
-            if not chunk:
-                break
-            out.write(chunk)
-            left -= len(chunk)
-        tar.kill()
-        tar.wait()
-    os.chmod(path, 0o600)
+def debian_image(cache_dir, size_mib):
+    """The Debian root file system image, built by guest/mkimage.sh on the
+    first run and kept in cache_dir; (path, seconds debootstrap took or
+    None when it was there)."""
+    path = os.path.join(cache_dir, f"debian-root-{size_mib}m.img")
+    if os.path.exists(path):
+        return path, None
+    os.makedirs(cache_dir, exist_ok=True)
+    partial = path + ".partial"
+    t0 = time.monotonic()
+    subprocess.run([MKIMAGE, "-o", partial, "-s", f"{size_mib}M", "-c", os.path.join(cache_dir, "debs")],
+                   check=True, timeout=3600)
+    os.rename(partial, path)
+    return path, time.monotonic() - t0
 
 
 class Bench:
-    def __init__(self, args, workdir):
+    def __init__(self, args, workdir, image):
         self.args = args
         self.dir = workdir
+        self.image = image
         self.rows = []
-        self.nginx = Nginx(workdir)
-        self.snap = os.path.join(workdir, "snap")
-        self.make_snapshot()
-        self.push_root = os.path.join(self.nginx.root, "bench")
-        r = self.store(["push", self.snap, "file://" + self.push_root])
-        self.id = r["id"]
-        self.objects = sorted(os.path.join(self.push_root, "objects", n)
-                              for n in os.listdir(os.path.join(self.push_root, "objects")))
-        self.big = [o for o in self.objects if os.path.getsize(o) > MIB]
         self.n = 0
+        self.nginx = Nginx(workdir)
+        self.snaps = {}
+        for name, mib in (("disk256m", 256), ("disk2g", args.disk_mib)):
+            self.snaps[name] = self.make_snapshot(name, mib * MIB)
+        big = self.snaps["disk2g"]
+        self.id, self.prefix, self.chain = big["id"], big["prefix"], big["chain"]
+        self.objects = sorted(os.path.join(self.nginx.root, self.prefix, "objects", n)
+                              for n in os.listdir(os.path.join(self.nginx.root, self.prefix, "objects")))
+        self.big = [o for o in self.objects if os.path.getsize(o) > MIB]
 
-    def make_snapshot(self):
+    def fresh(self, name):
+        self.n += 1
+        return os.path.join(self.dir, f"{self.n:02d}-{name}")
+
+    def shim(self, name, cache):
+        return ApiShim(self.args.shim, workdir=self.dir, name=name, args=["--store-cache-dir", cache])
+
+    def make_snapshot(self, name, disk_bytes):
+        """s0, then the guest's copy of the image onto vda, then s (a diff
+        of s0) pushed by the shim to nginx; returns its id and local chain."""
         a = self.args
-        src = ApiShim(a.shim, workdir=self.dir, name="src")
-        try:
-            src.boot(a.guest, f"vsnap.fill_mib={a.fill_mib} vsnap.seed=7 vsnap.heartbeat_ms=100",
-                     memory_mib=a.memory_mib)
-            connect(src).close()
-            src.snapshot_paused(self.snap)
-        finally:
-            src.close()
-        disk_layer(os.path.join(self.snap, "disk-root.layer"), a.disk_mib * MIB)
+        base = os.path.join(self.dir, f"{name}-vda.img")
+        with open(base, "wb") as f:
+            f.truncate(disk_bytes)
+        work = self.fresh(f"{name}-work")
+        s0 = os.path.join(self.dir, f"{name}-s0")
+        prefix = f"bench-{name}"
+        with self.shim(f"src-{name}", self.fresh("src-cache")) as vm:
+            vm.ok("PUT", "vm.create", {
+                "payload": {"kernel": a.guest, "cmdline": f"vsnap.fill_mib={a.fill_mib} vsnap.seed=7"},
+                "memory": {"size": a.memory_mib * MIB}, "cpus": {"boot_vcpus": 1, "max_vcpus": 1},
+                "serial": {"mode": "File", "file": vm.serial_path}, "console": {"mode": "Off"},
+                "vsock": {"cid": 3, "socket": vm.vsock_path}, "vsnap_work_dir": work,
+                "disks": [{"path": base, "id": "vda"}, {"path": self.image, "id": "vdb", "readonly": True}]})
+            vm.ok("PUT", "vm.boot")
+            conn = connect(vm)
+            vm.snapshot_paused(s0)
+            t0 = time.monotonic()
+            reply = conn.cmd(f"BLKCOPY 1 0 0 {disk_bytes:#x}")
+            copy_s = time.monotonic() - t0
+            if not reply.startswith("OK "):
+                raise Fail(f"BLKCOPY: {reply}")
+            sums = [conn.cmd(f"BLKSUM {d} 0 {disk_bytes:#x}") for d in (0, 1)]
+            if sums[0] != sums[1]:
+                raise Fail(f"vda after the copy reads {sums[0]}, the image {sums[1]}")
+            vm.ok("PUT", "vm.pause")
+            t0 = time.monotonic()
+            r = vm.ok("PUT", "vm.snapshot", {"destination_url": self.nginx.url("store", prefix), "mode": "diff",
+                                             "parent_url": "file://" + s0}, timeout=1200)
+            push_s = time.monotonic() - t0
+            conn.close()
+        local = r["local_url"][len("file://"):]
+        layer = os.path.getsize(os.path.join(local, "disk-vda.layer"))
+        self.row(what="snapshot", name=name, id=r["id"], disk_bytes=disk_bytes, guest_copied_bytes=int(reply[3:]),
+                 guest_copy_s=round(copy_s, 3), disk_layer_bytes=layer, memory_mib=a.memory_mib,
+                 fill_mib=a.fill_mib, shim_snapshot_and_push_s=round(push_s, 3), bytes_sent=r["bytes_sent"])
+        return {"id": r["id"], "prefix": prefix, "chain": [s0, local]}
 
     def store(self, args, opts=()):
         r = subprocess.run([self.args.store, "--quiet", "--json"] + list(opts) + args,
@@ -97,10 +147,6 @@ class Bench:
         if r.returncode != 0:
             raise SystemExit(f"vsnap-store {' '.join(list(opts) + args)}: {r.stderr}")
         return json.loads(r.stdout) if r.stdout.strip() else None
-
-    def fresh(self, name):
-        self.n += 1
-        return os.path.join(self.dir, f"{self.n:02d}-{name}")
 
     def pull(self, name, url, opts, cache=None):
         """Wall time of a pull into a fresh (or the given) cache."""
@@ -135,66 +181,82 @@ class Bench:
         print(json.dumps(kw), flush=True)
         return kw
 
+    def ready(self, name, cache):
+        """vm.restore (on demand) from the store URL of snapshot name in a
+        new shim on cache, to the guest's READY."""
+        snap = self.snaps[name]
+        with self.shim(f"r{self.n}-{name}", cache) as vm:
+            self.n += 1
+            url = f"{self.nginx.url('store', snap['prefix'])}/{snap['id']}"
+            body = {"source_url": url, "memory_restore_mode": "ondemand", "resume": True,
+                    "config_overrides": {"serial": {"mode": "File", "file": vm.serial_path},
+                                         "vsock": {"socket": vm.vsock_path}, "vsnap_work_dir": self.fresh("rwork")}}
+            t0 = time.monotonic()
+            status, reply = vm.api("PUT", "vm.restore", body, timeout=1200)
+            if status != 204:
+                raise SystemExit(f"restore {url}: {status} {reply}" + vm.describe())
+            vm.wait_ready(60)
+            return time.monotonic() - t0
+
     def run(self):
         a = self.args
         n = a.connections
-        data = sum(os.path.getsize(os.path.join(self.snap, f)) for f in os.listdir(self.snap))
+        data = sum(os.path.getsize(os.path.join(d, f)) for d in self.chain for f in os.listdir(d))
         compressed = sum(os.path.getsize(o) for o in self.objects)
-        self.row(what="snapshot", bytes=data, compressed_bytes=compressed,
-                 memory_mib=a.memory_mib, fill_mib=a.fill_mib, disk_mib=a.disk_mib)
+        self.row(what="content", bytes=data, compressed_bytes=compressed, memory_mib=a.memory_mib,
+                 fill_mib=a.fill_mib, disk_mib=a.disk_mib, image=os.path.basename(self.image))
+        for level in (1, 3, 9):
+            root = self.fresh(f"level{level}")
+            t0 = time.monotonic()
+            self.store(["push", self.chain[-1], "file://" + root], ["--level", str(level)])
+            secs = time.monotonic() - t0
+            size = sum(os.path.getsize(os.path.join(root, "objects", o))
+                       for o in os.listdir(os.path.join(root, "objects")))
+            self.row(what="push", level=level, seconds=round(secs, 3), compressed_bytes=size,
+                     ratio=round(data / size, 3))
+            shutil.rmtree(root)
         whole = str(1 << 40)   # one range per object: a single stream
         single = ["--connections", "1", "--threads", "1", "--range-size", whole]
         parallel = ["--connections", str(n), "--threads", str(a.threads), "--range-size", a.range_size]
-        limited = self.nginx.url(f"rate-{a.rate_mib * 1024}k", "bench")
-        free = self.nginx.url("store", "bench")
+        limited = self.nginx.url(f"rate-{a.rate_mib * 1024}k", self.prefix)
+        free = self.nginx.url("store", self.prefix)
         t = {}
         t["limited_single"], _, _ = self.pull("lim1", limited, single)
         t["limited_parallel"], _, _ = self.pull("limN", limited, parallel)
         t["limited_curl_zstd"] = self.curl_zstd(limited, True)
         t["free_single"], _, _ = self.pull("free1", free, single)
-        t["free_parallel"], dest, cache = self.pull("freeN", free, parallel)
+        t["free_parallel"], _, cache = self.pull("freeN", free, parallel)
         t["free_curl_zstd"] = self.curl_zstd(free, True)
         t["free_download_then_zstd"] = self.curl_zstd(free, False)
         t["free_conns_1_thread"], _, _ = self.pull("free-1thr", free, ["--connections", str(n), "--threads", "1",
                                                                        "--range-size", a.range_size])
-        t["cache_hit"], hit_dest, _ = self.pull("hit", free, parallel, cache=cache)
+        t["cache_hit"], _, _ = self.pull("hit", free, parallel, cache=cache)
         for k, v in t.items():
             self.row(what="pull", case=k, seconds=round(v, 3), mib_per_s=round(data / MIB / v, 1))
-        # restore to READY: on a hit (the pulled directory) and a miss (pull, then restore)
-        t_ready_hit = self.restore_ready(hit_dest)
-        miss_t, miss_dest, _ = self.pull("miss", free, parallel)
-        t_ready_miss = miss_t + self.restore_ready(miss_dest)
-        self.row(what="restore_ready", hit_s=round(t_ready_hit, 3), miss_s=round(t_ready_miss, 3))
-        for level in (1, 3, 9):
-            root = self.fresh(f"level{level}")
-            t0 = time.monotonic()
-            self.store(["push", self.snap, "file://" + root], ["--level", str(level)])
-            secs = time.monotonic() - t0
-            size = sum(os.path.getsize(os.path.join(root, "objects", o)) for o in os.listdir(os.path.join(root, "objects")))
-            self.row(what="push", level=level, seconds=round(secs, 3), compressed_bytes=size,
-                     ratio=round(data / size, 3))
-            shutil.rmtree(root)
+        # through the shim: a miss, then hits on the same cache
+        cache = self.fresh("shim-cache")
+        ready = {"miss": self.ready("disk2g", cache)}
+        self.ready("disk256m", cache)   # warm the cache for the 256 MiB disk too
+        for name in ("disk256m", "disk2g"):
+            ready[name] = [self.ready(name, cache) for _ in range(a.repeat)]
+        hit_2g, hit_256m = statistics.median(ready["disk2g"]), statistics.median(ready["disk256m"])
+        self.row(what="restore_ready", via="shim vm.restore from the nginx store URL, ondemand",
+                 miss_s=round(ready["miss"], 3), hit_2g_s=[round(x, 3) for x in ready["disk2g"]],
+                 hit_256m_s=[round(x, 3) for x in ready["disk256m"]])
         summary = self.row(what="summary", connections=n, threads=a.threads, rate_mib_per_conn=a.rate_mib,
                            limited_parallel_over_single=round(t["limited_single"] / t["limited_parallel"], 2),
                            limited_parallel_over_curl_zstd=round(t["limited_curl_zstd"] / t["limited_parallel"], 2),
                            free_parallel_over_single=round(t["free_single"] / t["free_parallel"], 2),
                            free_parallel_over_curl_zstd=round(t["free_curl_zstd"] / t["free_parallel"], 2),
                            threads_n_over_1=round(t["free_conns_1_thread"] / t["free_parallel"], 2),
-                           streamed_over_download_then_decompress=round(t["free_download_then_zstd"] / t["free_parallel"], 2),
+                           streamed_over_download_then_decompress=round(
+                               t["free_download_then_zstd"] / t["free_parallel"], 2),
                            cache_hit_over_miss=round(t["free_parallel"] / t["cache_hit"], 2),
-                           ready_miss_over_hit=round(t_ready_miss / t_ready_hit, 2),
-                           targets={"limited_parallel_over_single": 3.0, "free_parallel_over_single": 1.5})
+                           ready_miss_over_hit=round(ready["miss"] / hit_2g, 2),
+                           hit_ready_2g_over_256m=round(hit_2g / hit_256m, 2),
+                           targets={"limited_parallel_over_single": 3.0, "free_parallel_over_single": 1.5,
+                                    "hit_ready_2g_over_256m": "<= 1.2"})
         return summary
-
-    def restore_ready(self, snapdir):
-        with ApiShim(self.args.shim, workdir=self.dir, name=f"r{self.n}") as dst:
-            t0 = time.monotonic()
-            status, reply = dst.restore(snapdir, "ondemand")
-            if status != 204:
-                raise SystemExit(f"restore {snapdir}: {status} {reply}")
-            connect(dst).close()
-            self.n += 1
-            return time.monotonic() - t0
 
     def close(self):
         self.nginx.close()
@@ -206,17 +268,23 @@ def main():
     p.add_argument("shim")
     p.add_argument("guest")
     p.add_argument("results")
+    p.add_argument("--image-cache", help="where the Debian image is kept (default: store-work/ beside RESULTS)")
     p.add_argument("--memory-mib", type=int, default=4096)
     p.add_argument("--fill-mib", type=int, default=256)
-    p.add_argument("--disk-mib", type=int, default=512)
-    p.add_argument("--rate-mib", type=int, default=25, help="nginx limit_rate per connection, MiB/s")
+    p.add_argument("--disk-mib", type=int, default=2048)
+    p.add_argument("--rate-mib", type=int, default=100, help="nginx limit_rate per connection, MiB/s")
     p.add_argument("--connections", type=int, default=8)
     p.add_argument("--threads", type=int, default=max(2, os.cpu_count() or 2))
     p.add_argument("--range-size", default="8M")
+    p.add_argument("--repeat", type=int, default=3, help="cache-hit restores per disk size (the median counts)")
     args = p.parse_args()
+    cache_dir = args.image_cache or os.path.join(os.path.dirname(os.path.abspath(args.results)), "store-work")
+    image, built_s = debian_image(cache_dir, args.disk_mib)
     workdir = tempfile.mkdtemp(prefix="vsnap-bench-store-")
     try:
-        b = Bench(args, workdir)
+        b = Bench(args, workdir, image)
+        b.row(what="image", path=image, debootstrap_s=round(built_s, 1) if built_s else None,
+              cached=built_s is None)
         try:
             summary = b.run()
         finally:

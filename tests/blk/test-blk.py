@@ -105,6 +105,35 @@ def case_many_disks(workdir):
         conn.close()
 
 
+def case_copy(workdir):
+    """BLKCOPY: a region of one disk onto another at the same offset, the
+    blocks that read as zeros skipped (what the destination held there stays,
+    and the answer counts only the bytes written); a read-only destination
+    is ERR readonly."""
+    src = image(workdir, "src.img", 8 * MIB)
+    fill_file(src, 0, 1 * MIB, 7)
+    fill_file(src, 3 * MIB + 4096, 8192, 8)        # a short run between holes
+    fill_file(src, 6 * MIB, 2 * MIB, 9)            # up to the end of the disk
+    dst = image(workdir, "dst.img", 8 * MIB)
+    fill_file(dst, 4 * MIB, MIB, 10)               # under a hole of src: kept
+    model = os.path.join(workdir, "model.img")
+    shutil.copyfile(dst, model)
+    with open(src, "rb") as f, open(model, "r+b") as m:
+        for off, length in ((0, MIB), (3 * MIB + 4096, 8192), (6 * MIB, 2 * MIB)):
+            f.seek(off)
+            m.seek(off)
+            m.write(f.read(length))
+    with ApiShim(SHIM, workdir=workdir, name="vm") as vm:
+        conn = boot(vm, [{"path": src, "readonly": True}, {"path": dst}])
+        expect(conn, f"BLKCOPY 0 1 0 {8 * MIB:#x}", f"OK {3 * MIB + 8192}")
+        want = file_sum(model, 0, 8 * MIB)
+        check(guest_sum(conn, 1, 0, 8 * MIB) == want, "the guest reads another copy than the model's")
+        expect(conn, f"BLKCOPY 1 0 0 {MIB:#x}", "ERR readonly")
+        expect(conn, f"BLKCOPY 0 2 0 {MIB:#x}", "ERR no such disk")
+        conn.close()
+    check(sha256(dst) == sha256(model), "the destination image is not the model")
+
+
 def case_readonly(workdir):
     """A read-only disk: VIRTIO_BLK_F_RO, reads work, every write is answered
     IOERR (the guest says ERR readonly), the image's bytes never change."""
@@ -486,6 +515,7 @@ CASES = {
     "fill_sum": case_fill_sum,
     "many_disks": case_many_disks,
     "readonly": case_readonly,
+    "copy": case_copy,
     "bad_image": case_bad_image,
     "malformed": case_malformed,
     "discard_zeroes": case_discard_zeroes,

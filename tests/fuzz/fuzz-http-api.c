@@ -43,7 +43,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     g_autoptr(GError) error = NULL;
-    struct api_server *server = api_server_new(vmm, spec, &error);
+    struct api_server *server = api_server_new(vmm, spec, NULL, &error);
     if (!server)
         g_error("fuzz: no API server: %s", error->message);
     int fd = fuzz_connect_unix(socket_path);

@@ -26,7 +26,7 @@ class ApiShim:
     """vsnap-shim with an API socket and an event monitor file, no VM yet.
     Killed (by its pid) and its directory removed on close()."""
 
-    def __init__(self, shim_path, workdir=None, name="shim"):
+    def __init__(self, shim_path, workdir=None, name="shim", args=(), env=None):
         self.own_dir = workdir is None
         self.dir = workdir or tempfile.mkdtemp(prefix="vsnap-persist-")
         self.name = name
@@ -37,8 +37,9 @@ class ApiShim:
         self.vsock_path = os.path.join(self.dir, f"{name}.vsock")
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen([shim_path, "-v", "--api-socket", f"path={self.sock}",
-                                      "--event-monitor", f"path={self.events_path}"],
-                                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
+                                      "--event-monitor", f"path={self.events_path}"] + list(args),
+                                     stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=env)
         deadline = time.monotonic() + 10
         while not self._listening():
             if self.proc.poll() is not None or time.monotonic() > deadline:

@@ -358,7 +358,7 @@ def case_bad_input(workdir):
         src.snapshot_paused(base2)
         src.ok("PUT", "vm.pause")
         events_before = len(src.events())
-        for body, what in (({}, "no destination"), ({"destination_url": "http://x/y"}, "not a file URL"),
+        for body, what in (({}, "no destination"), ({"destination_url": "ftp://x/y"}, "neither a file nor a store URL"),
                            ({"destination_url": "file://" + other, "bogus": 1}, "unknown field"),
                            ({"destination_url": "file://" + other, "mode": "diff"}, "diff without parent"),
                            ({"destination_url": "file://" + other, "mode": "diff", "parent_url": "file://" + base},

@@ -51,6 +51,8 @@ LAYERS = [
     ("domains", [["domain.*"]]),
     # Each domain's disk chains between runs (the domain's disk directory).
     ("disk state", [["disk-state.*"]]),
+    # Each domain's save area: where its saves and managed saves write.
+    ("save area", [["save-area.*"]]),
     ("files", [["atomic-file.*"], ["caller.*"]]),
     # The XML and capabilities configuration, and the GError domain of
     # libvirt's error codes that every layer uses (conf/virt-error.h).

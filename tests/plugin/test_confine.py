@@ -56,6 +56,22 @@ def read(path):
         return f.read().strip()
 
 
+def files_named(root, name, skip=("proc", "dev")):
+    """The paths of the files called name under root (not /proc, /dev)."""
+    found = []
+    for base, dirs, files in os.walk(root):
+        if base == root:
+            dirs[:] = [d for d in dirs if d not in skip]
+        found += [os.path.join(base, f) for f in files if f == name]
+    return found
+
+
+def mount_points(pid):
+    """pid's mount points, as it sees them (inside its jail)."""
+    with open(f"/proc/{pid}/mountinfo") as f:
+        return [line.split()[4] for line in f]
+
+
 def tuned_xml(name, memtune="", cputune="", **kw):
     xml = domain_xml(name, **kw)
     return re.sub(r"(  <vcpu>.*</vcpu>\n)", lambda m: m.group(1) + memtune + cputune, xml)
@@ -114,6 +130,44 @@ class ConfineTest(DaemonTest):
         self.daemon.virsh("resume", "c1")
         self.assertEqual(self.state("c1"), "running (unpaused)")
 
+    def test_a_jail_holds_no_other_domains_save(self):
+        """All shims run as one user: what keeps one VM's shim from another
+        guest's RAM is its jail. B's shim sees nothing of A's managed save
+        image, and every directory of the daemon's in its jail is B's own
+        (none shared with A, where A's save or managed save would stage its
+        files); A still saves and starts from its image confined."""
+        self.start_domain("a")
+        pid_b = self.start_domain("b")
+        self.daemon.virsh("managedsave", "a")
+        images = files_named(self.daemon.state, "managed-save.ini")
+        self.assertEqual(len(images), 1, images)
+        root = f"/proc/{pid_b}/root"
+        self.assertFalse(os.path.exists(root + os.path.dirname(images[0])))
+        self.assertEqual(files_named(root, "managed-save.ini"), [])
+        # Outside any jail too, the shims' user cannot reach it while A is off.
+        area = os.stat(os.path.dirname(os.path.dirname(images[0])))
+        self.assertEqual((area.st_uid, area.st_mode & 0o777), (os.getuid(), 0o700))
+        for point in mount_points(pid_b):
+            if not point.startswith(self.daemon.dir + "/"):
+                continue
+            part = os.path.relpath(point, self.daemon.state).split("/")
+            self.assertTrue(len(part) >= 2 and part[1] in ("b", "b.log"),
+                            f"B's jail holds {point}, not B's own")
+        self.daemon.virsh("start", "a")
+        self.assertEqual(self.state("a"), "running (restored)")
+        pid_a = self.daemon.shim_pids()["a"]
+        self.assertEqual(status(pid_a)["Uid"].split()[1], str(pwd.getpwnam("vsnap").pw_uid))
+        # Both ways: B's managed save and start, A's save to a file and restore.
+        self.daemon.virsh("managedsave", "b")
+        self.assertFalse(os.path.exists(f"/proc/{pid_a}/root" + self.daemon.state + "/managedsave"))
+        self.assertEqual(files_named(f"/proc/{pid_a}/root", "managed-save.ini"), [])
+        self.daemon.virsh("start", "b")
+        self.assertEqual(self.state("b"), "running (restored)")
+        image = os.path.join(self.daemon.dir, "a.save")
+        self.daemon.virsh("save", "a", image)
+        self.daemon.virsh("restore", image)
+        self.assertEqual(self.state("a"), "running (restored)")
+
     def test_guest_reset_reopens_a_root_only_disk(self):
         """A reset builds a fresh VM in the same shim, after the drop: the
         disk image, writable by root only, is the one opened before it."""
@@ -139,6 +193,37 @@ class ConfineTest(DaemonTest):
             self.assertEqual(self.daemon.shim_pids()["r"], pid)
             self.assertNotEqual(status(pid)["Uid"].split()[1], "0")
             self.daemon.virsh("destroy", "r")
+        finally:
+            watcher.stop()
+
+    def test_guest_reset_keeps_its_pty_console(self):
+        """A reset builds the serial port anew after the drop, where the
+        shims' user cannot open the host's ptmx: it used to fail ('cannot open
+        a pty: Permission denied') and leave the domain shut off. The new port
+        is on the same pty, the one the live XML names, still root's (a pty
+        the shims' user made would be open to every other shim)."""
+        serial = ("    <serial type='pty'><target port='0'/></serial>\n"
+                  "    <console type='pty'><target type='serial' port='0'/></console>\n")
+        watcher = VirshEvents(self.daemon, "--all")
+        try:
+            path = os.path.join(self.daemon.dir, "p.xml")
+            with open(path, "w") as f:
+                f.write(domain_xml("p", cmdline="vsnap.fill_mib=1 vsnap.reboot_after_ready=1",
+                                   extra_devices=serial))
+            self.daemon.virsh("define", path)
+            self.daemon.virsh("start", "p")
+            pid = self.daemon.shim_pids()["p"]
+            pty = re.findall(r"<source path='(/dev/pts/[0-9]+)'", self.daemon.virsh("dumpxml", "p").stdout)
+            self.assertTrue(pty, "no pty in the live XML")
+            first = watcher.wait_for_line("event 'reboot' for domain 'p'")
+            watcher.wait_for_line("event 'reboot' for domain 'p'", after=first + 1)
+            self.assertTrue(self.state("p").startswith("running"), self.state("p"))
+            self.assertEqual(self.daemon.shim_pids()["p"], pid)
+            held = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+            self.assertIn(pty[0], held)
+            self.assertEqual([p for p in held if p.startswith("/dev/pts/") and p[9:].isdigit()], [pty[0]])
+            self.assertEqual(os.stat(pty[0]).st_uid, 0)
+            self.daemon.virsh("destroy", "p")
         finally:
             watcher.stop()
 

@@ -78,11 +78,10 @@ class CrashTestBase(SnapshotTestBase):
             path = os.path.join(snaps, entry)
             if os.path.isdir(path) and not os.path.exists(os.path.join(path, "snapshot.ini")):
                 out.append(path)
-        for sub in ("managedsave", "save-work"):
-            d = os.path.join(self.daemon.state, sub)
-            for entry in os.listdir(d) if os.path.isdir(d) else []:
-                if entry != name:
-                    out.append(os.path.join(d, entry))
+        area = os.path.join(self.daemon.state, "saves", name)
+        for entry in os.listdir(area) if os.path.isdir(area) else []:
+            if entry != "managed":
+                out.append(os.path.join(area, entry))
         return out
 
     def job(self, name):
@@ -241,10 +240,14 @@ class CrashTest(CrashTestBase):
         self.start_guest("c7")
         self.daemon.stop()
         made = []
-        for sub in (os.path.join("snapshots", "c7"), "managedsave"):
+        # The snapshots', the save area's, and the layout's before save areas.
+        for sub, names in ((os.path.join("snapshots", "c7"), (".x.partial-AbC123", "c7.tmp")),
+                           (os.path.join("saves", "c7"), (".managed.tmp.partial-AbC123", "managed.tmp",
+                                                          "work-0b5e", ".work-0b5e.partial-x1Y2z3")),
+                           ("managedsave", (".c7.tmp.partial-AbC123", "c7.tmp"))):
             d = os.path.join(self.daemon.state, sub)
             os.makedirs(d, exist_ok=True)
-            for name in (".x.partial-AbC123", "c7.tmp"):
+            for name in names:
                 path = os.path.join(d, name)
                 os.makedirs(path)
                 with open(os.path.join(path, "memory-ranges"), "wb") as f:

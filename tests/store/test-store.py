@@ -28,6 +28,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "persist"))
 from persisttest import ApiShim, Fail, MIB, check, connect  # noqa: E402
 from servers import Nginx, Rgw  # noqa: E402
+import shim_store  # noqa: E402
 
 REGION_A = (16 * MIB, 64 * MIB)
 REGION_B = (80 * MIB, 16 * MIB)
@@ -235,6 +236,20 @@ def case_two_hosts_s3(env):
     restore_and_check(env, dest, "d1", w)
     again = env.push("d1", url)
     check(again["objects_sent"] == 0, f"a second push sent objects: {again}")
+
+
+def case_ranges_follow_each_other_at_once(env):
+    """One connection and 1 MiB ranges: each range starts as soon as the
+    one before it ends (the fetch loop used to wait up to a second for a
+    socket event first: about 64 s for base's 64 ranges)."""
+    w = env.scratch("ranges")
+    url = env.nginx.url("store", "ranges")
+    env.push("base", url)
+    t0 = time.monotonic()
+    env.pull(f"{url}/{env.layer_id('base')}", os.path.join(w, "d"), os.path.join(w, "cache"),
+             ["--connections", "1", "--range-size", "1M", "--threads", "1"])
+    elapsed = time.monotonic() - t0
+    check(elapsed < 20, f"a pull of 64 ranges on one connection took {elapsed:.1f} s")
 
 
 def case_push_skips_what_the_store_has(env):
@@ -502,6 +517,8 @@ def case_no_space_in_cache(env):
 
 
 CASES = [v for k, v in list(globals().items()) if k.startswith("case_")]
+shim_store.setup(SHIM, GUEST)
+CASES += shim_store.CASES
 if os.environ.get("VIRTVSNAPD"):
     import daemon_cases  # noqa: E402  (virtvsnapd with a store: tests/store/daemon_cases.py)
     CASES += daemon_cases.CASES

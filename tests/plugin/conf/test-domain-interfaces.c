@@ -177,7 +177,7 @@ static void test_refusals(void)
         {"<interface/>", VIR_ERR_XML_ERROR, "no type attribute"},
         {ETH("<model type='e1000'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<model type='e1000'> is not supported"},
         {ETH("<model type='rtl8139'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<model type='rtl8139'>"},
-        {ETH("<bandwidth/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<interface> child <bandwidth> is not supported"},
+        {ETH("<bandwidth/>"), VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <bandwidth> in <interface>"},
         {ETH("<filterref filter='clean-traffic'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<filterref>"},
         {ETH("<driver name='vhost'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<driver>"},
         {ETH("<address type='pci'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<address>"},

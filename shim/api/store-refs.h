@@ -1,0 +1,48 @@
+/* Store URLs in vm.restore's source_url and vm.snapshot's destination_url
+ * (vsnap extension, docs/cloud-hypervisor-api.md): the snapshot store of
+ * common/store, through this host's layer cache.
+ *
+ *   http://host/prefix/ID, https://..., s3://bucket/prefix/ID
+ *       a snapshot in a store (restore), or a store prefix (snapshot);
+ *   file:///dir (or a plain path)
+ *       a local snapshot directory, as without a store.
+ *
+ * A file:// store is not reachable through the shim: its refs look exactly
+ * like local directories (pull it with vsnap-store first). */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+
+#include "store/store.h"
+
+/* The shim's store settings: --store-config's [store] and [s3] groups,
+ * --store-cache-dir over its cache_dir, the host default cache otherwise. */
+struct api_store {
+    char *cache_dir;
+    guint64 cache_size;
+    struct store_options options;
+};
+
+/* config_path and cache_dir may be NULL. Errors name the file. */
+bool api_store_init(struct api_store *s, const char *config_path, const char *cache_dir, GError **error);
+void api_store_clear(struct api_store *s);
+
+bool api_store_is_store_url(const char *url);
+
+/* SHIM_ERROR_UNSUPPORTED (400) when this shim cannot reach a store: a
+ * confined one (its jail has no cache, its filter no network sockets). */
+bool api_store_check_reachable(const char *field, const char *url, GError **error);
+
+/* Pull ref (URL/ID) through the cache into a new directory under base;
+ * returns that directory. Errors are SHIM_ERRORs naming the object. */
+char *api_store_import(const struct api_store *s, const char *ref, const char *base, GError **error);
+
+/* A new empty directory under base (NULL: beside the cache) for a snapshot
+ * that is pushed once written. */
+char *api_store_local_dir(const struct api_store *s, const char *base, const char *what, GError **error);
+
+/* Push the snapshot directory dir (and its parents) to url; *id gets the
+ * manifest id. */
+bool api_store_push(const struct api_store *s, const char *dir, const char *url, char **id,
+                    struct store_push_result *result, GError **error);

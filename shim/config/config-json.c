@@ -1,0 +1,24 @@
+/* The members VmConfig's parts write into the JSON they build
+ * (disk-config-internal.h). */
+#include "config/disk-config-internal.h"
+
+void config_json_add_string(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    if (value)
+        json_builder_add_string_value(b, value);
+    else
+        json_builder_add_null_value(b);
+}
+
+void config_json_add_int(JsonBuilder *b, const char *name, gint64 value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_int_value(b, value);
+}
+
+void config_json_add_bool(JsonBuilder *b, const char *name, bool value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, value);
+}

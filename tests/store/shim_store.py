@@ -1,0 +1,284 @@
+"""Store URLs through the shim's Cloud Hypervisor API (test-store.py runs
+these cases with the servers it started): vm.snapshot to an nginx store and
+to the RADOS Gateway, vm.restore from them on "other hosts" (shims with their
+own cache and work directories, the same base image path), in copy and
+on-demand modes, checked by the guest's SUM of its RAM and BLKSUM of its
+disk against the origin's. Every shim runs with its default seccomp filter."""
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import time
+
+from persisttest import ApiShim, MIB, check, connect
+
+SHIM = GUEST = None
+DISK_SIZE = 32 * MIB
+RAM_REGION = (16 * MIB, 48 * MIB)
+
+
+def setup(shim, guest):
+    global SHIM, GUEST
+    SHIM, GUEST = shim, guest
+
+
+def store_config(env, path):
+    """--store-config: the [store] and [s3] groups store_options_load reads."""
+    e = env.s3_env
+    with open(path, "w") as f:
+        f.write(f"[store]\nconnections = 4\nrange_size = 2M\n\n[s3]\nendpoint = {env.rgw.endpoint}\n"
+                f"region = {e['AWS_REGION']}\naccess_key = {e['AWS_ACCESS_KEY_ID']}\n"
+                f"secret_key = {e['AWS_SECRET_ACCESS_KEY']}\n")
+    return path
+
+
+class Host:
+    """One "host": its layer cache and work directory; shims made on it."""
+
+    def __init__(self, env, root, name):
+        self.env, self.name = env, name
+        self.dir = os.path.join(root, name)
+        self.cache = os.path.join(self.dir, "cache")
+        self.work = os.path.join(self.dir, "work")
+        os.makedirs(self.work)
+        self.config = store_config(env, os.path.join(self.dir, "store.conf"))
+        self.count = 0
+
+    def shim(self):
+        self.count += 1
+        # no AWS_* in the environment: the S3 keys come from --store-config
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        return ApiShim(SHIM, workdir=self.dir, name=f"{self.name}-{self.count}", env=env,
+                       args=["--store-config", self.config, "--store-cache-dir", self.cache])
+
+
+def restore_url(vm, url, mode, work):
+    overrides = {"serial": {"mode": "File", "file": vm.serial_path}, "vsock": {"socket": vm.vsock_path},
+                 "vsnap_work_dir": work}
+    return vm.api("PUT", "vm.restore", {"source_url": url, "memory_restore_mode": mode, "resume": True,
+                                        "config_overrides": overrides}, timeout=120)
+
+
+def sums(conn):
+    ram = conn.sum(*RAM_REGION)
+    reply = conn.cmd(f"BLKSUM 0 0 {DISK_SIZE:#x}")
+    check(reply.startswith("SUM "), f"BLKSUM -> {reply!r}")
+    return ram, reply[4:]
+
+
+def dead_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Origin:
+    """Host A's VM: s1, a full snapshot to nginx (RAM filled, the disk
+    written in place: its layer is empty, the image its base); then more
+    written to RAM and disk and s2, a diff of s1 to nginx (its disk layer
+    holds those blocks, over s1's), and s3, a diff of s2 to S3; made once,
+    shared by the cases. Host A's directories are then moved away, so the
+    other hosts can only use what the stores hold (and the base image, at
+    the same path)."""
+
+    def __init__(self, env):
+        self.root = env.scratch("shim-store")
+        self.image = os.path.join(self.root, "base.img")
+        with open(self.image, "wb") as f:
+            f.truncate(DISK_SIZE)
+        self.host = Host(env, self.root, "hostA")
+        self.http = env.nginx.url("store", "shim")
+        self.s3 = "s3://vsnap-test/shim"
+        with self.host.shim() as vm:
+            vm.ok("PUT", "vm.create", {
+                "payload": {"kernel": GUEST, "cmdline": "vsnap.fill_mib=48 vsnap.seed=5"},
+                "memory": {"size": 128 * MIB}, "cpus": {"boot_vcpus": 1, "max_vcpus": 1},
+                "serial": {"mode": "File", "file": vm.serial_path}, "console": {"mode": "Off"},
+                "vsock": {"cid": 3, "socket": vm.vsock_path}, "vsnap_work_dir": self.host.work,
+                "disks": [{"path": self.image, "id": "vda"}]})
+            vm.ok("PUT", "vm.boot")
+            conn = connect(vm)
+            check(conn.cmd(f"BLKFILL 0 0 {4 * MIB:#x} 3") == "OK", "BLKFILL")
+            vm.ok("PUT", "vm.pause")
+            self.s1 = vm.ok("PUT", "vm.snapshot", {"destination_url": self.http})
+            vm.ok("PUT", "vm.resume")
+            conn.ok(f"FILL {RAM_REGION[0] + 8 * MIB:#x} {8 * MIB:#x} 21")
+            check(conn.cmd(f"BLKFILL 0 {20 * MIB:#x} {2 * MIB:#x} 4") == "OK", "BLKFILL")
+            check(conn.cmd(f"BLKFILL 0 {MIB + 512:#x} {4096:#x} 6") == "OK", "BLKFILL")
+            self.sums = sums(conn)
+            vm.ok("PUT", "vm.pause")
+            t0 = time.monotonic()
+            self.http_reply = vm.ok("PUT", "vm.snapshot", {"destination_url": self.http, "mode": "diff",
+                                                           "parent_url": self.s1["local_url"]})
+            self.http_push_s = time.monotonic() - t0
+            self.s3_reply = vm.ok("PUT", "vm.snapshot", {"destination_url": self.s3, "mode": "diff",
+                                                         "parent_url": self.http_reply["local_url"]})
+            self.failed_push = self.push_to_dead_server(vm)
+            vm.ok("PUT", "vm.resume")
+            check(sums(conn) == self.sums, "the origin's sums changed across its snapshots")
+            self.full_sums, self.full_reply = self.full_over_the_disk_chain(vm, conn)
+            conn.close()
+        self.id = self.http_reply["id"]
+        self.local = self.http_reply["local_url"][len("file://"):]
+        self.disk_layer = open(os.path.join(self.local, "disk-vda.layer"), "rb").read()
+        os.rename(self.host.work, self.host.work + ".moved-away")
+
+    def full_over_the_disk_chain(self, vm, conn):
+        """s4: more written to the disk, then a full snapshot to nginx. Its
+        memory has no parent, but its disk layer continues the chain (the
+        failed push's layer, then s3's, which is only in S3, s2's, s1's):
+        the push must carry those too."""
+        check(conn.cmd(f"BLKFILL 0 {24 * MIB:#x} {MIB:#x} 8") == "OK", "BLKFILL")
+        full_sums = sums(conn)
+        vm.ok("PUT", "vm.pause")
+        reply = vm.ok("PUT", "vm.snapshot", {"destination_url": self.http})
+        vm.ok("PUT", "vm.resume")
+        return full_sums, reply
+
+    def push_to_dead_server(self, vm):
+        """A push that cannot connect: an error naming the object, the VM
+        still paused and its local snapshot kept."""
+        url = f"http://127.0.0.1:{dead_port()}/gone"
+        t0 = time.monotonic()
+        status, reply = vm.api("PUT", "vm.snapshot", {"destination_url": url}, timeout=120)
+        return status, reply, time.monotonic() - t0, vm.state()
+
+
+def origin(env):
+    if not hasattr(env, "shim_origin"):
+        env.shim_origin = Origin(env)
+    return env.shim_origin
+
+
+def layer_gets(env, since):
+    return [line for line in env.nginx.access_lines()[since:]
+            if line[0] == "GET" and line[1].endswith(".zst") and int(line[3]) > 64 * 1024]
+
+
+# --- cases ---------------------------------------------------------------------
+
+def case_shim_snapshot_to_store(env):
+    """vm.snapshot to a store prefix answers 200 with the manifest id (the
+    local snapshot's memory layer id) and the local copy's URL; the
+    manifest is in the store; the disk layer's object, plain `zstd -d`,
+    is the layer."""
+    o = origin(env)
+    moved = o.host.work + ".moved-away"
+    for reply, url in ((o.s1, o.http), (o.http_reply, o.http), (o.s3_reply, o.s3)):
+        local = reply["local_url"][len("file://"):]
+        check(local.startswith(o.host.work + "/"), f"the local copy is not in the VM's work dir: {reply}")
+        local = local.replace(o.host.work, moved, 1)
+        layer_id = json.load(open(os.path.join(local, "state.json")))["memory"]["id"]
+        check(reply["id"] == layer_id and reply["url"] == f"{url}/{layer_id}", f"vm.snapshot answered {reply}")
+    check(0 < o.http_reply["bytes_sent"] < o.s1["bytes_sent"] / 2,
+          f"the diff's push sent nothing, or s1 again: s1 {o.s1}, s2 {o.http_reply}")
+    # s4's push carried its disk chain: s3 and the failed push's snapshot
+    ids = set(e["id"] for e in env.store([], ["ls", o.http]))
+    check({o.s1["id"], o.id, o.s3_reply["id"], o.full_reply["id"]} <= ids and len(ids) == 5,
+          f"ls {o.http}: {ids}")
+    ids = sorted(e["id"] for e in env.store([], ["ls", o.s3]))
+    check(ids == sorted([o.s1["id"], o.id, o.s3_reply["id"]]), f"ls {o.s3}: {ids}")
+    blocks = (len(o.disk_layer) - 8192) // 4096
+    check(len(o.disk_layer) > 2 * MIB, f"s2's disk layer holds {len(o.disk_layer)} bytes, not the 2 MiB written")
+    obj = os.path.join(env.nginx.root, "shim", "objects", hashlib.sha256(o.disk_layer).hexdigest() + ".zst")
+    out = subprocess.run(["zstd", "-dc", obj], capture_output=True, check=True).stdout
+    check(out == o.disk_layer, f"zstd -d {obj} is not s2's disk layer (about {blocks} blocks)")
+    print(f"  vm.snapshot + push to nginx: {o.http_push_s:.2f} s", flush=True)
+
+
+def case_shim_restore_from_store(env):
+    """Host B restores the nginx snapshot in copy mode (a cache miss), then
+    on demand in a second shim (a cache hit: no layer GETs); host C restores
+    the S3 one on demand. SUM and BLKSUM equal the origin's."""
+    o = origin(env)
+    hostb = Host(env, o.root, "hostB")
+    for mode, hit in (("copy", False), ("ondemand", True)):
+        before = len(env.nginx.access_lines())
+        with hostb.shim() as vm:
+            t0 = time.monotonic()
+            status, reply = restore_url(vm, f"{o.http}/{o.id}", mode, hostb.work)
+            check(status == 204, f"restore ({mode}): {status} {reply}" + vm.describe())
+            elapsed = time.monotonic() - t0
+            conn = connect(vm)
+            check(sums(conn) == o.sums, f"{mode} restore from {o.http}: sums {sums(conn)}, origin {o.sums}")
+            conn.close()
+            imported = [line.split("info: ", 1)[1] for line in vm.read(vm.log_path).splitlines()
+                        if " imported " in line]
+        gets = layer_gets(env, before)
+        check(bool(gets) != hit, f"{mode} restore ({'hit' if hit else 'miss'}): layer GETs {gets}")
+        print(f"  restore {mode} ({'cache hit' if hit else 'cache miss'}): {elapsed:.2f} s; {imported}", flush=True)
+    hostc = Host(env, o.root, "hostC")
+    with hostc.shim() as vm:
+        status, reply = restore_url(vm, f"{o.s3}/{o.s3_reply['id']}", "ondemand", hostc.work)
+        check(status == 204, f"restore from S3: {status} {reply}" + vm.describe())
+        conn = connect(vm)
+        check(sums(conn) == o.sums, f"ondemand restore from {o.s3}: sums {sums(conn)}, origin {o.sums}")
+        conn.close()
+
+
+def case_shim_store_errors(env):
+    """A missing id is a 404 naming the manifest, a dead server an error
+    within its retries, a failed push leaves the VM paused with its local
+    snapshot; after each refusal the shim restores a good snapshot."""
+    o = origin(env)
+    status, reply, elapsed, state = o.failed_push
+    check(status >= 500 and "gone" in reply[0] and "still paused" in reply[0],
+          f"a push to a dead server: {status} {reply}")
+    check(state == "Paused" and elapsed < 60, f"after the failed push: {state}, {elapsed:.1f} s")
+    hostd = Host(env, o.root, "hostD")
+    missing = "0" * 8 + "-0000-4000-8000-" + "0" * 12
+    with hostd.shim() as vm:
+        status, reply = restore_url(vm, f"{o.http}/{missing}", "ondemand", hostd.work)
+        check(status == 404 and f"manifests/{missing}" in reply[0], f"a missing id: {status} {reply}")
+        t0 = time.monotonic()
+        status, reply = restore_url(vm, f"http://127.0.0.1:{dead_port()}/x/{o.id}", "copy", hostd.work)
+        check(status >= 500 and time.monotonic() - t0 < 60, f"a dead server: {status} {reply}")
+        status, reply = restore_url(vm, f"{o.http}/{o.id}", "ondemand", hostd.work)
+        check(status == 204, f"the restore after two refusals: {status} {reply}" + vm.describe())
+        conn = connect(vm)
+        check(sums(conn) == o.sums, "sums after the refused restores")
+        conn.close()
+        leftovers = [n for n in os.listdir(hostd.work) if n.startswith("store-")]
+        check(len(leftovers) == 1, f"the refused imports left directories: {leftovers}")
+
+
+def case_shim_full_snapshot_carries_its_disk_chain(env):
+    """Host E restores s4, a full snapshot whose disk continues a chain of
+    four earlier layers (one of them pushed only to S3 before): the push to
+    nginx carried them, the pull brought them, BLKSUM is the origin's."""
+    o = origin(env)
+    hoste = Host(env, o.root, "hostE")
+    with hoste.shim() as vm:
+        status, reply = restore_url(vm, f"{o.http}/{o.full_reply['id']}", "ondemand", hoste.work)
+        check(status == 204, f"restore of the full snapshot over a disk chain: {status} {reply}" + vm.describe())
+        conn = connect(vm)
+        check(sums(conn) == o.full_sums, f"s4 from {o.http}: sums {sums(conn)}, origin {o.full_sums}")
+        conn.close()
+
+
+CASES = [case_shim_snapshot_to_store, case_shim_restore_from_store, case_shim_store_errors,
+         case_shim_full_snapshot_carries_its_disk_chain]
+
+
+def case_shim_confined_refuses_store_urls(env):
+    """A confined shim answers store URLs with 400 saying why, touches no
+    network and stays ready: a vm.restore from a local directory follows."""
+    o = origin(env)
+    w = env.scratch("shim-confined")
+    jail = os.path.join(w, "jail")
+    os.makedirs(jail)
+    vm = ApiShim(SHIM, workdir=w, name="confined", args=["--confine", f"root={jail},uid=65534,gid=65534"])
+    with vm:
+        status, reply = vm.api("PUT", "vm.restore", {"source_url": f"{o.http}/{o.id}"})
+        check(status == 400 and "confined shim" in reply[0] and "vsnap-store pull" in reply[0],
+              f"a confined restore from a store: {status} {reply}")
+        status, reply = vm.api("PUT", "vm.snapshot", {"destination_url": o.s3})
+        check(status == 400 and "confined shim" in reply[0], f"a confined snapshot to a store: {status} {reply}")
+        check(vm.ok("GET", "vmm.ping")["version"], "vmm.ping after the refusals")
+
+
+CASES.append(case_shim_confined_refuses_store_urls)
