@@ -14,6 +14,7 @@
 #include "monitor.h"
 #include "network-port.h"
 #include "persist/job.h"
+#include "persist/pull-job.h"
 #include "persist/push.h"
 #include "persist/save.h"
 #include "persist/snapshot.h"
@@ -106,6 +107,7 @@ struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error
     store_options_init(&drv->store.options);
     drv->store.cache_size = STORE_DEFAULT_CACHE_SIZE;
     drv->pushes = push_queue_new(&drv->store);
+    drv->pulls = pull_jobs_new();
     return drv;
 }
 

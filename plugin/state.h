@@ -34,11 +34,13 @@ struct driver_store {
 };
 
 struct push_queue;
+struct pull_jobs;
 
 struct vsnap_driver {
     struct driver_paths paths;
     struct driver_store store;
     struct push_queue *pushes;   /* background pushes (persist/push.h) */
+    struct pull_jobs *pulls;     /* imports at revert, for domjobinfo (persist/pull-job.h) */
     struct domain_list *domains;
     struct event_queue *events;
     char *hostname;

@@ -3,6 +3,7 @@
 #include <libvirt/libvirt.h>
 
 #include "jail.h"
+#include "pull-job.h"
 #include "snapshot-dir.h"
 #include "virt-error.h"
 
@@ -56,12 +57,12 @@ static bool share(struct vsnap_driver *drv, const char *dir, GError **error)
 }
 
 static bool pull_one(struct vsnap_driver *drv, struct snapshot_tree *tree, struct store_cache *cache,
-                     struct snapshot_entry *x, GError **error)
+                     const struct store_options *o, struct snapshot_entry *x, GError **error)
 {
     struct store_pull_result r;
     g_autoptr(GError) local = NULL;
     gint64 t0 = g_get_monotonic_time();
-    if (!store_pull(x->store_url, x->memory_id, x->dir, cache, &drv->store.options, &r, &local)) {
+    if (!store_pull(x->store_url, x->memory_id, x->dir, cache, o, &r, &local)) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
                     "cannot import snapshot '%s' from %s: %s", x->name, x->store_url,
                     local->message);
@@ -98,9 +99,15 @@ bool import_snapshot(struct vsnap_driver *drv, struct snapshot_tree *tree,
                     local->message);
         return false;
     }
+    /* domjobinfo shows the pull (persist/pull-job.h). */
+    struct store_options o = drv->store.options;   /* shared strings, read only */
+    o.progress = false;
+    o.on_progress = pull_job_on_progress;
+    o.progress_data = pull_job_begin(drv->pulls, tree->domain_uuid);
     bool ok = true;
     for (guint i = chain->len; ok && i-- > 0;)
-        ok = pull_one(drv, tree, cache, chain->pdata[i], error);
+        ok = pull_one(drv, tree, cache, &o, chain->pdata[i], error);
     store_cache_close(cache);
+    pull_job_end(drv->pulls, tree->domain_uuid, ok ? NULL : *error);
     return ok;
 }

@@ -150,7 +150,7 @@ static void finish_locked(struct push_domain *d, bool ok, const GError *error)
         .type = ok ? VIR_DOMAIN_JOB_COMPLETED : VIR_DOMAIN_JOB_FAILED,
         .elapsed_ms = (guint64)(g_get_monotonic_time() - d->started_us) / 1000,
         .total = d->total, .processed = d->processed,
-        .error = ok ? NULL : g_strdup(error->message),
+        .error = ok ? NULL : g_strdup(error->message), .ended_us = g_get_monotonic_time(),
     };
 }
 

@@ -66,6 +66,7 @@ struct push_info {
     int type;
     guint64 elapsed_ms, total, processed;
     char *error;
+    gint64 ended_us;     /* monotonic, of a job that ended (which of two ended last) */
 };
 bool push_current(struct push_queue *q, const char *domain_uuid, struct push_info *out);
 bool push_last(struct push_queue *q, const char *domain_uuid, struct push_info *out);

@@ -13,6 +13,7 @@
 #include "managed-image.h"
 #include "monitor.h"
 #include "process.h"
+#include "pull-job.h"
 #include "push.h"
 #include "restore.h"
 #include "save-area.h"
@@ -683,18 +684,35 @@ bool save_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, uns
     return true;
 }
 
-/* The background push of a snapshot (persist/push.h), when no job of the
- * domain's own runs: the one under way, or (completed) the last that ended. */
-static void push_job(struct vsnap_driver *drv, struct vsnap_domain *dom, bool completed,
-                     struct save_job_info *out)
+/* The background push of a snapshot (persist/push.h) or the import of one
+ * at a revert (persist/pull-job.h), when no job of the domain's own runs:
+ * the one under way (a pull first: the revert waits for it), or
+ * (completed) the one of the two that ended last. */
+static void transfer_job(struct vsnap_driver *drv, struct vsnap_domain *dom, bool completed,
+                         struct save_job_info *out)
 {
     char uuid[37];
     uuid_format(dom->uuid, uuid);
-    struct push_info info = {0};
-    if (!(completed ? push_last : push_current)(drv->pushes, uuid, &info))
+    struct push_info info = {0}, pull = {0};
+    bool have, pulled = false;
+    if (completed) {
+        have = push_last(drv->pushes, uuid, &info);
+        if (pull_job_last(drv->pulls, uuid, &pull) && (!have || pull.ended_us > info.ended_us)) {
+            push_info_clear(&info);
+            info = pull;
+            have = pulled = true;
+        } else
+            push_info_clear(&pull);
+    } else {
+        have = pulled = pull_job_current(drv->pulls, uuid, &info);
+        have = have || push_current(drv->pushes, uuid, &info);
+    }
+    if (!have)
         return;
     *out = (struct save_job_info){
-        .type = info.type, .operation = VIR_DOMAIN_JOB_OPERATION_SNAPSHOT,
+        .type = info.type,
+        .operation = pulled ? VIR_DOMAIN_JOB_OPERATION_SNAPSHOT_REVERT
+                            : VIR_DOMAIN_JOB_OPERATION_SNAPSHOT,
         .elapsed_ms = info.elapsed_ms, .total = info.total,
         .processed = MIN(info.processed, info.total), .error = g_steal_pointer(&info.error),
     };
@@ -705,7 +723,7 @@ void save_job_completed(struct vsnap_driver *drv, struct vsnap_domain *dom,
 {
     memset(out, 0, sizeof(*out));
     out->type = VIR_DOMAIN_JOB_NONE;
-    push_job(drv, dom, true, out);
+    transfer_job(drv, dom, true, out);
 }
 
 void save_job_info(struct vsnap_driver *drv, struct vsnap_domain *dom, struct save_job_info *out)
@@ -714,7 +732,7 @@ void save_job_info(struct vsnap_driver *drv, struct vsnap_domain *dom, struct sa
     memset(out, 0, sizeof(*out));
     out->type = VIR_DOMAIN_JOB_NONE;
     if (!domain_job_get(dom, &job)) {
-        push_job(drv, dom, false, out);
+        transfer_job(drv, dom, false, out);
         return;
     }
     out->type = VIR_DOMAIN_JOB_BOUNDED;

@@ -12,7 +12,12 @@ state directory, sockets and cache), real virsh, the test guest with a disk.
   domain go on, destroy does not end it; kill -9 of the daemon during it:
   at its next start the push is done again and the manifest is listed;
 - a store that is down: the snapshot is taken and the VM runs, the push
-  shows as failed.
+  shows as failed;
+- a revert on B that pulls slowly (nginx's limit_rate) in copy mode:
+  domjobinfo shows the pull and --completed its end, virsh list and
+  dominfo answer meanwhile; nginx killed mid-pull and the daemon killed
+  (kill -9) mid-pull each leave B's domain as it was, no job, no snapshot
+  half there, and the next revert works.
 
 Each case takes the Env of test-store.py (env.nginx, env.rgw, env.s3_env,
 STORE through env.store)."""
@@ -21,6 +26,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import time
 import uuid as uuidlib
@@ -373,5 +379,123 @@ def case_daemon_store_down(env):
         a.close()
 
 
+def background_revert(host, dom, snap):
+    """virsh snapshot-revert, not waited for."""
+    return subprocess.Popen(["virsh", "-q", "-c", host.daemon.uri, "snapshot-revert", dom, snap],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_pulling(host, dom):
+    """domjobinfo shows the pull under way, some bytes in; its figures."""
+    info = {}
+
+    def pulling():
+        nonlocal info
+        info = host.jobinfo(dom)
+        return info.get("Job type") == "Bounded" and info.get("Data processed", "0 B") != "0 B"
+
+    wait_for(pulling, timeout=30, interval=0.05, what=f"domjobinfo to show the pull on {host.name}")
+    check(info.get("Operation") == "Snapshot revert" and
+          info.get("Data processed") != info.get("Data total"), f"domjobinfo during the pull: {info}")
+    return info
+
+
+def check_untouched(host, dom):
+    """B's domain as before the revert: shut off, no job, no snapshot files here."""
+    check(host.state(dom) == "shut off", f"{dom} after the cut-short revert: {host.state(dom)}")
+    check(host.jobinfo(dom).get("Job type") == "None", f"a job left: {host.jobinfo(dom)}")
+    root = os.path.join(host.daemon.state, "snapshots", dom)
+    imported = [d for d, _, files in os.walk(root) if "state.json" in files]
+    check(not imported, f"a half-imported snapshot: {imported}")
+
+
+def case_daemon_pull_at_revert(env):
+    """B reverts (copy mode) to A's snapshot through a slow URL (nginx's
+    limit_rate over the same store tree): the pull shows in domjobinfo,
+    virsh list and dominfo answer quickly during it (no lock held across the
+    transfer); nginx killed mid-pull: a clean error naming the store, B's
+    domain as it was, no job left; B's daemon killed (kill -9) mid-pull: at
+    its restart likewise, and the revert then completes with A's memory and
+    disk; domjobinfo --completed shows the pull's end."""
+    w = env.scratch("daemon-pull")
+    url = env.nginx.url("store", "daemon-pull")
+    slow = env.nginx.url("rate-1500k", "daemon-pull")
+    image = make_image(os.path.join(w, "root.img"), 16 * MIB)
+    dom = "puller"
+    a = Host(env, "A", url=url)
+    b = None
+    try:
+        domain_on(a, image, dom, str(uuidlib.uuid4()), restore_mode="copy")
+        a.v("start", dom)
+        g = a.guest(dom)
+        try:
+            g.fill(0, DISK_A[0], DISK_A[1], 41)
+            g.flush(0)
+        finally:
+            g.close()
+        want = a.sums(dom)
+        a.v("snapshot-create-as", dom, "s1")
+        check(a.wait_push(dom).get("Job type") == "Completed", "A's push")
+        xml = a.v("snapshot-dumpxml", dom, "s1").stdout
+        check(url in xml, f"A's snapshot XML names no {url}")
+        a.v("destroy", dom)
+        b = Host(env, "B")
+        b.v("define", b.write(dom + ".xml", a.v("dumpxml", "--inactive", dom).stdout))
+        b.v("snapshot-create", dom, "--redefine", b.write("s1.xml", xml.replace(url, slow)))
+
+        # nginx gone mid-pull.
+        p = background_revert(b, dom, "s1")
+        wait_pulling(b, dom)
+        env.nginx.kill()
+        try:
+            _, err = p.communicate(timeout=120)
+        finally:
+            env.nginx.start()
+        check(p.returncode != 0 and "daemon-pull" in err and "s1" in err,
+              f"revert with nginx killed mid-pull: {err}")
+        check_untouched(b, dom)
+        failed = b.jobinfo(dom, completed=True)
+        check(failed.get("Job type") == "Failed", f"domjobinfo --completed after the failed pull: {failed}")
+
+        # B's daemon killed mid-pull.
+        p = background_revert(b, dom, "s1")
+        wait_pulling(b, dom)
+        b.daemon.proc.kill()
+        b.daemon.proc.wait(timeout=10)
+        b.daemon.proc = None
+        p.communicate(timeout=30)
+        check(p.returncode != 0, "the revert succeeded with its daemon killed")
+        b.start()
+        check_untouched(b, dom)
+
+        # The revert that completes; other clients are answered meanwhile.
+        p = background_revert(b, dom, "s1")
+        during = wait_pulling(b, dom)
+        slowest = 0.0
+        for args in (("list", "--all"), ("dominfo", dom), ("snapshot-list", dom)):
+            t0 = time.monotonic()
+            b.v(*args, timeout=10)
+            slowest = max(slowest, time.monotonic() - t0)
+        check(slowest < 3, f"virsh took {slowest:.1f} s during the pull")
+        check(b.jobinfo(dom).get("Job type") == "Bounded", "the pull ended before the checks did "
+              "(the slow URL is too fast to show a lock)")
+        _, err = p.communicate(timeout=120)
+        check(p.returncode == 0, f"the revert on B: {err}")
+        check(b.state(dom) == "running", f"B after the revert: {b.state(dom)}")
+        check(b.sums(dom) == want, f"B's s1 in copy mode: {b.sums(dom)}, A had {want}")
+        done = b.jobinfo(dom, completed=True)
+        check(done.get("Job type") == "Completed" and done.get("Operation") == "Snapshot revert" and
+              done.get("Data processed") == done.get("Data total") == during.get("Data total"),
+              f"domjobinfo --completed after the pull: {done} (during it: {during})")
+        print(f"  during the pull: {during.get('Data processed')} of {during.get('Data total')}, "
+              f"virsh answered in {slowest:.2f} s at most")
+    finally:
+        if env.nginx.proc.poll() is not None:
+            env.nginx.start()
+        a.close()
+        if b:
+            b.close()
+
+
 CASES = [case_daemon_two_hosts_http, case_daemon_two_hosts_s3, case_daemon_push_in_background,
-         case_daemon_store_down]
+         case_daemon_store_down, case_daemon_pull_at_revert]
