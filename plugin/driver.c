@@ -546,8 +546,15 @@ bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigne
         return false;
     }
     delete_config(drv, dom->name);
-    if (inactive && (flags & VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA))
+    if (inactive && (flags & VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA)) {
+        /* It waits for the domain's push under way, which talks to the
+         * store: dom->lock (which every reader of the domain takes, virsh
+         * list among them) is not held across it; dom->job keeps other jobs
+         * out meanwhile. */
+        g_mutex_unlock(&dom->lock);
         snapshot_remove_all(drv, dom);
+        g_mutex_lock(&dom->lock);
+    }
     dom->persistent = false;
     dom->autostart = false;
     g_clear_pointer(&dom->next_def, domain_def_free);

@@ -129,6 +129,20 @@ def snapshot_ids(xml):
     return m.group(2), m.group(3), m.group(1)
 
 
+def nginx_pids(env):
+    """nginx's master and its workers."""
+    master = env.nginx.proc.pid
+    pids = [master]
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == master:
+                    pids.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            pass
+    return pids
+
+
 def env_ls(env, url):
     """vsnap-store ls: the complete manifests' ids ([] while there is no
     manifests/ at all)."""
@@ -316,7 +330,36 @@ def case_daemon_push_in_background(env):
         check(env_ls(env, url) == ids, f"after the restart: {env_ls(env, url)}, want {ids}")
         env.store([], ["verify", f"{url}/{ids[0]}"])
         env.store([], ["verify", f"{url}/{ids[1]}"])
-        print(f"  snapshot-create returned in {took:.2f} s, the push went on")
+        # undefine --snapshots-metadata while a push hangs on a store that
+        # stopped answering (nginx stopped): undefine waits for the push,
+        # holding no lock that readers need; nginx back, the push completes.
+        a.v("start", "k")
+        a.guest("k").close()
+        a.v("snapshot-create-as", "k", "p3")
+        p3 = snapshot_ids(a.v("snapshot-dumpxml", "k", "p3").stdout)[0]
+        a.v("destroy", "k")
+        wait_for(pushing, timeout=30, interval=0.05, what="domjobinfo to show p3's push")
+        nginx = nginx_pids(env)
+        for pid in nginx:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            undefine = subprocess.Popen(["virsh", "-q", "-c", a.daemon.uri, "undefine", "k",
+                                         "--snapshots-metadata"], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+            time.sleep(0.5)
+            t0 = time.monotonic()
+            a.v("list", "--all", timeout=10)
+            listed = time.monotonic() - t0
+            check(undefine.poll() is None, "undefine did not wait for the push under way")
+        finally:
+            for pid in nginx:
+                os.kill(pid, signal.SIGCONT)
+        _, err = undefine.communicate(timeout=120)
+        check(undefine.returncode == 0, f"undefine during the push: {err}")
+        check("k" not in a.v("list", "--all", "--name").stdout.split(), "k is still defined")
+        check(p3 in env_ls(env, url), f"the push under way at undefine did not complete: {env_ls(env, url)}")
+        print(f"  snapshot-create returned in {took:.2f} s, the push went on; virsh list answered "
+              f"in {listed:.2f} s during an undefine waiting for a push")
     finally:
         a.close()
 
