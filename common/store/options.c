@@ -53,6 +53,19 @@ bool store_url_check(const char *url, GError **error)
         return bad_url(error, url, "unknown scheme");
     if (!*rest || *rest == '/')
         return bad_url(error, url, g_str_has_prefix(url, "s3://") ? "no bucket" : "no host");
+    /* A URL travels into logs, job errors and every snapshot's XML (which
+     * read-only clients see): user:password@ in it would show everywhere.
+     * The message names the URL without what precedes the '@'. */
+    size_t authority = strcspn(rest, "/");
+    const char *at = memchr(rest, '@', authority);
+    if (at) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID,
+                    "%.*s***%s: not a store URL (credentials in a store URL would show in logs "
+                    "and snapshot XML: give them in the configuration's [s3] access_key and "
+                    "secret_key, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
+                    (int)(rest - url), url, at);
+        return false;
+    }
     return true;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "domain-parse.h"
+#include "store/store.h"
 #include "xml-util.h"
 
 static const char *const state_names[] = {"nostate",  "running", "blocked",     "paused",       "shutdown",
@@ -291,6 +292,13 @@ static bool parse_cookie(struct snapshot_def *def, const xmlNode *node, GError *
         if (!def->store.id || !def->store.url) {
             g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_DETAIL,
                         "<vsnap:store> in the snapshot's <cookie> needs url and id");
+            return false;
+        }
+        /* Checked as a domain's <vsnap:store url> is: a revert fetches from it. */
+        g_autoptr(GError) bad = NULL;
+        if (!store_url_check(def->store.url, &bad)) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_DETAIL,
+                        "<vsnap:store url> in the snapshot's <cookie>: %s", bad->message);
             return false;
         }
     }

@@ -422,6 +422,45 @@ def case_daemon_store_down(env):
         a.close()
 
 
+SECRET = "pw-not-to-show-4711"
+
+
+def hostile_cookies(host, dom, xml, url, image):
+    """Redefines whose <cookie> is not one a host writes, and store URLs
+    carrying credentials: each refused by name (a credential never echoed),
+    nothing left defined, the daemon answering."""
+    m = re.search(r"<cookie>.*?</cookie>", xml, re.S)
+    check(m, "no <cookie> in the snapshot XML")
+    cookie = m.group(0)
+    creds = url.replace("http://", f"http://user:{SECRET}@")
+    deep = "<x>" * 5000 + "</x>" * 5000
+    cases = [
+        (cookie.replace(url, "ftp://h/x"), "ftp://h/x"),
+        (cookie.replace(url, ""), "empty"),
+        (cookie.replace(url, creds), "credentials"),
+        (re.sub(r"id='[^']*'", "id='../../../etc'", cookie, count=1), "../../../etc"),
+        (cookie.replace("</cookie>", "<other xmlns='urn:x'/></cookie>"), "other"),
+        (cookie.replace("</cookie>", deep + "</cookie>"), ""),
+        (cookie.replace("/>", ">" + deep + "</vsnap:store>", 1), ""),
+    ]
+    for i, (bad, named) in enumerate(cases):
+        r = host.v("snapshot-create", dom, "--redefine",
+                   host.write(f"hostile{i}.xml", xml.replace(cookie, bad)), check=False)
+        check(r.returncode != 0 and named in r.stderr and SECRET not in r.stderr,
+              f"hostile cookie {i}: {r.returncode} {r.stderr[:500]}")
+    check(host.v("snapshot-list", "--name", dom).stdout.strip() == "",
+          f"a hostile redefine left a snapshot: {host.v('snapshot-list', '--name', dom).stdout}")
+    bad = disk_domain_xml("creds", [(image, "vda")]).replace(
+        "<memory", "<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'>"
+        f"<vsnap:store url='{creds}'/></vsnap:vsnap></metadata>\n  <memory", 1)
+    r = host.v("define", host.write("creds.xml", bad), check=False)
+    check(r.returncode != 0 and "credentials" in r.stderr and SECRET not in r.stderr,
+          f"define with credentials in its store URL: {r.stderr}")
+    log = host.daemon.log()
+    check(SECRET not in log and host.env.s3_env["AWS_SECRET_ACCESS_KEY"] not in log,
+          "a credential in the daemon's log")
+
+
 def background_revert(host, dom, snap):
     """virsh snapshot-revert, not waited for."""
     return subprocess.Popen(["virsh", "-q", "-c", host.daemon.uri, "snapshot-revert", dom, snap],
@@ -484,6 +523,7 @@ def case_daemon_pull_at_revert(env):
         a.v("destroy", dom)
         b = Host(env, "B")
         b.v("define", b.write(dom + ".xml", a.v("dumpxml", "--inactive", dom).stdout))
+        hostile_cookies(b, dom, xml, url, image)
         b.v("snapshot-create", dom, "--redefine", b.write("s1.xml", xml.replace(url, slow)))
 
         # nginx gone mid-pull.
