@@ -88,9 +88,10 @@ static bool pull_layer(struct fill *x, struct store_cache *cache, const char *de
     if (!cache_get_layer(cache, x->f->digest, x->f->size, fill_object, x, &path, &pin, &hit, error))
         return false;
     g_array_append_val(pins, pin);
-    if (hit)
+    if (hit) {
         x->r->layers_cached++;
-    else
+        progress_add(x->pg, x->f->size);   /* done too: processed reaches the total */
+    } else
         x->r->layers_fetched++;
     g_autofree char *to = g_build_filename(dest, x->f->name, NULL);
     return link_or_copy(path, to, error);

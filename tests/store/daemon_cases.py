@@ -17,7 +17,10 @@ state directory, sockets and cache), real virsh, the test guest with a disk.
   domjobinfo shows the pull and --completed its end, virsh list and
   dominfo answer meanwhile; nginx killed mid-pull and the daemon killed
   (kill -9) mid-pull each leave B's domain as it was, no job, no snapshot
-  half there, and the next revert works.
+  half there, and the next revert works; hostile <cookie>s and store URLs
+  with credentials are refused at redefine/define without echoing them;
+  a host whose cache is smaller than the layers refuses two reverts at
+  once naming the cache, and with a larger cache both succeed.
 
 Each case takes the Env of test-store.py (env.nginx, env.rgw, env.s3_env,
 STORE through env.store)."""
@@ -52,7 +55,7 @@ def check(cond, what):
 class Host:
     """One host: a virtvsnapd with its own state, sockets and store cache."""
 
-    def __init__(self, env, name, url=None, hook=None):
+    def __init__(self, env, name, url=None, hook=None, cache_size="2G"):
         self.env = env
         self.daemon = Daemon(parent=env.dir)
         self.cache = os.path.join(self.daemon.dir, "cache")
@@ -60,7 +63,7 @@ class Host:
         s3 = env.s3_env
         with open(self.conf, "w") as f:
             f.write("[store]\n" + (f"url={url}\n" if url else "") +
-                    f"cache_dir={self.cache}\ncache_size=2G\nconnections=4\nrange_size=4M\n"
+                    f"cache_dir={self.cache}\ncache_size={cache_size}\nconnections=4\nrange_size=4M\n"
                     f"threads=2\n[s3]\nendpoint={env.rgw.endpoint}\n"
                     f"region={s3['AWS_REGION']}\naccess_key={s3['AWS_ACCESS_KEY_ID']}\n"
                     f"secret_key={s3['AWS_SECRET_ACCESS_KEY']}\n")
@@ -474,7 +477,8 @@ def wait_pulling(host, dom):
     def pulling():
         nonlocal info
         info = host.jobinfo(dom)
-        return info.get("Job type") == "Bounded" and info.get("Data processed", "0 B") != "0 B"
+        return info.get("Job type") == "Bounded" and \
+            float(info.get("Data processed", "0 B").split()[0]) > 0
 
     wait_for(pulling, timeout=30, interval=0.05, what=f"domjobinfo to show the pull on {host.name}")
     check(info.get("Operation") == "Snapshot revert" and
@@ -572,12 +576,44 @@ def case_daemon_pull_at_revert(env):
               f"domjobinfo --completed after the pull: {done} (during it: {during})")
         print(f"  during the pull: {during.get('Data processed')} of {during.get('Data total')}, "
               f"virsh answered in {slowest:.2f} s at most")
+        b.close()
+        b = None
+        small_cache_two_clients(env, a, dom, xml, want)
     finally:
         if env.nginx.proc.poll() is not None:
             env.nginx.start()
         a.close()
         if b:
             b.close()
+
+
+def small_cache_two_clients(env, a, dom, xml, want):
+    """Host C, its cache smaller than the snapshot's layers: two clients
+    revert at once and both are refused naming the cache, nothing half
+    there; with a cache large enough, two at once both succeed (one pulls)."""
+    c = Host(env, "C", cache_size="1M")
+    try:
+        c.v("define", c.write(dom + ".xml", a.v("dumpxml", "--inactive", dom).stdout))
+        c.v("snapshot-create", dom, "--redefine", c.write("s1.xml", xml))
+        for expect_ok in (False, True):
+            ps = [background_revert(c, dom, "s1") for _ in range(2)]
+            outs = [p.communicate(timeout=120)[1] for p in ps]
+            rcs = [p.returncode for p in ps]
+            if not expect_ok:
+                check(all(rc != 0 and "cache" in err for rc, err in zip(rcs, outs)),
+                      f"reverts with a 1 MiB cache: {rcs} {outs}")
+                check_untouched(c, dom)
+                with open(c.conf) as f:
+                    conf = f.read().replace("cache_size=1M", "cache_size=2G")
+                with open(c.conf, "w") as f:
+                    f.write(conf)
+                c.daemon.stop()
+                c.start()
+            else:
+                check(rcs == [0, 0], f"two reverts at once: {rcs} {outs}")
+        check(c.state(dom) == "running" and c.sums(dom) == want, f"C's s1: {c.sums(dom)}, want {want}")
+    finally:
+        c.close()
 
 
 CASES = [case_daemon_two_hosts_http, case_daemon_two_hosts_s3, case_daemon_push_in_background,
