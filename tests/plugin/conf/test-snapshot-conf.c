@@ -161,6 +161,10 @@ static void test_refusals(void)
          "</cookie></domainsnapshot>", VIR_ERR_XML_DETAIL, "needs url and id"},
         {"<domainsnapshot><cookie><v:store xmlns:v='urn:vsnap:snapshot:1' url='s3://b/p' id='0d6f1c0a-7b3e-4c5d-9e8f-7a6b5c4d3e2f' size='1'/>"
          "</cookie></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "size='1'"},
+        {"<domainsnapshot><cookie><v:store xmlns:v='urn:vsnap:snapshot:1' url='ftp://h/p' id='0d6f1c0a-7b3e-4c5d-9e8f-7a6b5c4d3e2f'/>"
+         "</cookie></domainsnapshot>", VIR_ERR_XML_DETAIL, "ftp://h/p: not a store URL (unknown scheme"},
+        {"<domainsnapshot><cookie><v:store xmlns:v='urn:vsnap:snapshot:1' url='http://u:pw@h/p' id='0d6f1c0a-7b3e-4c5d-9e8f-7a6b5c4d3e2f'/>"
+         "</cookie></domainsnapshot>", VIR_ERR_XML_DETAIL, "<vsnap:store url> in the snapshot's <cookie>: http://***@h/p"},
         {"<domainsnapshot><inactiveDomain type='kvm'/></domainsnapshot>", VIR_ERR_CONFIG_UNSUPPORTED, "<inactiveDomain>"},
         {"<domainsnapshot><state>sleeping</state></domainsnapshot>", VIR_ERR_XML_DETAIL, "'sleeping'"},
         {"<domainsnapshot><parent/></domainsnapshot>", VIR_ERR_XML_ERROR, "missing <name> in snapshot <parent>"},
