@@ -267,11 +267,24 @@ static bool evict(struct store_cache *c, const struct store_cache_entry *en, GEr
 /* Evict until need more bytes fit; keep is never evicted. */
 static bool make_room(struct store_cache *c, guint64 need, const char *keep, GError **error)
 {
-    g_autoptr(GHashTable) mapped = mapped_inodes();
-    GArray *a = list_entries(c, mapped, error);
+    GArray *a = list_entries(c, NULL, error);
     if (!a)
         return false;
     guint64 total = 0, in_use = 0;
+    for (guint i = 0; i < a->len; i++)
+        total += g_array_index(a, struct store_cache_entry, i).disk_bytes;
+    if (total + need <= c->max_bytes) {
+        g_array_unref(a);
+        return true;
+    }
+    /* Which layers are in use only when some must go: reading every
+     * process's maps takes tens of milliseconds on a busy host, and the
+     * pull waits for it before and after each layer. */
+    g_array_unref(a);
+    g_autoptr(GHashTable) mapped = mapped_inodes();
+    if (!(a = list_entries(c, mapped, error)))
+        return false;
+    total = 0;
     for (guint i = 0; i < a->len; i++)
         total += g_array_index(a, struct store_cache_entry, i).disk_bytes;
     bool ok = true;

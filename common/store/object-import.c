@@ -114,10 +114,20 @@ bool object_describe(struct transport *t, const char *name, guint64 object_size,
 
 /* ---- frames ---- */
 
+/* A compressed frame's bytes. Buffers are reused: a fresh allocation per
+ * frame (1 MiB, beyond malloc's mmap threshold) costs page faults and the
+ * zeroing of new memory for every frame, and its free on a worker contends
+ * with the reader's next allocation for malloc's arena lock. */
+struct frame_buf {
+    guint8 *data;
+    gsize cap;
+};
+
 struct import_range {
-    guint first, end;   /* frames [first, end) */
-    guint cur;          /* the frame whose bytes come next */
-    GByteArray *buf;    /* cur's bytes so far */
+    guint first, end;        /* frames [first, end) */
+    guint cur;               /* the frame whose bytes come next */
+    struct frame_buf *buf;   /* cur's bytes so far (have of them), or NULL */
+    gsize have;
 };
 
 struct import {
@@ -128,6 +138,7 @@ struct import {
     GThreadPool *pool;
     struct progress *progress;
     guint in_flight, max_in_flight;
+    GPtrArray *spare;   /* struct frame_buf, free for the next frames */
     GMutex lock;
     GCond cond;
     GError *error;
@@ -136,8 +147,34 @@ struct import {
 
 struct frame_job {
     guint index;
-    guint8 *bytes;
+    struct frame_buf *buf;
 };
+
+static void frame_buf_free(gpointer p)
+{
+    struct frame_buf *b = p;
+    if (b) {
+        g_free(b->data);
+        g_free(b);
+    }
+}
+
+/* A buffer of at least size bytes: a spare one, else a new one. */
+static struct frame_buf *frame_buf_get(struct import *im, gsize size)
+{
+    g_mutex_lock(&im->lock);
+    struct frame_buf *b = im->spare->len ? g_ptr_array_steal_index_fast(im->spare, im->spare->len - 1)
+                                         : NULL;
+    g_mutex_unlock(&im->lock);
+    if (!b)
+        b = g_new0(struct frame_buf, 1);
+    if (b->cap < size) {
+        g_free(b->data);
+        b->data = g_malloc(size);
+        b->cap = size;
+    }
+    return b;
+}
 
 struct worker_buffers {
     ZSTD_DCtx *dctx;
@@ -216,15 +253,15 @@ static void frame_job_run(gpointer data, gpointer user)
     GError *e = NULL;
     if (!g_atomic_int_get(&im->failed)) {
         struct worker_buffers *w = worker_buffers(MAX(f->data_size, 1u));
-        if (seekable_decompress_frame(w->dctx, f, j->index, j->bytes, w->out, im->name, &e) &&
+        if (seekable_decompress_frame(w->dctx, f, j->index, j->buf->data, w->out, im->name, &e) &&
             write_frame(im, f, w->out, &e))
             progress_add(im->progress, f->data_size);
         else
             import_fail(im, e);
     }
-    g_free(j->bytes);
-    g_free(j);
     g_mutex_lock(&im->lock);
+    g_ptr_array_add(im->spare, j->buf);
+    g_free(j);
     im->in_flight--;
     g_cond_broadcast(&im->cond);
     g_mutex_unlock(&im->lock);
@@ -237,7 +274,7 @@ static bool aborted(struct import *im, GError **error)
 }
 
 /* Hand a complete frame to the workers, waiting while too many are queued. */
-static bool dispatch(struct import *im, guint index, guint8 *bytes, GError **error)
+static bool dispatch(struct import *im, guint index, struct frame_buf *buf, GError **error)
 {
     g_mutex_lock(&im->lock);
     while (im->in_flight >= im->max_in_flight && !im->error)
@@ -245,13 +282,13 @@ static bool dispatch(struct import *im, guint index, guint8 *bytes, GError **err
     bool failed = im->error != NULL;
     if (!failed)
         im->in_flight++;
+    else
+        g_ptr_array_add(im->spare, buf);
     g_mutex_unlock(&im->lock);
-    if (failed) {
-        g_free(bytes);
+    if (failed)
         return aborted(im, error);
-    }
     struct frame_job *j = g_new(struct frame_job, 1);
-    *j = (struct frame_job){ index, bytes };
+    *j = (struct frame_job){ index, buf };
     g_thread_pool_push(im->pool, j, NULL);
     return true;
 }
@@ -269,22 +306,18 @@ static bool import_data(void *ctx, guint range, const guint8 *buf, gsize len, GE
             return false;
         }
         const struct seekable_frame *f = &im->table->frames[r->cur];
-        gsize want = f->size - r->buf->len;
+        if (!r->buf)
+            r->buf = frame_buf_get(im, f->size);
+        gsize want = f->size - r->have;
         gsize take = MIN(want, len);
-        /* a frame wholly in this buffer skips the copy into r->buf */
-        if (r->buf->len == 0 && take == f->size) {
-            if (!dispatch(im, r->cur, g_memdup2(buf, take), error))
+        memcpy(r->buf->data + r->have, buf, take);
+        r->have += take;
+        if (take == want) {
+            struct frame_buf *whole = g_steal_pointer(&r->buf);
+            r->have = 0;
+            if (!dispatch(im, r->cur++, whole, error))
                 return false;
-        } else {
-            g_byte_array_append(r->buf, buf, take);
-            if (r->buf->len == f->size) {
-                guint8 *bytes = g_byte_array_steal(r->buf, NULL);
-                if (!dispatch(im, r->cur, bytes, error))
-                    return false;
-            }
         }
-        if (take == want)
-            r->cur++;
         buf += take;
         len -= take;
     }
@@ -295,7 +328,7 @@ static guint64 import_restart(void *ctx, guint range)
 {
     struct import *im = ctx;
     struct import_range *r = &im->ranges[range];
-    g_byte_array_set_size(r->buf, 0);
+    r->have = 0;
     if (r->cur >= r->end)
         return im->table->frames[r->end - 1].offset + im->table->frames[r->end - 1].size;
     return im->table->frames[r->cur].offset;
@@ -308,7 +341,7 @@ static guint plan_ranges(const struct seekable_table *t, guint64 range_size,
     GArray *ranges = g_array_new(FALSE, TRUE, sizeof(struct import_range));
     GArray *fetch = g_array_new(FALSE, TRUE, sizeof(struct fetch_range));
     for (guint i = 0; i < t->nframes;) {
-        struct import_range r = { .first = i, .cur = i, .buf = g_byte_array_new() };
+        struct import_range r = { .first = i, .cur = i };
         guint64 bytes = t->frames[i].size;
         for (i++; i < t->nframes && bytes + t->frames[i].size <= range_size; i++)
             bytes += t->frames[i].size;
@@ -330,7 +363,8 @@ bool object_import(struct transport *t, const char *name, const struct seekable_
     if (table->nframes == 0)
         return true;
     struct import im = { .table = table, .name = name, .fd = fd, .progress = progress,
-                         .max_in_flight = 4 * MAX(1u, o->threads) + 2 * MAX(1u, o->connections) };
+                         .max_in_flight = 4 * MAX(1u, o->threads) + 2 * MAX(1u, o->connections),
+                         .spare = g_ptr_array_new_with_free_func(frame_buf_free) };
     g_mutex_init(&im.lock);
     g_cond_init(&im.cond);
     struct fetch_range *fetch;
@@ -352,8 +386,9 @@ bool object_import(struct transport *t, const char *name, const struct seekable_
             g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE, "object %s: short read", name);
             ok = false;
         }
-        g_byte_array_unref(im.ranges[i].buf);
+        frame_buf_free(im.ranges[i].buf);
     }
+    g_ptr_array_unref(im.spare);
     g_free(im.ranges);
     g_free(fetch);
     g_mutex_clear(&im.lock);

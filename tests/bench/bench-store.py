@@ -119,6 +119,9 @@ class Bench:
                 "disks": [{"path": base, "id": "vda"}, {"path": self.image, "id": "vdb", "readonly": True}]})
             vm.ok("PUT", "vm.boot")
             conn = connect(vm)
+            # BLKCOPY and BLKSUM walk the whole disk: on a loaded machine
+            # that takes longer than a command's usual 30 s
+            conn.sock.settimeout(600)
             vm.snapshot_paused(s0)
             t0 = time.monotonic()
             reply = conn.cmd(f"BLKCOPY 1 0 0 {disk_bytes:#x}")
