@@ -616,5 +616,11 @@ def small_cache_two_clients(env, a, dom, xml, want):
         c.close()
 
 
-CASES = [case_daemon_two_hosts_http, case_daemon_two_hosts_s3, case_daemon_push_in_background,
+def case_daemon_two_hosts_file(env):
+    """Through a file:// store (a directory both hosts see); copy restore."""
+    two_hosts(env, "file://" + env.scratch("daemon-file-store"), "copy", per_domain=False)
+
+
+CASES = [case_daemon_two_hosts_http, case_daemon_two_hosts_s3, case_daemon_two_hosts_file,
+         case_daemon_push_in_background,
          case_daemon_store_down, case_daemon_pull_at_revert]
