@@ -32,7 +32,9 @@ LAYERS = [
     ("persist: entry points", [["persist/snapshot.*"], ["persist/save.*"]]),
     ("persist: operations", [["persist/restore.*"], ["persist/lineage.*"],
                              ["persist/snapshot-vm.*"], ["persist/snapshot-disks.*"],
-                             ["persist/job.*"], ["persist/push.*"], ["persist/import.*"]]),
+                             ["persist/job.*"],
+                             # the store: pushes, pulls at revert and their jobs
+                             ["persist/push.*", "persist/pull-job.*", "persist/import.*"]]),
     ("persist: files", [["persist/snapshot-tree.*"], ["persist/managed-image.*"],
                         ["persist/revert-intent.*"],
                         ["persist/save-image.*"]]),
