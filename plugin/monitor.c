@@ -348,21 +348,30 @@ static void read_disk_chains(JsonObject *obj, struct vm_info *info)
     }
 }
 
-bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **error)
+/* GET path, its answer parsed into parser (bounded); the root object, which
+ * parser owns, or NULL with the error naming path. */
+static JsonObject *get_object(const char *api_socket, const char *path, JsonParser *parser, GError **error)
 {
     g_autoptr(GString) body = g_string_new(NULL);
-    if (!request(api_socket, "GET", "vm.info", NULL, QUICK_TIMEOUT_MS, body, error))
-        return false;
-    g_autoptr(JsonParser) parser = json_parser_new();
+    if (!request(api_socket, "GET", path, NULL, QUICK_TIMEOUT_MS, body, error))
+        return NULL;
     g_autoptr(GError) parse_error = NULL;
     if (!bounded_json_load_data(parser, body->str, body->len, REPLY_MAX_BYTES, &parse_error) ||
         !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
-                    "vm.info answered something that is not a JSON object: %s",
+                    "%s answered something that is not a JSON object: %s", path,
                     parse_error ? parse_error->message : body->str);
-        return false;
+        return NULL;
     }
-    JsonObject *obj = json_node_get_object(json_parser_get_root(parser));
+    return json_node_get_object(json_parser_get_root(parser));
+}
+
+bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *obj = get_object(api_socket, "vm.info", parser, error);
+    if (!obj)
+        return false;
     info->state = g_strdup(json_object_get_string_member_with_default(obj, "state", ""));
     info->memory_actual_size =
         json_object_get_int_member_with_default(obj, "memory_actual_size", 0);
@@ -391,19 +400,10 @@ static uint64_t counter(JsonObject *disk, const char *name)
 bool monitor_vm_disk_counters(const char *api_socket, const char *id, struct disk_counters *out,
                               GError **error)
 {
-    g_autoptr(GString) body = g_string_new(NULL);
-    if (!request(api_socket, "GET", "vm.counters", NULL, QUICK_TIMEOUT_MS, body, error))
-        return false;
     g_autoptr(JsonParser) parser = json_parser_new();
-    g_autoptr(GError) parse_error = NULL;
-    if (!bounded_json_load_data(parser, body->str, body->len, REPLY_MAX_BYTES, &parse_error) ||
-        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
-                    "vm.counters answered something that is not a JSON object: %s",
-                    parse_error ? parse_error->message : body->str);
+    JsonObject *all = get_object(api_socket, "vm.counters", parser, error);
+    if (!all)
         return false;
-    }
-    JsonObject *all = json_node_get_object(json_parser_get_root(parser));
     JsonNode *node = json_object_get_member(all, id);
     if (!node || !JSON_NODE_HOLDS_OBJECT(node)) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
