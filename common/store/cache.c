@@ -354,6 +354,25 @@ bool store_cache_gc(struct store_cache *c, GError **error)
     return true;
 }
 
+void cache_drop_layers(struct store_cache *c, GPtrArray *digests)
+{
+    if (digests->len == 0)
+        return;
+    int lock = lock_cache(c, NULL);
+    if (lock < 0)
+        return;
+    g_autoptr(GHashTable) mapped = mapped_inodes();
+    for (guint i = 0; i < digests->len; i++) {
+        struct store_cache_entry en = { 0 };
+        g_strlcpy(en.digest, digests->pdata[i], sizeof(en.digest));
+        g_autofree char *p = sub(c, "layers", en.digest);
+        struct stat st;
+        if (stat(p, &st) == 0 && !layer_in_use(p, &st, mapped))
+            evict(c, &en, NULL);
+    }
+    close(lock);
+}
+
 int cache_lock_snapshot(struct store_cache *c, const char *id, GError **error)
 {
     g_autofree char *name = g_strdup_printf("snapshot-%s", id);

@@ -28,3 +28,9 @@ int cache_lock_snapshot(struct store_cache *c, const char *id, GError **error);
 
 /* <dir>/snapshots/<id> */
 char *cache_snapshot_dir(struct store_cache *c, const char *id);
+
+/* The layers (digests) a pull that failed imported leave the cache again,
+ * but those some process pins or maps by now (another pull that hit them).
+ * Best effort: a layer that cannot be removed is a whole, checked entry,
+ * evicted by size later like any other. */
+void cache_drop_layers(struct store_cache *c, GPtrArray *digests);

@@ -79,7 +79,14 @@ static bool link_or_copy(const char *from, const char *to, GError **error)
     return true;
 }
 
-static bool pull_layer(struct fill *x, struct store_cache *cache, const char *dest, GArray *pins,
+/* What a pull holds in the cache until it ends: the layers it pinned
+ * (their fds) and the digests of those it imported itself. */
+struct held {
+    GArray *pins;
+    GPtrArray *fetched;
+};
+
+static bool pull_layer(struct fill *x, struct store_cache *cache, const char *dest, struct held *h,
                        GError **error)
 {
     g_autofree char *path = NULL;
@@ -87,12 +94,14 @@ static bool pull_layer(struct fill *x, struct store_cache *cache, const char *de
     bool hit = false;
     if (!cache_get_layer(cache, x->f->digest, x->f->size, fill_object, x, &path, &pin, &hit, error))
         return false;
-    g_array_append_val(pins, pin);
+    g_array_append_val(h->pins, pin);
     if (hit) {
         x->r->layers_cached++;
         progress_add(x->pg, x->f->size);   /* done too: processed reaches the total */
-    } else
+    } else {
         x->r->layers_fetched++;
+        g_ptr_array_add(h->fetched, g_strdup(x->f->digest));
+    }
     g_autofree char *to = g_build_filename(dest, x->f->name, NULL);
     return link_or_copy(path, to, error);
 }
@@ -135,7 +144,8 @@ static bool as_store_error(GError **error, GError *e)
 }
 
 static bool pull_into(struct transport *t, const struct manifest *m, const char *dest,
-                      struct store_cache *cache, struct store_pull_result *r, GError **error);
+                      const char *parent_dir, struct store_cache *cache,
+                      struct store_pull_result *r, GError **error);
 
 static bool has_snapshot(const char *dir, const char *id)
 {
@@ -161,14 +171,14 @@ static char *pull_parent(struct transport *t, const char *id, struct store_cache
     if (!ok) {
         g_autoptr(manifest) m = NULL;
         ok = snap_dir_remove(dir, error) && snap_dir_remove_partials(dir, error) &&
-             (m = fetch_manifest(t, id, error)) && pull_into(t, m, dir, cache, r, error);
+             (m = fetch_manifest(t, id, error)) && pull_into(t, m, dir, NULL, cache, r, error);
     }
     close(lock);
     return ok ? g_steal_pointer(&dir) : NULL;
 }
 
 static bool pull_files(struct transport *t, const struct manifest *m, const char *partial,
-                       struct store_cache *cache, struct store_pull_result *r, GArray *pins,
+                       struct store_cache *cache, struct store_pull_result *r, struct held *h,
                        GError **error)
 {
     guint64 total = 0;
@@ -180,7 +190,7 @@ static bool pull_files(struct transport *t, const struct manifest *m, const char
     bool ok = true;
     for (guint i = 0; ok && i < m->files->len; i++) {
         struct fill x = { t, &g_array_index(m->files, struct manifest_file, i), &pg, r };
-        ok = x.f->kind == MANIFEST_LAYER ? pull_layer(&x, cache, partial, pins, error)
+        ok = x.f->kind == MANIFEST_LAYER ? pull_layer(&x, cache, partial, h, error)
                                          : pull_small_file(&x, partial, error);
     }
     progress_end(&pg);
@@ -203,10 +213,21 @@ static GPtrArray *pull_disk_parents(struct transport *t, const struct manifest *
     return g_steal_pointer(&dirs);
 }
 
-static bool pull_into(struct transport *t, const struct manifest *m, const char *dest,
-                      struct store_cache *cache, struct store_pull_result *r, GError **error)
+/* m's parent: parent_dir when it holds it (the caller keeps it there),
+ * else pulled into the cache's snapshots/. */
+static char *find_parent(struct transport *t, const struct manifest *m, const char *parent_dir,
+                         struct store_cache *cache, struct store_pull_result *r, GError **error)
 {
-    g_autofree char *parent = m->parent ? pull_parent(t, m->parent, cache, r, error) : NULL;
+    if (parent_dir && has_snapshot(parent_dir, m->parent))
+        return g_strdup(parent_dir);
+    return pull_parent(t, m->parent, cache, r, error);
+}
+
+static bool pull_into(struct transport *t, const struct manifest *m, const char *dest,
+                      const char *parent_dir, struct store_cache *cache,
+                      struct store_pull_result *r, GError **error)
+{
+    g_autofree char *parent = m->parent ? find_parent(t, m, parent_dir, cache, r, error) : NULL;
     if (m->parent && !parent)
         return false;
     g_autoptr(GPtrArray) disk_parents = pull_disk_parents(t, m, cache, r, error);
@@ -219,7 +240,9 @@ static bool pull_into(struct transport *t, const struct manifest *m, const char 
     if (!partial)
         return as_store_error(error, e);
     g_autoptr(GArray) pins = g_array_new(FALSE, FALSE, sizeof(int));
-    bool ok = pull_files(t, m, partial, cache, r, pins, error);
+    g_autoptr(GPtrArray) fetched = g_ptr_array_new_with_free_func(g_free);
+    struct held held = { pins, fetched };
+    bool ok = pull_files(t, m, partial, cache, r, &held, error);
     if (ok) {
         g_autoptr(snap_dir) d = snap_dir_read(partial, &e);
         /* the parent is where this host keeps it, and so are its disk layers */
@@ -233,18 +256,29 @@ static bool pull_into(struct transport *t, const struct manifest *m, const char 
         snap_dir_remove(partial, NULL);
     for (guint i = 0; i < pins->len; i++)
         close(g_array_index(pins, int, i));
+    /* A pull that failed adds nothing to the cache: the layers it brought
+     * in before the failure leave again (unpinned first, just above). */
+    if (!ok)
+        cache_drop_layers(cache, fetched);
     return ok;
 }
 
-bool store_pull(const char *url, const char *id, const char *dest, struct store_cache *cache,
-                const struct store_options *o, struct store_pull_result *r, GError **error)
+bool store_pull_onto(const char *url, const char *id, const char *dest, const char *parent_dir,
+                     struct store_cache *cache, const struct store_options *o,
+                     struct store_pull_result *r, GError **error)
 {
     memset(r, 0, sizeof(*r));
     g_autoptr(transport) t = transport_open(url, o, error);
     if (!t)
         return false;
     g_autoptr(manifest) m = fetch_manifest(t, id, error);
-    return m && pull_into(t, m, dest, cache, r, error);
+    return m && pull_into(t, m, dest, parent_dir, cache, r, error);
+}
+
+bool store_pull(const char *url, const char *id, const char *dest, struct store_cache *cache,
+                const struct store_options *o, struct store_pull_result *r, GError **error)
+{
+    return store_pull_onto(url, id, dest, NULL, cache, o, r, error);
 }
 
 GPtrArray *store_list(const char *url, const struct store_options *o, GError **error)

@@ -113,9 +113,17 @@ struct store_pull_result {
 };
 /* Pull snapshot id from url into dest (a new directory); its layers come
  * from (or go into) the cache and are hard links to the cached files;
- * parents are pulled into the cache's snapshots/ and dest names them. */
+ * parents are pulled into the cache's snapshots/ and dest names them. A
+ * pull that fails leaves no layer of its own in the cache. */
 bool store_pull(const char *url, const char *id, const char *dest, struct store_cache *cache,
                 const struct store_options *o, struct store_pull_result *r, GError **error);
+/* Like store_pull, for a caller that keeps the parent snapshot itself
+ * (virtvsnapd: in the parent snapshot's own directory): when parent_dir
+ * holds it, dest names it there and it is not pulled (nor fetched into the
+ * cache's snapshots/) again. */
+bool store_pull_onto(const char *url, const char *id, const char *dest, const char *parent_dir,
+                     struct store_cache *cache, const struct store_options *o,
+                     struct store_pull_result *r, GError **error);
 
 /* Manifest ids in url whose manifest is complete. */
 GPtrArray *store_list(const char *url, const struct store_options *o, GError **error);

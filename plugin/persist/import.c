@@ -62,7 +62,14 @@ static bool pull_one(struct vsnap_driver *drv, struct snapshot_tree *tree, struc
     struct store_pull_result r;
     g_autoptr(GError) local = NULL;
     gint64 t0 = g_get_monotonic_time();
-    if (!store_pull(x->store_url, x->memory_id, x->dir, cache, o, &r, &local)) {
+    /* The parent is here already (imported first, or taken here): the pull
+     * names it in its own directory rather than pulling it again into the
+     * cache's snapshots/ (which would fetch its layers again once the
+     * cache had evicted them). */
+    struct snapshot_entry *parent = x->layer_parent ? snapshot_tree_find_id(tree, x->layer_parent)
+                                                    : NULL;
+    if (!store_pull_onto(x->store_url, x->memory_id, x->dir, parent ? parent->dir : NULL, cache, o,
+                         &r, &local)) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
                     "cannot import snapshot '%s' from %s: %s", x->name, x->store_url,
                     local->message);
@@ -71,8 +78,6 @@ static bool pull_one(struct vsnap_driver *drv, struct snapshot_tree *tree, struc
     g_message("snapshot '%s' imported from %s in %.1f s (%u layers fetched, %u from the cache)",
               x->name, x->store_url, (g_get_monotonic_time() - t0) / 1e6, r.layers_fetched,
               r.layers_cached);
-    struct snapshot_entry *parent = x->layer_parent ? snapshot_tree_find_id(tree, x->layer_parent)
-                                                    : NULL;
     if (parent && !snapdir_adopt_parent(x->dir, parent->dir, error)) {
         g_prefix_error(error, "snapshot '%s' imported, but not joined to '%s': ", x->name,
                        parent->name);

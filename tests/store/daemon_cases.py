@@ -25,6 +25,7 @@ state directory, sockets and cache), real virsh, the test guest with a disk.
 Each case takes the Env of test-store.py (env.nginx, env.rgw, env.s3_env,
 STORE through env.store)."""
 
+import json
 import os
 import re
 import shutil
@@ -621,6 +622,156 @@ def case_daemon_two_hosts_file(env):
     two_hosts(env, "file://" + env.scratch("daemon-file-store"), "copy", per_domain=False)
 
 
+# --- faults: hostile tests of the daemon's store paths ---------------------------
+
+FAULTS_DOM = "faulty"
+
+
+class Origin:
+    """Host A's snapshots s1 (full) and s2 (its diff), pushed once to an nginx
+    prefix of their own and shared by the fault cases: the domain's inactive
+    XML, each snapshot's XML, the guest's sums at each, the layer ids."""
+
+    def __init__(self, env):
+        self.w = env.scratch("daemon-faults")
+        self.prefix = "daemon-faults"
+        self.url = env.nginx.url("store", self.prefix)
+        self.root = os.path.join(env.nginx.root, self.prefix)
+        self.image = make_image(os.path.join(self.w, "root.img"), 16 * MIB)
+        a = Host(env, "A", url=self.url)
+        try:
+            domain_on(a, self.image, FAULTS_DOM, str(uuidlib.uuid4()))
+            self.sums, _ = take_two(a, FAULTS_DOM)
+            a.v("destroy", FAULTS_DOM)
+            self.domain_xml = a.v("dumpxml", "--inactive", FAULTS_DOM).stdout
+            self.xml = {s: a.v("snapshot-dumpxml", FAULTS_DOM, s).stdout for s in ("s1", "s2")}
+        finally:
+            a.close()
+        self.ids = {s: snapshot_ids(x)[0] for s, x in self.xml.items()}
+
+    def manifest(self, snap):
+        with open(os.path.join(self.root, "manifests", self.ids[snap] + ".json")) as f:
+            return json.load(f)
+
+    def object_path(self, snap, name):
+        """The object of snap's file name (memory-ranges, a disk layer...)."""
+        for f in self.manifest(snap)["files"]:
+            if f["name"] == name:
+                return os.path.join(self.root, "objects", f["sha256"] + ".zst")
+        raise AssertionError(f"{snap}'s manifest has no {name}")
+
+    def learn(self, host, snaps=("s1", "s2"), url=None):
+        """host defines the domain (once) and the snapshots from A's XML;
+        url: another URL of the same store (a slow one)."""
+        if FAULTS_DOM not in host.v("list", "--all", "--name").stdout.split():
+            host.v("define", host.write(FAULTS_DOM + ".xml", self.domain_xml))
+        for snap in snaps:
+            xml = self.xml[snap] if not url else self.xml[snap].replace(self.url, url)
+            host.v("snapshot-create", FAULTS_DOM, "--redefine", host.write(snap + ".xml", xml))
+
+
+def origin(env):
+    """The Origin of this run, made at the first fault case that needs it."""
+    if getattr(env, "faults_origin", None) is None:
+        env.faults_origin = Origin(env)
+    return env.faults_origin
+
+
+def cache_files(cache):
+    """Every file of a store cache (relative paths) but its lock files
+    (locks/: empty files, flock'ed, which stay by design: removing one could
+    let two processes hold "the" lock at once)."""
+    out = set()
+    for d, _, files in os.walk(cache):
+        out.update(os.path.relpath(os.path.join(d, f), cache) for f in files)
+    return {f for f in out if not f.startswith("locks/")}
+
+
+def snapshot_dirs(host, dom):
+    """B's snapshot directories of dom: {dir name: files in it}."""
+    root = os.path.join(host.daemon.state, "snapshots", dom)
+    if not os.path.isdir(root):
+        return {}
+    return {e: sorted(os.listdir(os.path.join(root, e))) for e in os.listdir(root)
+            if os.path.isdir(os.path.join(root, e))}
+
+
+def check_no_half_dirs(host, dom):
+    """No partial directory; every snapshot directory is one the daemon lists
+    (its snapshot.ini there) and holds either all of a snapshot's files or
+    only its metadata (learnt, not imported)."""
+    dirs = snapshot_dirs(host, dom)
+    partial = [d for d in dirs if ".partial" in d or d.startswith(".")]
+    check(not partial, f"partial directories of {dom}: {partial}")
+    for d, files in dirs.items():
+        check("snapshot.ini" in files, f"snapshot directory {d} without its metadata: {files}")
+        layers = [f for f in files if f not in ("snapshot.ini", "domain.xml", ".push-pending")]
+        check(not layers or "state.json" in layers, f"snapshot directory {d} half there: {files}")
+    n = len(host.v("snapshot-list", "--name", dom).stdout.split())
+    check(n == len(dirs), f"{len(dirs)} snapshot directories for {n} snapshots: {dirs}")
+
+
+def case_daemon_corrupt_object(env):
+    """Objects of s2 (a diff, learnt by host B, whose VM runs s1) damaged in
+    the store: a byte flipped inside a frame, the object replaced by another
+    valid object (s1's), the object truncated. Each revert to s2 fails naming
+    the snapshot and the object; B's VM is the same process, running s1;
+    nothing enters B's cache; no half snapshot directory. The good object
+    back: the revert works and the guest has A's s2."""
+    o = origin(env)
+    b = Host(env, "B")
+    try:
+        o.learn(b)
+        b.v("snapshot-revert", FAULTS_DOM, "s1")
+        check(b.sums(FAULTS_DOM) == o.sums["s1"], "B's s1")
+        pid = b.daemon.shim_pids()[FAULTS_DOM]
+        mem = o.object_path("s2", "memory-ranges")
+        disk = o.object_path("s2", next(f["name"] for f in o.manifest("s2")["files"]
+                                        if f["name"].startswith("disk-")))
+        good = {p: open(p, "rb").read() for p in (mem, disk)}
+        other = open(o.object_path("s1", "memory-ranges"), "rb").read()
+
+        def flipped(data):
+            at = len(data) // 3   # inside a frame: the seek table is at the end
+            return data[:at] + bytes([data[at] ^ 0x5a]) + data[at + 1:]
+
+        cache_before = cache_files(b.cache)
+        damages = [("memory layer flipped", mem, flipped(good[mem])),
+                   ("disk layer flipped", disk, flipped(good[disk])),
+                   ("replaced by s1's", mem, other),
+                   ("truncated", mem, good[mem][:-4096])]
+        try:
+            for what, obj, bad in damages:
+                with open(obj, "wb") as f:
+                    f.write(bad)
+                t0 = time.monotonic()
+                r = b.v("snapshot-revert", FAULTS_DOM, "s2", check=False, timeout=60)
+                with open(obj, "wb") as f:
+                    f.write(good[obj])
+                print(f"  {what}: refused in {time.monotonic() - t0:.2f} s: "
+                      f"{r.stderr.strip().splitlines()[-1]}")
+                check(r.returncode != 0 and "'s2'" in r.stderr and
+                      os.path.basename(obj)[:-4] in r.stderr,
+                      f"revert with the object {what}: {r.returncode} {r.stderr}")
+                check(b.daemon.shim_pids().get(FAULTS_DOM) == pid and b.state(FAULTS_DOM) == "running",
+                      f"the refused revert ({what}) touched the VM")
+                check(b.jobinfo(FAULTS_DOM).get("Job type") == "None", f"a job left ({what})")
+                added = cache_files(b.cache) - cache_before
+                check(not added, f"the failed pull ({what}) left in B's cache: {sorted(added)}")
+                check_no_half_dirs(b, FAULTS_DOM)
+        finally:
+            for p, data in good.items():
+                with open(p, "wb") as f:
+                    f.write(data)
+        check(b.sums(FAULTS_DOM) == o.sums["s1"], "B's VM changed after the refused reverts")
+        b.v("snapshot-revert", FAULTS_DOM, "s2")
+        check(b.sums(FAULTS_DOM) == o.sums["s2"], f"B's s2 after the repair: {b.sums(FAULTS_DOM)}")
+        check_no_half_dirs(b, FAULTS_DOM)
+    finally:
+        b.close()
+
+
 CASES = [case_daemon_two_hosts_http, case_daemon_two_hosts_s3, case_daemon_two_hosts_file,
          case_daemon_push_in_background,
-         case_daemon_store_down, case_daemon_pull_at_revert]
+         case_daemon_store_down, case_daemon_pull_at_revert,
+         case_daemon_corrupt_object]
