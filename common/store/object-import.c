@@ -134,6 +134,7 @@ struct import {
     const struct seekable_table *table;
     const char *name;
     int fd;
+    const char *path;        /* fd's, for errors */
     struct import_range *ranges;
     GThreadPool *pool;
     struct progress *progress;
@@ -233,8 +234,8 @@ static bool write_frame(struct import *im, const struct seekable_frame *f, const
             int err = errno;
             g_set_error(error, STORE_ERROR, err == ENOSPC || err == EDQUOT ? STORE_ERROR_NO_SPACE
                                                                            : STORE_ERROR_IO,
-                        "writing object %s's frame at %" G_GUINT64_FORMAT ": %s", im->name,
-                        f->data_offset + done, g_strerror(err));
+                        "writing %s (object %s's frame at %" G_GUINT64_FORMAT "): %s", im->path,
+                        im->name, f->data_offset + done, g_strerror(err));
             return false;
         }
         done += n;
@@ -357,12 +358,12 @@ static guint plan_ranges(const struct seekable_table *t, guint64 range_size,
 }
 
 bool object_import(struct transport *t, const char *name, const struct seekable_table *table,
-                   int fd, struct progress *progress, GError **error)
+                   int fd, const char *path, struct progress *progress, GError **error)
 {
     const struct store_options *o = t->opts;
     if (table->nframes == 0)
         return true;
-    struct import im = { .table = table, .name = name, .fd = fd, .progress = progress,
+    struct import im = { .table = table, .name = name, .fd = fd, .path = path, .progress = progress,
                          .max_in_flight = 4 * MAX(1u, o->threads) + 2 * MAX(1u, o->connections),
                          .spare = g_ptr_array_new_with_free_func(frame_buf_free) };
     g_mutex_init(&im.lock);

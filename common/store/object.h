@@ -39,6 +39,7 @@ bool object_describe(struct transport *t, const char *name, guint64 object_size,
 /* Fetch every frame of the object (ranged requests of o->range_size on
  * o->connections), decompress them on o->threads workers and pwrite each
  * at its uncompressed offset in fd, skipping zero frames (fd must read as
- * zero where nothing is written). A frame that fails its checksum ends it. */
+ * zero where nothing is written; path names it in errors). A frame that
+ * fails its checksum ends it. */
 bool object_import(struct transport *t, const char *name, const struct seekable_table *table,
-                   int fd, struct progress *progress, GError **error);
+                   int fd, const char *path, struct progress *progress, GError **error);

@@ -53,7 +53,7 @@ static bool fill_object(void *ctx, int fd, const char *path, GError **error)
     if (!object_fetch_table(x->t, obj, x->f->object_size, x->f->size, x->f->frames,
                             x->f->table_sha256, &table, error))
         return false;
-    bool ok = object_import(x->t, obj, &table, fd, x->pg, error);
+    bool ok = object_import(x->t, obj, &table, fd, path, x->pg, error);
     seekable_table_clear(&table);
     if (ok && x->r)
         x->r->bytes_received += x->f->object_size;

@@ -56,10 +56,12 @@ def check(cond, what):
 class Host:
     """One host: a virtvsnapd with its own state, sockets and store cache."""
 
-    def __init__(self, env, name, url=None, hook=None, cache_size="2G"):
+    def __init__(self, env, name, url=None, hook=None, cache_size="2G", cache=None, state=None):
         self.env = env
         self.daemon = Daemon(parent=env.dir)
-        self.cache = os.path.join(self.daemon.dir, "cache")
+        if state:
+            self.daemon.state = state
+        self.cache = cache or os.path.join(self.daemon.dir, "cache")
         self.conf = os.path.join(self.daemon.dir, "virtvsnapd.conf")
         s3 = env.s3_env
         with open(self.conf, "w") as f:
@@ -679,12 +681,12 @@ def origin(env):
 
 def cache_files(cache):
     """Every file of a store cache (relative paths) but its lock files
-    (locks/: empty files, flock'ed, which stay by design: removing one could
-    let two processes hold "the" lock at once)."""
+    (lock, locks/: empty files, flock'ed, which stay by design: removing one
+    could let two processes hold "the" lock at once)."""
     out = set()
     for d, _, files in os.walk(cache):
         out.update(os.path.relpath(os.path.join(d, f), cache) for f in files)
-    return {f for f in out if not f.startswith("locks/")}
+    return {f for f in out if f != "lock" and not f.startswith("locks/")}
 
 
 def snapshot_dirs(host, dom):
@@ -771,7 +773,86 @@ def case_daemon_corrupt_object(env):
         b.close()
 
 
+def mount_tmpfs(path, size):
+    os.makedirs(path, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path], check=True,
+                   capture_output=True, timeout=30)
+
+
+def resize_tmpfs(path, free_bytes):
+    """The tmpfs at path resized to leave free_bytes free (page granular)."""
+    st = os.statvfs(path)
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    subprocess.run(["mount", "-o", f"remount,size={used + free_bytes}", path], check=True,
+                   capture_output=True, timeout=30)
+
+
+def umount_when_free(path, pids):
+    """umount path once the processes that had files there (shims killed by
+    Host.close) are gone."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
+        time.sleep(0.05)
+    subprocess.run(["umount", path], check=True, capture_output=True, timeout=30)
+
+
+def case_daemon_cache_disk_full(env):
+    """Host B's cache and state directory each on a small tmpfs of its own;
+    reverts to s1 that run out of space: in the cache at the memory layer
+    (4 MiB free), in the cache after s1's disk layer is in (the memory layer
+    one page short), in the state directory (a snapshot file two pages
+    short). Each fails saying there is no space and naming the file system's
+    file (the cache's, the snapshot's), leaves nothing in the cache and no
+    partial directory, and the domain shut off as it was; with room, the
+    revert works."""
+    o = origin(env)
+    manifest = o.manifest("s1")["files"]
+    files = {f["name"]: f["size"] for f in manifest}
+    order = [f["name"] for f in manifest]
+    layers = [n for n in order if n == "memory-ranges" or n.startswith("disk-")]
+    check(len(layers) == 2, f"s1's files: {order}")
+    pages = {n: (files[n] + 4095) // 4096 for n in layers}
+    w = env.scratch("daemon-enospc")
+    cache_fs, state_fs = os.path.join(w, "small"), os.path.join(w, "state", "small")
+    mount_tmpfs(cache_fs, "4m")
+    mount_tmpfs(state_fs, "4m")
+    b, pids = None, []
+    try:
+        b = Host(env, "B", cache=os.path.join(cache_fs, "cache"), state=os.path.join(state_fs, "state"))
+        o.learn(b, snaps=("s1",))
+        plenty = sum(files.values()) + (64 << 20)
+        digest = {n: os.path.basename(o.object_path("s1", n))[:-4] for n in layers}
+        # The layers come in the manifest's order: the second one short of a page.
+        runs = [("cache: 4 MiB", 4 << 20, plenty, f"allocate {b.cache}/tmp/{digest['memory-ranges']}"),
+                (f"cache: {layers[1]} after {layers[0]}", (pages[layers[0]] + pages[layers[1]] - 1) * 4096,
+                 plenty, f"allocate {b.cache}/tmp/{digest[layers[1]]}"),
+                ("state: 2 pages", plenty, 2 * 4096,
+                 os.path.join(b.daemon.state, "snapshots", FAULTS_DOM) + "/")]
+        for what, cache_free, state_free, says in runs:
+            resize_tmpfs(cache_fs, cache_free)
+            resize_tmpfs(state_fs, state_free)
+            t0 = time.monotonic()
+            r = b.v("snapshot-revert", FAULTS_DOM, "s1", check=False, timeout=60)
+            err = r.stderr.strip().splitlines()
+            print(f"  {what}: refused in {time.monotonic() - t0:.2f} s: {err[-1] if err else r.returncode}")
+            check(r.returncode != 0 and "No space left" in r.stderr and says in r.stderr and
+                  "'s1'" in r.stderr, f"revert with no space ({what}): {r.stderr}")
+            check_untouched(b, FAULTS_DOM)
+            check_no_half_dirs(b, FAULTS_DOM)
+            check(not cache_files(b.cache), f"the cache after ENOSPC ({what}): {sorted(cache_files(b.cache))}")
+        resize_tmpfs(cache_fs, plenty)
+        resize_tmpfs(state_fs, plenty)
+        b.v("snapshot-revert", FAULTS_DOM, "s1")
+        check(b.sums(FAULTS_DOM) == o.sums["s1"], f"B's s1 once there is room: {b.sums(FAULTS_DOM)}")
+    finally:
+        if b:
+            pids = list(b.daemon.shim_pids().values())
+            b.close()
+        umount_when_free(cache_fs, pids)
+        umount_when_free(state_fs, pids)
+
+
 CASES = [case_daemon_two_hosts_http, case_daemon_two_hosts_s3, case_daemon_two_hosts_file,
          case_daemon_push_in_background,
          case_daemon_store_down, case_daemon_pull_at_revert,
-         case_daemon_corrupt_object]
+         case_daemon_corrupt_object, case_daemon_cache_disk_full]
