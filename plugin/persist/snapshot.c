@@ -863,12 +863,18 @@ static bool delete_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
     g_autoptr(GPtrArray) doomed = with_children ? snapshot_tree_descendants(tree, e->name)
                                                 : g_ptr_array_new();
     /* Deepest first, so each one removed has no children left among the doomed. */
-    for (guint i = doomed->len; i-- > 0;)
-        if (!remove_one(drv, dom, tree, doomed->pdata[i], error))
-            return false;
-    if (flags & VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY)
-        return true;
-    return remove_one(drv, dom, tree, e, error);
+    bool ok = true;
+    for (guint i = doomed->len; ok && i-- > 0;)
+        ok = remove_one(drv, dom, tree, doomed->pdata[i], error);
+    if (ok && !(flags & VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY))
+        ok = remove_one(drv, dom, tree, e, error);
+    /* A queued push carries its snapshot's XML as it was when queued, and
+     * the delete changed the survivors' parents: the manifest would name a
+     * parent that is gone. Queued again, as they are now (the pushes are
+     * held: none runs). */
+    push_drop(drv->pushes, tree->domain_uuid, NULL);
+    queue_pending(drv, dom, tree);
+    return ok;
 }
 
 bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,

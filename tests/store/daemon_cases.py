@@ -852,7 +852,101 @@ def case_daemon_cache_disk_full(env):
         umount_when_free(state_fs, pids)
 
 
+def timed_virsh(host, *args, timeout=10):
+    t0 = time.monotonic()
+    host.v(*args, timeout=timeout)
+    return time.monotonic() - t0
+
+
+def background_virsh(host, *args):
+    return subprocess.Popen(["virsh", "-q", "-c", host.daemon.uri] + list(args),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def push_then_queue(host, dom, first, *queued):
+    """Snapshot first (its push slowed by the test hook), then the others
+    (their pushes queued behind it); their manifest ids, the first push
+    still under way."""
+    host.v("snapshot-create-as", dom, first)
+    wait_for(lambda: host.jobinfo(dom).get("Job type") == "Bounded", timeout=30, interval=0.05,
+             what=f"the push of {first}")
+    for snap in queued:
+        host.v("snapshot-create-as", dom, snap)
+    check(host.jobinfo(dom).get("Job type") == "Bounded", f"{first}'s push ended before the others queued")
+    return [snapshot_ids(host.v("snapshot-dumpxml", dom, s).stdout)[0] for s in (first,) + queued]
+
+
+def while_waiting(host, proc, what):
+    """proc (a virsh waiting for the push under way) has not ended; other
+    clients are answered meanwhile: the slowest answer's seconds."""
+    slowest = max(timed_virsh(host, *args) for args in
+                  (("list", "--all"), ("domjobinfo", "q"), ("dominfo", "q"), ("snapshot-list", "q")))
+    check(proc.poll() is None, f"{what} did not wait for the push under way")
+    check(slowest < 3, f"virsh took {slowest:.1f} s during {what}")
+    return slowest
+
+
+def case_daemon_delete_queued_push(env):
+    """Host P pushes slowly (the test hook: 50 ms a frame). Snapshot p1 is
+    pushing, p2 and p3 queued behind it: snapshot-delete p2 waits for p1's
+    push (virsh list, domjobinfo, dominfo answer meanwhile), drops p2's push
+    and folds p2 into p3, whose push then sends the result (it verifies);
+    p2's manifest never appears. p4 pushing, p5 queued, the domain shut off:
+    undefine --snapshots-metadata waits likewise and drops p5: p4's manifest
+    appears, p5's never; the daemon restarts with nothing to push."""
+    w = env.scratch("daemon-queue")
+    url = env.nginx.url("store", "daemon-queue")
+    image = make_image(os.path.join(w, "root.img"), 16 * MIB)
+    h = Host(env, "P", url=url, hook="push-progress:slow")
+    try:
+        domain_on(h, image, "q", str(uuidlib.uuid4()))
+        h.v("start", "q")
+        h.guest("q").close()
+        t0 = time.monotonic()
+        p1, p2, p3 = push_then_queue(h, "q", "p1", "p2", "p3")
+        d = background_virsh(h, "snapshot-delete", "q", "p2")
+        slowest = while_waiting(h, d, "snapshot-delete of a queued push")
+        _, err = d.communicate(timeout=60)
+        check(d.returncode == 0, f"snapshot-delete p2: {err}")
+        h.wait_push("q")
+        listed = env_ls(env, url)
+        check(p1 in listed and p3 in listed and p2 not in listed, f"after deleting p2: {listed}")
+        env.store([], ["verify", f"{url}/{p3}"])
+        # The manifest's snapshot XML is p3 as it is now: a diff on p1.
+        with open(os.path.join(env.nginx.root, "daemon-queue", "manifests", p3 + ".json")) as f:
+            xml = json.load(f)["snapshot_xml"]
+        check(re.search(r"<parent>\s*<name>p1</name>", xml) and snapshot_ids(xml)[1] == p1,
+              f"p3's manifest has the XML it had before p2 was deleted:\n{xml}")
+        print(f"  p1 pushed, p2 dropped, p3 pushed folded in {time.monotonic() - t0:.1f} s")
+
+        # A new memory chain: p4 is full, and slow to push again.
+        h.v("destroy", "q")
+        h.v("start", "q")
+        h.guest("q").close()
+        p4, p5 = push_then_queue(h, "q", "p4", "p5")
+        h.v("destroy", "q")
+        u = background_virsh(h, "undefine", "q", "--snapshots-metadata")
+        slowest = max(slowest, while_waiting(h, u, "undefine --snapshots-metadata"))
+        _, err = u.communicate(timeout=60)
+        check(u.returncode == 0, f"undefine: {err}")
+        check("q" not in h.v("list", "--all", "--name").stdout.split(), "q is still defined")
+        time.sleep(0.5)   # a dropped push that started anyway would have written by now
+        listed = env_ls(env, url)
+        check(p4 in listed and p5 not in listed, f"after the undefine: {listed}")
+        h.daemon.stop()
+        h.start()
+        time.sleep(0.5)
+        check(h.v("list", "--all", "--name").stdout.split() == [], "a domain came back")
+        check(env_ls(env, url) == listed, f"the restarted daemon pushed: {env_ls(env, url)}")
+        check(not os.listdir(os.path.join(h.daemon.state, "snapshots")),
+              f"snapshots left: {os.listdir(os.path.join(h.daemon.state, 'snapshots'))}")
+        print(f"  virsh answered in {slowest:.2f} s at most while deletes waited for pushes")
+    finally:
+        h.close()
+
+
 CASES = [case_daemon_two_hosts_http, case_daemon_two_hosts_s3, case_daemon_two_hosts_file,
          case_daemon_push_in_background,
          case_daemon_store_down, case_daemon_pull_at_revert,
-         case_daemon_corrupt_object, case_daemon_cache_disk_full]
+         case_daemon_corrupt_object, case_daemon_cache_disk_full,
+         case_daemon_delete_queued_push]
