@@ -202,8 +202,11 @@ static bool remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
         ((last && !gone->deleting && !snapshot_disks_check_delete(drv, dom, gone->dir, error)) ||
          (last && !gone->deleting && !snapshot_entry_mark_deleting(gone, error)) ||
          !snapshot_disks_delete(drv, dom, gone->dir, kid_dirs, last, error) ||
-         !fold_into_layer_children(drv, dom, tree, gone, error)))
+         !fold_into_layer_children(drv, dom, tree, gone, error))) {
+        /* Their messages name the snapshot by its directory. */
+        g_prefix_error(error, "cannot delete snapshot '%s': ", gone->name);
         return false;
+    }
     for (guint i = 0; i < kids->len; i++) {
         struct snapshot_entry *kid = kids->pdata[i];
         g_free(kid->parent);

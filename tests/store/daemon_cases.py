@@ -650,6 +650,12 @@ class Origin:
         finally:
             a.close()
         self.ids = {s: snapshot_ids(x)[0] for s, x in self.xml.items()}
+        shutil.copy2(self.image, self.image + ".pristine")
+
+    def restore_image(self):
+        """The base image as A left it (the identity its layers recorded:
+        size, mtime, crc32c), after a host folded its disks back into it."""
+        shutil.copy2(self.image + ".pristine", self.image)
 
     def manifest(self, snap):
         with open(os.path.join(self.root, "manifests", self.ids[snap] + ".json")) as f:
@@ -945,8 +951,60 @@ def case_daemon_delete_queued_push(env):
         h.close()
 
 
+def case_daemon_revert_races_delete(env):
+    """Host B learnt s1 and s2 (a diff on s1); a revert to s2 and, from
+    another client, a snapshot-delete of s2 or of s1 (50 ms before or after,
+    or at once), six times over, each from a fresh definition. One of the two wins
+    cleanly each time: the revert runs s2 (A's sums) or fails naming s2; the
+    delete is done or refused naming the snapshot; no job left, no half
+    directory, the daemon answering within a second or so."""
+    o = origin(env)
+    b = Host(env, "B")
+    outcomes = []
+    try:
+        # Each delete 50 ms after the revert, 50 ms before it, and at once.
+        for i, (target, delay) in enumerate([("s2", 0.05), ("s1", 0.05), ("s2", -0.05),
+                                             ("s1", -0.05), ("s2", 0), ("s1", 0)]):
+            if FAULTS_DOM in b.v("list", "--all", "--name").stdout.split():
+                if b.state(FAULTS_DOM) != "shut off":
+                    b.v("destroy", FAULTS_DOM)
+                # (folds B's disk chain back into the image)
+                b.v("undefine", FAULTS_DOM, "--snapshots-metadata")
+                o.restore_image()
+            o.learn(b)
+            first, then = (("snapshot-revert", FAULTS_DOM, "s2"), ("snapshot-delete", FAULTS_DOM, target))
+            first, then = (first, then) if delay >= 0 else (then, first)
+            procs = [background_virsh(b, *first)]
+            time.sleep(abs(delay))
+            procs.append(background_virsh(b, *then))
+            rev, dele = procs if delay >= 0 else procs[::-1]
+            rev_err = rev.communicate(timeout=60)[1]
+            del_err = dele.communicate(timeout=60)[1]
+            what = f"iteration {i} (delete {target} {delay * 1000:+.0f} ms after the revert)"
+            check(b.daemon.proc.poll() is None, f"{what}: the daemon died:\n{b.daemon.log()[-3000:]}")
+            check(timed_virsh(b, "list", "--all") < 3, f"{what}: virsh list was slow")
+            check(rev.returncode == 0 or "s2" in rev_err, f"{what}: the revert's error: {rev_err}")
+            check(dele.returncode == 0 or f"'{target}'" in del_err, f"{what}: the delete's error: {del_err}")
+            check(rev.returncode == 0 or dele.returncode == 0,
+                  f"{what}: neither won: {rev_err} / {del_err}")
+            check(b.jobinfo(FAULTS_DOM).get("Job type") == "None", f"{what}: a job left")
+            check_no_half_dirs(b, FAULTS_DOM)
+            if rev.returncode == 0:
+                check(b.state(FAULTS_DOM) == "running" and b.sums(FAULTS_DOM) == o.sums["s2"],
+                      f"{what}: B's s2 after the revert won: {b.sums(FAULTS_DOM)}")
+            else:
+                check(b.state(FAULTS_DOM) == "shut off", f"{what}: after a failed revert: {b.state(FAULTS_DOM)}")
+            left = b.v("snapshot-list", "--name", FAULTS_DOM).stdout.split()
+            check((target in left) == (dele.returncode != 0), f"{what}: snapshots left {left}")
+            outcomes.append(f"{target}:{'R' if rev.returncode == 0 else '-'}{'D' if dele.returncode == 0 else '-'}")
+        print(f"  outcomes (R revert won, D delete done): {' '.join(outcomes)}")
+    finally:
+        b.close()
+        o.restore_image()
+
+
 CASES = [case_daemon_two_hosts_http, case_daemon_two_hosts_s3, case_daemon_two_hosts_file,
          case_daemon_push_in_background,
          case_daemon_store_down, case_daemon_pull_at_revert,
          case_daemon_corrupt_object, case_daemon_cache_disk_full,
-         case_daemon_delete_queued_push]
+         case_daemon_delete_queued_push, case_daemon_revert_races_delete]
