@@ -1003,8 +1003,89 @@ def case_daemon_revert_races_delete(env):
         o.restore_image()
 
 
+def hammer(uri, doms, seconds, clients=8):
+    """clients python-libvirt connections, each asking list, domjobinfo,
+    dominfo and snapshot-list of doms for seconds: (calls made, slowest
+    call's seconds, errors)."""
+    import threading
+    stats = {"calls": 0, "slowest": 0.0, "errors": []}
+    lock = threading.Lock()
+
+    def client():
+        try:
+            conn = libvirt.open(uri)
+        except libvirt.libvirtError as e:
+            with lock:
+                stats["errors"].append(f"open: {e}")
+            return
+        try:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                for name in doms:
+                    for call in (lambda: conn.listAllDomains(0),
+                                 lambda: conn.lookupByName(name).jobInfo(),
+                                 lambda: conn.lookupByName(name).jobStats(),
+                                 lambda: conn.lookupByName(name).info(),
+                                 lambda: conn.lookupByName(name).snapshotListNames()):
+                        t0 = time.monotonic()
+                        try:
+                            call()
+                        except libvirt.libvirtError as e:
+                            with lock:
+                                stats["errors"].append(str(e))
+                        took = time.monotonic() - t0
+                        with lock:
+                            stats["calls"] += 1
+                            stats["slowest"] = max(stats["slowest"], took)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=seconds + 60)
+    check(not any(t.is_alive() for t in threads), "a client never returned")
+    return stats["calls"], stats["slowest"], stats["errors"]
+
+
+def case_daemon_many_clients(env):
+    """Host D pushes a snapshot of its domain (slowed by the test hook) and
+    reverts to s1 learnt from A through a rate-limited URL (pulling); 8
+    python-libvirt clients ask list, domjobinfo, dominfo and snapshot-list
+    of both domains meanwhile: every call answers within 2 s, none fails;
+    then the push completes and the revert runs s1."""
+    o = origin(env)
+    w = env.scratch("daemon-clients")
+    url = env.nginx.url("store", "daemon-clients")
+    image = make_image(os.path.join(w, "root.img"), 16 * MIB)
+    d = Host(env, "D", url=url, hook="push-progress:slow")
+    try:
+        domain_on(d, image, "pusher", str(uuidlib.uuid4()))
+        o.learn(d, snaps=("s1",), url=env.nginx.url("rate-4000k", o.prefix))
+        d.v("start", "pusher")
+        d.guest("pusher").close()
+        d.v("snapshot-create-as", "pusher", "c1")
+        rev = background_virsh(d, "snapshot-revert", FAULTS_DOM, "s1")
+        wait_pulling(d, FAULTS_DOM)
+        check(d.jobinfo("pusher").get("Job type") == "Bounded", "the push ended before the clients came")
+        calls, slowest, errors = hammer(d.daemon.uri, ["pusher", FAULTS_DOM], 1.5)
+        busy = [dom for dom in ("pusher", FAULTS_DOM) if d.jobinfo(dom).get("Job type") == "Bounded"]
+        check(not errors, f"calls failed: {errors[:5]}")
+        check(slowest < 2, f"a call took {slowest:.2f} s")
+        _, err = rev.communicate(timeout=120)
+        check(rev.returncode == 0, f"the revert: {err}")
+        check(d.sums(FAULTS_DOM) == o.sums["s1"], f"D's s1: {d.sums(FAULTS_DOM)}")
+        check(d.wait_push("pusher").get("Job type") == "Completed", "the push")
+        print(f"  8 clients: {calls} calls in 1.5 s, the slowest {slowest * 1000:.0f} ms "
+              f"(jobs still under way at the end: {busy or 'none'})")
+    finally:
+        d.close()
+
+
 CASES = [case_daemon_two_hosts_http, case_daemon_two_hosts_s3, case_daemon_two_hosts_file,
          case_daemon_push_in_background,
          case_daemon_store_down, case_daemon_pull_at_revert,
          case_daemon_corrupt_object, case_daemon_cache_disk_full,
-         case_daemon_delete_queued_push, case_daemon_revert_races_delete]
+         case_daemon_delete_queued_push, case_daemon_revert_races_delete,
+         case_daemon_many_clients]
