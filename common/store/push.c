@@ -95,6 +95,12 @@ static bool push_file(struct transport *t, const char *dir, const char *name, st
     return ok;
 }
 
+/* g_ptr_array_sort hands the compare function the elements' addresses. */
+static gint by_name(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static GPtrArray *travelling_files(const char *dir, guint64 *total, GError **error)
 {
     g_autoptr(GError) e = NULL;
@@ -115,7 +121,7 @@ static GPtrArray *travelling_files(const char *dir, guint64 *total, GError **err
         g_ptr_array_add(names, g_strdup(n));
     }
     g_dir_close(d);
-    g_ptr_array_sort(names, (GCompareFunc)g_strcmp0);
+    g_ptr_array_sort(names, by_name);
     return names;
 }
 

@@ -516,6 +516,18 @@ def case_no_space_in_cache(env):
         subprocess.run(["umount", mnt], check=True)
 
 
+def case_ls_in_order(env):
+    """ls lists the manifests in the order of their ids (it sorted the
+    pointers to them), whatever order the store's listing has."""
+    import uuid
+    root = os.path.join(env.scratch("ls-order"), "store")
+    os.makedirs(os.path.join(root, "manifests"))
+    for _ in range(12):
+        open(os.path.join(root, "manifests", f"{uuid.uuid4()}.json"), "w").close()
+    ids = [e["id"] for e in env.store([], ["ls", "file://" + root])]
+    check(len(ids) == 12 and ids == sorted(ids), f"ls: {ids}")
+
+
 CASES = [v for k, v in list(globals().items()) if k.startswith("case_")]
 shim_store.setup(SHIM, GUEST)
 CASES += shim_store.CASES
