@@ -101,7 +101,16 @@ static gint by_name(gconstpointer a, gconstpointer b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static GPtrArray *travelling_files(const char *dir, guint64 *total, GError **error)
+static bool skipped(const char *const *skip, const char *name)
+{
+    for (; skip && *skip; skip++)
+        if (strcmp(*skip, name) == 0)
+            return true;
+    return false;
+}
+
+static GPtrArray *travelling_files(const char *dir, const char *const *skip, guint64 *total,
+                                   GError **error)
 {
     g_autoptr(GError) e = NULL;
     GDir *d = g_dir_open(dir, 0, &e);
@@ -112,7 +121,7 @@ static GPtrArray *travelling_files(const char *dir, guint64 *total, GError **err
     GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
     *total = 0;
     for (const char *n; (n = g_dir_read_name(d));) {
-        if (!travels(dir, n))
+        if (!travels(dir, n) || skipped(skip, n))
             continue;
         g_autofree char *p = g_build_filename(dir, n, NULL);
         struct stat st;
@@ -151,7 +160,7 @@ static bool push_one(struct transport *t, const struct snap_dir *d, GPtrArray *d
     if (have != G_MAXUINT64)
         return true;   /* the snapshot is in the store: ids are the layers' own */
     guint64 total;
-    g_autoptr(GPtrArray) names = travelling_files(d->path, &total, error);
+    g_autoptr(GPtrArray) names = travelling_files(d->path, a->skip, &total, error);
     if (!names)
         return false;
     g_autoptr(manifest) m = manifest_new();

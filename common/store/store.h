@@ -96,6 +96,9 @@ struct store_push_args {
     const char *url;          /* store URL */
     const char *domain_xml;   /* optional: the domain definition (text) */
     const char *snapshot_xml; /* optional: the snapshot XML (text) */
+    const char *const *skip;  /* optional, NULL-terminated: names of files of the
+                               * directories that do not travel (the caller's own
+                               * metadata beside the snapshot's files) */
 };
 struct store_push_result {
     char *id;                 /* manifest id (the snapshot's memory layer id) */

@@ -5,6 +5,7 @@
 #include <libvirt/libvirt.h>
 
 #include "atomic-file.h"
+#include "snapshot-tree.h"
 #include "test-hook.h"
 #include "virt-error.h"
 
@@ -131,6 +132,7 @@ static bool run_push(struct push_queue *q, struct push_domain *d, const struct p
     o.progress_data = ctx;
     struct store_push_args a = {
         .dir = r->dir, .url = r->url, .domain_xml = r->domain_xml, .snapshot_xml = r->snapshot_xml,
+        .skip = snapshot_entry_own_files,
     };
     struct store_push_result res;
     bool ok = store_push(&a, &o, &res, error);

@@ -15,6 +15,8 @@
 #define CURRENT_FILE "current"
 #define GROUP "snapshot"
 
+const char *const snapshot_entry_own_files[] = {META_FILE, DOMAIN_FILE, DELETING_FILE, NULL};
+
 static void entry_free(struct snapshot_entry *e)
 {
     if (!e)
@@ -118,8 +120,11 @@ struct snapshot_tree *snapshot_tree_load(const char *state_dir, const char *doma
     const char *name;
     while ((name = g_dir_read_name(d))) {
         g_autofree char *path = g_build_filename(tree->dir, name, NULL);
-        struct snapshot_entry *e =
-            g_file_test(path, G_FILE_TEST_IS_DIR) ? load_entry(tree->dir, name) : NULL;
+        /* A hidden directory is the partial one of a snapshot being written
+         * or imported (snap_dir_create_partial): never a snapshot, whatever
+         * files it holds already. */
+        struct snapshot_entry *e = name[0] != '.' && g_file_test(path, G_FILE_TEST_IS_DIR)
+                                       ? load_entry(tree->dir, name) : NULL;
         if (e && e->domain_uuid && g_strcmp0(e->domain_uuid, domain_uuid) != 0)
             g_clear_pointer(&e, entry_free);
         if (e)
@@ -296,7 +301,10 @@ void snapshot_tree_remove_unfinished(struct snapshot_tree *tree, GPtrArray *in_u
     while (d && (name = g_dir_read_name(d))) {
         g_autofree char *path = g_build_filename(tree->dir, name, NULL);
         g_autofree char *meta = g_build_filename(path, META_FILE, NULL);
-        if (!g_file_test(path, G_FILE_TEST_IS_DIR) || g_file_test(meta, G_FILE_TEST_EXISTS))
+        /* A partial directory (hidden) is unfinished even once it holds a
+         * snapshot.ini (one pulled from a store that has them). */
+        if (!g_file_test(path, G_FILE_TEST_IS_DIR) ||
+            (name[0] != '.' && g_file_test(meta, G_FILE_TEST_EXISTS)))
             continue;
         if (holds_any(path, in_use)) {
             g_message("keeping unfinished snapshot directory %s: the domain's disks run on its layers", path);

@@ -59,6 +59,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(snapshot_tree, snapshot_tree_free)
 /* The directory of a domain's snapshots. */
 char *snapshot_tree_dir(const char *state_dir, const char *domain);
 
+/* The daemon's own files in a snapshot directory (snapshot.ini, domain.xml,
+ * deleting; NULL-terminated): this host's metadata beside the shim's files,
+ * which never travel to a snapshot store (a host that imports the snapshot
+ * has its own). */
+extern const char *const snapshot_entry_own_files[];
+
 /* Load (an absent directory is an empty tree). Broken entries are skipped
  * with a warning, and so are those of an older domain of the same name
  * (another uuid: left behind by a transient domain). */

@@ -58,7 +58,8 @@ static int cmd_push(struct cli *c, char **args, GError **error)
     if (!read_optional(c->domain_xml_file, &domain, error) ||
         !read_optional(c->snapshot_xml_file, &snapshot, error))
         return 1;
-    struct store_push_args a = { args[0], args[1], domain, snapshot };
+    struct store_push_args a = { .dir = args[0], .url = args[1], .domain_xml = domain,
+                                 .snapshot_xml = snapshot };
     struct store_push_result r;
     if (!store_push(&a, &c->opts, &r, error))
         return 1;
