@@ -128,6 +128,7 @@ static bool apply_limits(GKeyFile *kf, struct rpc_limits *l, GError **error)
         {"max_client_requests", &l->max_client_requests},
         {"max_workers", &l->max_workers},
         {"max_readonly_workers", &l->max_readonly_workers},
+        {"prio_workers", &l->prio_workers},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
         if (!g_key_file_has_key(kf, "daemon", keys[i].key, NULL))

@@ -36,6 +36,9 @@ typedef bool (*rpc_handler)(struct rpc_call *call, void *args, void *ret, GError
 enum proc_flags {
     PROC_WRITE = 1 << 0,         /* changes state: refused on read-only connections */
     PROC_BEFORE_OPEN = 1 << 1,   /* allowed before CONNECT_OPEN */
+    PROC_NO_JOB = 1 << 2,        /* a change that never waits for a domain's job (an
+                                  * abort of one): may run on the priority workers,
+                                  * like calls that change nothing (server.c) */
 };
 
 struct proc_entry {

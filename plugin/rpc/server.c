@@ -55,6 +55,8 @@ struct rpc_server {
     uid_t owner_uid;
     GThreadPool *pool;         /* calls of read-write clients */
     GThreadPool *ro_pool;      /* calls of read-only clients */
+    GThreadPool *prio_pool;    /* read-write clients' calls that wait for no job, pool busy */
+    gint busy;                 /* atomic: calls running or queued in pool */
     gint readonly_bytes;       /* atomic: held for read-only clients */
     guint backoff_source;      /* main loop: accepting resumes then; 0 when accepting */
     bool accept_paused;        /* main loop */
@@ -63,6 +65,7 @@ struct rpc_server {
 
 struct rpc_job {
     struct rpc_client *client;
+    bool counted;              /* in server->busy */
     struct wire_header hdr;
     uint8_t *body;
     size_t body_len;
@@ -172,6 +175,8 @@ static void worker(gpointer data, gpointer user_data)
     struct rpc_server *server = user_data;
     struct rpc_client *client = job->client;
     rpc_dispatch_call(&server->ctx, client, &job->hdr, job->body, job->body_len);
+    if (job->counted)
+        g_atomic_int_add(&server->busy, -1);
     /* The call's memory goes before the client may send the next one. */
     g_clear_pointer(&job->body, g_free);
     release(server, job->charged);
@@ -222,6 +227,25 @@ static void handle_here(struct rpc_client *client, const struct wire_header *h,
     }
 }
 
+/* Where a call runs. A read-write client's calls share max_workers, and
+ * calls that wait for a domain's job (a start, a delete, a revert behind a
+ * revert that pulls from a snapshot store for minutes) can take them all:
+ * then the calls that wait for none (every one that changes nothing, and
+ * those marked PROC_NO_JOB) run on the priority workers, as libvirtd's
+ * prio_workers do, so that list, domjobinfo and dominfo still answer. */
+static GThreadPool *pool_for(struct rpc_server *server, struct rpc_job *job)
+{
+    if (job->client->readonly_socket)
+        return server->ro_pool;
+    const struct proc_entry *e = rpc_find_proc(job->hdr.proc);
+    bool waits_for_none = e && (!(e->flags & PROC_WRITE) || (e->flags & PROC_NO_JOB));
+    if (waits_for_none && g_atomic_int_get(&server->busy) >= (gint)server->limits.max_workers)
+        return server->prio_pool;
+    job->counted = true;
+    g_atomic_int_inc(&server->busy);
+    return server->pool;
+}
+
 /* One complete packet; body (owned, charged bytes of the read-only share)
  * goes to a worker with its call, or is freed here. */
 static void handle_packet(struct rpc_client *client, uint8_t *body, size_t len, size_t charged)
@@ -243,7 +267,7 @@ static void handle_packet(struct rpc_client *client, uint8_t *body, size_t len, 
     job->body = body;
     job->body_len = len;
     job->charged = charged;
-    g_thread_pool_push(client->readonly_socket ? server->ro_pool : server->pool, job, NULL);
+    g_thread_pool_push(pool_for(server, job), job, NULL);
 }
 
 /* Stop watching the client's socket while it has the most calls running;
@@ -590,6 +614,7 @@ void rpc_limits_init(struct rpc_limits *l)
     *l = (struct rpc_limits){
         .max_clients = 1024, .max_anonymous_clients = 20, .reserved_rw_clients = 16,
         .max_client_requests = 16, .max_workers = 32, .max_readonly_workers = 8,
+        .prio_workers = 5,
     };
 }
 
@@ -602,8 +627,8 @@ bool rpc_limits_check(const struct rpc_limits *l, GError **error)
                                                                      "1 or more"
                       : l->max_client_requests == 0                ? "max_client_requests must be "
                                                                      "1 or more"
-                      : l->max_workers == 0 || l->max_readonly_workers == 0
-                          ? "max_workers and max_readonly_workers must be 1 or more"
+                      : l->max_workers == 0 || l->max_readonly_workers == 0 || l->prio_workers == 0
+                          ? "max_workers, max_readonly_workers and prio_workers must be 1 or more"
                           : NULL;
     if (bad)
         g_set_error_literal(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE, bad);
@@ -622,6 +647,7 @@ struct rpc_server *rpc_server_new(struct vsnap_driver *driver, const struct rpc_
     server->pool = g_thread_pool_new(worker, server, (gint)limits->max_workers, FALSE, NULL);
     server->ro_pool =
         g_thread_pool_new(worker, server, (gint)limits->max_readonly_workers, FALSE, NULL);
+    server->prio_pool = g_thread_pool_new(worker, server, (gint)limits->prio_workers, FALSE, NULL);
     server->ctx.events = event_registry_new(driver);
     server->ctx.streams = stream_registry_new();
     return server;
@@ -647,6 +673,7 @@ void rpc_server_free(struct rpc_server *server)
         client_remove(server->clients->pdata[0]);
     g_thread_pool_free(server->pool, FALSE, TRUE);
     g_thread_pool_free(server->ro_pool, FALSE, TRUE);
+    g_thread_pool_free(server->prio_pool, FALSE, TRUE);
     event_registry_free(server->ctx.events);
     stream_registry_free(server->ctx.streams);
     g_ptr_array_free(server->clients, TRUE);

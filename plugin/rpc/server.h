@@ -18,6 +18,8 @@ struct rpc_limits {
     unsigned max_client_requests;    /* calls queued or running per connection */
     unsigned max_workers;            /* threads running read-write clients' calls */
     unsigned max_readonly_workers;   /* threads running read-only clients' calls */
+    unsigned prio_workers;           /* threads for read-write clients' calls that wait
+                                      * for no domain job, once max_workers are busy */
 };
 void rpc_limits_init(struct rpc_limits *limits);
 /* G_KEY_FILE_ERROR_INVALID_VALUE naming the setting that is out of range. */

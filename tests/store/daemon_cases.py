@@ -1033,18 +1033,21 @@ def case_daemon_revert_races_delete(env):
 def hammer(uri, doms, seconds, clients=8):
     """clients python-libvirt connections, each asking list, domjobinfo,
     dominfo and snapshot-list of doms for seconds: (calls made, slowest
-    call's seconds, errors)."""
+    call's seconds (the connection's open too), errors)."""
     import threading
     stats = {"calls": 0, "slowest": 0.0, "errors": []}
     lock = threading.Lock()
 
     def client():
+        t0 = time.monotonic()
         try:
             conn = libvirt.open(uri)
         except libvirt.libvirtError as e:
             with lock:
                 stats["errors"].append(f"open: {e}")
             return
+        with lock:
+            stats["slowest"] = max(stats["slowest"], time.monotonic() - t0)
         try:
             end = time.monotonic() + seconds
             while time.monotonic() < end:
@@ -1076,12 +1079,35 @@ def hammer(uri, doms, seconds, clients=8):
     return stats["calls"], stats["slowest"], stats["errors"]
 
 
+def blocked_writers(uri, dom, n=40, connections=3):
+    """n calls of setAutostart on dom (each waits for the domain's job) on
+    a few read-write connections: more than the daemon's 32 workers. The
+    threads; join them."""
+    import threading
+    conns = [libvirt.open(uri) for _ in range(connections)]
+    errors = []
+
+    def call(conn):
+        try:
+            conn.lookupByName(dom).setAutostart(0)
+        except libvirt.libvirtError as e:
+            errors.append(str(e))
+
+    threads = [threading.Thread(target=call, args=(conns[i % connections],)) for i in range(n)]
+    for t in threads:
+        t.start()
+    return threads, conns, errors
+
+
 def case_daemon_many_clients(env):
     """Host D pushes a snapshot of its domain (slowed by the test hook) and
-    reverts to s1 learnt from A through a rate-limited URL (pulling); 8
+    reverts to s1 learnt from A through a rate-limited URL (pulling); 40
+    calls that wait for that domain's job (setAutostart, on 3 connections:
+    more than the 32 workers of read-write clients) are queued; 8
     python-libvirt clients ask list, domjobinfo, dominfo and snapshot-list
-    of both domains meanwhile: every call answers within 2 s, none fails;
-    then the push completes and the revert runs s1."""
+    of both domains meanwhile: every call answers within 2 s (before the
+    priority workers, virsh list waited for the whole pull), none fails;
+    then the push completes, the waiting calls succeed, the revert runs s1."""
     o = origin(env)
     w = env.scratch("daemon-clients")
     url = env.nginx.url("store", "daemon-clients")
@@ -1089,23 +1115,34 @@ def case_daemon_many_clients(env):
     d = Host(env, "D", url=url, hook="push-progress:slow")
     try:
         domain_on(d, image, "pusher", str(uuidlib.uuid4()))
-        o.learn(d, snaps=("s1",), url=env.nginx.url("rate-4000k", o.prefix))
+        o.learn(d, snaps=("s1",), url=env.nginx.url("rate-3000k", o.prefix))
         d.v("start", "pusher")
         d.guest("pusher").close()
         d.v("snapshot-create-as", "pusher", "c1")
         rev = background_virsh(d, "snapshot-revert", FAULTS_DOM, "s1")
         wait_pulling(d, FAULTS_DOM)
         check(d.jobinfo("pusher").get("Job type") == "Bounded", "the push ended before the clients came")
+        writers, conns, writer_errors = blocked_writers(d.daemon.uri, FAULTS_DOM)
+        time.sleep(0.3)
+        virsh_list = timed_virsh(d, "list", "--all")
         calls, slowest, errors = hammer(d.daemon.uri, ["pusher", FAULTS_DOM], 1.5)
         busy = [dom for dom in ("pusher", FAULTS_DOM) if d.jobinfo(dom).get("Job type") == "Bounded"]
         check(not errors, f"calls failed: {errors[:5]}")
-        check(slowest < 2, f"a call took {slowest:.2f} s")
+        check(slowest < 2 and virsh_list < 2, f"a call took {slowest:.2f} s, virsh list {virsh_list:.2f} s")
+        check(FAULTS_DOM in busy, "the pull ended before the clients were done: it showed no wait")
         _, err = rev.communicate(timeout=120)
         check(rev.returncode == 0, f"the revert: {err}")
+        for t in writers:
+            t.join(timeout=60)
+        for c in conns:
+            c.close()
+        check(not writer_errors and not any(t.is_alive() for t in writers),
+              f"the calls that waited for the job: {writer_errors[:3]}")
         check(d.sums(FAULTS_DOM) == o.sums["s1"], f"D's s1: {d.sums(FAULTS_DOM)}")
         check(d.wait_push("pusher").get("Job type") == "Completed", "the push")
-        print(f"  8 clients: {calls} calls in 1.5 s, the slowest {slowest * 1000:.0f} ms "
-              f"(jobs still under way at the end: {busy or 'none'})")
+        print(f"  8 clients beside 40 waiting calls: {calls} calls in 1.5 s, the slowest "
+              f"{slowest * 1000:.0f} ms, virsh list {virsh_list * 1000:.0f} ms (jobs still under way "
+              f"at the end: {busy})")
     finally:
         d.close()
 
