@@ -20,7 +20,15 @@ state directory, sockets and cache), real virsh, the test guest with a disk.
   half there, and the next revert works; hostile <cookie>s and store URLs
   with credentials are refused at redefine/define without echoing them;
   a host whose cache is smaller than the layers refuses two reverts at
-  once naming the cache, and with a larger cache both succeed.
+  once naming the cache, and with a larger cache both succeed;
+- faults, on A's s1 and s2 pushed once (Origin): objects damaged in the
+  store (a frame's byte flipped, replaced by another object, truncated),
+  a cache and a state directory that run out of space mid-pull, reverts
+  racing deletes of the same snapshot and its parent, deletes and an
+  undefine while a push runs and others wait behind it, many clients (and
+  more calls waiting for a job than there are workers) while a pull and a
+  push run. Each refusal names the object, file or snapshot, leaves
+  nothing in the cache, no half directory and the domain as it was.
 
 Each case takes the Env of test-store.py (env.nginx, env.rgw, env.s3_env,
 STORE through env.store)."""
