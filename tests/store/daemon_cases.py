@@ -754,7 +754,7 @@ def leftover_partial(host):
 def case_daemon_corrupt_object(env):
     """Objects of s2 (a diff, learnt by host B, whose VM runs s1) damaged in
     the store: a byte flipped inside a frame, the object replaced by another
-    valid object (s1's), the object truncated. Each revert to s2 fails naming
+    valid object (s1's), the object truncated, the manifest replaced by s1's. Each revert to s2 fails naming
     the snapshot and the object; B's VM is the same process, running s1;
     nothing enters B's cache; no half snapshot directory. The good object
     back: the revert works and the guest has A's s2. (And leftover_partial.)"""
@@ -768,8 +768,11 @@ def case_daemon_corrupt_object(env):
         mem = o.object_path("s2", "memory-ranges")
         disk = o.object_path("s2", next(f["name"] for f in o.manifest("s2")["files"]
                                         if f["name"].startswith("disk-")))
-        good = {p: open(p, "rb").read() for p in (mem, disk)}
+        manifest = os.path.join(o.root, "manifests", o.ids["s2"] + ".json")
+        good = {p: open(p, "rb").read() for p in (mem, disk, manifest)}
         other = open(o.object_path("s1", "memory-ranges"), "rb").read()
+        name = {p: os.path.basename(p)[:-4] for p in (mem, disk)}
+        name[manifest] = o.ids["s2"]
 
         def flipped(data):
             at = len(data) // 3   # inside a frame: the seek table is at the end
@@ -779,7 +782,9 @@ def case_daemon_corrupt_object(env):
         damages = [("memory layer flipped", mem, flipped(good[mem])),
                    ("disk layer flipped", disk, flipped(good[disk])),
                    ("replaced by s1's", mem, other),
-                   ("truncated", mem, good[mem][:-4096])]
+                   ("truncated", mem, good[mem][:-4096]),
+                   ("manifest replaced by s1's", manifest,
+                    open(os.path.join(o.root, "manifests", o.ids["s1"] + ".json"), "rb").read())]
         try:
             for what, obj, bad in damages:
                 with open(obj, "wb") as f:
@@ -790,8 +795,7 @@ def case_daemon_corrupt_object(env):
                     f.write(good[obj])
                 print(f"  {what}: refused in {time.monotonic() - t0:.2f} s: "
                       f"{r.stderr.strip().splitlines()[-1]}")
-                check(r.returncode != 0 and "'s2'" in r.stderr and
-                      os.path.basename(obj)[:-4] in r.stderr,
+                check(r.returncode != 0 and "'s2'" in r.stderr and name[obj] in r.stderr,
                       f"revert with the object {what}: {r.returncode} {r.stderr}")
                 check(b.daemon.shim_pids().get(FAULTS_DOM) == pid and b.state(FAULTS_DOM) == "running",
                       f"the refused revert ({what}) touched the VM")
@@ -927,7 +931,9 @@ def while_waiting(host, proc, what):
 
 def case_daemon_delete_queued_push(env):
     """Host P pushes slowly (the test hook: 50 ms a frame). Snapshot p1 is
-    pushing, p2 and p3 queued behind it: snapshot-delete p2 waits for p1's
+    pushing, p2 and p3 queued behind it. Host B, learning p1 meanwhile,
+    cannot revert to it yet (refused naming p1, nothing left on B) and can
+    once the push is done. Snapshot-delete p2 waits for p1's
     push (virsh list, domjobinfo, dominfo answer meanwhile), drops p2's push
     and folds p2 into p3, whose push then sends the result (it verifies);
     p2's manifest never appears. p4 pushing, p5 queued, the domain shut off:
@@ -937,12 +943,25 @@ def case_daemon_delete_queued_push(env):
     url = env.nginx.url("store", "daemon-queue")
     image = make_image(os.path.join(w, "root.img"), 16 * MIB)
     h = Host(env, "P", url=url, hook="push-progress:slow")
+    b = None
     try:
         domain_on(h, image, "q", str(uuidlib.uuid4()))
         h.v("start", "q")
         h.guest("q").close()
         t0 = time.monotonic()
         p1, p2, p3 = push_then_queue(h, "q", "p1", "p2", "p3")
+        # Host B learns p1 while its push is under way: the revert is
+        # refused (the store does not have it yet), B's domain untouched.
+        b = Host(env, "B")
+        b.v("define", b.write("q.xml", h.v("dumpxml", "--inactive", "q").stdout))
+        b.v("snapshot-create", "q", "--redefine", b.write("p1.xml", h.v("snapshot-dumpxml", "q", "p1").stdout))
+        r = b.v("snapshot-revert", "q", "p1", check=False, timeout=60)
+        check(r.returncode != 0 and "'p1'" in r.stderr and p1 in r.stderr,
+              f"B's revert to p1 before its manifest is there: {r.returncode} {r.stderr}")
+        print(f"  B before p1's push completed: {r.stderr.strip().splitlines()[-1]}")
+        check_untouched(b, "q")
+        check_no_half_dirs(b, "q")
+        check(not cache_files(b.cache), f"B's cache: {cache_files(b.cache)}")
         d = background_virsh(h, "snapshot-delete", "q", "p2")
         slowest = while_waiting(h, d, "snapshot-delete of a queued push")
         _, err = d.communicate(timeout=60)
@@ -951,6 +970,10 @@ def case_daemon_delete_queued_push(env):
         listed = env_ls(env, url)
         check(p1 in listed and p3 in listed and p2 not in listed, f"after deleting p2: {listed}")
         env.store([], ["verify", f"{url}/{p3}"])
+        b.v("snapshot-revert", "q", "p1")
+        check(b.state("q") == "running", "B's revert to p1 once it is in the store")
+        b.close()
+        b = None
         ids = [m["id"] for m in env.store([], ["ls", url])]
         check(len(ids) == 2 and ids == sorted(ids), f"vsnap-store ls, not in order: {ids}")
         # The manifest's snapshot XML is p3 as it is now: a diff on p1.
@@ -984,6 +1007,8 @@ def case_daemon_delete_queued_push(env):
         print(f"  virsh answered in {slowest:.2f} s at most while deletes waited for pushes")
     finally:
         h.close()
+        if b:
+            b.close()
 
 
 def case_daemon_revert_races_delete(env):
