@@ -50,7 +50,8 @@ struct store_cache *store_cache_open(const char *dir, guint64 max_bytes, GError 
         }
     }
     struct store_cache *c = g_new0(struct store_cache, 1);
-    c->dir = g_strdup(dir);
+    /* absolute: pulled snapshots name their parents in it by file:// URL */
+    c->dir = g_canonicalize_filename(dir, NULL);
     c->max_bytes = max_bytes;
     return c;
 }

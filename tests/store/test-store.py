@@ -94,10 +94,10 @@ class Env:
         os.makedirs(p)
         return p
 
-    def store(self, opts, args, ok=True, timeout=300, env=None):
+    def store(self, opts, args, ok=True, timeout=300, env=None, cwd=None):
         full_env = dict(os.environ, **self.s3_env, **(env or {}))
         r = subprocess.run([STORE, "--quiet", "--json"] + opts + args, capture_output=True,
-                           text=True, timeout=timeout, env=full_env)
+                           text=True, timeout=timeout, env=full_env, cwd=cwd)
         if ok and r.returncode != 0:
             raise Fail(f"vsnap-store {' '.join(opts + args)} -> {r.returncode}: {r.stderr}")
         if not ok and r.returncode == 0:
@@ -171,6 +171,20 @@ def case_two_hosts_file(env):
     state = json.load(open(os.path.join(dest, "state.json")))
     check(state["memory"]["parent_url"].startswith("file://" + cache), f"parent: {state['memory']}")
     restore_and_check(env, dest, "d1", w)
+
+
+def case_relative_cache_dir(env):
+    """--cache-dir and DEST relative to the working directory: the pulled
+    child names its parent in the cache by an absolute path (a relative one
+    is refused by the snapshot format, and would break on any other cwd)."""
+    w = env.scratch("relative")
+    root = os.path.join(w, "store")
+    r = env.push("d1", "file://" + root)
+    env.store(["--cache-dir", "cache"], ["pull", f"file://{root}/{r['id']}", "dest"], cwd=w)
+    state = json.load(open(os.path.join(w, "dest", "state.json")))
+    want = "file://" + os.path.join(w, "cache", "snapshots") + "/"
+    check(state["memory"]["parent_url"].startswith(want), f"parent: {state['memory']}, expected {want}...")
+    restore_and_check(env, os.path.join(w, "dest"), "d1", w)
 
 
 def case_objects_are_zstd(env):
