@@ -21,6 +21,8 @@ bool import_is_local(const struct snapshot_entry *e);
 
 /* Make e local (and the layer parents it needs). Under the job lock; the
  * domain is not touched. VIR_ERR_OPERATION_FAILED naming the snapshot and
- * the store otherwise; a failed pull leaves the directory as it was. */
+ * the store otherwise; a failed pull leaves the directory as it was.
+ * pull_job_cancel (domjobabort, destroy) stops it: VIR_ERR_OPERATION_ABORTED,
+ * the same way out. */
 bool import_snapshot(struct vsnap_driver *drv, struct snapshot_tree *tree,
                      struct snapshot_entry *e, GError **error);
