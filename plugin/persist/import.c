@@ -115,8 +115,8 @@ bool import_snapshot(struct vsnap_driver *drv, struct snapshot_tree *tree,
          * came meanwhile (what was pulled whole stays: it is complete). */
         g_clear_error(error);
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_ABORTED,
-                    "snapshot revert job: %s (the import of snapshot '%s' from %s stopped; "
-                    "the domain is as it was)", reason ? reason : "canceled", e->name,
+                    "snapshot revert job: %s (the import of snapshot '%s' from %s stopped "
+                    "before the revert touched the domain)", reason ? reason : "canceled", e->name,
                     e->store_url);
         return false;
     }
