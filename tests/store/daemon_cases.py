@@ -711,7 +711,8 @@ def case_daemon_abort_revert_pull(env):
         b.v("destroy", dom, timeout=30)
         destroyed = time.monotonic() - t0
         check(destroyed < 2, f"destroy took {destroyed:.2f} s during the pull")
-        revert_ended(p, t0, "destroy")
+        _, err = revert_ended(p, t0, "destroy")
+        check("destroyed" in err, f"the revert's error does not say the domain was destroyed: {err}")
         time.sleep(1)   # a revert that went on would start its VM about now
         check(b.state(dom) == "shut off", f"after destroy during the revert: {b.state(dom)}")
         check(b.jobinfo(dom, completed=True).get("Job type") == "Cancelled",
