@@ -737,8 +737,9 @@ def case_daemon_abort_push(env):
     """virsh domjobabort during a background push (made slow by the test
     hook) returns within 2 s; no job then, domjobinfo --completed Cancelled,
     the store lists no manifest, the snapshot stays pending; the next
-    snapshot pushes both, which then verify. domjobabort with no job is
-    libvirt's "no job is active" (VIR_ERR_OPERATION_INVALID)."""
+    snapshot pushes both, which then verify. domjobabort on a read-only
+    connection is refused (the push goes on); with no job it is libvirt's
+    "no job is active" (VIR_ERR_OPERATION_INVALID)."""
     w = env.scratch("daemon-abort-push")
     url = env.nginx.url("store", "daemon-abort-push")
     image = make_image(os.path.join(w, "root.img"), 16 * MIB)
@@ -762,6 +763,11 @@ def case_daemon_abort_push(env):
             return info.get("Job type") == "Bounded" and info.get("Data processed", "0 B") != "0 B"
 
         wait_for(pushing, timeout=30, interval=0.05, what="domjobinfo to show the push")
+        ro = subprocess.run(["virsh", "-q", "-c", a.daemon.ro_uri, "domjobabort", "ab"],
+                            capture_output=True, text=True, timeout=30)
+        check(ro.returncode != 0 and "read-only" in ro.stderr and
+              a.jobinfo("ab").get("Job type") == "Bounded",
+              f"domjobabort on a read-only connection: {ro.returncode} {ro.stderr}")
         t0 = time.monotonic()
         a.v("domjobabort", "ab", timeout=10)
         aborted = time.monotonic() - t0
