@@ -59,13 +59,20 @@ static CURL *easy_new(struct http_transport *h, const char *url, struct curl_sli
     return e;
 }
 
-/* Run handles to completion on one multi handle; results[i] per handle. */
-static void multi_run(CURL **handles, guint n, CURLcode *results)
+/* How long a wait for the network lasts at most before the cancel flag
+ * (store_options.cancel) is looked at again. */
+#define CANCEL_POLL_MS 100
+
+/* Run handles to completion on one multi handle; results[i] per handle.
+ * With cancel set (non-zero) the transfers still running stop: false, and
+ * their results are CURLE_ABORTED_BY_CALLBACK. */
+static bool multi_run(CURL **handles, guint n, CURLcode *results, const gint *cancel)
 {
     CURLM *m = curl_multi_init();
     for (guint i = 0; i < n; i++)
         curl_multi_add_handle(m, handles[i]);
     int running = 1;
+    bool stopped = false;
     while (running) {
         curl_multi_perform(m, &running);
         CURLMsg *msg;
@@ -75,12 +82,36 @@ static void multi_run(CURL **handles, guint n, CURLcode *results)
                 for (guint i = 0; i < n; i++)
                     if (handles[i] == msg->easy_handle)
                         results[i] = msg->data.result;
+        if (running && cancel && g_atomic_int_get(cancel)) {
+            stopped = true;
+            break;
+        }
         if (running)
-            curl_multi_poll(m, NULL, 0, 1000, NULL);
+            curl_multi_poll(m, NULL, 0, cancel ? CANCEL_POLL_MS : 1000, NULL);
     }
-    for (guint i = 0; i < n; i++)
+    for (guint i = 0; i < n; i++) {
+        if (stopped && results[i] == CURLE_OK)
+            results[i] = CURLE_ABORTED_BY_CALLBACK;
         curl_multi_remove_handle(m, handles[i]);
+    }
     curl_multi_cleanup(m);
+    return !stopped;
+}
+
+/* A retry's back-off: false (with *error) when a cancel comes meanwhile. */
+static bool backoff(const gint *cancel, gulong us, const char *what,
+                    GError **error)
+{
+    for (gint64 end = g_get_monotonic_time() + (gint64)us;;) {
+        if (cancel && g_atomic_int_get(cancel)) {
+            g_set_error(error, STORE_ERROR, STORE_ERROR_CANCELLED, "%s: cancelled", what);
+            return false;
+        }
+        gint64 left = end - g_get_monotonic_time();
+        if (left <= 0)
+            return true;
+        g_usleep((gulong)MIN(left, (gint64)CANCEL_POLL_MS * 1000));
+    }
 }
 
 static int error_code_for(long status)
@@ -151,9 +182,10 @@ static size_t body_read(char *buf, size_t size, size_t n, void *user)
 }
 
 /* One request with retries (connection failures, 5xx); the reply's status
- * is the caller's to judge. */
-static bool request(struct http_transport *h, const char *method, const char *url, GBytes *body,
-                    struct reply *r, GError **error)
+ * is the caller's to judge. cancel: stop when it becomes non-zero
+ * (STORE_ERROR_CANCELLED); NULL for the clean-up that follows a cancel. */
+static bool request_or_cancel(struct http_transport *h, const char *method, const char *url,
+                              GBytes *body, struct reply *r, const gint *cancel, GError **error)
 {
     const struct store_options *o = h->base.opts;
     r->body = g_byte_array_new();
@@ -186,19 +218,31 @@ static bool request(struct http_transport *h, const char *method, const char *ur
             curl_easy_setopt(e, CURLOPT_POSTFIELDS, "");
         }
         CURLcode rc = CURLE_OK;
-        multi_run(&e, 1, &rc);
+        bool whole = multi_run(&e, 1, &rc, cancel);
         r->status = 0;
         curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
         curl_easy_cleanup(e);
         curl_slist_free_all(headers);
+        if (!whole) {
+            g_set_error(error, STORE_ERROR, STORE_ERROR_CANCELLED, "%s %s: cancelled", method, url);
+            return false;
+        }
         if (rc == CURLE_OK && !retryable(rc, r->status))
             return true;
         if (attempt >= o->retries || !retryable(rc, r->status)) {
             status_error(error, method, url, rc, r->status, errbuf, attempt + 1);
             return false;
         }
-        g_usleep((gulong)o->retry_delay_ms * 1000 << MIN(attempt, 10u));
+        g_autofree char *what = g_strdup_printf("%s %s", method, url);
+        if (!backoff(cancel, (gulong)o->retry_delay_ms * 1000 << MIN(attempt, 10u), what, error))
+            return false;
     }
+}
+
+static bool request(struct http_transport *h, const char *method, const char *url, GBytes *body,
+                    struct reply *r, GError **error)
+{
+    return request_or_cancel(h, method, url, body, r, h->base.opts->cancel, error);
 }
 
 static void reply_clear(struct reply *r)
@@ -229,12 +273,15 @@ static bool http_stat(struct transport *t, const char *name, guint64 *size, GErr
         CURL *e = easy_new(ht(t), url, &headers);
         curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
         CURLcode rc = CURLE_OK;
-        multi_run(&e, 1, &rc);
+        bool whole = multi_run(&e, 1, &rc, t->opts->cancel);
         curl_off_t len = -1;
         curl_easy_getinfo(e, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
         curl_easy_cleanup(e);
         curl_slist_free_all(headers);
-        if (rc != CURLE_OK || len < 0) {
+        if (!whole) {
+            g_set_error(error, STORE_ERROR, STORE_ERROR_CANCELLED, "HEAD %s: cancelled", url);
+            ok = false;
+        } else if (rc != CURLE_OK || len < 0) {
             g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE, "HEAD %s: no length", url);
             ok = false;
         } else {
@@ -285,6 +332,7 @@ struct upload {
     gsize current_pos;
     bool failed_early;
     bool aborting;         /* the body ends in an error, not an end */
+    bool cancelled;        /* the transfer stopped at store_options.cancel */
     CURLcode rc;
     long status;
     char errbuf[CURL_ERROR_SIZE];
@@ -340,7 +388,7 @@ static gpointer stream_thread(gpointer data)
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, reply_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &r);
     CURLcode rc = CURLE_OK;
-    multi_run(&e, 1, &rc);
+    bool whole = multi_run(&e, 1, &rc, u->h->base.opts->cancel);
     long status = 0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(e);
@@ -349,6 +397,7 @@ static gpointer stream_thread(gpointer data)
     g_mutex_lock(&u->lock);
     u->rc = rc;
     u->status = status;
+    u->cancelled = !whole;
     u->failed_early = true;   /* the writer must not wait for a reader that is gone */
     g_cond_broadcast(&u->cond);
     g_mutex_unlock(&u->lock);
@@ -372,6 +421,15 @@ static struct upload *http_upload_begin(struct transport *t, const char *name, G
     return u;
 }
 
+/* Why the streamed PUT ended badly. */
+static void upload_error(struct upload *u, GError **error)
+{
+    if (u->cancelled)
+        g_set_error(error, STORE_ERROR, STORE_ERROR_CANCELLED, "PUT %s: cancelled", u->url);
+    else
+        status_error(error, "PUT", u->url, u->rc, u->status, u->errbuf, 1);
+}
+
 static bool stream_push(struct upload *u, GBytes *chunk, GError **error)
 {
     gsize len = g_bytes_get_size(chunk);
@@ -387,7 +445,7 @@ static bool stream_push(struct upload *u, GBytes *chunk, GError **error)
     g_mutex_unlock(&u->lock);
     if (gone) {
         g_bytes_unref(chunk);
-        status_error(error, "PUT", u->url, u->rc, u->status, u->errbuf, 1);
+        upload_error(u, error);
         return false;
     }
     return true;
@@ -479,7 +537,8 @@ static void http_upload_abort(struct upload *u)
     if (u->upload_id) {
         g_autofree char *url = g_strdup_printf("%s?uploadId=%s", u->url, u->upload_id);
         struct reply r = { 0 };
-        request(u->h, "DELETE", url, NULL, &r, NULL);
+        /* not cancellable: it is what a cancelled upload leaves to do */
+        request_or_cancel(u->h, "DELETE", url, NULL, &r, NULL, NULL);
         reply_clear(&r);
     }
     upload_free(u);
@@ -526,8 +585,8 @@ static bool http_upload_finish(struct upload *u, GError **error)
         ok = stream_push(u, g_bytes_new(NULL, 0), error);
         g_thread_join(u->thread);
         u->thread = NULL;
-        if (ok && (u->rc != CURLE_OK || u->status < 200 || u->status >= 300)) {
-            status_error(error, "PUT", u->url, u->rc, u->status, u->errbuf, 1);
+        if (ok && (u->cancelled || u->rc != CURLE_OK || u->status < 200 || u->status >= 300)) {
+            upload_error(u, error);
             ok = false;
         }
     }
@@ -680,7 +739,13 @@ static bool http_fetch(struct transport *t, const char *name, const struct fetch
         g_queue_push_tail(&f.pending, GUINT_TO_POINTER(i));
     CURLM *m = curl_multi_init();
     guint active = 0, max = MAX(1u, t->opts->connections);
+    const gint *cancel = t->opts->cancel;
+    long most_ms = cancel ? CANCEL_POLL_MS : 1000;
     while (!f.error && (active || !g_queue_is_empty(&f.pending))) {
+        if (cancel && g_atomic_int_get(cancel)) {
+            g_set_error(&f.error, STORE_ERROR, STORE_ERROR_CANCELLED, "GET %s: cancelled", url);
+            break;
+        }
         long wait_ms = 1000;
         for (gint i; active < max && (i = next_ready(&f, &wait_ms)) >= 0; active++)
             transfer_start(&f, m, (guint)i);
@@ -702,7 +767,7 @@ static bool http_fetch(struct transport *t, const char *name, const struct fetch
         /* A finished transfer frees a connection for the next range at
          * once: waiting first would cost up to a second per range. */
         if (!finished && !f.error && (active || !g_queue_is_empty(&f.pending)))
-            curl_multi_poll(m, NULL, 0, active ? MIN(wait_ms, 200) : wait_ms, NULL);
+            curl_multi_poll(m, NULL, 0, MIN(active ? MIN(wait_ms, 200) : wait_ms, most_ms), NULL);
     }
     while (f.running->len)   /* the transfers still running after an error */
         transfer_free(m, f.running->pdata[0]);
