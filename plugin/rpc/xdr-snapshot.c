@@ -617,9 +617,10 @@ const struct proc_entry rpc_snapshot_procs[] = {
       struct job_info_ret, xdr_job_info_ret, do_job_info, 0),
     P(PROC_DOMAIN_GET_JOB_STATS, struct wire_domain_flags, xdr_wire_domain_flags,
       struct job_stats_ret, xdr_job_stats_ret, do_job_stats, 0),
+    /* An abort never waits for the job it stops (server.c's priority workers). */
     P(PROC_DOMAIN_ABORT_JOB, struct wire_domain_only, xdr_wire_domain_only,
-      struct rpc_void, xdr_rpc_void, do_abort_job, W),
+      struct rpc_void, xdr_rpc_void, do_abort_job, W | PROC_NO_JOB),
     P(PROC_DOMAIN_ABORT_JOB_FLAGS, struct wire_domain_flags, xdr_wire_domain_flags,
-      struct rpc_void, xdr_rpc_void, do_abort_job_flags, W),
+      struct rpc_void, xdr_rpc_void, do_abort_job_flags, W | PROC_NO_JOB),
 };
 const size_t rpc_snapshot_procs_count = G_N_ELEMENTS(rpc_snapshot_procs);
