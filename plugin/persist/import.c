@@ -13,16 +13,6 @@ bool import_is_local(const struct snapshot_entry *e)
     return g_file_test(state, G_FILE_TEST_EXISTS);
 }
 
-void import_remove_leftovers(struct snapshot_tree *tree)
-{
-    for (guint i = 0; i < tree->entries->len; i++) {
-        struct snapshot_entry *e = tree->entries->pdata[i];
-        g_autoptr(GError) error = NULL;
-        if (!import_is_local(e) && !snapdir_remove_partials(e->dir, &error))
-            g_warning("snapshot '%s': what a pull cut short left: %s", e->name, error->message);
-    }
-}
-
 static bool fail(GError **error, const struct snapshot_entry *e, const char *why)
 {
     g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
