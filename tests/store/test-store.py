@@ -22,7 +22,8 @@ import tempfile
 import time
 import traceback
 
-STORE, SHIM, GUEST = sys.argv[1:4]
+# Absolute: some cases run the tools from another working directory.
+STORE, SHIM, GUEST = (os.path.abspath(p) for p in sys.argv[1:4])
 ONLY = sys.argv[4:]
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
