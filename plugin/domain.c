@@ -24,7 +24,7 @@ struct vsnap_domain *vsnap_domain_new(struct domain_def *def)
     struct vsnap_domain *dom = g_new0(struct vsnap_domain, 1);
     dom->refs = 1;
     g_mutex_init(&dom->lock);
-    g_mutex_init(&dom->job);
+    domain_job_lock_init(&dom->job);
     g_cond_init(&dom->changed);
     dom->name = g_strdup(def->name);
     memcpy(dom->uuid, def->uuid, 16);
@@ -50,7 +50,7 @@ void vsnap_domain_unref(struct vsnap_domain *dom)
     domain_def_free(dom->next_def);
     g_free(dom->name);
     g_mutex_clear(&dom->lock);
-    g_mutex_clear(&dom->job);
+    domain_job_lock_clear(&dom->job);
     g_cond_clear(&dom->changed);
     g_free(dom);
 }

@@ -2,7 +2,8 @@
  *
  * Locking: `lock` protects the fields and is held briefly; `job` serialises
  * operations on one domain (start, stop, suspend, ...) and is held for the
- * whole operation, which may wait on the shim. The list lock is never held
+ * whole operation, which may wait on the shim (domain-job-lock.h: taken with
+ * a bounded wait, never while `lock` is held). The list lock is never held
  * while a domain's job lock is taken. */
 #pragma once
 
@@ -11,13 +12,14 @@
 #include <stdint.h>
 
 #include "conf/domain-conf.h"
+#include "domain-job-lock.h"
 
 struct domain_run;
 
 struct vsnap_domain {
     gint refs;
     GMutex lock;
-    GMutex job;
+    struct domain_job_lock job;
     GCond changed;               /* broadcast when state changes */
 
     char *name;                  /* immutable */

@@ -210,7 +210,10 @@ bool driver_update_device(struct vsnap_driver *drv, struct vsnap_domain *dom, co
     struct domain_net *update = domain_net_parse_string(xml, error);
     if (!update)
         return false;
-    g_mutex_lock(&dom->job);
+    if (!domain_job_acquire(dom, "update-device", error)) {
+        domain_net_free(update);
+        return false;
+    }
     bool active = vsnap_domain_is_active(dom);
     bool live = (flags & VIR_DOMAIN_AFFECT_LIVE) || (!(flags & VIR_DOMAIN_AFFECT_CONFIG) && active);
     bool config = (flags & VIR_DOMAIN_AFFECT_CONFIG) || !active;
@@ -220,7 +223,7 @@ bool driver_update_device(struct vsnap_driver *drv, struct vsnap_domain *dom, co
         ok = false;
     }
     ok = ok && (!live || update_live(dom, update, error)) && (!config || update_config(drv, dom, update, error));
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     domain_net_free(update);
     return ok;
 }

@@ -144,11 +144,15 @@ void driver_free(struct vsnap_driver *drv)
 static void recover_job(struct vsnap_driver *drv, struct vsnap_domain *dom)
 {
     int operation = 0;
-    g_mutex_lock(&dom->job);
+    g_autoptr(GError) error = NULL;
+    if (!domain_job_acquire(dom, "recovery", &error)) {
+        g_warning("%s", error->message);
+        return;
+    }
     if (domain_job_recover(dom, &operation) == DOMAIN_JOB_MADE_PRODUCT &&
         operation == VIR_DOMAIN_JOB_OPERATION_SAVE)
         save_finish_recovered(drv, dom);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
 }
 
 static void load_config(struct vsnap_driver *drv, const char *path)
@@ -218,14 +222,19 @@ void driver_autostart(struct vsnap_driver *drv)
 {
     for (guint i = 0; i < drv->autostart->len; i++) {
         struct vsnap_domain *dom = drv->autostart->pdata[i];
-        g_mutex_lock(&dom->job);
+        g_autoptr(GError) error = NULL;
+        /* Clients are served meanwhile: one may hold the job (a revert
+         * pulling from a store), and autostart does not wait for it. */
+        if (!domain_job_acquire(dom, "autostart", &error)) {
+            g_warning("autostart of %s skipped: %s", dom->name, error->message);
+            continue;
+        }
         g_mutex_lock(&dom->lock);
         bool wanted = dom->listed && dom->autostart && !dom->run;
         g_mutex_unlock(&dom->lock);
-        g_autoptr(GError) error = NULL;
         if (wanted && !start_locked(drv, dom, 0, &error))
             g_warning("autostart of %s failed: %s", dom->name, error->message);
-        g_mutex_unlock(&dom->job);
+        domain_job_release(dom);
     }
     g_ptr_array_set_size(drv->autostart, 0);
 }
@@ -409,16 +418,20 @@ static bool too_many_attempts(const struct domain_def *def, GError **error)
 static struct vsnap_domain *redefine(struct vsnap_driver *drv, struct vsnap_domain *dom,
                                      struct domain_def *def, bool *again, GError **error)
 {
-    g_mutex_lock(&dom->job);
+    *again = false;
+    if (!domain_job_acquire(dom, "define", error)) {
+        domain_def_free(def);
+        return NULL;
+    }
     g_mutex_lock(&dom->lock);
     *again = !dom->listed;
     g_mutex_unlock(&dom->lock);
     if (*again) {
-        g_mutex_unlock(&dom->job);
+        domain_job_release(dom);
         return NULL;
     }
     if (!driver_save_config(drv, def, error)) {
-        g_mutex_unlock(&dom->job);
+        domain_job_release(dom);
         domain_def_free(def);
         return NULL;
     }
@@ -434,7 +447,7 @@ static struct vsnap_domain *redefine(struct vsnap_driver *drv, struct vsnap_doma
     event_queue_lifecycle(drv->events, dom, VIR_DOMAIN_EVENT_DEFINED,
                           VIR_DOMAIN_EVENT_DEFINED_UPDATED);
     g_mutex_unlock(&dom->lock);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return vsnap_domain_ref(dom);
 }
 
@@ -443,14 +456,16 @@ static struct vsnap_domain *redefine(struct vsnap_driver *drv, struct vsnap_doma
  * NULL with *again when another client listed the name or uuid first: def is
  * then not taken. */
 static struct vsnap_domain *list_new_locked(struct vsnap_driver *drv, struct domain_def *def,
-                                            bool persistent, bool *again)
+                                            bool persistent, const char *what, bool *again)
 {
     struct vsnap_domain *dom = vsnap_domain_new(def);
     dom->persistent = persistent;
-    g_mutex_lock(&dom->job);
+    /* Nobody else sees the new object yet: its job is free. */
+    if (!domain_job_acquire(dom, what, NULL))
+        g_assert_not_reached();
     *again = !domain_list_add(drv->domains, dom, NULL);
     if (*again) {
-        g_mutex_unlock(&dom->job);
+        domain_job_release(dom);
         dom->def = NULL;   /* not ours to free */
         vsnap_domain_unref(dom);
         return NULL;
@@ -462,7 +477,7 @@ static struct vsnap_domain *list_new_locked(struct vsnap_driver *drv, struct dom
 static struct vsnap_domain *define_new(struct vsnap_driver *drv, struct domain_def *def,
                                        bool *again, GError **error)
 {
-    struct vsnap_domain *dom = list_new_locked(drv, def, true, again);
+    struct vsnap_domain *dom = list_new_locked(drv, def, true, "define", again);
     if (!dom)
         return NULL;
     bool saved = driver_save_config(drv, dom->def, error);
@@ -474,7 +489,7 @@ static struct vsnap_domain *define_new(struct vsnap_driver *drv, struct domain_d
     } else {
         domain_list_remove(drv->domains, dom);
     }
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     if (!saved)
         g_clear_pointer(&dom, vsnap_domain_unref);
     return dom;
@@ -513,19 +528,18 @@ bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigne
     unsigned allowed = VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
                        VIR_DOMAIN_UNDEFINE_NVRAM | VIR_DOMAIN_UNDEFINE_KEEP_NVRAM |
                        VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA;
-    if (!check_flags(flags, allowed, error))
+    if (!check_flags(flags, allowed, error) || !domain_job_acquire(dom, "undefine", error))
         return false;
-    g_mutex_lock(&dom->job);
     bool inactive = !vsnap_domain_is_active(dom);
     if (inactive && (!snapshot_check_undefine(drv, dom, flags, error) ||
                      !save_check_undefine(drv, dom, flags, error))) {
-        g_mutex_unlock(&dom->job);
+        domain_job_release(dom);
         return false;
     }
     g_mutex_lock(&dom->lock);
     if (!dom->listed || !dom->persistent) {
         g_mutex_unlock(&dom->lock);
-        g_mutex_unlock(&dom->job);
+        domain_job_release(dom);
         g_set_error(error, VSNAP_VIR_ERROR, dom->listed ? VIR_ERR_OPERATION_INVALID
                                                         : VIR_ERR_NO_DOMAIN,
                     dom->listed ? "cannot undefine transient domain '%s'"
@@ -541,7 +555,7 @@ bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigne
     g_mutex_lock(&dom->lock);
     if (!released) {
         g_mutex_unlock(&dom->lock);
-        g_mutex_unlock(&dom->job);
+        domain_job_release(dom);
         g_prefix_error(error, "cannot undefine %s: ", dom->name);
         return false;
     }
@@ -564,7 +578,7 @@ bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigne
     g_mutex_unlock(&dom->lock);
     if (!active)
         domain_list_remove(drv->domains, dom);   /* a running one goes when it stops */
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return true;
 }
 
@@ -674,9 +688,10 @@ bool driver_start(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned f
                                 VIR_DOMAIN_START_FORCE_BOOT,
                      error))
         return false;
-    g_mutex_lock(&dom->job);
+    if (!domain_job_acquire(dom, "start", error))
+        return false;
     bool ok = start_locked(drv, dom, flags, error);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return ok;
 }
 
@@ -688,13 +703,17 @@ bool driver_start(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned f
 static bool create_defined(struct vsnap_driver *drv, struct vsnap_domain *dom,
                            struct domain_def *def, unsigned flags, bool *again, GError **error)
 {
-    g_mutex_lock(&dom->job);
+    *again = false;
+    if (!domain_job_acquire(dom, "create", error)) {
+        domain_def_free(def);
+        return false;
+    }
     g_mutex_lock(&dom->lock);
     *again = !dom->listed;
     bool active = dom->run != NULL;
     g_mutex_unlock(&dom->lock);
     if (*again || active) {
-        g_mutex_unlock(&dom->job);
+        domain_job_release(dom);
         if (active) {
             g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
                         "domain '%s' is already active", dom->name);
@@ -712,11 +731,11 @@ static bool create_defined(struct vsnap_driver *drv, struct vsnap_domain *dom,
         domain_def_free(dom->def);
         dom->def = g_steal_pointer(&dom->next_def);
         g_mutex_unlock(&dom->lock);
-        g_mutex_unlock(&dom->job);
+        domain_job_release(dom);
         return false;
     }
     bool ok = !(flags & VIR_DOMAIN_START_PAUSED) || pause_after_start(drv, dom, error);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return ok;
 }
 
@@ -725,13 +744,13 @@ static bool create_defined(struct vsnap_driver *drv, struct vsnap_domain *dom,
 static struct vsnap_domain *create_new(struct vsnap_driver *drv, struct domain_def *def,
                                        unsigned flags, bool *again, GError **error)
 {
-    struct vsnap_domain *dom = list_new_locked(drv, def, false, again);
+    struct vsnap_domain *dom = list_new_locked(drv, def, false, "create", again);
     if (!dom)
         return NULL;
     bool ok = start_locked(drv, dom, flags, error);
     if (!ok)
         domain_list_remove(drv->domains, dom);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     if (!ok)
         g_clear_pointer(&dom, vsnap_domain_unref);
     return dom;
@@ -789,7 +808,8 @@ bool driver_destroy(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned
     uuid_format(dom->uuid, uuid);
     if (vsnap_domain_is_active(dom))
         pull_job_cancel(drv->pulls, uuid, "canceled: the domain was destroyed");
-    g_mutex_lock(&dom->job);
+    if (!domain_job_acquire(dom, "destroy", error))
+        return false;
     bool ok = require_active(dom, error) &&
               process_stop(drv, dom, VIR_DOMAIN_SHUTOFF_DESTROYED,
                            flags & VIR_DOMAIN_DESTROY_GRACEFUL, error);
@@ -800,7 +820,7 @@ bool driver_destroy(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned
         g_mutex_unlock(&dom->lock);
         forget_if_transient(drv, dom);
     }
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return ok;
 }
 
@@ -875,10 +895,11 @@ bool driver_shutdown(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigne
         return false;
     }
     /* The guest powers off in its own time; the watcher reports it. */
-    g_mutex_lock(&dom->job);
+    if (!domain_job_acquire(dom, "shutdown", error))
+        return false;
     bool ok = simple_action(dom, VIR_DOMAIN_RUNNING, "domain is paused; resume it first",
                             monitor_vm_power_button, error);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return ok;
 }
 
@@ -890,16 +911,18 @@ bool driver_reboot(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned 
                     "unsupported reboot method (flags 0x%x)", flags);
         return false;
     }
-    g_mutex_lock(&dom->job);
+    if (!domain_job_acquire(dom, "reboot", error))
+        return false;
     bool ok = simple_action(dom, VIR_DOMAIN_RUNNING, "domain is paused; resume it first",
                             monitor_vm_reboot, error);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return ok;
 }
 
 bool driver_suspend(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
 {
-    g_mutex_lock(&dom->job);
+    if (!domain_job_acquire(dom, "suspend", error))
+        return false;
     bool ok = require_active(dom, error);
     /* As libvirt: suspending a paused domain is not an error. */
     if (ok && current_state(dom) != VIR_DOMAIN_PAUSED) {
@@ -909,26 +932,28 @@ bool driver_suspend(struct vsnap_driver *drv, struct vsnap_domain *dom, GError *
             set_state(drv, dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_USER,
                       VIR_DOMAIN_EVENT_SUSPENDED, VIR_DOMAIN_EVENT_SUSPENDED_PAUSED);
     }
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return ok;
 }
 
 bool driver_resume(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
 {
-    g_mutex_lock(&dom->job);
+    if (!domain_job_acquire(dom, "resume", error))
+        return false;
     bool ok = simple_action(dom, VIR_DOMAIN_PAUSED, "domain is not paused", monitor_vm_resume,
                             error);
     if (ok)
         set_state(drv, dom, VIR_DOMAIN_RUNNING, VIR_DOMAIN_RUNNING_UNPAUSED,
                   VIR_DOMAIN_EVENT_RESUMED, VIR_DOMAIN_EVENT_RESUMED_UNPAUSED);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return ok;
 }
 
 bool driver_set_autostart(struct vsnap_driver *drv, struct vsnap_domain *dom, bool autostart,
                           GError **error)
 {
-    g_mutex_lock(&dom->job);
+    if (!domain_job_acquire(dom, "autostart", error))
+        return false;
     g_mutex_lock(&dom->lock);
     bool persistent = dom->persistent;
     g_mutex_unlock(&dom->lock);
@@ -943,7 +968,7 @@ bool driver_set_autostart(struct vsnap_driver *drv, struct vsnap_domain *dom, bo
         dom->autostart = autostart;
         g_mutex_unlock(&dom->lock);
     }
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return ok;
 }
 

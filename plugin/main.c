@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "domain-job-lock.h"
 #include "driver.h"
 #include "plugin-config.h"
 #include "rpc/server.h"
@@ -146,6 +147,25 @@ static bool apply_limits(GKeyFile *kf, struct rpc_limits *l, GError **error)
     return rpc_limits_check(l, error);
 }
 
+/* job_wait_timeout: how long a call waits for a domain's job (another
+ * operation on the domain) before it fails; 0 would mean never waiting
+ * and is refused, as is anything beyond a day. */
+static bool apply_job_wait(GKeyFile *kf, GError **error)
+{
+    if (!g_key_file_has_key(kf, "daemon", "job_wait_timeout", NULL))
+        return true;
+    GError *local = NULL;
+    gint64 v = g_key_file_get_int64(kf, "daemon", "job_wait_timeout", &local);
+    if (local || v < 1 || v > 86400) {
+        g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                    "job_wait_timeout must be a number of seconds from 1 to 86400");
+        g_clear_error(&local);
+        return false;
+    }
+    domain_job_set_wait_timeout((unsigned)v);
+    return true;
+}
+
 /* [store] and [s3]: the store library reads its own groups (one parser for
  * the daemon and vsnap-store); the daemon checks the URL's form now, so a
  * typo stops the daemon at start rather than failing every push. */
@@ -209,7 +229,7 @@ static bool apply_config_file(struct daemon *d, GError **error)
         }
         d->paths.confine = confine;
     }
-    if (!apply_limits(kf, &d->limits, error)) {
+    if (!apply_limits(kf, &d->limits, error) || !apply_job_wait(kf, error)) {
         g_prefix_error(error, "%s: ", path);
         return false;
     }

@@ -23,6 +23,31 @@ static bool run_is_current_locked(struct watcher *w)
     return w->dom->run == w->run && !w->run->stopping;
 }
 
+static bool run_is_current(struct watcher *w)
+{
+    g_mutex_lock(&w->dom->lock);
+    bool current = run_is_current_locked(w);
+    g_mutex_unlock(&w->dom->lock);
+    return current;
+}
+
+/* The job, for a handler of this run's events. Its holder may be a revert
+ * pulling a snapshot from a store for minutes, which ends by replacing this
+ * run: the watcher waits in rounds of the job wait timeout, saying so in
+ * the log after each, and gives up (false) once the run is no longer the
+ * domain's, when there is nothing left for the handler to do. */
+static bool acquire_job_for_run(struct watcher *w, const char *what)
+{
+    for (;;) {
+        g_autoptr(GError) error = NULL;
+        if (domain_job_acquire(w->dom, what, &error))
+            return true;
+        if (!run_is_current(w))
+            return false;
+        g_message("domain %s: %s; still waiting", w->dom->name, error->message);
+    }
+}
+
 static void on_guest_ready(struct watcher *w)
 {
     struct vsnap_domain *dom = w->dom;
@@ -66,12 +91,10 @@ static bool on_vm_shutdown(struct watcher *w, JsonObject *properties)
     struct vsnap_domain *dom = w->dom;
     bool crashed = properties &&
                    !g_strcmp0(json_object_get_string_member_with_default(properties, "reason", NULL), "crash");
-    g_mutex_lock(&dom->job);
-    g_mutex_lock(&dom->lock);
-    bool current = run_is_current_locked(w);
-    g_mutex_unlock(&dom->lock);
-    if (!current) {
-        g_mutex_unlock(&dom->job);
+    if (!acquire_job_for_run(w, "guest poweroff"))
+        return false;
+    if (!run_is_current(w)) {
+        domain_job_release(dom);
         return false;
     }
     if (crashed)
@@ -97,7 +120,7 @@ static bool on_vm_shutdown(struct watcher *w, JsonObject *properties)
         g_warning("domain %s: the guest powered off but the shim does not stop: %s", dom->name,
                   error->message);
     }
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return stopped;
 }
 
@@ -122,11 +145,9 @@ static bool on_vm_rebooted(struct watcher *w)
 static void on_shim_exit(struct watcher *w)
 {
     struct vsnap_domain *dom = w->dom;
-    g_mutex_lock(&dom->job);
-    g_mutex_lock(&dom->lock);
-    bool current = run_is_current_locked(w);
-    g_mutex_unlock(&dom->lock);
-    if (current) {
+    if (!acquire_job_for_run(w, "shim exit"))
+        return;
+    if (run_is_current(w)) {
         g_autofree char *tail = process_log_tail(w->run);
         g_warning("domain %s: shim %d exited unexpectedly; its log ends with: %s", dom->name,
                   w->run->pid, tail);
@@ -141,7 +162,7 @@ static void on_shim_exit(struct watcher *w)
             domain_list_remove(w->drv->domains, dom);
         }
     }
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
 }
 
 /* The event's "properties" object, NULL when it has none (null). */

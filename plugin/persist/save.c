@@ -321,9 +321,10 @@ bool save_to_file(struct vsnap_driver *drv, struct vsnap_domain *dom, const char
     if (!check_flags(flags, VIR_DOMAIN_SAVE_BYPASS_CACHE | VIR_DOMAIN_SAVE_RUNNING |
                                 VIR_DOMAIN_SAVE_PAUSED, error))
         return false;
-    g_mutex_lock(&dom->job);
+    if (!domain_job_acquire(dom, "save", error))
+        return false;
     bool ok = save_locked(drv, dom, to, dxml, flags, error);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return ok;
 }
 
@@ -419,9 +420,11 @@ bool save_restore_file(struct vsnap_driver *drv, const char *from, const char *d
     g_autoptr(vsnap_domain) dom = def ? restore_target(drv, def, &added, error) : NULL;
     if (!dom)
         return false;
-    g_mutex_lock(&dom->job);
-    bool ok = restore_into(drv, dom, from, def, run, error);
-    g_mutex_unlock(&dom->job);
+    bool ok = domain_job_acquire(dom, "restore", error);
+    if (ok) {
+        ok = restore_into(drv, dom, from, def, run, error);
+        domain_job_release(dom);
+    }
     if (!ok && added)
         domain_list_remove(drv->domains, dom);
     return ok;
@@ -589,9 +592,10 @@ bool save_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned f
     if (!check_flags(flags, VIR_DOMAIN_SAVE_BYPASS_CACHE | VIR_DOMAIN_SAVE_RUNNING |
                                 VIR_DOMAIN_SAVE_PAUSED, error))
         return false;
-    g_mutex_lock(&dom->job);
+    if (!domain_job_acquire(dom, "managedsave", error))
+        return false;
     bool ok = managed_save_locked(drv, dom, flags, error);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return ok;
 }
 
@@ -615,9 +619,10 @@ static bool remove_managed_locked(struct vsnap_driver *drv, struct vsnap_domain 
 
 bool save_managed_remove(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
 {
-    g_mutex_lock(&dom->job);
+    if (!domain_job_acquire(dom, "managedsave-remove", error))
+        return false;
     bool ok = remove_managed_locked(drv, dom, error);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return ok;
 }
 

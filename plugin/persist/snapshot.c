@@ -594,13 +594,12 @@ static char *redefine_locked(struct vsnap_driver *drv, struct vsnap_domain *dom,
 char *snapshot_create(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
                       unsigned flags, GError **error)
 {
-    if (!check_create_flags(flags, error))
+    if (!check_create_flags(flags, error) || !domain_job_acquire(dom, "snapshot-create", error))
         return NULL;
-    g_mutex_lock(&dom->job);
     char *name = (flags & VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE)
                      ? redefine_locked(drv, dom, xml, flags, error)
                      : create_locked(drv, dom, xml, flags, error);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return name;
 }
 
@@ -846,9 +845,10 @@ bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
                       "flags 'running' and 'paused' in one call are mutually exclusive");
     /* --force: every vsnap revert starts a fresh shim from a complete
      * snapshot, so none of the risky cases it allows can arise. */
-    g_mutex_lock(&dom->job);
+    if (!domain_job_acquire(dom, "snapshot-revert", error))
+        return false;
     bool ok = revert_locked(drv, dom, name, flags, error);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return ok;
 }
 
@@ -903,11 +903,12 @@ bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
      * to send, and the store never shows a half-pushed snapshot. */
     char uuid[37];
     uuid_format(dom->uuid, uuid);
-    g_mutex_lock(&dom->job);
+    if (!domain_job_acquire(dom, "snapshot-delete", error))
+        return false;
     push_hold(drv->pushes, uuid);
     bool ok = delete_locked(drv, dom, name, flags, error);
     push_release(drv->pushes, uuid);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
     return ok;
 }
 
@@ -915,8 +916,11 @@ bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
 
 void snapshot_recover(struct vsnap_driver *drv, struct vsnap_domain *dom)
 {
-    g_mutex_lock(&dom->job);
     g_autoptr(GError) error = NULL;
+    if (!domain_job_acquire(dom, "recovery", &error)) {
+        g_warning("%s", error->message);
+        return;
+    }
     g_autoptr(snapshot_tree) tree = load(drv, dom, &error);
     /* Snapshots the shim finished but nobody recorded, partial directories
      * of ones it never finished, deletes cut short (a fold of disks back
@@ -927,7 +931,7 @@ void snapshot_recover(struct vsnap_driver *drv, struct vsnap_domain *dom)
         queue_pending(drv, dom, tree);
     } else
         g_warning("domain %s: %s", dom->name, error->message);
-    g_mutex_unlock(&dom->job);
+    domain_job_release(dom);
 }
 
 /* ---- hooks ---- */

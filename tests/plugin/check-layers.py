@@ -51,6 +51,8 @@ LAYERS = [
     ("shared state", [["state.h"]]),
     ("events", [["events.*"]]),
     ("domains", [["domain.*"]]),
+    # One operation per domain at a time, waited for with a bound.
+    ("domain job lock", [["domain-job-lock.*"]]),
     # Each domain's disk chains between runs (the domain's disk directory).
     ("disk state", [["disk-state.*"]]),
     # Each domain's save area: where its saves and managed saves write.
