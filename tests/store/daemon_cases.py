@@ -15,7 +15,8 @@ state directory, sockets and cache), real virsh, the test guest with a disk.
   shows as failed;
 - a revert on B that pulls slowly (nginx's limit_rate) in copy mode:
   domjobinfo shows the pull and --completed its end, virsh list and
-  dominfo answer meanwhile; nginx killed mid-pull and the daemon killed
+  dominfo answer meanwhile, start and snapshot-delete give up after
+  job_wait_timeout naming the revert; nginx killed mid-pull and the daemon killed
   (kill -9) mid-pull each leave B's domain as it was, no job, no snapshot
   half there, and the next revert works; hostile <cookie>s and store URLs
   with credentials are refused at redefine/define without echoing them;
@@ -69,7 +70,8 @@ def check(cond, what):
 class Host:
     """One host: a virtvsnapd with its own state, sockets and store cache."""
 
-    def __init__(self, env, name, url=None, hook=None, cache_size="2G", cache=None, state=None):
+    def __init__(self, env, name, url=None, hook=None, cache_size="2G", cache=None, state=None,
+                 job_wait=None):
         self.env = env
         self.daemon = Daemon(parent=env.dir)
         if state:
@@ -78,6 +80,8 @@ class Host:
         self.conf = os.path.join(self.daemon.dir, "virtvsnapd.conf")
         s3 = env.s3_env
         with open(self.conf, "w") as f:
+            if job_wait:
+                f.write(f"[daemon]\njob_wait_timeout={job_wait}\n")
             f.write("[store]\n" + (f"url={url}\n" if url else "") +
                     f"cache_dir={self.cache}\ncache_size={cache_size}\nconnections=4\nrange_size=4M\n"
                     f"threads=2\n[s3]\nendpoint={env.rgw.endpoint}\n"
@@ -511,6 +515,25 @@ def check_untouched(host, dom):
     check(not imported, f"a half-imported snapshot: {imported}")
 
 
+JOB_WAIT_S = 2   # B's job_wait_timeout in case_daemon_pull_at_revert
+
+
+def job_calls_time_out(host, dom):
+    """Calls that need the job the pulling revert holds give up after
+    job_wait_timeout naming the revert; the longest wait."""
+    waited = 0.0
+    for args in (("start", dom), ("snapshot-delete", dom, "s1")):
+        t0 = time.monotonic()
+        r = host.v(*args, check=False, timeout=30)
+        took = time.monotonic() - t0
+        check(r.returncode != 0 and "Timed out during operation: cannot acquire state change lock "
+              "(held by snapshot-revert" in r.stderr, f"virsh {args[0]} during the pull: {r.stderr}")
+        check(JOB_WAIT_S - 0.2 <= took < JOB_WAIT_S + 1.5,
+              f"virsh {args[0]} gave up after {took:.2f} s (job_wait_timeout={JOB_WAIT_S})")
+        waited = max(waited, took)
+    return waited
+
+
 def case_daemon_pull_at_revert(env):
     """B reverts (copy mode) to A's snapshot through a slow URL (nginx's
     limit_rate over the same store tree): the pull shows in domjobinfo,
@@ -541,7 +564,7 @@ def case_daemon_pull_at_revert(env):
         xml = a.v("snapshot-dumpxml", dom, "s1").stdout
         check(url in xml, f"A's snapshot XML names no {url}")
         a.v("destroy", dom)
-        b = Host(env, "B")
+        b = Host(env, "B", job_wait=JOB_WAIT_S)
         b.v("define", b.write(dom + ".xml", a.v("dumpxml", "--inactive", dom).stdout))
         hostile_cookies(b, dom, xml, url, image)
         b.v("snapshot-create", dom, "--redefine", b.write("s1.xml", xml.replace(url, slow)))
@@ -580,6 +603,7 @@ def case_daemon_pull_at_revert(env):
             b.v(*args, timeout=10)
             slowest = max(slowest, time.monotonic() - t0)
         check(slowest < 3, f"virsh took {slowest:.1f} s during the pull")
+        waited = job_calls_time_out(b, dom)
         check(b.jobinfo(dom).get("Job type") == "Bounded", "the pull ended before the checks did "
               "(the slow URL is too fast to show a lock)")
         _, err = p.communicate(timeout=120)
@@ -590,8 +614,11 @@ def case_daemon_pull_at_revert(env):
         check(done.get("Job type") == "Completed" and done.get("Operation") == "Snapshot revert" and
               done.get("Data processed") == done.get("Data total") == during.get("Data total"),
               f"domjobinfo --completed after the pull: {done} (during it: {during})")
+        b.v("suspend", dom, timeout=30)   # the job is free again
+        b.v("resume", dom, timeout=30)
         print(f"  during the pull: {during.get('Data processed')} of {during.get('Data total')}, "
-              f"virsh answered in {slowest:.2f} s at most")
+              f"virsh answered in {slowest:.2f} s at most; start and snapshot-delete gave up "
+              f"after {waited:.2f} s at most")
         b.close()
         b = None
         small_cache_two_clients(env, a, dom, xml, want)
