@@ -1,6 +1,5 @@
 #include "domain-job-lock.h"
 
-#include "domain.h"
 #include "virt-error.h"
 
 static guint wait_timeout_s = DOMAIN_JOB_WAIT_DEFAULT;
@@ -30,9 +29,9 @@ void domain_job_lock_clear(struct domain_job_lock *lock)
     g_cond_clear(&lock->released);
 }
 
-bool domain_job_acquire(struct vsnap_domain *dom, const char *what, GError **error)
+bool domain_job_lock_acquire(struct domain_job_lock *lock, const char *domain, const char *what,
+                             GError **error)
 {
-    struct domain_job_lock *lock = &dom->job;
     unsigned timeout_s = domain_job_wait_timeout();
     gint64 deadline = g_get_monotonic_time() + (gint64)timeout_s * G_TIME_SPAN_SECOND;
     g_mutex_lock(&lock->mutex);
@@ -43,7 +42,7 @@ bool domain_job_acquire(struct vsnap_domain *dom, const char *what, GError **err
             g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_TIMEOUT,
                         "cannot acquire state change lock (held by %s for %" G_GINT64_FORMAT
                         " s): %s of domain '%s' waited %u s", lock->holder, held_s, what,
-                        dom->name, timeout_s);
+                        domain, timeout_s);
             g_mutex_unlock(&lock->mutex);
             return false;
         }
@@ -55,9 +54,8 @@ bool domain_job_acquire(struct vsnap_domain *dom, const char *what, GError **err
     return true;
 }
 
-void domain_job_release(struct vsnap_domain *dom)
+void domain_job_lock_release(struct domain_job_lock *lock)
 {
-    struct domain_job_lock *lock = &dom->job;
     g_mutex_lock(&lock->mutex);
     g_assert(lock->held);
     lock->held = false;

@@ -25,12 +25,13 @@ void domain_job_lock_clear(struct domain_job_lock *lock);
 void domain_job_set_wait_timeout(unsigned seconds);
 unsigned domain_job_wait_timeout(void);
 
-struct vsnap_domain;
-
-/* Take dom's job for the operation `what` (a string literal: "suspend",
- * "snapshot-revert"; the message of a caller that times out names it).
- * Waits at most the configured time, then fails with
- * VIR_ERR_OPERATION_TIMEOUT: "cannot acquire state change lock (held by
- * <what of the holder>)". Never call it holding dom->lock. */
-bool domain_job_acquire(struct vsnap_domain *dom, const char *what, GError **error);
-void domain_job_release(struct vsnap_domain *dom);
+/* Take the lock for the operation `what` (a string literal: "suspend",
+ * "snapshot-revert"; the message of a caller that times out names it), of
+ * the domain called `domain` (for the message). Waits at most the
+ * configured time, then fails with VIR_ERR_OPERATION_TIMEOUT: "cannot
+ * acquire state change lock (held by <what of the holder> ...)". The
+ * domain's callers use domain_job_acquire and domain_job_release
+ * (domain.h). */
+bool domain_job_lock_acquire(struct domain_job_lock *lock, const char *domain, const char *what,
+                             GError **error);
+void domain_job_lock_release(struct domain_job_lock *lock);

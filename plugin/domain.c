@@ -55,6 +55,16 @@ void vsnap_domain_unref(struct vsnap_domain *dom)
     g_free(dom);
 }
 
+bool domain_job_acquire(struct vsnap_domain *dom, const char *what, GError **error)
+{
+    return domain_job_lock_acquire(&dom->job, dom->name, what, error);
+}
+
+void domain_job_release(struct vsnap_domain *dom)
+{
+    domain_job_lock_release(&dom->job);
+}
+
 bool vsnap_domain_is_active(struct vsnap_domain *dom)
 {
     g_mutex_lock(&dom->lock);

@@ -44,6 +44,13 @@ void vsnap_domain_unref(struct vsnap_domain *dom);
 typedef struct vsnap_domain vsnap_domain;
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(vsnap_domain, vsnap_domain_unref)
 
+/* The domain's job for the operation `what` (a string literal: "suspend"),
+ * waited for at most job_wait_timeout seconds; a caller that times out gets
+ * VIR_ERR_OPERATION_TIMEOUT naming the holder's operation
+ * (domain-job-lock.h). Never call it holding dom->lock. */
+bool domain_job_acquire(struct vsnap_domain *dom, const char *what, GError **error);
+void domain_job_release(struct vsnap_domain *dom);
+
 bool vsnap_domain_is_active(struct vsnap_domain *dom);   /* takes lock */
 void vsnap_domain_set_state_locked(struct vsnap_domain *dom, int state, int reason);
 
