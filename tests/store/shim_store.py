@@ -28,9 +28,11 @@ def store_config(env, path):
     """--store-config: the [store] and [s3] groups store_options_load reads."""
     e = env.s3_env
     with open(path, "w") as f:
-        f.write(f"[store]\nconnections = 4\nrange_size = 2M\n\n[s3]\nendpoint = {env.rgw.endpoint}\n"
-                f"region = {e['AWS_REGION']}\naccess_key = {e['AWS_ACCESS_KEY_ID']}\n"
-                f"secret_key = {e['AWS_SECRET_ACCESS_KEY']}\n")
+        f.write("[store]\nconnections = 4\nrange_size = 2M\n")
+        if env.rgw:
+            f.write(f"\n[s3]\nendpoint = {env.rgw.endpoint}\n"
+                    f"region = {e['AWS_REGION']}\naccess_key = {e['AWS_ACCESS_KEY_ID']}\n"
+                    f"secret_key = {e['AWS_SECRET_ACCESS_KEY']}\n")
     return path
 
 
@@ -92,7 +94,8 @@ class Origin:
             f.truncate(DISK_SIZE)
         self.host = Host(env, self.root, "hostA")
         self.http = env.nginx.url("store", "shim")
-        self.s3 = "s3://vsnap-test/shim"
+        # without the gateway (VSNAP_STORE_NO_S3) the second store is nginx's too
+        self.s3 = "s3://vsnap-test/shim" if env.rgw else env.nginx.url("store", "shim-second")
         with self.host.shim() as vm:
             vm.ok("PUT", "vm.create", {
                 "payload": {"kernel": GUEST, "cmdline": "vsnap.fill_mib=48 vsnap.seed=5"},
