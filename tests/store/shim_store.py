@@ -52,13 +52,16 @@ class Host:
         self.count += 1
         # no AWS_* in the environment: the S3 keys come from --store-config
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env["TMPDIR"] = self.dir   # a restore without vsnap_work_dir makes its work dir there
         return ApiShim(SHIM, workdir=self.dir, name=f"{self.name}-{self.count}", env=env,
                        args=["--store-config", self.config, "--store-cache-dir", self.cache])
 
 
 def restore_url(vm, url, mode, work):
-    overrides = {"serial": {"mode": "File", "file": vm.serial_path}, "vsock": {"socket": vm.vsock_path},
-                 "vsnap_work_dir": work}
+    """work None: no vsnap_work_dir (a pull goes under the cache's shim/)."""
+    overrides = {"serial": {"mode": "File", "file": vm.serial_path}, "vsock": {"socket": vm.vsock_path}}
+    if work:
+        overrides["vsnap_work_dir"] = work
     return vm.api("PUT", "vm.restore", {"source_url": url, "memory_restore_mode": mode, "resume": True,
                                         "config_overrides": overrides}, timeout=120)
 
@@ -263,8 +266,85 @@ def case_shim_full_snapshot_carries_its_disk_chain(env):
         conn.close()
 
 
+def pulled(base):
+    """The holders of a shim's pulls under base (not vm.snapshot's local copies)."""
+    return sorted(n for n in os.listdir(base) if n.startswith("store-") and not n.startswith("store-snapshot-"))
+
+
+def restore_checked(env, vm, url, work, o):
+    status, reply = restore_url(vm, url, "ondemand", work)
+    check(status == 204, f"restore {url}: {status} {reply}" + vm.describe())
+    conn = connect(vm)
+    check(sums(conn) == o.sums, f"restore {url}: sums {sums(conn)}, origin {o.sums}")
+    conn.close()
+
+
+def case_shim_pulled_dirs_go_with_the_vm(env):
+    """What a restore from a store pulled (hard links into the cache) goes
+    with the VM: vm.delete, vmm.shutdown, SIGTERM; the cache keeps the
+    layers, and the next restore is a hit. A killed shim's pull (kill -9)
+    is removed by the next import into that directory, a live shim's never;
+    a VM that took a snapshot keeps its pull (the snapshot names it)."""
+    o = origin(env)
+    host = Host(env, o.root, "hostF")
+    ref = f"{o.http}/{o.id}"
+    with host.shim() as vm:
+        restore_checked(env, vm, ref, host.work, o)
+        check(len(pulled(host.work)) == 1, f"after the restore: {pulled(host.work)}")
+        vm.ok("PUT", "vm.delete")
+        check(pulled(host.work) == [], f"vm.delete left {pulled(host.work)}")
+        layers = os.listdir(os.path.join(host.cache, "layers"))
+        check(len(layers) >= 2, f"the cache lost its layers: {layers}")
+        before = len(env.nginx.access_lines())
+        restore_checked(env, vm, ref, host.work, o)
+        check(not layer_gets(env, before), f"the restore after vm.delete was no cache hit: {layer_gets(env, before)}")
+    check(pulled(host.work) == [], f"vmm.shutdown left {pulled(host.work)}")
+    beside_cache = os.path.join(host.cache, "shim")
+    vm = host.shim()
+    try:
+        restore_checked(env, vm, ref, None, o)
+        check(len(pulled(beside_cache)) == 1, f"no pull under the cache: {os.listdir(host.cache)}")
+        vm.proc.terminate()
+        vm.proc.wait(timeout=30)
+        check(pulled(beside_cache) == [], f"SIGTERM left {pulled(beside_cache)}")
+    finally:
+        vm.close()
+    killed = host.shim()
+    try:
+        restore_checked(env, killed, ref, host.work, o)
+        killed.proc.kill()
+        killed.proc.wait(timeout=30)
+    finally:
+        killed.close()
+    stale = pulled(host.work)
+    check(len(stale) == 1, f"after kill -9: {stale}")
+    with host.shim() as a:
+        restore_checked(env, a, ref, host.work, o)
+        mine = pulled(host.work)
+        check(len(mine) == 1 and mine != stale, f"the next import left the killed shim's pull: {stale} -> {mine}")
+        with host.shim() as b:
+            restore_checked(env, b, ref, host.work, o)
+            check(len(pulled(host.work)) == 2 and mine[0] in pulled(host.work),
+                  f"an import removed a live shim's pull: {mine} -> {pulled(host.work)}")
+        check(pulled(host.work) == mine, f"b's exit: {pulled(host.work)}")
+    check(pulled(host.work) == [], f"after both: {pulled(host.work)}")
+    snap = os.path.join(host.dir, "snapshot-of-a-restored-vm")
+    with host.shim() as vm:
+        restore_checked(env, vm, ref, host.work, o)
+        vm.ok("PUT", "vm.pause")
+        vm.ok("PUT", "vm.snapshot", {"destination_url": "file://" + snap})
+        vm.ok("PUT", "vm.delete")
+    kept = pulled(host.work)
+    check(len(kept) == 1, f"the pull a snapshot names was not kept: {kept}")
+    with host.shim() as vm:
+        restore_checked(env, vm, "file://" + snap, os.path.join(host.dir, "work2"), o)
+    with host.shim() as vm:
+        restore_checked(env, vm, ref, host.work, o)
+        check(kept[0] in pulled(host.work), f"an import removed a kept pull: {kept} -> {pulled(host.work)}")
+
+
 CASES = [case_shim_snapshot_to_store, case_shim_restore_from_store, case_shim_store_errors,
-         case_shim_full_snapshot_carries_its_disk_chain]
+         case_shim_full_snapshot_carries_its_disk_chain, case_shim_pulled_dirs_go_with_the_vm]
 
 
 def case_shim_confined_refuses_store_urls(env):
