@@ -73,15 +73,20 @@ char *cache_snapshot_dir(struct store_cache *c, const char *id)
     return sub(c, "snapshots", id);
 }
 
-/* flock with a deadline, so no lock waits forever. */
-static bool lock_fd(int fd, int op, const char *path, GError **error)
+/* flock with a deadline, so no lock waits forever: the operation's
+ * (store_options.deadline, STORE_ERROR_TIMEOUT), else an hour. */
+static bool lock_fd(int fd, int op, const char *path, gint64 deadline, GError **error)
 {
-    gint64 deadline = g_get_monotonic_time() + (gint64)3600 * G_USEC_PER_SEC;
+    gint64 end = deadline ? deadline : g_get_monotonic_time() + (gint64)3600 * G_USEC_PER_SEC;
     while (flock(fd, op | LOCK_NB) != 0) {
         if (errno != EWOULDBLOCK && errno != EINTR)
             return fail_errno(error, errno, "lock", path);
-        if (g_get_monotonic_time() > deadline) {
-            g_set_error(error, STORE_ERROR, STORE_ERROR_IO, "lock %s: still held after an hour", path);
+        if (g_get_monotonic_time() > end) {
+            if (deadline)
+                g_set_error(error, STORE_ERROR, STORE_ERROR_TIMEOUT, "lock %s: still held (another process "
+                            "imports the same layer) when the operation's deadline passed", path);
+            else
+                g_set_error(error, STORE_ERROR, STORE_ERROR_IO, "lock %s: still held after an hour", path);
             return false;
         }
         g_usleep(5000);
@@ -89,14 +94,14 @@ static bool lock_fd(int fd, int op, const char *path, GError **error)
     return true;
 }
 
-static int open_locked(const char *path, int op, GError **error)
+static int open_locked(const char *path, int op, gint64 deadline, GError **error)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) {
         fail_errno(error, errno, "open", path);
         return -1;
     }
-    if (!lock_fd(fd, op, path, error)) {
+    if (!lock_fd(fd, op, path, deadline, error)) {
         close(fd);
         return -1;
     }
@@ -317,7 +322,7 @@ static bool make_room(struct store_cache *c, guint64 need, const char *keep, GEr
 static int lock_cache(struct store_cache *c, GError **error)
 {
     g_autofree char *p = g_build_filename(c->dir, "lock", NULL);
-    return open_locked(p, LOCK_EX, error);
+    return open_locked(p, LOCK_EX, 0, error);
 }
 
 /* Temporary files of imports whose process died (their lock is free). */
@@ -354,11 +359,11 @@ bool store_cache_gc(struct store_cache *c, GError **error)
     return true;
 }
 
-int cache_lock_snapshot(struct store_cache *c, const char *id, GError **error)
+int cache_lock_snapshot(struct store_cache *c, const char *id, gint64 deadline, GError **error)
 {
     g_autofree char *name = g_strdup_printf("snapshot-%s", id);
     g_autofree char *p = sub(c, "locks", name);
-    return open_locked(p, LOCK_EX, error);
+    return open_locked(p, LOCK_EX, deadline, error);
 }
 
 /* ---- getting a layer ---- */
@@ -444,14 +449,14 @@ static bool import_layer(struct store_cache *c, const char *digest, guint64 size
 }
 
 bool cache_get_layer(struct store_cache *c, const char *digest, guint64 size, cache_fill_fn fill,
-                     void *ctx, char **out_path, int *pin_fd, bool *hit, GError **error)
+                     void *ctx, gint64 deadline, char **out_path, int *pin_fd, bool *hit, GError **error)
 {
     g_autofree char *path = sub(c, "layers", digest);
     g_autofree char *lock_path = sub(c, "locks", digest);
     *pin_fd = pin_cached(path);
     *hit = *pin_fd >= 0;
     if (!*hit) {
-        int lock = open_locked(lock_path, LOCK_EX, error);
+        int lock = open_locked(lock_path, LOCK_EX, deadline, error);
         if (lock < 0)
             return false;
         *pin_fd = pin_cached(path);    /* imported by another process while we waited */

@@ -20,11 +20,13 @@ typedef bool (*cache_fill_fn)(void *ctx, int fd, const char *path, GError **erro
  * import: the second waits for the first and then hits. *pin_fd holds the
  * layer (no eviction) until closed; *hit says whether it was cached. */
 bool cache_get_layer(struct store_cache *c, const char *digest, guint64 size, cache_fill_fn fill,
-                     void *ctx, char **path, int *pin_fd, bool *hit, GError **error);
+                     void *ctx, gint64 deadline, char **path, int *pin_fd, bool *hit, GError **error);
 
 /* Hold <dir>/locks/snapshot-<id> (returns its fd) while a parent snapshot is
- * pulled into snapshots/, so two pulls make it once. */
-int cache_lock_snapshot(struct store_cache *c, const char *id, GError **error);
+ * pulled into snapshots/, so two pulls make it once. deadline (as
+ * store_options.deadline; 0: an hour) bounds the waits for another
+ * process's import in both. */
+int cache_lock_snapshot(struct store_cache *c, const char *id, gint64 deadline, GError **error);
 
 /* <dir>/snapshots/<id> */
 char *cache_snapshot_dir(struct store_cache *c, const char *id);

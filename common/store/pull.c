@@ -85,7 +85,8 @@ static bool pull_layer(struct fill *x, struct store_cache *cache, const char *de
     g_autofree char *path = NULL;
     int pin = -1;
     bool hit = false;
-    if (!cache_get_layer(cache, x->f->digest, x->f->size, fill_object, x, &path, &pin, &hit, error))
+    if (!cache_get_layer(cache, x->f->digest, x->f->size, fill_object, x, x->t->opts->deadline, &path, &pin,
+                         &hit, error))
         return false;
     g_array_append_val(pins, pin);
     if (hit) {
@@ -154,7 +155,7 @@ static char *pull_parent(struct transport *t, const char *id, struct store_cache
     g_autofree char *dir = cache_snapshot_dir(cache, id);
     if (has_snapshot(dir, id))
         return g_steal_pointer(&dir);
-    int lock = cache_lock_snapshot(cache, id, error);
+    int lock = cache_lock_snapshot(cache, id, t->opts->deadline, error);
     if (lock < 0)
         return NULL;
     bool ok = has_snapshot(dir, id);

@@ -39,6 +39,7 @@ bool api_store_init(struct api_store *s, const char *config_path, const char *ca
     s->pulled = g_ptr_array_new_with_free_func(pulled_free);
     store_options_init(&s->options);
     s->cache_size = STORE_DEFAULT_CACHE_SIZE;
+    s->options.timeout_s = API_STORE_TIMEOUT_S;
     if (config_path && !store_options_load(&s->options, config_path, NULL, &s->cache_dir, &s->cache_size, error)) {
         g_prefix_error(error, "--store-config: ");
         return false;
@@ -81,8 +82,8 @@ bool api_store_check_reachable(const char *field, const char *url, GError **erro
 }
 
 /* A store's error as the API answers it: a missing object or manifest is
- * 404, a bad argument 400, everything else 500; the message (which names
- * the object) is kept. */
+ * 404, a bad argument 400, a deadline that passed 504, everything else
+ * 500; the message (which names the object) is kept. */
 static void to_shim_error(GError **error, const char *what)
 {
     if (!*error || (*error)->domain == SHIM_ERROR)
@@ -92,6 +93,8 @@ static void to_shim_error(GError **error, const char *what)
         code = SHIM_ERROR_NOT_FOUND;
     else if ((*error)->domain == STORE_ERROR && (*error)->code == STORE_ERROR_INVALID)
         code = SHIM_ERROR_INVALID;
+    else if ((*error)->domain == STORE_ERROR && (*error)->code == STORE_ERROR_TIMEOUT)
+        code = SHIM_ERROR_TIMEOUT;
     GError *shim = g_error_new(SHIM_ERROR, code, "%s: %s", what, (*error)->message);
     g_clear_error(error);
     *error = shim;
@@ -198,7 +201,9 @@ char *api_store_import(struct api_store *s, const char *ref, const char *base, G
     struct store_cache *cache = store_cache_open(s->cache_dir, s->cache_size, error);
     struct store_pull_result r = { 0 };
     gint64 t0 = g_get_monotonic_time();
-    bool ok = cache && store_pull(url, id, dest, cache, &s->options, &r, error);
+    struct store_options o = s->options; /* shares the strings: not cleared */
+    store_options_start_deadline(&o);
+    bool ok = cache && store_pull(url, id, dest, cache, &o, &r, error);
     if (cache)
         store_cache_close(cache);
     if (!ok) {
@@ -259,7 +264,9 @@ bool api_store_push(const struct api_store *s, const char *dir, const char *url,
 {
     struct store_push_args a = { .dir = dir, .url = url };
     gint64 t0 = g_get_monotonic_time();
-    if (!store_push(&a, &s->options, result, error)) {
+    struct store_options o = s->options; /* shares the strings: not cleared */
+    store_options_start_deadline(&o);
+    if (!store_push(&a, &o, result, error)) {
         g_autofree char *what = g_strdup_printf("cannot push the snapshot at file://%s to %s", dir, url);
         to_shim_error(error, what);
         return false;

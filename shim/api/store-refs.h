@@ -16,6 +16,13 @@
 
 #include "store/store.h"
 
+/* A transfer inside an API request (an import for vm.restore, a push for
+ * vm.snapshot) ends within this, whatever the store does, unless
+ * --store-config's [store] timeout says otherwise (0: only the store's
+ * per-request bounds): well inside the 30 s clients such as virtvsnapd give
+ * a request, so the answer (504) arrives before they give up. */
+#define API_STORE_TIMEOUT_S 25u
+
 /* The shim's store settings: --store-config's [store] and [s3] groups,
  * --store-cache-dir over its cache_dir, the host default cache otherwise;
  * and the directories this shim's restores pulled, which are its own to
@@ -47,6 +54,9 @@ bool api_store_check_reachable(const char *field, const char *url, GError **erro
  * lock file (shim.lock) this shim holds while it lives: an import into the
  * same base removes the holders whose shim died (kill -9) first. */
 char *api_store_import(struct api_store *s, const char *ref, const char *base, GError **error);
+/* Both, and api_store_push: the options' timeout_s bounds the whole
+ * transfer; a store that does not finish in time is SHIM_ERROR_TIMEOUT
+ * (504) naming the request it was in. */
 
 /* The restore from dir (what api_store_import returned) was refused: dir
  * goes now. */

@@ -13,6 +13,7 @@ import subprocess
 import time
 
 from persisttest import ApiShim, MIB, check, connect
+from servers import StallingProxy
 
 SHIM = GUEST = None
 DISK_SIZE = 32 * MIB
@@ -24,11 +25,14 @@ def setup(shim, guest):
     SHIM, GUEST = shim, guest
 
 
-def store_config(env, path):
-    """--store-config: the [store] and [s3] groups store_options_load reads."""
+def store_config(env, path, timeout=None):
+    """--store-config: the [store] and [s3] groups store_options_load reads
+    (timeout: [store] timeout, the whole transfer's bound)."""
     e = env.s3_env
     with open(path, "w") as f:
         f.write("[store]\nconnections = 4\nrange_size = 2M\n")
+        if timeout is not None:
+            f.write(f"timeout = {timeout}\n")
         if env.rgw:
             f.write(f"\n[s3]\nendpoint = {env.rgw.endpoint}\n"
                     f"region = {e['AWS_REGION']}\naccess_key = {e['AWS_ACCESS_KEY_ID']}\n"
@@ -39,13 +43,13 @@ def store_config(env, path):
 class Host:
     """One "host": its layer cache and work directory; shims made on it."""
 
-    def __init__(self, env, root, name):
+    def __init__(self, env, root, name, timeout=None):
         self.env, self.name = env, name
         self.dir = os.path.join(root, name)
         self.cache = os.path.join(self.dir, "cache")
         self.work = os.path.join(self.dir, "work")
         os.makedirs(self.work)
-        self.config = store_config(env, os.path.join(self.dir, "store.conf"))
+        self.config = store_config(env, os.path.join(self.dir, "store.conf"), timeout)
         self.count = 0
 
     def shim(self):
@@ -343,8 +347,58 @@ def case_shim_pulled_dirs_go_with_the_vm(env):
         check(kept[0] in pulled(host.work), f"an import removed a kept pull: {kept} -> {pulled(host.work)}")
 
 
+def timed(call):
+    t0 = time.monotonic()
+    result = call()
+    return result, time.monotonic() - t0
+
+
+def check_deadline_reply(what, status, reply, bound, elapsed):
+    print(f"  {what}: {status} after {elapsed:.1f} s: {reply}", flush=True)
+    check(status == 504 and f"deadline of {bound} s" in reply[0] and ".zst" in reply[0],
+          f"{what} from a stalled store: {status} {reply}")
+    check(bound - 0.5 < elapsed < bound + 4, f"{what} from a stalled store answered after {elapsed:.1f} s, "
+          f"its deadline {bound} s")
+
+
+def case_shim_store_deadline(env):
+    """A store that accepts requests for objects and never answers them (a
+    stalled server: its manifests come, the layers never do) holds an API
+    request no longer than the transfer's deadline ([store] timeout): the
+    vm.restore and the vm.snapshot answer 504 naming the object and the
+    deadline, the VM stays paused after the push, the shim takes the next
+    restore. Without a [store] timeout the bound is the shim's 25 s (not in
+    the short run, VSNAP_STORE_NO_S3: it only waits)."""
+    o = origin(env)
+    stall = StallingProxy(env.nginx)
+    try:
+        host = Host(env, o.root, "hostG", timeout=2)
+        with host.shim() as vm:
+            (status, reply), elapsed = timed(lambda: restore_url(vm, f"{stall.url('store', 'shim')}/{o.id}",
+                                                                 "ondemand", host.work))
+            check_deadline_reply("vm.restore", status, reply, 2, elapsed)
+            check(pulled(host.work) == [], f"the timed-out import left {pulled(host.work)}")
+            restore_checked(env, vm, f"{o.http}/{o.id}", host.work, o)
+            vm.ok("PUT", "vm.pause")
+            (status, reply), elapsed = timed(lambda: vm.api("PUT", "vm.snapshot",
+                                                            {"destination_url": stall.url("store", "stalled")}))
+            check_deadline_reply("vm.snapshot", status, reply, 2, elapsed)
+            check("still paused" in reply[0] and vm.state() == "Paused", f"after the push: {reply}")
+        check(stall.stalled >= 2, f"the proxy stalled {stall.stalled} requests")
+        if env.short:
+            return
+        host = Host(env, o.root, "hostH")
+        with host.shim() as vm:
+            (status, reply), elapsed = timed(lambda: restore_url(vm, f"{stall.url('store', 'shim')}/{o.id}",
+                                                                 "copy", host.work))
+            check_deadline_reply("vm.restore (the default bound)", status, reply, 25, elapsed)
+    finally:
+        stall.close()
+
+
 CASES = [case_shim_snapshot_to_store, case_shim_restore_from_store, case_shim_store_errors,
-         case_shim_full_snapshot_carries_its_disk_chain, case_shim_pulled_dirs_go_with_the_vm]
+         case_shim_full_snapshot_carries_its_disk_chain, case_shim_pulled_dirs_go_with_the_vm,
+         case_shim_store_deadline]
 
 
 def case_shim_confined_refuses_store_urls(env):
