@@ -780,6 +780,15 @@ bool driver_destroy(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned
 {
     if (!check_flags(flags, VIR_DOMAIN_DESTROY_GRACEFUL, error))
         return false;
+    /* A revert importing a snapshot from the store holds the job for as
+     * long as the transfer takes: its import stops first (the revert then
+     * fails and leaves the domain as it was, starting nothing), so the
+     * destroy does not wait for the transfer. A revert past its import
+     * finishes first and its VM is the one destroyed. */
+    char uuid[37];
+    uuid_format(dom->uuid, uuid);
+    if (vsnap_domain_is_active(dom))
+        pull_job_cancel(drv->pulls, uuid, "canceled: the domain was destroyed");
     g_mutex_lock(&dom->job);
     bool ok = require_active(dom, error) &&
               process_stop(drv, dom, VIR_DOMAIN_SHUTOFF_DESTROYED,
@@ -793,6 +802,47 @@ bool driver_destroy(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned
     }
     g_mutex_unlock(&dom->job);
     return ok;
+}
+
+static const char *job_name(int operation)
+{
+    switch (operation) {
+    case VIR_DOMAIN_JOB_OPERATION_SNAPSHOT: return "snapshot";
+    case VIR_DOMAIN_JOB_OPERATION_SAVE: return "save";
+    default: return "current";
+    }
+}
+
+bool driver_abort_job(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                      GError **error)
+{
+    if (flags & VIR_DOMAIN_ABORT_JOB_POSTCOPY) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "current job is not outgoing migration in post-copy mode (vsnap domains "
+                    "do not migrate)");
+        return false;
+    }
+    if (!check_flags(flags, 0, error))
+        return false;
+    /* Not under dom->job: the job to stop holds it. The same job
+     * domjobinfo shows: the domain's own (a snapshot or save in the VMM),
+     * else a revert's import, else a background push. */
+    struct domain_job job = {0};
+    if (domain_job_get(dom, &job)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "cannot abort the %s job of %s: it runs in the VMM and ends on its own "
+                    "(virsh destroy stops the domain)", job_name(job.operation), dom->name);
+        domain_job_clear(&job);
+        return false;
+    }
+    char uuid[37];
+    uuid_format(dom->uuid, uuid);
+    if (pull_job_cancel(drv->pulls, uuid, "canceled by client") ||
+        push_cancel(drv->pushes, uuid))
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                "no job is active on the domain");
+    return false;
 }
 
 /* Run one shim action that needs the domain in `needed` state. */

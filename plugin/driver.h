@@ -66,6 +66,11 @@ bool driver_destroy(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned
                     GError **error);
 bool driver_shutdown(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                      GError **error);
+/* virsh domjobabort: the job domjobinfo shows stops (a revert's import from
+ * the store, a background push); VIR_ERR_OPERATION_INVALID when no job is
+ * active or the job cannot be aborted (a snapshot or save inside the VMM). */
+bool driver_abort_job(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                      GError **error);
 bool driver_reboot(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                    GError **error);
 bool driver_suspend(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);

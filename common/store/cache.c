@@ -50,7 +50,8 @@ struct store_cache *store_cache_open(const char *dir, guint64 max_bytes, GError 
         }
     }
     struct store_cache *c = g_new0(struct store_cache, 1);
-    c->dir = g_strdup(dir);
+    /* absolute: pulled snapshots name their parents in it by file:// URL */
+    c->dir = g_canonicalize_filename(dir, NULL);
     c->max_bytes = max_bytes;
     return c;
 }
@@ -73,14 +74,21 @@ char *cache_snapshot_dir(struct store_cache *c, const char *id)
     return sub(c, "snapshots", id);
 }
 
-/* flock with a deadline, so no lock waits forever: the operation's
- * (store_options.deadline, STORE_ERROR_TIMEOUT), else an hour. */
-static bool lock_fd(int fd, int op, const char *path, gint64 deadline, GError **error)
+/* flock with a deadline, so no lock waits forever: o's (store_options.
+ * deadline, STORE_ERROR_TIMEOUT), else an hour; a wait for another import
+ * stops at o's cancel (o may be NULL). */
+static bool lock_fd(int fd, int op, const char *path, const struct store_options *o,
+                    GError **error)
 {
+    gint64 deadline = o ? o->deadline : 0;
     gint64 end = deadline ? deadline : g_get_monotonic_time() + (gint64)3600 * G_USEC_PER_SEC;
     while (flock(fd, op | LOCK_NB) != 0) {
         if (errno != EWOULDBLOCK && errno != EINTR)
             return fail_errno(error, errno, "lock", path);
+        if (store_cancelled(o, error)) {
+            g_prefix_error(error, "waiting for %s: ", path);
+            return false;
+        }
         if (g_get_monotonic_time() > end) {
             if (deadline)
                 g_set_error(error, STORE_ERROR, STORE_ERROR_TIMEOUT, "lock %s: still held (another process "
@@ -94,14 +102,14 @@ static bool lock_fd(int fd, int op, const char *path, gint64 deadline, GError **
     return true;
 }
 
-static int open_locked(const char *path, int op, gint64 deadline, GError **error)
+static int open_locked(const char *path, int op, const struct store_options *o, GError **error)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) {
         fail_errno(error, errno, "open", path);
         return -1;
     }
-    if (!lock_fd(fd, op, path, deadline, error)) {
+    if (!lock_fd(fd, op, path, o, error)) {
         close(fd);
         return -1;
     }
@@ -322,7 +330,7 @@ static bool make_room(struct store_cache *c, guint64 need, const char *keep, GEr
 static int lock_cache(struct store_cache *c, GError **error)
 {
     g_autofree char *p = g_build_filename(c->dir, "lock", NULL);
-    return open_locked(p, LOCK_EX, 0, error);
+    return open_locked(p, LOCK_EX, NULL, error);   /* held briefly: no cancel needed */
 }
 
 /* Temporary files of imports whose process died (their lock is free). */
@@ -359,11 +367,12 @@ bool store_cache_gc(struct store_cache *c, GError **error)
     return true;
 }
 
-int cache_lock_snapshot(struct store_cache *c, const char *id, gint64 deadline, GError **error)
+int cache_lock_snapshot(struct store_cache *c, const char *id, const struct store_options *o,
+                        GError **error)
 {
     g_autofree char *name = g_strdup_printf("snapshot-%s", id);
     g_autofree char *p = sub(c, "locks", name);
-    return open_locked(p, LOCK_EX, deadline, error);
+    return open_locked(p, LOCK_EX, o, error);
 }
 
 /* ---- getting a layer ---- */
@@ -449,14 +458,15 @@ static bool import_layer(struct store_cache *c, const char *digest, guint64 size
 }
 
 bool cache_get_layer(struct store_cache *c, const char *digest, guint64 size, cache_fill_fn fill,
-                     void *ctx, gint64 deadline, char **out_path, int *pin_fd, bool *hit, GError **error)
+                     void *ctx, const struct store_options *o, char **out_path, int *pin_fd,
+                     bool *hit, GError **error)
 {
     g_autofree char *path = sub(c, "layers", digest);
     g_autofree char *lock_path = sub(c, "locks", digest);
     *pin_fd = pin_cached(path);
     *hit = *pin_fd >= 0;
     if (!*hit) {
-        int lock = open_locked(lock_path, LOCK_EX, deadline, error);
+        int lock = open_locked(lock_path, LOCK_EX, o, error);
         if (lock < 0)
             return false;
         *pin_fd = pin_cached(path);    /* imported by another process while we waited */

@@ -18,15 +18,18 @@ typedef bool (*cache_fill_fn)(void *ctx, int fd, const char *path, GError **erro
  * imported by fill into a temporary file that enters the cache only when
  * fill succeeded. Two processes asking for one digest at once make one
  * import: the second waits for the first and then hits. *pin_fd holds the
- * layer (no eviction) until closed; *hit says whether it was cached. */
+ * layer (no eviction) until closed; *hit says whether it was cached. The
+ * wait for another import stops at o's cancel (o may be NULL). */
 bool cache_get_layer(struct store_cache *c, const char *digest, guint64 size, cache_fill_fn fill,
-                     void *ctx, gint64 deadline, char **path, int *pin_fd, bool *hit, GError **error);
+                     void *ctx, const struct store_options *o, char **path, int *pin_fd,
+                     bool *hit, GError **error);
 
 /* Hold <dir>/locks/snapshot-<id> (returns its fd) while a parent snapshot is
- * pulled into snapshots/, so two pulls make it once. deadline (as
- * store_options.deadline; 0: an hour) bounds the waits for another
- * process's import in both. */
-int cache_lock_snapshot(struct store_cache *c, const char *id, gint64 deadline, GError **error);
+ * pulled into snapshots/, so two pulls make it once. Both waits for another
+ * process's import end by o's deadline (store_options.deadline; none: an
+ * hour) and at its cancel. */
+int cache_lock_snapshot(struct store_cache *c, const char *id, const struct store_options *o,
+                        GError **error);
 
 /* <dir>/snapshots/<id> */
 char *cache_snapshot_dir(struct store_cache *c, const char *id);

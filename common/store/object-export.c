@@ -31,13 +31,18 @@ static bool read_at(int fd, const char *path, void *buf, gsize len, guint64 off,
     return true;
 }
 
-bool object_digest(int fd, const char *path, guint64 size, char out[65], GError **error)
+bool object_digest(int fd, const char *path, guint64 size, const struct store_options *o,
+                   char out[65], GError **error)
 {
     g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
     const gsize chunk = 4u << 20;
     g_autofree guint8 *buf = g_malloc(chunk);
     for (guint64 off = 0; off < size;) {
         gsize n = MIN(chunk, size - off);
+        if (store_cancelled(o, error)) {
+            g_prefix_error(error, "digest of %s: ", path);
+            return false;
+        }
         if (!read_at(fd, path, buf, n, off, error))
             return false;
         g_checksum_update(sum, buf, n);
@@ -149,6 +154,12 @@ static bool write_frames(struct export *x, GThreadPool *pool, struct transport *
 {
     guint64 submitted = 0;
     for (guint64 seq = 0; seq < nframes; seq++) {
+        GError *cancelled = NULL;
+        if (store_cancelled(t->opts, &cancelled)) {
+            g_prefix_error(&cancelled, "export of %s: ", x->path);
+            export_fail(x, cancelled);   /* the queued frames are not compressed for nothing */
+            return false;
+        }
         while (submitted < nframes && submitted < seq + x->window) {
             struct export_job *j = g_new(struct export_job, 1);
             *j = (struct export_job){ x, submitted++ };

@@ -373,6 +373,8 @@ bool object_import(struct transport *t, const char *name, const struct seekable_
     struct fetch_consumer c = { import_data, import_restart, &im };
     GError *fetch_error = NULL;
     bool ok = t->ops->fetch(t, name, fetch, n, &c, &fetch_error);
+    if (!ok)   /* the frames still queued are not decompressed for nothing */
+        g_atomic_int_set(&im.failed, 1);
     g_thread_pool_free(im.pool, FALSE, TRUE);
     if (im.error) {   /* a worker's error is the cause of the fetch's */
         g_clear_error(&fetch_error);

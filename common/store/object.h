@@ -10,8 +10,10 @@
 /* The object's name in a store: objects/<digest>.zst */
 char *object_name(const char *digest);
 
-/* SHA-256 (64 hex digits) of fd's first size bytes. */
-bool object_digest(int fd, const char *path, guint64 size, char out[65], GError **error);
+/* SHA-256 (64 hex digits) of fd's first size bytes; stops at o's cancel
+ * (o may be NULL). */
+bool object_digest(int fd, const char *path, guint64 size, const struct store_options *o,
+                   char out[65], GError **error);
 
 /* What an export wrote. */
 struct object_info {

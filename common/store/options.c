@@ -33,6 +33,14 @@ void store_options_clear(struct store_options *o)
     g_clear_pointer(&o->s3_secret_key, g_free);
 }
 
+bool store_cancelled(const struct store_options *o, GError **error)
+{
+    if (!o || !o->cancel || !g_atomic_int_get(o->cancel))
+        return false;
+    g_set_error(error, STORE_ERROR, STORE_ERROR_CANCELLED, "cancelled");
+    return true;
+}
+
 static bool bad_url(GError **error, const char *url, const char *why)
 {
     g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID,

@@ -85,7 +85,7 @@ static bool pull_layer(struct fill *x, struct store_cache *cache, const char *de
     g_autofree char *path = NULL;
     int pin = -1;
     bool hit = false;
-    if (!cache_get_layer(cache, x->f->digest, x->f->size, fill_object, x, x->t->opts->deadline, &path, &pin,
+    if (!cache_get_layer(cache, x->f->digest, x->f->size, fill_object, x, x->t->opts, &path, &pin,
                          &hit, error))
         return false;
     g_array_append_val(pins, pin);
@@ -111,7 +111,7 @@ static bool pull_small_file(struct fill *x, const char *dest, GError **error)
     if (!ok)
         g_set_error(error, STORE_ERROR, errno == ENOSPC ? STORE_ERROR_NO_SPACE : STORE_ERROR_IO,
                     "truncate %s: %s", path, g_strerror(errno));
-    ok = ok && fill_object(x, fd, path, error) && object_digest(fd, path, x->f->size, digest, error);
+    ok = ok && fill_object(x, fd, path, error) && object_digest(fd, path, x->f->size, x->t->opts, digest, error);
     if (ok && strcmp(digest, x->f->digest) != 0) {
         g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "object %s: not the file %s it should be",
                     x->f->digest, x->f->name);
@@ -155,7 +155,7 @@ static char *pull_parent(struct transport *t, const char *id, struct store_cache
     g_autofree char *dir = cache_snapshot_dir(cache, id);
     if (has_snapshot(dir, id))
         return g_steal_pointer(&dir);
-    int lock = cache_lock_snapshot(cache, id, t->opts->deadline, error);
+    int lock = cache_lock_snapshot(cache, id, t->opts, error);
     if (lock < 0)
         return NULL;
     bool ok = has_snapshot(dir, id);
@@ -181,6 +181,10 @@ static bool pull_files(struct transport *t, const struct manifest *m, const char
     bool ok = true;
     for (guint i = 0; ok && i < m->files->len; i++) {
         struct fill x = { t, &g_array_index(m->files, struct manifest_file, i), &pg, r };
+        if (store_cancelled(t->opts, error)) {
+            ok = false;
+            break;
+        }
         ok = x.f->kind == MANIFEST_LAYER ? pull_layer(&x, cache, partial, pins, error)
                                          : pull_small_file(&x, partial, error);
     }
@@ -289,7 +293,7 @@ bool store_verify(const char *url, const char *id, const struct store_options *o
             g_set_error(error, STORE_ERROR, STORE_ERROR_IO, "temporary file in %s: %s",
                         g_get_tmp_dir(), g_strerror(errno));
         ok = ok && fill_object(&x, fd, "verify", error) &&
-             object_digest(fd, x.f->name, x.f->size, digest, error);
+             object_digest(fd, x.f->name, x.f->size, o, digest, error);
         progress_end(&pg);
         if (fd >= 0)
             close(fd);

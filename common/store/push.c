@@ -89,7 +89,7 @@ static bool push_file(struct transport *t, const char *dir, const char *name, st
     f->name = g_strdup(name);
     f->size = st.st_size;
     f->kind = is_layer(fd) ? MANIFEST_LAYER : MANIFEST_FILE;
-    bool ok = object_digest(fd, path, f->size, f->digest, error) &&
+    bool ok = object_digest(fd, path, f->size, t->opts, f->digest, error) &&
               push_object(t, fd, path, f, pg, r, error);
     close(fd);
     return ok;
@@ -171,7 +171,9 @@ static bool push_one(struct transport *t, const struct snap_dir *d, GPtrArray *d
         g_array_append_val(m->files, f);
     }
     progress_end(&pg);
-    if (!ok)
+    /* a cancel seen by no transfer (the last object was skipped) still
+     * keeps the manifest out */
+    if (!ok || store_cancelled(t->opts, error))
         return false;
     g_autoptr(GBytes) json = manifest_to_json(m);
     return t->ops->put(t, mname, json, error);

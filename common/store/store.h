@@ -24,6 +24,7 @@ enum store_error_code {
     STORE_ERROR_CORRUPT,    /* an object does not match its manifest or checksums */
     STORE_ERROR_INVALID,    /* bad argument or configuration */
     STORE_ERROR_FULL,       /* the cache cannot make room (pinned layers) */
+    STORE_ERROR_CANCELLED,  /* the caller asked to stop (store_options.cancel) */
     STORE_ERROR_TIMEOUT,    /* the operation's deadline passed (store_options.deadline) */
 };
 
@@ -60,6 +61,13 @@ struct store_options {
      * (done) and, as each directory starts, bytes it adds to the total. */
     void (*on_progress)(void *data, guint64 done, guint64 total);
     void *progress_data;
+    /* Optional, for a caller that stops transfers from another thread (a
+     * daemon's job abort): when *cancel becomes non-zero (g_atomic_int_set),
+     * the push or pull under way stops within about 100 ms, even with the
+     * server silent, and fails with STORE_ERROR_CANCELLED, leaving what a
+     * failure leaves (no partial layer in the cache, no partial directory,
+     * no manifest for a push that did not send every object). NULL: never. */
+    gint *cancel;
 };
 
 void store_options_init(struct store_options *o);
@@ -72,6 +80,10 @@ void store_options_start_deadline(struct store_options *o);
  * secret_key. */
 bool store_options_load(struct store_options *o, const char *path, char **url, char **cache_dir,
                         guint64 *cache_size, GError **error);
+
+/* Whether o asks the transfer under way to stop; if so, *error is set
+ * (STORE_ERROR_CANCELLED). */
+bool store_cancelled(const struct store_options *o, GError **error);
 
 /* Whether url is a store URL of a known kind and shape (file:///dir,
  * http(s)://host[/prefix], s3://bucket[/prefix]), without contacting it:

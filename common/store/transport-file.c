@@ -177,6 +177,7 @@ struct file_fetch {
     const struct fetch_range *ranges;
     guint nranges;
     const struct fetch_consumer *c;
+    const struct store_options *opts;
     gint next;        /* atomic: next range to take */
     gint failed;      /* atomic */
     GMutex lock;
@@ -205,11 +206,16 @@ static gpointer file_fetch_thread(gpointer data)
         for (guint64 off = f->ranges[i].start; off < f->ranges[i].end;) {
             if (g_atomic_int_get(&f->failed))
                 return NULL;
+            GError *e = NULL;
+            if (store_cancelled(f->opts, &e)) {   /* checked once a chunk */
+                g_prefix_error(&e, "read %s: ", f->path);
+                file_fetch_fail(f, e);
+                return NULL;
+            }
             gsize want = MIN((guint64)FILE_CHUNK, f->ranges[i].end - off);
             ssize_t n = pread(f->fd, buf, want, off);
             if (n < 0 && errno == EINTR)
                 continue;
-            GError *e = NULL;
             if (n <= 0) {
                 g_set_error(&e, STORE_ERROR, n == 0 ? STORE_ERROR_CORRUPT : STORE_ERROR_IO,
                             "read %s at %" G_GUINT64_FORMAT ": %s", f->path, off,
@@ -230,7 +236,8 @@ static bool file_fetch(struct transport *t, const char *name, const struct fetch
                        guint nranges, const struct fetch_consumer *c, GError **error)
 {
     g_autofree char *path = object_path(t, name);
-    struct file_fetch f = { .path = path, .ranges = ranges, .nranges = nranges, .c = c };
+    struct file_fetch f = { .path = path, .ranges = ranges, .nranges = nranges, .c = c,
+                            .opts = t->opts };
     f.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (f.fd < 0)
         return fail_errno(error, errno, "open", path);

@@ -92,13 +92,20 @@ static CURL *easy_new(struct http_transport *h, const char *url, struct curl_sli
     return e;
 }
 
-/* Run handles to completion on one multi handle; results[i] per handle. */
-static void multi_run(CURL **handles, guint n, CURLcode *results)
+/* How long a wait for the network lasts at most before the cancel flag
+ * (store_options.cancel) is looked at again. */
+#define CANCEL_POLL_MS 100
+
+/* Run handles to completion on one multi handle; results[i] per handle.
+ * With cancel set (non-zero) the transfers still running stop: false, and
+ * their results are CURLE_ABORTED_BY_CALLBACK. */
+static bool multi_run(CURL **handles, guint n, CURLcode *results, const gint *cancel)
 {
     CURLM *m = curl_multi_init();
     for (guint i = 0; i < n; i++)
         curl_multi_add_handle(m, handles[i]);
     int running = 1;
+    bool stopped = false;
     while (running) {
         curl_multi_perform(m, &running);
         CURLMsg *msg;
@@ -108,12 +115,36 @@ static void multi_run(CURL **handles, guint n, CURLcode *results)
                 for (guint i = 0; i < n; i++)
                     if (handles[i] == msg->easy_handle)
                         results[i] = msg->data.result;
+        if (running && cancel && g_atomic_int_get(cancel)) {
+            stopped = true;
+            break;
+        }
         if (running)
-            curl_multi_poll(m, NULL, 0, 1000, NULL);
+            curl_multi_poll(m, NULL, 0, cancel ? CANCEL_POLL_MS : 1000, NULL);
     }
-    for (guint i = 0; i < n; i++)
+    for (guint i = 0; i < n; i++) {
+        if (stopped && results[i] == CURLE_OK)
+            results[i] = CURLE_ABORTED_BY_CALLBACK;
         curl_multi_remove_handle(m, handles[i]);
+    }
     curl_multi_cleanup(m);
+    return !stopped;
+}
+
+/* A retry's back-off: false (with *error) when a cancel comes meanwhile. */
+static bool backoff(const gint *cancel, gulong us, const char *what,
+                    GError **error)
+{
+    for (gint64 end = g_get_monotonic_time() + (gint64)us;;) {
+        if (cancel && g_atomic_int_get(cancel)) {
+            g_set_error(error, STORE_ERROR, STORE_ERROR_CANCELLED, "%s: cancelled", what);
+            return false;
+        }
+        gint64 left = end - g_get_monotonic_time();
+        if (left <= 0)
+            return true;
+        g_usleep((gulong)MIN(left, (gint64)CANCEL_POLL_MS * 1000));
+    }
 }
 
 static int error_code_for(long status)
@@ -184,9 +215,10 @@ static size_t body_read(char *buf, size_t size, size_t n, void *user)
 }
 
 /* One request with retries (connection failures, 5xx); the reply's status
- * is the caller's to judge. */
-static bool request(struct http_transport *h, const char *method, const char *url, GBytes *body,
-                    struct reply *r, GError **error)
+ * is the caller's to judge. cancel: stop when it becomes non-zero
+ * (STORE_ERROR_CANCELLED); NULL for the clean-up that follows a cancel. */
+static bool request_or_cancel(struct http_transport *h, const char *method, const char *url,
+                              GBytes *body, struct reply *r, const gint *cancel, GError **error)
 {
     const struct store_options *o = h->base.opts;
     r->body = g_byte_array_new();
@@ -221,11 +253,15 @@ static bool request(struct http_transport *h, const char *method, const char *ur
             curl_easy_setopt(e, CURLOPT_POSTFIELDS, "");
         }
         CURLcode rc = CURLE_OK;
-        multi_run(&e, 1, &rc);
+        bool whole = multi_run(&e, 1, &rc, cancel);
         r->status = 0;
         curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
         curl_easy_cleanup(e);
         curl_slist_free_all(headers);
+        if (!whole) {
+            g_set_error(error, STORE_ERROR, STORE_ERROR_CANCELLED, "%s %s: cancelled", method, url);
+            return false;
+        }
         if (rc == CURLE_OK && !retryable(rc, r->status))
             return true;
         if (attempt >= o->retries || !retryable(rc, r->status)) {
@@ -233,10 +269,20 @@ static bool request(struct http_transport *h, const char *method, const char *ur
                 status_error(error, method, url, rc, r->status, errbuf, attempt + 1);
             return false;
         }
-        gint64 delay_ms = (gint64)o->retry_delay_ms << MIN(attempt, 10u);
+        gint64 delay_us = (gint64)o->retry_delay_ms * 1000 << MIN(attempt, 10u);
         long left = ms_left(o);
-        g_usleep((gulong)(left < 0 ? delay_ms : MIN(delay_ms, (gint64)left)) * 1000);
+        if (left >= 0)   /* the next attempt fails at once when the deadline passed meanwhile */
+            delay_us = MIN(delay_us, (gint64)left * 1000);
+        g_autofree char *what = g_strdup_printf("%s %s", method, url);
+        if (!backoff(cancel, (gulong)delay_us, what, error))
+            return false;
     }
+}
+
+static bool request(struct http_transport *h, const char *method, const char *url, GBytes *body,
+                    struct reply *r, GError **error)
+{
+    return request_or_cancel(h, method, url, body, r, h->base.opts->cancel, error);
 }
 
 static void reply_clear(struct reply *r)
@@ -267,12 +313,15 @@ static bool http_stat(struct transport *t, const char *name, guint64 *size, GErr
         CURL *e = easy_new(ht(t), url, &headers);
         curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
         CURLcode rc = CURLE_OK;
-        multi_run(&e, 1, &rc);
+        bool whole = multi_run(&e, 1, &rc, t->opts->cancel);
         curl_off_t len = -1;
         curl_easy_getinfo(e, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
         curl_easy_cleanup(e);
         curl_slist_free_all(headers);
-        if (rc != CURLE_OK || len < 0) {
+        if (!whole) {
+            g_set_error(error, STORE_ERROR, STORE_ERROR_CANCELLED, "HEAD %s: cancelled", url);
+            ok = false;
+        } else if (rc != CURLE_OK || len < 0) {
             if (!deadline_error(ht(t)->base.opts, error, "HEAD", url))
                 g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE, "HEAD %s: no length", url);
             ok = false;
@@ -324,6 +373,7 @@ struct upload {
     gsize current_pos;
     bool failed_early;
     bool aborting;         /* the body ends in an error, not an end */
+    bool cancelled;        /* the transfer stopped at store_options.cancel */
     CURLcode rc;
     long status;
     char errbuf[CURL_ERROR_SIZE];
@@ -379,7 +429,7 @@ static gpointer stream_thread(gpointer data)
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, reply_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &r);
     CURLcode rc = CURLE_OK;
-    multi_run(&e, 1, &rc);
+    bool whole = multi_run(&e, 1, &rc, u->h->base.opts->cancel);
     long status = 0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(e);
@@ -388,6 +438,7 @@ static gpointer stream_thread(gpointer data)
     g_mutex_lock(&u->lock);
     u->rc = rc;
     u->status = status;
+    u->cancelled = !whole;
     u->failed_early = true;   /* the writer must not wait for a reader that is gone */
     g_cond_broadcast(&u->cond);
     g_mutex_unlock(&u->lock);
@@ -411,6 +462,15 @@ static struct upload *http_upload_begin(struct transport *t, const char *name, G
     return u;
 }
 
+/* Why the streamed PUT ended badly. */
+static void upload_error(struct upload *u, GError **error)
+{
+    if (u->cancelled)
+        g_set_error(error, STORE_ERROR, STORE_ERROR_CANCELLED, "PUT %s: cancelled", u->url);
+    else if (u->rc == CURLE_OK || !deadline_error(u->h->base.opts, error, "PUT", u->url))
+        status_error(error, "PUT", u->url, u->rc, u->status, u->errbuf, 1);
+}
+
 static bool stream_push(struct upload *u, GBytes *chunk, GError **error)
 {
     gsize len = g_bytes_get_size(chunk);
@@ -426,8 +486,7 @@ static bool stream_push(struct upload *u, GBytes *chunk, GError **error)
     g_mutex_unlock(&u->lock);
     if (gone) {
         g_bytes_unref(chunk);
-        if (!deadline_error(u->h->base.opts, error, "PUT", u->url))
-            status_error(error, "PUT", u->url, u->rc, u->status, u->errbuf, 1);
+        upload_error(u, error);
         return false;
     }
     return true;
@@ -519,7 +578,8 @@ static void http_upload_abort(struct upload *u)
     if (u->upload_id) {
         g_autofree char *url = g_strdup_printf("%s?uploadId=%s", u->url, u->upload_id);
         struct reply r = { 0 };
-        request(u->h, "DELETE", url, NULL, &r, NULL);
+        /* not cancellable: it is what a cancelled upload leaves to do */
+        request_or_cancel(u->h, "DELETE", url, NULL, &r, NULL, NULL);
         reply_clear(&r);
     }
     upload_free(u);
@@ -566,9 +626,8 @@ static bool http_upload_finish(struct upload *u, GError **error)
         ok = stream_push(u, g_bytes_new(NULL, 0), error);
         g_thread_join(u->thread);
         u->thread = NULL;
-        if (ok && (u->rc != CURLE_OK || u->status < 200 || u->status >= 300)) {
-            if (u->rc == CURLE_OK || !deadline_error(u->h->base.opts, error, "PUT", u->url))
-                status_error(error, "PUT", u->url, u->rc, u->status, u->errbuf, 1);
+        if (ok && (u->cancelled || u->rc != CURLE_OK || u->status < 200 || u->status >= 300)) {
+            upload_error(u, error);
             ok = false;
         }
     }
@@ -723,7 +782,13 @@ static bool http_fetch(struct transport *t, const char *name, const struct fetch
         g_queue_push_tail(&f.pending, GUINT_TO_POINTER(i));
     CURLM *m = curl_multi_init();
     guint active = 0, max = MAX(1u, t->opts->connections);
+    const gint *cancel = t->opts->cancel;
+    long most_ms = cancel ? CANCEL_POLL_MS : 1000;
     while (!f.error && (active || !g_queue_is_empty(&f.pending))) {
+        if (cancel && g_atomic_int_get(cancel)) {
+            g_set_error(&f.error, STORE_ERROR, STORE_ERROR_CANCELLED, "GET %s: cancelled", url);
+            break;
+        }
         /* ranges waiting for their retry time end here too; running ones
          * end by their own CURLOPT_TIMEOUT_MS */
         if (!active && deadline_error(t->opts, &f.error, "GET", url))
@@ -752,7 +817,7 @@ static bool http_fetch(struct transport *t, const char *name, const struct fetch
         if (until_deadline >= 0)
             wait_ms = MIN(wait_ms, MAX(1L, until_deadline));
         if (!finished && !f.error && (active || !g_queue_is_empty(&f.pending)))
-            curl_multi_poll(m, NULL, 0, active ? MIN(wait_ms, 200) : wait_ms, NULL);
+            curl_multi_poll(m, NULL, 0, MIN(active ? MIN(wait_ms, 200) : wait_ms, most_ms), NULL);
     }
     while (f.running->len)   /* the transfers still running after an error */
         transfer_free(m, f.running->pdata[0]);

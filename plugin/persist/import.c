@@ -13,6 +13,16 @@ bool import_is_local(const struct snapshot_entry *e)
     return g_file_test(state, G_FILE_TEST_EXISTS);
 }
 
+void import_remove_leftovers(struct snapshot_tree *tree)
+{
+    for (guint i = 0; i < tree->entries->len; i++) {
+        struct snapshot_entry *e = tree->entries->pdata[i];
+        g_autoptr(GError) error = NULL;
+        if (!import_is_local(e) && !snapdir_remove_partials(e->dir, &error))
+            g_warning("snapshot '%s': what a pull cut short left: %s", e->name, error->message);
+    }
+}
+
 static bool fail(GError **error, const struct snapshot_entry *e, const char *why)
 {
     g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
@@ -63,7 +73,9 @@ static bool pull_one(struct vsnap_driver *drv, struct snapshot_tree *tree, struc
     g_autoptr(GError) local = NULL;
     gint64 t0 = g_get_monotonic_time();
     if (!store_pull(x->store_url, x->memory_id, x->dir, cache, o, &r, &local)) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+        g_set_error(error, VSNAP_VIR_ERROR,
+                    g_error_matches(local, STORE_ERROR, STORE_ERROR_CANCELLED)
+                        ? VIR_ERR_OPERATION_ABORTED : VIR_ERR_OPERATION_FAILED,
                     "cannot import snapshot '%s' from %s: %s", x->name, x->store_url,
                     local->message);
         return false;
@@ -99,15 +111,24 @@ bool import_snapshot(struct vsnap_driver *drv, struct snapshot_tree *tree,
                     local->message);
         return false;
     }
-    /* domjobinfo shows the pull (persist/pull-job.h). */
+    /* domjobinfo shows the pull, domjobabort stops it (persist/pull-job.h). */
     struct store_options o = drv->store.options;   /* shared strings, read only */
     o.progress = false;
-    o.on_progress = pull_job_on_progress;
-    o.progress_data = pull_job_begin(drv->pulls, tree->domain_uuid);
+    pull_job_begin(drv->pulls, tree->domain_uuid, &o);
     bool ok = true;
     for (guint i = chain->len; ok && i-- > 0;)
         ok = pull_one(drv, tree, cache, &o, chain->pdata[i], error);
     store_cache_close(cache);
-    pull_job_end(drv->pulls, tree->domain_uuid, ok ? NULL : *error);
+    const char *reason = NULL;
+    if (pull_job_end(drv->pulls, tree->domain_uuid, ok ? NULL : *error, &reason)) {
+        /* Asked to stop: the revert stops here, even when the last bytes
+         * came meanwhile (what was pulled whole stays: it is complete). */
+        g_clear_error(error);
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_ABORTED,
+                    "snapshot revert job: %s (the import of snapshot '%s' from %s stopped "
+                    "before the revert touched the domain)", reason ? reason : "canceled", e->name,
+                    e->store_url);
+        return false;
+    }
     return ok;
 }

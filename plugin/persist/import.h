@@ -19,8 +19,18 @@
 /* The snapshot's own files are here. */
 bool import_is_local(const struct snapshot_entry *e);
 
+/* Under the job lock, before a change and at start-up: the partial
+ * directories a pull that died with its daemon (kill -9) left beside the
+ * directories of snapshots not here go. A partial directory holds the
+ * snapshot's metadata file too (it travels), so the tree's sweep of
+ * unfinished directories keeps it; no pull runs meanwhile (pulls take the
+ * job lock). */
+void import_remove_leftovers(struct snapshot_tree *tree);
+
 /* Make e local (and the layer parents it needs). Under the job lock; the
  * domain is not touched. VIR_ERR_OPERATION_FAILED naming the snapshot and
- * the store otherwise; a failed pull leaves the directory as it was. */
+ * the store otherwise; a failed pull leaves the directory as it was.
+ * pull_job_cancel (domjobabort, destroy) stops it: VIR_ERR_OPERATION_ABORTED,
+ * the same way out. */
 bool import_snapshot(struct vsnap_driver *drv, struct snapshot_tree *tree,
                      struct snapshot_entry *e, GError **error);

@@ -14,17 +14,30 @@
 #include <stdbool.h>
 
 #include "push.h"
+#include "store/store.h"
 
 struct pull_jobs;
 
 struct pull_jobs *pull_jobs_new(void);
 
-/* A pull of the domain begins; its progress reaches the job through
- * pull_job_on_progress with the data pull_job_begin returns (a
- * store_options.on_progress and its progress_data), until pull_job_end. */
-void *pull_job_begin(struct pull_jobs *p, const char *domain_uuid);
-void pull_job_on_progress(void *data, guint64 done, guint64 total);
-void pull_job_end(struct pull_jobs *p, const char *domain_uuid, const GError *error);
+/* A pull of the domain begins: o's on_progress, progress_data and cancel
+ * become this job's (domjobinfo shows its progress, pull_job_cancel stops
+ * it), until pull_job_end. */
+void pull_job_begin(struct pull_jobs *p, const char *domain_uuid, struct store_options *o);
+/* The pull ended; error says why it failed, NULL when it completed. True
+ * when a cancel was asked before its end: the job then ends as cancelled
+ * (domjobinfo --completed: Cancelled), whatever the pull's outcome, and
+ * *reason names who asked (see pull_job_cancel). */
+bool pull_job_end(struct pull_jobs *p, const char *domain_uuid, const GError *error,
+                  const char **reason);
+
+/* Stop the domain's pull under way (virsh domjobabort, or a destroy that
+ * must not wait for it): its transfers end within about 100 ms. reason, a
+ * static text ("canceled by client"), is what the pull's caller reports.
+ * Waits until the pull has ended (at most PULL_CANCEL_WAIT_S); no lock is
+ * held meanwhile. False when no pull runs. */
+#define PULL_CANCEL_WAIT_S 5
+bool pull_job_cancel(struct pull_jobs *p, const char *domain_uuid, const char *reason);
 
 /* Like push_current and push_last. */
 bool pull_job_current(struct pull_jobs *p, const char *domain_uuid, struct push_info *out);

@@ -17,6 +17,7 @@ struct push_domain {
     guint holds;
     bool thread;                  /* a worker runs for this domain */
     gint64 started_us;            /* of the running push */
+    gint cancel;                  /* its store_options.cancel (push_cancel) */
     guint64 total, processed;
     bool have_last;
     struct push_info last;
@@ -129,6 +130,7 @@ static bool run_push(struct push_queue *q, struct push_domain *d, const struct p
     o.progress = false;
     o.on_progress = on_progress;
     o.progress_data = ctx;
+    o.cancel = &d->cancel;   /* d lives as long as the queue */
     struct store_push_args a = {
         .dir = r->dir, .url = r->url, .domain_xml = r->domain_xml, .snapshot_xml = r->snapshot_xml,
     };
@@ -142,12 +144,18 @@ static bool run_push(struct push_queue *q, struct push_domain *d, const struct p
     return ok;
 }
 
+static bool cancelled(const GError *error)
+{
+    return g_error_matches(error, STORE_ERROR, STORE_ERROR_CANCELLED);
+}
+
 static void finish_locked(struct push_domain *d, bool ok, const GError *error)
 {
     push_info_clear(&d->last);
     d->have_last = true;
     d->last = (struct push_info){
-        .type = ok ? VIR_DOMAIN_JOB_COMPLETED : VIR_DOMAIN_JOB_FAILED,
+        .type = ok ? VIR_DOMAIN_JOB_COMPLETED
+                : cancelled(error) ? VIR_DOMAIN_JOB_CANCELLED : VIR_DOMAIN_JOB_FAILED,
         .elapsed_ms = (guint64)(g_get_monotonic_time() - d->started_us) / 1000,
         .total = d->total, .processed = d->processed,
         .error = ok ? NULL : g_strdup(error->message), .ended_us = g_get_monotonic_time(),
@@ -167,6 +175,7 @@ static gpointer worker_main(gpointer data)
         if (!r)
             break;
         d->running = r;
+        g_atomic_int_set(&d->cancel, 0);
         d->started_us = g_get_monotonic_time();
         d->total = d->processed = 0;
         g_mutex_unlock(&q->lock);
@@ -175,6 +184,10 @@ static gpointer worker_main(gpointer data)
         bool ok = run_push(q, d, r, &error);
         if (ok)
             clear_mark(r);
+        else if (cancelled(error))
+            g_message("domain %s: push of snapshot '%s' to %s canceled by client (it stays "
+                      "pending: pushed again at the domain's next snapshot or the daemon's next "
+                      "start; the store lists it only then)", r->domain_name, r->snapshot, r->url);
         else
             g_warning("domain %s: push of snapshot '%s' to %s failed (the snapshot is intact; "
                       "the push is tried again at the next snapshot or daemon start): %s",
@@ -262,6 +275,30 @@ void push_drop(struct push_queue *q, const char *uuid, const char *dir)
         l = next;
     }
     g_mutex_unlock(&q->lock);
+}
+
+/* ---- domjobabort ---- */
+
+bool push_cancel(struct push_queue *q, const char *uuid)
+{
+    g_mutex_lock(&q->lock);
+    struct push_domain *d = g_hash_table_lookup(q->domains, uuid);
+    struct push_request *r = d ? d->running : NULL;
+    if (r) {
+        g_atomic_int_set(&d->cancel, 1);
+        /* The job is the domain's pushes: the queued ones stop with it
+         * (their marks stay, like the running one's). */
+        for (struct push_request *w; (w = g_queue_pop_head(&d->waiting));) {
+            g_message("domain %s: the queued push of snapshot '%s' is canceled with the push "
+                      "under way (it stays pending)", w->domain_name, w->snapshot);
+            push_request_free(w);
+        }
+        gint64 deadline = g_get_monotonic_time() + PUSH_CANCEL_WAIT_S * G_USEC_PER_SEC;
+        while (d->running == r && g_cond_wait_until(&q->changed, &q->lock, deadline))
+            ;
+    }
+    g_mutex_unlock(&q->lock);
+    return r != NULL;
 }
 
 /* ---- job information ---- */

@@ -16,7 +16,8 @@
  * push that fails (store down) is logged and keeps its mark; it is queued
  * again at the daemon's next start and at the domain's next snapshot. A
  * daemon killed during a push finds the mark at its next start and pushes
- * again; objects the store has already are skipped.
+ * again; objects the store has already are skipped. A push canceled by
+ * virsh domjobabort (push_cancel) keeps its mark the same way.
  *
  * The one thing a push must not overlap is a change to the directories it
  * reads: a snapshot delete folds layers into children. A delete holds the
@@ -58,6 +59,16 @@ void push_hold(struct push_queue *q, const char *domain_uuid);
 void push_release(struct push_queue *q, const char *domain_uuid);
 /* Forget the queued pushes of dir (NULL: every one of the domain's). */
 void push_drop(struct push_queue *q, const char *domain_uuid, const char *dir);
+
+/* virsh domjobabort: the domain's push under way stops (its transfers end
+ * within about 100 ms; the store gets no manifest for it) and the queued
+ * ones are dropped. Each keeps its mark: like a push that failed, it is
+ * pushed again at the domain's next snapshot or the daemon's next start
+ * (the objects the store got are then skipped). domjobinfo --completed
+ * shows it Cancelled. Waits until the push has ended (at most
+ * PUSH_CANCEL_WAIT_S), holding no lock. False when no push runs. */
+#define PUSH_CANCEL_WAIT_S 5
+bool push_cancel(struct push_queue *q, const char *domain_uuid);
 
 /* For domjobinfo: the push under way (type VIR_DOMAIN_JOB_BOUNDED), or the
  * last one that ended (VIR_DOMAIN_JOB_COMPLETED or _FAILED, with its error);

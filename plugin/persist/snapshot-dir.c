@@ -109,6 +109,12 @@ bool snapdir_remove_with_partials(const char *dir, GError **error)
            to_vir_error(local, error);
 }
 
+bool snapdir_remove_partials(const char *dir, GError **error)
+{
+    GError *local = NULL;
+    return snap_dir_remove_partials(dir, &local) || to_vir_error(local, error);
+}
+
 bool snapdir_fold_disks_into_child(const char *inner, const char *child, GError **error)
 {
     GError *local = NULL;

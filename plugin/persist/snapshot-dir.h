@@ -49,6 +49,8 @@ bool snapdir_remove(const char *dir, GError **error);
 /* The same, and the partial directories a shim that died while writing a
  * snapshot for dir left beside it. */
 bool snapdir_remove_with_partials(const char *dir, GError **error);
+/* Only those partial directories (a pull into dir that died half-way). */
+bool snapdir_remove_partials(const char *dir, GError **error);
 
 struct domain_def;
 /* Every writable disk of def that dir's snapshot holds a layer of: its

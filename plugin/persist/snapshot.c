@@ -228,6 +228,7 @@ static bool recover(struct vsnap_driver *drv, struct vsnap_domain *dom,
 {
     g_autoptr(GPtrArray) in_use = snapshot_disks_in_use(drv, dom);
     snapshot_tree_remove_unfinished(tree, in_use);
+    import_remove_leftovers(tree);
     for (guint i = tree->entries->len; i-- > 0;) {
         struct snapshot_entry *e = tree->entries->pdata[i];
         if (e->deleting) {

@@ -208,6 +208,7 @@ static const char *code_prefix(int code)
     case VIR_ERR_CONFIG_UNSUPPORTED: return "unsupported configuration";
     case VIR_ERR_RPC: return "RPC error";
     case VIR_ERR_OPERATION_TIMEOUT: return "Timed out during operation";
+    case VIR_ERR_OPERATION_ABORTED: return "operation aborted";
     case VIR_ERR_NO_DOMAIN_SNAPSHOT: return "Domain snapshot not found";
     case VIR_ERR_DOM_EXIST: return "operation failed";
     case VIR_ERR_SYSTEM_ERROR: return "system error";

@@ -546,6 +546,20 @@ static bool do_job_stats(struct rpc_call *call, struct wire_domain_flags *a, str
     return true;
 }
 
+static bool do_abort_job(struct rpc_call *call, struct wire_domain_only *a, struct rpc_void *r,
+                         GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_abort_job(call->driver, dom, 0, error);
+}
+
+static bool do_abort_job_flags(struct rpc_call *call, struct wire_domain_flags *a,
+                               struct rpc_void *r, GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_abort_job(call->driver, dom, a->flags, error);
+}
+
 #define P RPC_PROC
 #define W PROC_WRITE
 const struct proc_entry rpc_snapshot_procs[] = {
@@ -603,5 +617,9 @@ const struct proc_entry rpc_snapshot_procs[] = {
       struct job_info_ret, xdr_job_info_ret, do_job_info, 0),
     P(PROC_DOMAIN_GET_JOB_STATS, struct wire_domain_flags, xdr_wire_domain_flags,
       struct job_stats_ret, xdr_job_stats_ret, do_job_stats, 0),
+    P(PROC_DOMAIN_ABORT_JOB, struct wire_domain_only, xdr_wire_domain_only,
+      struct rpc_void, xdr_rpc_void, do_abort_job, W),
+    P(PROC_DOMAIN_ABORT_JOB_FLAGS, struct wire_domain_flags, xdr_wire_domain_flags,
+      struct rpc_void, xdr_rpc_void, do_abort_job_flags, W),
 };
 const size_t rpc_snapshot_procs_count = G_N_ELEMENTS(rpc_snapshot_procs);

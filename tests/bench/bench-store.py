@@ -31,7 +31,13 @@ overlay. s and s0 (its memory parent, holding the 256 MiB) are what the
 store holds and every pull moves. The 256 MiB disk is made the same way from
 the first 256 MiB of the image.
 
-One JSON line per measurement and a summary line with every ratio. Targets:
+Every pull case is measured --rounds times, the rounds interleaved, and its
+median counts, with its CPU seconds (user + system of the processes it ran).
+Without the limit a pull is bound by CPU on these cores: the summary gives
+how many cores each pull kept busy and the ceiling that bound puts on the
+parallel pull (t_single over the parallel pull's CPU seconds spread over
+every core). One JSON line per measurement and a summary line with every
+ratio. Targets:
 >= 3x the single-stream pull with the per-connection limit, >= 1.5x without
 it, t(2 GiB)/t(256 MiB) <= 1.2 for a revert on a cache hit.
 
@@ -41,6 +47,7 @@ usage: bench-store.py STORE SHIM GUEST RESULTS.jsonl [--image-cache DIR] ...
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -74,6 +81,23 @@ def debian_image(cache_dir, size_mib):
                    check=True, timeout=3600)
     os.rename(partial, path)
     return path, time.monotonic() - t0
+
+
+class Timed:
+    """Wall and CPU seconds (of the child processes, user + system) of a
+    block: sample = (wall, cpu)."""
+
+    @staticmethod
+    def _cpu():
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    def __enter__(self):
+        self.t0, self.c0 = time.monotonic(), self._cpu()
+        return self
+
+    def __exit__(self, *exc):
+        self.sample = (time.monotonic() - self.t0, self._cpu() - self.c0)
 
 
 class Bench:
@@ -151,18 +175,25 @@ class Bench:
             raise SystemExit(f"vsnap-store {' '.join(list(opts) + args)}: {r.stderr}")
         return json.loads(r.stdout) if r.stdout.strip() else None
 
-    def pull(self, name, url, opts, cache=None):
-        """Wall time of a pull into a fresh (or the given) cache."""
+    def pull(self, name, url, opts, cache=None, keep=False):
+        """Wall time of a pull into a fresh (or the given) cache; what it
+        wrote is removed unless keep (so that no earlier sample's write-back
+        runs under the next one)."""
+        given = cache
         cache = cache or self.fresh(name + "-cache")
         dest = self.fresh(name)
-        t0 = time.monotonic()
-        self.store(["pull", f"{url}/{self.id}", dest], ["--cache-dir", cache] + list(opts))
-        return time.monotonic() - t0, dest, cache
+        with Timed() as t:
+            self.store(["pull", f"{url}/{self.id}", dest], ["--cache-dir", cache] + list(opts))
+        if not keep:
+            shutil.rmtree(dest)
+            if not given:
+                shutil.rmtree(cache)
+        return t.sample, cache
 
     def shell_time(self, script):
-        t0 = time.monotonic()
-        subprocess.run(["bash", "-c", "set -euo pipefail; " + script], check=True, timeout=1200)
-        return time.monotonic() - t0
+        with Timed() as t:
+            subprocess.run(["bash", "-c", "set -euo pipefail; " + script], check=True, timeout=1200)
+        return t.sample
 
     def curl_zstd(self, base_url, streamed):
         out = self.fresh("curl")
@@ -223,19 +254,30 @@ class Bench:
         parallel = ["--connections", str(n), "--threads", str(a.threads), "--range-size", a.range_size]
         limited = self.nginx.url(f"rate-{a.rate_mib * 1024}k", self.prefix)
         free = self.nginx.url("store", self.prefix)
-        t = {}
-        t["limited_single"], _, _ = self.pull("lim1", limited, single)
-        t["limited_parallel"], _, _ = self.pull("limN", limited, parallel)
-        t["limited_curl_zstd"] = self.curl_zstd(limited, True)
-        t["free_single"], _, _ = self.pull("free1", free, single)
-        t["free_parallel"], _, cache = self.pull("freeN", free, parallel)
-        t["free_curl_zstd"] = self.curl_zstd(free, True)
-        t["free_download_then_zstd"] = self.curl_zstd(free, False)
-        t["free_conns_1_thread"], _, _ = self.pull("free-1thr", free, ["--connections", str(n), "--threads", "1",
-                                                                       "--range-size", a.range_size])
-        t["cache_hit"], _, _ = self.pull("hit", free, parallel, cache=cache)
+        cases = {
+            "limited_single": lambda: self.pull("lim1", limited, single)[0],
+            "limited_parallel": lambda: self.pull("limN", limited, parallel)[0],
+            "limited_curl_zstd": lambda: self.curl_zstd(limited, True),
+            "free_single": lambda: self.pull("free1", free, single)[0],
+            "free_parallel": lambda: self.pull("freeN", free, parallel)[0],
+            "free_curl_zstd": lambda: self.curl_zstd(free, True),
+            "free_download_then_zstd": lambda: self.curl_zstd(free, False),
+            "free_conns_1_thread": lambda: self.pull("free-1thr", free, ["--connections", str(n), "--threads", "1",
+                                                                         "--range-size", a.range_size])[0],
+        }
+        # Rounds of every case, interleaved: a burst of load on this shared
+        # machine then slows one sample of each case, not every sample of one.
+        samples = {k: [] for k in cases}
+        for _ in range(a.rounds):
+            for k, run in cases.items():
+                samples[k].append(run())
+        _, cache = self.pull("freeN", free, parallel, keep=True)
+        samples["cache_hit"] = [self.pull("hit", free, parallel, cache=cache)[0]]
+        t = {k: statistics.median(w for w, _ in v) for k, v in samples.items()}
+        cpu = {k: statistics.median(c for _, c in v) for k, v in samples.items()}
         for k, v in t.items():
-            self.row(what="pull", case=k, seconds=round(v, 3), mib_per_s=round(data / MIB / v, 1))
+            self.row(what="pull", case=k, seconds=round(v, 3), mib_per_s=round(data / MIB / v, 1),
+                     cpu_s=round(cpu[k], 3), samples=[round(w, 3) for w, _ in samples[k]])
         # through the shim: a miss, then hits on the same cache
         cache = self.fresh("shim-cache")
         ready = {"miss": self.ready("disk2g", cache)}
@@ -246,6 +288,9 @@ class Bench:
         self.row(what="restore_ready", via="shim vm.restore from the nginx store URL, ondemand",
                  miss_s=round(ready["miss"], 3), hit_2g_s=[round(x, 3) for x in ready["disk2g"]],
                  hit_256m_s=[round(x, 3) for x in ready["disk256m"]])
+        # The CPU bound without the limit: the parallel pull's own CPU seconds
+        # spread over every core (nginx's share left out, so optimistic).
+        cores = os.cpu_count() or 1
         summary = self.row(what="summary", connections=n, threads=a.threads, rate_mib_per_conn=a.rate_mib,
                            limited_parallel_over_single=round(t["limited_single"] / t["limited_parallel"], 2),
                            limited_parallel_over_curl_zstd=round(t["limited_curl_zstd"] / t["limited_parallel"], 2),
@@ -257,6 +302,9 @@ class Bench:
                            cache_hit_over_miss=round(t["free_parallel"] / t["cache_hit"], 2),
                            ready_miss_over_hit=round(ready["miss"] / hit_2g, 2),
                            hit_ready_2g_over_256m=round(hit_2g / hit_256m, 2),
+                           cores=cores, free_single_cores_busy=round(cpu["free_single"] / t["free_single"], 2),
+                           free_parallel_cores_busy=round(cpu["free_parallel"] / t["free_parallel"], 2),
+                           free_ceiling_over_single=round(t["free_single"] / (cpu["free_parallel"] / cores), 2),
                            targets={"limited_parallel_over_single": 3.0, "free_parallel_over_single": 1.5,
                                     "hit_ready_2g_over_256m": "<= 1.2"})
         return summary
@@ -279,6 +327,8 @@ def main():
     p.add_argument("--connections", type=int, default=8)
     p.add_argument("--threads", type=int, default=max(2, os.cpu_count() or 2))
     p.add_argument("--range-size", default="8M")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="samples of each pull case, interleaved (the median counts)")
     p.add_argument("--repeat", type=int, default=3, help="cache-hit restores per disk size (the median counts)")
     args = p.parse_args()
     cache_dir = args.image_cache or os.path.join(os.path.dirname(os.path.abspath(args.results)), "store-work")

@@ -20,7 +20,12 @@ state directory, sockets and cache), real virsh, the test guest with a disk.
   half there, and the next revert works; hostile <cookie>s and store URLs
   with credentials are refused at redefine/define without echoing them;
   a host whose cache is smaller than the layers refuses two reverts at
-  once naming the cache, and with a larger cache both succeed.
+  once naming the cache, and with a larger cache both succeed;
+- virsh domjobabort during a revert's pull (the store stalled) and destroy
+  during one: each ends the revert within 2 s, aborted, the domain as it
+  was (or destroyed), nothing half imported, the next revert works;
+  domjobabort of a background push: no manifest, still pending, pushed
+  with the next snapshot; domjobabort with no job refused as libvirt does.
 
 Each case takes the Env of test-store.py (env.nginx, env.rgw, env.s3_env,
 STORE through env.store)."""
@@ -616,6 +621,180 @@ def small_cache_two_clients(env, a, dom, xml, want):
         c.close()
 
 
+def check_nothing_half(host, dom):
+    """No partial directory of B's snapshots, no import in progress in its cache."""
+    root = os.path.join(host.daemon.state, "snapshots", dom)
+    partial = [n for _, dirs, files in os.walk(root) for n in dirs + files if ".partial-" in n]
+    check(not partial, f"partial directories left: {partial}")
+    tmp = os.path.join(host.cache, "tmp")
+    check(not os.path.isdir(tmp) or not os.listdir(tmp), f"imports left in the cache: {os.listdir(tmp)}")
+
+
+def revert_ended(p, started, what):
+    """The background revert p ended with an abort naming s1 within 2 s of started."""
+    _, err = p.communicate(timeout=60)
+    took = time.monotonic() - started
+    check(p.returncode != 0 and "operation aborted" in err and "'s1'" in err,
+          f"revert after {what}: {p.returncode} {err}")
+    check(took < 2, f"the revert took {took:.2f} s to end after {what}")
+    return took, err
+
+
+def case_daemon_abort_revert_pull(env):
+    """B runs its own VM and reverts to A's snapshot through a slow URL: virsh
+    domjobabort during the pull, with the store stalled (nginx stopped), ends
+    the revert within 2 s with "operation aborted" naming the snapshot; the
+    old VM runs on (same shim), no job, domjobinfo --completed Cancelled,
+    nothing half imported. virsh destroy during the next pull returns within
+    2 s, the revert aborted and the domain stays shut off (the snapshot's VM
+    never starts after it). The revert after that completes with A's sums."""
+    w = env.scratch("daemon-abort-pull")
+    url = env.nginx.url("store", "daemon-abort-pull")
+    slow = env.nginx.url("rate-1500k", "daemon-abort-pull")
+    image = make_image(os.path.join(w, "root.img"), 16 * MIB)
+    dom = "aborter"
+    a = Host(env, "A", url=url)
+    b = None
+    try:
+        domain_on(a, image, dom, str(uuidlib.uuid4()), restore_mode="copy")
+        a.v("start", dom)
+        g = a.guest(dom)
+        try:
+            g.fill(0, DISK_A[0], DISK_A[1], 43)
+            g.flush(0)
+        finally:
+            g.close()
+        want = a.sums(dom)
+        a.v("snapshot-create-as", dom, "s1")
+        check(a.wait_push(dom).get("Job type") == "Completed", "A's push")
+        xml = a.v("snapshot-dumpxml", dom, "s1").stdout
+        a.v("destroy", dom)
+        b = Host(env, "B")
+        b.v("define", b.write(dom + ".xml", a.v("dumpxml", "--inactive", dom).stdout))
+        b.v("snapshot-create", dom, "--redefine", b.write("s1.xml", xml.replace(url, slow)))
+        b.v("start", dom)
+        b.guest(dom).close()
+        pid = b.daemon.shim_pids()[dom]
+
+        # domjobabort with the store stalled mid-pull.
+        p = background_revert(b, dom, "s1")
+        wait_pulling(b, dom)
+        nginx = nginx_pids(env)
+        for n in nginx:
+            os.kill(n, signal.SIGSTOP)
+        try:
+            time.sleep(0.5)   # the transfers wait for a silent server
+            t0 = time.monotonic()
+            b.v("domjobabort", dom, timeout=10)
+            aborted = time.monotonic() - t0
+            took, err = revert_ended(p, t0, "domjobabort")
+        finally:
+            for n in nginx:
+                os.kill(n, signal.SIGCONT)
+        check(b.state(dom) == "running" and b.daemon.shim_pids().get(dom) == pid,
+              f"the aborted revert touched the VM: {b.state(dom)}, {b.daemon.shim_pids()}")
+        check(b.jobinfo(dom).get("Job type") == "None", f"a job left: {b.jobinfo(dom)}")
+        done = b.jobinfo(dom, completed=True)
+        check(done.get("Job type") == "Cancelled" and done.get("Operation") == "Snapshot revert",
+              f"domjobinfo --completed after domjobabort: {done}")
+        root = os.path.join(b.daemon.state, "snapshots", dom)
+        check(not [d for d, _, files in os.walk(root) if "state.json" in files],
+              "a snapshot half imported")
+        check_nothing_half(b, dom)
+        r = b.v("domjobabort", dom, check=False)
+        check(r.returncode != 0 and "no job is active" in r.stderr, f"domjobabort with no job: {r.stderr}")
+
+        # destroy during the pull.
+        p = background_revert(b, dom, "s1")
+        wait_pulling(b, dom)
+        t0 = time.monotonic()
+        b.v("destroy", dom, timeout=30)
+        destroyed = time.monotonic() - t0
+        check(destroyed < 2, f"destroy took {destroyed:.2f} s during the pull")
+        _, err = revert_ended(p, t0, "destroy")
+        check("destroyed" in err, f"the revert's error does not say the domain was destroyed: {err}")
+        time.sleep(1)   # a revert that went on would start its VM about now
+        check(b.state(dom) == "shut off", f"after destroy during the revert: {b.state(dom)}")
+        check(b.jobinfo(dom, completed=True).get("Job type") == "Cancelled",
+              f"domjobinfo --completed after destroy: {b.jobinfo(dom, completed=True)}")
+        check_nothing_half(b, dom)
+
+        # The next revert completes.
+        p = background_revert(b, dom, "s1")
+        _, err = p.communicate(timeout=180)
+        check(p.returncode == 0, f"the revert after the aborted ones: {err}")
+        check(b.state(dom) == "running" and b.sums(dom) == want,
+              f"B's s1 after the aborts: {b.sums(dom)}, A had {want}")
+        print(f"  domjobabort returned in {aborted:.2f} s with the store stalled, the revert "
+              f"ended {took:.2f} s after it was asked; destroy returned in {destroyed:.2f} s")
+    finally:
+        a.close()
+        if b:
+            b.close()
+
+
+def case_daemon_abort_push(env):
+    """virsh domjobabort during a background push (made slow by the test
+    hook) returns within 2 s; no job then, domjobinfo --completed Cancelled,
+    the store lists no manifest, the snapshot stays pending; the next
+    snapshot pushes both, which then verify. domjobabort on a read-only
+    connection is refused (the push goes on); with no job it is libvirt's
+    "no job is active" (VIR_ERR_OPERATION_INVALID)."""
+    w = env.scratch("daemon-abort-push")
+    url = env.nginx.url("store", "daemon-abort-push")
+    image = make_image(os.path.join(w, "root.img"), 16 * MIB)
+    a = Host(env, "A", url=url, hook="push-progress:slow")
+    try:
+        domain_on(a, image, "ab", str(uuidlib.uuid4()))
+        conn = a.daemon.connect()
+        try:
+            conn.lookupByName("ab").abortJob()
+            check(False, "abortJob with no job succeeded")
+        except libvirt.libvirtError as e:
+            check(e.get_error_code() == libvirt.VIR_ERR_OPERATION_INVALID and
+                  "no job is active" in str(e), f"abortJob with no job: {e}")
+        a.v("start", "ab")
+        a.guest("ab").close()
+        a.v("snapshot-create-as", "ab", "p1")
+        p1 = snapshot_ids(a.v("snapshot-dumpxml", "ab", "p1").stdout)[0]
+
+        def pushing():
+            info = a.jobinfo("ab")
+            return info.get("Job type") == "Bounded" and info.get("Data processed", "0 B") != "0 B"
+
+        wait_for(pushing, timeout=30, interval=0.05, what="domjobinfo to show the push")
+        ro = subprocess.run(["virsh", "-q", "-c", a.daemon.ro_uri, "domjobabort", "ab"],
+                            capture_output=True, text=True, timeout=30)
+        check(ro.returncode != 0 and "read-only" in ro.stderr and
+              a.jobinfo("ab").get("Job type") == "Bounded",
+              f"domjobabort on a read-only connection: {ro.returncode} {ro.stderr}")
+        t0 = time.monotonic()
+        a.v("domjobabort", "ab", timeout=10)
+        aborted = time.monotonic() - t0
+        check(aborted < 2, f"domjobabort of the push took {aborted:.2f} s")
+        check(a.jobinfo("ab").get("Job type") == "None", f"a job after domjobabort: {a.jobinfo('ab')}")
+        done = a.jobinfo("ab", completed=True)
+        check(done.get("Job type") == "Cancelled" and done.get("Operation") == "Snapshot",
+              f"domjobinfo --completed after domjobabort: {done}")
+        check(env_ls(env, url) == [], f"a manifest of the aborted push: {env_ls(env, url)}")
+        check(len(a.pending("ab")) == 1, f"the aborted push is not pending: {a.pending('ab')}")
+        check(a.state("ab") == "running", f"after domjobabort: {a.state('ab')}")
+        try:
+            conn.lookupByName("ab").abortJobFlags(0)
+            check(False, "abortJobFlags with no job succeeded")
+        except libvirt.libvirtError as e:
+            check(e.get_error_code() == libvirt.VIR_ERR_OPERATION_INVALID, f"abortJobFlags: {e}")
+        conn.close()
+        a.v("snapshot-create-as", "ab", "p2")
+        p2 = snapshot_ids(a.v("snapshot-dumpxml", "ab", "p2").stdout)[0]
+        check(a.wait_push("ab", timeout=180).get("Job type") == "Completed", "the pushes after the abort")
+        check(sorted(env_ls(env, url)) == sorted([p1, p2]), f"after p2: {env_ls(env, url)}")
+        env.store([], ["verify", f"{url}/{p1}"])
+        print(f"  domjobabort of the push returned in {aborted:.2f} s; p1 pushed again with p2")
+    finally:
+        a.close()
+
+
 def case_daemon_two_hosts_file(env):
     """Through a file:// store (a directory both hosts see); copy restore."""
     two_hosts(env, "file://" + env.scratch("daemon-file-store"), "copy", per_domain=False)
@@ -623,4 +802,5 @@ def case_daemon_two_hosts_file(env):
 
 CASES = [case_daemon_two_hosts_http, case_daemon_two_hosts_s3, case_daemon_two_hosts_file,
          case_daemon_push_in_background,
-         case_daemon_store_down, case_daemon_pull_at_revert]
+         case_daemon_store_down, case_daemon_pull_at_revert, case_daemon_abort_revert_pull,
+         case_daemon_abort_push]

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -113,10 +114,10 @@ class Env:
         os.makedirs(p)
         return p
 
-    def store(self, opts, args, ok=True, timeout=300, env=None):
+    def store(self, opts, args, ok=True, timeout=300, env=None, cwd=None):
         full_env = dict(os.environ, **self.s3_env, **(env or {}))
         r = subprocess.run([STORE, "--quiet", "--json"] + opts + args, capture_output=True,
-                           text=True, timeout=timeout, env=full_env)
+                           text=True, timeout=timeout, env=full_env, cwd=cwd)
         check_no_sanitizer_report(f"vsnap-store {' '.join(args)}", r.stderr)
         if ok and r.returncode != 0:
             raise Fail(f"vsnap-store {' '.join(opts + args)} -> {r.returncode}: {r.stderr}")
@@ -205,6 +206,20 @@ def case_two_hosts_file(env):
     state = json.load(open(os.path.join(dest, "state.json")))
     check(state["memory"]["parent_url"].startswith("file://" + cache), f"parent: {state['memory']}")
     restore_and_check(env, dest, "d1", w)
+
+
+def case_relative_cache_dir(env):
+    """--cache-dir and DEST relative to the working directory: the pulled
+    child names its parent in the cache by an absolute path (a relative one
+    is refused by the snapshot format, and would break on any other cwd)."""
+    w = env.scratch("relative")
+    root = os.path.join(w, "store")
+    r = env.push("d1", "file://" + root)
+    env.store(["--cache-dir", "cache"], ["pull", f"file://{root}/{r['id']}", "dest"], cwd=w)
+    state = json.load(open(os.path.join(w, "dest", "state.json")))
+    want = "file://" + os.path.join(w, "cache", "snapshots") + "/"
+    check(state["memory"]["parent_url"].startswith(want), f"parent: {state['memory']}, expected {want}...")
+    restore_and_check(env, os.path.join(w, "dest"), "d1", w)
 
 
 def case_objects_are_zstd(env):
@@ -471,6 +486,36 @@ def case_kill_pull(env):
     check(not cache_tmp(cache), f"gc left {cache_tmp(cache)}")
     env.pull(f"{url}/{env.layer_id('d1')}", dest, cache)
     restore_and_check(env, dest, "d1", w)
+
+
+def case_interrupt_pull(env):
+    """SIGINT of a pull (Ctrl-C) with the server stalled: it ends within
+    2 s (exit 130), its temporary layer removed without a gc, no layer in
+    the cache, no destination or partial directory; the next pull is whole."""
+    w = env.scratch("interrupt")
+    url = slow_store(env, w, 8192)
+    cache, dest = os.path.join(w, "cache"), os.path.join(w, "dest")
+    p = env.start_store(["--cache-dir", cache, "--connections", "1"], ["pull", f"{url}/{env.layer_id('d1')}", dest])
+    time.sleep(1.5)
+    check(cache_tmp(cache), "the pull had no temporary file (was it done already?)")
+    nginx = env.nginx.proc.pid
+    os.kill(nginx, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        os.kill(nginx, signal.SIGCONT)
+    check(p.returncode == 130 and "cancelled" in err, f"the interrupted pull: {p.returncode} {err}")
+    check(took < 2, f"the interrupted pull took {took:.2f} s to end")
+    check(not cache_tmp(cache) and not cache_layers(cache),
+          f"an interrupted pull left {cache_tmp(cache)} {cache_layers(cache)}")
+    check(not [n for n in os.listdir(w) if n == "dest" or ".partial-" in n],
+          f"an interrupted pull left {os.listdir(w)}")
+    env.pull(f"{url}/{env.layer_id('d1')}", dest, cache)
+    restore_and_check(env, dest, "d1", w)
+    print(f"  the pull ended {took:.2f} s after SIGINT")
 
 
 def case_eviction_by_size(env):

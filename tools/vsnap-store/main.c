@@ -11,6 +11,7 @@
 #include "store/store.h"
 
 #include <json-glib/json-glib.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,25 @@ struct cli {
     gboolean json, quiet;
     guint64 cache_size;
 };
+
+/* SIGINT or SIGTERM: the transfer under way stops through the library's
+ * cancel (store_options.cancel) and cleans up as a failure does (no partial
+ * layer or directory, an S3 multipart upload aborted); a second one kills
+ * at once (SA_RESETHAND). */
+static gint stop_signal;
+
+static void on_stop_signal(int signo)
+{
+    g_atomic_int_set(&stop_signal, signo);
+}
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa = { .sa_handler = on_stop_signal, .sa_flags = SA_RESETHAND };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
 
 static void print_json(JsonBuilder *b)
 {
@@ -271,6 +291,8 @@ int main(int argc, char **argv)
 {
     struct cli c = { .retries = -1 };
     store_options_init(&c.opts);
+    c.opts.cancel = &stop_signal;
+    catch_stop_signals();
     GOptionEntry entries[] = {
         { "config", 'c', 0, G_OPTION_ARG_FILENAME, &c.config,
           "Read [store] and [s3] from this key file", "FILE" },
@@ -333,6 +355,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "vsnap-store: %s\n", error->message);
         else if ((rc = commands[i].run(&c, argv + 2, &error)) != 0)
             fprintf(stderr, "vsnap-store: %s: %s\n", argv[1], error ? error->message : "failed");
+        if (rc != 0 && g_atomic_int_get(&stop_signal))
+            rc = 128 + g_atomic_int_get(&stop_signal);   /* as the shell reports a signal */
         cli_clear(&c);
         return rc;
     }
