@@ -26,7 +26,8 @@ import tempfile
 import time
 import traceback
 
-STORE, SHIM, GUEST = sys.argv[1:4]
+# absolute: a case runs vsnap-store in a directory of its own (relative_cache_dir)
+STORE, SHIM, GUEST = (os.path.abspath(a) for a in sys.argv[1:4])
 ONLY = sys.argv[4:]
 NO_S3 = os.environ.get("VSNAP_STORE_NO_S3") == "1"
 HERE = os.path.dirname(os.path.abspath(__file__))
