@@ -478,7 +478,12 @@ def case_kill_pull(env):
     url = slow_store(env, w, 8192)
     cache, dest = os.path.join(w, "cache"), os.path.join(w, "dest")
     p = env.start_store(["--cache-dir", cache, "--connections", "1"], ["pull", f"{url}/{env.layer_id('d1')}", dest])
-    time.sleep(1.5)
+    # killed once its first layer is being written (a fixed wait raced a
+    # slow start on a loaded machine), a little into it
+    deadline = time.monotonic() + 20
+    while not cache_tmp(cache) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
     p.kill()
     p.communicate(timeout=30)
     check(not cache_layers(cache), f"a killed pull left layers: {cache_layers(cache)}")
