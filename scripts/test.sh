@@ -1,7 +1,8 @@
 #!/bin/bash
 # The test command: installs, builds and runs the whole suite (meson test) in
 # build/, then the fast suites again in build-sanitize/ (AddressSanitizer +
-# UBSan), then every fuzz target for FUZZ_SECONDS (20) seconds in build-fuzz/
+# UBSan; store-san: the store test on nginx and file:// only, no Ceph), then
+# every fuzz target for FUZZ_SECONDS (20) seconds in build-fuzz/
 # (scripts/fuzz.sh; VSNAP_NO_FUZZ=1 skips it), and prints the plain summary
 # line "N passed, N failed" counted from meson's own logs of all three runs.
 set -uo pipefail
@@ -23,7 +24,8 @@ if [ $# -eq 0 ] && [ "${VSNAP_NO_SANITIZE:-0}" != 1 ]; then
   if ninja -C "$SAN" >/dev/null; then
     VSNAP_SANITIZED=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C "$SAN" --print-errorlogs --num-processes 2 \
-      --suite unit --suite lib --suite snapshot --suite conf --suite api --suite vsock --suite persist
+      --suite unit --suite lib --suite snapshot --suite conf --suite api --suite vsock --suite persist \
+      --suite store-san
     san_rc=$?
   else
     echo "sanitizer build failed"; san_rc=1

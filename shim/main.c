@@ -206,6 +206,7 @@ static void stop(struct shim *shim)
 {
     vmm_free(shim->vmm);
     api_server_free(shim->api);
+    api_store_remove_pulled(&shim->store); /* no VM maps them any more */
     api_store_clear(&shim->store);
     events_free(shim->events);
     if (shim->loop)

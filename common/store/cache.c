@@ -74,12 +74,14 @@ char *cache_snapshot_dir(struct store_cache *c, const char *id)
     return sub(c, "snapshots", id);
 }
 
-/* flock with a deadline, so no lock waits forever; a wait for another
- * import stops at o's cancel (o may be NULL). */
+/* flock with a deadline, so no lock waits forever: o's (store_options.
+ * deadline, STORE_ERROR_TIMEOUT), else an hour; a wait for another import
+ * stops at o's cancel (o may be NULL). */
 static bool lock_fd(int fd, int op, const char *path, const struct store_options *o,
                     GError **error)
 {
-    gint64 deadline = g_get_monotonic_time() + (gint64)3600 * G_USEC_PER_SEC;
+    gint64 deadline = o ? o->deadline : 0;
+    gint64 end = deadline ? deadline : g_get_monotonic_time() + (gint64)3600 * G_USEC_PER_SEC;
     while (flock(fd, op | LOCK_NB) != 0) {
         if (errno != EWOULDBLOCK && errno != EINTR)
             return fail_errno(error, errno, "lock", path);
@@ -87,8 +89,12 @@ static bool lock_fd(int fd, int op, const char *path, const struct store_options
             g_prefix_error(error, "waiting for %s: ", path);
             return false;
         }
-        if (g_get_monotonic_time() > deadline) {
-            g_set_error(error, STORE_ERROR, STORE_ERROR_IO, "lock %s: still held after an hour", path);
+        if (g_get_monotonic_time() > end) {
+            if (deadline)
+                g_set_error(error, STORE_ERROR, STORE_ERROR_TIMEOUT, "lock %s: still held (another process "
+                            "imports the same layer) when the operation's deadline passed", path);
+            else
+                g_set_error(error, STORE_ERROR, STORE_ERROR_IO, "lock %s: still held after an hour", path);
             return false;
         }
         g_usleep(5000);

@@ -25,7 +25,9 @@ bool cache_get_layer(struct store_cache *c, const char *digest, guint64 size, ca
                      bool *hit, GError **error);
 
 /* Hold <dir>/locks/snapshot-<id> (returns its fd) while a parent snapshot is
- * pulled into snapshots/, so two pulls make it once. */
+ * pulled into snapshots/, so two pulls make it once. Both waits for another
+ * process's import end by o's deadline (store_options.deadline; none: an
+ * hour) and at its cancel. */
 int cache_lock_snapshot(struct store_cache *c, const char *id, const struct store_options *o,
                         GError **error);
 

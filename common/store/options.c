@@ -20,6 +20,11 @@ void store_options_init(struct store_options *o)
     o->retry_delay_ms = 200;
 }
 
+void store_options_start_deadline(struct store_options *o)
+{
+    o->deadline = o->timeout_s ? g_get_monotonic_time() + (gint64)o->timeout_s * G_USEC_PER_SEC : 0;
+}
+
 void store_options_clear(struct store_options *o)
 {
     g_clear_pointer(&o->s3_endpoint, g_free);
@@ -134,6 +139,24 @@ static bool get_count(GKeyFile *kf, const char *key, guint *out, GError **error)
     return true;
 }
 
+/* Whole seconds, "25" or "25s", at most a day. */
+static bool get_seconds(GKeyFile *kf, const char *key, guint64 *out, GError **error)
+{
+    g_autofree char *v = g_key_file_get_string(kf, "store", key, NULL);
+    if (!v)
+        return true;
+    char *end = NULL;
+    g_strstrip(v);
+    guint64 n = g_ascii_strtoull(v, &end, 10);
+    if (end == v || (*end && strcmp(end, "s") != 0) || n > 86400) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "[store] %s: whole seconds, 0 (none) to 86400, "
+                    "not \"%s\"", key, v);
+        return false;
+    }
+    *out = n;
+    return true;
+}
+
 static void get_string(GKeyFile *kf, const char *group, const char *key, char **out)
 {
     char *v = g_key_file_get_string(kf, group, key, NULL);
@@ -152,12 +175,13 @@ bool store_options_load(struct store_options *o, const char *path, char **url, c
         g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s: %s", path, e->message);
         return false;
     }
-    guint64 range = o->range_size, frame = o->frame_size, level = (guint64)o->level;
+    guint64 range = o->range_size, frame = o->frame_size, level = (guint64)o->level, timeout = o->timeout_s;
     if (!get_count(kf, "connections", &o->connections, error) ||
         !get_count(kf, "threads", &o->threads, error) ||
         !get_size(kf, "store", "range_size", &range, error) ||
         !get_size(kf, "store", "frame_size", &frame, error) ||
         !get_size(kf, "store", "level", &level, error) ||
+        !get_seconds(kf, "timeout", &timeout, error) ||
         (cache_size && !get_size(kf, "store", "cache_size", cache_size, error)))
         return false;
     if (range == 0 || frame < 4096 || frame > (64u << 20) || level > 22) {
@@ -168,6 +192,7 @@ bool store_options_load(struct store_options *o, const char *path, char **url, c
     o->range_size = range;
     o->frame_size = (guint)frame;
     o->level = (int)level;
+    o->timeout_s = (guint)timeout;
     if (url)
         get_string(kf, "store", "url", url);
     if (cache_dir)

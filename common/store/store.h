@@ -25,6 +25,7 @@ enum store_error_code {
     STORE_ERROR_INVALID,    /* bad argument or configuration */
     STORE_ERROR_FULL,       /* the cache cannot make room (pinned layers) */
     STORE_ERROR_CANCELLED,  /* the caller asked to stop (store_options.cancel) */
+    STORE_ERROR_TIMEOUT,    /* the operation's deadline passed (store_options.deadline) */
 };
 
 #define STORE_DEFAULT_FRAME_SIZE (1u << 20)
@@ -43,6 +44,15 @@ struct store_options {
     guint64 part_size;    /* S3 multipart part size */
     guint retries;        /* attempts per request beyond the first */
     guint retry_delay_ms; /* first back-off, doubled each attempt */
+    /* One bound for a whole operation (a pull, a push), its retries and its
+     * waits for another process's import of the same layer included: at
+     * deadline (g_get_monotonic_time()), whatever still runs fails with
+     * STORE_ERROR_TIMEOUT. 0: none (each request is still bounded, by its
+     * connect and stall timeouts times its retries). timeout_s is the
+     * configuration's [store] timeout, for the caller to set deadline from
+     * when it starts an operation (store_options_start_deadline). */
+    guint timeout_s;
+    gint64 deadline;
     bool progress;        /* bytes, rate and ETA on stderr */
     /* S3: endpoint (http://host:port), region and keys; NULL = AWS_* env. */
     char *s3_endpoint, *s3_region, *s3_access_key, *s3_secret_key;
@@ -62,9 +72,12 @@ struct store_options {
 
 void store_options_init(struct store_options *o);
 void store_options_clear(struct store_options *o);
+/* deadline = now + timeout_s (none when timeout_s is 0). */
+void store_options_start_deadline(struct store_options *o);
 /* [store] and [s3] of a key file: url (returned in *url when asked),
- * connections, range_size, threads, frame_size, level, cache_dir, cache_size;
- * endpoint, region, access_key, secret_key. */
+ * connections, range_size, threads, frame_size, level, timeout (seconds,
+ * 0 to 86400), cache_dir, cache_size; endpoint, region, access_key,
+ * secret_key. */
 bool store_options_load(struct store_options *o, const char *path, char **url, char **cache_dir,
                         guint64 *cache_size, GError **error);
 

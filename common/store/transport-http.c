@@ -30,14 +30,47 @@ static char *object_url(struct http_transport *h, const char *name)
     return g_strdup_printf("%s/%s", h->prefix_url, name);
 }
 
+/* ---- the operation's deadline (store_options.deadline) ---- */
+
+/* Milliseconds left before the deadline (at least 1 while it is ahead, 0
+ * once it passed), or -1 without one. */
+static long ms_left(const struct store_options *o)
+{
+    if (!o->deadline)
+        return -1;
+    gint64 left = o->deadline - g_get_monotonic_time();
+    return left <= 0 ? 0 : (long)MAX(1, MIN(left / 1000, (gint64)G_MAXINT32));
+}
+
+static bool deadline_passed(const struct store_options *o)
+{
+    return ms_left(o) == 0;
+}
+
+/* STORE_ERROR_TIMEOUT for method url when the deadline passed (whatever
+ * else went wrong with the request: the deadline cut it); false when not. */
+static bool deadline_error(const struct store_options *o, GError **error, const char *method, const char *url)
+{
+    if (!deadline_passed(o))
+        return false;
+    g_autofree char *bound = o->timeout_s ? g_strdup_printf(" of %u s", o->timeout_s) : g_strdup("");
+    g_set_error(error, STORE_ERROR, STORE_ERROR_TIMEOUT,
+                "%s %s: not done when the operation's deadline%s passed (the server is stalled, or the "
+                "transfer is too slow for it)", method, url, bound);
+    return true;
+}
+
 /* ---- one easy handle, set up for this store ---- */
 
 static CURL *easy_new(struct http_transport *h, const char *url, struct curl_slist **headers)
 {
     CURL *e = curl_easy_init();
+    long left = ms_left(h->base.opts);
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, left < 0 ? 10000L : MAX(1L, MIN(left, 10000L)));
+    if (left >= 0)   /* the whole request, connect to last byte, ends by the deadline */
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, MAX(1L, left));
     /* no request waits forever: a transfer stalled for 30 s fails (and is retried) */
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 30L);
@@ -190,6 +223,8 @@ static bool request_or_cancel(struct http_transport *h, const char *method, cons
     const struct store_options *o = h->base.opts;
     r->body = g_byte_array_new();
     for (guint attempt = 0;; attempt++) {
+        if (deadline_error(o, error, method, url))
+            return false;
         struct curl_slist *headers = NULL;
         CURL *e = easy_new(h, url, &headers);
         char errbuf[CURL_ERROR_SIZE] = "";
@@ -230,11 +265,16 @@ static bool request_or_cancel(struct http_transport *h, const char *method, cons
         if (rc == CURLE_OK && !retryable(rc, r->status))
             return true;
         if (attempt >= o->retries || !retryable(rc, r->status)) {
-            status_error(error, method, url, rc, r->status, errbuf, attempt + 1);
+            if (!deadline_error(o, error, method, url))
+                status_error(error, method, url, rc, r->status, errbuf, attempt + 1);
             return false;
         }
+        gint64 delay_us = (gint64)o->retry_delay_ms * 1000 << MIN(attempt, 10u);
+        long left = ms_left(o);
+        if (left >= 0)   /* the next attempt fails at once when the deadline passed meanwhile */
+            delay_us = MIN(delay_us, (gint64)left * 1000);
         g_autofree char *what = g_strdup_printf("%s %s", method, url);
-        if (!backoff(cancel, (gulong)o->retry_delay_ms * 1000 << MIN(attempt, 10u), what, error))
+        if (!backoff(cancel, (gulong)delay_us, what, error))
             return false;
     }
 }
@@ -282,7 +322,8 @@ static bool http_stat(struct transport *t, const char *name, guint64 *size, GErr
             g_set_error(error, STORE_ERROR, STORE_ERROR_CANCELLED, "HEAD %s: cancelled", url);
             ok = false;
         } else if (rc != CURLE_OK || len < 0) {
-            g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE, "HEAD %s: no length", url);
+            if (!deadline_error(ht(t)->base.opts, error, "HEAD", url))
+                g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE, "HEAD %s: no length", url);
             ok = false;
         } else {
             *size = (guint64)len;
@@ -426,7 +467,7 @@ static void upload_error(struct upload *u, GError **error)
 {
     if (u->cancelled)
         g_set_error(error, STORE_ERROR, STORE_ERROR_CANCELLED, "PUT %s: cancelled", u->url);
-    else
+    else if (u->rc == CURLE_OK || !deadline_error(u->h->base.opts, error, "PUT", u->url))
         status_error(error, "PUT", u->url, u->rc, u->status, u->errbuf, 1);
 }
 
@@ -691,6 +732,10 @@ static void transfer_done(struct fetch *f, struct transfer *x, CURLcode rc)
     bool complete = rc == CURLE_OK && x->start + x->received == r->end;
     if (complete || x->consumer_failed || f->error)
         return;
+    g_autofree char *what = g_strdup_printf("GET (bytes %" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT ")",
+                                            x->start, r->end - 1);
+    if (deadline_error(f->h->base.opts, &f->error, what, f->url))
+        return;
     if (rc == CURLE_OK && !x->bad_status)
         rc = CURLE_PARTIAL_FILE;   /* fewer bytes than asked for */
     bool again = x->bad_status ? status >= 500 || status == 429 : retryable(rc, status);
@@ -701,8 +746,6 @@ static void transfer_done(struct fetch *f, struct transfer *x, CURLcode rc)
         g_queue_push_tail(&f->pending, GUINT_TO_POINTER(x->range));
         return;
     }
-    g_autofree char *what = g_strdup_printf("GET (bytes %" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT ")",
-                                            x->start, r->end - 1);
     if (x->bad_status && status >= 200 && status < 300)
         g_set_error(&f->error, STORE_ERROR, STORE_ERROR_REMOTE,
                     "%s %s: HTTP %ld is not the range asked for", what, f->url, status);
@@ -746,6 +789,10 @@ static bool http_fetch(struct transport *t, const char *name, const struct fetch
             g_set_error(&f.error, STORE_ERROR, STORE_ERROR_CANCELLED, "GET %s: cancelled", url);
             break;
         }
+        /* ranges waiting for their retry time end here too; running ones
+         * end by their own CURLOPT_TIMEOUT_MS */
+        if (!active && deadline_error(t->opts, &f.error, "GET", url))
+            break;
         long wait_ms = 1000;
         for (gint i; active < max && (i = next_ready(&f, &wait_ms)) >= 0; active++)
             transfer_start(&f, m, (guint)i);
@@ -766,6 +813,9 @@ static bool http_fetch(struct transport *t, const char *name, const struct fetch
         }
         /* A finished transfer frees a connection for the next range at
          * once: waiting first would cost up to a second per range. */
+        long until_deadline = ms_left(t->opts);
+        if (until_deadline >= 0)
+            wait_ms = MIN(wait_ms, MAX(1L, until_deadline));
         if (!finished && !f.error && (active || !g_queue_is_empty(&f.pending)))
             curl_multi_poll(m, NULL, 0, MIN(active ? MIN(wait_ms, 200) : wait_ms, most_ms), NULL);
     }

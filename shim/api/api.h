@@ -13,7 +13,7 @@ struct api_server;
  * a live one is refused) or "fd=<n>" (a bound socket handed over by the caller).
  * store (kept, not copied; NULL: store URLs are refused) serves store URLs in
  * vm.snapshot and vm.restore. */
-struct api_server *api_server_new(struct vmm *vmm, const char *spec, const struct api_store *store,
+struct api_server *api_server_new(struct vmm *vmm, const char *spec, struct api_store *store,
                                   GError **error);
 /* Stop serving; the socket path, if we made it, is removed. */
 void api_server_free(struct api_server *server);

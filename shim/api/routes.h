@@ -14,7 +14,7 @@
 
 struct api_request {
     struct vmm *vmm;
-    const struct api_store *store; /* NULL: store URLs are refused */
+    struct api_store *store; /* NULL: store URLs are refused */
     SoupServer *server;
     SoupServerMessage *msg;
     GBytes *body;       /* never NULL, may be empty */

@@ -14,7 +14,7 @@
 
 struct api_server {
     struct vmm *vmm;
-    const struct api_store *store;
+    struct api_store *store;
     struct api_connections *clients;
     GSocket *listener;
     GSource *accept_source;
@@ -238,7 +238,7 @@ static void add_handlers(SoupServer *soup, void *data)
     soup_server_add_handler(soup, NULL, handle_request, server, NULL);
 }
 
-struct api_server *api_server_new(struct vmm *vmm, const char *spec, const struct api_store *store,
+struct api_server *api_server_new(struct vmm *vmm, const char *spec, struct api_store *store,
                                   GError **error)
 {
     g_autoptr(api_server) server = g_new0(struct api_server, 1);

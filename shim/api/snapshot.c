@@ -192,6 +192,7 @@ static void snapshot_to_store(struct api_request *req, struct persist_snapshot_r
         g_rmdir(local); /* a failed snapshot leaves its destination as it found it: empty */
         return reply_error(req, error);
     }
+    api_store_keep_pulled(req->store);
     g_autofree char *id = NULL;
     struct store_push_result r = { 0 };
     if (!api_store_push(req->store, local, prefix, &id, &r, &error)) {
@@ -212,6 +213,8 @@ static void handle_snapshot(struct api_request *req)
     if (api_store_is_store_url(sreq.destination_url))
         return snapshot_to_store(req, &sreq);
     bool ok = vmm_snapshot(req->vmm, &sreq, NULL, &error);
+    if (ok && req->store)
+        api_store_keep_pulled(req->store);
     reply_result(req, ok, error);
 }
 
@@ -359,7 +362,9 @@ static const char *override_work_dir(const struct restore_body *body)
  * under the VM's work directory (else beside the cache), which the restore
  * then reads as any local snapshot: its layers are the cached files (hard
  * links), so an on-demand restore maps them as they are. The directory
- * stays while the VM runs (its disks continue from its disk layers). */
+ * stays while the VM exists (its disks continue from its disk layers) and
+ * goes with it (vm.delete, the shim's exit) unless the VM took a snapshot,
+ * which names it (store-refs.h). */
 static bool import_source(struct api_request *req, struct restore_body *body, char **dir, GError **error)
 {
     const char *ref = body->req.source_url;
@@ -384,10 +389,8 @@ static void handle_restore(struct api_request *req)
             body.req.source_url = imported_url = g_strconcat("file://", imported, NULL);
     }
     ok = ok && vmm_restore(req->vmm, &body.req, body.resume, &error);
-    if (!ok && imported) {
-        g_autofree char *holder = g_path_get_dirname(imported);
-        snap_dir_remove(holder, NULL);
-    }
+    if (!ok && imported)
+        api_store_discard_import(req->store, imported);
     reply_result(req, ok, error);
 }
 

@@ -16,12 +16,22 @@
 
 #include "store/store.h"
 
+/* A transfer inside an API request (an import for vm.restore, a push for
+ * vm.snapshot) ends within this, whatever the store does, unless
+ * --store-config's [store] timeout says otherwise (0: only the store's
+ * per-request bounds): well inside the 30 s clients such as virtvsnapd give
+ * a request, so the answer (504) arrives before they give up. */
+#define API_STORE_TIMEOUT_S 25u
+
 /* The shim's store settings: --store-config's [store] and [s3] groups,
- * --store-cache-dir over its cache_dir, the host default cache otherwise. */
+ * --store-cache-dir over its cache_dir, the host default cache otherwise;
+ * and the directories this shim's restores pulled, which are its own to
+ * remove. */
 struct api_store {
     char *cache_dir;
     guint64 cache_size;
     struct store_options options;
+    GPtrArray *pulled; /* struct api_store_pulled * */
 };
 
 /* config_path and cache_dir may be NULL. Errors name the file. */
@@ -35,8 +45,31 @@ bool api_store_is_store_url(const char *url);
 bool api_store_check_reachable(const char *field, const char *url, GError **error);
 
 /* Pull ref (URL/ID) through the cache into a new directory under base;
- * returns that directory. Errors are SHIM_ERRORs naming the object. */
-char *api_store_import(const struct api_store *s, const char *ref, const char *base, GError **error);
+ * returns that directory. Errors are SHIM_ERRORs naming the object.
+ *
+ * The directory (store-<id>-XXXXXX/<ID>: hard links to the cached layers,
+ * so removing it costs nothing and never touches the cache) is this
+ * shim's: it goes when the VM restored from it does (api_store_remove_pulled)
+ * unless a snapshot may name it (api_store_keep_pulled). Its holder has a
+ * lock file (shim.lock) this shim holds while it lives: an import into the
+ * same base removes the holders whose shim died (kill -9) first. */
+char *api_store_import(struct api_store *s, const char *ref, const char *base, GError **error);
+/* Both, and api_store_push: the options' timeout_s bounds the whole
+ * transfer; a store that does not finish in time is SHIM_ERROR_TIMEOUT
+ * (504) naming the request it was in. */
+
+/* The restore from dir (what api_store_import returned) was refused: dir
+ * goes now. */
+void api_store_discard_import(struct api_store *s, const char *dir);
+
+/* The VM restored from the pulled directories took a snapshot, which names
+ * them (its memory's parent, its disks' chain): they stay, as any snapshot
+ * directory does (their lock files go, so no later shim removes them). */
+void api_store_keep_pulled(struct api_store *s);
+
+/* The VM is gone (vm.delete, the shim's exit): no VM maps or reads the
+ * pulled directories any more; they are removed. */
+void api_store_remove_pulled(struct api_store *s);
 
 /* A new empty directory under base (NULL: beside the cache) for a snapshot
  * that is pushed once written. */

@@ -221,8 +221,19 @@ ACTION_HANDLER(handle_pause, vmm_pause)
 ACTION_HANDLER(handle_resume, vmm_resume)
 ACTION_HANDLER(handle_shutdown, vmm_shutdown_vm)
 ACTION_HANDLER(handle_reboot, vmm_reboot)
-ACTION_HANDLER(handle_delete, vmm_delete)
 ACTION_HANDLER(handle_power_button, vmm_power_button)
+
+/* The VM is gone: the snapshot directories its restore pulled from a store
+ * go with it (store-refs.h). vm.shutdown keeps them: vm.boot starts the
+ * VM again from their disk layers. */
+static void handle_delete(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    bool ok = vmm_delete(req->vmm, &error);
+    if (ok && req->store)
+        api_store_remove_pulled(req->store);
+    reply_result(req, ok, error);
+}
 
 const struct route vm_routes[] = {
     { "vm.create", "PUT", true, handle_create },

@@ -17,6 +17,8 @@ unsigned shim_error_http_status(const GError *error)
         return 409;
     case SHIM_ERROR_WRONG_STATE:
         return 405;
+    case SHIM_ERROR_TIMEOUT:
+        return 504;
     case SHIM_ERROR_ALREADY_CREATED:
     case SHIM_ERROR_FAILED:
         break;

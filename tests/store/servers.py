@@ -8,15 +8,23 @@ directories, started once per test run (test-store.py):
 - Rgw: Ceph's RADOS Gateway on a one-node cluster (one monitor, one memstore
   OSD, no manager) as the S3 endpoint, with a user whose keys it returns.
 
+- StallingProxy: a stalled store: in front of nginx, it relays requests for
+  manifests and listings but accepts those for objects (*.zst, any method)
+  and never answers them, as a server that hangs mid-import does.
+
 Python 3 stdlib only. Every process is stopped by its pid."""
 
+import http.server
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 
@@ -135,6 +143,71 @@ class Nginx:
             return [line.split(" ", 4) for line in f.read().splitlines()]
 
 
+class StallingProxy:
+    """http://127.0.0.1:<port>/<path> relays to nginx's /<path>, except
+    objects, whose requests stay unanswered until close()."""
+
+    def __init__(self, nginx):
+        released = self.released = threading.Event()
+        upstream = f"http://127.0.0.1:{nginx.port}"
+        self.stalled = 0
+
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def stall(self):
+                proxy.stalled += 1
+                released.wait(300)
+                self.close_connection = True
+
+            def relay(self, head):
+                if self.path.endswith(".zst"):
+                    return self.stall()
+                req = urllib.request.Request(upstream + self.path, method="HEAD" if head else "GET")
+                if self.headers.get("Range"):
+                    req.add_header("Range", self.headers["Range"])
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        status, body, headers = r.status, r.read(), r.headers
+                except urllib.error.HTTPError as e:
+                    status, body, headers = e.code, e.read(), e.headers
+                self.send_response(status)
+                for name in ("Content-Type", "Content-Range"):
+                    if headers.get(name):
+                        self.send_header(name, headers[name])
+                self.send_header("Content-Length", headers.get("Content-Length", str(len(body))) if head
+                                 else str(len(body)))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(body)
+
+            def do_GET(self):
+                self.relay(False)
+
+            def do_HEAD(self):
+                self.relay(True)
+
+            def do_PUT(self):
+                self.stall()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, prefix="store", sub=""):
+        return f"http://127.0.0.1:{self.port}/{prefix}" + (f"/{sub}" if sub else "")
+
+    def close(self):
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
 CEPH_CONF = """
 [global]
 fsid = {fsid}
@@ -238,4 +311,4 @@ def remove(path):
     shutil.rmtree(path, ignore_errors=True)
 
 
-__all__ = ["Nginx", "Rgw", "ServerError", "free_port", "remove", "signal"]
+__all__ = ["Nginx", "Rgw", "ServerError", "StallingProxy", "free_port", "remove", "signal"]

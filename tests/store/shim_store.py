@@ -13,6 +13,7 @@ import subprocess
 import time
 
 from persisttest import ApiShim, MIB, check, connect
+from servers import StallingProxy
 
 SHIM = GUEST = None
 DISK_SIZE = 32 * MIB
@@ -24,39 +25,47 @@ def setup(shim, guest):
     SHIM, GUEST = shim, guest
 
 
-def store_config(env, path):
-    """--store-config: the [store] and [s3] groups store_options_load reads."""
+def store_config(env, path, timeout=None):
+    """--store-config: the [store] and [s3] groups store_options_load reads
+    (timeout: [store] timeout, the whole transfer's bound)."""
     e = env.s3_env
     with open(path, "w") as f:
-        f.write(f"[store]\nconnections = 4\nrange_size = 2M\n\n[s3]\nendpoint = {env.rgw.endpoint}\n"
-                f"region = {e['AWS_REGION']}\naccess_key = {e['AWS_ACCESS_KEY_ID']}\n"
-                f"secret_key = {e['AWS_SECRET_ACCESS_KEY']}\n")
+        f.write("[store]\nconnections = 4\nrange_size = 2M\n")
+        if timeout is not None:
+            f.write(f"timeout = {timeout}\n")
+        if env.rgw:
+            f.write(f"\n[s3]\nendpoint = {env.rgw.endpoint}\n"
+                    f"region = {e['AWS_REGION']}\naccess_key = {e['AWS_ACCESS_KEY_ID']}\n"
+                    f"secret_key = {e['AWS_SECRET_ACCESS_KEY']}\n")
     return path
 
 
 class Host:
     """One "host": its layer cache and work directory; shims made on it."""
 
-    def __init__(self, env, root, name):
+    def __init__(self, env, root, name, timeout=None):
         self.env, self.name = env, name
         self.dir = os.path.join(root, name)
         self.cache = os.path.join(self.dir, "cache")
         self.work = os.path.join(self.dir, "work")
         os.makedirs(self.work)
-        self.config = store_config(env, os.path.join(self.dir, "store.conf"))
+        self.config = store_config(env, os.path.join(self.dir, "store.conf"), timeout)
         self.count = 0
 
     def shim(self):
         self.count += 1
         # no AWS_* in the environment: the S3 keys come from --store-config
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env["TMPDIR"] = self.dir   # a restore without vsnap_work_dir makes its work dir there
         return ApiShim(SHIM, workdir=self.dir, name=f"{self.name}-{self.count}", env=env,
                        args=["--store-config", self.config, "--store-cache-dir", self.cache])
 
 
 def restore_url(vm, url, mode, work):
-    overrides = {"serial": {"mode": "File", "file": vm.serial_path}, "vsock": {"socket": vm.vsock_path},
-                 "vsnap_work_dir": work}
+    """work None: no vsnap_work_dir (a pull goes under the cache's shim/)."""
+    overrides = {"serial": {"mode": "File", "file": vm.serial_path}, "vsock": {"socket": vm.vsock_path}}
+    if work:
+        overrides["vsnap_work_dir"] = work
     return vm.api("PUT", "vm.restore", {"source_url": url, "memory_restore_mode": mode, "resume": True,
                                         "config_overrides": overrides}, timeout=120)
 
@@ -92,7 +101,8 @@ class Origin:
             f.truncate(DISK_SIZE)
         self.host = Host(env, self.root, "hostA")
         self.http = env.nginx.url("store", "shim")
-        self.s3 = "s3://vsnap-test/shim"
+        # without the gateway (VSNAP_STORE_NO_S3) the second store is nginx's too
+        self.s3 = "s3://vsnap-test/shim" if env.rgw else env.nginx.url("store", "shim-second")
         with self.host.shim() as vm:
             vm.ok("PUT", "vm.create", {
                 "payload": {"kernel": GUEST, "cmdline": "vsnap.fill_mib=48 vsnap.seed=5"},
@@ -260,8 +270,135 @@ def case_shim_full_snapshot_carries_its_disk_chain(env):
         conn.close()
 
 
+def pulled(base):
+    """The holders of a shim's pulls under base (not vm.snapshot's local copies)."""
+    return sorted(n for n in os.listdir(base) if n.startswith("store-") and not n.startswith("store-snapshot-"))
+
+
+def restore_checked(env, vm, url, work, o):
+    status, reply = restore_url(vm, url, "ondemand", work)
+    check(status == 204, f"restore {url}: {status} {reply}" + vm.describe())
+    conn = connect(vm)
+    check(sums(conn) == o.sums, f"restore {url}: sums {sums(conn)}, origin {o.sums}")
+    conn.close()
+
+
+def case_shim_pulled_dirs_go_with_the_vm(env):
+    """What a restore from a store pulled (hard links into the cache) goes
+    with the VM: vm.delete, vmm.shutdown, SIGTERM; the cache keeps the
+    layers, and the next restore is a hit. A killed shim's pull (kill -9)
+    is removed by the next import into that directory, a live shim's never;
+    a VM that took a snapshot keeps its pull (the snapshot names it)."""
+    o = origin(env)
+    host = Host(env, o.root, "hostF")
+    ref = f"{o.http}/{o.id}"
+    with host.shim() as vm:
+        restore_checked(env, vm, ref, host.work, o)
+        check(len(pulled(host.work)) == 1, f"after the restore: {pulled(host.work)}")
+        vm.ok("PUT", "vm.delete")
+        check(pulled(host.work) == [], f"vm.delete left {pulled(host.work)}")
+        layers = os.listdir(os.path.join(host.cache, "layers"))
+        check(len(layers) >= 2, f"the cache lost its layers: {layers}")
+        before = len(env.nginx.access_lines())
+        restore_checked(env, vm, ref, host.work, o)
+        check(not layer_gets(env, before), f"the restore after vm.delete was no cache hit: {layer_gets(env, before)}")
+    check(pulled(host.work) == [], f"vmm.shutdown left {pulled(host.work)}")
+    beside_cache = os.path.join(host.cache, "shim")
+    vm = host.shim()
+    try:
+        restore_checked(env, vm, ref, None, o)
+        check(len(pulled(beside_cache)) == 1, f"no pull under the cache: {os.listdir(host.cache)}")
+        vm.proc.terminate()
+        vm.proc.wait(timeout=30)
+        check(pulled(beside_cache) == [], f"SIGTERM left {pulled(beside_cache)}")
+    finally:
+        vm.close()
+    killed = host.shim()
+    try:
+        restore_checked(env, killed, ref, host.work, o)
+        killed.proc.kill()
+        killed.proc.wait(timeout=30)
+    finally:
+        killed.close()
+    stale = pulled(host.work)
+    check(len(stale) == 1, f"after kill -9: {stale}")
+    with host.shim() as a:
+        restore_checked(env, a, ref, host.work, o)
+        mine = pulled(host.work)
+        check(len(mine) == 1 and mine != stale, f"the next import left the killed shim's pull: {stale} -> {mine}")
+        with host.shim() as b:
+            restore_checked(env, b, ref, host.work, o)
+            check(len(pulled(host.work)) == 2 and mine[0] in pulled(host.work),
+                  f"an import removed a live shim's pull: {mine} -> {pulled(host.work)}")
+        check(pulled(host.work) == mine, f"b's exit: {pulled(host.work)}")
+    check(pulled(host.work) == [], f"after both: {pulled(host.work)}")
+    snap = os.path.join(host.dir, "snapshot-of-a-restored-vm")
+    with host.shim() as vm:
+        restore_checked(env, vm, ref, host.work, o)
+        vm.ok("PUT", "vm.pause")
+        vm.ok("PUT", "vm.snapshot", {"destination_url": "file://" + snap})
+        vm.ok("PUT", "vm.delete")
+    kept = pulled(host.work)
+    check(len(kept) == 1, f"the pull a snapshot names was not kept: {kept}")
+    with host.shim() as vm:
+        restore_checked(env, vm, "file://" + snap, os.path.join(host.dir, "work2"), o)
+    with host.shim() as vm:
+        restore_checked(env, vm, ref, host.work, o)
+        check(kept[0] in pulled(host.work), f"an import removed a kept pull: {kept} -> {pulled(host.work)}")
+
+
+def timed(call):
+    t0 = time.monotonic()
+    result = call()
+    return result, time.monotonic() - t0
+
+
+def check_deadline_reply(what, status, reply, bound, elapsed):
+    print(f"  {what}: {status} after {elapsed:.1f} s: {reply}", flush=True)
+    check(status == 504 and f"deadline of {bound} s" in reply[0] and ".zst" in reply[0],
+          f"{what} from a stalled store: {status} {reply}")
+    check(bound - 0.5 < elapsed < bound + 4, f"{what} from a stalled store answered after {elapsed:.1f} s, "
+          f"its deadline {bound} s")
+
+
+def case_shim_store_deadline(env):
+    """A store that accepts requests for objects and never answers them (a
+    stalled server: its manifests come, the layers never do) holds an API
+    request no longer than the transfer's deadline ([store] timeout): the
+    vm.restore and the vm.snapshot answer 504 naming the object and the
+    deadline, the VM stays paused after the push, the shim takes the next
+    restore. Without a [store] timeout the bound is the shim's 25 s (not in
+    the short run, VSNAP_STORE_NO_S3: it only waits)."""
+    o = origin(env)
+    stall = StallingProxy(env.nginx)
+    try:
+        host = Host(env, o.root, "hostG", timeout=2)
+        with host.shim() as vm:
+            (status, reply), elapsed = timed(lambda: restore_url(vm, f"{stall.url('store', 'shim')}/{o.id}",
+                                                                 "ondemand", host.work))
+            check_deadline_reply("vm.restore", status, reply, 2, elapsed)
+            check(pulled(host.work) == [], f"the timed-out import left {pulled(host.work)}")
+            restore_checked(env, vm, f"{o.http}/{o.id}", host.work, o)
+            vm.ok("PUT", "vm.pause")
+            (status, reply), elapsed = timed(lambda: vm.api("PUT", "vm.snapshot",
+                                                            {"destination_url": stall.url("store", "stalled")}))
+            check_deadline_reply("vm.snapshot", status, reply, 2, elapsed)
+            check("still paused" in reply[0] and vm.state() == "Paused", f"after the push: {reply}")
+        check(stall.stalled >= 2, f"the proxy stalled {stall.stalled} requests")
+        if env.short:
+            return
+        host = Host(env, o.root, "hostH")
+        with host.shim() as vm:
+            (status, reply), elapsed = timed(lambda: restore_url(vm, f"{stall.url('store', 'shim')}/{o.id}",
+                                                                 "copy", host.work))
+            check_deadline_reply("vm.restore (the default bound)", status, reply, 25, elapsed)
+    finally:
+        stall.close()
+
+
 CASES = [case_shim_snapshot_to_store, case_shim_restore_from_store, case_shim_store_errors,
-         case_shim_full_snapshot_carries_its_disk_chain]
+         case_shim_full_snapshot_carries_its_disk_chain, case_shim_pulled_dirs_go_with_the_vm,
+         case_shim_store_deadline]
 
 
 def case_shim_confined_refuses_store_urls(env):

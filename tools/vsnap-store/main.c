@@ -284,6 +284,7 @@ static bool apply_options(struct cli *c, GError **error)
     if (c->retries >= 0)
         c->opts.retries = c->retries;
     c->opts.progress = !c->quiet && !c->json;
+    store_options_start_deadline(&c->opts); /* one command, one operation: [store] timeout bounds it */
     return true;
 }
 
