@@ -534,6 +534,25 @@ def job_calls_time_out(host, dom):
     return waited
 
 
+def snapshot_on_a(a, image, dom, seed):
+    """On host A: dom (copy restores) runs, its guest writes the disk, s1 is
+    taken and pushed, then dom is destroyed; (A's sums, s1's XML)."""
+    domain_on(a, image, dom, str(uuidlib.uuid4()), restore_mode="copy")
+    a.v("start", dom)
+    g = a.guest(dom)
+    try:
+        g.fill(0, DISK_A[0], DISK_A[1], seed)
+        g.flush(0)
+    finally:
+        g.close()
+    want = a.sums(dom)
+    a.v("snapshot-create-as", dom, "s1")
+    check(a.wait_push(dom).get("Job type") == "Completed", "A's push")
+    xml = a.v("snapshot-dumpxml", dom, "s1").stdout
+    a.v("destroy", dom)
+    return want, xml
+
+
 def case_daemon_pull_at_revert(env):
     """B reverts (copy mode) to A's snapshot through a slow URL (nginx's
     limit_rate over the same store tree): the pull shows in domjobinfo,
@@ -550,20 +569,8 @@ def case_daemon_pull_at_revert(env):
     a = Host(env, "A", url=url)
     b = None
     try:
-        domain_on(a, image, dom, str(uuidlib.uuid4()), restore_mode="copy")
-        a.v("start", dom)
-        g = a.guest(dom)
-        try:
-            g.fill(0, DISK_A[0], DISK_A[1], 41)
-            g.flush(0)
-        finally:
-            g.close()
-        want = a.sums(dom)
-        a.v("snapshot-create-as", dom, "s1")
-        check(a.wait_push(dom).get("Job type") == "Completed", "A's push")
-        xml = a.v("snapshot-dumpxml", dom, "s1").stdout
+        want, xml = snapshot_on_a(a, image, dom, 41)
         check(url in xml, f"A's snapshot XML names no {url}")
-        a.v("destroy", dom)
         b = Host(env, "B", job_wait=JOB_WAIT_S)
         b.v("define", b.write(dom + ".xml", a.v("dumpxml", "--inactive", dom).stdout))
         hostile_cookies(b, dom, xml, url, image)
@@ -694,19 +701,7 @@ def case_daemon_abort_revert_pull(env):
     a = Host(env, "A", url=url)
     b = None
     try:
-        domain_on(a, image, dom, str(uuidlib.uuid4()), restore_mode="copy")
-        a.v("start", dom)
-        g = a.guest(dom)
-        try:
-            g.fill(0, DISK_A[0], DISK_A[1], 43)
-            g.flush(0)
-        finally:
-            g.close()
-        want = a.sums(dom)
-        a.v("snapshot-create-as", dom, "s1")
-        check(a.wait_push(dom).get("Job type") == "Completed", "A's push")
-        xml = a.v("snapshot-dumpxml", dom, "s1").stdout
-        a.v("destroy", dom)
+        want, xml = snapshot_on_a(a, image, dom, 43)
         b = Host(env, "B")
         b.v("define", b.write(dom + ".xml", a.v("dumpxml", "--inactive", dom).stdout))
         b.v("snapshot-create", dom, "--redefine", b.write("s1.xml", xml.replace(url, slow)))
