@@ -1,3 +1,5 @@
+/* The bounded domain job lock (domain-job-lock.h): a mutex, a condition and
+ * the holder's operation for the timeout's message. */
 #include "domain-job-lock.h"
 
 #include "virt-error.h"
