@@ -295,7 +295,10 @@ static uint32_t fill_rx_buffer(struct virtio_vsock *dev, struct virtq *rxq,
             continue;
         }
         struct vsock_conn *conn = g_queue_peek_head(&dev->rx_ready);
-        if (!conn)
+        /* A buffer with room for a header only takes control packets: data
+         * in it would be a zero-length read, which loops here (the
+         * connection stays first) or reads as the host's end of stream. */
+        if (!conn || chain->write_len <= VSOCK_HDR_SIZE)
             return 0;
         uint32_t n = deliver_data(dev, rxq, conn, chain);
         if (n)
@@ -334,6 +337,13 @@ void vsock_process_rx(struct virtio_vsock *dev)
             continue;
         }
         uint32_t written = fill_rx_buffer(dev, rxq, &chain);
+        if (written == 0 && chain.write_len <= VSOCK_HDR_SIZE && dev->rx_ready.length > 0) {
+            /* data waits, and this buffer cannot carry it: the next may */
+            vsock_log_guest_error(dev, "dropped an RX buffer with no room for data");
+            virtq_push(rxq, chain.head, 0);
+            used = true;
+            continue;
+        }
         if (written == 0) {
             virtq_unpop(rxq);
             break;
