@@ -277,6 +277,22 @@ static bool evict(struct store_cache *c, const struct store_cache_entry *en, GEr
     return ok;
 }
 
+/* Whether the cached layer of en is in use; mapped (every process's mapped
+ * inodes) is read at the first question only: reading every process's maps
+ * takes tens of milliseconds on a busy host, and a pull that needs no room
+ * asks none. */
+static bool entry_in_use(struct store_cache *c, const struct store_cache_entry *en,
+                         GHashTable **mapped)
+{
+    g_autofree char *p = sub(c, "layers", en->digest);
+    struct stat st;
+    if (stat(p, &st) != 0)
+        return false;
+    if (!*mapped)
+        *mapped = mapped_inodes();
+    return layer_in_use(p, &st, *mapped);
+}
+
 /* Evict until need more bytes fit; keep is never evicted. */
 static bool make_room(struct store_cache *c, guint64 need, const char *keep, GError **error)
 {
@@ -286,24 +302,11 @@ static bool make_room(struct store_cache *c, guint64 need, const char *keep, GEr
     guint64 total = 0, in_use = 0;
     for (guint i = 0; i < a->len; i++)
         total += g_array_index(a, struct store_cache_entry, i).disk_bytes;
-    if (total + need <= c->max_bytes) {
-        g_array_unref(a);
-        return true;
-    }
-    /* Which layers are in use only when some must go: reading every
-     * process's maps takes tens of milliseconds on a busy host, and the
-     * pull waits for it before and after each layer. */
-    g_array_unref(a);
-    g_autoptr(GHashTable) mapped = mapped_inodes();
-    if (!(a = list_entries(c, mapped, error)))
-        return false;
-    total = 0;
-    for (guint i = 0; i < a->len; i++)
-        total += g_array_index(a, struct store_cache_entry, i).disk_bytes;
+    g_autoptr(GHashTable) mapped = NULL;
     bool ok = true;
     for (guint i = 0; i < a->len && total + need > c->max_bytes; i++) {
         struct store_cache_entry *en = &g_array_index(a, struct store_cache_entry, i);
-        if (en->in_use || (keep && strcmp(en->digest, keep) == 0)) {
+        if ((keep && strcmp(en->digest, keep) == 0) || entry_in_use(c, en, &mapped)) {
             in_use += en->disk_bytes;
             continue;
         }
