@@ -41,6 +41,17 @@ char *manifest_name(const char *id)
 }
 
 /* Ids are the layer ids, UUIDs; anything that could leave manifests/ is refused. */
+/* g_ptr_array_sort hands the compare function the elements' addresses. */
+static gint by_name(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void manifest_sort_names(GPtrArray *names)
+{
+    g_ptr_array_sort(names, by_name);
+}
+
 bool manifest_id_valid(const char *id)
 {
     if (!id || !*id || strlen(id) > 128)

@@ -43,6 +43,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(manifest, manifest_free)
 
 char *manifest_name(const char *id);   /* manifests/<id>.json */
 bool manifest_id_valid(const char *id);
+/* Sort strings (ids, file names) in byte order: a listing's and a
+ * manifest's files are in name order whatever order the store or the
+ * directory gave them. */
+void manifest_sort_names(GPtrArray *names);
 GBytes *manifest_to_json(const struct manifest *m);
 /* name: the manifest's object name, for messages. */
 struct manifest *manifest_parse(GBytes *json, const char *name, GError **error);

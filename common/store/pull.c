@@ -286,12 +286,6 @@ bool store_pull(const char *url, const char *id, const char *dest, struct store_
     return store_pull_onto(url, id, dest, NULL, cache, o, r, error);
 }
 
-/* g_ptr_array_sort hands the compare function the elements' addresses. */
-static gint by_id(gconstpointer a, gconstpointer b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 GPtrArray *store_list(const char *url, const struct store_options *o, GError **error)
 {
     g_autoptr(transport) t = transport_open(url, o, error);
@@ -309,7 +303,7 @@ GPtrArray *store_list(const char *url, const struct store_options *o, GError **e
         if (manifest_id_valid(id))
             g_ptr_array_add(ids, g_steal_pointer(&id));
     }
-    g_ptr_array_sort(ids, by_id);
+    manifest_sort_names(ids);
     return ids;
 }
 

@@ -95,12 +95,6 @@ static bool push_file(struct transport *t, const char *dir, const char *name, st
     return ok;
 }
 
-/* g_ptr_array_sort hands the compare function the elements' addresses. */
-static gint by_name(gconstpointer a, gconstpointer b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 static bool skipped(const char *const *skip, const char *name)
 {
     for (; skip && *skip; skip++)
@@ -130,7 +124,7 @@ static GPtrArray *travelling_files(const char *dir, const char *const *skip, gui
         g_ptr_array_add(names, g_strdup(n));
     }
     g_dir_close(d);
-    g_ptr_array_sort(names, by_name);
+    manifest_sort_names(names);
     return names;
 }
 
