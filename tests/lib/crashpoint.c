@@ -103,22 +103,29 @@ static long file_number(const char *name)
     return n;
 }
 
-/* The next number of the walk's sequence, shared by all processes. */
-static long next_point(void)
+/* The walk's sequence lock (the count file, flocked), or -1. A point holds
+ * it until it has logged itself and, if it is the one, killed its process
+ * (the kernel drops the lock with the process): a walk that disarms and then
+ * takes this lock once knows that no point is still on its way. */
+static int lock_sequence(void)
 {
     char path[PATH_MAX];
     if (!control_path(path, sizeof path, "count"))
-        return 0;
+        return -1;
     int fd = raw_open(path, O_RDWR | O_CREAT, 0600);
-    if (fd < 0)
-        return 0;
-    syscall(SYS_flock, fd, LOCK_EX);
+    if (fd >= 0)
+        syscall(SYS_flock, fd, LOCK_EX);
+    return fd;
+}
+
+/* The next number of the walk's sequence, shared by all processes. */
+static long next_point(int fd)
+{
     long n = read_number(fd) + 1;
     char buf[32];
     int len = snprintf(buf, sizeof buf, "%ld\n", n);
     syscall(SYS_ftruncate, fd, (off_t)0);
     syscall(SYS_pwrite64, fd, buf, (size_t)len, (off_t)0);
-    raw_close(fd); /* releases the lock */
     return n;
 }
 
@@ -148,15 +155,23 @@ static void crash_point(const char *op, const char *path)
 {
     if (!control_dir() || !under_prefix(path) || !armed())
         return;
-    long n = next_point();
+    int seq = lock_sequence();
+    if (seq < 0)
+        return;
+    if (!armed()) {   /* disarmed while this point waited for the lock */
+        raw_close(seq);
+        return;
+    }
+    long n = next_point(seq);
     log_point(n, op, path);
-    if (n > 0 && n == file_number("at")) {
+    if (n == file_number("at")) {
         /* A confined shim is the first process of its PID namespace, which
          * ignores a SIGKILL of its own: it ends as abruptly by exit_group. */
         if (getpid() == 1)
             syscall(SYS_exit_group, 128 + SIGKILL);
         syscall(SYS_kill, getpid(), SIGKILL);
     }
+    raw_close(seq);
 }
 
 /* A write or sync on a descriptor counts when it is a regular file under the

@@ -11,6 +11,7 @@ CI walks a bounded sample of each operation's points (VSNAP_CRASHWALK_POINTS,
 default 5, always the first and the last); VSNAP_CRASHWALK_FULL=1 walks every
 point (README: the long crash-point walk)."""
 
+import fcntl
 import os
 import shutil
 import tempfile
@@ -59,8 +60,13 @@ class Control:
         open(self.path("armed"), "w").close()
 
     def disarm(self):
+        """No point is counted after this returns: a point on its way (it
+        saw 'armed' before the unlink) holds the sequence lock until it has
+        logged itself and killed its process if it was the one."""
         if os.path.exists(self.path("armed")):
             os.unlink(self.path("armed"))
+        with open(self.path("count"), "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
 
     def points(self):
         if not os.path.exists(self.path("log")):
