@@ -4,7 +4,8 @@
 # UBSan; store-san: the store test on nginx and file:// only, no Ceph), then
 # every fuzz target for FUZZ_SECONDS (20) seconds in build-fuzz/
 # (scripts/fuzz.sh; VSNAP_NO_FUZZ=1 skips it), and prints the plain summary
-# line "N passed, N failed" counted from meson's own logs of all three runs.
+# line "N passed, N failed" counted from meson's own logs of all three runs,
+# plus one failure per process a stage's tests left running.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,8 +13,34 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 SAN=${SAN_BUILD:-build-sanitize}
 
+# Processes a stage's tests left running: their program or working directory
+# is in the build tree $1 (shims, daemons, servers the tests started). Seen
+# twice 2 s apart (so not one that is just ending), each is named, killed
+# and counts as a failure: a test must release every process it starts.
+leaks=0
+leftovers() {
+  local dir pid seen=""
+  dir=$(realpath "$1")
+  for pass in 1 2; do
+    local now=""
+    for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+      case "$(readlink "/proc/$pid/exe" 2>/dev/null)/ $(readlink "/proc/$pid/cwd" 2>/dev/null)/" in
+        *"$dir/"*) now="$now $pid " ;;
+      esac
+    done
+    [ $pass = 1 ] && { seen=$now; sleep 2; continue; }
+    for pid in $now; do
+      case "$seen" in *" $pid "*) ;; *) continue ;; esac
+      echo "LEFT RUNNING after the tests in $1: pid $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)"
+      kill -9 "$pid" 2>/dev/null
+      leaks=$((leaks + 1))
+    done
+  done
+}
+
 meson test -C "$BUILD" --print-errorlogs --num-processes 2 "$@"
 rc=$?
+leftovers "$BUILD"
 
 san_rc=0
 if [ $# -eq 0 ] && [ "${VSNAP_NO_SANITIZE:-0}" != 1 ]; then
@@ -27,6 +54,7 @@ if [ $# -eq 0 ] && [ "${VSNAP_NO_SANITIZE:-0}" != 1 ]; then
       --suite unit --suite lib --suite snapshot --suite conf --suite api --suite vsock --suite persist \
       --suite store-san
     san_rc=$?
+    leftovers "$SAN"
   else
     echo "sanitizer build failed"; san_rc=1
   fi
@@ -66,5 +94,6 @@ for path, required in logs:
 print(p, f)
 PY
 )
+failed=$((failed + leaks))
 echo "${passed} passed, ${failed} failed"
 [ "$rc" -eq 0 ] && [ "$san_rc" -eq 0 ] && [ "$fuzz_rc" -eq 0 ] && [ "$failed" -eq 0 ]

@@ -123,7 +123,8 @@ class Shim:
         self.proc = None
 
     def __enter__(self):
-        self.start()
+        if not self.proc:   # started already by whoever made it (restored_shim)
+            self.start()
         return self
 
     def __exit__(self, *exc):
@@ -131,6 +132,10 @@ class Shim:
         return False
 
     def start(self):
+        if self.proc and self.proc.poll() is None:
+            # a second process would take over the API socket's path and
+            # the first, no longer known here, would outlive the test
+            raise ShimError("start() of a shim that is running" + self.describe())
         self._stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
                                      stdout=self._stderr, stderr=subprocess.STDOUT)
