@@ -11,10 +11,11 @@
  * Why a pool of multi handles and not libcurl's shared connection cache
  * (CURLSHOPT_SHARE with CURL_LOCK_DATA_CONNECT): libcurl 7.88's manual for
  * that option says connections may not be shared between concurrent
- * threads, and a transport is used from several at once (a push's upload
- * thread beside its HEADs and S3 parts, the daemon's jobs). A multi handle
- * is used by one thread at a time and its connections with it; another
- * thread that asks meanwhile gets another handle. The share object still
+ * threads, and a transport's requests run on more than one (a push's
+ * streamed PUT on a thread of its own, beside the caller's requests; any
+ * caller may use one transport from several threads). A multi handle is
+ * used by one thread at a time and its connections with it; another thread
+ * that asks meanwhile gets another handle. The share object still
  * holds what libcurl does support across threads, under our locks: the DNS
  * cache and TLS sessions, so a new connection of any handle resumes a TLS
  * session another one made instead of a full handshake. */
@@ -75,9 +76,10 @@ CURLM *http_multi_take(struct http_transport *h)
     if (m)
         return m;
     m = curl_multi_init();
-    /* libcurl sizes a multi's connection cache by the transfers added to
-     * it (4 each), so a fetch's last transfer would close all but 4 of its
-     * connections; the cache keeps as many as a fetch opens, and a spare. */
+    /* libcurl's default bound on a multi's idle connections follows the
+     * transfers in it (4 per transfer), so it would shrink as a fetch's
+     * last transfers end; this one keeps as many as a fetch opens, and a
+     * spare (the streamed PUT's new connection beside another). */
     long keep = (long)MAX(1u, h->base.opts->connections) + 1;
     curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, keep);
     return m;
