@@ -691,9 +691,11 @@ def case_push_reuses_connections(env):
 
 def case_s3_reuses_connections(env):
     """Push and pull of d1's chain through the RADOS Gateway, counted at a
-    TCP relay in front of it (its log does not say which connection a
-    request came on): the push's requests (HEADs, multipart parts, the
-    manifests) on at most 2 connections, the pull's on 4 + 1."""
+    TCP relay in front of it: the gateway's access log (beast) names the
+    client's address without its port, and the handle it prints repeats
+    across connections, so it cannot tell them apart. The push's requests
+    (HEADs, PUTs, the manifests) on at most 2 connections, the pull's on
+    4 + 1; they used to open one per request."""
     w = env.scratch("s3-reuse")
     relay = ConnectionCounter(env.rgw.port)
     try:
