@@ -148,7 +148,9 @@ bool http_fetch(struct transport *t, const char *name, const struct fetch_range 
     f.running = g_ptr_array_new();
     for (guint i = 0; i < nranges; i++)
         g_queue_push_tail(&f.pending, GUINT_TO_POINTER(i));
-    CURLM *m = curl_multi_init();
+    /* the transport's: the connections of the last fetch (and of the
+     * small requests between) carry this one's ranges */
+    CURLM *m = http_multi_take(ht(t));
     guint active = 0, max = MAX(1u, t->opts->connections);
     const gint *cancel = t->opts->cancel;
     long most_ms = cancel ? CANCEL_POLL_MS : 1000;
@@ -190,7 +192,7 @@ bool http_fetch(struct transport *t, const char *name, const struct fetch_range 
     while (f.running->len)   /* the transfers still running after an error */
         transfer_free(m, f.running->pdata[0]);
     g_ptr_array_unref(f.running);
-    curl_multi_cleanup(m);
+    http_multi_give(ht(t), m);
     g_queue_clear(&f.pending);
     g_free(f.attempts);
     g_free(f.not_before);

@@ -76,8 +76,14 @@ static gpointer stream_thread(gpointer data)
     curl_easy_setopt(e, CURLOPT_READDATA, u);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, http_reply_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &r);
+    /* A body read from the channel cannot be read again: if a reused
+     * connection turned out closed by the server after some of it went
+     * out, libcurl could not send the request anew, and this PUT has no
+     * retry of its own. A new connection is never one the server closed
+     * while idle; it stays open for the requests after this one. */
+    curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
     CURLcode rc = CURLE_OK;
-    bool whole = http_multi_run(&e, 1, &rc, u->h->base.opts->cancel);
+    bool whole = http_multi_run(u->h, &e, 1, &rc, u->h->base.opts->cancel);
     long status = 0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(e);

@@ -2,8 +2,9 @@
  * several connections with retries and back-off, PUT (streamed for HTTP,
  * multipart for S3), HEAD, listings (an HTTP server's directory index, S3's
  * ListObjectsV2). S3 requests are signed by libcurl (CURLOPT_AWS_SIGV4) with
- * path-style addressing: <endpoint>/<bucket>/<prefix>/<name>. This file:
- * requests, listings and opening; uploads and ranged reads are in
+ * path-style addressing: <endpoint>/<bucket>/<prefix>/<name>. Connections
+ * stay open from one request to the next (transport-http-pool.c). This
+ * file: requests, listings and opening; uploads and ranged reads are in
  * transport-http-upload.c and transport-http-fetch.c. */
 #include "store/transport-http.h"
 
@@ -59,6 +60,7 @@ CURL *http_easy_new(struct http_transport *h, const char *url, struct curl_slist
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 30L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "vsnap-store");
+    curl_easy_setopt(e, CURLOPT_SHARE, h->share);
     if (h->s3) {
         curl_easy_setopt(e, CURLOPT_AWS_SIGV4, h->sigv4);
         curl_easy_setopt(e, CURLOPT_USERPWD, h->userpwd);
@@ -77,12 +79,15 @@ CURL *http_easy_new(struct http_transport *h, const char *url, struct curl_slist
 }
 
 
-/* Run handles to completion on one multi handle; results[i] per handle.
- * With cancel set (non-zero) the transfers still running stop: false, and
- * their results are CURLE_ABORTED_BY_CALLBACK. */
-bool http_multi_run(CURL **handles, guint n, CURLcode *results, const gint *cancel)
+/* Run handles to completion on one of the transport's multi handles;
+ * results[i] per handle. With cancel set (non-zero) the transfers still
+ * running stop: false, and their results are CURLE_ABORTED_BY_CALLBACK
+ * (libcurl closes the connection of a transfer removed before its end, so
+ * no half-read reply is left on a connection the next request reuses). */
+bool http_multi_run(struct http_transport *h, CURL **handles, guint n, CURLcode *results,
+                    const gint *cancel)
 {
-    CURLM *m = curl_multi_init();
+    CURLM *m = http_multi_take(h);
     for (guint i = 0; i < n; i++)
         curl_multi_add_handle(m, handles[i]);
     int running = 1;
@@ -108,7 +113,7 @@ bool http_multi_run(CURL **handles, guint n, CURLcode *results, const gint *canc
             results[i] = CURLE_ABORTED_BY_CALLBACK;
         curl_multi_remove_handle(m, handles[i]);
     }
-    curl_multi_cleanup(m);
+    http_multi_give(h, m);
     return !stopped;
 }
 
@@ -190,6 +195,17 @@ static size_t body_read(char *buf, size_t size, size_t n, void *user)
     return take;
 }
 
+/* A reused connection the server closed as the request went out: libcurl
+ * sends the request again on a new one, from the start of the body. */
+static int body_seek(void *user, curl_off_t offset, int origin)
+{
+    struct body_reader *b = user;
+    if (origin != SEEK_SET || offset < 0 || (gsize)offset > b->len)
+        return CURL_SEEKFUNC_CANTSEEK;
+    b->pos = (gsize)offset;
+    return CURL_SEEKFUNC_OK;
+}
+
 /* One request with retries (connection failures, 5xx); the reply's status
  * is the caller's to judge. cancel: stop when it becomes non-zero
  * (STORE_ERROR_CANCELLED); NULL for the clean-up that follows a cancel. */
@@ -221,6 +237,8 @@ bool http_request_or_cancel(struct http_transport *h, const char *method, const 
             curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
             curl_easy_setopt(e, CURLOPT_READFUNCTION, body_read);
             curl_easy_setopt(e, CURLOPT_READDATA, &reader);
+            curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, body_seek);
+            curl_easy_setopt(e, CURLOPT_SEEKDATA, &reader);
             curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)reader.len);
             if (strcmp(method, "PUT") != 0)
                 curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
@@ -229,9 +247,11 @@ bool http_request_or_cancel(struct http_transport *h, const char *method, const 
             curl_easy_setopt(e, CURLOPT_POSTFIELDS, "");
         }
         CURLcode rc = CURLE_OK;
-        bool whole = http_multi_run(&e, 1, &rc, cancel);
+        bool whole = http_multi_run(h, &e, 1, &rc, cancel);
         r->status = 0;
+        r->length = -1;
         curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
+        curl_easy_getinfo(e, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &r->length);
         curl_easy_cleanup(e);
         curl_slist_free_all(headers);
         if (!whole) {
@@ -284,25 +304,11 @@ static bool http_stat(struct transport *t, const char *name, guint64 *size, GErr
     bool ok = http_request(ht(t), "HEAD", url, NULL, &r, error);
     *size = G_MAXUINT64;
     if (ok && r.status != 404 && http_expect_2xx(&r, "HEAD", url, error)) {
-        /* the length of a HEAD reply: a new transfer reads it from the headers */
-        struct curl_slist *headers = NULL;
-        CURL *e = http_easy_new(ht(t), url, &headers);
-        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-        CURLcode rc = CURLE_OK;
-        bool whole = http_multi_run(&e, 1, &rc, t->opts->cancel);
-        curl_off_t len = -1;
-        curl_easy_getinfo(e, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
-        curl_easy_cleanup(e);
-        curl_slist_free_all(headers);
-        if (!whole) {
-            g_set_error(error, STORE_ERROR, STORE_ERROR_CANCELLED, "HEAD %s: cancelled", url);
-            ok = false;
-        } else if (rc != CURLE_OK || len < 0) {
-            if (!http_deadline_error(ht(t)->base.opts, error, "HEAD", url))
-                g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE, "HEAD %s: no length", url);
+        if (r.length < 0) {
+            g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE, "HEAD %s: no length", url);
             ok = false;
         } else {
-            *size = (guint64)len;
+            *size = (guint64)r.length;
         }
     } else if (ok && r.status != 404) {
         ok = false;
@@ -423,6 +429,7 @@ static GPtrArray *any_list(struct transport *t, const char *dir, GError **error)
 static void http_free(struct transport *t)
 {
     struct http_transport *h = ht(t);
+    http_pool_clear(h);
     g_free(h->prefix_url);
     g_free(h->endpoint);
     g_free(h->bucket_url);
@@ -494,6 +501,7 @@ struct transport *transport_http_open(const char *url, const struct store_option
     h->base.ops = &http_ops;
     h->base.url = g_strdup(url);
     h->base.opts = o;
+    http_pool_init(h);
     if (g_str_has_prefix(url, "s3://")) {
         if (!s3_setup(h, url, o, error)) {
             http_free(&h->base);

@@ -3,10 +3,16 @@ directories, started once per test run (test-store.py):
 
 - Nginx: nginx serving <dir>/www with WebDAV PUT and directory listings under
   /store/, the same tree under /rate-<N>k/ with limit_rate N KiB/s per
-  connection, /e403/ and /e500/ answering those codes; an access log of
-  method, path, status and body bytes.
+  connection, the same tree under /idle-1s/ closing keep-alive connections
+  idle for 1 s, /e403/ and /e500/ answering those codes; an access log of
+  method, path, status, body bytes, range and the connection's serial
+  number (one per TCP connection nginx accepted).
 - Rgw: Ceph's RADOS Gateway on a one-node cluster (one monitor, one memstore
   OSD, no manager) as the S3 endpoint, with a user whose keys it returns.
+
+- ConnectionCounter: a TCP relay to another server (the RADOS Gateway,
+  whose log does not say which connection a request came on) that counts
+  the connections it accepts.
 
 - StallingProxy: a stalled store: in front of nginx, it relays requests for
   manifests and listings but accepts those for objects (*.zst, any method)
@@ -73,7 +79,7 @@ pid {d}/nginx.pid;
 error_log {d}/error.log warn;
 events {{ worker_connections 512; }}
 http {{
-    log_format store '$request_method $uri $status $body_bytes_sent "$http_range"';
+    log_format store '$request_method $uri $status $body_bytes_sent "$http_range" $connection';
     access_log {d}/access.log store;
     client_body_temp_path {d}/tmp/body;
     proxy_temp_path {d}/tmp/proxy;
@@ -94,6 +100,14 @@ http {{
         location ~ ^/rate-(?<rate>\\d+)k/(?<rest>.*)$ {{
             alias {d}/www/store/$rest;
             limit_rate ${{rate}}k;
+            autoindex on;
+        }}
+        location /idle-1s/ {{
+            alias {d}/www/store/;
+            keepalive_timeout 1s;
+            dav_methods PUT DELETE;
+            create_full_put_path on;
+            dav_access user:rw group:r all:r;
             autoindex on;
         }}
         location /e403/ {{ return 403; }}
@@ -139,8 +153,71 @@ class Nginx:
         return f"http://127.0.0.1:{self.port}/{prefix}" + (f"/{sub}" if sub else "")
 
     def access_lines(self):
+        """[method, path, status, bytes, "range", connection] per request."""
         with open(os.path.join(self.dir, "access.log")) as f:
-            return [line.split(" ", 4) for line in f.read().splitlines()]
+            lines = f.read().splitlines()
+        out = []
+        for line in lines:
+            rest, conn = line.rsplit(" ", 1)
+            out.append(rest.split(" ", 4) + [conn])
+        return out
+
+
+class ConnectionCounter:
+    """127.0.0.1:<port> relays every TCP connection to upstream_port;
+    accepted counts them."""
+
+    def __init__(self, upstream_port):
+        self.upstream_port = upstream_port
+        self.accepted = 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst):
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            src.close()   # the other pump closes dst, its own src
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=10)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self):
+        self.closed = True
+        self.sock.close()
 
 
 class StallingProxy:
@@ -311,4 +388,4 @@ def remove(path):
     shutil.rmtree(path, ignore_errors=True)
 
 
-__all__ = ["Nginx", "Rgw", "ServerError", "StallingProxy", "free_port", "remove", "signal"]
+__all__ = ["ConnectionCounter", "Nginx", "Rgw", "ServerError", "StallingProxy", "free_port", "remove", "signal"]

@@ -4,7 +4,7 @@ WebDAV and limit_rate, Ceph's RADOS Gateway as S3), snapshots of the real
 shim with the test guest, restored on demand from pulled directories and
 checked by the guest's SUM of its regions.
 
-    test-store.py <vsnap-store> <vsnap-shim> <vsnap-testguest> [CASE...]
+    test-store.py <vsnap-store> <vsnap-shim> <vsnap-testguest> <store-idle-client> [CASE...]
 
 The servers and the snapshot chain are made once; the cases then run one
 after another (each with its own cache and destination directories: the
@@ -27,14 +27,14 @@ import time
 import traceback
 
 # absolute: a case runs vsnap-store in a directory of its own (relative_cache_dir)
-STORE, SHIM, GUEST = (os.path.abspath(a) for a in sys.argv[1:4])
-ONLY = sys.argv[4:]
+STORE, SHIM, GUEST, IDLE_CLIENT = (os.path.abspath(a) for a in sys.argv[1:5])
+ONLY = sys.argv[5:]
 NO_S3 = os.environ.get("VSNAP_STORE_NO_S3") == "1"
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "persist"))
 from persisttest import ApiShim, Fail, MIB, check, connect  # noqa: E402
-from servers import Nginx, Rgw, StallingProxy  # noqa: E402
+from servers import ConnectionCounter, Nginx, Rgw, StallingProxy  # noqa: E402
 import shim_store  # noqa: E402
 
 REGION_A = (16 * MIB, 64 * MIB)
@@ -116,7 +116,7 @@ class Env:
         return p
 
     def store(self, opts, args, ok=True, timeout=300, env=None, cwd=None):
-        full_env = dict(os.environ, **self.s3_env, **(env or {}))
+        full_env = {**os.environ, **self.s3_env, **(env or {})}
         r = subprocess.run([STORE, "--quiet", "--json"] + opts + args, capture_output=True,
                            text=True, timeout=timeout, env=full_env, cwd=cwd)
         check_no_sanitizer_report(f"vsnap-store {' '.join(args)}", r.stderr)
@@ -642,6 +642,108 @@ def case_timeout_bounds_a_pull(env):
     check("[store] timeout" in r.stderr and "5m" in r.stderr, f"a bad timeout: {r.stderr}")
 
 
+# The fetch's connections; a pull may use one more: a connection libcurl
+# gives up (one the server closed, a reply it could not read to the end) is
+# replaced, and one spare keeps the bound from failing on such a replacement.
+REUSE_CONNECTIONS = 4
+REUSE_BOUND = REUSE_CONNECTIONS + 1
+
+
+def case_pull_reuses_connections(env):
+    """A pull of a memory + disk chain (the shim's s2 over s1: two manifests,
+    four layers, their files) from nginx on 4 connections with 1 MiB ranges
+    runs all its requests on at most 4 + 1 TCP connections, where it opened
+    one per request: the fetch's connections stay open from layer to layer
+    and carry the manifests, seek tables and small files between."""
+    o = shim_store.origin(env)
+    w = env.scratch("reuse")
+    before = len(env.nginx.access_lines())
+    t0 = time.monotonic()
+    r = env.pull(f"{o.http}/{o.id}", os.path.join(w, "dest"), os.path.join(w, "cache"),
+                 ["--connections", str(REUSE_CONNECTIONS), "--range-size", "1M"])
+    elapsed = time.monotonic() - t0
+    lines = env.nginx.access_lines()[before:]
+    conns = {line[5] for line in lines}
+    check(r["layers_fetched"] >= 3, f"the pull fetched {r['layers_fetched']} layers")
+    check(len(lines) > 3 * REUSE_BOUND, f"only {len(lines)} requests: the bound says nothing")
+    check(len(conns) <= REUSE_BOUND,
+          f"{len(lines)} requests on {len(conns)} connections (at most {REUSE_BOUND})")
+    print(f"  pull over http: {len(lines)} requests on {len(conns)} connections, {elapsed:.2f} s", flush=True)
+
+
+def case_push_reuses_connections(env):
+    """A push of the chain d1 over base to nginx: each object's streamed PUT
+    opens a connection of its own (its body cannot be sent again on a
+    connection found closed), every other request (HEADs, the manifests'
+    PUTs) reuses one: at most one per object + 1."""
+    w = env.scratch("push-reuse")
+    before = len(env.nginx.access_lines())
+    r = env.push("d1", env.nginx.url("store", os.path.basename(w)))
+    lines = env.nginx.access_lines()[before:]
+    conns = {line[5] for line in lines}
+    streamed = [line for line in lines if line[0] == "PUT" and line[1].endswith(".zst")]
+    check(streamed and len(lines) > len(streamed) + 3, f"push: {len(lines)} requests, {r}")
+    check(len(conns) <= len(streamed) + 1,
+          f"push: {len(lines)} requests, {len(streamed)} objects, on {len(conns)} connections")
+    print(f"  push over http: {len(lines)} requests ({len(streamed)} objects) on {len(conns)} connections",
+          flush=True)
+
+
+def case_s3_reuses_connections(env):
+    """Push and pull of d1's chain through the RADOS Gateway, counted at a
+    TCP relay in front of it: the gateway's access log (beast) names the
+    client's address without its port, and the handle it prints repeats
+    across connections, so it cannot tell them apart. The push's requests
+    (HEADs, PUTs, the manifests) on at most 2 connections, the pull's on
+    4 + 1; they used to open one per request."""
+    w = env.scratch("s3-reuse")
+    relay = ConnectionCounter(env.rgw.port)
+    try:
+        s3 = {"AWS_ENDPOINT_URL": relay.endpoint}
+        url = "s3://vsnap-test/reuse"
+        r = env.store([], ["push", env.path("d1"), url], env=s3)
+        pushed = relay.accepted
+        check(pushed <= 2, f"the push opened {pushed} connections")
+        env.store(["--cache-dir", os.path.join(w, "cache"), "--connections", str(REUSE_CONNECTIONS),
+                   "--range-size", "1M"], ["pull", f"{url}/{r['id']}", os.path.join(w, "dest")], env=s3)
+        pulled = relay.accepted - pushed
+        check(pulled <= REUSE_BOUND, f"the pull opened {pulled} connections (at most {REUSE_BOUND})")
+        print(f"  S3: push on {pushed} connections, pull on {pulled}", flush=True)
+    finally:
+        relay.close()
+    restore_and_check(env, os.path.join(w, "dest"), "d1", w)
+
+
+def case_idle_connections_closed_by_the_server(env):
+    """nginx closes keep-alive connections idle for 1 s (/idle-1s/); a
+    client pausing 2 s between rounds of requests finds the connection it
+    would reuse closed before each of them, and every request still
+    succeeds with one retry at most. nginx's log shows both: requests of a
+    round share a connection, and each round needed a new one (the pause
+    is 1 s longer than nginx's timeout: a loaded machine delays its timer,
+    and a connection nginx had not closed yet would be reused)."""
+    w = env.scratch("idle")
+    prefix = os.path.basename(w)
+    os.makedirs(os.path.join(env.nginx.root, prefix))
+    rounds = 5
+    before = len(env.nginx.access_lines())
+    r = subprocess.run([IDLE_CLIENT, env.nginx.url("idle-1s", prefix), "2000", str(rounds)],
+                       capture_output=True, text=True, timeout=120)
+    check_no_sanitizer_report("store-idle-client", r.stderr)
+    check(r.returncode == 0, f"store-idle-client -> {r.returncode}: {r.stderr}")
+    lines = env.nginx.access_lines()[before:]
+    per_round = 5
+    check(len(lines) == 1 + per_round * rounds, f"{len(lines)} requests, not 1 + {per_round} x {rounds}")
+    seen, reused = set(), 0
+    for i, line in enumerate(lines):
+        if (i - 1) % per_round == 0:
+            check(line[5] not in seen, f"round {(i - 1) // per_round}'s first request on a connection "
+                                       f"idle for the pause: nginx closed none")
+        reused += line[5] in seen
+        seen.add(line[5])
+    check(reused >= 2 * rounds, f"{len(lines)} requests on {len(seen)} connections: little reuse")
+
+
 CASES = [v for k, v in list(globals().items()) if k.startswith("case_")]
 shim_store.setup(SHIM, GUEST)
 CASES += shim_store.CASES
@@ -650,7 +752,7 @@ if os.environ.get("VIRTVSNAPD") and not NO_S3:
     CASES += daemon_cases.CASES
 
 
-S3_CASES = {case_two_hosts_s3}
+S3_CASES = {case_two_hosts_s3, case_s3_reuses_connections}
 
 
 def main():
