@@ -31,6 +31,39 @@ void store_options_clear(struct store_options *o)
     g_clear_pointer(&o->s3_region, g_free);
     g_clear_pointer(&o->s3_access_key, g_free);
     g_clear_pointer(&o->s3_secret_key, g_free);
+    g_clear_pointer(&o->ca_file, g_free);
+    g_clear_pointer(&o->s3_ca_file, g_free);
+}
+
+/* Enough to tell a CA bundle from a file named by mistake (a key, a DER
+ * certificate, a directory) before any handshake depends on it. */
+bool store_ca_file_check(const char *path, const char *what, GError **error)
+{
+    g_autofree char *text = NULL;
+    g_autoptr(GError) e = NULL;
+    const char *sep = what ? ": " : "";
+    if (!g_file_get_contents(path, &text, NULL, &e)) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s%s%s: cannot read the CA bundle: %s",
+                    what ? what : "", sep, path, e->message);
+        return false;
+    }
+    if (!strstr(text, "-----BEGIN CERTIFICATE-----")) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID,
+                    "%s%s%s: not a CA bundle (no PEM certificate in it)", what ? what : "", sep, path);
+        return false;
+    }
+    return true;
+}
+
+const char *store_ca_file_for(const char *url, const struct store_options *o)
+{
+    bool s3 = g_str_has_prefix(url, "s3://");
+    if (s3 && o->s3_ca_file && *o->s3_ca_file)
+        return o->s3_ca_file;
+    if (o->ca_file && *o->ca_file)
+        return o->ca_file;
+    const char *env = s3 ? g_getenv("AWS_CA_BUNDLE") : NULL;
+    return env && *env ? env : NULL;
 }
 
 bool store_cancelled(const struct store_options *o, GError **error)
@@ -166,6 +199,25 @@ static void get_string(GKeyFile *kf, const char *group, const char *key, char **
     }
 }
 
+/* A relative ca_file is taken from the working directory at load, as
+ * vsnap-store's --ca-file is (a daemon may change directory later). */
+static bool get_ca_file(GKeyFile *kf, const char *group, const char *path, char **out, GError **error)
+{
+    g_autofree char *v = NULL;
+    get_string(kf, group, "ca_file", &v);
+    if (!v)
+        return true;
+    g_autofree char *what = g_strdup_printf("%s: [%s] ca_file", path, group);
+    if (!*v || !store_ca_file_check(v, what, error)) {
+        if (!*v)
+            g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s: empty", what);
+        return false;
+    }
+    g_free(*out);
+    *out = g_canonicalize_filename(v, NULL);
+    return true;
+}
+
 bool store_options_load(struct store_options *o, const char *path, char **url, char **cache_dir,
                         guint64 *cache_size, GError **error)
 {
@@ -201,5 +253,6 @@ bool store_options_load(struct store_options *o, const char *path, char **url, c
     get_string(kf, "s3", "region", &o->s3_region);
     get_string(kf, "s3", "access_key", &o->s3_access_key);
     get_string(kf, "s3", "secret_key", &o->s3_secret_key);
-    return true;
+    return get_ca_file(kf, "store", path, &o->ca_file, error) &&
+           get_ca_file(kf, "s3", path, &o->s3_ca_file, error);
 }

@@ -56,6 +56,12 @@ struct store_options {
     bool progress;        /* bytes, rate and ETA on stderr */
     /* S3: endpoint (http://host:port), region and keys; NULL = AWS_* env. */
     char *s3_endpoint, *s3_region, *s3_access_key, *s3_secret_key;
+    /* PEM CA bundle for https:// and S3 over TLS (CURLOPT_CAINFO), for a
+     * store behind a private CA: ca_file ([store] ca_file, vsnap-store
+     * --ca-file) for every store; s3_ca_file ([s3] ca_file) for s3:// ones,
+     * before ca_file; then AWS_CA_BUNDLE for s3://. NULL: libcurl's own.
+     * There is no way to turn verification off. */
+    char *ca_file, *s3_ca_file;
     /* Optional, for a caller that shows progress itself (a daemon's job
      * information): called from the transfer's threads with bytes done
      * (done) and, as each directory starts, bytes it adds to the total. */
@@ -76,10 +82,18 @@ void store_options_clear(struct store_options *o);
 void store_options_start_deadline(struct store_options *o);
 /* [store] and [s3] of a key file: url (returned in *url when asked),
  * connections, range_size, threads, frame_size, level, timeout (seconds,
- * 0 to 86400), cache_dir, cache_size; endpoint, region, access_key,
- * secret_key. */
+ * 0 to 86400), cache_dir, cache_size, ca_file; endpoint, region,
+ * access_key, secret_key, ca_file. A ca_file must be a readable CA bundle
+ * (store_ca_file_check) now, not at the first TLS handshake. */
 bool store_options_load(struct store_options *o, const char *path, char **url, char **cache_dir,
                         guint64 *cache_size, GError **error);
+
+/* Whether path is a CA bundle libcurl can use: a readable file with at
+ * least one PEM certificate; STORE_ERROR_INVALID naming it (and what, when
+ * given: "[store] ca_file", "--ca-file") otherwise. */
+bool store_ca_file_check(const char *path, const char *what, GError **error);
+/* The CA bundle for url's requests under o (see ca_file above), or NULL. */
+const char *store_ca_file_for(const char *url, const struct store_options *o);
 
 /* Whether o asks the transfer under way to stop; if so, *error is set
  * (STORE_ERROR_CANCELLED). */

@@ -61,6 +61,8 @@ CURL *http_easy_new(struct http_transport *h, const char *url, struct curl_slist
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 30L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "vsnap-store");
     curl_easy_setopt(e, CURLOPT_SHARE, h->share);
+    if (h->ca_file)   /* beside libcurl's CA directory; verification stays on */
+        curl_easy_setopt(e, CURLOPT_CAINFO, h->ca_file);
     if (h->s3) {
         curl_easy_setopt(e, CURLOPT_AWS_SIGV4, h->sigv4);
         curl_easy_setopt(e, CURLOPT_USERPWD, h->userpwd);
@@ -139,18 +141,49 @@ static int error_code_for(long status)
            : status == 401 || status == 403 ? STORE_ERROR_DENIED : STORE_ERROR_REMOTE;
 }
 
+/* The server's certificate or the local TLS set-up is wrong: the same
+ * request fails the same way every time (an untrusted or expired
+ * certificate, a name it does not cover, a CA bundle libcurl cannot load).
+ * A handshake cut by the network is CURLE_SSL_CONNECT_ERROR, and retried. */
+static bool tls_refused(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_PEER_FAILED_VERIFICATION:   /* also CURLE_SSL_CACERT */
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_ENGINE_INITFAILED:
+        return true;
+    default:
+        return false;
+    }
+}
+
 bool http_retryable(CURLcode rc, long status)
 {
-    return (rc != CURLE_OK && rc != CURLE_WRITE_ERROR && rc != CURLE_ABORTED_BY_CALLBACK) ||
+    return (rc != CURLE_OK && rc != CURLE_WRITE_ERROR && rc != CURLE_ABORTED_BY_CALLBACK &&
+            !tls_refused(rc)) ||
            status >= 500 || status == 429;
 }
 
 void http_status_error(GError **error, const char *method, const char *url, CURLcode rc,
                          long status, const char *errbuf, guint attempts)
 {
-    if (rc != CURLE_OK)
-        g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE, "%s %s: %s (%u attempts)", method, url,
-                    errbuf[0] ? errbuf : curl_easy_strerror(rc), attempts);
+    const char *said = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    if (tls_refused(rc))
+        g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE,
+                    "%s %s: %s (TLS; not retried: a store behind a private CA needs its CA "
+                    "bundle in [store] ca_file, vsnap-store --ca-file or AWS_CA_BUNDLE)",
+                    method, url, said);
+    else if (rc != CURLE_OK)
+        g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE, "%s %s: %s (%u attempt%s)", method, url,
+                    said, attempts, attempts == 1 ? "" : "s");
     else
         g_set_error(error, STORE_ERROR, error_code_for(status), "%s %s: HTTP %ld%s", method, url,
                     status, status == 404 ? " (no such object)"
@@ -437,6 +470,7 @@ static void http_free(struct transport *t)
     g_free(h->sigv4);
     g_free(h->userpwd);
     g_free(h->token_header);
+    g_free(h->ca_file);
     g_free(t->url);
     g_free(h);
 }
@@ -510,5 +544,14 @@ struct transport *transport_http_open(const char *url, const struct store_option
     } else {
         h->prefix_url = g_strdup(url);
     }
+    /* checked here too: AWS_CA_BUNDLE is first seen here, and a bundle
+     * removed since the configuration was read fails now, by name */
+    const char *ca = store_ca_file_for(url, o);
+    bool from_env = ca && ca != o->ca_file && ca != o->s3_ca_file;
+    if (ca && !store_ca_file_check(ca, from_env ? "AWS_CA_BUNDLE" : NULL, error)) {
+        http_free(&h->base);
+        return NULL;
+    }
+    h->ca_file = g_strdup(ca);
     return &h->base;
 }

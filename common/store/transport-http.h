@@ -19,6 +19,7 @@ struct http_transport {
     char *sigv4;         /* S3: "aws:amz:<region>:s3" */
     char *userpwd;       /* S3: access:secret */
     char *token_header;  /* S3: x-amz-security-token, when a session token is set */
+    char *ca_file;       /* CURLOPT_CAINFO (store_ca_file_for), NULL: libcurl's default */
     /* transport-http-pool.c: every easy handle uses share (DNS, TLS
      * sessions); idle holds the multi handles no request runs on, each
      * with its open connections */

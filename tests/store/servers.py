@@ -6,7 +6,12 @@ directories, started once per test run (test-store.py):
   connection, the same tree under /idle-1s/ closing keep-alive connections
   idle for 1 s, /e403/ and /e500/ answering those codes; an access log of
   method, path, status, body bytes, range and the connection's serial
-  number (one per TCP connection nginx accepted).
+  number (one per TCP connection nginx accepted). A second server block,
+  on its own port, speaks TLS with a certificate of a throwaway CA (Tls)
+  for 127.0.0.1 and localhost: the same /store/ tree, and the bucket
+  vsnap-test relayed to the RADOS Gateway (S3 over TLS); its own access
+  log adds whether each connection resumed a TLS session.
+- Tls: that CA and certificate, made with openssl in the test's directory.
 - Rgw: Ceph's RADOS Gateway on a one-node cluster (one monitor, one memstore
   OSD, no manager) as the S3 endpoint, with a user whose keys it returns.
 
@@ -80,6 +85,8 @@ error_log {d}/error.log warn;
 events {{ worker_connections 512; }}
 http {{
     log_format store '$request_method $uri $status $body_bytes_sent "$http_range" $connection';
+    log_format tls '$request_method $uri $status $body_bytes_sent "$http_range" $connection '
+                   '$ssl_session_reused $ssl_protocol';
     access_log {d}/access.log store;
     client_body_temp_path {d}/tmp/body;
     proxy_temp_path {d}/tmp/proxy;
@@ -113,19 +120,86 @@ http {{
         location /e403/ {{ return 403; }}
         location /e500/ {{ return 500; }}
     }}
+    server {{
+        listen 127.0.0.1:{tls_port} ssl;
+        ssl_certificate {tls}/server.pem;
+        ssl_certificate_key {tls}/server.key;
+        # nginx 1.22's default is TLS 1 to 1.2; a store client meets 1.3
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:vsnap_tls:1m;
+        access_log {d}/tls-access.log tls;
+        root {d}/www;
+        location /store/ {{
+            dav_methods PUT DELETE;
+            create_full_put_path on;
+            dav_access user:rw group:r all:r;
+            autoindex on;
+        }}
+        # S3 over TLS: the path unchanged (path-style: /bucket/key) and the
+        # client's Host header, which its SigV4 signature covers; bodies
+        # streamed both ways, not spooled to a file first
+        location /vsnap-test {{
+            proxy_pass http://127.0.0.1:{rgw_port};
+            proxy_set_header Host $http_host;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_request_buffering off;
+            proxy_buffering off;
+        }}
+    }}
 }}
 """
 
 
+class Tls:
+    """<dir>/ca.pem, a throwaway CA (no system trusts it), and
+    server.pem/server.key, a certificate it signed for 127.0.0.1 (an IP
+    SAN) and localhost."""
+
+    def __init__(self, dir):
+        self.dir = dir
+        os.makedirs(dir, exist_ok=True)
+        self.ca = os.path.join(dir, "ca.pem")
+        ext = os.path.join(dir, "server.ext")
+        with open(ext, "w") as f:
+            f.write("subjectAltName = IP:127.0.0.1, DNS:localhost\nbasicConstraints = CA:FALSE\n"
+                    "keyUsage = critical, digitalSignature\nextendedKeyUsage = serverAuth\n")
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        self._openssl("req", "-x509", *ec, "-keyout", os.path.join(dir, "ca.key"), "-out", self.ca,
+                      "-days", "2", "-subj", "/CN=vsnap test CA",
+                      "-addext", "basicConstraints = critical, CA:TRUE",
+                      "-addext", "keyUsage = critical, keyCertSign, cRLSign")
+        self._openssl("req", *ec, "-keyout", os.path.join(dir, "server.key"),
+                      "-out", os.path.join(dir, "server.csr"), "-subj", "/CN=127.0.0.1")
+        self._openssl("x509", "-req", "-in", os.path.join(dir, "server.csr"), "-CA", self.ca,
+                      "-CAkey", os.path.join(dir, "ca.key"), "-CAcreateserial", "-days", "2",
+                      "-extfile", ext, "-out", os.path.join(dir, "server.pem"))
+
+    @staticmethod
+    def _openssl(*args):
+        try:
+            r = subprocess.run(["openssl"] + list(args), capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            raise ServerError(f"openssl {args[0]}: no answer in 30 s") from None
+        if r.returncode != 0:
+            raise ServerError(f"openssl {' '.join(args)} -> {r.returncode}: {r.stderr[-2000:]}")
+
+
 class Nginx:
-    def __init__(self, workdir):
+    """rgw_port: where the TLS server relays the bucket vsnap-test (the
+    RADOS Gateway's port, chosen before either starts); None: a port
+    nothing listens on."""
+
+    def __init__(self, workdir, rgw_port=None):
         self.dir = os.path.join(workdir, "nginx")
         for sub in ("www/store", "tmp"):
             os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
-        self.port = free_port()
+        self.tls = Tls(os.path.join(self.dir, "tls"))
+        self.port, self.tls_port = free_port(), free_port()
         self.conf = os.path.join(self.dir, "nginx.conf")
         with open(self.conf, "w") as f:
-            f.write(NGINX_CONF.format(d=self.dir, port=self.port))
+            f.write(NGINX_CONF.format(d=self.dir, port=self.port, tls_port=self.tls_port,
+                                      tls=self.tls.dir, rgw_port=rgw_port or free_port()))
         self.proc = None
         self.start()
 
@@ -134,6 +208,7 @@ class Nginx:
         self.proc = subprocess.Popen(["nginx", "-c", self.conf, "-p", self.dir],
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         wait_port(self.port, 10, self.proc, "nginx")
+        wait_port(self.tls_port, 10, self.proc, "nginx (TLS)")
 
     def kill(self):
         """Gone at once, connections dropped mid-transfer."""
@@ -152,14 +227,34 @@ class Nginx:
     def url(self, prefix="store", sub=""):
         return f"http://127.0.0.1:{self.port}/{prefix}" + (f"/{sub}" if sub else "")
 
+    def tls_url(self, prefix="store", sub=""):
+        return f"https://127.0.0.1:{self.tls_port}/{prefix}" + (f"/{sub}" if sub else "")
+
+    @property
+    def tls_endpoint(self):
+        """The RADOS Gateway through TLS (the bucket vsnap-test only)."""
+        return f"https://127.0.0.1:{self.tls_port}"
+
     def access_lines(self):
         """[method, path, status, bytes, "range", connection] per request."""
-        with open(os.path.join(self.dir, "access.log")) as f:
+        return self._lines("access.log", 1)
+
+    def tls_access_lines(self):
+        """The TLS server's: [method, path, status, bytes, "range",
+        connection, session ("r": resumed, "." a full handshake),
+        protocol] per request."""
+        return self._lines("tls-access.log", 3)
+
+    def _lines(self, name, tail):
+        path = os.path.join(self.dir, name)
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
             lines = f.read().splitlines()
         out = []
         for line in lines:
-            rest, conn = line.rsplit(" ", 1)
-            out.append(rest.split(" ", 4) + [conn])
+            parts = line.rsplit(" ", tail)
+            out.append(parts[0].split(" ", 4) + parts[1:])
         return out
 
 
@@ -316,11 +411,11 @@ rgw data = {d}/rgw
 class Rgw:
     """A one-node Ceph cluster and its RADOS Gateway (about 15 s to start)."""
 
-    def __init__(self, workdir, osd_bytes=2 << 30):
+    def __init__(self, workdir, osd_bytes=2 << 30, port=None):
         self.dir = os.path.join(workdir, "ceph")
         for sub in ("run", "log", "mon", "osd/ceph-0", "rgw"):
             os.makedirs(os.path.join(self.dir, sub), exist_ok=True)
-        self.mon_port, self.port = free_port(), free_port()
+        self.mon_port, self.port = free_port(), port or free_port()
         self.fsid = str(uuid.uuid4())
         self.conf = os.path.join(self.dir, "ceph.conf")
         with open(self.conf, "w") as f:
@@ -388,4 +483,4 @@ def remove(path):
     shutil.rmtree(path, ignore_errors=True)
 
 
-__all__ = ["ConnectionCounter", "Nginx", "Rgw", "ServerError", "StallingProxy", "free_port", "remove", "signal"]
+__all__ = ["ConnectionCounter", "Nginx", "Rgw", "ServerError", "StallingProxy", "Tls", "free_port", "remove", "signal"]

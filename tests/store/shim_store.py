@@ -25,14 +25,17 @@ def setup(shim, guest):
     SHIM, GUEST = shim, guest
 
 
-def store_config(env, path, timeout=None):
+def store_config(env, path, timeout=None, ca_file=None):
     """--store-config: the [store] and [s3] groups store_options_load reads
-    (timeout: [store] timeout, the whole transfer's bound)."""
+    (timeout: [store] timeout, the whole transfer's bound; ca_file: [store]
+    ca_file, the CA bundle https:// stores are checked against)."""
     e = env.s3_env
     with open(path, "w") as f:
         f.write("[store]\nconnections = 4\nrange_size = 2M\n")
         if timeout is not None:
             f.write(f"timeout = {timeout}\n")
+        if ca_file is not None:
+            f.write(f"ca_file = {ca_file}\n")
         if env.rgw:
             f.write(f"\n[s3]\nendpoint = {env.rgw.endpoint}\n"
                     f"region = {e['AWS_REGION']}\naccess_key = {e['AWS_ACCESS_KEY_ID']}\n"
@@ -43,13 +46,13 @@ def store_config(env, path, timeout=None):
 class Host:
     """One "host": its layer cache and work directory; shims made on it."""
 
-    def __init__(self, env, root, name, timeout=None):
+    def __init__(self, env, root, name, timeout=None, ca_file=None):
         self.env, self.name = env, name
         self.dir = os.path.join(root, name)
         self.cache = os.path.join(self.dir, "cache")
         self.work = os.path.join(self.dir, "work")
         os.makedirs(self.work)
-        self.config = store_config(env, os.path.join(self.dir, "store.conf"), timeout)
+        self.config = store_config(env, os.path.join(self.dir, "store.conf"), timeout, ca_file)
         self.count = 0
 
     def shim(self):

@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "persist"))
 from persisttest import ApiShim, Fail, MIB, check, connect  # noqa: E402
-from servers import ConnectionCounter, Nginx, Rgw, StallingProxy  # noqa: E402
+from servers import ConnectionCounter, Nginx, Rgw, StallingProxy, free_port  # noqa: E402
 import shim_store  # noqa: E402
 
 REGION_A = (16 * MIB, 64 * MIB)
@@ -58,12 +58,14 @@ class Env:
 
     def __init__(self, workdir):
         self.dir = workdir
-        self.nginx = Nginx(workdir)
+        # the gateway's port first: nginx's TLS server relays to it
+        rgw_port = None if NO_S3 else free_port()
+        self.nginx = Nginx(workdir, rgw_port)
         self.rgw, self.s3_env = None, {}
         self.short = NO_S3   # the sanitizer's run: cases skip what only waits
         if not NO_S3:
             t0 = time.monotonic()
-            self.rgw = Rgw(workdir)
+            self.rgw = Rgw(workdir, port=rgw_port)
             print(f"rgw up in {time.monotonic() - t0:.1f} s", flush=True)
             self.s3_env = self.rgw.env()
             self.store(["--retries", "0"], ["ls", "s3://vsnap-test/none"], ok=False)  # warm-up
@@ -744,6 +746,166 @@ def case_idle_connections_closed_by_the_server(env):
     check(reused >= 2 * rounds, f"{len(lines)} requests on {len(seen)} connections: little reuse")
 
 
+
+# --- TLS: https:// and S3 through nginx's TLS server, its throwaway CA -------
+
+CERT_PROBLEM = "SSL certificate problem"
+
+
+def ca_opts(env):
+    return ["--ca-file", env.nginx.tls.ca]
+
+
+def layer_files(d):
+    """A snapshot directory's layers (memory and disk): what must arrive
+    byte for byte (state.json names the parent where each host keeps it)."""
+    return sorted(n for n in os.listdir(d) if n == "memory-ranges" or n.endswith(".layer"))
+
+
+def tls_connections(lines):
+    """{connection: (session, protocol)} in order of first request."""
+    conns = {}
+    for line in lines:
+        conns.setdefault(line[5], (line[6], line[7]))
+    return conns
+
+
+def case_https_round_trip(env):
+    """A memory + disk chain (the shim's s2 over s1) on host A, pushed
+    through https:// (WebDAV PUT over TLS) with --ca-file, pulled on host B
+    through https:// with --ca-file: B's layers are A's bytes. A shim on host
+    C whose --store-config names [store] ca_file restores it from https://
+    on demand: SUM and BLKSUM are the origin's."""
+    o = shim_store.origin(env)
+    w = env.scratch("https")
+    a = os.path.join(w, "hostA")
+    env.pull(f"{o.http}/{o.id}", a, os.path.join(w, "hostA-cache"))
+    url = env.nginx.tls_url("store", "tls-round-trip")
+    before = len(env.nginx.tls_access_lines())
+    r = env.store(ca_opts(env), ["push", a, url])
+    check(r["id"] == o.id and r["objects_sent"] >= 4, f"push over https: {r}")
+    pushed = env.nginx.tls_access_lines()[before:]
+    check(any(line[0] == "PUT" and line[1].endswith(".zst") and line[2] in ("201", "204") for line in pushed),
+          f"no object PUT through the TLS server: {pushed}")
+    dest, cache = os.path.join(w, "hostB"), os.path.join(w, "hostB-cache")
+    p = env.pull(f"{url}/{o.id}", dest, cache, ca_opts(env) + ["--connections", "4", "--range-size", "1M"])
+    check(p["layers_fetched"] >= 3, f"pull over https: {p}")
+    names = layer_files(a)
+    check("memory-ranges" in names and any(n.startswith("disk-") for n in names), f"host A's layers: {names}")
+    check(layer_files(dest) == names, f"host B's layers {layer_files(dest)}, host A's {names}")
+    for n in names:
+        check(open(os.path.join(dest, n), "rb").read() == open(os.path.join(a, n), "rb").read(),
+              f"{n} pulled over https differs from host A's")
+    conns = tls_connections(pushed)
+    print(f"  push over https: {len(pushed)} requests on {len(conns)} connections "
+          f"({sum(s == 'r' for s, _ in conns.values())} resumed a TLS session)", flush=True)
+    hostc = shim_store.Host(env, w, "hostC", ca_file=env.nginx.tls.ca)
+    with hostc.shim() as vm:
+        shim_store.restore_checked(env, vm, f"{url}/{o.id}", hostc.work, o)
+
+
+def timed_store(env, opts, args, env_vars=None):
+    t0 = time.monotonic()
+    r = env.store(opts, args, ok=False, env=env_vars)
+    return r, time.monotonic() - t0
+
+
+def case_https_untrusted(env):
+    """Without the CA (the default retries on): push and pull fail with
+    libcurl's words and the URL, in under 2 s (a retried request would back
+    off 0.2 + 0.4 + 0.8 + 1.6 s), no HTTP request reached nginx (the
+    handshake failed), nothing
+    entered the store, the cache or the destination. A CA bundle that cannot
+    be used is refused before any request, naming the file and the option."""
+    w = env.scratch("https-untrusted")
+    name = os.path.basename(w)
+    url = env.nginx.tls_url("store", name)
+    before = len(env.nginx.tls_access_lines())
+    r, took = timed_store(env, [], ["push", env.path("d1"), url])
+    check(len(env.nginx.tls_access_lines()) == before, "the refused push's requests reached nginx")
+    check(CERT_PROBLEM in r.stderr and url in r.stderr and "not retried" in r.stderr, f"push: {r.stderr}")
+    check(took < 2, f"the refused push took {took:.2f} s")
+    check(not os.path.exists(os.path.join(env.nginx.root, name)), "the refused push wrote to the store")
+    env.push("d1", url, ca_opts(env))
+    cache, dest = os.path.join(w, "cache"), os.path.join(w, "dest")
+    env.pull(f"file://{env.nginx.root}/{name}/{env.layer_id('base')}", os.path.join(w, "had"), cache)
+    had = cache_layers(cache)
+    mark = len(env.nginx.tls_access_lines())
+    r, took_pull = timed_store(env, ["--cache-dir", cache], ["pull", f"{url}/{env.layer_id('d1')}", dest])
+    check(CERT_PROBLEM in r.stderr and f"{url}/manifests/" in r.stderr, f"pull: {r.stderr}")
+    check(took_pull < 2, f"the refused pull took {took_pull:.2f} s")
+    check(cache_layers(cache) == had and not cache_tmp(cache), f"the cache: {cache_layers(cache)}, had {had}")
+    check(not os.path.exists(dest) and not [n for n in os.listdir(w) if ".partial" in n],
+          f"the refused pull left {os.listdir(w)}")
+    check(len(env.nginx.tls_access_lines()) == mark, "the refused pull's requests reached nginx")
+    lines = env.nginx.tls_access_lines()
+    missing = os.path.join(w, "no-such-ca.pem")
+    key = os.path.join(env.nginx.tls.dir, "server.key")
+    for ca, words in ((missing, ["--ca-file", missing, "cannot read"]), (key, ["--ca-file", key, "not a CA bundle"])):
+        r, _ = timed_store(env, ["--cache-dir", cache, "--ca-file", ca], ["pull", f"{url}/{env.layer_id('d1')}", dest])
+        for word in words:
+            check(word in r.stderr, f"--ca-file {ca}: {r.stderr}")
+    conf = os.path.join(w, "store.conf")
+    with open(conf, "w") as f:
+        f.write(f"[store]\nca_file = {missing}\n")
+    r, _ = timed_store(env, ["--config", conf], ["ls", url])
+    check("[store] ca_file" in r.stderr and missing in r.stderr, f"[store] ca_file {missing}: {r.stderr}")
+    check(len(env.nginx.tls_access_lines()) == len(lines), "a refused CA bundle still sent requests")
+    print(f"  refused without the CA: push {took:.2f} s, pull {took_pull:.2f} s", flush=True)
+
+
+def case_https_reuses_connections_and_sessions(env):
+    """A pull of the shim's memory + disk chain through the TLS server on 4
+    connections with 1 MiB ranges: all its requests on at most 4 + 1
+    connections, TLS 1.3, and every connection after the first resumes the
+    TLS session another one made (the transport's CURLSH shares them)."""
+    o = shim_store.origin(env)
+    w = env.scratch("https-reuse")
+    before = len(env.nginx.tls_access_lines())
+    t0 = time.monotonic()
+    r = env.pull(f"{env.nginx.tls_url('store', 'shim')}/{o.id}", os.path.join(w, "dest"),
+                 os.path.join(w, "cache"),
+                 ca_opts(env) + ["--connections", str(REUSE_CONNECTIONS), "--range-size", "1M"])
+    elapsed = time.monotonic() - t0
+    lines = env.nginx.tls_access_lines()[before:]
+    conns = tls_connections(lines)
+    sessions = list(conns.values())
+    check(r["layers_fetched"] >= 3 and len(lines) > 3 * REUSE_BOUND, f"{len(lines)} requests: {r}")
+    check(len(conns) <= REUSE_BOUND, f"{len(lines)} requests on {len(conns)} connections (at most {REUSE_BOUND})")
+    check(all(p == "TLSv1.3" for _, p in sessions), f"protocols: {sessions}")
+    check(sessions[0][0] == "." and all(s == "r" for s, _ in sessions[1:]),
+          f"sessions (r: resumed) of the pull's connections in order: {sessions}")
+    print(f"  pull over https: {len(lines)} requests on {len(conns)} connections, "
+          f"{len(conns) - 1} resumed a session, {elapsed:.2f} s", flush=True)
+
+
+def case_s3_over_tls(env):
+    """S3 through nginx's TLS server (relaying to the RADOS Gateway, the
+    Host header kept for SigV4): a push of d1's chain (multipart for the
+    64 MiB base) with the CA in AWS_CA_BUNDLE, a pull with the CA in the
+    configuration's [s3] ca_file, which wins over an AWS_CA_BUNDLE naming
+    a file that does not exist; restored, the guest's sums are the
+    origin's. Without a CA: refused, libcurl's words."""
+    w = env.scratch("s3-tls")
+    url = "s3://vsnap-test/tls"
+    before = len(env.nginx.tls_access_lines())
+    tls_env = {"AWS_ENDPOINT_URL": env.nginx.tls_endpoint, "AWS_CA_BUNDLE": env.nginx.tls.ca}
+    r = env.store([], ["push", env.path("d1"), url], env=tls_env)
+    lines = env.nginx.tls_access_lines()[before:]
+    check(any(line[0] == "POST" and "/vsnap-test/tls/objects/" in line[1] for line in lines),
+          f"no multipart upload through the TLS server: {lines}")
+    conf = os.path.join(w, "store.conf")
+    with open(conf, "w") as f:
+        f.write(f"[s3]\nendpoint = {env.nginx.tls_endpoint}\nca_file = {env.nginx.tls.ca}\n")
+    dest = os.path.join(w, "dest")
+    env.store(["--config", conf, "--cache-dir", os.path.join(w, "cache"), "--connections", "4"],
+              ["pull", f"{url}/{r['id']}", dest], env={"AWS_CA_BUNDLE": os.path.join(w, "absent.pem")})
+    restore_and_check(env, dest, "d1", w)
+    r2, took = timed_store(env, [], ["ls", url], env_vars={"AWS_ENDPOINT_URL": env.nginx.tls_endpoint})
+    check(CERT_PROBLEM in r2.stderr and took < 2, f"S3 over TLS without the CA ({took:.2f} s): {r2.stderr}")
+    r2, _ = timed_store(env, [], ["ls", url], env_vars={**tls_env, "AWS_CA_BUNDLE": os.path.join(w, "absent.pem")})
+    check("AWS_CA_BUNDLE" in r2.stderr and "absent.pem" in r2.stderr, f"a missing AWS_CA_BUNDLE: {r2.stderr}")
+
 CASES = [v for k, v in list(globals().items()) if k.startswith("case_")]
 shim_store.setup(SHIM, GUEST)
 CASES += shim_store.CASES
@@ -752,7 +914,7 @@ if os.environ.get("VIRTVSNAPD") and not NO_S3:
     CASES += daemon_cases.CASES
 
 
-S3_CASES = {case_two_hosts_s3, case_s3_reuses_connections}
+S3_CASES = {case_two_hosts_s3, case_s3_reuses_connections, case_s3_over_tls}
 
 
 def main():

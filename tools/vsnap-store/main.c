@@ -19,7 +19,7 @@
 struct cli {
     struct store_options opts;
     char *config, *cache_dir, *cache_size_text, *range_size_text, *frame_size_text;
-    char *domain_xml_file, *snapshot_xml_file;
+    char *domain_xml_file, *snapshot_xml_file, *ca_file;
     gint connections, threads, level, retries;
     gboolean json, quiet;
     guint64 cache_size;
@@ -248,6 +248,7 @@ static void cli_clear(struct cli *c)
     g_free(c->frame_size_text);
     g_free(c->domain_xml_file);
     g_free(c->snapshot_xml_file);
+    g_free(c->ca_file);
 }
 
 static bool apply_options(struct cli *c, GError **error)
@@ -274,6 +275,13 @@ static bool apply_options(struct cli *c, GError **error)
             return false;
         }
         c->opts.frame_size = (guint)v;
+    }
+    if (c->ca_file) {   /* the command line wins over [store] and [s3] ca_file */
+        if (!store_ca_file_check(c->ca_file, "--ca-file", error))
+            return false;
+        g_free(c->opts.ca_file);
+        c->opts.ca_file = g_canonicalize_filename(c->ca_file, NULL);
+        g_clear_pointer(&c->opts.s3_ca_file, g_free);
     }
     if (c->connections > 0)
         c->opts.connections = c->connections;
@@ -310,6 +318,9 @@ int main(int argc, char **argv)
         { "frame-size", 0, 0, G_OPTION_ARG_STRING, &c.frame_size_text,
           "Uncompressed bytes per zstd frame when pushing (default 1M)", "SIZE" },
         { "level", 'l', 0, G_OPTION_ARG_INT, &c.level, "zstd level when pushing (default 3)", "N" },
+        { "ca-file", 0, 0, G_OPTION_ARG_FILENAME, &c.ca_file,
+          "PEM CA bundle to trust for https:// and S3 over TLS (default: AWS_CA_BUNDLE for s3://, "
+          "else libcurl's)", "FILE" },
         { "retries", 0, 0, G_OPTION_ARG_INT, &c.retries,
           "Attempts per request after the first (default 4)", "N" },
         { "domain-xml", 0, 0, G_OPTION_ARG_FILENAME, &c.domain_xml_file,
