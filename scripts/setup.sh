@@ -24,8 +24,9 @@ PACKAGES=(
   # the fuzz targets (scripts/fuzz.sh): clang with libFuzzer and the sanitizers
   clang libclang-rt-14-dev
   # the snapshot store's tests (tests/store): nginx with WebDAV, and Ceph's RADOS
-  # Gateway on a one-node cluster as the S3 server
-  nginx ceph-mon ceph-osd radosgw ceph-common
+  # Gateway on a one-node cluster as the S3 server; openssl makes the
+  # throwaway CA and certificate of nginx's TLS server
+  nginx ceph-mon ceph-osd radosgw ceph-common openssl
 )
 
 missing=()

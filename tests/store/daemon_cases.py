@@ -71,7 +71,7 @@ class Host:
     """One host: a virtvsnapd with its own state, sockets and store cache."""
 
     def __init__(self, env, name, url=None, hook=None, cache_size="2G", cache=None, state=None,
-                 job_wait=None):
+                 job_wait=None, ca_file=None):
         self.env = env
         self.daemon = Daemon(parent=env.dir)
         if state:
@@ -84,7 +84,8 @@ class Host:
                 f.write(f"[daemon]\njob_wait_timeout={job_wait}\n")
             f.write("[store]\n" + (f"url={url}\n" if url else "") +
                     f"cache_dir={self.cache}\ncache_size={cache_size}\nconnections=4\nrange_size=4M\n"
-                    f"threads=2\n[s3]\nendpoint={env.rgw.endpoint}\n"
+                    f"threads=2\n" + (f"ca_file={ca_file}\n" if ca_file else "") +
+                    f"[s3]\nendpoint={env.rgw.endpoint}\n"
                     f"region={s3['AWS_REGION']}\naccess_key={s3['AWS_ACCESS_KEY_ID']}\n"
                     f"secret_key={s3['AWS_SECRET_ACCESS_KEY']}\n")
         self.name = name
@@ -303,6 +304,48 @@ def two_hosts(env, url, restore_mode, per_domain):
 def case_daemon_two_hosts_http(env):
     """Through nginx, the store the daemon's configuration names; on-demand restore."""
     two_hosts(env, env.nginx.url("store", "daemon-two"), None, per_domain=False)
+
+
+def case_daemon_https_store(env):
+    """[store] url = https://... (nginx's TLS server) and ca_file, its CA:
+    snapshot-create-as pushes through TLS in the background (domjobinfo
+    --completed: Completed, the manifest listed); a second daemon, its own
+    ca_file, learns the snapshot and reverts from the https store, with
+    A's memory and disk (SUM, BLKSUM)."""
+    url = env.nginx.tls_url("store", "daemon-tls")
+    ca = env.nginx.tls.ca
+    w = env.scratch("daemon-https")
+    image = make_image(os.path.join(w, "root.img"), 16 * MIB)
+    dom, uuid = "tls", str(uuidlib.uuid4())
+    a = Host(env, "A", url=url, ca_file=ca)
+    b = None
+    try:
+        domain_on(a, image, dom, uuid)
+        a.v("start", dom)
+        g = a.guest(dom)
+        try:
+            g.fill(0, DISK_A[0], DISK_A[1], 41)
+            g.flush(0)
+        finally:
+            g.close()
+        want = a.sums(dom)
+        a.v("snapshot-create-as", dom, "s1")
+        info = a.wait_push(dom)
+        check(info.get("Job type") == "Completed", f"domjobinfo --completed after the https push: {info}")
+        sid = snapshot_ids(a.v("snapshot-dumpxml", dom, "s1").stdout)[0]
+        listed = sorted(m["id"] for m in env.store(["--ca-file", ca], ["ls", url]))
+        check(listed == [sid], f"ls {url}: {listed}, pushed {sid}")
+        a.v("destroy", dom)
+        b = Host(env, "B", ca_file=ca)
+        b.v("define", b.write(dom + ".xml", a.v("dumpxml", "--inactive", dom).stdout))
+        b.v("snapshot-create", dom, "--redefine", b.write("s1.xml", a.v("snapshot-dumpxml", dom, "s1").stdout))
+        b.v("snapshot-revert", dom, "s1")
+        check(b.state(dom) == "running", f"B after the revert: {b.state(dom)}")
+        check(b.sums(dom) == want, f"B's s1 from {url}: {b.sums(dom)}, A had {want}")
+    finally:
+        a.close()
+        if b:
+            b.close()
 
 
 def case_daemon_two_hosts_s3(env):
@@ -1386,6 +1429,7 @@ def case_daemon_many_clients(env):
 
 
 CASES = [case_daemon_two_hosts_http, case_daemon_two_hosts_s3, case_daemon_two_hosts_file,
+         case_daemon_https_store,
          case_daemon_push_in_background,
          case_daemon_store_down, case_daemon_pull_at_revert, case_daemon_abort_revert_pull,
          case_daemon_abort_push, case_daemon_corrupt_object, case_daemon_cache_disk_full,
