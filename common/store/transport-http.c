@@ -178,8 +178,8 @@ void http_status_error(GError **error, const char *method, const char *url, CURL
     const char *said = errbuf[0] ? errbuf : curl_easy_strerror(rc);
     if (tls_refused(rc))
         g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE,
-                    "%s %s: %s (TLS; not retried: a store behind a private CA needs its CA "
-                    "bundle in [store] ca_file, vsnap-store --ca-file or AWS_CA_BUNDLE)",
+                    "%s %s: %s (TLS, not retried; a server whose certificate a private CA "
+                    "signed needs that CA's bundle: [store] ca_file, --ca-file or AWS_CA_BUNDLE)",
                     method, url, said);
     else if (rc != CURLE_OK)
         g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE, "%s %s: %s (%u attempt%s)", method, url,

@@ -10,7 +10,8 @@ directories, started once per test run (test-store.py):
   on its own port, speaks TLS with a certificate of a throwaway CA (Tls)
   for 127.0.0.1 and localhost: the same /store/ tree, and the bucket
   vsnap-test relayed to the RADOS Gateway (S3 over TLS); its own access
-  log adds whether each connection resumed a TLS session.
+  log adds whether each connection resumed a TLS session. It listens on
+  127.0.0.2 too, a name its certificate does not cover.
 - Tls: that CA and certificate, made with openssl in the test's directory.
 - Rgw: Ceph's RADOS Gateway on a one-node cluster (one monitor, one memstore
   OSD, no manager) as the S3 endpoint, with a user whose keys it returns.
@@ -122,6 +123,7 @@ http {{
     }}
     server {{
         listen 127.0.0.1:{tls_port} ssl;
+        listen 127.0.0.2:{tls_port} ssl;   # an address the certificate does not name
         ssl_certificate {tls}/server.pem;
         ssl_certificate_key {tls}/server.key;
         # nginx 1.22's default is TLS 1 to 1.2; a store client meets 1.3
@@ -227,8 +229,8 @@ class Nginx:
     def url(self, prefix="store", sub=""):
         return f"http://127.0.0.1:{self.port}/{prefix}" + (f"/{sub}" if sub else "")
 
-    def tls_url(self, prefix="store", sub=""):
-        return f"https://127.0.0.1:{self.tls_port}/{prefix}" + (f"/{sub}" if sub else "")
+    def tls_url(self, prefix="store", sub="", host="127.0.0.1"):
+        return f"https://{host}:{self.tls_port}/{prefix}" + (f"/{sub}" if sub else "")
 
     @property
     def tls_endpoint(self):

@@ -814,9 +814,10 @@ def case_https_untrusted(env):
     """Without the CA (the default retries on): push and pull fail with
     libcurl's words and the URL, in under 2 s (a retried request would back
     off 0.2 + 0.4 + 0.8 + 1.6 s), no HTTP request reached nginx (the
-    handshake failed), nothing
-    entered the store, the cache or the destination. A CA bundle that cannot
-    be used is refused before any request, naming the file and the option."""
+    handshake failed), nothing entered the store, the cache or the
+    destination. So does a certificate that does not name the host
+    (127.0.0.2), the CA given. A CA bundle that cannot be used is refused
+    before any request, naming the file and the option."""
     w = env.scratch("https-untrusted")
     name = os.path.basename(w)
     url = env.nginx.tls_url("store", name)
@@ -838,7 +839,13 @@ def case_https_untrusted(env):
     check(not os.path.exists(dest) and not [n for n in os.listdir(w) if ".partial" in n],
           f"the refused pull left {os.listdir(w)}")
     check(len(env.nginx.tls_access_lines()) == mark, "the refused pull's requests reached nginx")
+    other = env.nginx.tls_url("store", name, host="127.0.0.2")
+    r, took_name = timed_store(env, ["--cache-dir", cache] + ca_opts(env), ["pull", f"{other}/{env.layer_id('d1')}", dest])
+    check("no alternative certificate subject name" in r.stderr and other in r.stderr and took_name < 2,
+          f"a certificate for another name ({took_name:.2f} s): {r.stderr}")
+    check(cache_layers(cache) == had and not cache_tmp(cache) and not os.path.exists(dest), "after the wrong name")
     lines = env.nginx.tls_access_lines()
+    check(len(lines) == mark, "the wrong name's requests reached nginx")
     missing = os.path.join(w, "no-such-ca.pem")
     key = os.path.join(env.nginx.tls.dir, "server.key")
     for ca, words in ((missing, ["--ca-file", missing, "cannot read"]), (key, ["--ca-file", key, "not a CA bundle"])):
@@ -851,7 +858,8 @@ def case_https_untrusted(env):
     r, _ = timed_store(env, ["--config", conf], ["ls", url])
     check("[store] ca_file" in r.stderr and missing in r.stderr, f"[store] ca_file {missing}: {r.stderr}")
     check(len(env.nginx.tls_access_lines()) == len(lines), "a refused CA bundle still sent requests")
-    print(f"  refused without the CA: push {took:.2f} s, pull {took_pull:.2f} s", flush=True)
+    print(f"  refused without the CA: push {took:.2f} s, pull {took_pull:.2f} s; another name: "
+          f"{took_name:.2f} s", flush=True)
 
 
 def case_https_reuses_connections_and_sessions(env):
