@@ -6,6 +6,9 @@ checked by the guest's SUM of its regions.
 
     test-store.py <vsnap-store> <vsnap-shim> <vsnap-testguest> <store-idle-client> [CASE...]
 
+https:// and S3 over TLS run through nginx's TLS server (servers.Tls: a
+throwaway CA made with openssl in the work directory).
+
 The servers and the snapshot chain are made once; the cases then run one
 after another (each with its own cache and destination directories: the
 "hosts"), and every failing case is reported by name.
