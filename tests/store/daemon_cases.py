@@ -189,16 +189,23 @@ def domain_on(host, image, dom, uuid, restore_mode=None, store_url=None):
     host.v("define", host.write(dom + ".xml", xml))
 
 
+def fill_disk(host, dom, region, seed, flush=True):
+    """The guest of dom on host fills region (offset, length) of its first
+    disk with seed's pattern, flushed to the host unless flush is False."""
+    g = host.guest(dom)
+    try:
+        g.fill(0, region[0], region[1], seed)
+        if flush:
+            g.flush(0)
+    finally:
+        g.close()
+
+
 def take_two(a, dom):
     """s1 (full memory, first disk layer) and s2 (its diff), each pushed;
     the guest's sums at each."""
     a.v("start", dom)
-    g = a.guest(dom)
-    try:
-        g.fill(0, DISK_A[0], DISK_A[1], 31)
-        g.flush(0)
-    finally:
-        g.close()
+    fill_disk(a, dom, DISK_A, 31)
     sums = {"s1": a.sums(dom)}
     t0 = time.monotonic()
     a.v("snapshot-create-as", dom, "s1")
@@ -279,19 +286,10 @@ def two_hosts(env, url, restore_mode, per_domain):
               f"B's s1: {b.sums(dom)}, A had {sums['s1']}")
         # B's own snapshot on the imported chain (a diff on s1, its disk
         # layer on s1's), reverted to after the guest changed again.
-        g = b.guest(dom)
-        try:
-            g.fill(0, DISK_B[0], DISK_B[1], 35)
-            g.flush(0)
-        finally:
-            g.close()
+        fill_disk(b, dom, DISK_B, 35)
         here = b.sums(dom)
         b.v("snapshot-create-as", dom, "b1")
-        g = b.guest(dom)
-        try:
-            g.fill(0, DISK_B[0], DISK_B[1], 36)
-        finally:
-            g.close()
+        fill_disk(b, dom, DISK_B, 36, flush=False)
         b.v("snapshot-revert", dom, "b1")
         check(b.sums(dom) == here, f"B's own b1: {b.sums(dom)}, want {here}")
         print(f"  snapshot-create returned in {took:.2f} s; pushes and B's reverts checked")
@@ -322,12 +320,7 @@ def case_daemon_https_store(env):
     try:
         domain_on(a, image, dom, uuid)
         a.v("start", dom)
-        g = a.guest(dom)
-        try:
-            g.fill(0, DISK_A[0], DISK_A[1], 41)
-            g.flush(0)
-        finally:
-            g.close()
+        fill_disk(a, dom, DISK_A, 41)
         want = a.sums(dom)
         a.v("snapshot-create-as", dom, "s1")
         info = a.wait_push(dom)
@@ -582,12 +575,7 @@ def snapshot_on_a(a, image, dom, seed):
     taken and pushed, then dom is destroyed; (A's sums, s1's XML)."""
     domain_on(a, image, dom, str(uuidlib.uuid4()), restore_mode="copy")
     a.v("start", dom)
-    g = a.guest(dom)
-    try:
-        g.fill(0, DISK_A[0], DISK_A[1], seed)
-        g.flush(0)
-    finally:
-        g.close()
+    fill_disk(a, dom, DISK_A, seed)
     want = a.sums(dom)
     a.v("snapshot-create-as", dom, "s1")
     check(a.wait_push(dom).get("Job type") == "Completed", "A's push")
