@@ -76,6 +76,9 @@ def stop(proc, timeout_s=10):
         proc.wait(timeout=timeout_s)
 
 
+# A location that is a store: ranged GET, WebDAV PUT and DELETE, listings.
+WEBDAV = "dav_methods PUT DELETE; create_full_put_path on; dav_access user:rw group:r all:r; autoindex on;"
+
 NGINX_CONF = """
 daemon off;
 master_process off;
@@ -100,10 +103,7 @@ http {{
         listen 127.0.0.1:{port};
         root {d}/www;
         location /store/ {{
-            dav_methods PUT DELETE;
-            create_full_put_path on;
-            dav_access user:rw group:r all:r;
-            autoindex on;
+            {webdav}
         }}
         location ~ ^/rate-(?<rate>\\d+)k/(?<rest>.*)$ {{
             alias {d}/www/store/$rest;
@@ -113,10 +113,7 @@ http {{
         location /idle-1s/ {{
             alias {d}/www/store/;
             keepalive_timeout 1s;
-            dav_methods PUT DELETE;
-            create_full_put_path on;
-            dav_access user:rw group:r all:r;
-            autoindex on;
+            {webdav}
         }}
         location /e403/ {{ return 403; }}
         location /e500/ {{ return 500; }}
@@ -132,10 +129,7 @@ http {{
         access_log {d}/tls-access.log tls;
         root {d}/www;
         location /store/ {{
-            dav_methods PUT DELETE;
-            create_full_put_path on;
-            dav_access user:rw group:r all:r;
-            autoindex on;
+            {webdav}
         }}
         # S3 over TLS: the path unchanged (path-style: /bucket/key) and the
         # client's Host header, which its SigV4 signature covers; bodies
@@ -200,7 +194,7 @@ class Nginx:
         self.port, self.tls_port = free_port(), free_port()
         self.conf = os.path.join(self.dir, "nginx.conf")
         with open(self.conf, "w") as f:
-            f.write(NGINX_CONF.format(d=self.dir, port=self.port, tls_port=self.tls_port,
+            f.write(NGINX_CONF.format(webdav=WEBDAV, d=self.dir, port=self.port, tls_port=self.tls_port,
                                       tls=self.tls.dir, rgw_port=rgw_port or free_port()))
         self.proc = None
         self.start()
