@@ -47,7 +47,7 @@ bool store_ca_file_check(const char *path, const char *what, GError **error)
                     what ? what : "", sep, path, e->message);
         return false;
     }
-    if (!strstr(text, "-----BEGIN CERTIFICATE-----")) {
+    if (!strstr(text, "-----BEGIN CERTIFICATE-----") && !strstr(text, "-----BEGIN TRUSTED CERTIFICATE-----")) {
         g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID,
                     "%s%s%s: not a CA bundle (no PEM certificate in it)", what ? what : "", sep, path);
         return false;

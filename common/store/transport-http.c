@@ -61,6 +61,12 @@ CURL *http_easy_new(struct http_transport *h, const char *url, struct curl_slist
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 30L);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "vsnap-store");
     curl_easy_setopt(e, CURLOPT_SHARE, h->share);
+    /* HTTP/1.1 even where a server offers HTTP/2 over TLS: libcurl would
+     * multiplex every range of a fetch onto the connection an earlier
+     * request left open in the pool, one TCP stream where the ranges are
+     * meant to add up the per-connection throughput of N (S3 itself speaks
+     * HTTP/1.1 only) */
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     if (h->ca_file)   /* beside libcurl's CA directory; verification stays on */
         curl_easy_setopt(e, CURLOPT_CAINFO, h->ca_file);
     if (h->s3) {
@@ -176,10 +182,13 @@ void http_status_error(GError **error, const char *method, const char *url, CURL
                          long status, const char *errbuf, guint attempts)
 {
     const char *said = errbuf[0] ? errbuf : curl_easy_strerror(rc);
-    if (tls_refused(rc))
+    if (rc == CURLE_PEER_FAILED_VERIFICATION)
         g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE,
                     "%s %s: %s (TLS, not retried; a server whose certificate a private CA "
                     "signed needs that CA's bundle: [store] ca_file, --ca-file or AWS_CA_BUNDLE)",
+                    method, url, said);
+    else if (tls_refused(rc))
+        g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE, "%s %s: %s (TLS set-up, not retried)",
                     method, url, said);
     else if (rc != CURLE_OK)
         g_set_error(error, STORE_ERROR, STORE_ERROR_REMOTE, "%s %s: %s (%u attempt%s)", method, url,
@@ -545,8 +554,10 @@ struct transport *transport_http_open(const char *url, const struct store_option
         h->prefix_url = g_strdup(url);
     }
     /* checked here too: AWS_CA_BUNDLE is first seen here, and a bundle
-     * removed since the configuration was read fails now, by name */
-    const char *ca = store_ca_file_for(url, o);
+     * removed since the configuration was read fails now, by name; a
+     * plain-http server (a local MinIO) has no use for one, stale or not */
+    const char *ca = g_str_has_prefix(h->s3 ? h->endpoint : url, "https://") ? store_ca_file_for(url, o)
+                                                                              : NULL;
     bool from_env = ca && ca != o->ca_file && ca != o->s3_ca_file;
     if (ca && !store_ca_file_check(ca, from_env ? "AWS_CA_BUNDLE" : NULL, error)) {
         http_free(&h->base);
