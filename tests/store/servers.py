@@ -90,7 +90,7 @@ events {{ worker_connections 512; }}
 http {{
     log_format store '$request_method $uri $status $body_bytes_sent "$http_range" $connection';
     log_format tls '$request_method $uri $status $body_bytes_sent "$http_range" $connection '
-                   '$ssl_session_reused $ssl_protocol';
+                   '$ssl_session_reused $ssl_protocol $server_protocol';
     access_log {d}/access.log store;
     client_body_temp_path {d}/tmp/body;
     proxy_temp_path {d}/tmp/proxy;
@@ -119,8 +119,10 @@ http {{
         location /e500/ {{ return 500; }}
     }}
     server {{
-        listen 127.0.0.1:{tls_port} ssl;
-        listen 127.0.0.2:{tls_port} ssl;   # an address the certificate does not name
+        # http2 offered, as many TLS servers do: a store client keeps to
+        # HTTP/1.1 (its ranges on connections of their own)
+        listen 127.0.0.1:{tls_port} ssl http2;
+        listen 127.0.0.2:{tls_port} ssl http2;   # an address the certificate does not name
         ssl_certificate {tls}/server.pem;
         ssl_certificate_key {tls}/server.key;
         # nginx 1.22's default is TLS 1 to 1.2; a store client meets 1.3
@@ -238,8 +240,8 @@ class Nginx:
     def tls_access_lines(self):
         """The TLS server's: [method, path, status, bytes, "range",
         connection, session ("r": resumed, "." a full handshake),
-        protocol] per request."""
-        return self._lines("tls-access.log", 3)
+        TLS protocol, HTTP protocol] per request."""
+        return self._lines("tls-access.log", 4)
 
     def _lines(self, name, tail):
         path = os.path.join(self.dir, name)
