@@ -40,7 +40,6 @@ char *manifest_name(const char *id)
     return g_strdup_printf("manifests/%s.json", id);
 }
 
-/* Ids are the layer ids, UUIDs; anything that could leave manifests/ is refused. */
 /* g_ptr_array_sort hands the compare function the elements' addresses. */
 static gint by_name(gconstpointer a, gconstpointer b)
 {
@@ -52,6 +51,7 @@ void manifest_sort_names(GPtrArray *names)
     g_ptr_array_sort(names, by_name);
 }
 
+/* Ids are the layer ids, UUIDs; anything that could leave manifests/ is refused. */
 bool manifest_id_valid(const char *id)
 {
     if (!id || !*id || strlen(id) > 128)

@@ -41,15 +41,15 @@ bool store_ca_file_check(const char *path, const char *what, GError **error)
 {
     g_autofree char *text = NULL;
     g_autoptr(GError) e = NULL;
-    const char *sep = what ? ": " : "";
+    g_autofree char *named = what ? g_strdup_printf("%s: %s", what, path) : g_strdup(path);
     if (!g_file_get_contents(path, &text, NULL, &e)) {
-        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s%s%s: cannot read the CA bundle: %s",
-                    what ? what : "", sep, path, e->message);
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s: cannot read the CA bundle: %s", named,
+                    e->message);
         return false;
     }
     if (!strstr(text, "-----BEGIN CERTIFICATE-----") && !strstr(text, "-----BEGIN TRUSTED CERTIFICATE-----")) {
-        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID,
-                    "%s%s%s: not a CA bundle (no PEM certificate in it)", what ? what : "", sep, path);
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s: not a CA bundle (no PEM certificate in it)",
+                    named);
         return false;
     }
     return true;
@@ -208,11 +208,12 @@ static bool get_ca_file(GKeyFile *kf, const char *group, const char *path, char 
     if (!v)
         return true;
     g_autofree char *what = g_strdup_printf("%s: [%s] ca_file", path, group);
-    if (!*v || !store_ca_file_check(v, what, error)) {
-        if (!*v)
-            g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s: empty", what);
+    if (!*v) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s: empty", what);
         return false;
     }
+    if (!store_ca_file_check(v, what, error))
+        return false;
     g_free(*out);
     *out = g_canonicalize_filename(v, NULL);
     return true;

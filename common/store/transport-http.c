@@ -86,7 +86,6 @@ CURL *http_easy_new(struct http_transport *h, const char *url, struct curl_slist
     return e;
 }
 
-
 /* Run handles to completion on one of the transport's multi handles;
  * results[i] per handle. With cancel set (non-zero) the transfers still
  * running stop: false, and their results are CURLE_ABORTED_BY_CALLBACK
@@ -201,7 +200,6 @@ void http_status_error(GError **error, const char *method, const char *url, CURL
 }
 
 /* ---- whole requests: HEAD, GET, PUT of a buffer, POST, DELETE ---- */
-
 
 size_t http_reply_body(char *data, size_t size, size_t n, void *user)
 {
