@@ -377,13 +377,11 @@ void cache_drop_layers(struct store_cache *c, GPtrArray *digests)
     int lock = lock_cache(c, NULL);
     if (lock < 0)
         return;
-    g_autoptr(GHashTable) mapped = mapped_inodes();
+    g_autoptr(GHashTable) mapped = NULL;
     for (guint i = 0; i < digests->len; i++) {
         struct store_cache_entry en = { 0 };
         g_strlcpy(en.digest, digests->pdata[i], sizeof(en.digest));
-        g_autofree char *p = sub(c, "layers", en.digest);
-        struct stat st;
-        if (stat(p, &st) == 0 && !layer_in_use(p, &st, mapped))
+        if (!entry_in_use(c, &en, &mapped))   /* one gone already: evict finds nothing */
             evict(c, &en, NULL);
     }
     close(lock);
