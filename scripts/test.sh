@@ -18,23 +18,24 @@ SAN=${SAN_BUILD:-build-sanitize}
 # twice 2 s apart (so not one that is just ending), each is named, killed
 # and counts as a failure: a test must release every process it starts.
 leaks=0
+pids_in() {   # " pid pid ... " of the processes whose program or directory is in $1
+  local pid
+  for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+    case "$(readlink "/proc/$pid/exe" 2>/dev/null)/ $(readlink "/proc/$pid/cwd" 2>/dev/null)/" in
+      *"$1/"*) printf ' %s ' "$pid" ;;
+    esac
+  done
+}
 leftovers() {
-  local dir pid seen=""
+  local dir seen pid
   dir=$(realpath "$1")
-  for pass in 1 2; do
-    local now=""
-    for pid in $(ls /proc | grep -E '^[0-9]+$'); do
-      case "$(readlink "/proc/$pid/exe" 2>/dev/null)/ $(readlink "/proc/$pid/cwd" 2>/dev/null)/" in
-        *"$dir/"*) now="$now $pid " ;;
-      esac
-    done
-    [ $pass = 1 ] && { seen=$now; sleep 2; continue; }
-    for pid in $now; do
-      case "$seen" in *" $pid "*) ;; *) continue ;; esac
-      echo "LEFT RUNNING after the tests in $1: pid $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)"
-      kill -9 "$pid" 2>/dev/null
-      leaks=$((leaks + 1))
-    done
+  seen=$(pids_in "$dir")
+  sleep 2
+  for pid in $(pids_in "$dir"); do
+    case "$seen" in *" $pid "*) ;; *) continue ;; esac
+    echo "LEFT RUNNING after the tests in $1: pid $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)"
+    kill -9 "$pid" 2>/dev/null
+    leaks=$((leaks + 1))
   done
 }
 
