@@ -36,6 +36,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "limits/vsnap-limits.h"
+
 #define SNAP_LAYER_MAGIC "VSNAPLYR"
 #define SNAP_LAYER_VERSION 1u
 #define SNAP_PAGE_SIZE 4096u
@@ -49,14 +51,13 @@
 #define SNAP_LAYER_FLAG_DISK 2u
 #define SNAP_LAYER_KNOWN_FLAGS (SNAP_LAYER_FLAG_FULL | SNAP_LAYER_FLAG_DISK)
 
-/* The largest RAM a layer may describe: the shim's largest VM (64 GiB,
- * VSNAP_MAX_MEMORY). Readers size things by it before they can check it
- * against anything else (a chain's page index is 2 bytes a page: 32 MiB),
- * so a header claiming more is refused, not believed. */
-#define SNAP_MAX_RAM_SIZE (64ull << 30)
-/* The largest disk a disk layer may describe (its page index: 2 GiB of
- * address space, touched only where layers hold blocks). */
-#define SNAP_MAX_DISK_SIZE (4ull << 40)
+/* The largest RAM a layer may describe: the shim's largest VM. Readers size
+ * things by it before they can check it against anything else (a chain's
+ * page index is 2 bytes a page: 32 MiB), so a header claiming more is
+ * refused, not believed. */
+#define SNAP_MAX_RAM_SIZE VSNAP_MAX_MEMORY
+/* The largest disk a disk layer may describe. */
+#define SNAP_MAX_DISK_SIZE VSNAP_MAX_DISK_SIZE
 
 #define SNAP_ERROR (snap_error_quark())
 GQuark snap_error_quark(void);

@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "domain-conf.h"
+#include "limits/vsnap-limits.h"
 
 #define VSNAP_MACHINE "vsnap"
-#define VSNAP_MAX_VCPUS 64
 
 static void append_escaped_element(GString *out, const char *indent, const char *name, const char *text)
 {

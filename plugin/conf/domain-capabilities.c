@@ -7,11 +7,12 @@
 
 #include <string.h>
 
+#include "limits/vsnap-limits.h"
+
 #define VSNAP_MACHINE "vsnap"
 #define VSNAP_ARCH "x86_64"
 #define VSNAP_VIRTTYPE "kvm"
 #define VSNAP_EMULATOR_BASENAME "vsnap-shim"
-#define VSNAP_MAX_VCPUS 64
 
 static bool check_request(const char *requested, const char *supported, const char *what, GError **error)
 {

@@ -98,7 +98,7 @@ static bool parse_vcpu(struct domain_def *def, const xmlNode *node, GError **err
     }
     g_autofree char *value = conf_xml_text_trimmed(node);
     uint64_t count;
-    if (!conf_parse_uint64(value, 1, DOMAIN_MAX_VCPUS, "<vcpu> count", &count, error))
+    if (!conf_parse_uint64(value, 1, VSNAP_MAX_VCPUS, "<vcpu> count", &count, error))
         return false;
     def->vcpus = (unsigned)count;
     return true;
@@ -246,8 +246,8 @@ static bool check_memory(struct domain_def *def, bool current_seen, GError **err
     }
     if (def->memory_kib < DOMAIN_MIN_MEMORY_KIB || def->memory_kib > DOMAIN_MAX_MEMORY_KIB) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
-                    "<memory> of %" G_GUINT64_FORMAT " KiB is outside what vsnap supports (16 MiB to 64 GiB)",
-                    def->memory_kib);
+                    "<memory> of %" G_GUINT64_FORMAT " KiB is outside what vsnap supports (%llu MiB to %llu GiB)",
+                    def->memory_kib, VSNAP_MIN_MEMORY >> 20, VSNAP_MAX_MEMORY >> 30);
         return false;
     }
     if (def->memory_kib % 4) {

@@ -4,12 +4,12 @@
 #include <libxml/tree.h>
 
 #include "domain-conf.h"
+#include "limits/vsnap-limits.h"
 
-/* Limits of the shim (shim/config/vm-config.h), repeated here so the daemon refuses a
- * definition the shim would refuse, at define time rather than at start. */
-#define DOMAIN_MIN_MEMORY_KIB (16ull << 10)
-#define DOMAIN_MAX_MEMORY_KIB (64ull << 20)
-#define DOMAIN_MAX_VCPUS 64
+/* The shim's limits, so the daemon refuses a definition the shim would
+ * refuse, at define time rather than at start. */
+#define DOMAIN_MIN_MEMORY_KIB (VSNAP_MIN_MEMORY >> 10)
+#define DOMAIN_MAX_MEMORY_KIB (VSNAP_MAX_MEMORY >> 10)
 #define DOMAIN_MACHINE "vsnap"
 #define DOMAIN_ARCH "x86_64"
 #define DOMAIN_EMULATOR_BASENAME "vsnap-shim"

@@ -8,7 +8,7 @@
 #include "procedure.h"
 #include "driver.h"
 #include "node.h"
-#include "shim/config/vm-config.h"
+#include "limits/vsnap-limits.h"
 #include "vsnap-config.h"
 #include "virt-error.h"
 
@@ -270,7 +270,7 @@ static bool do_get_max_vcpus(struct rpc_call *call, struct wire_string_value *ar
                     "unknown virtualization type '%s'", args->value);
         return false;
     }
-    ret->value = VSNAP_MAX_VCPUS;   /* the shim's limit (shim/config/vm-config.h) */
+    ret->value = VSNAP_MAX_VCPUS;   /* the shim's limit */
     return true;
 }
 

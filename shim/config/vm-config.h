@@ -10,9 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define VSNAP_MIN_MEMORY (16ull << 20)
-#define VSNAP_MAX_MEMORY (64ull << 30)
-#define VSNAP_MAX_VCPUS 64
+#include "limits/vsnap-limits.h"
+
 /* virtio-mmio devices a VM can have (vsock, console, rng and every disk): one
  * free ISA interrupt line each (devices/virtio-mmio.c). */
 #define VSNAP_MAX_VIRTIO_DEVICES 8
