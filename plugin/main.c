@@ -18,8 +18,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "domain-job-lock.h"
-#include "driver.h"
+#include "domain/domain-job-lock.h"
+#include "driver/driver.h"
 #include "plugin-config.h"
 #include "rpc/server.h"
 #include "vsnap-config.h"

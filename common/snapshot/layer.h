@@ -1,6 +1,6 @@
 /* Snapshot memory layers: the on-disk format and reading one layer.
  *
- * A layer holds some pages of guest RAM, addressed by RAM offset (shim/memory.h:
+ * A layer holds some pages of guest RAM, addressed by RAM offset (shim/platform/include/platform/memory.h:
  * one flat range [0, ram_size)). A full (base) layer holds every non-zero page;
  * a diff layer holds the pages written since its parent and names the parent by
  * id. Ids are random UUIDs chosen when a snapshot is taken; rewriting a layer's

@@ -1,6 +1,6 @@
 /* ACPI fixed hardware as the shim declares it in its FADT, and the i8042 reset.
- * The port numbers mirror shim/boot/boot.h (which needs glib, so it cannot be
- * included here); tests/boot/test-testguest.py checks they agree.
+ * The port numbers mirror shim/boot/include/boot/boot.h (which needs glib, so it cannot be
+ * included here); tests/boot/test_testguest.py checks they agree.
  */
 #pragma once
 

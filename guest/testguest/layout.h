@@ -8,7 +8,7 @@
 #define GUEST_PRIVATE_END 0x1000000   /* 16 MiB */
 #define GUEST_FILL_BASE GUEST_PRIVATE_END
 
-/* virtio-mmio devices (shim/memory.h MMIO_VIRTIO_BASE), mapped uncached. */
+/* virtio-mmio devices (shim/platform/include/platform/memory.h MMIO_VIRTIO_BASE), mapped uncached. */
 #define GUEST_MMIO_BASE 0xd0000000ull
 #define GUEST_MMIO_END 0xe0000000ull
 

@@ -1,10 +1,10 @@
 /* <capabilities>: the host as probed, and one guest (hvm, x86_64, kvm) whose
  * emulator is the shim. Shapes follow libvirt's capability.rng. */
-#include "capabilities.h"
+#include "conf/capabilities.h"
 
 #include <string.h>
 
-#include "domain-conf.h"
+#include "conf/domain-conf.h"
 #include "limits/vsnap-limits.h"
 
 #define VSNAP_MACHINE "vsnap"

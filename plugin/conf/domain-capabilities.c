@@ -3,7 +3,7 @@
  * domain-parse*.c accepts; everything it refuses is 'no'. Shapes follow
  * libvirt's domaincaps.rng (the element order of <devices> and <features>
  * is fixed there). */
-#include "capabilities.h"
+#include "conf/capabilities.h"
 
 #include <string.h>
 

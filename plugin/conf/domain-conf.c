@@ -1,7 +1,7 @@
 /* Life cycle of struct domain_def and the names of its enums. Parsing is in
  * domain-parse*.c, formatting in domain-format.c, the shim's VmConfig in
  * domain-vm-config.c. */
-#include "domain-conf.h"
+#include "conf/domain-conf.h"
 #include "domain-parse.h"
 
 #include <string.h>

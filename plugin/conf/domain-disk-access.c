@@ -2,7 +2,7 @@
  * spawns a shim, so that a missing or unreadable image is a clear libvirt
  * error naming the path and nothing is started, instead of a shim that
  * fails at vm.create with the reason in its log. */
-#include "domain-conf.h"
+#include "conf/domain-conf.h"
 
 #include <errno.h>
 #include <fcntl.h>

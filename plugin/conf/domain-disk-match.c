@@ -4,7 +4,7 @@
  * belong to that image: a definition naming another image, another target
  * or another order of disks would run the saved guest on disks that are not
  * the ones its memory was using, and show users a lie. */
-#include "domain-conf.h"
+#include "conf/domain-conf.h"
 
 #include <string.h>
 

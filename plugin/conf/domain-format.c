@@ -2,7 +2,7 @@
  * format(parse(format(x))) == format(parse(x)); runtime details (domain id,
  * pty paths, an automatic vsock CID, disk backing chains) only appear in
  * live XML. */
-#include "domain-conf.h"
+#include "conf/domain-conf.h"
 
 #include <string.h>
 

@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "xml-util.h"
+#include "conf/xml-util.h"
 
 /* Deeper than any chain vsnap makes, and below libxml2's default nesting
  * limit (256 levels), so a chain the daemon writes always parses back. */

@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "xml-util.h"
+#include "conf/xml-util.h"
 
 /* The kernel's limit on interface names (IFNAMSIZ 16, with the NUL). */
 #define DOMAIN_NET_MAX_IFNAME 15

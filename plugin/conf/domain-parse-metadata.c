@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "store/store.h"
-#include "xml-util.h"
+#include "conf/xml-util.h"
 
 static bool is_vsnap(const xmlNode *node, const char *name)
 {

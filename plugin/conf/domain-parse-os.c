@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "xml-util.h"
+#include "conf/xml-util.h"
 
 static const char *const no_attributes[] = {NULL};
 

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "xml-util.h"
+#include "conf/xml-util.h"
 
 static bool parse_backend(struct domain_def *def, const xmlNode *node, GError **error)
 {

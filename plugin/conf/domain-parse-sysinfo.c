@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "xml-util.h"
+#include "conf/xml-util.h"
 
 static const char *const no_attributes[] = {NULL};
 

@@ -1,11 +1,11 @@
-/* <memtune> and <cputune>: the limits of the domain's cgroup (plugin/cgroup.c
+/* <memtune> and <cputune>: the limits of the domain's cgroup (plugin/host/cgroup.c
  * applies them to the shim). Only what a cgroup of one process enforces:
  * hard_limit, soft_limit and swap_hard_limit; shares, period and quota. */
 #include <string.h>
 
 #include "domain-parse.h"
-#include "virt-error.h"
-#include "xml-util.h"
+#include "util/virt-error.h"
+#include "conf/xml-util.h"
 
 static bool parse_limit(const xmlNode *node, uint64_t *kib, GError **error)
 {

@@ -3,7 +3,7 @@
 
 #include <libxml/tree.h>
 
-#include "domain-conf.h"
+#include "conf/domain-conf.h"
 #include "limits/vsnap-limits.h"
 
 /* The shim's limits, so the daemon refuses a definition the shim would

@@ -1,9 +1,9 @@
 /* UUIDs and memory sizes in the textual forms libvirt accepts. */
-#include "domain-conf.h"
+#include "conf/domain-conf.h"
 
 #include <string.h>
 
-#include "xml-util.h"
+#include "conf/xml-util.h"
 
 void domain_uuid_format(const unsigned char uuid[16], char out[DOMAIN_UUID_STRING_LEN])
 {

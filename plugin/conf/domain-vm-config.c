@@ -2,7 +2,7 @@
  * Only fields the shim knows are written (it refuses unknown ones). Memory is
  * <memory>: the shim has no balloon, and the parser makes <currentMemory>
  * equal to it. */
-#include "domain-conf.h"
+#include "conf/domain-conf.h"
 
 #include <json-glib/json-glib.h>
 

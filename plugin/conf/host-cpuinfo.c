@@ -1,7 +1,7 @@
 /* The host CPU as /proc/cpuinfo describes it, and the kernel's CPU list
  * syntax. Only the first processor block is read: every CPU of an x86 host
  * has the same vendor, model and flags. */
-#include "capabilities.h"
+#include "conf/capabilities.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
 /* What the host is, read from /proc and /sys: UUID, CPU, topology of the
  * online CPUs and NUMA cells with their memory. */
-#include "capabilities.h"
+#include "conf/capabilities.h"
 
 #include <string.h>
 
-#include "domain-conf.h"
+#include "conf/domain-conf.h"
 
 #define SYS_CPU "/sys/devices/system/cpu"
 #define SYS_NODE "/sys/devices/system/node"

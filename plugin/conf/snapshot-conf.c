@@ -2,13 +2,13 @@
  * xml/snapshot.rng), format, free. The embedded <domain> is handed to the
  * domain parser as a document of its own, so it gets exactly the same checks
  * as a definition. */
-#include "snapshot-conf.h"
+#include "conf/snapshot-conf.h"
 
 #include <string.h>
 
 #include "domain-parse.h"
 #include "store/store.h"
-#include "xml-util.h"
+#include "conf/xml-util.h"
 
 static const char *const state_names[] = {"nostate",  "running", "blocked",     "paused",       "shutdown",
                                           "shutoff", "crashed", "pmsuspended", "disk-snapshot"};

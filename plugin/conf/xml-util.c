@@ -1,4 +1,4 @@
-#include "xml-util.h"
+#include "conf/xml-util.h"
 
 #include <errno.h>
 #include <libxml/parser.h>

@@ -2,10 +2,10 @@
 
 #include <libvirt/libvirt.h>
 
-#include "jail.h"
-#include "pull-job.h"
+#include "run/jail.h"
+#include "persist/pull-job.h"
 #include "snapshot-dir.h"
-#include "virt-error.h"
+#include "util/virt-error.h"
 
 bool import_is_local(const struct snapshot_entry *e)
 {

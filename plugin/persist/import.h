@@ -14,7 +14,7 @@
 #include <stdbool.h>
 
 #include "snapshot-tree.h"
-#include "state.h"
+#include "domain/state.h"
 
 /* The snapshot's own files are here. */
 bool import_is_local(const struct snapshot_entry *e);

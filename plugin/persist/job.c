@@ -1,4 +1,4 @@
-#include "job.h"
+#include "persist/job.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -6,11 +6,11 @@
 
 #include <libvirt/libvirt.h>
 
-#include "atomic-file.h"
-#include "monitor.h"
-#include "process.h"
+#include "util/atomic-file.h"
+#include "monitor/monitor.h"
+#include "run/process.h"
 #include "snapshot-dir.h"
-#include "virt-error.h"
+#include "util/virt-error.h"
 
 #define JOB_FILE "job"
 

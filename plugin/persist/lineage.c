@@ -3,11 +3,11 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 
-#include "atomic-file.h"
+#include "util/atomic-file.h"
 #include "managed-image.h"
-#include "process.h"
+#include "run/process.h"
 #include "snapshot-dir.h"
-#include "virt-error.h"
+#include "util/virt-error.h"
 
 #define LINEAGE_FILE "snapshot-lineage"
 

@@ -15,7 +15,7 @@
 #include <stdbool.h>
 
 #include "snapshot-tree.h"
-#include "state.h"
+#include "domain/state.h"
 
 void lineage_set(struct vsnap_domain *dom, const char *snapshot_id);
 /* The next snapshot must be full. A lineage that cannot be removed is an

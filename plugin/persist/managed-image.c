@@ -3,9 +3,9 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 
-#include "atomic-file.h"
-#include "save-area.h"
-#include "virt-error.h"
+#include "util/atomic-file.h"
+#include "domain/save-area.h"
+#include "util/virt-error.h"
 
 #define INFO_FILE "managed-save.ini"
 #define DOMAIN_FILE "domain.xml"

@@ -1,4 +1,4 @@
-#include "pull-job.h"
+#include "persist/pull-job.h"
 
 #include <libvirt/libvirt.h>
 

@@ -1,13 +1,13 @@
-#include "push.h"
+#include "persist/push.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <libvirt/libvirt.h>
 
-#include "atomic-file.h"
+#include "util/atomic-file.h"
 #include "snapshot-tree.h"
-#include "test-hook.h"
-#include "virt-error.h"
+#include "util/test-hook.h"
+#include "util/virt-error.h"
 
 #define PENDING_FILE ".push-pending"
 

@@ -2,8 +2,8 @@
 
 #include <libvirt/libvirt.h>
 
-#include "monitor.h"
-#include "process.h"
+#include "monitor/monitor.h"
+#include "run/process.h"
 #include "snapshot-dir.h"
 
 /* What the domain becomes and announces, by origin and run/paused. */

@@ -9,7 +9,7 @@
 #include <glib.h>
 #include <stdbool.h>
 
-#include "state.h"
+#include "domain/state.h"
 
 enum restore_origin {
     RESTORE_FROM_SAVE,       /* restore, managed save: "restored" */

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 
-#include "atomic-file.h"
+#include "util/atomic-file.h"
 
 #define INTENT_FILE "revert-intent"
 

@@ -1,4 +1,4 @@
-#include "save-image.h"
+#include "persist/save-image.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,10 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "caller.h"
+#include "util/caller.h"
 #include "snapshot/crc32c.h"
 #include "snapshot/layer.h"
-#include "virt-error.h"
+#include "util/virt-error.h"
 
 #define IMAGE_MAGIC "VSNAPSAV"
 #define IMAGE_VERSION 1u

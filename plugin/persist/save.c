@@ -1,27 +1,27 @@
-#include "save.h"
+#include "persist/save.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <libvirt/libvirt.h>
 #include <string.h>
 
-#include "caller.h"
-#include "disk-state.h"
-#include "jail.h"
-#include "job.h"
+#include "util/caller.h"
+#include "domain/disk-state.h"
+#include "run/jail.h"
+#include "persist/job.h"
 #include "lineage.h"
 #include "managed-image.h"
-#include "monitor.h"
-#include "process.h"
-#include "pull-job.h"
-#include "push.h"
+#include "monitor/monitor.h"
+#include "run/process.h"
+#include "persist/pull-job.h"
+#include "persist/push.h"
 #include "restore.h"
-#include "save-area.h"
-#include "save-image.h"
+#include "domain/save-area.h"
+#include "persist/save-image.h"
 #include "snapshot-dir.h"
 #include "snapshot-vm.h"
-#include "test-hook.h"
-#include "virt-error.h"
+#include "util/test-hook.h"
+#include "util/virt-error.h"
 
 static bool refuse(GError **error, int code, const char *text)
 {

@@ -3,7 +3,7 @@
 #include "snapshot/directory.h"
 #include "snapshot/disk.h"
 #include "conf/domain-conf.h"
-#include "virt-error.h"
+#include "util/virt-error.h"
 
 /* The library's message names the file; the code says whose fault it was. */
 static bool to_vir_error(GError *local, GError **error)

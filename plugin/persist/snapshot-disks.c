@@ -2,13 +2,13 @@
 
 #include <string.h>
 
-#include "disk-state.h"
+#include "domain/disk-state.h"
 #include "managed-image.h"
-#include "process.h"
+#include "run/process.h"
 #include "snapshot-dir.h"
-#include "state.h"
-#include "test-hook.h"
-#include "virt-error.h"
+#include "domain/state.h"
+#include "util/test-hook.h"
+#include "util/virt-error.h"
 
 void snapshot_disks_fill(const char *dir, const struct domain_def *domain, struct snapshot_def *out)
 {

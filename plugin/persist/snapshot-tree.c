@@ -4,10 +4,10 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
-#include "atomic-file.h"
+#include "util/atomic-file.h"
 #include "conf/domain-conf.h"
 #include "snapshot-dir.h"
-#include "virt-error.h"
+#include "util/virt-error.h"
 
 #define META_FILE "snapshot.ini"
 #define DOMAIN_FILE "domain.xml"

@@ -5,11 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "monitor.h"
-#include "process.h"
+#include "monitor/monitor.h"
+#include "run/process.h"
 #include "snapshot-dir.h"
-#include "test-hook.h"
-#include "virt-error.h"
+#include "util/test-hook.h"
+#include "util/virt-error.h"
 
 static char *api_socket(struct vsnap_domain *dom, int *state, uint64_t *ram_bytes)
 {
@@ -22,7 +22,7 @@ static char *api_socket(struct vsnap_domain *dom, int *state, uint64_t *ram_byte
 }
 
 /* The shim writes the destination (and a temporary directory beside it):
- * it gets the owner of its parent, which plugin/jail.c gave a confined
+ * it gets the owner of its parent, which plugin/run/jail.c gave a confined
  * shim's user (root's own when shims are not confined). */
 static bool give_to_shim(const char *dir, GError **error)
 {

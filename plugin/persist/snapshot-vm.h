@@ -7,7 +7,7 @@
 #include <glib.h>
 #include <stdbool.h>
 
-#include "domain.h"
+#include "domain/domain.h"
 
 /* A full snapshot into dir, or with parent_dir a diff on the snapshot there. */
 bool vmsnap_take(struct vsnap_domain *dom, const char *dir, const char *parent_dir,

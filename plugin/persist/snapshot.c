@@ -1,22 +1,22 @@
-#include "snapshot.h"
+#include "persist/snapshot.h"
 
 #include <libvirt/libvirt.h>
 #include <string.h>
 
 #include "conf/snapshot-conf.h"
 #include "import.h"
-#include "job.h"
+#include "persist/job.h"
 #include "lineage.h"
-#include "process.h"
-#include "push.h"
+#include "run/process.h"
+#include "persist/push.h"
 #include "restore.h"
 #include "revert-intent.h"
 #include "snapshot-dir.h"
 #include "snapshot-disks.h"
 #include "snapshot-tree.h"
 #include "snapshot-vm.h"
-#include "test-hook.h"
-#include "virt-error.h"
+#include "util/test-hook.h"
+#include "util/virt-error.h"
 
 static struct snapshot_tree *load(struct vsnap_driver *drv, struct vsnap_domain *dom,
                                   GError **error)

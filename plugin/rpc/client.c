@@ -1,4 +1,4 @@
-#include "client.h"
+#include "rpc/client.h"
 
 #include <errno.h>
 #include <libvirt/virterror.h>

@@ -1,9 +1,9 @@
-#include "dispatch.h"
+#include "rpc/dispatch.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "virt-error.h"
+#include "util/virt-error.h"
 
 /* A linear scan of about a hundred entries costs nothing next to a socket
  * round trip, and keeps the tables const with no lookup state to build. */

@@ -3,8 +3,8 @@
 #include <libvirt/libvirt.h>
 #include <string.h>
 
-#include "client.h"
-#include "state.h"
+#include "rpc/client.h"
+#include "domain/state.h"
 
 struct registration {
     struct rpc_client *client;

@@ -1,4 +1,4 @@
-#include "server.h"
+#include "rpc/server.h"
 
 #include <errno.h>
 #include <glib-unix.h>
@@ -9,8 +9,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "client.h"
-#include "dispatch.h"
+#include "rpc/client.h"
+#include "rpc/dispatch.h"
 #include "event-registry.h"
 #include "stream.h"
 

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client.h"
+#include "rpc/client.h"
 
 struct rpc_server;
 struct stream_registry;

@@ -1,4 +1,4 @@
-#include "wire.h"
+#include "rpc/wire.h"
 
 #include <libvirt/libvirt.h>
 #include <stdlib.h>

@@ -4,10 +4,10 @@
 #include <libvirt/libvirt.h>
 #include <stdlib.h>
 
-#include "procedure.h"
-#include "driver.h"
-#include "driver-block.h"
-#include "virt-error.h"
+#include "rpc/procedure.h"
+#include "driver/driver.h"
+#include "driver/driver-block.h"
+#include "util/virt-error.h"
 
 struct block_info_args {
     struct wire_domain dom;

@@ -5,12 +5,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "procedure.h"
-#include "driver.h"
-#include "node.h"
+#include "rpc/procedure.h"
+#include "driver/driver.h"
+#include "driver/node.h"
 #include "limits/vsnap-limits.h"
 #include "vsnap-config.h"
-#include "virt-error.h"
+#include "util/virt-error.h"
 
 /* ---- argument and return types with their XDR filters ---- */
 

@@ -5,13 +5,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "procedure.h"
-#include "driver.h"
-#include "driver-block.h"
-#include "driver-net.h"
-#include "process.h"
+#include "rpc/procedure.h"
+#include "driver/driver.h"
+#include "driver/driver-block.h"
+#include "driver/driver-net.h"
+#include "run/process.h"
 #include "stream.h"
-#include "virt-error.h"
+#include "util/virt-error.h"
 
 /* ---- types ---- */
 

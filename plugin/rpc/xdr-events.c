@@ -2,9 +2,9 @@
  * delivers the events (event-registry.c). */
 #include <libvirt/libvirt.h>
 
-#include "procedure.h"
+#include "rpc/procedure.h"
 #include "event-registry.h"
-#include "virt-error.h"
+#include "util/virt-error.h"
 
 /* Event ids a client may register. Only lifecycle, reboot and agent
  * lifecycle ever fire; accepting the others lets `virsh event --all` and

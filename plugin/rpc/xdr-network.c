@@ -7,10 +7,10 @@
 #include <libvirt/libvirt.h>
 #include <string.h>
 
-#include "procedure.h"
-#include "host-networks.h"
-#include "state.h"
-#include "virt-error.h"
+#include "rpc/procedure.h"
+#include "host/host-networks.h"
+#include "domain/state.h"
+#include "util/virt-error.h"
 
 #define NETWORK_LIST_MAX 16384u   /* REMOTE_NETWORK_LIST_MAX */
 

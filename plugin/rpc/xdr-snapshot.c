@@ -4,11 +4,11 @@
 #include <libvirt/libvirt.h>
 #include <string.h>
 
-#include "procedure.h"
-#include "driver.h"
+#include "rpc/procedure.h"
+#include "driver/driver.h"
 #include "persist/save.h"
 #include "persist/snapshot.h"
-#include "virt-error.h"
+#include "util/virt-error.h"
 
 #define SNAPSHOT_NAMES_MAX 1024   /* REMOTE_DOMAIN_SNAPSHOT_LIST_NAMES_MAX */
 #define JOB_STATS_MAX 64          /* REMOTE_DOMAIN_JOB_STATS_MAX */

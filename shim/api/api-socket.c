@@ -1,7 +1,7 @@
 /* Opening the API socket (see api-socket.h). */
 #define G_LOG_DOMAIN "vsnap-shim"
 
-#include "api/api-socket.h"
+#include "api-socket.h"
 
 #include <errno.h>
 #include <stdio.h> /* rename */

@@ -21,9 +21,9 @@
  * (a long vm.wait-ready) is never idle. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
-#include "api/connections.h"
+#include "connections.h"
 
-#include "api/fd-stream.h"
+#include "fd-stream.h"
 
 #include <errno.h>
 #include <glib-unix.h>

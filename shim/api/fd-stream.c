@@ -6,7 +6,7 @@
  * socket connection's own. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
-#include "api/fd-stream.h"
+#include "fd-stream.h"
 
 #include <gio/gunixfdmessage.h>
 #include <sys/socket.h>

@@ -1,7 +1,7 @@
 /* vm.info, vm.counters */
 #define G_LOG_DOMAIN "vsnap-shim"
 
-#include "api/routes.h"
+#include "routes.h"
 
 static void reply_node(struct api_request *req, JsonNode *node, const GError *error)
 {

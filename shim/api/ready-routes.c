@@ -4,7 +4,7 @@
 #define G_LOG_DOMAIN "vsnap-shim"
 
 #include "api/options.h"
-#include "api/routes.h"
+#include "routes.h"
 #include "json/bounded-json.h"
 #include "vmm/readiness.h"
 

@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/api-socket.h"
-#include "api/connections.h"
-#include "api/routes.h"
+#include "api-socket.h"
+#include "connections.h"
+#include "routes.h"
 
 #define API_PREFIX "/api/v1/"
 

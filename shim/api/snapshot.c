@@ -22,7 +22,7 @@
 
 #include <glib/gstdio.h>
 
-#include "api/routes.h"
+#include "routes.h"
 #include "api/snapshot-body.h"
 #include "api/store-refs.h"
 #include "json/bounded-json.h"

@@ -4,7 +4,7 @@
 #define G_LOG_DOMAIN "vsnap-shim"
 
 #include "config/vm-config-json.h"
-#include "api/routes.h"
+#include "routes.h"
 #include "json/bounded-json.h"
 
 static bool require_body(struct api_request *req, const char *endpoint, const char **text, gsize *len)

@@ -3,7 +3,7 @@
 
 #include <unistd.h>
 
-#include "api/routes.h"
+#include "routes.h"
 #include "vsnap-config.h"
 
 static void handle_ping(struct api_request *req)

@@ -1,5 +1,5 @@
 /* Scatter-list helpers (blk-iov.h). */
-#include "block/blk-iov.h"
+#include "blk-iov.h"
 
 #include <string.h>
 

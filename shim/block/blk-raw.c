@@ -3,7 +3,7 @@
 #define G_LOG_DOMAIN "vsnap-shim"
 
 #include "block/blk-backend.h"
-#include "block/blk-iov.h"
+#include "blk-iov.h"
 #include "sandbox/confine.h"
 
 #include <errno.h>

@@ -6,7 +6,7 @@
  *
  * Not hardware-reduced: the FADT declares the PM1a event/control blocks, the
  * PM timer and the reset register at the ports in boot.h, which
- * devices/acpi-pm.c serves; SCI on IRQ ACPI_SCI_IRQ.
+ * devices/legacy/acpi-pm.c serves; SCI on IRQ ACPI_SCI_IRQ.
  */
 #include <string.h>
 

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "boot.h"
+#include "boot/boot.h"
 #include "vsnap-config.h"
 
 /* x86 Linux has taken 2048-byte command lines since forever; an ELF vmlinux

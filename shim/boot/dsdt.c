@@ -1,7 +1,7 @@
 /* The DSDT's AML, encoded by hand. Linux needs two things from it on this
  * machine: \_S5, the SLP_TYP values that power the VM off when written to
- * PM1a_CNT with SLP_EN (devices/acpi-pm.c), and the VM generation ID device
- * its vmgenid driver binds to (devices/vmgenid.c): where the 16-byte id is,
+ * PM1a_CNT with SLP_EN (devices/legacy/acpi-pm.c), and the VM generation ID device
+ * its vmgenid driver binds to (devices/legacy/vmgenid.c): where the 16-byte id is,
  * and the notification, through GPE 0, that it changed. Everything else
  * (CPUs, IOAPIC, power button, reset) is described by fixed tables.
  *
@@ -149,7 +149,7 @@ static void aml_vmgenid_device(GByteArray *out)
 }
 
 /* Scope (\_GPE) { Method (_E00, 0) { Notify (\_SB.VGEN, 0x80) } }: the
- * edge-triggered GPE devices/acpi-pm.c raises for the VM generation ID. */
+ * edge-triggered GPE devices/legacy/acpi-pm.c raises for the VM generation ID. */
 static void aml_vmgenid_gpe(GByteArray *out)
 {
     GByteArray *method = g_byte_array_new();

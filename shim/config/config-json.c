@@ -1,6 +1,6 @@
 /* The members VmConfig's parts write into the JSON they build
  * (disk-config-internal.h). */
-#include "config/disk-config-internal.h"
+#include "disk-config-internal.h"
 
 void config_json_add_string(JsonBuilder *b, const char *name, const char *value)
 {

@@ -2,7 +2,7 @@
  * vm.create and their JSON form (parsing is vm-config.c's schema). */
 #define G_LOG_DOMAIN "vsnap-shim"
 
-#include "config/disk-config-internal.h"
+#include "disk-config-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config/disk-config-internal.h"
+#include "disk-config-internal.h"
 #include "config/shim-error.h"
 #include "json/bounded-json.h"
 

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "state/state-json.h"
-#include "vm.h"
+#include "core/vm.h"
 
 static uint64_t realtime_now_ns(void)
 {

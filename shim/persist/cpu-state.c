@@ -1,6 +1,6 @@
 /* KVM VM and vCPU state <-> state.json (see cpu-state.h), through the fds
  * the KVM core lends out while the vCPUs are parked (vm.h). */
-#include "persist/cpu-state.h"
+#include "cpu-state.h"
 
 #include <errno.h>
 #include <linux/kvm.h>
@@ -8,9 +8,9 @@
 #include <sys/ioctl.h>
 
 #include "persist/clock.h"
-#include "persist/vm-persist.h"
+#include "vm-persist.h"
 #include "state/state-json.h"
-#include "vm.h"
+#include "core/vm.h"
 
 #define MAX_MSRS 1024u
 

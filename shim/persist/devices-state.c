@@ -1,5 +1,5 @@
 /* Device state in state.json (see devices-state.h). */
-#include "persist/devices-state.h"
+#include "devices-state.h"
 
 #include "devices/acpi-pm.h"
 #include "devices/i8042.h"
@@ -11,7 +11,7 @@
 #include "devices/virtio-vsock.h"
 #include "devices/vmgenid.h"
 #include "state/state-json.h"
-#include "vm.h"
+#include "core/vm.h"
 
 /* A paused VM's disks are paused already (vm_pause): pausing them again
  * nests and returns at once, and keeps them still should that change. */

@@ -1,7 +1,7 @@
 /* Disk layers in vm.snapshot and vm.restore (see disk-layers.h). */
 #define G_LOG_DOMAIN "vsnap-shim"
 
-#include "persist/disk-layers.h"
+#include "disk-layers.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>

@@ -21,7 +21,7 @@
 
 #include "config/vm-config.h"
 #include "snapshot/directory.h"
-#include "vm.h"
+#include "core/vm.h"
 
 struct disk_layers;
 

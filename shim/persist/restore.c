@@ -10,14 +10,14 @@
 
 #include "config/vm-config-json.h"
 #include "json/bounded-json.h"
-#include "memory.h"
-#include "persist/cpu-state.h"
-#include "persist/devices-state.h"
-#include "persist/disk-layers.h"
-#include "persist/vm-persist.h"
+#include "platform/memory.h"
+#include "cpu-state.h"
+#include "devices-state.h"
+#include "disk-layers.h"
+#include "vm-persist.h"
 #include "ram-snapshot/restore.h"
 #include "snapshot/directory.h"
-#include "vm.h"
+#include "core/vm.h"
 
 /* ---- config.json and its overrides ---- */
 

@@ -1,5 +1,5 @@
 /* Per-VM snapshot state and dirty tracking (see vm-persist.h). */
-#include "persist/vm-persist.h"
+#include "vm-persist.h"
 
 #include <errno.h>
 #include <linux/kvm.h>
@@ -7,11 +7,11 @@
 #include <sys/ioctl.h>
 
 #include "persist/persist.h"
-#include "memory.h"
+#include "platform/memory.h"
 #include "ram-snapshot/dirty-bitmap.h"
 #include "snapshot/mapped-read.h"
 #include "state/state-json.h"
-#include "vm.h"
+#include "core/vm.h"
 
 static void clear_reference(struct persist_vm *p)
 {

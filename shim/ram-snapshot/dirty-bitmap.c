@@ -1,5 +1,5 @@
 /* Dirty bitmap helpers (see dirty-bitmap.h). */
-#include "dirty-bitmap.h"
+#include "ram-snapshot/dirty-bitmap.h"
 
 #include "snapshot/layer.h"
 

@@ -1,6 +1,6 @@
 /* Restore by copy: walk RAM through the page index, copy each run of pages that
  * comes from one layer, checking its data blocks first. */
-#include "restore.h"
+#include "ram-snapshot/restore.h"
 
 #include "snapshot/mapped-read.h"
 

@@ -1,7 +1,7 @@
 /* Restore by full-image merge, the baseline vsnap is measured against: like the
  * published setup it materialises a dense image of all of RAM in tmpfs (every
  * page written, zero or not), overlays each diff in chain order, then maps it. */
-#include "restore.h"
+#include "ram-snapshot/restore.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "restore-mode.h"
+#include "ram-snapshot/restore-mode.h"
 
 #include "snapshot/layer.h"
 

@@ -1,7 +1,7 @@
 /* Full and diff layers from guest RAM. The scan reads only populated (full) or
  * dirty (diff) pages; runs of non-zero pages are handed to the writer as one
  * pointer into guest RAM, so nothing is copied on the way except by write(). */
-#include "save.h"
+#include "ram-snapshot/save.h"
 
 #include "snapshot/layer-write.h"
 

@@ -3,7 +3,7 @@
  * (atomic bit operations) lets prefetch skip what faults already brought in; two
  * threads racing on the same page is harmless because UFFDIO_COPY of a page
  * that exists fails with EEXIST and changes nothing. */
-#include "uffd.h"
+#include "ram-snapshot/uffd.h"
 #include "sandbox/syscall-filter.h"
 
 #include <errno.h>

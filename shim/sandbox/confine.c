@@ -1,4 +1,4 @@
-#include "confine.h"
+#include "sandbox/confine.h"
 
 #include <errno.h>
 #include <gio/gio.h>

@@ -1,4 +1,4 @@
-#include "syscall-filter.h"
+#include "sandbox/syscall-filter.h"
 
 #include <errno.h>
 #include <gio/gio.h>
@@ -14,7 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "confine.h"
+#include "sandbox/confine.h"
 
 /* ---- the lists (docs/seccomp.md says why each call is here) ---- */
 
@@ -296,7 +296,7 @@ static int add_unix_sockets(scmp_filter_ctx ctx)
     return rc;
 }
 
-/* The datagram socket a tap's SIOCSIF* ioctls are made on (devices/tap.c:
+/* The datagram socket a tap's SIOCSIF* ioctls are made on (devices/backend/tap.c:
  * its address, MAC and link), exactly as tap.c asks for it. */
 static int add_ifreq_socket(scmp_filter_ctx ctx)
 {

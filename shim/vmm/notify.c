@@ -1,5 +1,5 @@
 /* systemd's sd_notify over a vsock stream (see notify.h). */
-#include "vmm/notify.h"
+#include "notify.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -9,8 +9,8 @@
 #include "devices/virtio-net.h"
 #include "devices/vmgenid.h"
 #include "json/bounded-json.h"
-#include "vm.h"
-#include "vmm/notify.h"
+#include "core/vm.h"
+#include "notify.h"
 #include "vmm/readiness.h"
 
 /* Handed to the VM as the callbacks' opaque: lets a callback that arrives after

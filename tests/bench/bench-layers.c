@@ -4,7 +4,7 @@
  * 2 GiB of RAM (and on demand alone at 8 GiB). A base with a 64 MiB working set plus a 16 MiB diff; one JSON
  * object per line appended to the file named by argv[1]
  * (default bench/results.jsonl), and printed. */
-#include "../snapshot/helpers.h"
+#include "helpers.h"
 
 #include "ram-snapshot/restore.h"
 #include "ram-snapshot/uffd.h"

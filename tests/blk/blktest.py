@@ -1,4 +1,4 @@
-"""Helpers of the disk tests (test-blk.py, test-blk-layers.py): images and
+"""Helpers of the disk tests (test_blk.py, test_blk_layers.py): images and
 checksums computed on the host (vsnap-pattern), the test guest's BLK*
 commands, booting a VM with disks. Set PATTERN to vsnap-pattern's path first."""
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "config/vm-config-json.h"
-#include "domain-conf.h"
+#include "conf/domain-conf.h"
 #include "fuzz-common.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

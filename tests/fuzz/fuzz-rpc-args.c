@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dispatch.h"
+#include "rpc/dispatch.h"
 #include "fuzz-common.h"
-#include "wire.h"
+#include "rpc/wire.h"
 
 #define ENCODE_SLACK 64
 

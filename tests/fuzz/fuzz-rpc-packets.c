@@ -10,11 +10,11 @@
  * next input starts (as calls of different clients do in the daemon). */
 #include <unistd.h>
 
-#include "domain.h"
-#include "driver.h"
+#include "domain/domain.h"
+#include "driver/driver.h"
 #include "fuzz-common.h"
-#include "server.h"
-#include "state.h"
+#include "rpc/server.h"
+#include "domain/state.h"
 
 static const char domain_xml[] =
     "<domain type='kvm'><name>fuzz</name><uuid>6f0e6a4e-2f4b-4b4e-9a59-3b7f2d0c1a11</uuid>"

@@ -1,4 +1,4 @@
-/* vsnap save images (plugin/persist/save-image.h) as virsh restore and
+/* vsnap save images (plugin/persist/include/persist/save-image.h) as virsh restore and
  * save-image-dumpxml read them: the header and the definition
  * (save_image_read_info), every section extracted into a directory
  * (save_image_extract), and that directory read as the snapshot restore
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "fuzz-common.h"
-#include "caller.h"
+#include "util/caller.h"
 #include "persist/save-image.h"
 #include "snapshot/crc32c.h"
 #include "snapshot/directory.h"

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "fuzz-common.h"
-#include "snapshot-conf.h"
+#include "conf/snapshot-conf.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -1,4 +1,4 @@
-/* Split virtqueues (shim/devices/virtio-queue.h) against whatever a guest
+/* Split virtqueues (shim/devices/include/devices/virtio-queue.h) against whatever a guest
  * puts in its RAM: the queue's size, ring addresses and device indices as
  * the transport would set them, RAM a heap buffer (so AddressSanitizer sees
  * an access outside it) filled from the input, then every chain popped,
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "fuzz-common.h"
-#include "memory.h"
+#include "platform/memory.h"
 #include "devices/virtio-host.h"
 #include "devices/virtio-queue.h"
 

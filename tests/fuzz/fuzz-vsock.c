@@ -36,10 +36,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "bus.h"
+#include "platform/bus.h"
 #include "devices/virtio-vsock-priv.h"
 #include "fuzz-common.h"
-#include "memory.h"
+#include "platform/memory.h"
 
 #define RAM_SIZE (256u * 1024)
 #define QSIZE 16u

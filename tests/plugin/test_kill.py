@@ -1,5 +1,5 @@
 """kill -9 of the daemon in the middle of a snapshot, a save or a start, at
-aimed points (VSNAPD_TEST_HOOK, plugin/test-hook.h) and at random ones; and a
+aimed points (VSNAPD_TEST_HOOK, plugin/util/include/util/test-hook.h) and at random ones; and a
 shim that dies in the middle of a diff. After a restart every domain is as
 before or as after: never paused by nobody, no phantom job, no orphan shim,
 no snapshot directory nobody recorded, no partial directory."""

@@ -1,4 +1,4 @@
-"""virtvsnapd with a snapshot store, run by test-store.py against the servers
+"""virtvsnapd with a snapshot store, run by test_store.py against the servers
 it started (nginx, Ceph's RADOS Gateway): real daemons (each "host" its own
 state directory, sockets and cache), real virsh, the test guest with a disk.
 
@@ -36,7 +36,7 @@ state directory, sockets and cache), real virsh, the test guest with a disk.
   push run. Each refusal names the object, file or snapshot, leaves
   nothing in the cache, no half directory and the domain as it was.
 
-Each case takes the Env of test-store.py (env.nginx, env.rgw, env.s3_env,
+Each case takes the Env of test_store.py (env.nginx, env.rgw, env.s3_env,
 STORE through env.store)."""
 
 import json

@@ -1,4 +1,4 @@
-/* A client that pauses between its requests, for test-store.py: against a
+/* A client that pauses between its requests, for test_store.py: against a
  * server that closes keep-alive connections idle for less than the pause,
  * every request after a pause finds the connection it would reuse closed.
  *

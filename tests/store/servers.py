@@ -1,5 +1,5 @@
 """The real servers the store tests run against, on loopback in private
-directories, started once per test run (test-store.py):
+directories, started once per test run (test_store.py):
 
 - Nginx: nginx serving <dir>/www with WebDAV PUT and directory listings under
   /store/, the same tree under /rate-<N>k/ with limit_rate N KiB/s per

@@ -1,4 +1,4 @@
-"""Store URLs through the shim's Cloud Hypervisor API (test-store.py runs
+"""Store URLs through the shim's Cloud Hypervisor API (test_store.py runs
 these cases with the servers it started): vm.snapshot to an nginx store and
 to the RADOS Gateway, vm.restore from them on "other hosts" (shims with their
 own cache and work directories, the same base image path), in copy and

@@ -1,4 +1,4 @@
-/* The hybrid socket's "CONNECT <port>" parser (shim/devices/virtio-vsock-unix.c). */
+/* The hybrid socket's "CONNECT <port>" parser (shim/devices/vsock/virtio-vsock-unix.c). */
 #include <glib.h>
 #include <string.h>
 

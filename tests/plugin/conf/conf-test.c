@@ -2,7 +2,7 @@
 
 #include <stdarg.h>
 
-#include "xml-util.h"
+#include "conf/xml-util.h"
 
 void conf_test_init(int *argc, char ***argv, const char **schema_dir, const char **examples_dir)
 {

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capabilities.h"
-#include "xml-util.h"
+#include "conf/capabilities.h"
+#include "conf/xml-util.h"
 
 #define SHIM "/usr/libexec/vsnap/vsnap-shim"
 #define LIBVIRT_SCHEMAS "/usr/share/libvirt/schemas"

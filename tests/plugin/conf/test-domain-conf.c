@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "conf-test.h"
-#include "domain-conf.h"
+#include "conf/domain-conf.h"
 
 static const char *schema_dir;
 static const char *examples_dir;

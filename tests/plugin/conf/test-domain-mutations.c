@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "conf-test.h"
-#include "domain-conf.h"
+#include "conf/domain-conf.h"
 
 #define MUTATIONS_PER_EXAMPLE 600
 

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "conf-test.h"
-#include "snapshot-conf.h"
+#include "conf/snapshot-conf.h"
 
 static const char *schema_dir;
 static const char *examples_dir;

@@ -1,14 +1,14 @@
-/* plugin/monitor.c reads the shim's answers: Cloud Hypervisor's error body
+/* plugin/monitor/monitor.c reads the shim's answers: Cloud Hypervisor's error body
  * (a JSON list of messages) becomes the libvirt error's text, from a real
  * shim too; bodies nested without end are not parsed. */
-#include "monitor.h"
+#include "monitor/monitor.h"
 
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 
-#include "virt-error.h"
+#include "util/virt-error.h"
 
 static void expect_text(const char *body, const char *want)
 {

@@ -8,8 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "client.h"
-#include "dispatch.h"
+#include "rpc/client.h"
+#include "rpc/dispatch.h"
 
 static void test_each_number_served_once(void)
 {

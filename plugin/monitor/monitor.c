@@ -1,0 +1,423 @@
+#include "monitor/monitor.h"
+
+#include <curl/curl.h>
+#include <json-glib/json-glib.h>
+
+#include "http-fds.h"
+#include "json/bounded-json.h"
+#include "util/virt-error.h"
+
+/* No call waits forever. The API answers in milliseconds, but vm.pause may
+ * wait up to 10 s for the vCPUs inside the shim, so quick calls get well
+ * over that; creating and booting a VM may touch a lot of memory; vm.snapshot
+ * and vm.restore read or write all of it (ram_timeout_ms). A ping is a
+ * probe, repeated while a shim starts. */
+#define PING_TIMEOUT_MS 5000L
+#define QUICK_TIMEOUT_MS 30000L
+#define SLOW_TIMEOUT_MS 60000L
+#define PER_GIB_TIMEOUT_MS 30000L
+
+/* For a call that reads or writes all guest RAM: a minute, and half a minute
+ * per GiB. */
+static long ram_timeout_ms(uint64_t ram_bytes)
+{
+    uint64_t gib = (ram_bytes + (1ull << 30) - 1) >> 30;
+    return SLOW_TIMEOUT_MS + (long)MIN(gib, 1u << 16) * PER_GIB_TIMEOUT_MS;
+}
+
+static size_t collect_body(char *data, size_t size, size_t nmemb, void *user)
+{
+    g_string_append_len(user, data, size * nmemb);
+    return size * nmemb;
+}
+
+/* What the shim answers is bounded like any JSON from outside: a shim runs
+ * beside a guest and is not trusted to nest sanely. vm.info holds a VmConfig
+ * (at most 1 MiB as a vm.create body) and a little more. */
+#define REPLY_MAX_BYTES (2u << 20)
+
+/* A JSON list of strings, as Cloud Hypervisor's error chain: its messages
+ * joined with ": "; NULL if node is anything else. */
+static char *joined_messages(JsonNode *node)
+{
+    if (!JSON_NODE_HOLDS_ARRAY(node))
+        return NULL;
+    JsonArray *list = json_node_get_array(node);
+    g_autoptr(GString) text = g_string_new(NULL);
+    for (guint i = 0; i < json_array_get_length(list); i++) {
+        JsonNode *item = json_array_get_element(list, i);
+        if (!JSON_NODE_HOLDS_VALUE(item) || json_node_get_value_type(item) != G_TYPE_STRING)
+            return NULL;
+        g_string_append_printf(text, "%s%s", i ? ": " : "", json_node_get_string(item));
+    }
+    return g_string_free(g_steal_pointer(&text), FALSE);
+}
+
+char *monitor_error_text(const char *body, size_t len)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (len && bounded_json_load_data(parser, body, len, REPLY_MAX_BYTES, NULL)) {
+        JsonNode *root = json_parser_get_root(parser);
+        char *joined = root ? joined_messages(root) : NULL;
+        if (joined)
+            return joined;
+        /* Shims from before the list (still running across a daemon upgrade)
+         * answered {"error": "..."}. */
+        if (root && JSON_NODE_HOLDS_OBJECT(root) &&
+            json_object_has_member(json_node_get_object(root), "error"))
+            return g_strdup(json_object_get_string_member_with_default(json_node_get_object(root),
+                                                                       "error", ""));
+    }
+    return g_strstrip(g_strndup(body, MIN(len, 500)));
+}
+
+static bool check_answer(const char *endpoint, long status, const GString *body, GString *response,
+                         GError **error);
+
+/* A request that carries descriptors (SCM_RIGHTS), which libcurl cannot send. */
+static bool request_fds(const char *api_socket, const char *endpoint, const char *json, const int *fds,
+                        size_t n_fds, long timeout_ms, GString *response, GError **error)
+{
+    g_autofree char *path = g_strdup_printf("/api/v1/%s", endpoint);
+    g_autoptr(GString) body = g_string_new(NULL);
+    long status = 0;
+    return http_fds_request(api_socket, "PUT", path, json, fds, n_fds, timeout_ms, &status, body, error) &&
+           check_answer(endpoint, status, body, response, error);
+}
+
+/* *http_status (when given) is the shim's answer, 0 when it gave none. */
+static bool request_status(const char *api_socket, const char *method, const char *endpoint,
+                           const char *json, long timeout_ms, GString *response,
+                           long *http_status, GError **error)
+{
+    CURL *curl = curl_easy_init();
+    if (!curl) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INTERNAL_ERROR, "cannot initialise libcurl");
+        return false;
+    }
+    g_autofree char *url = g_strdup_printf("http://localhost/api/v1/%s", endpoint);
+    g_autoptr(GString) body = g_string_new(NULL);
+    struct curl_slist *headers = NULL;
+    curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, api_socket);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
+    if (json) {
+        headers = curl_slist_append(headers, "Content-Type: application/json");
+        curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, json);
+    } else if (g_str_equal(method, "PUT")) {
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "");
+    }
+    CURLcode rc = curl_easy_perform(curl);
+    long status = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+    if (http_status)
+        *http_status = rc == CURLE_OK ? status : 0;
+
+    if (rc == CURLE_OPERATION_TIMEDOUT) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_TIMEOUT,
+                    "the VM's API at %s did not answer %s within %ld s", api_socket, endpoint,
+                    timeout_ms / 1000);
+        return false;
+    }
+    if (rc != CURLE_OK) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "cannot reach the VM's API at %s (%s): %s", api_socket, endpoint,
+                    curl_easy_strerror(rc));
+        return false;
+    }
+    return check_answer(endpoint, status, body, response, error);
+}
+
+static bool check_answer(const char *endpoint, long status, const GString *body, GString *response,
+                         GError **error)
+{
+    if (status < 200 || status >= 300) {
+        g_autofree char *text = monitor_error_text(body->str, body->len);
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "the VM refused %s (HTTP %ld): %s", endpoint, status,
+                    *text ? text : "no details");
+        return false;
+    }
+    if (response)
+        g_string_assign(response, body->str);
+    return true;
+}
+
+static bool request(const char *api_socket, const char *method, const char *endpoint,
+                    const char *json, long timeout_ms, GString *response, GError **error)
+{
+    return request_status(api_socket, method, endpoint, json, timeout_ms, response, NULL, error);
+}
+
+bool monitor_ping(const char *api_socket, GError **error)
+{
+    return request(api_socket, "GET", "vmm.ping", NULL, PING_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_create(const char *api_socket, const char *json, const int *fds, size_t n_fds,
+                       GError **error)
+{
+    if (n_fds)
+        return request_fds(api_socket, "vm.create", json, fds, n_fds, SLOW_TIMEOUT_MS, NULL, error);
+    return request(api_socket, "PUT", "vm.create", json, SLOW_TIMEOUT_MS, NULL, error);
+}
+
+/* vsnap's extension: the link state virtio-net's status field shows the guest. */
+bool monitor_vm_set_link(const char *api_socket, const char *id, bool up, GError **error)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "id");
+    json_builder_add_string_value(b, id);
+    json_builder_set_member_name(b, "up");
+    json_builder_add_boolean_value(b, up);
+    json_builder_end_object(b);
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autofree char *body = json_to_string(root, FALSE);
+    return request(api_socket, "PUT", "vm.set-link", body, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_boot(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.boot", NULL, SLOW_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_pause(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.pause", NULL, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_resume(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.resume", NULL, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_power_button(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.power-button", NULL, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_reboot(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.reboot", NULL, SLOW_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_shutdown(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.shutdown", NULL, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vmm_shutdown(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vmm.shutdown", NULL, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+static char *to_json(JsonBuilder *b)
+{
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    return json_to_string(root, FALSE);
+}
+
+static void add_string(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_string_value(b, value);
+}
+
+static void add_bool(JsonBuilder *b, const char *name, bool value)
+{
+    json_builder_set_member_name(b, name);
+    json_builder_add_boolean_value(b, value);
+}
+
+bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
+                         const char *parent_url, uint64_t ram_bytes, bool *refused,
+                         GError **error)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    add_string(b, "destination_url", destination_url);
+    if (parent_url) {
+        add_string(b, "mode", "diff");
+        add_string(b, "parent_url", parent_url);
+    }
+    json_builder_end_object(b);
+    g_autofree char *body = to_json(b);
+    long status = 0;
+    bool ok = request_status(api_socket, "PUT", "vm.snapshot", body, ram_timeout_ms(ram_bytes),
+                             NULL, &status, error);
+    if (refused)
+        *refused = status >= 400 && status < 500;
+    return ok;
+}
+
+/* Of the vsock device only the socket is the host's business; the CID and
+ * the rest are the guest's and come from the snapshot. */
+static void add_config_overrides(JsonBuilder *b, const struct monitor_restore *r)
+{
+    json_builder_set_member_name(b, "config_overrides");
+    json_builder_begin_object(b);
+    domain_def_add_vm_serial(b, r->live);
+    if (r->disk_work_dir && r->live->n_disks > 0)
+        add_string(b, "vsnap_work_dir", r->disk_work_dir);
+    if (r->live->vsock.present) {
+        json_builder_set_member_name(b, "vsock");
+        json_builder_begin_object(b);
+        add_string(b, "socket", r->vsock_socket);
+        json_builder_end_object(b);
+    }
+    /* Each interface gets this run's tap (its descriptor) and the MAC of
+     * the definition being restored: a clone's own, not its origin's. */
+    if (r->n_net_fds)
+        domain_def_add_vm_net_overrides(b, r->live);
+    json_builder_end_object(b);
+}
+
+bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *r, GError **error)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    add_string(b, "source_url", r->source_url);
+    add_string(b, "memory_restore_mode", r->mode);
+    add_bool(b, "resume", r->resume);
+    add_bool(b, "prefault", false);
+    add_config_overrides(b, r);
+    json_builder_end_object(b);
+    g_autofree char *body = to_json(b);
+    long timeout_ms = ram_timeout_ms(r->live->memory_kib * 1024);
+    if (r->n_net_fds)
+        return request_fds(api_socket, "vm.restore", body, r->net_fds, r->n_net_fds, timeout_ms, NULL, error);
+    return request(api_socket, "PUT", "vm.restore", body, timeout_ms, NULL, error);
+}
+
+void vm_info_clear(struct vm_info *info)
+{
+    g_clear_pointer(&info->state, g_free);
+    g_clear_pointer(&info->last_stop_reason, g_free);
+    g_clear_pointer(&info->serial_pty, g_free);
+    for (size_t i = 0; i < info->n_disks; i++) {
+        g_free(info->disks[i].id);
+        g_strfreev(info->disks[i].layers);
+        g_free(info->disks[i].overlay);
+    }
+    g_clear_pointer(&info->disks, g_free);
+    info->n_disks = 0;
+}
+
+static char **string_array(JsonObject *obj, const char *name)
+{
+    JsonNode *node = json_object_get_member(obj, name);
+    JsonArray *array = node && JSON_NODE_HOLDS_ARRAY(node) ? json_node_get_array(node) : NULL;
+    guint n = array ? json_array_get_length(array) : 0;
+    char **out = g_new0(char *, n + 1);
+    guint k = 0;
+    for (guint i = 0; i < n; i++) {
+        JsonNode *e = json_array_get_element(array, i);
+        if (JSON_NODE_HOLDS_VALUE(e) && json_node_get_value_type(e) == G_TYPE_STRING)
+            out[k++] = g_strdup(json_node_get_string(e));
+    }
+    return out;
+}
+
+/* vm.info's config.disks: each disk's id, vsnap_chain and vsnap_overlay. */
+static void read_disk_chains(JsonObject *obj, struct vm_info *info)
+{
+    JsonNode *config = json_object_get_member(obj, "config");
+    JsonNode *disks = config && JSON_NODE_HOLDS_OBJECT(config)
+                          ? json_object_get_member(json_node_get_object(config), "disks") : NULL;
+    JsonArray *array = disks && JSON_NODE_HOLDS_ARRAY(disks) ? json_node_get_array(disks) : NULL;
+    guint n = array ? json_array_get_length(array) : 0;
+    info->disks = g_new0(struct vm_disk_chain, MAX(n, 1));
+    for (guint i = 0; i < n; i++) {
+        JsonNode *e = json_array_get_element(array, i);
+        if (!JSON_NODE_HOLDS_OBJECT(e))
+            continue;
+        JsonObject *disk = json_node_get_object(e);
+        struct vm_disk_chain *c = &info->disks[info->n_disks++];
+        c->id = g_strdup(json_object_get_string_member_with_default(disk, "id", ""));
+        c->layers = string_array(disk, "vsnap_chain");
+        c->overlay = g_strdup(json_object_get_string_member_with_default(disk, "vsnap_overlay", NULL));
+    }
+}
+
+/* GET path, its answer parsed into parser (bounded); the root object, which
+ * parser owns, or NULL with the error naming path. */
+static JsonObject *get_object(const char *api_socket, const char *path, JsonParser *parser, GError **error)
+{
+    g_autoptr(GString) body = g_string_new(NULL);
+    if (!request(api_socket, "GET", path, NULL, QUICK_TIMEOUT_MS, body, error))
+        return NULL;
+    g_autoptr(GError) parse_error = NULL;
+    if (!bounded_json_load_data(parser, body->str, body->len, REPLY_MAX_BYTES, &parse_error) ||
+        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "%s answered something that is not a JSON object: %s", path,
+                    parse_error ? parse_error->message : body->str);
+        return NULL;
+    }
+    return json_node_get_object(json_parser_get_root(parser));
+}
+
+bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *obj = get_object(api_socket, "vm.info", parser, error);
+    if (!obj)
+        return false;
+    info->state = g_strdup(json_object_get_string_member_with_default(obj, "state", ""));
+    info->memory_actual_size =
+        json_object_get_int_member_with_default(obj, "memory_actual_size", 0);
+    JsonObject *vsnap = json_object_has_member(obj, "vsnap")
+                            ? json_object_get_object_member(obj, "vsnap") : NULL;
+    if (vsnap) {
+        JsonNode *reason = json_object_get_member(vsnap, "last_stop_reason");
+        if (reason && JSON_NODE_HOLDS_VALUE(reason))
+            info->last_stop_reason = g_strdup(json_node_get_string(reason));
+        /* The shim flattens the guest's announcement into the vsnap object:
+         * "ready": true beside "generation", "boot_id", "ready_ns". */
+        info->ready = json_object_get_boolean_member_with_default(vsnap, "ready", FALSE);
+        const char *pty = json_object_get_string_member_with_default(vsnap, "serial_pty", NULL);
+        info->serial_pty = g_strdup(pty);
+    }
+    read_disk_chains(obj, info);
+    return true;
+}
+
+static uint64_t counter(JsonObject *disk, const char *name)
+{
+    gint64 v = json_object_get_int_member_with_default(disk, name, 0);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+bool monitor_vm_disk_counters(const char *api_socket, const char *id, struct disk_counters *out,
+                              GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *all = get_object(api_socket, "vm.counters", parser, error);
+    if (!all)
+        return false;
+    JsonNode *node = json_object_get_member(all, id);
+    if (!node || !JSON_NODE_HOLDS_OBJECT(node)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "the VM has no counters for disk '%s'", id);
+        return false;
+    }
+    JsonObject *disk = json_node_get_object(node);
+    *out = (struct disk_counters){
+        .read_ops = counter(disk, "read_ops"),
+        .read_bytes = counter(disk, "read_bytes"),
+        .write_ops = counter(disk, "write_ops"),
+        .write_bytes = counter(disk, "write_bytes"),
+        .flush_ops = counter(disk, "flush_ops"),
+        .io_errors = counter(disk, "io_errors"),
+    };
+    return true;
+}

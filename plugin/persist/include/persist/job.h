@@ -1,0 +1,61 @@
+/* The long job under way on an active domain (a snapshot or a save), for
+ * domjobinfo / domjobinfo --completed readers on other connections: a key
+ * file in the domain's runtime directory,
+ *
+ *   <run_dir>/<name>/job   operation, start, bytes total and done; the
+ *                          state to return to and what a crash leaves behind
+ *
+ * written whole each time (atomic replace) and gone when the job ends or the
+ * domain stops. A job file that a new daemon finds belongs to a job that died
+ * with the old one: persist/recovery.c resumes the VM the job paused, removes
+ * what it left and the file. */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+
+#include "domain/domain.h"
+
+/* total/processed are bytes; watch_dir, when given, is a directory whose
+ * growing files are the progress (a snapshot being written). */
+struct domain_job {
+    int operation;           /* VIR_DOMAIN_JOB_OPERATION_* */
+    gint64 started_us;       /* monotonic */
+    guint64 total, processed;
+    char *watch_dir;
+    bool resume;             /* the job pauses a running VM, which must run again */
+    int state, reason;       /* the domain's state and reason when the job began */
+    char *leftover;          /* a file or directory the job writes, NULL if none */
+    /* What the job makes under its final name (a save file, a managed-save
+     * image), NULL if nothing. Its identity when the job began is recorded
+     * beside it, so a new daemon can tell a job that got as far as making
+     * it (rename done, VM not yet stopped) from one that did not. */
+    char *product;
+    char *product_was;       /* set by domain_job_begin */
+};
+
+enum domain_job_outcome {
+    DOMAIN_JOB_NONE,         /* there was no job */
+    DOMAIN_JOB_UNDONE,       /* the VM runs (or is paused) as before the job */
+    DOMAIN_JOB_MADE_PRODUCT, /* the job's product exists: the caller finishes the job */
+};
+
+/* Record the job before it touches the VM: operation, total and watch_dir
+ * (progress), resume, leftover; the state and reason are the domain's now.
+ * Errors are VSNAP_VIR_ERROR: the domain is not active, or the file cannot
+ * be written. */
+bool domain_job_begin(struct vsnap_domain *dom, const struct domain_job *job, GError **error);
+/* A job's new figures; a failure to record them is logged (the job itself
+ * goes on: only the progress readers see stale numbers). */
+void domain_job_progress(struct vsnap_domain *dom, guint64 total, guint64 processed,
+                         const char *watch_dir);
+void domain_job_end(struct vsnap_domain *dom);
+/* At start-up, after the reattach: a job file left by a daemon that died
+ * during the job. Its leftover and the file are removed. If the job made
+ * its product, the VM stays paused for the caller to finish the job (stop
+ * it as saved) and *operation says which job it was; otherwise the VM the
+ * job paused is resumed (state and reason as before the job). */
+enum domain_job_outcome domain_job_recover(struct vsnap_domain *dom, int *operation);
+/* The job under way; false when none. */
+bool domain_job_get(struct vsnap_domain *dom, struct domain_job *job);
+void domain_job_clear(struct domain_job *job);

@@ -1,0 +1,52 @@
+/* libvirt's snapshot operations on vsnap domains: entry points the RPC layer
+ * calls. Snapshots hold guest memory and device state (vm.snapshot of the
+ * paused VM): the first of a domain is a full layer, later ones are diffs on
+ * the current snapshot while the VM has run from it without a break. A revert
+ * replaces the shim by a new one restored from the snapshot's layer chain.
+ * Errors are VSNAP_VIR_ERROR GErrors with libvirt's codes. */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+
+#include "domain/state.h"
+
+/* Returns the new snapshot's name. */
+char *snapshot_create(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
+                      unsigned flags, GError **error);
+char *snapshot_get_xml(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                       unsigned flags, GError **error);
+/* Names matching virDomainSnapshotListFlags, parents before children. from:
+ * NULL for the domain's snapshots, else the children (or, with
+ * VIR_DOMAIN_SNAPSHOT_LIST_DESCENDANTS, all descendants) of that snapshot. */
+GPtrArray *snapshot_list(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *from,
+                         unsigned flags, GError **error);
+bool snapshot_exists(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                     GError **error);
+/* Name of the current snapshot; NULL with VIR_ERR_NO_DOMAIN_SNAPSHOT when none
+ * (has_current answers without an error). */
+char *snapshot_current(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
+int snapshot_has_current(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
+int snapshot_is_current(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                        GError **error);
+char *snapshot_parent(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                      GError **error);
+bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                     unsigned flags, GError **error);
+bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
+                     unsigned flags, GError **error);
+
+/* Hooks for the domain driver. The number of snapshots, -1 when the
+ * metadata cannot be read. */
+int snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
+/* Undefine: refuse while snapshots exist unless VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA,
+ * which removes them (metadata and layers: one is useless without the other). */
+bool snapshot_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
+                             GError **error);
+void snapshot_remove_all(struct vsnap_driver *drv, struct vsnap_domain *dom);
+
+/* At start-up, after the reattach (a shim that was still writing a snapshot
+ * has answered vm.info, so it is done): the job a daemon that died left
+ * unfinished (domain_job_recover: the VM it paused runs again) and the
+ * snapshot directories it never recorded go. */
+void snapshot_recover(struct vsnap_driver *drv, struct vsnap_domain *dom);

@@ -1,0 +1,268 @@
+#include "shim-events.h"
+
+#include <errno.h>
+#include <json-glib/json-glib.h>
+#include <libvirt/libvirt.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json/bounded-json.h"
+#include "run/process.h"
+
+struct watcher {
+    struct vsnap_driver *drv;
+    struct vsnap_domain *dom;
+    struct domain_run *run;
+    GString *pending;    /* an incomplete line */
+};
+
+/* True while this run is the domain's current one and nobody stops it. */
+static bool run_is_current_locked(struct watcher *w)
+{
+    return w->dom->run == w->run && !w->run->stopping;
+}
+
+static bool run_is_current(struct watcher *w)
+{
+    g_mutex_lock(&w->dom->lock);
+    bool current = run_is_current_locked(w);
+    g_mutex_unlock(&w->dom->lock);
+    return current;
+}
+
+/* The job, for a handler of this run's events. Its holder may be a revert
+ * pulling a snapshot from a store for minutes, which ends by replacing this
+ * run: the watcher waits in rounds of the job wait timeout, saying so in
+ * the log after each, and gives up (false) once the run is no longer the
+ * domain's, when there is nothing left for the handler to do. */
+static bool acquire_job_for_run(struct watcher *w, const char *what)
+{
+    for (;;) {
+        g_autoptr(GError) error = NULL;
+        if (domain_job_acquire(w->dom, what, &error))
+            return true;
+        if (!run_is_current(w))
+            return false;
+        g_message("domain %s: %s; still waiting", w->dom->name, error->message);
+    }
+}
+
+static void on_guest_ready(struct watcher *w)
+{
+    struct vsnap_domain *dom = w->dom;
+    g_mutex_lock(&dom->lock);
+    if (dom->run == w->run && !w->run->ready) {
+        w->run->ready = true;
+        process_write_status_locked(dom);
+        event_queue_agent(w->drv->events, dom, VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED,
+                          VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_REASON_CHANNEL);
+    }
+    g_mutex_unlock(&dom->lock);
+}
+
+/* on_poweroff / on_crash = restart: a fresh VM from the same definition
+ * (the caller holds the job). Otherwise a transient domain ends here. */
+static void restart_if_wanted(struct watcher *w, enum domain_lifecycle_action action)
+{
+    struct vsnap_domain *dom = w->dom;
+    bool restart = action == DOMAIN_ACTION_RESTART || action == DOMAIN_ACTION_RENAME_RESTART ||
+                   action == DOMAIN_ACTION_COREDUMP_RESTART;
+    g_autoptr(GError) error = NULL;
+    if (restart && !process_start(w->drv, dom, &error))
+        g_warning("domain %s: restart after the guest stopped failed: %s", dom->name,
+                  error->message);
+    g_mutex_lock(&dom->lock);
+    bool forget = !dom->persistent && !dom->run;
+    g_mutex_unlock(&dom->lock);
+    if (forget) {
+        process_release_disks(w->drv, dom);
+        domain_list_remove(w->drv->domains, dom);
+    }
+}
+
+/* The guest stopped its VM: finish the job the way libvirt does for a
+ * guest-initiated poweroff: shutdown event, then stopped. Why it stopped is
+ * in the event ({"reason": "crash", "detail": ...}): a shim whose VM is lost
+ * exits right after saying so, and cannot be asked. Returns true when the
+ * watcher is done. */
+static bool on_vm_shutdown(struct watcher *w, JsonObject *properties)
+{
+    struct vsnap_domain *dom = w->dom;
+    bool crashed = properties &&
+                   !g_strcmp0(json_object_get_string_member_with_default(properties, "reason", NULL), "crash");
+    if (!acquire_job_for_run(w, "guest poweroff"))
+        return false;
+    if (!run_is_current(w)) {
+        domain_job_release(dom);
+        return false;
+    }
+    if (crashed)
+        g_warning("domain %s: the guest crashed: %s", dom->name,
+                  json_object_get_string_member_with_default(properties, "detail", "no details"));
+    int reason = crashed ? VIR_DOMAIN_SHUTOFF_CRASHED : VIR_DOMAIN_SHUTOFF_SHUTDOWN;
+    g_mutex_lock(&dom->lock);
+    enum domain_lifecycle_action action = crashed ? dom->def->on_crash : dom->def->on_poweroff;
+    g_mutex_unlock(&dom->lock);
+    g_autoptr(GError) error = NULL;
+    bool stopped = process_stop(w->drv, dom, reason, false, &error);
+    if (stopped) {
+        g_mutex_lock(&dom->lock);
+        if (!crashed)
+            event_queue_lifecycle(w->drv->events, dom, VIR_DOMAIN_EVENT_SHUTDOWN,
+                                  VIR_DOMAIN_EVENT_SHUTDOWN_GUEST);
+        event_queue_lifecycle(w->drv->events, dom, VIR_DOMAIN_EVENT_STOPPED,
+                              crashed ? VIR_DOMAIN_EVENT_STOPPED_CRASHED
+                                      : VIR_DOMAIN_EVENT_STOPPED_SHUTDOWN);
+        g_mutex_unlock(&dom->lock);
+        restart_if_wanted(w, action);
+    } else {
+        g_warning("domain %s: the guest powered off but the shim does not stop: %s", dom->name,
+                  error->message);
+    }
+    domain_job_release(dom);
+    return stopped;
+}
+
+static bool on_vm_rebooted(struct watcher *w)
+{
+    struct vsnap_domain *dom = w->dom;
+    g_mutex_lock(&dom->lock);
+    bool current = run_is_current_locked(w);
+    bool destroy = current && dom->def->on_reboot == DOMAIN_ACTION_DESTROY;
+    if (current) {
+        dom->generation++;
+        w->run->ready = false;
+        process_write_status_locked(dom);
+        event_queue_reboot(w->drv->events, dom);
+    }
+    g_mutex_unlock(&dom->lock);
+    /* on_reboot=destroy: the reboot ends the domain like a poweroff. */
+    return destroy && on_vm_shutdown(w, NULL);
+}
+
+/* Shim exited and no stop was under way: the VM is lost. */
+static void on_shim_exit(struct watcher *w)
+{
+    struct vsnap_domain *dom = w->dom;
+    if (!acquire_job_for_run(w, "shim exit"))
+        return;
+    if (run_is_current(w)) {
+        g_autofree char *tail = process_log_tail(w->run);
+        g_warning("domain %s: shim %d exited unexpectedly; its log ends with: %s", dom->name,
+                  w->run->pid, tail);
+        process_cleanup(w->drv, dom, w->run, VIR_DOMAIN_SHUTOFF_CRASHED);
+        g_mutex_lock(&dom->lock);
+        event_queue_lifecycle(w->drv->events, dom, VIR_DOMAIN_EVENT_STOPPED,
+                              VIR_DOMAIN_EVENT_STOPPED_CRASHED);
+        bool transient = !dom->persistent;
+        g_mutex_unlock(&dom->lock);
+        if (transient) {
+            process_release_disks(w->drv, dom);
+            domain_list_remove(w->drv->domains, dom);
+        }
+    }
+    domain_job_release(dom);
+}
+
+/* The event's "properties" object, NULL when it has none (null). */
+static JsonObject *event_properties(JsonObject *event)
+{
+    JsonNode *node = json_object_get_member(event, "properties");
+    return node && JSON_NODE_HOLDS_OBJECT(node) ? json_node_get_object(node) : NULL;
+}
+
+/* Returns true when the watcher is done. */
+/* An event is a line of a few hundred bytes; the shim is not trusted to
+ * nest or grow sanely. */
+#define EVENT_MAX_BYTES (64u << 10)
+
+static bool handle_line(struct watcher *w, const char *line)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (!*line)
+        return false;
+    if (!bounded_json_load_data(parser, line, strlen(line), EVENT_MAX_BYTES, NULL) ||
+        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
+        g_message("domain %s: ignoring a malformed event line: %.120s", w->dom->name, line);
+        return false;
+    }
+    JsonObject *obj = json_node_get_object(json_parser_get_root(parser));
+    const char *source = json_object_get_string_member_with_default(obj, "source", "");
+    const char *event = json_object_get_string_member_with_default(obj, "event", "");
+    if (g_str_equal(source, "guest") && g_str_equal(event, "ready"))
+        on_guest_ready(w);
+    else if (g_str_equal(source, "vm") && g_str_equal(event, "shutdown"))
+        return on_vm_shutdown(w, event_properties(obj));
+    else if (g_str_equal(source, "vm") && g_str_equal(event, "rebooted"))
+        return on_vm_rebooted(w);
+    return false;
+}
+
+static bool read_events(struct watcher *w)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = read(w->run->fifo_fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        g_string_append_len(w->pending, buf, n);
+    }
+    char *nl;
+    while ((nl = memchr(w->pending->str, '\n', w->pending->len))) {
+        g_autofree char *line = g_strndup(w->pending->str, nl - w->pending->str);
+        g_string_erase(w->pending, 0, nl - w->pending->str + 1);
+        if (handle_line(w, g_strstrip(line)))
+            return true;
+    }
+    if (w->pending->len > 1024 * 1024)
+        g_string_truncate(w->pending, 0);   /* no newline in 1 MiB: not our format */
+    return false;
+}
+
+static gpointer watch_thread(gpointer data)
+{
+    struct watcher *w = data;
+    for (;;) {
+        struct pollfd fds[3] = {
+            {.fd = w->run->fifo_fd, .events = POLLIN},
+            {.fd = w->run->pidfd, .events = POLLIN},
+            {.fd = w->run->wake_fd, .events = POLLIN},
+        };
+        if (poll(fds, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            g_warning("domain %s: poll: %s", w->dom->name, g_strerror(errno));
+            break;
+        }
+        if (fds[2].revents)
+            break;
+        /* Events first: a shutdown event explains an exit seen at once. */
+        if ((fds[0].revents & POLLIN) && read_events(w))
+            break;
+        if (fds[1].revents) {
+            read_events(w);
+            on_shim_exit(w);
+            break;
+        }
+    }
+    g_string_free(w->pending, TRUE);
+    domain_run_unref(w->run);
+    vsnap_domain_unref(w->dom);
+    g_free(w);
+    return NULL;
+}
+
+void shim_events_watch(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                       struct domain_run *run)
+{
+    struct watcher *w = g_new0(struct watcher, 1);
+    w->drv = drv;
+    w->dom = vsnap_domain_ref(dom);
+    w->run = domain_run_ref(run);
+    w->pending = g_string_new(NULL);
+    g_autofree char *name = g_strdup_printf("watch-%.8s", dom->name);
+    g_thread_unref(g_thread_new(name, watch_thread, w));
+}

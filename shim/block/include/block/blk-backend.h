@@ -1,0 +1,132 @@
+/* What a virtio-blk disk reads and writes: a store of `capacity` bytes behind
+ * a small table of operations, so the device (devices/blk/virtio-blk.c) never
+ * knows whether it sits on a raw image (blk-raw.c) or on something that
+ * chains stores, such as a writable overlay over read-only layers (an
+ * overlay's ops would serve blocks it holds itself and pass the rest to a
+ * lower struct blk_backend, for example a raw base image opened readonly).
+ *
+ * Contract, for every implementation:
+ *  - Offsets and lengths are multiples of BLK_SECTOR_SIZE and lie inside
+ *    [0, capacity): the device checks every request before it calls.
+ *  - Calls come from one thread at a time: the disk's I/O thread while the
+ *    disk runs, the main thread while it is paused (virtio_blk_pause).
+ *  - Each op returns 0 or a negative errno (-ENOSPC, -EIO, ...); the device
+ *    answers any failure with VIRTIO_BLK_S_IOERR and the VM goes on.
+ *  - readv/writev move every byte or fail; iov points into guest RAM.
+ *  - flush: every write that returned 0 before it is durable when it returns.
+ *  - discard is a hint (returning 0 without doing anything is allowed);
+ *    write_zeroes must make the range read as zeros.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "snapshot/layer.h"
+
+#define BLK_SECTOR_SIZE 512u
+
+struct blk_backend;
+
+struct blk_backend_ops {
+    int (*readv)(struct blk_backend *b, uint64_t offset, const struct iovec *iov, unsigned niov);
+    int (*writev)(struct blk_backend *b, uint64_t offset, const struct iovec *iov, unsigned niov);
+    int (*flush)(struct blk_backend *b);
+    int (*discard)(struct blk_backend *b, uint64_t offset, uint64_t len);
+    int (*write_zeroes)(struct blk_backend *b, uint64_t offset, uint64_t len, bool may_unmap);
+    /* Release everything; b is freed. */
+    void (*close)(struct blk_backend *b);
+};
+
+struct blk_backend {
+    const struct blk_backend_ops *ops;
+    uint64_t capacity;    /* bytes, a multiple of BLK_SECTOR_SIZE, at least one sector */
+    uint32_t block_size;  /* the smallest write the store does well (virtio-blk's blk_size) */
+    bool readonly;        /* writev, discard and write_zeroes are never called */
+    bool can_discard;     /* discard frees space: offer VIRTIO_BLK_F_DISCARD */
+    char *name;           /* for messages: the image's path */
+};
+
+static inline int blk_backend_readv(struct blk_backend *b, uint64_t offset, const struct iovec *iov,
+                                    unsigned niov)
+{
+    return b->ops->readv(b, offset, iov, niov);
+}
+
+static inline int blk_backend_writev(struct blk_backend *b, uint64_t offset, const struct iovec *iov,
+                                     unsigned niov)
+{
+    return b->ops->writev(b, offset, iov, niov);
+}
+
+static inline int blk_backend_flush(struct blk_backend *b)
+{
+    return b->ops->flush(b);
+}
+
+static inline int blk_backend_discard(struct blk_backend *b, uint64_t offset, uint64_t len)
+{
+    return b->ops->discard(b, offset, len);
+}
+
+static inline int blk_backend_write_zeroes(struct blk_backend *b, uint64_t offset, uint64_t len, bool may_unmap)
+{
+    return b->ops->write_zeroes(b, offset, len, may_unmap);
+}
+
+/* NULL is fine. */
+void blk_backend_close(struct blk_backend *b);
+
+/* ---- raw images (blk-raw.c) ---- */
+
+struct blk_raw_options {
+    const char *path;  /* a regular file or a block device */
+    bool readonly;     /* opened O_RDONLY */
+    bool direct;       /* O_DIRECT; unaligned guest buffers go through a bounce buffer */
+    bool sparse;       /* discard punches holes and write_zeroes may unmap; off: no discard */
+};
+
+/* Open the image. capacity is its size rounded down to whole sectors;
+ * block_size is 512 (or the device's logical block size, or O_DIRECT's
+ * alignment). Errors name the path and say what failed. */
+struct blk_backend *blk_raw_open(const struct blk_raw_options *opts, GError **error);
+
+/* ---- disks on snapshot layers (blk-chain.c, blk-overlay.c) ----
+ *
+ * Once a disk has a snapshot its store is an overlay (the blocks written
+ * since the last snapshot, common/snapshot/overlay.h) over a chain (sealed
+ * disk layers over the read-only base image, common/snapshot/disk.h). */
+
+struct snap_overlay;
+
+struct blk_chain_options {
+    const char *image;          /* the base image, opened read-only */
+    bool direct;                /* O_DIRECT on the image */
+    const char *const *layers;  /* disk layers, base first */
+    unsigned nlayers;           /* >= 1 */
+};
+
+/* The read-only chain: a block comes from the topmost layer holding it, else
+ * from the image; layer blocks are checked against their CRC-32C when first
+ * read (a bad one answers -EIO). Errors name the file. */
+struct blk_backend *blk_chain_open(const struct blk_chain_options *opts, GError **error);
+/* The chain's top layer id: what an overlay on it names. NULL for another backend. */
+const snap_id *blk_chain_top_id(const struct blk_backend *b);
+
+struct blk_overlay_options {
+    const char *path;           /* the overlay file: opened if it exists, else created empty */
+    const char *image;          /* the base image, whose identity an existing overlay must match */
+};
+
+/* A writable overlay over lower (a chain backend; taken, closed on failure
+ * too). An existing overlay must have lower's capacity, name lower's top
+ * layer and have been made over this image (errors name the file or image).
+ * FLUSH: data fdatasync, bitmap, fdatasync. DISCARD is a no-op (the blocks below
+ * must keep showing through); can_discard is the caller's to set. */
+struct blk_backend *blk_overlay_open(const struct blk_overlay_options *opts, struct blk_backend *lower,
+                                     GError **error);
+/* The open overlay file of an overlay backend (NULL for another backend):
+ * what a snapshot seals. Only while the disk is paused. */
+struct snap_overlay *blk_overlay_file(struct blk_backend *b);

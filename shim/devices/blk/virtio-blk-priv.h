@@ -1,0 +1,83 @@
+/* Internals shared by the virtio-blk files:
+ *   virtio-blk.c       the device: config space, lifecycle, the I/O thread,
+ *                      pausing, counters, snapshot state
+ *   virtio-blk-req.c   one request: checking the chain, doing it, the status
+ *
+ * Locking: the transport lock (dev->transport.lock) guards the transport and
+ * the queues, as for every virtio device; the I/O thread holds it only to take
+ * and hand back chains. The request buffers are guest RAM, which lives as long
+ * as the device. ctl_lock guards the pause and stop requests.
+ */
+#pragma once
+
+#include <glib.h>
+#include <linux/virtio_blk.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "block/blk-backend.h"
+#include "devices/virtio-blk.h"
+#include "devices/virtio-mmio.h"
+
+/* seg_max: data segments of one request; with the header and the status it
+ * still fits a chain (VIRTQ_MAX_CHAIN entries per direction). */
+#define BLK_SEG_MAX (VIRTQ_MAX_CHAIN - 2u)
+/* Limits of one DISCARD or WRITE_ZEROES request. */
+#define BLK_MAX_DISCARD_SECTORS (1u << 22) /* 2 GiB per segment */
+#define BLK_MAX_DISCARD_SEG 16u
+/* Guest errors and I/O errors logged per disk; past that they are only counted. */
+#define BLK_ERRORS_LOGGED 20u
+/* Chains taken from a queue in one go, then done and handed back together. */
+#define BLK_BATCH 32u
+
+struct blk_counters {
+    atomic_uint_fast64_t read_ops, read_bytes, write_ops, write_bytes;
+    atomic_uint_fast64_t flush_ops, discard_ops, write_zeroes_ops;
+    atomic_uint_fast64_t io_errors;    /* the backend failed (ENOSPC, EIO, ...) */
+    atomic_uint_fast64_t guest_errors; /* malformed chains and requests */
+    atomic_uint_fast64_t unsupported;  /* request types we do not know */
+    atomic_uint_fast64_t sleeps;       /* the I/O thread slept until notified (polling found nothing) */
+};
+
+struct blk_request {
+    struct virtq_chain chain;
+    bool malformed;    /* virtq_pop refused the chain */
+    char *why;         /* ... and why (g_free) */
+    uint32_t used_len; /* what goes into the used ring */
+};
+
+struct virtio_blk {
+    struct virtio_mmio transport;
+    struct virtio_device_ops ops;  /* this disk's queues and features */
+    struct blk_backend *backend;
+    char *id;
+    uint8_t serial[VIRTIO_BLK_ID_BYTES]; /* GET_ID's answer, NUL padded */
+    uint64_t capacity_sectors;
+    struct virtio_blk_config config;     /* the config space, little-endian as x86 */
+
+    /* Guarded by the transport lock: bumped at every device reset, so the
+     * completion of a chain taken before a reset is not handed to the new
+     * rings. */
+    uint64_t generation;
+
+    GThread *thread;
+    int epoll_fd, wake_fd;
+    GMutex ctl_lock;
+    GCond ctl_cond;
+    unsigned pause_count;       /* ctl_lock: > 0 asks the thread to hold still */
+    atomic_bool pause_wanted;   /* pause_count > 0, for the polling loop */
+    bool thread_idle;           /* ctl_lock: the thread holds still */
+    bool stop;                  /* ctl_lock */
+
+    struct blk_request batch[BLK_BATCH]; /* I/O thread only */
+    struct blk_counters counters;
+};
+
+/* virtio-blk.c: log what the guest did wrong, the first few times only. */
+void blk_log_guest_error(struct virtio_blk *dev, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+
+/* virtio-blk-req.c: do one request taken from q (I/O thread, transport lock
+ * not held): check it, call the backend, write the status byte, and set
+ * req->used_len. */
+void blk_request_execute(struct virtio_blk *dev, struct virtq *q, struct blk_request *req);

@@ -1,0 +1,93 @@
+/* vm.snapshot and vm.restore below the API: Cloud Hypervisor's snapshot
+ * directory (config.json, state.json, memory-ranges) with vsnap's memory
+ * layers: full or diff, and restore by copy, merge or on demand
+ * (../ram-snapshot/).
+ *
+ * The directory's layout, state.json's version and its "memory" record belong
+ * to the snapshot library (common/snapshot/directory.h, README.md there); this
+ * folder writes and reads the rest through it:
+ *   config.json    the VmConfig (config/vm-config-json.h), as vm.info shows it
+ *   state.json     "kvm": {...}, "vcpus": [...], "devices": {...} beside the
+ *                  library's "vsnap_state_version" and "memory"
+ *   memory-ranges  the layer (common/snapshot/layer.h), a diff naming its parent
+ *
+ * A snapshot is written into a temporary directory beside the destination and
+ * renamed into place once complete and fsynced: on any error nothing of it
+ * remains, the VM is as it was and its dirty pages are kept for the next try.
+ */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config/vm-config.h"
+#include "ram-snapshot/restore-mode.h"
+#include "state/state-json.h"
+#include "core/vm.h"
+
+struct persist_snapshot_request {
+    const char *destination_url; /* file:///dir: absent, or a directory without snapshot files */
+    bool diff;
+    const char *parent_url;      /* diff: the VM's last snapshot */
+    JsonNode *vmm_state;         /* NULL, or an object the VMM keeps in state.json as "vmm" */
+};
+
+struct persist_snapshot_result {
+    char id[37];
+    uint64_t data_pages;
+    uint64_t file_bytes;
+    uint64_t elapsed_ns;
+};
+
+/* Check the request alone (destination, parent) without touching the VM:
+ * what persist_snapshot refuses before it starts. */
+bool persist_snapshot_check(struct vm *vm, const struct persist_snapshot_request *req, GError **error);
+/* The VM must be paused. result may be NULL. Each writable disk's layer goes
+ * into the snapshot (persist/disk-layers.h) and, once it is committed, cfg's
+ * disks name their new chain and overlay (vsnap_chain, vsnap_overlay). */
+bool persist_snapshot(struct vm *vm, struct vm_config *cfg, const struct persist_snapshot_request *req,
+                      struct persist_snapshot_result *result, GError **error);
+
+struct persist_restore_request {
+    const char *source_url;
+    enum snap_restore_mode mode;
+    bool prefault;             /* bring every page in before the vCPUs run */
+    uint64_t block_size;       /* on demand: fault block, 0 = default (64 KiB) */
+    bool prefetch;             /* on demand: background prefetch once running */
+    JsonObject *config_overrides; /* NULL or {vsock: {socket}, serial: {...}, console: {...},
+                                   *          vsnap_work_dir: "/abs/dir" (the disks' new overlays)} */
+};
+
+/* Build the VM of the snapshot at source_url, paused (vCPU threads parked):
+ * vm_resume runs it. *cfg_out receives the config it runs with (overrides
+ * applied). */
+struct vm *persist_restore(const struct persist_restore_request *req, const struct vm_callbacks *cb,
+                           struct vm_config **cfg_out, GError **error);
+
+/* A snapshot's config.json (root, changed in place) with vm.restore's
+ * config_overrides applied, as the VmConfig the restored VM runs with;
+ * errors (PERSIST_ERROR_INVALID) name dir. */
+struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *overrides, const char *dir,
+                                                GError **error);
+
+/* vm.info's vsnap.snapshot member: the id RAM matches (the parent a diff must
+ * name), how the VM was restored, and the on-demand server's progress:
+ *   {"layer_id": "..."|null, "restore_mode": "ondemand"|...|null,
+ *    "ondemand": {"faults", "pages_copied", "pages_zeroed", "blocks_prefetched",
+ *                 "prefetch_done", "complete", "failed"}|null} */
+void persist_add_info(struct vm *vm, JsonBuilder *b);
+/* vm.info's vsnap.clock comes with it: see persist/clock.h. */
+
+/* A restored VM: the "vmm" object its snapshot's state.json held (the
+ * request's vmm_state when it was taken), or NULL. Owned by the VM. */
+JsonObject *persist_restored_vmm_state(struct vm *vm);
+
+/* Parse a file:// URL (or a plain absolute path) into a path. */
+char *persist_path_from_url(const char *url, const char *field, GError **error);
+
+/* An error of the snapshot library (SNAP_ERROR) as one of persist's: a bad
+ * snapshot or argument is the request's fault (PERSIST_ERROR_INVALID),
+ * anything else the host's (PERSIST_ERROR_FAILED). Other domains stay. */
+void persist_error_from_snap(GError **error);
