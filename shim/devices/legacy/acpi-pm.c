@@ -10,7 +10,7 @@
 #include <glib.h>
 #include <time.h>
 
-#include "boot/boot.h"
+#include "platform/layout.h"
 #include "state/state-json.h"
 
 /* One bus range covers all of boot.h's ports. */

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "boot/boot.h"
+#include "platform/layout.h"
 #include "platform/memory.h"
 
 #define VMGENID_SIZE 16

@@ -18,9 +18,8 @@
 #define VIRTIO_MMIO_VERSION_MODERN 2u
 #define VIRTIO_VENDOR_ID 0x534e5356u  /* "VSNS": any value is allowed */
 
-/* ISA lines nothing else uses (0-4, 8, 9 and 12 are the PIT's, the cascade's,
- * the serial ports', the RTC's, the SCI's and the i8042's). */
-static const unsigned free_isa_gsis[VIRTIO_MMIO_MAX_DEVICES] = { 5, 6, 7, 10, 11, 13, 14, 15 };
+/* platform/layout.h assigns the lines. */
+static const unsigned free_isa_gsis[VIRTIO_MMIO_MAX_DEVICES] = VIRTIO_MMIO_GSIS;
 G_STATIC_ASSERT(VIRTIO_MMIO_MAX_DEVICES == VSNAP_MAX_VIRTIO_DEVICES);
 
 unsigned virtio_mmio_gsi(unsigned index)

@@ -3,8 +3,7 @@
  * (zero page with e820), MP table and ACPI tables into guest RAM, then the BSP
  * starts in long mode at the 64-bit entry with RSI = boot_params.
  *
- * Fixed low-memory layout (all below 1 MiB, e820-reserved where the guest must
- * not reuse it):
+ * Where each structure goes in guest RAM is platform/layout.h's.
  */
 #pragma once
 
@@ -12,48 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "platform/layout.h"
 #include "platform/memory.h"
-
-#define BOOT_GDT_ADDR      0x500ull
-#define BOOT_IDT_ADDR      0x520ull
-#define BOOT_ZERO_PAGE     0x7000ull   /* struct boot_params */
-#define BOOT_STACK_TOP     0x8ff0ull
-#define BOOT_PML4_ADDR     0x9000ull
-#define BOOT_PDPTE_ADDR    0xa000ull
-#define BOOT_PDE_ADDR      0xb000ull   /* 4 pages: identity map of the first 4 GiB */
-#define BOOT_CMDLINE_ADDR  0x20000ull
-#define BOOT_CMDLINE_MAX   0x10000ull
-#define BOOT_MPTABLE_ADDR  0x9fc00ull  /* EBDA: where Linux looks for the MP table */
-#define BOOT_ACPI_RSDP     0xe0000ull  /* BIOS area: Linux scans 0xe0000-0xfffff */
-#define BOOT_ACPI_TABLES   0xe1000ull
-#define BOOT_ACPI_TABLES_END 0xef000ull /* then the VM generation ID and SMBIOS */
-#define BOOT_VMGENID_ADDR  0xef000ull  /* 16 bytes, the VM generation ID (devices/legacy/vmgenid.c) */
-#define BOOT_SMBIOS_ENTRY  0xf0000ull  /* SMBIOS 3.0 entry point, the table after it, to 1 MiB */
-#define BOOT_KERNEL_ADDR   0x100000ull /* 1 MiB, bzImage protected-mode code */
-
-/* ACPI fixed-hardware I/O ports (declared in the FADT, served by devices/legacy/acpi-pm.c). */
-#define ACPI_PM1A_EVT_PORT 0x600       /* PM1a_EVT_BLK: status (2 bytes) + enable (2 bytes) */
-#define ACPI_PM1A_CNT_PORT 0x604       /* PM1a_CNT_BLK: 2 bytes */
-#define ACPI_PM_TMR_PORT   0x608       /* PM timer: 4 bytes */
-#define ACPI_RESET_PORT    0x60c       /* FADT RESET_REG, write ACPI_RESET_VALUE */
-#define ACPI_RESET_VALUE   0x1
-#define ACPI_GPE0_PORT     0x610       /* GPE0_BLK: status (2 bytes) + enable (2 bytes) */
-#define ACPI_GPE0_LEN      4
-#define ACPI_GPE_VMGENID   0           /* GPE 0: the VM generation ID changed (\_GPE._E00) */
-#define ACPI_SCI_IRQ       9
-#define ACPI_S5_SLP_TYP    5           /* the value \_S5 declares */
-#define ACPI_PM1_PWRBTN_STS (1u << 8)
-#define ACPI_PM1_PWRBTN_EN  (1u << 8)
-#define ACPI_PM1_SLP_EN     (1u << 13)
-
-/* Interrupt wiring the MP table and the MADT describe (as on PCs): ISA IRQ 0,
- * the PIT, arrives on IOAPIC pin 2 (MADT override IRQ0 -> GSI 2), the 8259's
- * ExtINT on pin 0, every other ISA IRQ n on pin n; the SCI (IRQ 9) is
- * level-triggered, active high. KVM's default GSI routing sends the PIT's
- * GSI 0 to IOAPIC pin 0, so the VM must install boot_set_irq_routing()'s
- * table after KVM_CREATE_IRQCHIP for the tables to be true. */
-#define BOOT_PIT_IOAPIC_PIN 2
-#define BOOT_IOAPIC_PINS 24
 
 enum kernel_format { KERNEL_FORMAT_BZIMAGE, KERNEL_FORMAT_ELF };
 

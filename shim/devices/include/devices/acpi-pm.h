@@ -1,4 +1,4 @@
-/* ACPI fixed hardware at the ports the FADT declares (shim/boot/include/boot/boot.h):
+/* ACPI fixed hardware at the ports the FADT declares (platform/layout.h):
  * PM1a event block (status, write 1 to clear; enable), PM1a control (SLP_EN
  * with SLP_TYP = S5 powers off), the 3.579545 MHz PM timer, and the reset
  * register, and the GPE0 block (status, write 1 to clear; enable). The SCI
@@ -12,12 +12,11 @@
 #include <stdint.h>
 
 #include "platform/bus.h"
+#include "platform/layout.h"
 
 #define ACPI_PM_TIMER_HZ 3579545ull
 /* 24-bit counter, the FADT's default (its flags do not set TMR_VAL_EXT). */
 #define ACPI_PM_TIMER_MASK 0xffffffu
-#define ACPI_PM_PORT_BASE 0x600
-#define ACPI_PM_PORT_COUNT 0x14 /* 0x600..0x613: event, control, timer, reset, GPE0 */
 
 struct acpi_pm;
 

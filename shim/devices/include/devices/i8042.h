@@ -10,11 +10,8 @@
 #include <stdint.h>
 
 #include "platform/bus.h"
+#include "platform/layout.h"
 
-#define I8042_DATA_PORT 0x60
-#define I8042_COMMAND_PORT 0x64
-#define I8042_KBD_IRQ 1
-#define I8042_AUX_IRQ 12
 
 struct i8042;
 

@@ -14,10 +14,9 @@
 #include <stdint.h>
 
 #include "platform/bus.h"
+#include "platform/layout.h"
 #include "config/vm-config.h"
 
-#define SERIAL_COM1_PORT 0x3f8
-#define SERIAL_COM1_IRQ 4
 #define SERIAL_PORT_COUNT 8
 #define SERIAL_FIFO_SIZE 16
 

@@ -14,13 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define GUEST_PAGE_SIZE 4096ull
-#define MEM_32BIT_GAP_START 0xc0000000ull /* 3 GiB: MMIO hole up to 4 GiB */
-#define MEM_32BIT_GAP_END 0x100000000ull
-#define MMIO_VIRTIO_BASE 0xd0000000ull    /* virtio-mmio device window */
-#define MMIO_VIRTIO_STRIDE 0x1000ull
-#define IOAPIC_BASE 0xfec00000ull
-#define LAPIC_BASE 0xfee00000ull
+#include "platform/layout.h"
 
 struct guest_region {
     uint64_t gpa;        /* guest-physical start */
