@@ -42,7 +42,7 @@ class Constants(unittest.TestCase):
     it copies must still agree."""
 
     def test_acpi_ports_agree_with_shim(self):
-        shim = c_defines(os.path.join(SRC, "shim", "boot", "boot.h"))
+        shim = c_defines(os.path.join(SRC, "shim", "platform", "include", "platform", "layout.h"))
         guest = c_defines(os.path.join(SRC, "guest", "testguest", "acpi.h"))
         for name in ["ACPI_PM1A_EVT_PORT", "ACPI_PM1A_CNT_PORT", "ACPI_S5_SLP_TYP",
                      "ACPI_PM1_PWRBTN_STS", "ACPI_PM1_SLP_EN"]:
@@ -51,7 +51,7 @@ class Constants(unittest.TestCase):
                 self.assertEqual(guest.get(name), shim[name])
 
     def test_mmio_window_agrees_with_shim(self):
-        shim = c_defines(os.path.join(SRC, "shim", "memory.h"))
+        shim = c_defines(os.path.join(SRC, "shim", "platform", "include", "platform", "layout.h"))
         guest = c_defines(os.path.join(SRC, "guest", "testguest", "layout.h"))
         self.assertEqual(guest["GUEST_MMIO_BASE"], shim["MMIO_VIRTIO_BASE"])
 
