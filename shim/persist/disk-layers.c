@@ -19,6 +19,7 @@ struct sealed_disk {
     unsigned index;
     struct snap_disk_record record;
     char *overlay;  /* the new, empty overlay */
+    struct blk_backend *next;  /* the disk on its new layer and overlay, opened at the seal */
 };
 
 struct disk_layers {
@@ -29,6 +30,8 @@ static void sealed_clear(struct sealed_disk *s)
 {
     snap_disk_record_clear(&s->record);
     g_free(s->overlay);
+    if (s->next)
+        blk_backend_close(s->next);
 }
 
 static void disk_layers_free(struct disk_layers *dl)
@@ -70,6 +73,36 @@ static bool seal_overlay(struct snap_overlay *ov, const struct disk_config *d, c
     return true;
 }
 
+/* The disk's config once on its new layer: the chain one longer, the new overlay. */
+static void next_config(const struct disk_config *d, const char *layer, const char *overlay, struct disk_config *out)
+{
+    disk_config_copy(out, d);
+    guint n = d->vsnap_chain ? g_strv_length(d->vsnap_chain) : 0;
+    g_strfreev(out->vsnap_chain);
+    out->vsnap_chain = g_new0(char *, n + 2);
+    for (guint k = 0; k < n; k++)
+        out->vsnap_chain[k] = g_strdup(d->vsnap_chain[k]);
+    out->vsnap_chain[n] = g_strdup(layer);
+    g_free(out->vsnap_overlay);
+    out->vsnap_overlay = g_strdup(overlay);
+}
+
+/* The disk's backend on its new layer and overlay, opened while the
+ * snapshot is still partial: whatever can fail there (the chain's files,
+ * the new overlay, descriptors) fails the snapshot while the disk has not
+ * moved, so that a snapshot reported taken always has its disks on their
+ * new layers (once the image is a base, nothing may write it). The layer
+ * is opened where it is now; the descriptors outlive the commit's rename. */
+static bool open_next(const struct disk_config *d, struct sealed_disk *s, const char *partial, GError **error)
+{
+    g_autofree char *layer = g_build_filename(partial, s->record.file, NULL);
+    struct disk_config here;
+    next_config(d, layer, s->overlay, &here);
+    s->next = vm_open_disk_backend(&here, error);
+    disk_config_clear(&here);
+    return s->next != NULL;
+}
+
 static bool seal_disk(struct vm *vm, struct vm_config *cfg, unsigned i, const char *partial, struct sealed_disk *s,
                       GError **error)
 {
@@ -85,11 +118,14 @@ static bool seal_disk(struct vm *vm, struct vm_config *cfg, unsigned i, const ch
     if (!ok)
         return false;
     s->overlay = vm_config_new_overlay_path(cfg, d, error);
-    g_autoptr(snap_overlay) next =
+    struct snap_overlay *next =
         s->overlay ? snap_overlay_create(s->overlay, b->capacity, &s->record.id, &s->record.base, error) : NULL;
-    if (!next)
+    if (!next) {
         g_clear_pointer(&s->overlay, g_free);
-    return next != NULL;
+        return false;
+    }
+    snap_overlay_close(next);
+    return open_next(d, s, partial, error);
 }
 
 struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const char *partial, GError **error)
@@ -127,44 +163,25 @@ void disk_layers_abort(struct disk_layers *dl)
     if (!dl)
         return;
     for (guint i = 0; i < dl->disks->len; i++) {
-        const char *overlay = g_array_index(dl->disks, struct sealed_disk, i).overlay;
-        if (overlay && unlink(overlay) != 0 && errno != ENOENT)
-            g_warning("cannot remove the unused overlay %s: %s", overlay, g_strerror(errno));
+        struct sealed_disk *s = &g_array_index(dl->disks, struct sealed_disk, i);
+        if (s->next)
+            blk_backend_close(g_steal_pointer(&s->next));
+        if (s->overlay && unlink(s->overlay) != 0 && errno != ENOENT)
+            g_warning("cannot remove the unused overlay %s: %s", s->overlay, g_strerror(errno));
     }
     disk_layers_free(dl);
 }
 
-/* The disk's config once on its new layer: the chain one longer, the new overlay. */
-static void next_config(const struct disk_config *d, const char *layer, const char *overlay, struct disk_config *out)
-{
-    disk_config_copy(out, d);
-    guint n = d->vsnap_chain ? g_strv_length(d->vsnap_chain) : 0;
-    g_strfreev(out->vsnap_chain);
-    out->vsnap_chain = g_new0(char *, n + 2);
-    for (guint k = 0; k < n; k++)
-        out->vsnap_chain[k] = g_strdup(d->vsnap_chain[k]);
-    out->vsnap_chain[n] = g_strdup(layer);
-    g_free(out->vsnap_overlay);
-    out->vsnap_overlay = g_strdup(overlay);
-}
-
-static void switch_disk(struct vm *vm, struct vm_config *cfg, const struct sealed_disk *s, const char *dest)
+/* Cannot fail: the backend was opened at the seal (open_next). */
+static void switch_disk(struct vm *vm, struct vm_config *cfg, struct sealed_disk *s, const char *dest)
 {
     struct disk_config *d = &cfg->disks[s->index];
     g_autofree char *layer = g_build_filename(dest, s->record.file, NULL);
     struct disk_config next;
     next_config(d, layer, s->overlay, &next);
-    g_autoptr(GError) error = NULL;
-    struct blk_backend *b = vm_open_disk_backend(&next, &error);
-    if (!b) {
-        g_warning("disk %s: the snapshot %s holds its layer, but the disk cannot move onto it and goes on writing "
-                  "into %s: %s", d->id, dest, d->vsnap_overlay ? d->vsnap_overlay : d->path, error->message);
-        unlink(s->overlay);
-        disk_config_clear(&next);
-        return;
-    }
-    blk_backend_close(virtio_blk_replace_backend(vm_disk(vm, s->index), b));
-    /* Its blocks are in the sealed layer now. */
+    blk_backend_close(virtio_blk_replace_backend(vm_disk(vm, s->index), g_steal_pointer(&s->next)));
+    /* Its blocks are in the sealed layer now; an old overlay left behind
+     * (its directory read-only now) is only a file no chain names. */
     if (d->vsnap_overlay && unlink(d->vsnap_overlay) != 0)
         g_warning("disk %s: cannot remove the old overlay %s: %s", d->id, d->vsnap_overlay, g_strerror(errno));
     disk_config_clear(d);

@@ -5,10 +5,48 @@ error naming the file, at the time; the domain stays usable from what is
 intact (its running VM, its snapshots) and can be undefined."""
 
 import os
+import select
+import subprocess
+import sys
+import time
 import unittest
 
-from disktest import MIB, file_sum, pattern_sum, zero_sum
-from test_disk_snapshots import REGION_A, REGION_B, DiskSnapshotBase
+from disktest import MIB, file_sum, make_image, pattern_sum, zero_sum
+from test_disk_snapshots import REGION_A, REGION_B, DiskSnapshotBase, sha256
+
+NSMOUNT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsmount.py")
+
+
+class Fault:
+    """nsmount.py in the mount namespace of a domain's confined shim."""
+
+    def __init__(self, pid, action, path, after=None):
+        argv = ["/usr/bin/python3", NSMOUNT, str(pid), action, path]
+        self.proc = subprocess.Popen(argv + (["--after-create", *after] if after else []),
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.line("ready", 10)
+        self.done_at = None
+
+    def line(self, want, timeout):
+        """The rest of the line that starts with want."""
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        got = self.proc.stdout.readline().strip() if ready else None
+        if got is None or got.split(" ")[0] != want:
+            self.proc.kill()
+            raise AssertionError(f"nsmount.py said {got!r}, not {want!r}: {self.proc.stdout.read()}")
+        return got[len(want):].strip()
+
+    def wait_done(self, timeout=10):
+        """When the fault was in place (CLOCK_MONOTONIC, as time.monotonic)."""
+        self.done_at = float(self.line("done", timeout))
+        self.proc.wait(timeout=10)
+        return self
+
+    def stop(self):
+        """A fault still waiting for its trigger is dropped."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
 
 
 class DiskFaultTest(DiskSnapshotBase):
@@ -47,6 +85,79 @@ class DiskFaultTest(DiskSnapshotBase):
         self.assertFalse(os.path.exists(os.path.join(self.daemon.state, "disks", "o")))
         self.assertEqual(file_sum(root, *REGION_A), pattern_sum(1, REGION_A[1]))
         self.assertEqual(file_sum(root, *REGION_B), zero_sum(REGION_B[1]))
+
+    def shim_pid(self, name):
+        return self.daemon.shim_pids()[name]
+
+    def test_snapshot_into_a_failing_directory_fails_and_changes_nothing(self):
+        root = self.image("f.img")
+        self.define_disks("f", [(root, "vda")])
+        self.v("start", "f")
+        self.with_guest("f", lambda g: (g.fill(0, *REGION_A, 1), g.flush(0)))
+        self.v("snapshot-create-as", "f", "s1")
+        disks = os.path.join(self.daemon.state, "disks", "f")
+        snapshots = os.path.join(self.daemon.state, "snapshots", "f")
+        seed = 2
+        for action, path, says in (("ro", disks, "Read-only file system"), ("full", disks, "No space left"),
+                                   ("ro", snapshots, "Read-only file system")):
+            with self.subTest(action=action, path=path):
+                self.with_guest("f", lambda g: (g.fill(0, *REGION_B, seed), g.flush(0)))
+                chain = self.live_chain("f")
+                Fault(self.shim_pid("f"), action, path).wait_done()
+                try:
+                    res = self.v("snapshot-create-as", "f", "bad", check=False)
+                finally:
+                    Fault(self.shim_pid("f"), "umount", path).wait_done()
+                self.assertNotEqual(res.returncode, 0)
+                self.assertIn(says, res.stderr)
+                # The VM runs on as it was: same chain, its data, its writes.
+                self.assertTrue(self.state("f").startswith("running"), self.state("f"))
+                self.assertEqual(self.v("snapshot-list", "f", "--name").stdout.split(), ["s1"])
+                self.assertEqual(self.live_chain("f"), chain)
+                self.assertEqual(self.with_guest("f", lambda g: g.sum(0, *REGION_B)), pattern_sum(seed, REGION_B[1]))
+                seed += 1
+                self.with_guest("f", lambda g: (g.fill(0, *REGION_B, seed), g.flush(0)))
+                self.assertEqual(self.with_guest("f", lambda g: g.sum(0, *REGION_B)), pattern_sum(seed, REGION_B[1]))
+        # The earlier snapshot is intact, and the next one is taken.
+        self.v("snapshot-revert", "f", "s1")
+        self.assertEqual(self.with_guest("f", lambda g: g.sum(0, *REGION_A)), pattern_sum(1, REGION_A[1]))
+        self.assertEqual(self.with_guest("f", lambda g: g.sum(0, *REGION_B)), zero_sum(REGION_B[1]))
+        self.v("snapshot-create-as", "f", "s2")
+
+    def test_overlay_directory_read_only_in_the_middle_of_a_snapshot(self):
+        """The disks' directory turns read-only right after the snapshot
+        made the disk's next overlay, while the shim writes the memory layer
+        (256 MiB filled: the time the fault needs). The snapshot then fails
+        and changes nothing, or it succeeded with the disk on its new
+        overlay: once the image is the snapshot's base, nothing writes it."""
+        root = self.image("m.img")
+        self.define_disks("m", [(root, "vda")], memory_mib=512, cmdline="vsnap.fill_mib=256 vsnap.seed=1")
+        self.v("start", "m")
+        self.with_guest("m", lambda g: (g.fill(0, *REGION_A, 1), g.flush(0)))
+        disks = os.path.join(self.daemon.state, "disks", "m")
+        fault = Fault(self.shim_pid("m"), "ro", disks, after=(disks, ".overlay"))
+        try:
+            res = self.v("snapshot-create-as", "m", "s1", check=False)
+            ended = time.monotonic()
+            fault.wait_done()
+        finally:
+            fault.stop()
+        self.assertLess(fault.done_at, ended, "the fault came after the snapshot: nothing was tested")
+        Fault(self.shim_pid("m"), "umount", disks).wait_done()
+        base = sha256(root)
+        self.with_guest("m", lambda g: (g.fill(0, *REGION_B, 2), g.flush(0)))
+        self.assertTrue(self.state("m").startswith("running"), self.state("m"))
+        if res.returncode != 0:
+            self.assertIn("Read-only file system", res.stderr)
+            self.assertEqual(self.v("snapshot-list", "m", "--name").stdout.split(), [])
+            self.assertEqual(self.live_chain("m"), [root])
+            self.assertEqual(self.with_guest("m", lambda g: g.sum(0, *REGION_B)), pattern_sum(2, REGION_B[1]))
+            return
+        self.assertEqual(sha256(root), base, "the snapshot's base image took the guest's writes")
+        self.assertEqual(len(self.live_chain("m")), 3, self.live_chain("m"))
+        self.v("snapshot-revert", "m", "s1")
+        self.assertEqual(self.with_guest("m", lambda g: g.sum(0, *REGION_A)), pattern_sum(1, REGION_A[1]))
+        self.assertEqual(self.with_guest("m", lambda g: g.sum(0, *REGION_B)), zero_sum(REGION_B[1]))
 
     def chain_record_overlay(self, name, target="vda"):
         """The overlay the disk record says the next boot continues on."""
