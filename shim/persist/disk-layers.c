@@ -54,19 +54,35 @@ static bool seal_image(struct blk_backend *b, const struct disk_config *d, const
     }
     if (!snap_disk_identity_read(d->path, &r->base, error))
         return false;
+    /* Cut short under the running VM (by another process: the guest cannot
+     * shrink it), the image no longer holds the disk the guest has: as a
+     * base it would make every layer over it unusable. */
+    if (r->base.size < b->capacity) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_FAILED,
+                    "disk %s: image %s holds %" G_GUINT64_FORMAT " bytes, less than the %" G_GUINT64_FORMAT
+                    " the VM runs with (truncated under it): refusing to make it the base of a snapshot",
+                    d->id, d->path, r->base.size, b->capacity);
+        return false;
+    }
     struct snap_layer_writer *w = snap_disk_layer_writer_new(layer, snap_disk_layer_size(b->capacity), &r->id,
                                                              NULL, error);
     return w && snap_layer_writer_commit(w, error);
 }
 
-/* Later snapshots: the overlay's blocks become the layer, on the chain's top. */
+/* Later snapshots: the overlay's blocks become the layer, on the chain's
+ * top. The image must still be the base the chain was built on (nothing
+ * writes it once it is one, but another process can truncate or replace
+ * it under the VM): a snapshot over a changed base could never be
+ * reverted to, so it is refused now, naming the image. */
 static bool seal_overlay(struct snap_overlay *ov, const struct disk_config *d, const char *layer,
                          struct snap_disk_record *r, GError **error)
 {
+    snap_overlay_base(ov, &r->base);
+    if (!snap_disk_identity_check(d->path, &r->base, error))
+        return false;
     if (!snap_overlay_seal(ov, layer, &r->id, &r->blocks, error))
         return false;
     r->parent = ov->hdr.lower_id;
-    snap_overlay_base(ov, &r->base);
     guint n = g_strv_length(d->vsnap_chain);
     g_autofree char *top_dir = g_path_get_dirname(d->vsnap_chain[n - 1]);
     r->parent_url = snap_dir_url(top_dir);

@@ -159,6 +159,31 @@ class DiskFaultTest(DiskSnapshotBase):
         self.assertEqual(self.with_guest("m", lambda g: g.sum(0, *REGION_A)), pattern_sum(1, REGION_A[1]))
         self.assertEqual(self.with_guest("m", lambda g: g.sum(0, *REGION_B)), zero_sum(REGION_B[1]))
 
+    def test_image_truncated_under_a_running_vm(self):
+        root = self.image("t.img", 16 * MIB)
+        self.define_disks("t", [(root, "vda")])
+        self.v("start", "t")
+        self.with_guest("t", lambda g: (g.fill(0, *REGION_A, 1), g.flush(0)))
+        # Before the first snapshot: the image would become a base too short.
+        os.truncate(root, 8 * MIB)
+        res = self.v("snapshot-create-as", "t", "s1", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn(root, res.stderr)
+        self.assertIn("truncated", res.stderr)
+        self.assertEqual(self.v("snapshot-list", "t", "--name").stdout.split(), [])
+        os.truncate(root, 16 * MIB)
+        self.v("snapshot-create-as", "t", "s1")
+        # The base cut under the VM: the next snapshot could never be reverted to.
+        self.with_guest("t", lambda g: (g.fill(0, *REGION_B, 2), g.flush(0)))
+        os.truncate(root, 8 * MIB)
+        res = self.v("snapshot-create-as", "t", "s2", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn(root, res.stderr)
+        self.assertIn("changed since it became the base", res.stderr)
+        self.assertEqual(self.v("snapshot-list", "t", "--name").stdout.split(), ["s1"])
+        self.assertTrue(self.state("t").startswith("running"), self.state("t"))
+        self.assertEqual(self.with_guest("t", lambda g: g.sum(0, *REGION_B)), pattern_sum(2, REGION_B[1]))
+
     def chain_record_overlay(self, name, target="vda"):
         """The overlay the disk record says the next boot continues on."""
         path = os.path.join(self.daemon.state, "disks", name, "chains")
