@@ -24,6 +24,7 @@ struct sealed_disk {
 
 struct disk_layers {
     GArray *disks;  /* struct sealed_disk */
+    char *partial;  /* where the seal wrote the layers */
 };
 
 static void sealed_clear(struct sealed_disk *s)
@@ -39,6 +40,7 @@ static void disk_layers_free(struct disk_layers *dl)
     for (guint i = 0; i < dl->disks->len; i++)
         sealed_clear(&g_array_index(dl->disks, struct sealed_disk, i));
     g_array_unref(dl->disks);
+    g_free(dl->partial);
     g_free(dl);
 }
 
@@ -148,6 +150,7 @@ struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const
 {
     struct disk_layers *dl = g_new0(struct disk_layers, 1);
     dl->disks = g_array_new(FALSE, TRUE, sizeof(struct sealed_disk));
+    dl->partial = g_strdup(partial);
     for (unsigned i = 0; i < cfg->ndisks && i < vm_disk_count(vm); i++) {
         if (cfg->disks[i].readonly)
             continue; /* never written: the image is its content */
@@ -189,12 +192,14 @@ void disk_layers_abort(struct disk_layers *dl)
 }
 
 /* Cannot fail: the backend was opened at the seal (open_next). */
-static void switch_disk(struct vm *vm, struct vm_config *cfg, struct sealed_disk *s, const char *dest)
+static void switch_disk(struct vm *vm, struct vm_config *cfg, struct sealed_disk *s, const char *partial,
+                        const char *dest)
 {
     struct disk_config *d = &cfg->disks[s->index];
     g_autofree char *layer = g_build_filename(dest, s->record.file, NULL);
     struct disk_config next;
     next_config(d, layer, s->overlay, &next);
+    blk_chain_layers_moved(s->next, partial, dest);
     blk_backend_close(virtio_blk_replace_backend(vm_disk(vm, s->index), g_steal_pointer(&s->next)));
     /* Its blocks are in the sealed layer now; an old overlay left behind
      * (its directory read-only now) is only a file no chain names. */
@@ -207,7 +212,7 @@ static void switch_disk(struct vm *vm, struct vm_config *cfg, struct sealed_disk
 void disk_layers_switch(struct disk_layers *dl, struct vm *vm, struct vm_config *cfg, const char *dest)
 {
     for (guint i = 0; i < dl->disks->len; i++)
-        switch_disk(vm, cfg, &g_array_index(dl->disks, struct sealed_disk, i), dest);
+        switch_disk(vm, cfg, &g_array_index(dl->disks, struct sealed_disk, i), dl->partial, dest);
     disk_layers_free(dl);
 }
 
