@@ -56,10 +56,36 @@ static bool check_disk(const struct domain_disk *disk, GError **error)
     return ok;
 }
 
+/* A chain's files are the daemon's (the disk directory, snapshot
+ * directories): one missing lost what the disk held since that layer, and
+ * no shim may start on a stand-in. The overlay comes first: it is what a
+ * host's clean-up or a full disk takes, and what a revert replaces. */
+static bool check_chain(const struct domain_disk *disk, GError **error)
+{
+    for (char **p = disk->chain; p && *p; p++) {
+        bool overlay = p == disk->chain;
+        int fd = open(*p, (overlay ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        struct stat st;
+        int err = fd < 0 ? errno : fstat(fd, &st) < 0 ? errno : S_ISREG(st.st_mode) ? 0 : EINVAL;
+        if (fd >= 0)
+            close(fd);
+        if (err == 0)
+            continue;
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                    "disk '%s' cannot continue: its %s '%s' is lost (%s); revert to a snapshot "
+                    "to run the disk from it, or undefine the domain", disk->target,
+                    overlay ? "overlay (the blocks written since its last snapshot)"
+                            : "sealed disk layer",
+                    *p, err == EINVAL ? "not a regular file" : g_strerror(err));
+        return false;
+    }
+    return true;
+}
+
 bool domain_def_check_disk_access(const struct domain_def *def, GError **error)
 {
     for (size_t i = 0; i < def->n_disks; i++)
-        if (!check_disk(&def->disks[i], error))
+        if (!check_disk(&def->disks[i], error) || !check_chain(&def->disks[i], error))
             return false;
     return true;
 }

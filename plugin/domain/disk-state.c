@@ -208,6 +208,18 @@ bool disk_state_remove(const char *dir, GError **error)
     return false;
 }
 
+/* The overlay to fold, NULL when it is gone: what it held is lost, and the
+ * image gets the disk as the last snapshot left it, so that a domain whose
+ * overlay went can still be undefined (or end) instead of never. */
+static const char *overlay_to_fold(const struct domain_disk *disk)
+{
+    if (g_file_test(disk->chain[0], G_FILE_TEST_EXISTS))
+        return disk->chain[0];
+    g_warning("disk '%s': its overlay %s is gone; %s gets the disk as its last snapshot left it",
+              disk->target, disk->chain[0], disk->path);
+    return NULL;
+}
+
 bool disk_state_fold_into_images(const struct domain_def *def, GError **error)
 {
     for (size_t i = 0; i < def->n_disks; i++) {
@@ -219,7 +231,8 @@ bool disk_state_fold_into_images(const struct domain_def *def, GError **error)
         for (guint j = 1; j < n; j++)
             layers[j - 1] = disk->chain[n - j];   /* base first */
         g_autoptr(GError) local = NULL;
-        if (!snap_disk_fold_into_image(disk->path, layers, n - 1, disk->chain[0], NULL, &local)) {
+        if (!snap_disk_fold_into_image(disk->path, layers, n - 1, overlay_to_fold(disk), NULL,
+                                       &local)) {
             g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
                         "cannot fold disk '%s' back into %s: %s", disk->target, disk->path, local->message);
             return false;

@@ -57,7 +57,23 @@ void vsnap_domain_unref(struct vsnap_domain *dom)
 
 bool domain_job_acquire(struct vsnap_domain *dom, const char *what, GError **error)
 {
-    return domain_job_lock_acquire(&dom->job, dom->name, what, error);
+    if (!domain_job_lock_acquire(&dom->job, dom->name, what, error))
+        return false;
+    g_mutex_lock(&dom->lock);
+    bool listed = dom->listed;
+    g_mutex_unlock(&dom->lock);
+    if (listed)
+        return true;
+    domain_job_lock_release(&dom->job);
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN,
+                "no domain with matching name '%s' (it ended while %s waited for it)", dom->name,
+                what);
+    return false;
+}
+
+bool domain_job_acquire_unlisted(struct vsnap_domain *dom, const char *what)
+{
+    return domain_job_lock_acquire(&dom->job, dom->name, what, NULL);
 }
 
 void domain_job_release(struct vsnap_domain *dom)

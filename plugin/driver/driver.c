@@ -71,6 +71,8 @@ static bool set_autostart_mark(struct vsnap_driver *drv, const char *name, bool 
 
 /* ---- creation and loading ---- */
 
+static void end_transient(struct vsnap_driver *drv, struct vsnap_domain *dom);
+
 struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error)
 {
     const char *dirs[] = {paths->state_dir, paths->run_dir, paths->log_dir};
@@ -108,6 +110,7 @@ struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error
     drv->store.cache_size = STORE_DEFAULT_CACHE_SIZE;
     drv->pushes = push_queue_new(&drv->store);
     drv->pulls = pull_jobs_new();
+    drv->end_transient = end_transient;
     return drv;
 }
 
@@ -224,13 +227,15 @@ void driver_autostart(struct vsnap_driver *drv)
         struct vsnap_domain *dom = drv->autostart->pdata[i];
         g_autoptr(GError) error = NULL;
         /* Clients are served meanwhile: one may hold the job (a revert
-         * pulling from a store), and autostart does not wait for it. */
+         * pulling from a store), and autostart does not wait for it; one
+         * may have undefined the domain (no job then, and nothing to say). */
         if (!domain_job_acquire(dom, "autostart", &error)) {
-            g_warning("autostart of %s skipped: %s", dom->name, error->message);
+            if (!g_error_matches(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN))
+                g_warning("autostart of %s skipped: %s", dom->name, error->message);
             continue;
         }
         g_mutex_lock(&dom->lock);
-        bool wanted = dom->listed && dom->autostart && !dom->run;
+        bool wanted = dom->autostart && !dom->run;
         g_mutex_unlock(&dom->lock);
         if (wanted && !start_locked(drv, dom, 0, &error))
             g_warning("autostart of %s failed: %s", dom->name, error->message);
@@ -412,22 +417,30 @@ static bool too_many_attempts(const struct domain_def *def, GError **error)
     return false;
 }
 
+/* The job of a domain found by check_identity; *again (and no error) when
+ * it ended while we waited: the caller looks again. */
+static bool job_or_again(struct vsnap_domain *dom, const char *what, bool *again,
+                         GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    *again = false;
+    if (domain_job_acquire(dom, what, &local))
+        return true;
+    *again = g_error_matches(local, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN);
+    if (!*again)
+        g_propagate_error(error, g_steal_pointer(&local));
+    return false;
+}
+
 /* A definition for a domain that exists (same name and uuid). Takes def,
  * unless the domain was undefined meanwhile: then *again, and def is not
  * taken. */
 static struct vsnap_domain *redefine(struct vsnap_driver *drv, struct vsnap_domain *dom,
                                      struct domain_def *def, bool *again, GError **error)
 {
-    *again = false;
-    if (!domain_job_acquire(dom, "define", error)) {
-        domain_def_free(def);
-        return NULL;
-    }
-    g_mutex_lock(&dom->lock);
-    *again = !dom->listed;
-    g_mutex_unlock(&dom->lock);
-    if (*again) {
-        domain_job_release(dom);
+    if (!job_or_again(dom, "define", again, error)) {
+        if (!*again)
+            domain_def_free(def);
         return NULL;
     }
     if (!driver_save_config(drv, def, error)) {
@@ -461,7 +474,7 @@ static struct vsnap_domain *list_new_locked(struct vsnap_driver *drv, struct dom
     struct vsnap_domain *dom = vsnap_domain_new(def);
     dom->persistent = persistent;
     /* Nobody else sees the new object yet: its job is free. */
-    if (!domain_job_acquire(dom, what, NULL))
+    if (!domain_job_acquire_unlisted(dom, what))
         g_assert_not_reached();
     *again = !domain_list_add(drv->domains, dom, NULL);
     if (*again) {
@@ -537,13 +550,11 @@ bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigne
         return false;
     }
     g_mutex_lock(&dom->lock);
-    if (!dom->listed || !dom->persistent) {
+    if (!dom->persistent) {
         g_mutex_unlock(&dom->lock);
         domain_job_release(dom);
-        g_set_error(error, VSNAP_VIR_ERROR, dom->listed ? VIR_ERR_OPERATION_INVALID
-                                                        : VIR_ERR_NO_DOMAIN,
-                    dom->listed ? "cannot undefine transient domain '%s'"
-                                : "no domain with matching name '%s'", dom->name);
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "cannot undefine transient domain '%s'", dom->name);
         return false;
     }
     /* Its disks become their images again before the snapshots holding
@@ -601,18 +612,6 @@ char *driver_get_xml(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigne
 
 /* ---- lifecycle ---- */
 
-/* Under dom->job: refuse when the domain was undefined meanwhile. */
-static bool still_listed(struct vsnap_domain *dom, GError **error)
-{
-    g_mutex_lock(&dom->lock);
-    bool listed = dom->listed;
-    g_mutex_unlock(&dom->lock);
-    if (!listed)
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN,
-                    "no domain with matching name '%s'", dom->name);
-    return listed;
-}
-
 static int current_state(struct vsnap_domain *dom)
 {
     g_mutex_lock(&dom->lock);
@@ -663,8 +662,6 @@ static bool pause_after_start(struct vsnap_driver *drv, struct vsnap_domain *dom
 static bool start_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                          GError **error)
 {
-    if (!still_listed(dom, error))
-        return false;
     if (current_state(dom) != VIR_DOMAIN_SHUTOFF) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
                     "domain is already running");
@@ -703,22 +700,16 @@ bool driver_start(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned f
 static bool create_defined(struct vsnap_driver *drv, struct vsnap_domain *dom,
                            struct domain_def *def, unsigned flags, bool *again, GError **error)
 {
-    *again = false;
-    if (!domain_job_acquire(dom, "create", error)) {
-        domain_def_free(def);
+    if (!job_or_again(dom, "create", again, error)) {
+        if (!*again)
+            domain_def_free(def);
         return false;
     }
-    g_mutex_lock(&dom->lock);
-    *again = !dom->listed;
-    bool active = dom->run != NULL;
-    g_mutex_unlock(&dom->lock);
-    if (*again || active) {
+    if (vsnap_domain_is_active(dom)) {
         domain_job_release(dom);
-        if (active) {
-            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
-                        "domain '%s' is already active", dom->name);
-            domain_def_free(def);
-        }
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "domain '%s' is already active", dom->name);
+        domain_def_free(def);
         return false;
     }
     /* Inactive: next_def is empty (a stop moves it into def). */
@@ -782,16 +773,26 @@ struct vsnap_domain *driver_create_xml(struct vsnap_driver *drv, const char *xml
     return NULL;
 }
 
+/* A transient domain stopped: it ceases to exist (vsnap_driver.end_transient).
+ * Its files go before it leaves the list: until then a create of the same
+ * name waits for this job (or is refused), so it never finds them, nor has
+ * its own removed. A chain that cannot be folded keeps the snapshots that
+ * hold its layers. */
+static void end_transient(struct vsnap_driver *drv, struct vsnap_domain *dom)
+{
+    if (process_release_disks(drv, dom))
+        snapshot_remove_all(drv, dom);
+    domain_list_remove(drv->domains, dom);
+}
+
 /* After a stop: a transient domain ceases to exist. */
 static void forget_if_transient(struct vsnap_driver *drv, struct vsnap_domain *dom)
 {
     g_mutex_lock(&dom->lock);
     bool transient = !dom->persistent;
     g_mutex_unlock(&dom->lock);
-    if (transient) {
-        process_release_disks(drv, dom);
-        domain_list_remove(drv->domains, dom);
-    }
+    if (transient)
+        end_transient(drv, dom);
 }
 
 bool driver_destroy(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,

@@ -378,6 +378,14 @@ static void discard_new_snapshot(struct vsnap_domain *dom, struct snapshot_entry
         g_warning("domain %s: after a failed snapshot: %s", dom->name, error->message);
 }
 
+static bool is_transient(struct vsnap_domain *dom)
+{
+    g_mutex_lock(&dom->lock);
+    bool transient = !dom->persistent;
+    g_mutex_unlock(&dom->lock);
+    return transient;
+}
+
 static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
                            unsigned flags, GError **error)
 {
@@ -386,6 +394,13 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
         refuse(error, VIR_ERR_OPERATION_INVALID,
                "domain is not running: vsnap snapshots hold the memory of a running or paused "
                "domain");
+        return NULL;
+    }
+    /* As libvirt: a halted transient domain would cease to exist, and its
+     * snapshots with it. */
+    if ((flags & VIR_DOMAIN_SNAPSHOT_CREATE_HALT) && is_transient(dom)) {
+        refuse(error, VIR_ERR_OPERATION_INVALID,
+               "cannot halt after transient domain snapshot");
         return NULL;
     }
     g_autoptr(snapshot_tree) tree = load_for_change(drv, dom, error);
@@ -848,6 +863,10 @@ bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
     if (!domain_job_acquire(dom, "snapshot-revert", error))
         return false;
     bool ok = revert_locked(drv, dom, name, flags, error);
+    /* A transient domain whose VM the revert stopped and could not replace
+     * has stopped for good. */
+    if (!ok && is_transient(dom) && !vsnap_domain_is_active(dom))
+        drv->end_transient(drv, dom);
     domain_job_release(dom);
     return ok;
 }

@@ -53,7 +53,7 @@ static void add_disk(GPtrArray *paths, const struct domain_disk *disk)
 static void add_chr(GPtrArray *paths, const struct domain_chr *chr)
 {
     if (chr->type == DOMAIN_CHR_FILE)
-        add(paths, "rw", chr->path);
+        add(paths, "rw", chr->path);   /* created if missing: make_created_files */
 }
 
 GPtrArray *jail_paths(const struct vsnap_driver *drv, const struct domain_def *live,
@@ -187,10 +187,9 @@ static bool make_owned_dir(const char *dir, uid_t uid, gid_t gid, GError **error
 }
 
 /* A file the shim creates (a serial log) must exist to be bound. */
-static bool make_file(const char *line, GError **error)
+static bool make_file(const char *path, GError **error)
 {
-    const char *path = line + 3;
-    if (!g_str_has_prefix(line, "rw ") || g_file_test(path, G_FILE_TEST_EXISTS))
+    if (!path || g_file_test(path, G_FILE_TEST_EXISTS))
         return true;
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) {
@@ -200,6 +199,23 @@ static bool make_file(const char *line, GError **error)
     }
     close(fd);
     return true;
+}
+
+static const char *file_of(const struct domain_chr *chr)
+{
+    return chr->type == DOMAIN_CHR_FILE ? chr->path : NULL;
+}
+
+/* The files a shim creates, made here for their binds: its log, its serial
+ * and console files. Nothing else: every other path is the user's (a
+ * kernel, an image) or a disk's (a chain's overlay and layers), and one
+ * that is missing is an error naming it (domain_def_check_disk_access),
+ * never an empty stand-in the shim would then run on. */
+static bool make_created_files(const struct domain_def *live, const char *log_path,
+                               GError **error)
+{
+    return make_file(log_path, error) && make_file(file_of(&live->serial), error) &&
+           make_file(file_of(&live->console), error);
 }
 
 static bool write_paths_file(const char *file, GPtrArray *paths, GError **error)
@@ -230,9 +246,8 @@ static bool prepare_jail(struct vsnap_driver *drv, const struct domain_def *live
                     g_strerror(errno));
         return false;
     }
-    for (guint i = 0; i < paths->len; i++)
-        if (!make_file(paths->pdata[i], error))
-            return false;
+    if (!make_created_files(live, log_path, error))
+        return false;
     if (!write_paths_file(paths_file, paths, error))
         return false;
     out->confine_arg = g_strdup_printf("root=%s,uid=%u,gid=%u,paths=%s,hostname=%s", root,

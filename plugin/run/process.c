@@ -511,15 +511,17 @@ bool process_drop_disk_layers(struct vsnap_domain *dom, const char *snapshot_dir
     return ok;
 }
 
-void process_release_disks(struct vsnap_driver *drv, struct vsnap_domain *dom)
+bool process_release_disks(struct vsnap_driver *drv, struct vsnap_domain *dom)
 {
     g_autofree char *dir = disk_state_dir(drv->paths.state_dir, dom->name);
     g_mutex_lock(&dom->lock);
     g_autoptr(domain_def) def = domain_def_copy(dom->def);
     g_mutex_unlock(&dom->lock);
     g_autoptr(GError) error = NULL;
-    if (!disk_state_release(dir, def, &error))
-        g_warning("domain %s: its disks stay chains in %s: %s", dom->name, dir, error->message);
+    if (disk_state_release(dir, def, &error))
+        return true;
+    g_warning("domain %s: its disks stay chains in %s: %s", dom->name, dir, error->message);
+    return false;
 }
 
 /* Create and boot, or restore; then the links defined down go down. */
@@ -612,9 +614,19 @@ bool process_start(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **
 bool process_start_with(struct vsnap_driver *drv, struct vsnap_domain *dom,
                         const struct process_start_how *how, GError **error)
 {
+    /* The job guarantees it (domain_job_acquire); a shim started for a
+     * domain out of the list would be nobody's to stop. */
     g_mutex_lock(&dom->lock);
-    g_autoptr(domain_def) live = domain_def_copy(how && how->def ? how->def : dom->def);
+    bool listed = dom->listed;
+    g_autoptr(domain_def) live = listed ? domain_def_copy(how && how->def ? how->def : dom->def)
+                                        : NULL;
     g_mutex_unlock(&dom->lock);
+    if (!listed) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN,
+                    "no domain with matching name '%s' (it ended): no shim is started for it",
+                    dom->name);
+        return false;
+    }
     /* A definition from a snapshot or save image names the taps and network
      * ports of the run it was taken from, which are not this run's. */
     domain_def_forget_net_runtime(live);

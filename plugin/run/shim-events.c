@@ -42,7 +42,7 @@ static bool acquire_job_for_run(struct watcher *w, const char *what)
         g_autoptr(GError) error = NULL;
         if (domain_job_acquire(w->dom, what, &error))
             return true;
-        if (!run_is_current(w))
+        if (!run_is_current(w) || g_error_matches(error, VSNAP_VIR_ERROR, VIR_ERR_NO_DOMAIN))
             return false;
         g_message("domain %s: %s; still waiting", w->dom->name, error->message);
     }
@@ -75,10 +75,8 @@ static void restart_if_wanted(struct watcher *w, enum domain_lifecycle_action ac
     g_mutex_lock(&dom->lock);
     bool forget = !dom->persistent && !dom->run;
     g_mutex_unlock(&dom->lock);
-    if (forget) {
-        process_release_disks(w->drv, dom);
-        domain_list_remove(w->drv->domains, dom);
-    }
+    if (forget)
+        w->drv->end_transient(w->drv, dom);
 }
 
 /* The guest stopped its VM: finish the job the way libvirt does for a
@@ -157,10 +155,8 @@ static void on_shim_exit(struct watcher *w)
                               VIR_DOMAIN_EVENT_STOPPED_CRASHED);
         bool transient = !dom->persistent;
         g_mutex_unlock(&dom->lock);
-        if (transient) {
-            process_release_disks(w->drv, dom);
-            domain_list_remove(w->drv->domains, dom);
-        }
+        if (transient)
+            w->drv->end_transient(w->drv, dom);
     }
     domain_job_release(dom);
 }

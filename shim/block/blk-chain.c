@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <gio/gio.h>
+#include <string.h>
 
 #include "snapshot/disk.h"
 #include "snapshot/mapped-read.h"
@@ -120,6 +121,23 @@ static const struct blk_backend_ops chain_ops = {
 const snap_id *blk_chain_top_id(const struct blk_backend *b)
 {
     return b && b->ops == &chain_ops ? snap_chain_top_id(((const struct blk_chain *)b)->chain) : NULL;
+}
+
+void blk_chain_layers_moved(struct blk_backend *b, const char *from, const char *to)
+{
+    b = blk_overlay_lower(b) ? blk_overlay_lower(b) : b;
+    if (!b || b->ops != &chain_ops)
+        return;
+    struct snap_chain *chain = ((struct blk_chain *)b)->chain;
+    size_t len = strlen(from);
+    for (unsigned i = 0; i < chain->nlayers; i++) {
+        struct snap_layer *l = chain->layers[i];
+        if (strncmp(l->path, from, len) == 0 && l->path[len] == '/') {
+            char *moved = g_strconcat(to, l->path + len, NULL);
+            g_free(l->path);
+            l->path = moved;
+        }
+    }
 }
 
 struct blk_backend *blk_chain_open(const struct blk_chain_options *opts, GError **error)

@@ -182,6 +182,11 @@ struct snap_overlay *blk_overlay_file(struct blk_backend *b)
     return b && b->ops == &overlay_ops ? overlay_of(b)->ov : NULL;
 }
 
+struct blk_backend *blk_overlay_lower(struct blk_backend *b)
+{
+    return b && b->ops == &overlay_ops ? overlay_of(b)->lower : NULL;
+}
+
 static struct snap_overlay *open_or_create(const struct blk_overlay_options *opts, struct blk_backend *lower,
                                            GError **error)
 {

@@ -19,16 +19,20 @@ struct sealed_disk {
     unsigned index;
     struct snap_disk_record record;
     char *overlay;  /* the new, empty overlay */
+    struct blk_backend *next;  /* the disk on its new layer and overlay, opened at the seal */
 };
 
 struct disk_layers {
     GArray *disks;  /* struct sealed_disk */
+    char *partial;  /* where the seal wrote the layers */
 };
 
 static void sealed_clear(struct sealed_disk *s)
 {
     snap_disk_record_clear(&s->record);
     g_free(s->overlay);
+    if (s->next)
+        blk_backend_close(s->next);
 }
 
 static void disk_layers_free(struct disk_layers *dl)
@@ -36,6 +40,7 @@ static void disk_layers_free(struct disk_layers *dl)
     for (guint i = 0; i < dl->disks->len; i++)
         sealed_clear(&g_array_index(dl->disks, struct sealed_disk, i));
     g_array_unref(dl->disks);
+    g_free(dl->partial);
     g_free(dl);
 }
 
@@ -51,23 +56,69 @@ static bool seal_image(struct blk_backend *b, const struct disk_config *d, const
     }
     if (!snap_disk_identity_read(d->path, &r->base, error))
         return false;
+    /* Cut short under the running VM (by another process: the guest cannot
+     * shrink it), the image no longer holds the disk the guest has: as a
+     * base it would make every layer over it unusable. */
+    if (r->base.size < b->capacity) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_FAILED,
+                    "disk %s: image %s holds %" G_GUINT64_FORMAT " bytes, less than the %" G_GUINT64_FORMAT
+                    " the VM runs with (truncated under it): refusing to make it the base of a snapshot",
+                    d->id, d->path, r->base.size, b->capacity);
+        return false;
+    }
     struct snap_layer_writer *w = snap_disk_layer_writer_new(layer, snap_disk_layer_size(b->capacity), &r->id,
                                                              NULL, error);
     return w && snap_layer_writer_commit(w, error);
 }
 
-/* Later snapshots: the overlay's blocks become the layer, on the chain's top. */
+/* Later snapshots: the overlay's blocks become the layer, on the chain's
+ * top. The image must still be the base the chain was built on (nothing
+ * writes it once it is one, but another process can truncate or replace
+ * it under the VM): a snapshot over a changed base could never be
+ * reverted to, so it is refused now, naming the image. */
 static bool seal_overlay(struct snap_overlay *ov, const struct disk_config *d, const char *layer,
                          struct snap_disk_record *r, GError **error)
 {
+    snap_overlay_base(ov, &r->base);
+    if (!snap_disk_identity_check(d->path, &r->base, error))
+        return false;
     if (!snap_overlay_seal(ov, layer, &r->id, &r->blocks, error))
         return false;
     r->parent = ov->hdr.lower_id;
-    snap_overlay_base(ov, &r->base);
     guint n = g_strv_length(d->vsnap_chain);
     g_autofree char *top_dir = g_path_get_dirname(d->vsnap_chain[n - 1]);
     r->parent_url = snap_dir_url(top_dir);
     return true;
+}
+
+/* The disk's config once on its new layer: the chain one longer, the new overlay. */
+static void next_config(const struct disk_config *d, const char *layer, const char *overlay, struct disk_config *out)
+{
+    disk_config_copy(out, d);
+    guint n = d->vsnap_chain ? g_strv_length(d->vsnap_chain) : 0;
+    g_strfreev(out->vsnap_chain);
+    out->vsnap_chain = g_new0(char *, n + 2);
+    for (guint k = 0; k < n; k++)
+        out->vsnap_chain[k] = g_strdup(d->vsnap_chain[k]);
+    out->vsnap_chain[n] = g_strdup(layer);
+    g_free(out->vsnap_overlay);
+    out->vsnap_overlay = g_strdup(overlay);
+}
+
+/* The disk's backend on its new layer and overlay, opened while the
+ * snapshot is still partial: whatever can fail there (the chain's files,
+ * the new overlay, descriptors) fails the snapshot while the disk has not
+ * moved, so that a snapshot reported taken always has its disks on their
+ * new layers (once the image is a base, nothing may write it). The layer
+ * is opened where it is now; the descriptors outlive the commit's rename. */
+static bool open_next(const struct disk_config *d, struct sealed_disk *s, const char *partial, GError **error)
+{
+    g_autofree char *layer = g_build_filename(partial, s->record.file, NULL);
+    struct disk_config here;
+    next_config(d, layer, s->overlay, &here);
+    s->next = vm_open_disk_backend(&here, error);
+    disk_config_clear(&here);
+    return s->next != NULL;
 }
 
 static bool seal_disk(struct vm *vm, struct vm_config *cfg, unsigned i, const char *partial, struct sealed_disk *s,
@@ -85,17 +136,21 @@ static bool seal_disk(struct vm *vm, struct vm_config *cfg, unsigned i, const ch
     if (!ok)
         return false;
     s->overlay = vm_config_new_overlay_path(cfg, d, error);
-    g_autoptr(snap_overlay) next =
+    struct snap_overlay *next =
         s->overlay ? snap_overlay_create(s->overlay, b->capacity, &s->record.id, &s->record.base, error) : NULL;
-    if (!next)
+    if (!next) {
         g_clear_pointer(&s->overlay, g_free);
-    return next != NULL;
+        return false;
+    }
+    snap_overlay_close(next);
+    return open_next(d, s, partial, error);
 }
 
 struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const char *partial, GError **error)
 {
     struct disk_layers *dl = g_new0(struct disk_layers, 1);
     dl->disks = g_array_new(FALSE, TRUE, sizeof(struct sealed_disk));
+    dl->partial = g_strdup(partial);
     for (unsigned i = 0; i < cfg->ndisks && i < vm_disk_count(vm); i++) {
         if (cfg->disks[i].readonly)
             continue; /* never written: the image is its content */
@@ -127,44 +182,27 @@ void disk_layers_abort(struct disk_layers *dl)
     if (!dl)
         return;
     for (guint i = 0; i < dl->disks->len; i++) {
-        const char *overlay = g_array_index(dl->disks, struct sealed_disk, i).overlay;
-        if (overlay && unlink(overlay) != 0 && errno != ENOENT)
-            g_warning("cannot remove the unused overlay %s: %s", overlay, g_strerror(errno));
+        struct sealed_disk *s = &g_array_index(dl->disks, struct sealed_disk, i);
+        if (s->next)
+            blk_backend_close(g_steal_pointer(&s->next));
+        if (s->overlay && unlink(s->overlay) != 0 && errno != ENOENT)
+            g_warning("cannot remove the unused overlay %s: %s", s->overlay, g_strerror(errno));
     }
     disk_layers_free(dl);
 }
 
-/* The disk's config once on its new layer: the chain one longer, the new overlay. */
-static void next_config(const struct disk_config *d, const char *layer, const char *overlay, struct disk_config *out)
-{
-    disk_config_copy(out, d);
-    guint n = d->vsnap_chain ? g_strv_length(d->vsnap_chain) : 0;
-    g_strfreev(out->vsnap_chain);
-    out->vsnap_chain = g_new0(char *, n + 2);
-    for (guint k = 0; k < n; k++)
-        out->vsnap_chain[k] = g_strdup(d->vsnap_chain[k]);
-    out->vsnap_chain[n] = g_strdup(layer);
-    g_free(out->vsnap_overlay);
-    out->vsnap_overlay = g_strdup(overlay);
-}
-
-static void switch_disk(struct vm *vm, struct vm_config *cfg, const struct sealed_disk *s, const char *dest)
+/* Cannot fail: the backend was opened at the seal (open_next). */
+static void switch_disk(struct vm *vm, struct vm_config *cfg, struct sealed_disk *s, const char *partial,
+                        const char *dest)
 {
     struct disk_config *d = &cfg->disks[s->index];
     g_autofree char *layer = g_build_filename(dest, s->record.file, NULL);
     struct disk_config next;
     next_config(d, layer, s->overlay, &next);
-    g_autoptr(GError) error = NULL;
-    struct blk_backend *b = vm_open_disk_backend(&next, &error);
-    if (!b) {
-        g_warning("disk %s: the snapshot %s holds its layer, but the disk cannot move onto it and goes on writing "
-                  "into %s: %s", d->id, dest, d->vsnap_overlay ? d->vsnap_overlay : d->path, error->message);
-        unlink(s->overlay);
-        disk_config_clear(&next);
-        return;
-    }
-    blk_backend_close(virtio_blk_replace_backend(vm_disk(vm, s->index), b));
-    /* Its blocks are in the sealed layer now. */
+    blk_chain_layers_moved(s->next, partial, dest);
+    blk_backend_close(virtio_blk_replace_backend(vm_disk(vm, s->index), g_steal_pointer(&s->next)));
+    /* Its blocks are in the sealed layer now; an old overlay left behind
+     * (its directory read-only now) is only a file no chain names. */
     if (d->vsnap_overlay && unlink(d->vsnap_overlay) != 0)
         g_warning("disk %s: cannot remove the old overlay %s: %s", d->id, d->vsnap_overlay, g_strerror(errno));
     disk_config_clear(d);
@@ -174,7 +212,7 @@ static void switch_disk(struct vm *vm, struct vm_config *cfg, const struct seale
 void disk_layers_switch(struct disk_layers *dl, struct vm *vm, struct vm_config *cfg, const char *dest)
 {
     for (guint i = 0; i < dl->disks->len; i++)
-        switch_disk(vm, cfg, &g_array_index(dl->disks, struct sealed_disk, i), dest);
+        switch_disk(vm, cfg, &g_array_index(dl->disks, struct sealed_disk, i), dl->partial, dest);
     disk_layers_free(dl);
 }
 

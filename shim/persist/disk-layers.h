@@ -4,11 +4,12 @@
  * vm.snapshot, disks paused: disk_layers_seal writes each writable disk's
  * layer into the partial directory (its overlay sealed, or at the disk's
  * first snapshot an empty layer over the image, fsynced, whose identity is
- * recorded) and creates the next empty overlay in the work directory;
- * disk_layers_add_records puts the records into state.json; once the
- * directory committed, disk_layers_switch moves each disk onto its new
- * overlay (the old one is removed). disk_layers_abort undoes the seal when
- * the snapshot fails: the disks stay as they were.
+ * recorded), creates the next empty overlay in the work directory and opens
+ * the disk on both; disk_layers_add_records puts the records into
+ * state.json; once the directory committed, disk_layers_switch moves each
+ * disk onto what the seal opened (the old overlay is removed), which cannot
+ * fail. disk_layers_abort undoes the seal when the snapshot fails: the disks
+ * stay as they were.
  *
  * vm.restore: disk_layers_for_restore resolves and verifies each disk's
  * chain and points the config at it with a fresh overlay in the work
@@ -27,9 +28,9 @@ struct disk_layers;
 
 struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const char *partial, GError **error);
 void disk_layers_add_records(const struct disk_layers *dl, JsonNode *state);
-/* After the commit of dest: never fails the snapshot (a disk that cannot
- * switch stays on its old overlay, which still holds its blocks, and the
- * log says so). Frees dl. */
+/* After the commit of dest: every disk moves onto its new layer and overlay,
+ * opened at the seal (a disk that could not be opened there failed the
+ * seal, and so the snapshot). Frees dl. */
 void disk_layers_switch(struct disk_layers *dl, struct vm *vm, struct vm_config *cfg, const char *dest);
 /* The snapshot failed: remove the new overlays. Frees dl; NULL is fine. */
 void disk_layers_abort(struct disk_layers *dl);

@@ -450,8 +450,34 @@ def case_fold(workdir):
         conn.close()
 
 
+def case_layer_path(workdir):
+    """A snapshot writes its disk layer in its partial directory and opens
+    the disk on it there, before the commit: once committed, a bad block in
+    that layer is reported under the layer's own name, not the partial
+    directory's that is gone."""
+    img = image(workdir, "disk.img", SIZE)
+    s1, s2 = os.path.join(workdir, "s1"), os.path.join(workdir, "s2")
+    live = Model(workdir, "live")
+    with ApiShim(SHIM, workdir=workdir, name="vm") as vm:
+        conn = boot(vm, [{"path": img, "id": "vda"}], os.path.join(workdir, "work"))
+        snapshot(vm, s1)
+        write(conn, live, 4 * MIB, MIB, 2)
+        snapshot(vm, s2, parent=s1)
+        layer = os.path.join(s2, "disk-vda.layer")
+        with open(layer, "r+b") as f:   # the first data block: the guest has not read it since
+            f.seek(4096 + 100)
+            byte = f.read(1)
+            f.seek(4096 + 100)
+            f.write(bytes([byte[0] ^ 0x01]))
+        expect(conn, f"BLKSUM 0 {4 * MIB:#x} {MIB:#x}", "ERR ioerr")
+        log = vm.read(vm.log_path)
+        check(layer in log and ".partial" not in log, f"the bad block is not reported in {layer}:\n{log}")
+        conn.close()
+
+
 CASES = {
     "contents": case_contents,
+    "layer_path": case_layer_path,
     "enospc": case_enospc,
     "kill_snapshot": case_kill_snapshot,
     "flush_crash": case_flush_crash,

@@ -127,10 +127,17 @@ class HostileTest(DiskSnapshotBase):
         other = self.image("transient.img")
         self.v("create", self.write("t.xml", disk_domain_xml("t", [(other, "vda")])))
         self.v("snapshot-create-as", "t", "s1")
+        # As libvirt: --halt would end a transient domain and its snapshots.
+        res = self.v("snapshot-create-as", "t", "s2", "--halt", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("cannot halt after transient domain snapshot", res.stderr)
+        self.assertEqual(self.state("t"), "running (booted)")
         self.with_guest("t", lambda g: (g.fill(0, *REGION_B, 6), g.flush(0)))
         self.v("destroy", "t")
         self.assertEqual(file_sum(other, *REGION_B), pattern_sum(6, REGION_B[1]))
-        self.assertFalse(os.path.exists(os.path.join(self.daemon.state, "disks", "t")))
+        # Nothing of the domain is left: no chain, and no snapshots without a domain.
+        for sub in ("disks", "snapshots"):
+            self.assertFalse(os.path.exists(os.path.join(self.daemon.state, sub, "t")), sub)
 
 
 if __name__ == "__main__":

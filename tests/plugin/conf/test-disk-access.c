@@ -117,11 +117,33 @@ static void test_permissions(void)
 static void test_chain_base_read_only(void)
 {
     g_autofree char *path = path_in_dir("base.img");
+    g_autofree char *overlay = path_in_dir("vda.overlay");
     make_file(path, 0400);
+    make_file(overlay, 0600);
     g_autoptr(domain_def) def = domain_with_disk(path, false, false);
-    const char *const chain[] = {"/overlay", NULL};
+    const char *const chain[] = {overlay, NULL};
     domain_disk_set_chain(&def->disks[0], chain);
     check_accepted(def);
+}
+
+/* A chain file that is gone is named, overlay or layer: no shim may start
+ * on a stand-in (the jail once bound an empty file in its place). */
+static void test_chain_file_missing(void)
+{
+    g_autofree char *path = path_in_dir("chained.img");
+    g_autofree char *overlay = path_in_dir("chained.overlay");
+    g_autofree char *layer = path_in_dir("chained.layer");
+    make_file(path, 0600);
+    make_file(layer, 0400);
+    g_autoptr(domain_def) def = domain_with_disk(path, false, false);
+    const char *const chain[] = {overlay, layer, NULL};
+    domain_disk_set_chain(&def->disks[0], chain);
+    check_refused(def, VIR_ERR_OPERATION_FAILED, "its overlay", overlay);
+    g_assert_false(g_file_test(overlay, G_FILE_TEST_EXISTS));
+    make_file(overlay, 0600);
+    check_accepted(def);
+    g_assert_cmpint(g_unlink(layer), ==, 0);
+    check_refused(def, VIR_ERR_OPERATION_FAILED, "sealed disk layer", layer);
 }
 
 static void test_not_a_file(void)
@@ -183,6 +205,7 @@ int main(int argc, char **argv)
     g_test_add_func("/conf/disk-access/regular-file", test_regular_file);
     g_test_add_func("/conf/disk-access/permissions", test_permissions);
     g_test_add_func("/conf/disk-access/chain-base-read-only", test_chain_base_read_only);
+    g_test_add_func("/conf/disk-access/chain-file-missing", test_chain_file_missing);
     g_test_add_func("/conf/disk-access/not-a-file", test_not_a_file);
     g_test_add_func("/conf/disk-access/several-disks", test_several_disks);
     int status = g_test_run();

@@ -200,7 +200,8 @@ void domain_disk_set_chain(struct domain_disk *disk, const char *const *chain);
  * of a chain, read-write otherwise). VIR_ERR_SYSTEM_ERROR "Cannot access
  * storage file '<path>' ..." naming the disk and errno, as libvirt's QEMU
  * driver reports a missing source; VIR_ERR_OPERATION_FAILED for a path of
- * the wrong kind. */
+ * the wrong kind, and for a chain file (overlay or sealed layer) that is
+ * missing or does not open, naming it: never replaced by an empty one. */
 bool domain_def_check_disk_access(const struct domain_def *def, GError **error);
 
 /* given has the disks of saved: the same targets in the same order, each on

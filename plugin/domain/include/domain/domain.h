@@ -47,8 +47,15 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(vsnap_domain, vsnap_domain_unref)
 /* The domain's job for the operation `what` (a string literal: "suspend"),
  * waited for at most job_wait_timeout seconds; a caller that times out gets
  * VIR_ERR_OPERATION_TIMEOUT naming the holder's operation
- * (domain-job-lock.h). Never call it holding dom->lock. */
+ * (domain-job-lock.h). Never call it holding dom->lock. Taken, the job is
+ * the domain's only while dom is still the object in the list: a domain
+ * that ended (destroyed, undefined) while the caller waited gets
+ * VIR_ERR_NO_DOMAIN and no job, so nothing acts on (or starts a shim for)
+ * a domain that is gone; a same-named domain defined since is another
+ * object. Only the creator of an object not listed yet takes its job with
+ * domain_job_acquire_unlisted. */
 bool domain_job_acquire(struct vsnap_domain *dom, const char *what, GError **error);
+bool domain_job_acquire_unlisted(struct vsnap_domain *dom, const char *what);
 void domain_job_release(struct vsnap_domain *dom);
 
 bool vsnap_domain_is_active(struct vsnap_domain *dom);   /* takes lock */

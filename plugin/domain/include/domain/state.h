@@ -47,4 +47,11 @@ struct vsnap_driver {
     /* Domains marked autostart when driver_load read them, for
      * driver_autostart: a mark set later waits for the next daemon start. */
     GPtrArray *autostart;
+    /* A transient domain that stopped for good ceases to exist: its disks
+     * are folded into their images, its snapshot and disk directories go,
+     * it leaves the list. Set by driver_new (the driver owns a domain's
+     * end, as it owns undefine); the layers below that see a transient
+     * domain stop (its run's watcher, a revert that cannot start the
+     * snapshot's VM) call it, with the domain's job held and no run. */
+    void (*end_transient)(struct vsnap_driver *drv, struct vsnap_domain *dom);
 };

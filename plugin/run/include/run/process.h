@@ -95,9 +95,10 @@ bool process_refresh_disks(struct vsnap_domain *dom, GError **error);
 bool process_drop_disk_layers(struct vsnap_domain *dom, const char *snapshot_dir, GError **error);
 
 /* A transient domain that stopped for good (or an undefined one): its
- * disks go back to being their images (disk_state_release; failures are
- * logged, the record then stays). Call with dom->job held, dom inactive. */
-void process_release_disks(struct vsnap_driver *drv, struct vsnap_domain *dom);
+ * disks go back to being their images (disk_state_release). False when a
+ * fold failed (logged): the record then stays, and so must the snapshot
+ * directories holding its layers. Call with dom->job held, dom inactive. */
+bool process_release_disks(struct vsnap_driver *drv, struct vsnap_domain *dom);
 
 /* The last lines of the shim's log (why it died: a seccomp report, say). */
 char *process_log_tail(const struct domain_run *run);

@@ -114,6 +114,11 @@ struct blk_chain_options {
 struct blk_backend *blk_chain_open(const struct blk_chain_options *opts, GError **error);
 /* The chain's top layer id: what an overlay on it names. NULL for another backend. */
 const snap_id *blk_chain_top_id(const struct blk_backend *b);
+/* The layers of b (a chain, or an overlay over one) that were opened in
+ * directory from are in directory to now (a snapshot's partial directory,
+ * committed under its name): messages name them there. Nothing for other
+ * backends. */
+void blk_chain_layers_moved(struct blk_backend *b, const char *from, const char *to);
 
 struct blk_overlay_options {
     const char *path;           /* the overlay file: opened if it exists, else created empty */
@@ -130,3 +135,5 @@ struct blk_backend *blk_overlay_open(const struct blk_overlay_options *opts, str
 /* The open overlay file of an overlay backend (NULL for another backend):
  * what a snapshot seals. Only while the disk is paused. */
 struct snap_overlay *blk_overlay_file(struct blk_backend *b);
+/* The backend an overlay backend is over (NULL for another backend). */
+struct blk_backend *blk_overlay_lower(struct blk_backend *b);
