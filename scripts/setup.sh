@@ -1,6 +1,6 @@
 #!/bin/bash
 # Install every Debian package vsnap needs, then configure and build into
-# build/. Idempotent: a second run only rebuilds what changed.
+# build/ (or $BUILD). Idempotent: a second run only rebuilds what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,8 +50,15 @@ if [ ! -e /dev/kvm ]; then
 fi
 
 BUILD=${BUILD:-build}
+# VSNAP_TEST_HOOKS=1 (scripts/test.sh): a build tree with the test suite's
+# triggers compiled in (meson_options.txt, test_hooks); the default is a
+# product build without them.
+hooks=false
+[ "${VSNAP_TEST_HOOKS:-0}" = 1 ] && hooks=true
 if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD" >/dev/null
+  meson setup "$BUILD" -Dtest_hooks=$hooks >/dev/null
+elif ! meson introspect --buildoptions "$BUILD" | grep -q "\"name\": \"test_hooks\", \"value\": $hooks"; then
+  meson configure "$BUILD" -Dtest_hooks=$hooks >/dev/null
 fi
 ninja -C "$BUILD" >/dev/null
 echo "setup: built into $BUILD/"

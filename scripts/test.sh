@@ -1,7 +1,7 @@
 #!/bin/bash
 # The test command: installs, builds and runs the whole suite (meson test) in
-# build/, then the fast suites again in build-sanitize/ (AddressSanitizer +
-# UBSan; store-san: the store test on nginx and file:// only, no Ceph), then
+# build-test/ (with the test triggers, -Dtest_hooks=true), then the fast
+# suites again in build-sanitize/ (AddressSanitizer + UBSan; store-san: the store test on nginx and file:// only, no Ceph), then
 # every fuzz target for FUZZ_SECONDS (20) seconds in build-fuzz/
 # (scripts/fuzz.sh; VSNAP_NO_FUZZ=1 skips it), and prints the plain summary
 # line "N passed, N failed" counted from meson's own logs of all three runs,
@@ -9,8 +9,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-./scripts/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
-BUILD=${BUILD:-build}
+# The suite's own build trees have the test triggers compiled in
+# (-Dtest_hooks=true); build/, the README's set-up, has none.
+BUILD=${BUILD:-build-test}
+BUILD=$BUILD VSNAP_TEST_HOOKS=1 ./scripts/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
 SAN=${SAN_BUILD:-build-sanitize}
 
 # Processes a stage's tests left running: their program or working directory
@@ -47,7 +49,7 @@ san_rc=0
 if [ $# -eq 0 ] && [ "${VSNAP_NO_SANITIZE:-0}" != 1 ]; then
   echo "== sanitizer build (address, undefined) =="
   if [ ! -f "$SAN/build.ninja" ]; then
-    meson setup "$SAN" -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+    meson setup "$SAN" -Db_sanitize=address,undefined -Db_lundef=false -Dtest_hooks=true >/dev/null
   fi
   if ninja -C "$SAN" >/dev/null; then
     VSNAP_SANITIZED=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -11,10 +11,6 @@
 #define MANAGED_TMP "managed.tmp"
 #define WORK_PREFIX "work-"
 
-#define LEGACY_MANAGED_ROOT "managedsave"
-#define LEGACY_WORK_ROOT "save-work"
-#define LEGACY_TMP_SUFFIX ".tmp"
-#define LEGACY_IMAGE_MARK "managed-save.ini"
 
 char *save_area_dir(const char *state_dir, const char *domain)
 {
@@ -77,44 +73,3 @@ GPtrArray *save_area_list(const char *state_dir)
     return names;
 }
 
-/* ---- the layout before save areas ---- */
-
-char *save_area_legacy_managed_dir(const char *state_dir, const char *domain)
-{
-    return g_build_filename(state_dir, LEGACY_MANAGED_ROOT, domain, NULL);
-}
-
-/* The old rule: <name>.tmp while an image was taken, and the shim's
- * .<name>.tmp.partial-* beside it. */
-static bool legacy_transient(const char *name)
-{
-    return g_str_has_suffix(name, LEGACY_TMP_SUFFIX) ||
-           (name[0] == '.' && strstr(name, ".partial-") != NULL);
-}
-
-static void remove_legacy_managed(const char *state_dir)
-{
-    g_autofree char *root = g_build_filename(state_dir, LEGACY_MANAGED_ROOT, NULL);
-    g_autoptr(GDir) d = g_dir_open(root, 0, NULL);
-    const char *name;
-    while (d && (name = g_dir_read_name(d))) {
-        g_autofree char *path = g_build_filename(root, name, NULL);
-        g_autofree char *mark = g_build_filename(path, LEGACY_IMAGE_MARK, NULL);
-        if (legacy_transient(name))
-            remove_logged(path, "a managed save that did not finish");
-        else if (g_file_test(mark, G_FILE_TEST_EXISTS))
-            g_warning("%s is the managed save image of %s, a domain that is not defined: it stays "
-                      "(define the domain and restart the daemon to move it into %s/%s/%s)",
-                      path, name, AREAS, name, MANAGED);
-    }
-    if (g_rmdir(root) < 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EEXIST)
-        g_warning("cannot remove %s: %s", root, g_strerror(errno));
-}
-
-void save_area_remove_legacy(const char *state_dir)
-{
-    g_autofree char *work = g_build_filename(state_dir, LEGACY_WORK_ROOT, NULL);
-    if (g_file_test(work, G_FILE_TEST_EXISTS))
-        remove_logged(work, "saves of an older daemon");
-    remove_legacy_managed(state_dir);
-}

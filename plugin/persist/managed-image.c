@@ -64,22 +64,3 @@ bool managed_image_read_info(const char *dir, char **domain_xml, bool *paused, G
     return true;
 }
 
-char *managed_image_find_legacy(const char *state_dir, const char *domain)
-{
-    g_autofree char *dir = save_area_legacy_managed_dir(state_dir, domain);
-    return holds_image(dir) ? g_steal_pointer(&dir) : NULL;
-}
-
-bool managed_image_adopt_legacy(const char *state_dir, const char *domain, const char *legacy,
-                                GError **error)
-{
-    g_autofree char *area = save_area_dir(state_dir, domain);
-    g_autofree char *dir = managed_image_dir(state_dir, domain);
-    if (g_mkdir_with_parents(area, 0700) < 0 || g_rename(legacy, dir) < 0) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR,
-                    "cannot move the managed save image %s to %s: %s", legacy, dir,
-                    g_strerror(errno));
-        return false;
-    }
-    return true;
-}

@@ -25,9 +25,3 @@ bool managed_image_write_info(const char *dir, const char *domain_xml, bool paus
 /* The definition and the state to restore into. */
 bool managed_image_read_info(const char *dir, char **domain_xml, bool *paused, GError **error);
 
-/* An image an older daemon left where images were before save areas
- * (save_area_legacy_managed_dir): its directory, or NULL when there is none. */
-char *managed_image_find_legacy(const char *state_dir, const char *domain);
-/* Move that image (legacy) to domain's managed_image_dir. */
-bool managed_image_adopt_legacy(const char *state_dir, const char *domain, const char *legacy,
-                                GError **error);

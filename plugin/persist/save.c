@@ -473,40 +473,6 @@ void save_finish_recovered(struct vsnap_driver *drv, struct vsnap_domain *dom)
         g_warning("domain %s: cannot stop it after its save: %s", dom->name, error->message);
 }
 
-/* A managed save image an older daemon left in the shared directory of the
- * layout before save areas moves into dom's area. The disks' record is
- * rewritten first: a crash between the two leaves it naming the new place,
- * where the next start-up then moves the image (the record, naming nothing
- * of the old place any more, stays). */
-static void adopt_legacy_image(struct vsnap_driver *drv, struct vsnap_domain *dom)
-{
-    const char *state = drv->paths.state_dir;
-    g_autofree char *legacy = managed_image_find_legacy(state, dom->name);
-    if (!legacy)
-        return;
-    g_autofree char *dir = managed_image_dir(state, dom->name);
-    g_autoptr(GError) error = NULL;
-    if (managed_image_exists(state, dom->name)) {
-        g_warning("domain %s has a managed save image in %s and an older one in %s: the older "
-                  "one stays where it is", dom->name, dir, legacy);
-        return;
-    }
-    bool disks = domain_has_writable_disk(dom);
-    if (disks && !relocate_record(drv, dom, legacy, dir, &error)) {
-        g_warning("domain %s: cannot move its managed save image to %s: %s", dom->name, dir,
-                  error->message);
-        return;
-    }
-    if (!managed_image_adopt_legacy(state, dom->name, legacy, &error)) {
-        g_autoptr(GError) back = NULL;
-        if (disks && !relocate_record(drv, dom, dir, legacy, &back))
-            g_warning("domain %s: %s", dom->name, back->message);
-        g_warning("domain %s: %s", dom->name, error->message);
-        return;
-    }
-    g_message("domain %s: its managed save image moved from %s to %s", dom->name, legacy, dir);
-}
-
 static bool is_defined(struct vsnap_driver *drv, const char *name)
 {
     g_autoptr(vsnap_domain) dom = domain_list_find_name(drv->domains, name);
@@ -516,10 +482,6 @@ static bool is_defined(struct vsnap_driver *drv, const char *name)
 void save_recover(struct vsnap_driver *drv)
 {
     const char *state = drv->paths.state_dir;
-    g_autoptr(GPtrArray) doms = domain_list_snapshot(drv->domains);
-    for (guint i = 0; i < doms->len; i++)
-        adopt_legacy_image(drv, doms->pdata[i]);
-    save_area_remove_legacy(state);
     g_autoptr(GPtrArray) areas = save_area_list(state);
     for (guint i = 0; i < areas->len; i++) {
         save_area_remove_leftovers(state, areas->pdata[i]);

@@ -81,12 +81,14 @@ GPtrArray *jail_paths(const struct vsnap_driver *drv, const struct domain_def *l
     add(paths, "rw", snapshots);
     add(paths, "rw", saves);
     add(paths, "rw", disks);
+#if VSNAP_TEST_HOOKS
     /* Test-only: what a test's preloaded library needs inside every jail
      * (tests/lib/crashpoint.c's control directory). */
     g_auto(GStrv) extra = g_strsplit(g_getenv(JAIL_TEST_PATHS_ENV) ?: "", ":", -1);
     for (char **p = extra; *p; p++)
         if (**p == '/')
             add(paths, "rw", *p);
+#endif
     return paths;
 }
 

@@ -1,5 +1,7 @@
 #include "util/test-hook.h"
 
+#if VSNAP_TEST_HOOKS
+
 #include <signal.h>
 #include <string.h>
 
@@ -34,3 +36,5 @@ void test_hook(const char *step)
             g_usleep(50 * 1000);
     }
 }
+
+#endif

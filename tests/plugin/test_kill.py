@@ -240,11 +240,10 @@ class CrashTest(CrashTestBase):
         self.start_guest("c7")
         self.daemon.stop()
         made = []
-        # The snapshots', the save area's, and the layout's before save areas.
+        # The snapshots' and the save area's.
         for sub, names in ((os.path.join("snapshots", "c7"), (".x.partial-AbC123", "c7.tmp")),
                            (os.path.join("saves", "c7"), (".managed.tmp.partial-AbC123", "managed.tmp",
-                                                          "work-0b5e", ".work-0b5e.partial-x1Y2z3")),
-                           ("managedsave", (".c7.tmp.partial-AbC123", "c7.tmp"))):
+                                                          "work-0b5e", ".work-0b5e.partial-x1Y2z3"))):
             d = os.path.join(self.daemon.state, sub)
             os.makedirs(d, exist_ok=True)
             for name in names:

@@ -414,43 +414,6 @@ class RestartTest(SnapshotTestBase):
             self.check_revert("r1", snap, expected[snap])
 
 
-    def test_managed_image_of_the_layout_before_save_areas(self):
-        """A daemon upgraded with a managed save image where images were kept
-        before save areas (<state>/managedsave/<name>/, shared by every
-        domain) moves it into the domain's area at start-up, and `start`
-        restores it; what the old layout held of unfinished saves goes."""
-        self.start_guest("o1")
-        self.v("snapshot-create-as", "o1", "base")   # the image is a diff on it
-        g = self.guest("o1")
-        g.fill(REGION_B, 55)
-        want = (g.sum(REGION_A), g.sum(REGION_B))
-        g.close()
-        self.v("managedsave", "o1")
-        self.daemon.stop()
-        old_root = os.path.join(self.daemon.state, "managedsave")
-        old_work = os.path.join(self.daemon.state, "save-work")
-        os.makedirs(old_root)
-        os.rename(os.path.join(self.daemon.state, "saves", "o1", "managed"),
-                  os.path.join(old_root, "o1"))
-        left = [os.path.join(old_root, "o1.tmp"), os.path.join(old_root, ".o1.tmp.partial-AbC123"),
-                os.path.join(old_work, "6c1d9e0b-8d0a-4b8e-9a51-0d5f2b1f3c77")]
-        for path in left:
-            os.makedirs(path)
-            with open(os.path.join(path, "memory-ranges"), "wb") as f:
-                f.write(b"\0" * 4096)
-        self.daemon.start()
-        conn = self.daemon.connect()
-        self.assertEqual(conn.lookupByName("o1").hasManagedSaveImage(), 1)
-        conn.close()
-        self.assertEqual(self.managed_memory("o1")["kind"], "diff")
-        self.assertFalse(os.path.exists(old_root))
-        self.assertFalse(os.path.exists(old_work))
-        self.v("start", "o1")
-        self.assertEqual(self.state("o1"), "running (restored)")
-        self.assertEqual(self.sums("o1"), want)
-        self.assertFalse(os.path.exists(os.path.join(self.daemon.state, "saves", "o1", "managed")))
-
-
 class EventOrderTest(SnapshotTestBase):
     def test_lifecycle_events_of_revert_save_restore(self):
         self.start_guest("e1")

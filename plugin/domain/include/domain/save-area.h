@@ -15,12 +15,7 @@
  *                                          of those (snapshot/directory.h)
  *
  * Everything but managed/ is transient: what a start-up finds of it was
- * left by a daemon or shim that died.
- *
- * Before save areas (an upgraded daemon finds this layout) the images were
- * <state_dir>/managedsave/<name>/ and the work directories
- * <state_dir>/save-work/<uuid>/: directories shared by every domain, which
- * every jail held. */
+ * left by a daemon or shim that died. */
 #pragma once
 
 #include <glib.h>
@@ -42,10 +37,3 @@ void save_area_remove_if_empty(const char *state_dir, const char *domain);
 /* The domains that have an area. */
 GPtrArray *save_area_list(const char *state_dir);
 
-/* The old layout: where domain's managed save image was. */
-char *save_area_legacy_managed_dir(const char *state_dir, const char *domain);
-/* Remove the old layout's transient files (its work directories, images
- * never renamed into place, partial directories), and its directories once
- * empty; images still there (of domains not loaded) stay, named in the log.
- * Call after each loaded domain's image moved to its area. */
-void save_area_remove_legacy(const char *state_dir);

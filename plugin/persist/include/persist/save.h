@@ -6,7 +6,7 @@
  * (vm.restore with the domain's restore mode and config_overrides), the work
  * directory goes (the shim holds what it still needs).
  * managedsave: the snapshot directory stays as it is in
- * <state_dir>/managedsave/<name>/, so `start` restores straight from it, on
+ * <state_dir>/saves/<name>/managed/, so `start` restores straight from it, on
  * demand: no unpacking, nothing read before the VM runs. While the VM runs
  * from the current snapshot without a break, the image is a diff on it (its
  * chain then reaches into the snapshot directory; deleting that snapshot

@@ -1,5 +1,6 @@
-/* Test-only crash points. With VSNAPD_TEST_HOOK unset (always, outside
- * tests) test_hook() does nothing. Set, it lists named steps and what to do
+/* Test-only crash points, compiled in only with meson's -Dtest_hooks=true
+ * (the test suite's build trees); otherwise test_hook() is an empty inline.
+ * With VSNAPD_TEST_HOOK unset test_hook() does nothing. Set, it lists named steps and what to do
  * on reaching them:
  *
  *   VSNAPD_TEST_HOOK=snapshot-paused:kill,start-spawned:stop
@@ -13,5 +14,12 @@
  * plugin/README.md for the list. */
 #pragma once
 
+#if VSNAP_TEST_HOOKS
 /* Reached the named step. */
 void test_hook(const char *step);
+#else
+static inline void test_hook(const char *step)
+{
+    (void)step;
+}
+#endif
