@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rpc/api-names.h"
 #include "util/virt-error.h"
 
 /* A linear scan of about a hundred entries costs nothing next to a socket
@@ -38,40 +39,7 @@ const struct proc_entry *rpc_find_proc(int proc)
 
 const char *rpc_unserved_name(int proc)
 {
-    static const struct {
-        int proc;
-        const char *name;
-    } names[] = {
-        {PROC_DOMAIN_ATTACH_DEVICE, "virDomainAttachDevice"},
-        {PROC_DOMAIN_DETACH_DEVICE, "virDomainDetachDevice"},
-        {PROC_DOMAIN_PIN_VCPU, "virDomainPinVcpu"},
-        {PROC_DOMAIN_SET_MAX_MEMORY, "virDomainSetMaxMemory"},
-        {PROC_DOMAIN_SET_MEMORY, "virDomainSetMemory"},
-        {PROC_DOMAIN_SET_MEMORY_FLAGS, "virDomainSetMemoryFlags"},
-        {PROC_DOMAIN_SET_VCPUS, "virDomainSetVcpus"},
-        {PROC_DOMAIN_SET_VCPUS_FLAGS, "virDomainSetVcpusFlags"},
-        {PROC_DOMAIN_CORE_DUMP, "virDomainCoreDump"},
-        {PROC_DOMAIN_MIGRATE_PREPARE, "virDomainMigratePrepare"},
-        {PROC_DOMAIN_MIGRATE_PERFORM, "virDomainMigratePerform"},
-        {PROC_DOMAIN_MIGRATE_BEGIN3, "virDomainMigrateBegin3"},
-        {PROC_DOMAIN_RESET, "virDomainReset"},
-        {PROC_STORAGE_POOL_DEFINE_XML, "virStoragePoolDefineXML"},
-        {PROC_NODE_NUM_OF_DEVICES, "virNodeNumOfDevices"},
-        {PROC_CONNECT_NETWORK_EVENT_REGISTER_ANY, "virConnectNetworkEventRegisterAny"},
-        {PROC_CONNECT_STORAGE_POOL_EVENT_REGISTER_ANY, "virConnectStoragePoolEventRegisterAny"},
-        {PROC_CONNECT_NODE_DEVICE_EVENT_REGISTER_ANY, "virConnectNodeDeviceEventRegisterAny"},
-        {PROC_CONNECT_LIST_ALL_NODE_DEVICES, "virConnectListAllNodeDevices"},
-        {PROC_CONNECT_DOMAIN_EVENT_REGISTER, "virConnectDomainEventRegister"},
-        {PROC_CONNECT_DOMAIN_EVENT_REGISTER_ANY, "virConnectDomainEventRegisterAny (legacy form)"},
-        {PROC_CONNECT_GET_SYSINFO, "virConnectGetSysinfo"},
-        {PROC_DOMAIN_GET_VCPU_PIN_INFO, "virDomainGetVcpuPinInfo"},
-        {PROC_DOMAIN_GET_HOSTNAME, "virDomainGetHostname"},
-        {PROC_DOMAIN_GET_METADATA, "virDomainGetMetadata"},
-    };
-    for (size_t i = 0; i < G_N_ELEMENTS(names); i++)
-        if (names[i].proc == proc)
-            return names[i].name;
-    return NULL;
+    return rpc_find_proc(proc) ? NULL : rpc_api_name(proc);
 }
 
 /* Which VIR_FROM_* a code travels with: configuration problems come from
@@ -104,7 +72,7 @@ static void reply_unsupported(struct rpc_client *client, const struct wire_heade
 {
     const char *name = rpc_unserved_name(hdr->proc);
     g_autofree char *text =
-        name ? g_strdup_printf("%s (procedure %d) is not supported by vsnap", name, hdr->proc)
+        name ? g_strdup_printf("%s is not supported by vsnap (procedure %d)", name, hdr->proc)
              : g_strdup_printf("procedure %d is not supported by vsnap", hdr->proc);
     rpc_send_error_reply(client, hdr, VIR_ERR_NO_SUPPORT, VIR_FROM_RPC, text);
 }

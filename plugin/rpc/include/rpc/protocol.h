@@ -45,9 +45,9 @@ enum rpc_feature {
     FEATURE_REMOTE_CLOSE_CALLBACK = 15,
 };
 
-/* Every procedure number the daemon names: those its tables serve
- * (dispatch.c) and those it names in refusals. The only list: procedure
- * tables, the unit test and scripts/virt-manager-smoke.sh read it. */
+/* The procedure numbers the daemon's tables serve (dispatch.c) and a few
+ * more its tests name. Refusals name a procedure by its API, from
+ * api-names.c, which names every number of libvirt's protocol. */
 enum remote_proc {
     PROC_CONNECT_OPEN = 1,
     PROC_CONNECT_CLOSE = 2,
