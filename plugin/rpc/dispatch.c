@@ -23,6 +23,8 @@ const struct proc_table rpc_proc_tables[] = {
     {"network", rpc_network_procs, &rpc_network_procs_count},
     {"events", rpc_event_procs, &rpc_event_procs_count},
     {"snapshot", rpc_snapshot_procs, &rpc_snapshot_procs_count},
+    {"storage pool", rpc_storage_pool_procs, &rpc_storage_pool_procs_count},
+    {"storage volume", rpc_storage_vol_procs, &rpc_storage_vol_procs_count},
 };
 const size_t rpc_proc_tables_count = G_N_ELEMENTS(rpc_proc_tables);
 
@@ -43,8 +45,8 @@ const char *rpc_unserved_name(int proc)
 }
 
 /* Which VIR_FROM_* a code travels with: configuration problems come from
- * the domain config layer, protocol problems from RPC, the rest from the
- * domain driver. */
+ * the domain config layer, protocol problems from RPC, the storage
+ * driver's own from storage, the rest from the domain driver. */
 static int domain_for_code(int code)
 {
     switch (code) {
@@ -54,6 +56,12 @@ static int domain_for_code(int code)
         return VIR_FROM_DOMAIN;
     case VIR_ERR_RPC:
         return VIR_FROM_RPC;
+    case VIR_ERR_NO_STORAGE_POOL:
+    case VIR_ERR_NO_STORAGE_VOL:
+    case VIR_ERR_STORAGE_PROBE_FAILED:
+    case VIR_ERR_STORAGE_POOL_BUILT:
+    case VIR_ERR_STORAGE_VOL_EXIST:
+        return VIR_FROM_STORAGE;
     default:
         return VIR_FROM_DOMAIN;
     }
