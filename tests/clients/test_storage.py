@@ -5,8 +5,10 @@ its API, when no storage driver answers; bounded in time when the driver
 dies or stops answering. Real python3-libvirt and virsh on both ends."""
 
 import os
+import random
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -143,6 +145,25 @@ class WithDriverTest(unittest.TestCase):
             status, err = raw_call(self.env.daemon.sock_ro, proc, body, ro=True)
             self.assertEqual((status, err[0]), (1, libvirt.VIR_ERR_OPERATION_DENIED), (proc, api, err))
         self.assertEqual([p.name() for p in self.host.listAllStoragePools()], ["vsro"])
+
+    def test_garbage_arguments(self):
+        """Random bodies (some with huge declared lengths) for every storage
+        procedure: each gets an error reply or a dropped connection; the
+        daemon and the storage driver go on serving, and nothing was made."""
+        rng = random.Random(22)
+        for proc, api, _, _ in STORAGE_PROCS:
+            for _ in range(6):
+                body = bytes(rng.getrandbits(8) for _ in range(rng.choice([0, 3, 8, 40, 300])))
+                if len(body) >= 8 and rng.random() < 0.5:
+                    body = struct.pack(">I", rng.choice([0xFFFFFFFF, 0x7FFFFFFF, 1 << 24])) + body[4:]
+                try:
+                    status, err = raw_call(self.env.daemon.sock, proc, body, timeout=30)
+                except (ConnectionError, OSError):
+                    continue
+                if status == 1:
+                    self.assertTrue(err[0] > 0 and err[2], (proc, api, err))
+        self.assertIsNone(self.env.daemon.proc.poll(), self.env.log())
+        self.assertEqual((self.conn.listAllStoragePools(), self.host.listAllStoragePools()), ([], []))
 
     def test_driver_killed(self):
         """kill -9 of the storage driver: the next calls answer
