@@ -85,6 +85,13 @@ static void reply_unsupported(struct rpc_client *client, const struct wire_heade
     rpc_send_error_reply(client, hdr, VIR_ERR_NO_SUPPORT, VIR_FROM_RPC, text);
 }
 
+/* What a served call is called in errors: the API its caller used. */
+static const char *call_name(const struct proc_entry *entry)
+{
+    const char *api = rpc_api_name(entry->proc);
+    return api ? api : entry->name;
+}
+
 static bool check_access(struct rpc_client *client, const struct proc_entry *entry,
                          const struct wire_header *hdr)
 {
@@ -95,7 +102,7 @@ static bool check_access(struct rpc_client *client, const struct proc_entry *ent
     }
     if ((entry->flags & PROC_WRITE) && rpc_client_is_readonly(client)) {
         g_autofree char *text =
-            g_strdup_printf("%s is not allowed on a read-only connection", entry->name);
+            g_strdup_printf("%s is not allowed on a read-only connection", call_name(entry));
         rpc_send_error_reply(client, hdr, VIR_ERR_OPERATION_DENIED, VIR_FROM_RPC, text);
         return false;
     }
@@ -121,7 +128,7 @@ void rpc_dispatch_call(const struct rpc_context *ctx, struct rpc_client *client,
     xdr_destroy(&xdrs);
     if (!decoded) {
         g_autofree char *text =
-            g_strdup_printf("cannot decode the arguments of %s", entry->name);
+            g_strdup_printf("cannot decode the arguments of %s", call_name(entry));
         rpc_send_error_reply(client, hdr, VIR_ERR_RPC, VIR_FROM_RPC, text);
     } else {
         struct rpc_call call = {

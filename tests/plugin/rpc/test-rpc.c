@@ -139,11 +139,12 @@ static struct wire_header call_header(int proc)
     return hdr;
 }
 
-static void expect_refusal(struct pair *p, int proc, int code, const char *text)
+static void expect_refusal_of(struct pair *p, int proc, const uint8_t *body, size_t len, int code,
+                              const char *text)
 {
     struct rpc_context ctx = {0};
     struct wire_header call = call_header(proc);
-    rpc_dispatch_call(&ctx, p->client, &call, NULL, 0);
+    rpc_dispatch_call(&ctx, p->client, &call, body, len);
     struct wire_header hdr;
     struct wire_error err;
     read_reply(p->peer, &hdr, &err);
@@ -156,6 +157,11 @@ static void expect_refusal(struct pair *p, int proc, int code, const char *text)
     if (!strstr(err.message, text))
         g_error("procedure %d: '%s' does not say '%s'", proc, err.message, text);
     xdr_free(XDR_PROC(xdr_wire_error), (char *)&err);
+}
+
+static void expect_refusal(struct pair *p, int proc, int code, const char *text)
+{
+    expect_refusal_of(p, proc, NULL, 0, code, text);
 }
 
 static void test_refusals(void)
@@ -179,7 +185,12 @@ static void test_refusals(void)
         expect_refusal(&p, named[i].proc, VIR_ERR_NO_SUPPORT, named[i].text);
     expect_refusal(&p, PROC_CONNECT_GET_TYPE, VIR_ERR_RPC, "connection not open");
     rpc_client_set_opened(p.client, true);
-    expect_refusal(&p, PROC_DOMAIN_DEFINE_XML, VIR_ERR_OPERATION_DENIED, "read-only");
+    /* Served calls are named by their API too. */
+    expect_refusal(&p, PROC_DOMAIN_DEFINE_XML, VIR_ERR_OPERATION_DENIED,
+                   "virDomainDefineXML is not allowed on a read-only connection");
+    const uint8_t short_body[3] = {0};
+    expect_refusal_of(&p, PROC_DOMAIN_LOOKUP_BY_NAME, short_body, sizeof(short_body), VIR_ERR_RPC,
+                      "cannot decode the arguments of virDomainLookupByName");
     pair_close(&p);
 }
 
