@@ -206,6 +206,7 @@ static bool apply_config_file(struct daemon *d, GError **error)
         {"run_dir", &d->paths.run_dir},       {"log_dir", &d->paths.log_dir},
         {"shim", &d->paths.shim_path},        {"schema_dir", &d->paths.schema_dir},
         {"network_uri", &d->paths.network_uri},
+        {"storage_uri", &d->paths.storage_uri},
         {"confine_user", &d->paths.confine_user},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {

@@ -21,6 +21,10 @@ PACKAGES=(
   # driver (in Debian 12's libvirt-daemon, run by the test in namespaces of its
   # own; iptables for its isolated network's rules)
   iproute2 libvirt-daemon iptables
+  # tests/clients: clients vsnap did not write: virt-install (virtinst) and
+  # Ansible's community.libvirt modules (ansible; its virt_pool needs
+  # python3-lxml)
+  virtinst ansible python3-lxml
   # the fuzz targets (scripts/fuzz.sh): clang with libFuzzer and the sanitizers
   clang libclang-rt-14-dev
   # the snapshot store's tests (tests/store): nginx with WebDAV, and Ceph's RADOS

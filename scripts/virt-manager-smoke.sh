@@ -147,28 +147,11 @@ vmm_ms=$(ms_since "$t_vmm")
 # RPC report: which procedures virt-manager called, which ones failed.
 # libvirt's client logs each call it queues (RPC_CLIENT_MSG_TX_QUEUE) and,
 # in the same thread, the error of a failed reply; pair them per thread.
-# Names come from the daemon's own procedure table; procedures it does not
-# know at all are named from libvirt's remote_protocol.x (the ones
-# virt-manager 4.1 is known to try).
+# Names come from the daemon's table of every procedure of libvirt's
+# protocol (plugin/rpc/api-names.c, whose comments hold the protocol's names).
 # ---------------------------------------------------------------------------
 names=$WORK/proc-names
-{
-  grep -rhoE '\bPROC_[A-Z0-9_]+ = [0-9]+,' plugin/rpc/*.h 2>/dev/null |
-    awk '{sub(/,$/, "", $3); sub(/^PROC_/, "", $1); print $3, $1}' || true
-  cat <<'NAMES'
-52 CONNECT_NUM_OF_NETWORKS
-64 DOMAIN_BLOCK_STATS
-65 DOMAIN_INTERFACE_STATS
-77 STORAGE_POOL_DEFINE_XML
-111 NODE_NUM_OF_DEVICES
-159 DOMAIN_MEMORY_STATS
-283 CONNECT_LIST_ALL_NETWORKS
-285 CONNECT_LIST_ALL_NODE_DEVICES
-313 CONNECT_NETWORK_EVENT_REGISTER_ANY
-368 CONNECT_STORAGE_POOL_EVENT_REGISTER_ANY
-374 CONNECT_NODE_DEVICE_EVENT_REGISTER_ANY
-NAMES
-} >"$names"
+sed -nE 's|^ *\[([0-9]+)\] = "[^"]*", /\* ([A-Z0-9_]+) \*/$|\1 \2|p' plugin/rpc/api-names.c >"$names"
 clog=$OUT/libvirt-client.log
 touch "$clog"
 awk -v prog="prog=$REMOTE_PROGRAM " -v names="$names" '

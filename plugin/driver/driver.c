@@ -11,8 +11,9 @@
 #include "util/atomic-file.h"
 #include "conf/capabilities.h"
 #include "domain/disk-state.h"
-#include "monitor/monitor.h"
+#include "host/host-storage.h"
 #include "host/network-port.h"
+#include "monitor/monitor.h"
 #include "persist/job.h"
 #include "persist/pull-job.h"
 #include "persist/push.h"
@@ -101,6 +102,7 @@ struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error
     drv->paths.shim_path = g_canonicalize_filename(paths->shim_path, NULL);
     drv->paths.schema_dir = g_strdup(paths->schema_dir);
     drv->paths.network_uri = g_strdup(paths->network_uri ? paths->network_uri : NETWORK_PORT_DEFAULT_URI);
+    drv->paths.storage_uri = g_strdup(paths->storage_uri ? paths->storage_uri : HOST_STORAGE_DEFAULT_URI);
     drv->paths.confine_user = g_strdup(paths->confine_user ? paths->confine_user : "vsnap");
     drv->domains = domain_list_new();
     drv->events = event_queue_new();
@@ -137,6 +139,7 @@ void driver_free(struct vsnap_driver *drv)
     g_free(drv->paths.shim_path);
     g_free(drv->paths.schema_dir);
     g_free(drv->paths.network_uri);
+    g_free(drv->paths.storage_uri);
     g_free(drv->paths.confine_user);
     g_free(drv->hostname);
     g_free(drv);

@@ -52,6 +52,7 @@ struct pending_open {
     GCond done;
     gint refs;
     char *uri;
+    bool readonly;
     bool finished, abandoned;
     virConnectPtr conn;
     char *message;
@@ -71,7 +72,7 @@ static void pending_open_unref(struct pending_open *p)
 static gpointer open_on_thread(gpointer data)
 {
     struct pending_open *p = data;
-    virConnectPtr conn = virConnectOpen(p->uri);
+    virConnectPtr conn = p->readonly ? virConnectOpenReadOnly(p->uri) : virConnectOpen(p->uri);
     virErrorPtr last = conn ? NULL : virGetLastError();
     g_mutex_lock(&p->lock);
     p->finished = true;
@@ -86,7 +87,7 @@ static gpointer open_on_thread(gpointer data)
     return NULL;
 }
 
-virConnectPtr network_driver_open(const char *uri, GError **error)
+virConnectPtr host_driver_open(const char *uri, bool readonly, const char *what, GError **error)
 {
     static GOnce once = G_ONCE_INIT;
     g_once(&once, start_library, NULL);
@@ -95,6 +96,7 @@ virConnectPtr network_driver_open(const char *uri, GError **error)
     g_cond_init(&p->done);
     p->refs = 2;
     p->uri = g_strdup(uri);
+    p->readonly = readonly;
     g_thread_unref(g_thread_new("libvirt-open", open_on_thread, p));
     gint64 deadline = g_get_monotonic_time() + OPEN_TIMEOUT_S * G_TIME_SPAN_SECOND;
     g_mutex_lock(&p->lock);
@@ -103,13 +105,18 @@ virConnectPtr network_driver_open(const char *uri, GError **error)
     virConnectPtr conn = p->conn;
     p->abandoned = !p->finished;
     if (!conn)
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "cannot reach the host's network driver at %s: %s",
-                    uri, p->finished ? p->message : "it did not answer in time");
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "cannot reach the host's %s driver at %s: %s",
+                    what, uri, p->finished ? p->message : "it did not answer in time");
     g_mutex_unlock(&p->lock);
     pending_open_unref(p);
     if (conn)
         virConnectSetKeepAlive(conn, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT);
     return conn;
+}
+
+virConnectPtr network_driver_open(const char *uri, GError **error)
+{
+    return host_driver_open(uri, false, "network", error);
 }
 
 static virNetworkPtr find_network(virConnectPtr conn, const char *name, GError **error)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rpc/api-names.h"
 #include "util/virt-error.h"
 
 /* A linear scan of about a hundred entries costs nothing next to a socket
@@ -22,6 +23,8 @@ const struct proc_table rpc_proc_tables[] = {
     {"network", rpc_network_procs, &rpc_network_procs_count},
     {"events", rpc_event_procs, &rpc_event_procs_count},
     {"snapshot", rpc_snapshot_procs, &rpc_snapshot_procs_count},
+    {"storage pool", rpc_storage_pool_procs, &rpc_storage_pool_procs_count},
+    {"storage volume", rpc_storage_vol_procs, &rpc_storage_vol_procs_count},
 };
 const size_t rpc_proc_tables_count = G_N_ELEMENTS(rpc_proc_tables);
 
@@ -38,45 +41,12 @@ const struct proc_entry *rpc_find_proc(int proc)
 
 const char *rpc_unserved_name(int proc)
 {
-    static const struct {
-        int proc;
-        const char *name;
-    } names[] = {
-        {PROC_DOMAIN_ATTACH_DEVICE, "virDomainAttachDevice"},
-        {PROC_DOMAIN_DETACH_DEVICE, "virDomainDetachDevice"},
-        {PROC_DOMAIN_PIN_VCPU, "virDomainPinVcpu"},
-        {PROC_DOMAIN_SET_MAX_MEMORY, "virDomainSetMaxMemory"},
-        {PROC_DOMAIN_SET_MEMORY, "virDomainSetMemory"},
-        {PROC_DOMAIN_SET_MEMORY_FLAGS, "virDomainSetMemoryFlags"},
-        {PROC_DOMAIN_SET_VCPUS, "virDomainSetVcpus"},
-        {PROC_DOMAIN_SET_VCPUS_FLAGS, "virDomainSetVcpusFlags"},
-        {PROC_DOMAIN_CORE_DUMP, "virDomainCoreDump"},
-        {PROC_DOMAIN_MIGRATE_PREPARE, "virDomainMigratePrepare"},
-        {PROC_DOMAIN_MIGRATE_PERFORM, "virDomainMigratePerform"},
-        {PROC_DOMAIN_MIGRATE_BEGIN3, "virDomainMigrateBegin3"},
-        {PROC_DOMAIN_RESET, "virDomainReset"},
-        {PROC_STORAGE_POOL_DEFINE_XML, "virStoragePoolDefineXML"},
-        {PROC_NODE_NUM_OF_DEVICES, "virNodeNumOfDevices"},
-        {PROC_CONNECT_NETWORK_EVENT_REGISTER_ANY, "virConnectNetworkEventRegisterAny"},
-        {PROC_CONNECT_STORAGE_POOL_EVENT_REGISTER_ANY, "virConnectStoragePoolEventRegisterAny"},
-        {PROC_CONNECT_NODE_DEVICE_EVENT_REGISTER_ANY, "virConnectNodeDeviceEventRegisterAny"},
-        {PROC_CONNECT_LIST_ALL_NODE_DEVICES, "virConnectListAllNodeDevices"},
-        {PROC_CONNECT_DOMAIN_EVENT_REGISTER, "virConnectDomainEventRegister"},
-        {PROC_CONNECT_DOMAIN_EVENT_REGISTER_ANY, "virConnectDomainEventRegisterAny (legacy form)"},
-        {PROC_CONNECT_GET_SYSINFO, "virConnectGetSysinfo"},
-        {PROC_DOMAIN_GET_VCPU_PIN_INFO, "virDomainGetVcpuPinInfo"},
-        {PROC_DOMAIN_GET_HOSTNAME, "virDomainGetHostname"},
-        {PROC_DOMAIN_GET_METADATA, "virDomainGetMetadata"},
-    };
-    for (size_t i = 0; i < G_N_ELEMENTS(names); i++)
-        if (names[i].proc == proc)
-            return names[i].name;
-    return NULL;
+    return rpc_find_proc(proc) ? NULL : rpc_api_name(proc);
 }
 
 /* Which VIR_FROM_* a code travels with: configuration problems come from
- * the domain config layer, protocol problems from RPC, the rest from the
- * domain driver. */
+ * the domain config layer, protocol problems from RPC, the storage
+ * driver's own from storage, the rest from the domain driver. */
 static int domain_for_code(int code)
 {
     switch (code) {
@@ -86,6 +56,12 @@ static int domain_for_code(int code)
         return VIR_FROM_DOMAIN;
     case VIR_ERR_RPC:
         return VIR_FROM_RPC;
+    case VIR_ERR_NO_STORAGE_POOL:
+    case VIR_ERR_NO_STORAGE_VOL:
+    case VIR_ERR_STORAGE_PROBE_FAILED:
+    case VIR_ERR_STORAGE_POOL_BUILT:
+    case VIR_ERR_STORAGE_VOL_EXIST:
+        return VIR_FROM_STORAGE;
     default:
         return VIR_FROM_DOMAIN;
     }
@@ -104,9 +80,16 @@ static void reply_unsupported(struct rpc_client *client, const struct wire_heade
 {
     const char *name = rpc_unserved_name(hdr->proc);
     g_autofree char *text =
-        name ? g_strdup_printf("%s (procedure %d) is not supported by vsnap", name, hdr->proc)
+        name ? g_strdup_printf("%s is not supported by vsnap (procedure %d)", name, hdr->proc)
              : g_strdup_printf("procedure %d is not supported by vsnap", hdr->proc);
     rpc_send_error_reply(client, hdr, VIR_ERR_NO_SUPPORT, VIR_FROM_RPC, text);
+}
+
+/* What a served call is called in errors: the API its caller used. */
+static const char *call_name(const struct proc_entry *entry)
+{
+    const char *api = rpc_api_name(entry->proc);
+    return api ? api : entry->name;
 }
 
 static bool check_access(struct rpc_client *client, const struct proc_entry *entry,
@@ -119,7 +102,7 @@ static bool check_access(struct rpc_client *client, const struct proc_entry *ent
     }
     if ((entry->flags & PROC_WRITE) && rpc_client_is_readonly(client)) {
         g_autofree char *text =
-            g_strdup_printf("%s is not allowed on a read-only connection", entry->name);
+            g_strdup_printf("%s is not allowed on a read-only connection", call_name(entry));
         rpc_send_error_reply(client, hdr, VIR_ERR_OPERATION_DENIED, VIR_FROM_RPC, text);
         return false;
     }
@@ -145,7 +128,7 @@ void rpc_dispatch_call(const struct rpc_context *ctx, struct rpc_client *client,
     xdr_destroy(&xdrs);
     if (!decoded) {
         g_autofree char *text =
-            g_strdup_printf("cannot decode the arguments of %s", entry->name);
+            g_strdup_printf("cannot decode the arguments of %s", call_name(entry));
         rpc_send_error_reply(client, hdr, VIR_ERR_RPC, VIR_FROM_RPC, text);
     } else {
         struct rpc_call call = {

@@ -49,6 +49,17 @@ bool_t xdr_wire_domain_list(XDR *xdrs, struct wire_domain_list *list)
                      sizeof(struct wire_domain), XDR_PROC(xdr_wire_domain));
 }
 
+bool_t xdr_wire_pool(XDR *xdrs, struct wire_pool *pool)
+{
+    return xdr_wire_string(xdrs, &pool->name) && xdr_wire_uuid(xdrs, pool->uuid);
+}
+
+bool_t xdr_wire_vol(XDR *xdrs, struct wire_vol *vol)
+{
+    return xdr_wire_string(xdrs, &vol->pool) && xdr_wire_string(xdrs, &vol->name) &&
+           xdr_wire_string(xdrs, &vol->key);
+}
+
 bool_t xdr_wire_string_list(XDR *xdrs, struct wire_string_list *list)
 {
     return xdr_array(xdrs, (char **)&list->val, &list->len, RPC_LIST_MAX, sizeof(char *),

@@ -1,9 +1,9 @@
-/* Network, storage pool and host interface listings on the vsnap
- * connection. Clients such as virt-manager list them on every connection
- * they open; vsnap has no storage or interface driver (a disk is a file the
- * definition names), so those lists are empty, and networks are the host's
+/* Network and host interface listings on the vsnap connection. Clients
+ * such as virt-manager list them on every connection they open; vsnap has
+ * no interface driver, so that list is empty, and networks are the host's
  * libvirt networks (host-networks.h), read-only, or none when no network
- * driver runs. A network handle is {name, uuid}. */
+ * driver runs. (Storage pools are the host storage driver's:
+ * xdr-storage-pool.c.) A network handle is {name, uuid}. */
 #include <libvirt/libvirt.h>
 #include <string.h>
 
@@ -32,9 +32,8 @@ static bool_t xdr_list_all_args(XDR *x, struct list_all_args *a)
     return xdr_int(x, &a->need_results) && xdr_u_int(x, &a->flags);
 }
 
-/* remote_connect_list_all_{networks,storage_pools,interfaces}_ret: handles
- * (networks and pools are {name, uuid}; nothing is ever sent for the
- * others) and the count. */
+/* remote_connect_list_all_{networks,interfaces}_ret: handles (networks are
+ * {name, uuid}; no interface is ever sent) and the count. */
 struct list_all_ret {
     unsigned len;
     struct wire_network *items;
@@ -217,7 +216,7 @@ static bool do_get_bridge(struct rpc_call *call, struct wire_network *a, struct 
     return text_reply(host_network_bridge(uri(call), a->name, error), r);
 }
 
-/* ---- storage pools and host interfaces: vsnap has neither ---- */
+/* ---- host interfaces: vsnap has none ---- */
 
 static bool do_zero(struct rpc_call *call, struct rpc_void *a, struct wire_int_value *r, GError **error)
 {
@@ -272,16 +271,6 @@ const struct proc_entry rpc_network_procs[] = {
       xdr_wire_string_value, do_get_xml, 0),
     P(PROC_NETWORK_GET_BRIDGE_NAME, struct wire_network, xdr_wire_network, struct wire_string_value,
       xdr_wire_string_value, do_get_bridge, 0),
-    P(PROC_CONNECT_NUM_OF_STORAGE_POOLS, struct rpc_void, xdr_rpc_void, struct wire_int_value, xdr_wire_int_value,
-      do_zero, 0),
-    P(PROC_CONNECT_NUM_OF_DEFINED_STORAGE_POOLS, struct rpc_void, xdr_rpc_void, struct wire_int_value,
-      xdr_wire_int_value, do_zero, 0),
-    P(PROC_CONNECT_LIST_STORAGE_POOLS, struct wire_int_value, xdr_wire_int_value, struct wire_string_list,
-      xdr_wire_string_list, do_no_names, 0),
-    P(PROC_CONNECT_LIST_DEFINED_STORAGE_POOLS, struct wire_int_value, xdr_wire_int_value, struct wire_string_list,
-      xdr_wire_string_list, do_no_names, 0),
-    P(PROC_CONNECT_LIST_ALL_STORAGE_POOLS, struct list_all_args, xdr_list_all_args, struct list_all_ret,
-      xdr_list_all_ret, do_list_all_none, 0),
     P(PROC_CONNECT_NUM_OF_INTERFACES, struct rpc_void, xdr_rpc_void, struct wire_int_value, xdr_wire_int_value,
       do_zero, 0),
     P(PROC_CONNECT_NUM_OF_DEFINED_INTERFACES, struct rpc_void, xdr_rpc_void, struct wire_int_value,

@@ -259,7 +259,9 @@ class NetworkDaemon:
     driver) inside namespace ns and a mount namespace of its own, where
     libvirt's directories are private and empty: no configured network
     (libvirt's default NAT network is not there), nothing of the host's
-    libvirt seen or touched. Its socket is <dir>/run/libvirt-sock."""
+    libvirt seen or touched. Its socket is <dir>/run/libvirt-sock. Debian
+    12's libvirtd runs the storage driver too (storage_uri; empty, no pool
+    defined), where the drivers are split virtnetworkd does not."""
 
     def __init__(self, ns):
         self.dir = tempfile.mkdtemp(prefix="vsnapd-netdrv-")
@@ -283,6 +285,7 @@ class NetworkDaemon:
         sock = "virtnetworkd-sock" if binary.endswith("virtnetworkd") else "libvirt-sock"
         self.socket = os.path.join(self.dir, "run-libvirt", sock)
         self.uri = f"network:///system?socket={self.socket}"
+        self.storage_uri = f"storage:///system?socket={self.socket}"
         deadline = time.monotonic() + 30
         while not os.path.exists(self.socket):
             if self.proc.poll() is not None or time.monotonic() > deadline:

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "rpc/api-names.h"
 #include "rpc/client.h"
 #include "rpc/dispatch.h"
 
@@ -46,6 +47,24 @@ static void test_unserved_names_are_not_served(void)
             g_error("procedure %d is served, yet named as unserved (%s)", proc, name);
     }
     g_assert_cmpuint(named, >, 0);
+}
+
+/* Every number of libvirt's protocol that no table serves is refused by its
+ * API name (160, 161, 256, 257 and 392 once were refused by number only). */
+static void test_every_unserved_number_is_named(void)
+{
+    g_assert_cmpint(rpc_api_last_proc, >=, 443);
+    for (int proc = 1; proc <= rpc_api_last_proc; proc++) {
+        if (rpc_find_proc(proc))
+            continue;
+        const char *name = rpc_unserved_name(proc);
+        if (!name || !*name)
+            g_error("procedure %d is served by no table and has no API name", proc);
+    }
+    g_assert_cmpstr(rpc_unserved_name(160), ==, "virDomainAttachDeviceFlags");
+    g_assert_null(rpc_unserved_name(rpc_api_last_proc + 1));
+    g_assert_null(rpc_unserved_name(0));
+    g_assert_null(rpc_unserved_name(-5));
 }
 
 /* virsh dominfo and undefine ask these two; the snapshot and save family
@@ -120,11 +139,12 @@ static struct wire_header call_header(int proc)
     return hdr;
 }
 
-static void expect_refusal(struct pair *p, int proc, int code, const char *text)
+static void expect_refusal_of(struct pair *p, int proc, const uint8_t *body, size_t len, int code,
+                              const char *text)
 {
     struct rpc_context ctx = {0};
     struct wire_header call = call_header(proc);
-    rpc_dispatch_call(&ctx, p->client, &call, NULL, 0);
+    rpc_dispatch_call(&ctx, p->client, &call, body, len);
     struct wire_header hdr;
     struct wire_error err;
     read_reply(p->peer, &hdr, &err);
@@ -139,15 +159,38 @@ static void expect_refusal(struct pair *p, int proc, int code, const char *text)
     xdr_free(XDR_PROC(xdr_wire_error), (char *)&err);
 }
 
+static void expect_refusal(struct pair *p, int proc, int code, const char *text)
+{
+    expect_refusal_of(p, proc, NULL, 0, code, text);
+}
+
 static void test_refusals(void)
 {
     struct pair p;
     pair_open(&p);
     expect_refusal(&p, 777, VIR_ERR_NO_SUPPORT, "procedure 777 is not supported");
     expect_refusal(&p, PROC_DOMAIN_CORE_DUMP, VIR_ERR_NO_SUPPORT, "virDomainCoreDump");
+    const struct {
+        int proc;
+        const char *text;
+    } named[] = {
+        {8, "virDomainAttachDevice is not supported by vsnap (procedure 8)"},
+        {160, "virDomainAttachDeviceFlags is not supported by vsnap"},
+        {161, "virDomainDetachDeviceFlags is not supported by vsnap"},
+        {256, "virDomainSetInterfaceParameters is not supported by vsnap"},
+        {257, "virDomainGetInterfaceParameters is not supported by vsnap"},
+        {392, "virDomainDetachDeviceAlias is not supported by vsnap"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(named); i++)
+        expect_refusal(&p, named[i].proc, VIR_ERR_NO_SUPPORT, named[i].text);
     expect_refusal(&p, PROC_CONNECT_GET_TYPE, VIR_ERR_RPC, "connection not open");
     rpc_client_set_opened(p.client, true);
-    expect_refusal(&p, PROC_DOMAIN_DEFINE_XML, VIR_ERR_OPERATION_DENIED, "read-only");
+    /* Served calls are named by their API too. */
+    expect_refusal(&p, PROC_DOMAIN_DEFINE_XML, VIR_ERR_OPERATION_DENIED,
+                   "virDomainDefineXML is not allowed on a read-only connection");
+    const uint8_t short_body[3] = {0};
+    expect_refusal_of(&p, PROC_DOMAIN_LOOKUP_BY_NAME, short_body, sizeof(short_body), VIR_ERR_RPC,
+                      "cannot decode the arguments of virDomainLookupByName");
     pair_close(&p);
 }
 
@@ -157,6 +200,7 @@ int main(int argc, char **argv)
     g_test_add_func("/rpc/tables/each-number-served-once", test_each_number_served_once);
     g_test_add_func("/rpc/tables/unserved-names-are-not-served",
                     test_unserved_names_are_not_served);
+    g_test_add_func("/rpc/tables/every-unserved-number-is-named", test_every_unserved_number_is_named);
     g_test_add_func("/rpc/tables/managed-save-and-snapshot-counts",
                     test_managed_save_and_snapshot_counts_are_real);
     g_test_add_func("/rpc/dispatch/refusals", test_refusals);

@@ -19,6 +19,7 @@ struct driver_paths {
     char *shim_path;
     char *schema_dir;
     char *network_uri;  /* the host's network driver (network:///system), for type='network' */
+    char *storage_uri;  /* the host's storage driver (storage:///system), for pool and volume calls */
     bool confine;       /* shims run confined (plugin/run/include/run/jail.h); default when root */
     char *confine_user; /* the shims' user, default "vsnap" */
 };

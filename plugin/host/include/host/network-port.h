@@ -32,5 +32,9 @@ bool network_port_release(const char *uri, const struct domain_net *net, GError 
  * host-networks.c, the same module); VIR_ERR_OPERATION_INVALID when none
  * answers. */
 virConnectPtr network_driver_open(const char *uri, GError **error);
+/* The same for any of the host's libvirt drivers (host-storage.c opens the
+ * storage driver's URI): read-only when asked, within the same time limit;
+ * "cannot reach the host's <what> driver at <uri>: ..." when none answers. */
+virConnectPtr host_driver_open(const char *uri, bool readonly, const char *what, GError **error);
 /* error from libvirt's last error: "what: message". */
 void network_driver_set_error(GError **error, int code, const char *what);

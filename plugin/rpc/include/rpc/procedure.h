@@ -71,3 +71,7 @@ extern const struct proc_entry rpc_network_procs[];
 extern const size_t rpc_network_procs_count;
 extern const struct proc_entry rpc_snapshot_procs[];
 extern const size_t rpc_snapshot_procs_count;
+extern const struct proc_entry rpc_storage_pool_procs[];
+extern const size_t rpc_storage_pool_procs_count;
+extern const struct proc_entry rpc_storage_vol_procs[];
+extern const size_t rpc_storage_vol_procs_count;

@@ -30,6 +30,18 @@ struct wire_domain {
     int32_t id;   /* -1 when inactive */
 };
 
+/* remote_nonnull_storage_pool and remote_nonnull_storage_vol: the storage
+ * handles (xdr-storage-pool.c, xdr-storage-vol.c). */
+struct wire_pool {
+    char *name;
+    unsigned char uuid[16];
+};
+struct wire_vol {
+    char *pool;
+    char *name;
+    char *key;
+};
+
 struct wire_domain_list {
     unsigned len;
     struct wire_domain *val;
@@ -103,6 +115,8 @@ bool_t xdr_wire_uuid(XDR *xdrs, unsigned char *uuid);
 bool_t xdr_wire_domain(XDR *xdrs, struct wire_domain *dom);
 bool_t xdr_wire_opt_domain(XDR *xdrs, struct wire_domain **dom);
 bool_t xdr_wire_domain_list(XDR *xdrs, struct wire_domain_list *list);
+bool_t xdr_wire_pool(XDR *xdrs, struct wire_pool *pool);
+bool_t xdr_wire_vol(XDR *xdrs, struct wire_vol *vol);
 bool_t xdr_wire_string_list(XDR *xdrs, struct wire_string_list *list);
 bool_t xdr_wire_typed_param(XDR *xdrs, struct wire_typed_param *param);
 bool_t xdr_wire_typed_param_list(XDR *xdrs, struct wire_typed_param_list *list);
