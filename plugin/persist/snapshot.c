@@ -13,6 +13,8 @@
 #include "revert-intent.h"
 #include "snapshot-dir.h"
 #include "snapshot-disks.h"
+#include "snapshot-remove.h"
+#include "snapshot-revert.h"
 #include "snapshot-tree.h"
 #include "snapshot-vm.h"
 #include "util/test-hook.h"
@@ -128,103 +130,6 @@ static void queue_pending(struct vsnap_driver *drv, struct vsnap_domain *dom,
     }
 }
 
-/* ---- deleting, also used to finish a delete a crash interrupted ---- */
-
-/* Survivors whose layer is a diff on `gone` take its pages and its parent;
- * so does a managed save image taken as a diff on it. */
-static bool fold_into_layer_children(struct vsnap_driver *drv, struct vsnap_domain *dom,
-                                     struct snapshot_tree *tree, struct snapshot_entry *gone,
-                                     GError **error)
-{
-    g_autoptr(GPtrArray) kids = snapshot_tree_layer_children(tree, gone);
-    g_autofree char *managed = NULL;
-    if (!lineage_managed_child(drv, dom, gone, &managed, error))
-        return false;
-    if (kids->len == 0 && !managed)
-        return true;
-    if (!gone->deleting && !snapshot_entry_mark_deleting(gone, error))
-        return false;
-    if (managed && !snapdir_fold_into_child(gone->dir, managed, error))
-        return false;
-    for (guint i = 0; i < kids->len; i++) {
-        struct snapshot_entry *kid = kids->pdata[i];
-        if (!snapdir_fold_into_child(gone->dir, kid->dir, error))
-            return false;
-        g_free(kid->layer_parent);
-        kid->layer_parent = g_strdup(gone->layer_parent);
-        kid->full = gone->full;
-        if (!snapshot_entry_save(kid, error))
-            return false;
-    }
-    return true;
-}
-
-/* A diff learnt from another host and not imported names the layer it is
- * a diff on by id, and its files (in the store) need that layer: its parent
- * cannot be folded into it here, nor dropped. */
-static bool check_learnt_delete(struct snapshot_tree *tree, struct snapshot_entry *gone,
-                                GError **error)
-{
-    g_autoptr(GPtrArray) layer_kids = snapshot_tree_layer_children(tree, gone);
-    for (guint i = 0; i < layer_kids->len; i++) {
-        struct snapshot_entry *kid = layer_kids->pdata[i];
-        if (import_is_local(kid))
-            continue;
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
-                    "cannot delete snapshot '%s': snapshot '%s' is a diff on it and is not on "
-                    "this host (it is in %s): delete '%s' first, or revert to it (which "
-                    "imports both)", gone->name, kid->name,
-                    kid->store_url ? kid->store_url : "a store", kid->name);
-        return false;
-    }
-    return true;
-}
-
-/* Remove one snapshot whose own descendants are handled already. */
-static bool remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
-                       struct snapshot_tree *tree, struct snapshot_entry *gone, GError **error)
-{
-    g_autoptr(GPtrArray) kids = snapshot_tree_children(tree, gone->name);
-    g_autoptr(GPtrArray) kid_dirs = g_ptr_array_new();
-    for (guint i = 0; i < kids->len; i++)
-        g_ptr_array_add(kid_dirs, ((struct snapshot_entry *)kids->pdata[i])->dir);
-    /* Disks first: the one refusal comes before anything changed. The last
-     * snapshot's delete may fold the disks back into their images: marked
-     * first, so that a crash in the middle is finished at the next start. */
-    /* Entries being deleted do not count: gone itself may be one. */
-    bool last = snapshot_tree_count_live(tree) == (gone->deleting ? 0u : 1u);
-    if (!check_learnt_delete(tree, gone, error))
-        return false;
-    /* Learnt from another host and never imported: no VM ran from it, so
-     * no disk runs on it, and it has no files to fold. */
-    bool files = import_is_local(gone);
-    if (files &&
-        ((last && !gone->deleting && !snapshot_disks_check_delete(drv, dom, gone->dir, error)) ||
-         (last && !gone->deleting && !snapshot_entry_mark_deleting(gone, error)) ||
-         !snapshot_disks_delete(drv, dom, gone->dir, kid_dirs, last, error) ||
-         !fold_into_layer_children(drv, dom, tree, gone, error))) {
-        /* Their messages name the snapshot by its directory. */
-        g_prefix_error(error, "cannot delete snapshot '%s': ", gone->name);
-        return false;
-    }
-    for (guint i = 0; i < kids->len; i++) {
-        struct snapshot_entry *kid = kids->pdata[i];
-        g_free(kid->parent);
-        kid->parent = g_strdup(gone->parent);
-        if (!snapshot_entry_save(kid, error))
-            return false;
-    }
-    if (g_strcmp0(tree->current, gone->name) == 0 &&
-        !snapshot_tree_set_current(tree, gone->parent, error))
-        return false;
-    g_autofree char *lineage = lineage_get(dom);
-    /* The running VM's base is gone: the next snapshot is full. */
-    if (g_strcmp0(lineage, gone->id) == 0 && !lineage_clear(dom, error))
-        return false;
-    push_drop(drv->pushes, tree->domain_uuid, gone->dir);
-    return snapshot_tree_remove(tree, gone, error);
-}
-
 /* Under the job lock: leftovers of a crash are finished or removed. */
 static bool recover(struct vsnap_driver *drv, struct vsnap_domain *dom,
                     struct snapshot_tree *tree, GError **error)
@@ -236,7 +141,7 @@ static bool recover(struct vsnap_driver *drv, struct vsnap_domain *dom,
         if (e->deleting) {
             g_message("domain %s: finishing the interrupted delete of snapshot '%s'", dom->name,
                       e->name);
-            if (!remove_one(drv, dom, tree, e, error))
+            if (!snapshot_remove_one(drv, dom, tree, e, error))
                 return false;
         }
     }
@@ -734,58 +639,6 @@ char *snapshot_parent(struct vsnap_driver *drv, struct vsnap_domain *dom, const 
 
 /* ---- revert ---- */
 
-static struct domain_def *snapshot_domain(struct vsnap_driver *drv, struct vsnap_domain *dom,
-                                          struct snapshot_entry *e, GError **error)
-{
-    g_autofree char *xml = snapshot_entry_domain_xml(e, error);
-    struct domain_def *def = xml ? domain_def_parse_string(xml, drv->paths.schema_dir, error)
-                                 : NULL;
-    if (def && memcmp(def->uuid, dom->uuid, 16) != 0) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INTERNAL_ERROR,
-                    "snapshot '%s' belongs to another domain (uuid differs)", e->name);
-        g_clear_pointer(&def, domain_def_free);
-    }
-    return def;
-}
-
-/* What a revert to e starts: its definition and whether it runs. */
-static bool revert_request(struct vsnap_driver *drv, struct vsnap_domain *dom,
-                           struct snapshot_entry *e, unsigned flags, struct domain_def **def,
-                           struct restore_request *req, GError **error)
-{
-    *def = snapshot_domain(drv, dom, e, error);
-    /* Everything that can be checked is checked before the domain is touched. */
-    if (!*def || !snapdir_check_chain(e->dir, e->memory_id, error) ||
-        !snapdir_check_disks(e->dir, *def, error)) {
-        g_prefix_error(error, "cannot revert to snapshot '%s': ", e->name);
-        return false;
-    }
-    bool run = (flags & VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING) ||
-               (!(flags & VIR_DOMAIN_SNAPSHOT_REVERT_PAUSED) && e->state != SNAPSHOT_STATE_PAUSED);
-    *req = (struct restore_request){
-        .source_dir = e->dir, .def = *def, .run = run, .origin = RESTORE_FROM_SNAPSHOT,
-    };
-    return true;
-}
-
-/* The snapshot's VM runs: record it as the domain's current state. */
-static bool revert_recorded(struct snapshot_tree *tree, struct vsnap_domain *dom,
-                            struct snapshot_entry *e, GError **error)
-{
-    lineage_set(dom, e->id);
-    bool ok = snapshot_tree_set_current(tree, e->name, error);
-    revert_intent_remove(tree->dir);
-    return ok;
-}
-
-static pid_t shim_pid(struct vsnap_domain *dom)
-{
-    g_mutex_lock(&dom->lock);
-    pid_t pid = dom->run ? dom->run->pid : 0;
-    g_mutex_unlock(&dom->lock);
-    return pid;
-}
-
 static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
                           unsigned flags, GError **error)
 {
@@ -796,9 +649,11 @@ static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
     /* A snapshot learnt from another host is imported first: the domain
      * runs on untouched while its files arrive. */
     if (!e || !import_snapshot(drv, tree, e, error) ||
-        !revert_request(drv, dom, e, flags, &def, &req, error))
+        !snapshot_revert_request(drv, dom, e, flags, &def, &req, error))
         return false;
-    struct revert_intent intent = {.snapshot = e->name, .flags = flags, .old_pid = shim_pid(dom)};
+    struct revert_intent intent = {
+        .snapshot = e->name, .flags = flags, .old_pid = snapshot_revert_shim_pid(dom),
+    };
     if (!revert_intent_write(tree->dir, &intent, error))
         return false;
     if ((vsnap_domain_is_active(dom) && !stop_for_snapshot(drv, dom, error)) ||
@@ -806,7 +661,7 @@ static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
         revert_intent_remove(tree->dir);
         return false;
     }
-    return revert_recorded(tree, dom, e, error);
+    return snapshot_revert_recorded(tree, dom, e, error);
 }
 
 /* A revert the previous daemon did not finish: the old VM still runs (as
@@ -820,7 +675,7 @@ static void finish_revert(struct vsnap_driver *drv, struct vsnap_domain *dom,
         return;
     g_autoptr(GError) error = NULL;
     struct snapshot_entry *e = find(tree, intent.snapshot, &error);
-    pid_t pid = shim_pid(dom);
+    pid_t pid = snapshot_revert_shim_pid(dom);
     g_autoptr(domain_def) def = NULL;
     struct restore_request req;
     if (e && pid != 0 && pid == intent.old_pid) {
@@ -829,11 +684,11 @@ static void finish_revert(struct vsnap_driver *drv, struct vsnap_domain *dom,
         revert_intent_remove(tree->dir);
     } else if (e && pid != 0) {
         g_message("domain %s: recording the revert to '%s'", dom->name, e->name);
-        revert_recorded(tree, dom, e, &error);
-    } else if (e && revert_request(drv, dom, e, intent.flags, &def, &req, &error) &&
+        snapshot_revert_recorded(tree, dom, e, &error);
+    } else if (e && snapshot_revert_request(drv, dom, e, intent.flags, &def, &req, &error) &&
                restore_start(drv, dom, &req, &error)) {
         g_message("domain %s: finished the revert to '%s'", dom->name, e->name);
-        revert_recorded(tree, dom, e, &error);
+        snapshot_revert_recorded(tree, dom, e, &error);
     } else {
         revert_intent_remove(tree->dir);
     }
@@ -887,9 +742,9 @@ static bool delete_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
     /* Deepest first, so each one removed has no children left among the doomed. */
     bool ok = true;
     for (guint i = doomed->len; ok && i-- > 0;)
-        ok = remove_one(drv, dom, tree, doomed->pdata[i], error);
+        ok = snapshot_remove_one(drv, dom, tree, doomed->pdata[i], error);
     if (ok && !(flags & VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY))
-        ok = remove_one(drv, dom, tree, e, error);
+        ok = snapshot_remove_one(drv, dom, tree, e, error);
     /* A queued push carries its snapshot's XML as it was when queued, and
      * the delete changed the survivors' parents: the manifest would name a
      * parent that is gone. Queued again, as they are now (the pushes are
