@@ -17,6 +17,7 @@
 #include "persist/job.h"
 #include "persist/pull-job.h"
 #include "persist/push.h"
+#include "persist/recovery.h"
 #include "persist/save.h"
 #include "persist/snapshot.h"
 #include "run/process.h"
@@ -145,22 +146,6 @@ void driver_free(struct vsnap_driver *drv)
     g_free(drv);
 }
 
-/* A job a dead daemon left: undone, or finished when it had made its
- * product (a save whose image is in place). */
-static void recover_job(struct vsnap_driver *drv, struct vsnap_domain *dom)
-{
-    int operation = 0;
-    g_autoptr(GError) error = NULL;
-    if (!domain_job_acquire(dom, "recovery", &error)) {
-        g_warning("%s", error->message);
-        return;
-    }
-    if (domain_job_recover(dom, &operation) == DOMAIN_JOB_MADE_PRODUCT &&
-        operation == VIR_DOMAIN_JOB_OPERATION_SAVE)
-        save_finish_recovered(drv, dom);
-    domain_job_release(dom);
-}
-
 static void load_config(struct vsnap_driver *drv, const char *path)
 {
     g_autofree char *xml = NULL;
@@ -208,12 +193,10 @@ bool driver_load(struct vsnap_driver *drv, GError **error)
     }
     process_reattach_all(drv);
     /* What a daemon that died in the middle of a job left behind. */
+    recovery_at_start(drv);
     g_autoptr(GPtrArray) doms = domain_list_snapshot(drv->domains);
-    for (guint i = 0; i < doms->len; i++) {
-        recover_job(drv, doms->pdata[i]);
-        snapshot_recover(drv, doms->pdata[i]);
-    }
-    save_recover(drv);
+    for (guint i = 0; i < doms->len; i++)
+        snapshot_queue_pushes(drv, doms->pdata[i]);
     return true;
 }
 

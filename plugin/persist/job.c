@@ -7,7 +7,6 @@
 #include <libvirt/libvirt.h>
 
 #include "util/atomic-file.h"
-#include "monitor/monitor.h"
 #include "run/process.h"
 #include "snapshot-dir.h"
 #include "util/virt-error.h"
@@ -127,65 +126,10 @@ void domain_job_clear(struct domain_job *job)
     g_clear_pointer(&job->product_was, g_free);
 }
 
-static const char *operation_name(int operation)
-{
-    switch (operation) {
-    case VIR_DOMAIN_JOB_OPERATION_SNAPSHOT: return "snapshot";
-    case VIR_DOMAIN_JOB_OPERATION_SAVE: return "save";
-    default: return "job";
-    }
-}
-
-/* The VM runs again as it did before the job paused it. */
-static void resume_after(struct vsnap_domain *dom, const struct domain_job *job)
-{
-    g_autofree char *api = process_run_path(dom, "api.sock");
-    g_autoptr(GError) error = NULL;
-    if (!api || !monitor_vm_resume(api, &error)) {
-        g_warning("domain %s: cannot resume it after its interrupted %s: %s", dom->name,
-                  operation_name(job->operation), error ? error->message : "not running");
-        return;
-    }
-    g_mutex_lock(&dom->lock);
-    vsnap_domain_set_state_locked(dom, job->state, job->reason);
-    process_write_status_locked(dom);
-    g_mutex_unlock(&dom->lock);
-}
-
-static void remove_leftover(struct vsnap_domain *dom, const char *path)
-{
-    g_autoptr(GError) error = NULL;
-    if (g_file_test(path, G_FILE_TEST_IS_DIR) ? !snapdir_remove(path, &error)
-                                                : g_unlink(path) < 0 && errno != ENOENT)
-        g_warning("domain %s: cannot remove %s: %s", dom->name, path,
-                  error ? error->message : g_strerror(errno));
-}
-
-static bool made_product(const struct domain_job *job)
+bool domain_job_made_product(const struct domain_job *job)
 {
     if (!job->product)
         return false;
     g_autofree char *now = product_identity(job->product);
     return !g_str_equal(now, "absent") && g_strcmp0(now, job->product_was) != 0;
-}
-
-enum domain_job_outcome domain_job_recover(struct vsnap_domain *dom, int *operation)
-{
-    struct domain_job job = {0};
-    if (!domain_job_get(dom, &job))
-        return DOMAIN_JOB_NONE;
-    bool made = made_product(&job);
-    g_message("domain %s: its %s was cut short by the end of the previous daemon; %s", dom->name,
-              operation_name(job.operation),
-              made        ? "it had made its product, finishing it"
-              : job.resume ? "resuming the VM it paused"
-                           : "the VM was paused before it");
-    if (job.resume && !made)
-        resume_after(dom, &job);
-    if (job.leftover)
-        remove_leftover(dom, job.leftover);
-    domain_job_end(dom);
-    *operation = job.operation;
-    domain_job_clear(&job);
-    return made ? DOMAIN_JOB_MADE_PRODUCT : DOMAIN_JOB_UNDONE;
 }

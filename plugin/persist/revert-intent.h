@@ -2,7 +2,7 @@
  * that died in between would leave the domain neither as before nor as
  * after. The intent, a key file in the domain's snapshot directory written
  * before the stop and removed once the revert is recorded, lets the next
- * daemon finish the revert (persist/snapshot.c, snapshot_recover):
+ * daemon finish the revert (persist/recovery.c):
  *
  *   <state_dir>/snapshots/<domain>/revert-intent   snapshot name, flags, and
  *                                                  the pid of the shim it stops

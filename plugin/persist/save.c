@@ -473,23 +473,6 @@ void save_finish_recovered(struct vsnap_driver *drv, struct vsnap_domain *dom)
         g_warning("domain %s: cannot stop it after its save: %s", dom->name, error->message);
 }
 
-static bool is_defined(struct vsnap_driver *drv, const char *name)
-{
-    g_autoptr(vsnap_domain) dom = domain_list_find_name(drv->domains, name);
-    return dom != NULL;
-}
-
-void save_recover(struct vsnap_driver *drv)
-{
-    const char *state = drv->paths.state_dir;
-    g_autoptr(GPtrArray) areas = save_area_list(state);
-    for (guint i = 0; i < areas->len; i++) {
-        save_area_remove_leftovers(state, areas->pdata[i]);
-        if (!is_defined(drv, areas->pdata[i]))
-            save_area_remove_if_empty(state, areas->pdata[i]);
-    }
-}
-
 /* ---- managed save ---- */
 
 static bool rename_dir(const char *from, const char *to, GError **error)

@@ -68,7 +68,7 @@ bool snapshot_remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
         g_ptr_array_add(kid_dirs, ((struct snapshot_entry *)kids->pdata[i])->dir);
     /* Disks first: the one refusal comes before anything changed. The last
      * snapshot's delete may fold the disks back into their images: marked
-     * first, so that a crash in the middle is finished later (snapshot.c, recover). */
+     * first, so that a crash in the middle is finished later (recovery.c). */
     /* Entries being deleted do not count: gone itself may be one. */
     bool last = snapshot_tree_count_live(tree) == (gone->deleting ? 0u : 1u);
     if (!check_learnt_delete(tree, gone, error))

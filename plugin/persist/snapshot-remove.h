@@ -3,8 +3,8 @@
  * parent, and its directory. A step whose crash in the middle would leave a
  * chain half folded marks the snapshot `deleting` first (snapshot-tree.h), so
  * that what was cut short is finished later by the same steps: snapshot.c's
- * delete takes them, and so does its recovery of a delete that a crash or an
- * error cut short. Call under the domain's job lock. */
+ * delete takes them, and so does persist/recovery.c for a delete that a
+ * crash or an error cut short. Call under the domain's job lock. */
 #pragma once
 
 #include <glib.h>

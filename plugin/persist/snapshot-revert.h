@@ -1,7 +1,7 @@
 /* What a revert to a snapshot starts and what it records once the
- * snapshot's VM runs: the steps that the revert and the finish of a revert a
- * daemon's end cut short share (snapshot.c: revert_locked, finish_revert).
- * Call under the domain's job lock. */
+ * snapshot's VM runs: the steps that the revert (snapshot.c) and the finish
+ * of a revert a daemon's end cut short (persist/recovery.c) share. Call
+ * under the domain's job lock. */
 #pragma once
 
 #include <glib.h>

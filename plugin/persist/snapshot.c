@@ -10,6 +10,7 @@
 #include "run/process.h"
 #include "persist/push.h"
 #include "restore.h"
+#include "recovery-job.h"
 #include "revert-intent.h"
 #include "snapshot-dir.h"
 #include "snapshot-disks.h"
@@ -128,34 +129,6 @@ static void queue_pending(struct vsnap_driver *drv, struct vsnap_domain *dom,
         if (url)
             queue_push(drv, dom, tree, e, url);
     }
-}
-
-/* Under the job lock: leftovers of a crash are finished or removed. */
-static bool recover(struct vsnap_driver *drv, struct vsnap_domain *dom,
-                    struct snapshot_tree *tree, GError **error)
-{
-    g_autoptr(GPtrArray) in_use = snapshot_disks_in_use(drv, dom);
-    snapshot_tree_remove_unfinished(tree, in_use);
-    for (guint i = tree->entries->len; i-- > 0;) {
-        struct snapshot_entry *e = tree->entries->pdata[i];
-        if (e->deleting) {
-            g_message("domain %s: finishing the interrupted delete of snapshot '%s'", dom->name,
-                      e->name);
-            if (!snapshot_remove_one(drv, dom, tree, e, error))
-                return false;
-        }
-    }
-    return true;
-}
-
-/* The tree for a change (under the job lock): loaded, leftovers recovered. */
-static struct snapshot_tree *load_for_change(struct vsnap_driver *drv, struct vsnap_domain *dom,
-                                             GError **error)
-{
-    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
-    if (!tree || !recover(drv, dom, tree, error))
-        return NULL;
-    return g_steal_pointer(&tree);
 }
 
 /* ---- create ---- */
@@ -308,8 +281,13 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
                "cannot halt after transient domain snapshot");
         return NULL;
     }
-    g_autoptr(snapshot_tree) tree = load_for_change(drv, dom, error);
-    if (!tree)
+    /* A delete of this domain that a crash or an error cut short is finished
+     * first (persist/recovery.c): the new snapshot's parent and diff base are
+     * the current snapshot, and the pushes it queues carry the survivors'
+     * XML, which a half-done delete would leave naming a snapshot that is
+     * going. */
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree || !recovery_finish_deletes(drv, dom, tree, error))
         return NULL;
     g_autoptr(snapshot_def) def = parse_request(drv, dom, tree, xml, error);
     if (!def)
@@ -639,18 +617,60 @@ char *snapshot_parent(struct vsnap_driver *drv, struct vsnap_domain *dom, const 
 
 /* ---- revert ---- */
 
+/* The snapshot of a delete cut short that e's layer sits on, directly or
+ * further down its chain; NULL when none. At most one step per entry: a
+ * hand-edited layer_parent loop ends. */
+static struct snapshot_entry *unfinished_delete_below(struct snapshot_tree *tree,
+                                                      const struct snapshot_entry *e)
+{
+    const char *id = e->layer_parent;
+    for (guint steps = 0; id && steps < tree->entries->len; steps++) {
+        struct snapshot_entry *p = snapshot_tree_find_id(tree, id);
+        if (!p)
+            return NULL;
+        if (p->deleting)
+            return p;
+        id = p->layer_parent;
+    }
+    return NULL;
+}
+
+/* A revert's check failed: when e's chain goes through a delete cut short,
+ * the message says so and what finishes it. */
+static void explain_unfinished_delete(struct snapshot_tree *tree, const struct snapshot_entry *e,
+                                      GError **error)
+{
+    struct snapshot_entry *gone = unfinished_delete_below(tree, e);
+    if (!gone || !error || !*error)
+        return;
+    GError *cause = *error;
+    *error = g_error_new(cause->domain, cause->code,
+                         "%s (snapshot '%s' is being deleted, a delete cut short that "
+                         "the domain's next snapshot-delete or snapshot-create, or the "
+                         "daemon's next start, finishes)", cause->message, gone->name);
+    g_error_free(cause);
+}
+
+/* Reads, checks, stops, starts. It changes nothing of the tree but the
+ * current snapshot, so a delete that a crash or an error cut short is left
+ * to its owners (the next snapshot-create or snapshot-delete, or the next
+ * start: persist/recovery.c): the snapshot being deleted is not found, and a
+ * chain it left half folded fails the check below, before anything stops. */
 static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
                           unsigned flags, GError **error)
 {
-    g_autoptr(snapshot_tree) tree = load_for_change(drv, dom, error);
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
     struct snapshot_entry *e = tree ? find(tree, name, error) : NULL;
     g_autoptr(domain_def) def = NULL;
     struct restore_request req;
     /* A snapshot learnt from another host is imported first: the domain
      * runs on untouched while its files arrive. */
-    if (!e || !import_snapshot(drv, tree, e, error) ||
-        !snapshot_revert_request(drv, dom, e, flags, &def, &req, error))
+    if (!e || !import_snapshot(drv, tree, e, error))
         return false;
+    if (!snapshot_revert_request(drv, dom, e, flags, &def, &req, error)) {
+        explain_unfinished_delete(tree, e, error);
+        return false;
+    }
     struct revert_intent intent = {
         .snapshot = e->name, .flags = flags, .old_pid = snapshot_revert_shim_pid(dom),
     };
@@ -662,40 +682,6 @@ static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
         return false;
     }
     return snapshot_revert_recorded(tree, dom, e, error);
-}
-
-/* A revert the previous daemon did not finish: the old VM still runs (as
- * before: nothing to do), the snapshot's VM runs (record it), or neither
- * (start the snapshot's VM, as the revert would have). */
-static void finish_revert(struct vsnap_driver *drv, struct vsnap_domain *dom,
-                          struct snapshot_tree *tree)
-{
-    struct revert_intent intent = {0};
-    if (!revert_intent_read(tree->dir, &intent))
-        return;
-    g_autoptr(GError) error = NULL;
-    struct snapshot_entry *e = find(tree, intent.snapshot, &error);
-    pid_t pid = snapshot_revert_shim_pid(dom);
-    g_autoptr(domain_def) def = NULL;
-    struct restore_request req;
-    if (e && pid != 0 && pid == intent.old_pid) {
-        g_message("domain %s: a revert to '%s' was cut short before it stopped the VM",
-                  dom->name, e->name);
-        revert_intent_remove(tree->dir);
-    } else if (e && pid != 0) {
-        g_message("domain %s: recording the revert to '%s'", dom->name, e->name);
-        snapshot_revert_recorded(tree, dom, e, &error);
-    } else if (e && snapshot_revert_request(drv, dom, e, intent.flags, &def, &req, &error) &&
-               restore_start(drv, dom, &req, &error)) {
-        g_message("domain %s: finished the revert to '%s'", dom->name, e->name);
-        snapshot_revert_recorded(tree, dom, e, &error);
-    } else {
-        revert_intent_remove(tree->dir);
-    }
-    if (error)
-        g_warning("domain %s: an interrupted revert to '%s': %s", dom->name, intent.snapshot,
-                  error->message);
-    revert_intent_clear(&intent);
 }
 
 bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
@@ -731,8 +717,13 @@ bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
 static bool delete_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
                           unsigned flags, GError **error)
 {
-    g_autoptr(snapshot_tree) tree = load_for_change(drv, dom, error);
-    struct snapshot_entry *e = tree ? find(tree, name, error) : NULL;
+    /* A delete cut short is this job's own kind: finished first
+     * (persist/recovery.c), since the folds, parents and last-snapshot count
+     * below are computed over the tree as it is after it. */
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree || !recovery_finish_deletes(drv, dom, tree, error))
+        return false;
+    struct snapshot_entry *e = find(tree, name, error);
     if (!e)
         return false;
     bool with_children = flags & (VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN |
@@ -788,23 +779,21 @@ bool snapshot_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const c
 
 /* ---- start-up ---- */
 
-void snapshot_recover(struct vsnap_driver *drv, struct vsnap_domain *dom)
+void snapshot_queue_pushes(struct vsnap_driver *drv, struct vsnap_domain *dom)
 {
     g_autoptr(GError) error = NULL;
-    if (!domain_job_acquire(dom, "recovery", &error)) {
+    if (!domain_job_acquire(dom, "snapshot-push-queue", &error)) {
         g_warning("%s", error->message);
         return;
     }
     g_autoptr(snapshot_tree) tree = load(drv, dom, &error);
-    /* Snapshots the shim finished but nobody recorded, partial directories
-     * of ones it never finished, deletes cut short (a fold of disks back
-     * into their images among them: the domain cannot start before it is
-     * finished), a revert cut short. */
-    if (tree && recover(drv, dom, tree, &error)) {
-        finish_revert(drv, dom, tree);
+    /* While a delete is unfinished (recovery logged why), the survivors' XML
+     * would name a parent that is going: the create or delete that finishes
+     * it queues them. */
+    if (!tree)
+        g_warning("domain %s: no pending push is queued: %s", dom->name, error->message);
+    else if (snapshot_tree_count_live(tree) == tree->entries->len)
         queue_pending(drv, dom, tree);
-    } else
-        g_warning("domain %s: %s", dom->name, error->message);
     domain_job_release(dom);
 }
 

@@ -534,7 +534,9 @@ class CrashTest(SnapshotTestBase):
         self.daemon.start()
         listed = self.v("snapshot-list", "k1", "--name").stdout.split()
         self.assertEqual(sorted(listed), ["s0", "s2", "s4"])
-        # The next change finishes both deletes; every survivor reverts right.
+        # The start finished both deletes (no call of a client did); every
+        # survivor reverts right.
+        self.assertEqual(sorted(self.snapshot_dirs("k1")), ["s0", "s2", "s4"])
         for snap in ("s4", "s2", "s0"):
             self.check_revert("k1", snap, expected[snap])
         dirs = self.snapshot_dirs("k1")
@@ -543,6 +545,77 @@ class CrashTest(SnapshotTestBase):
         self.assertEqual(dirs["s4"][1]["parent_id"], dirs["s2"][1]["id"])
         self.assertEqual(self.v("snapshot-parent", "k1", "s4").stdout.strip(), "s2")
         self.assertEqual(len(os.listdir(os.path.dirname(dirs["s0"][0]))), 4)  # 3 + current
+
+    def tree_files(self, name):
+        """Every file and directory under the domain's snapshots: relative
+        path -> (inode, size, mtime): a write or an atomic replace shows."""
+        root = os.path.join(self.daemon.state, "snapshots", name)
+        out = {}
+        for top, dirs, files in os.walk(root):
+            for entry in dirs + files:
+                st = os.lstat(os.path.join(top, entry))
+                out[os.path.relpath(os.path.join(top, entry), root)] = (
+                    st.st_ino, st.st_size, st.st_mtime_ns)
+        return out
+
+    def changed(self, before, after):
+        return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+
+    @unittest.skipUnless(os.access(COMPACT, os.X_OK), "tools/vsnap-compact is not built")
+    def test_a_revert_leaves_an_interrupted_delete_to_its_owner(self):
+        self.start_guest("k2")
+        expected = self.make_chain("k2", n=5)
+        dirs = self.snapshot_dirs("k2")
+        # Two deletes cut short while this daemon runs (as an error in the
+        # middle of a fold leaves them): s1 marked, nothing folded yet; s3
+        # folded into s4 (its layer rewritten) but s4's record still names s3.
+        open(os.path.join(dirs["s1"][0], "deleting"), "w").close()
+        subprocess.run([COMPACT, "--fold", os.path.join(dirs["s3"][0], "memory-ranges"),
+                        os.path.join(dirs["s4"][0], "memory-ranges")], check=True,
+                       capture_output=True, timeout=60)
+        open(os.path.join(dirs["s3"][0], "deleting"), "w").close()
+        before = self.tree_files("k2")
+        # Queries read, and change nothing on disk.
+        self.assertEqual(self.v("snapshot-list", "k2", "--name").stdout.split(), ["s0", "s2", "s4"])
+        for cmd in (["snapshot-list", "k2", "--tree"], ["snapshot-dumpxml", "k2", "s2"],
+                    ["snapshot-info", "k2", "s4"], ["snapshot-current", "k2"],
+                    ["snapshot-parent", "k2", "s4"]):
+            self.v(*cmd)
+        self.assertEqual(self.changed(before, self.tree_files("k2")), [])
+        # A revert to s4, whose chain s3's delete left half folded, is refused
+        # by its check before anything stops, naming what is unfinished.
+        pid = self.daemon.shim_pids()["k2"]
+        res = self.v("snapshot-revert", "k2", "s4", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("cannot revert to snapshot 's4'", res.stderr)
+        self.assertIn("snapshot 's3' is being deleted", res.stderr)
+        self.assertEqual(self.daemon.shim_pids()["k2"], pid)
+        self.assertEqual(self.state("k2"), "running (booted)")
+        self.assertEqual(self.changed(before, self.tree_files("k2")), [])
+        # A revert to s2 (a diff on s1) runs; of the tree it changes only
+        # which snapshot is current, and neither delete is finished by it.
+        self.check_revert("k2", "s2", expected["s2"])
+        self.assertEqual(self.changed(before, self.tree_files("k2")), ["current"])
+        self.assertNotIn("interrupted delete", self.daemon.log())
+        # The owner, the domain's next snapshot-delete, finishes both first
+        # (logged), then deletes what it was asked to.
+        self.v("snapshot-delete", "k2", "s0")
+        log = self.daemon.log()
+        for snap in ("s1", "s3"):
+            self.assertIn(f"finishing the interrupted delete of snapshot '{snap}'", log)
+        dirs = self.snapshot_dirs("k2")
+        self.assertEqual(sorted(dirs), ["s2", "s4"])
+        self.assertEqual(dirs["s4"][1]["parent_id"], dirs["s2"][1]["id"])
+        self.assertEqual(self.v("snapshot-parent", "k2", "s4").stdout.strip(), "s2")
+        for snap in ("s4", "s2"):
+            self.check_revert("k2", snap, expected[snap])
+        # So does a snapshot-create, whose new snapshot's parent is the
+        # current one as the finished delete leaves it.
+        open(os.path.join(dirs["s4"][0], "deleting"), "w").close()
+        self.v("snapshot-create-as", "k2", "s5")
+        self.assertIn("finishing the interrupted delete of snapshot 's4'", self.daemon.log())
+        self.assertEqual(sorted(self.snapshot_dirs("k2")), ["s2", "s5"])
+        self.assertEqual(self.v("snapshot-parent", "k2", "s5").stdout.strip(), "s2")
 
 
 class BadInputTest(SnapshotTestBase):

@@ -34,12 +34,6 @@ struct domain_job {
     char *product_was;       /* set by domain_job_begin */
 };
 
-enum domain_job_outcome {
-    DOMAIN_JOB_NONE,         /* there was no job */
-    DOMAIN_JOB_UNDONE,       /* the VM runs (or is paused) as before the job */
-    DOMAIN_JOB_MADE_PRODUCT, /* the job's product exists: the caller finishes the job */
-};
-
 /* Record the job before it touches the VM: operation, total and watch_dir
  * (progress), resume, leftover; the state and reason are the domain's now.
  * Errors are VSNAP_VIR_ERROR: the domain is not active, or the file cannot
@@ -50,12 +44,9 @@ bool domain_job_begin(struct vsnap_domain *dom, const struct domain_job *job, GE
 void domain_job_progress(struct vsnap_domain *dom, guint64 total, guint64 processed,
                          const char *watch_dir);
 void domain_job_end(struct vsnap_domain *dom);
-/* At start-up, after the reattach: a job file left by a daemon that died
- * during the job. Its leftover and the file are removed. If the job made
- * its product, the VM stays paused for the caller to finish the job (stop
- * it as saved) and *operation says which job it was; otherwise the VM the
- * job paused is resumed (state and reason as before the job). */
-enum domain_job_outcome domain_job_recover(struct vsnap_domain *dom, int *operation);
+/* Whether the job made its product: a file exists under the product's name
+ * and is not the one that was there when the job began. */
+bool domain_job_made_product(const struct domain_job *job);
 /* The job under way; false when none. */
 bool domain_job_get(struct vsnap_domain *dom, struct domain_job *job);
 void domain_job_clear(struct domain_job *job);

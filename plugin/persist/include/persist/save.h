@@ -53,12 +53,9 @@ bool save_start_managed(struct vsnap_driver *drv, struct vsnap_domain *dom, unsi
 bool save_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                          GError **error);
 
-/* At start-up: what saves, restores and managed saves that a daemon's end cut
- * short left on disk (work directories, managed images never renamed into
- * place, the shim's partial directories) goes. */
-void save_recover(struct vsnap_driver *drv);
 /* A save whose daemon died after its image was in place but before the VM
- * stopped: stop it now, as saved (persist/job.h: DOMAIN_JOB_MADE_PRODUCT). */
+ * stopped: stop it now, as saved (persist/recovery.c, when the job file says
+ * the job made its product: domain_job_made_product). */
 void save_finish_recovered(struct vsnap_driver *drv, struct vsnap_domain *dom);
 
 /* domjobinfo: the job under way on dom (VIR_DOMAIN_JOB_NONE when none). */

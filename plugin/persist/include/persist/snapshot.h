@@ -45,8 +45,7 @@ bool snapshot_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom,
                              GError **error);
 void snapshot_remove_all(struct vsnap_driver *drv, struct vsnap_domain *dom);
 
-/* At start-up, after the reattach (a shim that was still writing a snapshot
- * has answered vm.info, so it is done): the job a daemon that died left
- * unfinished (domain_job_recover: the VM it paused runs again) and the
- * snapshot directories it never recorded go. */
-void snapshot_recover(struct vsnap_driver *drv, struct vsnap_domain *dom);
+/* At start-up, after recovery (persist/recovery.h): every snapshot whose push
+ * a daemon's end left pending is queued again, oldest first; none of a
+ * domain whose tree still holds a delete recovery could not finish. */
+void snapshot_queue_pushes(struct vsnap_driver *drv, struct vsnap_domain *dom);
