@@ -251,39 +251,6 @@ class DiskContentsTest(DiskSnapshotBase):
         overlays = [f for f in os.listdir(os.path.join(self.daemon.state, "disks", "k")) if f.endswith(".overlay")]
         self.assertEqual(len(overlays), 1, overlays)
 
-    def test_managed_image_of_the_layout_before_save_areas_keeps_the_disk(self):
-        """An upgraded daemon moves a managed save image from the old shared
-        directory into the domain's save area, and the disks' record (whose
-        chain runs on the image's disk layer) follows it."""
-        root = self.image("old.img")
-        self.define_disks("u", [(root, "vda")])
-        self.v("start", "u")
-        self.with_guest("u", lambda g: (g.fill(0, *REGION_A, 1), g.fill(0, *REGION_B, 2)))
-        self.v("managedsave", "u")
-        self.daemon.stop()
-        new = os.path.join(self.daemon.state, "saves", "u", "managed")
-        old = os.path.join(self.daemon.state, "managedsave", "u")
-        chains = os.path.join(self.daemon.state, "disks", "u", "chains")
-        with open(chains) as f:
-            record = f.read()
-        self.assertIn(new + "/", record)
-        with open(chains, "w") as f:
-            f.write(record.replace(new + "/", old + "/"))
-        os.makedirs(os.path.dirname(old))
-        os.rename(new, old)
-        self.daemon.start()
-        # Answered once start-up (and the move) is over.
-        self.assertEqual(self.daemon.connect().lookupByName("u").hasManagedSaveImage(), 1)
-        with open(chains) as f:
-            self.assertNotIn(old, f.read())
-        self.v("start", "u")
-        self.assertEqual(self.state("u"), "running (restored)")
-        self.expect("u", {REGION_A: 1, REGION_B: 2})
-        self.with_guest("u", lambda g: (g.fill(0, *REGION_B, 3), g.flush(0)))
-        self.v("destroy", "u")
-        self.v("start", "u")
-        self.expect("u", {REGION_A: 1, REGION_B: 3})
-
     def test_save_restore_and_managed_save_carry_the_disk(self):
         root = self.image("saved.img")
         self.define_disks("v", [(root, "vda")])
