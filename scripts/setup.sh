@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential meson ninja-build pkg-config
-  libglib2.0-dev libjson-glib-dev libsoup-3.0-dev libcurl4-openssl-dev
+  libglib2.0-dev libjson-glib-dev libsoup-3.0-dev libcurl4-openssl-dev libssl-dev
   libxml2-dev libxml2-utils libzstd-dev zstd xz-utils libtirpc-dev libseccomp-dev
   libvirt-dev libvirt-clients python3-libvirt
   curl socat cpio busybox-static

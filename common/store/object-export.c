@@ -1,6 +1,7 @@
 /* Export: a reader feeds frames to compression workers, the caller's thread
  * writes them in order into the upload and keeps the seek table. */
 #include "store/object.h"
+#include "store/sha256.h"
 
 #include <errno.h>
 #include <string.h>
@@ -34,7 +35,7 @@ static bool read_at(int fd, const char *path, void *buf, gsize len, guint64 off,
 bool object_digest(int fd, const char *path, guint64 size, const struct store_options *o,
                    char out[65], GError **error)
 {
-    g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
+    g_autoptr(sha256) sum = sha256_new();
     const gsize chunk = 4u << 20;
     g_autofree guint8 *buf = g_malloc(chunk);
     for (guint64 off = 0; off < size;) {
@@ -45,10 +46,10 @@ bool object_digest(int fd, const char *path, guint64 size, const struct store_op
         }
         if (!read_at(fd, path, buf, n, off, error))
             return false;
-        g_checksum_update(sum, buf, n);
+        sha256_update(sum, buf, n);
         off += n;
     }
-    g_strlcpy(out, g_checksum_get_string(sum), 65);
+    sha256_finish(sum, out);
     return true;
 }
 
