@@ -293,39 +293,74 @@ static bool entry_in_use(struct store_cache *c, const struct store_cache_entry *
     return layer_in_use(p, &st, *mapped);
 }
 
-/* Evict until need more bytes fit; keep is never evicted. */
+static bool cache_full(struct store_cache *c, guint64 need, guint64 in_use, GError **error)
+{
+    g_set_error(error, STORE_ERROR, STORE_ERROR_FULL,
+                "cache %s (%" G_GUINT64_FORMAT " bytes) cannot hold %" G_GUINT64_FORMAT
+                " more bytes: %" G_GUINT64_FORMAT " bytes are in use and cannot be evicted",
+                c->dir, c->max_bytes, need, in_use);
+    return false;
+}
+
+/* The least recently used entries of a (total bytes in all) to evict for
+ * need more bytes to fit, none of them keep or in use; NULL when even
+ * all of those would not make room (*in_use: what cannot go). */
+static GPtrArray *pick_victims(struct store_cache *c, GArray *a, guint64 total, guint64 need,
+                               const char *keep, guint64 *in_use)
+{
+    g_autoptr(GHashTable) mapped = NULL;
+    GPtrArray *victims = g_ptr_array_new();
+    *in_use = 0;
+    for (guint i = 0; i < a->len && total + need > c->max_bytes; i++) {
+        struct store_cache_entry *en = &g_array_index(a, struct store_cache_entry, i);
+        if ((keep && strcmp(en->digest, keep) == 0) || entry_in_use(c, en, &mapped)) {
+            *in_use += en->disk_bytes;
+            continue;
+        }
+        g_ptr_array_add(victims, en);
+        total -= en->disk_bytes;
+    }
+    if (total + need > c->max_bytes)
+        g_clear_pointer(&victims, g_ptr_array_unref);
+    return victims;
+}
+
+/* Evict until need more bytes fit; keep is never evicted. Nothing is
+ * evicted unless that makes room: a claim larger than the cache (a
+ * manifest's 2^62-byte layer) or than what is not in use fails first. */
 static bool make_room(struct store_cache *c, guint64 need, const char *keep, GError **error)
 {
+    if (need > c->max_bytes) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_FULL,
+                    "cache %s (%" G_GUINT64_FORMAT " bytes) cannot hold a layer of %" G_GUINT64_FORMAT
+                    " bytes: refused before evicting anything", c->dir, c->max_bytes, need);
+        return false;
+    }
     GArray *a = list_entries(c, NULL, error);
     if (!a)
         return false;
     guint64 total = 0, in_use = 0;
     for (guint i = 0; i < a->len; i++)
         total += g_array_index(a, struct store_cache_entry, i).disk_bytes;
-    g_autoptr(GHashTable) mapped = NULL;
-    bool ok = true;
-    for (guint i = 0; i < a->len && total + need > c->max_bytes; i++) {
-        struct store_cache_entry *en = &g_array_index(a, struct store_cache_entry, i);
-        if ((keep && strcmp(en->digest, keep) == 0) || entry_in_use(c, en, &mapped)) {
-            in_use += en->disk_bytes;
-            continue;
-        }
+    GPtrArray *victims = total + need > c->max_bytes ? pick_victims(c, a, total, need, keep, &in_use)
+                                                      : g_ptr_array_new();
+    bool ok = victims != NULL || cache_full(c, need, in_use, error);
+    for (guint i = 0; ok && victims && i < victims->len; i++) {
+        const struct store_cache_entry *en = victims->pdata[i];
         g_autoptr(GError) e = NULL;
         if (evict(c, en, &e)) {
             total -= en->disk_bytes;
         } else if (e) {
             g_propagate_error(error, g_steal_pointer(&e));
             ok = false;
-            break;
+        } else {
+            in_use += en->disk_bytes;   /* pinned since it was listed */
         }
     }
-    if (ok && total + need > c->max_bytes) {
-        g_set_error(error, STORE_ERROR, STORE_ERROR_FULL,
-                    "cache %s (%" G_GUINT64_FORMAT " bytes) cannot hold %" G_GUINT64_FORMAT
-                    " more bytes: %" G_GUINT64_FORMAT " bytes are in use and cannot be evicted",
-                    c->dir, c->max_bytes, need, in_use);
-        ok = false;
-    }
+    if (ok && total + need > c->max_bytes)
+        ok = cache_full(c, need, in_use, error);
+    if (victims)
+        g_ptr_array_unref(victims);
     g_array_unref(a);
     return ok;
 }

@@ -193,6 +193,11 @@ bool object_export(struct transport *t, const char *name, int fd, const char *pa
                    struct progress *progress, struct object_info *info, GError **error)
 {
     const struct store_options *o = t->opts;
+    if (o->frame_size < SEEKABLE_MIN_FRAME_DATA || o->frame_size > SEEKABLE_MAX_FRAME_DATA) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "frame size %u: 4 KiB to 64 MiB (what a "
+                    "reader accepts)", o->frame_size);
+        return false;
+    }
     guint64 nframes = (size + o->frame_size - 1) / o->frame_size;
     if (nframes > SEEKABLE_MAX_FRAMES) {
         g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID,

@@ -28,8 +28,15 @@ bool object_export(struct transport *t, const char *name, int fd, const char *pa
                    struct progress *progress, struct object_info *info, GError **error);
 
 /* Fetch the seek table of an object of object_size bytes holding nframes
- * frames of data_size bytes in all and check it against table_sha256. */
+ * frames of data_size bytes in all and check it against table_sha256
+ * (object-table.c). The claims are checked before anything is fetched:
+ * nframes at most seekable_max_frames(data_size), the table within the
+ * object; the caller bounds data_size itself (by what the object is). */
 bool object_fetch_table(struct transport *t, const char *name, guint64 object_size,
+                        guint64 data_size, guint64 nframes, const char *table_sha256,
+                        struct seekable_table *table, GError **error);
+/* The same checks on a seek table's bytes (len: all of them). */
+bool object_check_table(const guint8 *bytes, gsize len, const char *name, guint64 object_size,
                         guint64 data_size, guint64 nframes, const char *table_sha256,
                         struct seekable_table *table, GError **error);
 

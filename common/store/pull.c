@@ -40,6 +40,7 @@ static struct manifest *fetch_manifest(struct transport *t, const char *id, GErr
 /* Decompress one object into fd, its frames checked on the way. */
 struct fill {
     struct transport *t;
+    const char *snapshot;
     const struct manifest_file *f;
     struct progress *pg;
     struct store_pull_result *r;
@@ -107,8 +108,23 @@ static bool pull_layer(struct fill *x, struct store_cache *cache, const char *de
     return link_or_copy(path, to, error);
 }
 
+/* The most a file that is not a layer may hold: what the format allows
+ * config.json and state.json, and the larger of the two for any other (a
+ * file another program keeps beside a snapshot). */
+static guint64 small_file_max(const char *name)
+{
+    return strcmp(name, SNAP_DIR_CONFIG_FILE) == 0 ? SNAP_CONFIG_MAX_BYTES : SNAP_STATE_MAX_BYTES;
+}
+
 static bool pull_small_file(struct fill *x, const char *dest, GError **error)
 {
+    if (x->f->size > small_file_max(x->f->name)) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT,
+                    "store %s: snapshot %s's %s claims %" G_GUINT64_FORMAT " bytes, more than the "
+                    "%" G_GUINT64_FORMAT " MiB such a file may hold: refused before fetching it",
+                    x->t->url, x->snapshot, x->f->name, x->f->size, small_file_max(x->f->name) >> 20);
+        return false;
+    }
     g_autofree char *path = g_build_filename(dest, x->f->name, NULL);
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
@@ -190,7 +206,7 @@ static bool pull_files(struct transport *t, const struct manifest *m, const char
     progress_watch(&pg, t->opts->on_progress, t->opts->progress_data);
     bool ok = true;
     for (guint i = 0; ok && i < m->files->len; i++) {
-        struct fill x = { t, &g_array_index(m->files, struct manifest_file, i), &pg, r };
+        struct fill x = { t, m->id, &g_array_index(m->files, struct manifest_file, i), &pg, r };
         if (store_cancelled(t->opts, error)) {
             ok = false;
             break;
@@ -316,7 +332,7 @@ bool store_verify(const char *url, const char *id, const struct store_options *o
     if (!m)
         return false;
     for (guint i = 0; i < m->files->len; i++) {
-        struct fill x = { t, &g_array_index(m->files, struct manifest_file, i), NULL, NULL };
+        struct fill x = { t, id, &g_array_index(m->files, struct manifest_file, i), NULL, NULL };
         struct progress pg;
         progress_begin(&pg, x.f->name, x.f->size, o->progress);
         x.pg = &pg;

@@ -42,6 +42,31 @@ GBytes *seekable_table_encode(const struct seekable_frame *frames, guint nframes
     return g_bytes_new_take(buf, size);
 }
 
+/* The bounds of seekable.h, checked before anything is sized by a frame. */
+static bool frame_sizes_allowed(const struct seekable_frame *f, bool last, guint32 index,
+                                const char *name, GError **error)
+{
+    if (f->data_size > SEEKABLE_MAX_FRAME_DATA || f->size > SEEKABLE_MAX_FRAME_SIZE) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT,
+                    "object %s: frame %u claims %u bytes (%u compressed), more than a frame may "
+                    "hold (%u MiB): refused before decompressing", name, index, f->data_size,
+                    f->size, SEEKABLE_MAX_FRAME_DATA >> 20);
+        return false;
+    }
+    if (last && f->data_size == 0) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "object %s: its last frame (%u) is empty",
+                    name, index);
+        return false;
+    }
+    if (!last && f->data_size < SEEKABLE_MIN_FRAME_DATA) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT,
+                    "object %s: frame %u holds %u bytes, fewer than any frame but the last may (%u)",
+                    name, index, f->data_size, SEEKABLE_MIN_FRAME_DATA);
+        return false;
+    }
+    return true;
+}
+
 bool seekable_table_parse(const guint8 *tail, gsize tail_len, guint64 object_size,
                           const char *name, struct seekable_table *t, GError **error)
 {
@@ -78,6 +103,10 @@ bool seekable_table_parse(const guint8 *tail, gsize tail_len, guint64 object_siz
         f->checksum = get_u32(e + 8);
         if (f->size < 4)
             goto bad;
+        if (!frame_sizes_allowed(f, i + 1 == n, i, name, error)) {
+            seekable_table_clear(t);
+            return false;
+        }
         off += f->size;
         data += f->data_size;
     }

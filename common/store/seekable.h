@@ -25,6 +25,17 @@
 #define SEEKABLE_CHECKSUM_FLAG 0x80u
 /* The zstd format's limit on a skippable frame's size bounds the table. */
 #define SEEKABLE_MAX_FRAMES ((0xFFFFFFFFu - SEEKABLE_FOOTER_SIZE) / SEEKABLE_ENTRY_SIZE)
+/* Frames hold frame_size bytes (4 KiB to 64 MiB: --frame-size), the last
+ * one fewer (at least 1). A reader refuses a table claiming a larger frame
+ * (its buffers are sized by the claim: a bomb of a 4 GiB frame in a 131 KB
+ * object took 4.2 GB), a compressed frame larger than zstd's bound for the
+ * largest, or a frame before the last shorter than the smallest (so an
+ * object of N bytes has at most seekable_max_frames(N) frames: its table and
+ * whatever counts frames stay proportional to the data). */
+#define SEEKABLE_MAX_FRAME_DATA (64u << 20)
+#define SEEKABLE_MIN_FRAME_DATA 4096u
+/* ZSTD_COMPRESSBOUND(SEEKABLE_MAX_FRAME_DATA) */
+#define SEEKABLE_MAX_FRAME_SIZE (SEEKABLE_MAX_FRAME_DATA + (SEEKABLE_MAX_FRAME_DATA >> 8))
 
 struct seekable_frame {
     guint64 offset;        /* in the object */
@@ -49,12 +60,19 @@ static inline guint64 seekable_table_size(guint64 nframes)
     return 8 + nframes * SEEKABLE_ENTRY_SIZE + SEEKABLE_FOOTER_SIZE;
 }
 
+/* The most frames an object of data_size uncompressed bytes may have. */
+static inline guint64 seekable_max_frames(guint64 data_size)
+{
+    return data_size / SEEKABLE_MIN_FRAME_DATA + (data_size % SEEKABLE_MIN_FRAME_DATA != 0);
+}
+
 /* The seek table frame for frames (their sizes and checksums). */
 GBytes *seekable_table_encode(const struct seekable_frame *frames, guint nframes);
 
 /* Parse the seek table frame that ends an object of object_size bytes
  * (tail: its last tail_len bytes, at least the whole table). Checks magics,
- * reserved bits, the checksum flag, that the frames fill the object exactly.
+ * reserved bits, the checksum flag, every frame's sizes (the bounds above),
+ * that the frames fill the object exactly.
  * name is the object's name for messages. */
 bool seekable_table_parse(const guint8 *tail, gsize tail_len, guint64 object_size,
                           const char *name, struct seekable_table *t, GError **error);

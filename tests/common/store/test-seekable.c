@@ -1,5 +1,7 @@
-/* The seek table and single frames of common/store/seekable.c, and size
- * parsing: what the end-to-end store test cannot aim at precisely. */
+/* The seek table and single frames of common/store/seekable.c, the claims
+ * a manifest makes about them (object-table.c), and size parsing: what the
+ * end-to-end store test cannot aim at precisely. */
+#include "store/object.h"
 #include "store/seekable.h"
 #include "store/store.h"
 
@@ -51,6 +53,71 @@ static void test_table_damage(void)
         g_assert_false(seekable_table_parse(p, len, 10 + len, "x", &t, &error));
         g_assert_error(error, STORE_ERROR, STORE_ERROR_CORRUPT);
     }
+}
+
+/* Parse a table of frames whose compressed sizes fill 1000 + table bytes. */
+static bool parse_frames(struct seekable_frame *frames, guint n, GError **error)
+{
+    guint64 body = 0;
+    for (guint i = 0; i < n; i++)
+        body += frames[i].size;
+    g_autoptr(GBytes) table = seekable_table_encode(frames, n);
+    gsize len;
+    const guint8 *p = g_bytes_get_data(table, &len);
+    struct seekable_table t;
+    bool ok = seekable_table_parse(p, len, body + len, "x", &t, error);
+    if (ok)
+        seekable_table_clear(&t);
+    return ok;
+}
+
+/* What a table may claim: frames of at most 64 MiB (no buffer is sized by
+ * a larger claim), compressed within zstd's bound for that, every frame
+ * but the last at least 4 KiB and the last not empty. */
+static void test_table_bounds(void)
+{
+    struct seekable_frame most[2] = { { .size = 100, .data_size = SEEKABLE_MAX_FRAME_DATA },
+                                      { .size = 100, .data_size = 1 } };
+    g_autoptr(GError) error = NULL;
+    g_assert_true(parse_frames(most, 2, &error));
+    g_assert_no_error(error);
+    struct seekable_frame bomb = { .size = 100, .data_size = SEEKABLE_MAX_FRAME_DATA + 1 };
+    g_assert_false(parse_frames(&bomb, 1, &error));
+    g_assert_error(error, STORE_ERROR, STORE_ERROR_CORRUPT);
+    g_assert_nonnull(strstr(error->message, "more than a frame may hold (64 MiB)"));
+    g_clear_error(&error);
+    struct seekable_frame fat = { .size = SEEKABLE_MAX_FRAME_SIZE + 1, .data_size = 4096 };
+    g_assert_false(parse_frames(&fat, 1, &error));
+    g_assert_error(error, STORE_ERROR, STORE_ERROR_CORRUPT);
+    g_clear_error(&error);
+    struct seekable_frame thin[2] = { { .size = 10, .data_size = SEEKABLE_MIN_FRAME_DATA - 1 },
+                                      { .size = 10, .data_size = 4096 } };
+    g_assert_false(parse_frames(thin, 2, &error));
+    g_assert_error(error, STORE_ERROR, STORE_ERROR_CORRUPT);
+    g_clear_error(&error);
+    struct seekable_frame empty_last[2] = { { .size = 10, .data_size = 4096 }, { .size = 10, .data_size = 0 } };
+    g_assert_false(parse_frames(empty_last, 2, &error));
+    g_assert_error(error, STORE_ERROR, STORE_ERROR_CORRUPT);
+    g_assert_cmpuint(seekable_max_frames(0), ==, 0);
+    g_assert_cmpuint(seekable_max_frames(1), ==, 1);
+    g_assert_cmpuint(seekable_max_frames(4096), ==, 1);
+    g_assert_cmpuint(seekable_max_frames(4097), ==, 2);
+}
+
+/* A manifest's claims are checked before a table is fetched or parsed:
+ * more frames than the data can hold (300 million for 1 MiB), a table
+ * larger than the object. */
+static void test_claims(void)
+{
+    g_autoptr(GError) error = NULL;
+    struct seekable_table t;
+    const char *sum = "0000000000000000000000000000000000000000000000000000000000000000";
+    g_assert_false(object_check_table(NULL, 0, "x", 1ull << 40, 1u << 20, 300000000, sum, &t, &error));
+    g_assert_error(error, STORE_ERROR, STORE_ERROR_CORRUPT);
+    g_assert_nonnull(strstr(error->message, "300000000 frames for 1048576 bytes (at most 256"));
+    g_clear_error(&error);
+    g_assert_false(object_check_table(NULL, 0, "x", 100, 1u << 20, 256, sum, &t, &error));
+    g_assert_error(error, STORE_ERROR, STORE_ERROR_CORRUPT);
 }
 
 static void test_frame(void)
@@ -113,6 +180,8 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/store/seek-table/round-trip", test_table_round_trip);
     g_test_add_func("/store/seek-table/damage", test_table_damage);
+    g_test_add_func("/store/seek-table/bounds", test_table_bounds);
+    g_test_add_func("/store/seek-table/claims", test_claims);
     g_test_add_func("/store/frame", test_frame);
     g_test_add_func("/store/sizes", test_sizes);
     return g_test_run();
