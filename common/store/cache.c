@@ -41,7 +41,7 @@ char *store_cache_default_dir(void)
 
 struct store_cache *store_cache_open(const char *dir, guint64 max_bytes, GError **error)
 {
-    static const char *const subdirs[] = { "layers", "used", "locks", "tmp", "snapshots" };
+    static const char *const subdirs[] = { "layers", "used", "verified", "locks", "tmp", "snapshots" };
     for (guint i = 0; i < G_N_ELEMENTS(subdirs); i++) {
         g_autofree char *p = g_build_filename(dir, subdirs[i], NULL);
         if (g_mkdir_with_parents(p, 0700) != 0) {
@@ -260,6 +260,7 @@ static bool evict(struct store_cache *c, const struct store_cache_entry *en, GEr
 {
     g_autofree char *p = sub(c, "layers", en->digest);
     g_autofree char *used = sub(c, "used", en->digest);
+    g_autofree char *verified = sub(c, "verified", en->digest);
     int fd = open(p, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT || fail_errno(error, errno, "open", p);
@@ -271,6 +272,7 @@ static bool evict(struct store_cache *c, const struct store_cache_entry *en, GEr
         if (unlink(p) != 0 && errno != ENOENT)
             ok = fail_errno(error, errno, "unlink", p);
         unlink(used);
+        unlink(verified);
         remove_snapshots_using(c, st.st_ino);
     }
     close(fd);
@@ -447,6 +449,61 @@ static int pin_cached(const char *path)
     return fd;
 }
 
+/* ---- what a layer was when it entered the cache ---- */
+
+/* verified/<sha256>: the layer's digest, size, inode and modification time
+ * right after its bytes were compared with the digest, as it entered
+ * layers/ (a use changes none of these: links change the ctime only). */
+static char *record_text(const char *digest, const struct stat *st)
+{
+    return g_strdup_printf("sha256 %s size %llu inode %llu mtime %lld.%09ld\n", digest,
+                           (unsigned long long)st->st_size, (unsigned long long)st->st_ino,
+                           (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+}
+
+static bool write_record(struct store_cache *c, const char *digest, int fd, GError **error)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return fail_errno(error, errno, "stat", digest);
+    g_autofree char *text = record_text(digest, &st);
+    g_autofree char *p = sub(c, "verified", digest);
+    g_autoptr(GError) e = NULL;
+    if (!g_file_set_contents_full(p, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &e)) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_IO, "%s", e->message);
+        return false;
+    }
+    return true;
+}
+
+/* Whether the layer open at fd is the one recorded when it entered the
+ * cache and holds size bytes: a hit then costs no read of it. A layer
+ * cached without a record (by a vsnap that did not compare digests: it may
+ * hold another store's bytes), changed or replaced since, or of another
+ * size than asked for is no hit: it is imported again. */
+static bool record_matches(struct store_cache *c, const char *digest, int fd, guint64 size)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (guint64)st.st_size != size)
+        return false;
+    g_autofree char *p = sub(c, "verified", digest);
+    g_autofree char *have = NULL;
+    g_autofree char *want = record_text(digest, &st);
+    return g_file_get_contents(p, &have, NULL, NULL) && strcmp(have, want) == 0;
+}
+
+/* The cached layer of digest and size, pinned, or -1 when it is not there
+ * as it was recorded. */
+static int pin_verified(struct store_cache *c, const char *digest, guint64 size, const char *path)
+{
+    int fd = pin_cached(path);
+    if (fd >= 0 && !record_matches(c, digest, fd, size)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 static int create_import_file(struct store_cache *c, const char *digest, guint64 size, char **tmp,
                               GError **error)
 {
@@ -492,7 +549,8 @@ static bool import_layer(struct store_cache *c, const char *digest, guint64 size
     if (ok) {
         lock = lock_cache(c, error);
         /* others may have added layers meanwhile */
-        ok = lock >= 0 && make_room(c, size, NULL, error);
+        ok = lock >= 0 && make_room(c, size, NULL, error) && write_record(c, digest, fd, error);
+        /* over a layer of that name not recorded: the new one is */
         if (ok && rename(tmp, path) != 0)
             ok = fail_errno(error, errno, "rename", tmp);
         if (ok) {
@@ -518,17 +576,17 @@ bool cache_get_layer(struct store_cache *c, const char *digest, guint64 size, ca
 {
     g_autofree char *path = sub(c, "layers", digest);
     g_autofree char *lock_path = sub(c, "locks", digest);
-    *pin_fd = pin_cached(path);
+    *pin_fd = pin_verified(c, digest, size, path);
     *hit = *pin_fd >= 0;
     if (!*hit) {
         int lock = open_locked(lock_path, LOCK_EX, o, error);
         if (lock < 0)
             return false;
-        *pin_fd = pin_cached(path);    /* imported by another process while we waited */
+        *pin_fd = pin_verified(c, digest, size, path);   /* imported by another process meanwhile */
         *hit = *pin_fd >= 0;
         bool ok = *hit || import_layer(c, digest, size, fill, ctx, path, error);
         if (ok && !*hit)
-            *pin_fd = pin_cached(path);
+            *pin_fd = pin_verified(c, digest, size, path);
         close(lock);
         if (!ok)
             return false;

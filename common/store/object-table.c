@@ -29,7 +29,7 @@ static GByteArray *fetch_tail(struct transport *t, const char *name, guint64 obj
 {
     struct collect c = { g_byte_array_new(), object_size - len };
     struct fetch_range r = { object_size - len, object_size };
-    struct fetch_consumer consumer = { collect_data, collect_restart, &c };
+    struct fetch_consumer consumer = { collect_data, collect_restart, NULL, &c };
     if (!t->ops->fetch(t, name, &r, 1, &consumer, error)) {
         g_byte_array_unref(c.bytes);
         return NULL;

@@ -48,7 +48,12 @@ bool object_describe(struct transport *t, const char *name, guint64 object_size,
 /* Fetch every frame of the object (ranged requests of o->range_size on
  * o->connections), decompress them on o->threads workers and pwrite each
  * at its uncompressed offset in fd, skipping zero frames (fd must read as
- * zero where nothing is written; path names it in errors). A frame that
- * fails its checksum ends it. */
+ * zero where nothing is written; path names it in errors), and digest them
+ * in order as they come: *digest is the SHA-256 of all the bytes written,
+ * for the caller to compare before it keeps anything. A frame that fails
+ * its checksum ends it. Memory: at most 2 * o->connections ranges of
+ * compressed bytes, and 16 to 256 MiB of decompressed frames (two frames
+ * per thread) waiting for the digest, whatever the object claims. */
 bool object_import(struct transport *t, const char *name, const struct seekable_table *table,
-                   int fd, const char *path, struct progress *progress, GError **error);
+                   int fd, const char *path, struct progress *progress, char digest[65],
+                   GError **error);

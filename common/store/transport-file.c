@@ -195,6 +195,24 @@ static void file_fetch_fail(struct file_fetch *f, GError *e)
     g_atomic_int_set(&f->failed, 1);
 }
 
+/* Wait while the consumer holds range i back (it lets the range it needs
+ * next start, and that one was taken before i); false when the fetch
+ * failed or was cancelled meanwhile. */
+static bool file_fetch_may_start(struct file_fetch *f, guint i)
+{
+    while (f->c->may_start && !f->c->may_start(f->c->ctx, i, 100)) {
+        if (g_atomic_int_get(&f->failed))
+            return false;
+        GError *e = NULL;
+        if (store_cancelled(f->opts, &e)) {
+            g_prefix_error(&e, "read %s: ", f->path);
+            file_fetch_fail(f, e);
+            return false;
+        }
+    }
+    return true;
+}
+
 static gpointer file_fetch_thread(gpointer data)
 {
     struct file_fetch *f = data;
@@ -202,6 +220,8 @@ static gpointer file_fetch_thread(gpointer data)
     for (;;) {
         guint i = (guint)g_atomic_int_add(&f->next, 1);
         if (i >= f->nranges || g_atomic_int_get(&f->failed))
+            return NULL;
+        if (!file_fetch_may_start(f, i))
             return NULL;
         for (guint64 off = f->ranges[i].start; off < f->ranges[i].end;) {
             if (g_atomic_int_get(&f->failed))

@@ -91,6 +91,12 @@ static void transfer_free(CURLM *m, struct transfer *x)
     g_free(x);
 }
 
+static gint by_range(gconstpointer a, gconstpointer b, gpointer unused)
+{
+    guint x = GPOINTER_TO_UINT(a), y = GPOINTER_TO_UINT(b);
+    return x < y ? -1 : x > y;
+}
+
 /* A finished transfer: done, to be retried, or the end of the fetch. */
 static void transfer_done(struct fetch *f, struct transfer *x, CURLcode rc)
 {
@@ -111,7 +117,8 @@ static void transfer_done(struct fetch *f, struct transfer *x, CURLcode rc)
     if (again && tries <= f->h->base.opts->retries) {
         f->not_before[x->range] = g_get_monotonic_time() +
                                   (gint64)f->h->base.opts->retry_delay_ms * 1000 * (1 << MIN(tries - 1, 10u));
-        g_queue_push_tail(&f->pending, GUINT_TO_POINTER(x->range));
+        /* in range order: the consumer may need this one before the others */
+        g_queue_insert_sorted(&f->pending, GUINT_TO_POINTER(x->range), by_range, NULL);
         return;
     }
     if (x->bad_status && status >= 200 && status < 300)
@@ -121,18 +128,28 @@ static void transfer_done(struct fetch *f, struct transfer *x, CURLcode rc)
         http_status_error(&f->error, what, f->url, x->bad_status ? CURLE_OK : rc, status, x->errbuf, tries);
 }
 
-/* The next range whose retry time has come, or -1; *wait_ms until one does. */
+/* How often a fetch asks again about ranges its consumer holds back. */
+#define HELD_BACK_POLL_MS 5
+
+/* The next range (pending ones are in range order) whose retry time has
+ * come, or -1; *wait_ms until one's does. The consumer is asked about the
+ * first such range only: it holds back every later one too. */
 static gint next_ready(struct fetch *f, long *wait_ms)
 {
     gint64 now = g_get_monotonic_time();
     *wait_ms = 1000;
     for (GList *l = f->pending.head; l; l = l->next) {
         guint i = GPOINTER_TO_UINT(l->data);
-        if (f->not_before[i] <= now) {
-            g_queue_delete_link(&f->pending, l);
-            return (gint)i;
+        if (f->not_before[i] > now) {
+            *wait_ms = MIN(*wait_ms, (f->not_before[i] - now) / 1000 + 1);
+            continue;
         }
-        *wait_ms = MIN(*wait_ms, (f->not_before[i] - now) / 1000 + 1);
+        if (f->c->may_start && !f->c->may_start(f->c->ctx, i, 0)) {
+            *wait_ms = MIN(*wait_ms, HELD_BACK_POLL_MS);
+            return -1;
+        }
+        g_queue_delete_link(&f->pending, l);
+        return (gint)i;
     }
     return -1;
 }

@@ -17,10 +17,18 @@ struct fetch_range {
  * bytes in order (ranges in any order, from any thread); a false return with
  * *error set ends the fetch. After a failed attempt, restart() is asked where
  * the range continues (an offset in [start, end]: what the consumer has not
- * used yet) before it is fetched again. */
+ * used yet) before it is fetched again.
+ *
+ * may_start (optional) is asked before a range starts or starts again:
+ * whether it may now, waiting up to wait_ms for it. A consumer that keeps
+ * what it received until it can use it bounds its memory so. The transport
+ * asks about ranges in increasing order (a retried one before those after
+ * it) and waits while one is held back: the consumer must let start the
+ * range whose bytes it waits for. NULL: all may start. */
 struct fetch_consumer {
     bool (*data)(void *ctx, guint range, const guint8 *buf, gsize len, GError **error);
     guint64 (*restart)(void *ctx, guint range);
+    bool (*may_start)(void *ctx, guint range, guint wait_ms);
     void *ctx;
 };
 

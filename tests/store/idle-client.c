@@ -99,7 +99,7 @@ static bool probe_fetch(struct probe *p, GError **error)
     const guint8 *data = g_bytes_get_data(p->body, &len);
     struct fetch_range r = { 4096, len - 4096 };
     struct collect c = { g_byte_array_new() };
-    struct fetch_consumer consumer = { collect_data, collect_restart, &c };
+    struct fetch_consumer consumer = { collect_data, collect_restart, NULL, &c };
     bool ok = p->t->ops->fetch(p->t, "idle-client/source", &r, 1, &consumer, error);
     if (ok && (c.got->len != r.end - r.start || memcmp(c.got->data, data + r.start, c.got->len) != 0)) {
         g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "fetch: other bytes than were put");

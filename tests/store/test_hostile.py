@@ -181,6 +181,59 @@ def one_file_snapshot(store, entry_name, kind, size, obj, table, digest=None):
 
 # --- cases ---------------------------------------------------------------------
 
+def case_poisoned_layer(env):
+    """The attacker's layer served under the victim's digest, its header's
+    id and CRC patched to the victim's: refused, naming the store, the
+    object and both digests, the cache left empty; the victim then pulled
+    from the good store into the same cache is the victim's, byte for byte."""
+    w = env.scratch("poisoned")
+    evil = env.server.store("evil-poison")
+    vid, vdigest = env.layer_id("victim"), env.layer_digest("victim")
+    m = env.good.manifest(vid)
+    for f in m["files"]:
+        if f["name"] != LAYER:
+            shutil.copy(os.path.join(env.good.dir, "objects", f"{f['sha256']}.zst"),
+                        os.path.join(evil.dir, "objects"))
+    fake = hs.patch_layer_id(open(os.path.join(env.path("attacker"), LAYER), "rb").read(), vid)
+    obj, table = hs.seekable_of(fake)
+    evil.put_object(vdigest, obj)
+    m["files"] = [hs.file_entry(LAYER, "layer", len(fake), vdigest, obj, table) if f["name"] == LAYER else f
+                  for f in m["files"]]
+    evil.put_manifest(m)
+    cache, dest = os.path.join(w, "cache"), os.path.join(w, "dest")
+    env.pull(evil.url(), vid, dest, cache, ok=False).refused(
+        evil.url(), f"objects/{vdigest}.zst", vdigest, hashlib.sha256(fake).hexdigest())
+    check_cache_gained_nothing(cache)
+    check_nothing_left(w, dest)
+    good = os.path.join(w, "good")
+    env.pull(env.good.url(), vid, good, cache)
+    check(sha256_file(os.path.join(good, LAYER)) == vdigest, "the victim pulled from the good store "
+          "after the evil one is not the victim's layer")
+
+
+def case_cache_hit_checks(env):
+    """A layer in the cache that was never checked (what a vsnap that did
+    not compare digests left: here the attacker's bytes under the victim's
+    digest) is no hit; nor is a checked one whose size changed since."""
+    w = env.scratch("hit")
+    vid, vdigest = env.layer_id("victim"), env.layer_digest("victim")
+    cache = os.path.join(w, "cache")
+    env.run(["--cache-dir", cache, "cache", "size"])   # makes the cache's folders
+    fake = hs.patch_layer_id(open(os.path.join(env.path("attacker"), LAYER), "rb").read(), vid)
+    with open(os.path.join(cache, "layers", vdigest), "wb") as f:
+        f.write(fake)
+    dest = os.path.join(w, "dest")
+    r = json.loads(env.pull(env.good.url(), vid, dest, cache).stdout)
+    check(sha256_file(os.path.join(dest, LAYER)) == vdigest,
+          f"a pull hit an unchecked cache entry holding other bytes: {r}")
+    with open(os.path.join(cache, "layers", vdigest), "ab") as f:
+        f.write(b"\0" * 4096)
+    dest2 = os.path.join(w, "dest2")
+    r = json.loads(env.pull(env.good.url(), vid, dest2, cache).stdout)
+    check(r["layers_fetched"] == 1 and sha256_file(os.path.join(dest2, LAYER)) == vdigest,
+          f"a pull hit a cached layer whose size changed: {r}")
+
+
 def case_layer_bomb(env):
     """A layer of one frame claiming 512 MiB (32 KiB of RLE blocks): refused
     before a buffer is sized by it, the pull's memory bounded, nothing in

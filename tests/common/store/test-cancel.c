@@ -89,7 +89,8 @@ static bool import_into(struct fixture *f, const struct seekable_table *table, i
     progress_begin(&pg, "pull", OBJECT_BYTES, false);
     if (cancel_midway)
         progress_watch(&pg, cancel_at_first_frame, &f->cancel);
-    bool ok = object_import(f->t, "objects/x.zst", table, fd, "x", &pg, error);
+    char digest[65];
+    bool ok = object_import(f->t, "objects/x.zst", table, fd, "x", &pg, digest, error);
     progress_end(&pg);
     return ok;
 }
@@ -130,7 +131,7 @@ static void test_fetch(struct fixture *f, gconstpointer data)
     for (guint i = 0; i < G_N_ELEMENTS(ranges); i++)
         ranges[i] = (struct fetch_range){ i * (info.object_size / 16), (i + 1) * (info.object_size / 16) };
     struct counting c = { &f->cancel, 0 };
-    struct fetch_consumer consumer = { counting_data, counting_restart, &c };
+    struct fetch_consumer consumer = { counting_data, counting_restart, NULL, &c };
     g_autoptr(GError) error = NULL;
     g_assert_false(f->t->ops->fetch(f->t, "objects/x.zst", ranges, G_N_ELEMENTS(ranges), &consumer,
                                     &error));
