@@ -1,11 +1,11 @@
-/* Pull: a manifest, its parents into the cache's snapshots/, its layers
- * through the cache (hard-linked into the new directory: a hit costs
- * nothing), its other files straight into the new directory, which appears
- * whole or not at all (snap_dir_commit). Every object's bytes are compared
- * with their digest before anything keeps them. Also ls and verify. */
-#include "store/cache.h"
-#include "store/manifest.h"
+/* Pull: a manifest, its parents into the cache's snapshots/ (pull-chain.c
+ * says which, base first), its layers through the cache (hard-linked into
+ * the new directory: a hit costs nothing), its other files straight into
+ * the new directory, which appears whole or not at all (snap_dir_commit).
+ * Every object's bytes are compared with their digest before anything
+ * keeps them. Also ls and verify. */
 #include "store/object.h"
+#include "store/pull.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,28 +15,6 @@
 
 #include "snapshot/directory.h"
 #include "snapshot/disk.h"
-
-static struct manifest *fetch_manifest(struct transport *t, const char *id, GError **error)
-{
-    if (!manifest_id_valid(id)) {
-        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "%s: not a snapshot id", id);
-        return NULL;
-    }
-    g_autofree char *name = manifest_name(id);
-    GError *e = NULL;
-    g_autoptr(GBytes) json = t->ops->get(t, name, &e);
-    if (!json) {
-        g_set_error(error, STORE_ERROR, e->code, "snapshot %s in %s: %s", id, t->url, e->message);
-        g_error_free(e);
-        return NULL;
-    }
-    struct manifest *m = manifest_parse(json, name, error);
-    if (m && strcmp(m->id, id) != 0) {
-        g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "manifest %s names snapshot %s", name, m->id);
-        g_clear_pointer(&m, manifest_free);
-    }
-    return m;
-}
 
 /* Decompress one object into fd, its frames checked on the way and its
  * bytes against the manifest's digest. */
@@ -164,40 +142,6 @@ static bool as_store_error(GError **error, GError *e)
     return false;
 }
 
-static bool pull_into(struct transport *t, const struct manifest *m, const char *dest,
-                      const char *parent_dir, struct store_cache *cache,
-                      struct store_pull_result *r, GError **error);
-
-static bool has_snapshot(const char *dir, const char *id)
-{
-    g_autoptr(snap_dir) have = snap_dir_read(dir, NULL);
-    char have_id[37];
-    if (have)
-        snap_id_to_string(&have->memory.id, have_id);
-    return have && strcmp(have_id, id) == 0;
-}
-
-/* The parent, in the cache's snapshots/ (pulled unless it is there; one
- * process at a time). */
-static char *pull_parent(struct transport *t, const char *id, struct store_cache *cache,
-                         struct store_pull_result *r, GError **error)
-{
-    g_autofree char *dir = cache_snapshot_dir(cache, id);
-    if (has_snapshot(dir, id))
-        return g_steal_pointer(&dir);
-    int lock = cache_lock_snapshot(cache, id, t->opts, error);
-    if (lock < 0)
-        return NULL;
-    bool ok = has_snapshot(dir, id);
-    if (!ok) {
-        g_autoptr(manifest) m = NULL;
-        ok = snap_dir_remove(dir, error) && snap_dir_remove_partials(dir, error) &&
-             (m = fetch_manifest(t, id, error)) && pull_into(t, m, dir, NULL, cache, r, error);
-    }
-    close(lock);
-    return ok ? g_steal_pointer(&dir) : NULL;
-}
-
 static bool pull_files(struct transport *t, const struct manifest *m, const char *partial,
                        struct store_cache *cache, struct store_pull_result *r, struct held *h,
                        GError **error)
@@ -222,14 +166,31 @@ static bool pull_files(struct transport *t, const struct manifest *m, const char
     return ok;
 }
 
+/* Where this host has snapshot id: parent_dir when it holds it (the
+ * caller keeps it there), else the cache's snapshots/, pulled there
+ * before (pull_chain_plan put it first). */
+static char *find_parent(struct transport *t, const struct manifest *m, const char *id,
+                         const char *parent_dir, struct store_cache *cache, GError **error)
+{
+    if (parent_dir && pull_has_snapshot(parent_dir, id))
+        return g_strdup(parent_dir);
+    g_autofree char *dir = cache_snapshot_dir(cache, id);
+    if (pull_has_snapshot(dir, id))
+        return g_steal_pointer(&dir);
+    g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT, "snapshot %s in %s: its parent %s is not in %s "
+                "(it was evicted, or the store changed its manifests during the pull)", m->id, t->url,
+                id, dir);
+    return NULL;
+}
+
 /* The snapshots holding the parent layers of m's disks outside its parent's
- * chain, in the cache's snapshots/: a NULL-terminated list of directories. */
-static GPtrArray *pull_disk_parents(struct transport *t, const struct manifest *m, struct store_cache *cache,
-                                    struct store_pull_result *r, GError **error)
+ * chain: a NULL-terminated list of directories. */
+static GPtrArray *find_disk_parents(struct transport *t, const struct manifest *m,
+                                    struct store_cache *cache, GError **error)
 {
     g_autoptr(GPtrArray) dirs = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; i < m->disk_parents->len; i++) {
-        char *dir = pull_parent(t, m->disk_parents->pdata[i], cache, r, error);
+        char *dir = find_parent(t, m, m->disk_parents->pdata[i], NULL, cache, error);
         if (!dir)
             return NULL;
         g_ptr_array_add(dirs, dir);
@@ -238,24 +199,14 @@ static GPtrArray *pull_disk_parents(struct transport *t, const struct manifest *
     return g_steal_pointer(&dirs);
 }
 
-/* m's parent: parent_dir when it holds it (the caller keeps it there),
- * else pulled into the cache's snapshots/. */
-static char *find_parent(struct transport *t, const struct manifest *m, const char *parent_dir,
-                         struct store_cache *cache, struct store_pull_result *r, GError **error)
-{
-    if (parent_dir && has_snapshot(parent_dir, m->parent))
-        return g_strdup(parent_dir);
-    return pull_parent(t, m->parent, cache, r, error);
-}
-
 static bool pull_into(struct transport *t, const struct manifest *m, const char *dest,
                       const char *parent_dir, struct store_cache *cache,
                       struct store_pull_result *r, GError **error)
 {
-    g_autofree char *parent = m->parent ? find_parent(t, m, parent_dir, cache, r, error) : NULL;
+    g_autofree char *parent = m->parent ? find_parent(t, m, m->parent, parent_dir, cache, error) : NULL;
     if (m->parent && !parent)
         return false;
-    g_autoptr(GPtrArray) disk_parents = pull_disk_parents(t, m, cache, r, error);
+    g_autoptr(GPtrArray) disk_parents = find_disk_parents(t, m, cache, error);
     if (!disk_parents)
         return false;
     GError *e = NULL;
@@ -288,6 +239,28 @@ static bool pull_into(struct transport *t, const struct manifest *m, const char 
     return ok;
 }
 
+/* A parent into the cache's snapshots/, unless it is there (one process
+ * at a time: the lock is the one fd held beside the layers' pins, whatever
+ * the chain's depth). */
+static bool pull_parent(struct transport *t, const char *id, struct store_cache *cache,
+                        struct store_pull_result *r, GError **error)
+{
+    g_autofree char *dir = cache_snapshot_dir(cache, id);
+    if (pull_has_snapshot(dir, id))
+        return true;
+    int lock = cache_lock_snapshot(cache, id, t->opts, error);
+    if (lock < 0)
+        return false;
+    bool ok = pull_has_snapshot(dir, id);
+    if (!ok) {
+        g_autoptr(manifest) m = NULL;
+        ok = snap_dir_remove(dir, error) && snap_dir_remove_partials(dir, error) &&
+             (m = pull_fetch_manifest(t, id, error)) && pull_into(t, m, dir, NULL, cache, r, error);
+    }
+    close(lock);
+    return ok;
+}
+
 bool store_pull_onto(const char *url, const char *id, const char *dest, const char *parent_dir,
                      struct store_cache *cache, const struct store_options *o,
                      struct store_pull_result *r, GError **error)
@@ -296,8 +269,16 @@ bool store_pull_onto(const char *url, const char *id, const char *dest, const ch
     g_autoptr(transport) t = transport_open(url, o, error);
     if (!t)
         return false;
-    g_autoptr(manifest) m = fetch_manifest(t, id, error);
-    return m && pull_into(t, m, dest, parent_dir, cache, r, error);
+    g_autoptr(manifest) m = pull_fetch_manifest(t, id, error);
+    if (!m)
+        return false;
+    g_autoptr(GPtrArray) parents = pull_chain_plan(t, m, parent_dir, cache, error);
+    if (!parents)
+        return false;
+    for (guint i = 0; i < parents->len; i++)
+        if (!pull_parent(t, parents->pdata[i], cache, r, error))
+            return false;
+    return pull_into(t, m, dest, parent_dir, cache, r, error);
 }
 
 bool store_pull(const char *url, const char *id, const char *dest, struct store_cache *cache,
@@ -332,7 +313,7 @@ bool store_verify(const char *url, const char *id, const struct store_options *o
     g_autoptr(transport) t = transport_open(url, o, error);
     if (!t)
         return false;
-    g_autoptr(manifest) m = fetch_manifest(t, id, error);
+    g_autoptr(manifest) m = pull_fetch_manifest(t, id, error);
     if (!m)
         return false;
     /* the digest is taken as the frames come: what they decompress to

@@ -290,6 +290,41 @@ def case_huge_claim_keeps_the_cache(env):
     check_nothing_left(w, dest)
 
 
+def case_self_parent(env):
+    """A manifest naming itself as its parent, and two naming each other:
+    refused at once as a cycle (it waited on its own lock for an hour)."""
+    w = env.scratch("self-parent")
+    evil = env.server.store("evil-cycle")
+    m = env.good.manifest(env.layer_id("victim"))
+    sid = str(uuid.uuid4())
+    evil.put_manifest({**m, "id": sid, "parent": sid})
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    evil.put_manifest(hs.manifest(a, [], parent=b))
+    evil.put_manifest(hs.manifest(b, [], disk_parents=[a]))
+    for top in (sid, a):
+        dest = os.path.join(w, f"dest-{top}")
+        r = env.pull(evil.url(), top, dest, os.path.join(w, "cache"), ok=False, timeout=20)
+        r.refused("cycle")
+        check(r.seconds < 10, f"the cycle took {r.seconds:.1f} s to refuse")
+        check_nothing_left(w, dest)
+
+
+def case_endless_parents(env):
+    """A store that invents a new parent for every manifest asked for: the
+    pull stops at the format's chain limit and says so, holding a handful of
+    file descriptors all along and making no lock file per level."""
+    w = env.scratch("endless")
+    cache, dest = os.path.join(w, "cache"), os.path.join(w, "dest")
+    url = f"http://127.0.0.1:{env.server.port}/endless"
+    r = env.pull(url, str(uuid.uuid4()), dest, cache, ok=False, timeout=120)
+    r.refused("deeper than the format's limit on a chain", "4096")
+    check(r.max_fds <= 32, f"the endless chain held up to {r.max_fds} file descriptors")
+    locks = cache_files(cache, "locks")
+    check(len(locks) <= 1, f"the endless chain left {len(locks)} lock files")
+    check_nothing_left(w, dest)
+    print(f"  refused after {r.seconds:.1f} s, at most {r.max_fds} fds", flush=True)
+
+
 CASES = [v for k, v in list(globals().items()) if k.startswith("case_")]
 
 
