@@ -18,6 +18,19 @@ void store_options_init(struct store_options *o)
     o->part_size = 16u << 20;
     o->retries = 4;
     o->retry_delay_ms = 200;
+    o->min_rate = STORE_DEFAULT_MIN_RATE;
+    o->min_rate_window_s = STORE_DEFAULT_MIN_RATE_WINDOW_S;
+    o->timeout_s = STORE_DEFAULT_TIMEOUT_S;
+}
+
+const struct store_options *store_options_bounded(const struct store_options *o,
+                                                  struct store_options *local)
+{
+    if (o->deadline || !o->timeout_s)
+        return o;
+    *local = *o;
+    store_options_start_deadline(local);
+    return local;
 }
 
 void store_options_start_deadline(struct store_options *o)
@@ -172,8 +185,9 @@ static bool get_count(GKeyFile *kf, const char *key, guint *out, GError **error)
     return true;
 }
 
-/* Whole seconds, "25" or "25s", at most a day. */
-static bool get_seconds(GKeyFile *kf, const char *key, guint64 *out, GError **error)
+/* Whole seconds, "25" or "25s", from least to most. */
+static bool get_seconds(GKeyFile *kf, const char *key, guint64 least, guint64 most, guint64 *out,
+                        GError **error)
 {
     g_autofree char *v = g_key_file_get_string(kf, "store", key, NULL);
     if (!v)
@@ -181,9 +195,9 @@ static bool get_seconds(GKeyFile *kf, const char *key, guint64 *out, GError **er
     char *end = NULL;
     g_strstrip(v);
     guint64 n = g_ascii_strtoull(v, &end, 10);
-    if (end == v || (*end && strcmp(end, "s") != 0) || n > 86400) {
-        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "[store] %s: whole seconds, 0 (none) to 86400, "
-                    "not \"%s\"", key, v);
+    if (end == v || (*end && strcmp(end, "s") != 0) || n < least || n > most) {
+        g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID, "[store] %s: whole seconds, %" G_GUINT64_FORMAT
+                    "%s to %" G_GUINT64_FORMAT ", not \"%s\"", key, least, least ? "" : " (none)", most, v);
         return false;
     }
     *out = n;
@@ -229,23 +243,30 @@ bool store_options_load(struct store_options *o, const char *path, char **url, c
         return false;
     }
     guint64 range = o->range_size, frame = o->frame_size, level = (guint64)o->level, timeout = o->timeout_s;
+    guint64 min_rate = o->min_rate, window = o->min_rate_window_s;
     if (!get_count(kf, "connections", &o->connections, error) ||
         !get_count(kf, "threads", &o->threads, error) ||
         !get_size(kf, "store", "range_size", &range, error) ||
         !get_size(kf, "store", "frame_size", &frame, error) ||
         !get_size(kf, "store", "level", &level, error) ||
-        !get_seconds(kf, "timeout", &timeout, error) ||
+        !get_seconds(kf, "timeout", 0, 86400, &timeout, error) ||
+        !get_size(kf, "store", "min_rate", &min_rate, error) ||
+        !get_seconds(kf, "min_rate_window", 1, 3600, &window, error) ||
         (cache_size && !get_size(kf, "store", "cache_size", cache_size, error)))
         return false;
-    if (range == 0 || frame < 4096 || frame > (64u << 20) || level > 22) {
+    if (range == 0 || frame < 4096 || frame > (64u << 20) || level > 22 || min_rate == 0 ||
+        min_rate > G_MAXINT32) {
         g_set_error(error, STORE_ERROR, STORE_ERROR_INVALID,
-                    "%s: range_size must be positive, frame_size 4K to 64M, level 0 to 22", path);
+                    "%s: range_size must be positive, frame_size 4K to 64M, level 0 to 22, min_rate "
+                    "1 to 2G", path);
         return false;
     }
     o->range_size = range;
     o->frame_size = (guint)frame;
     o->level = (int)level;
     o->timeout_s = (guint)timeout;
+    o->min_rate = min_rate;
+    o->min_rate_window_s = (guint)window;
     if (url)
         get_string(kf, "store", "url", url);
     if (cache_dir)

@@ -266,7 +266,8 @@ bool store_pull_onto(const char *url, const char *id, const char *dest, const ch
                      struct store_pull_result *r, GError **error)
 {
     memset(r, 0, sizeof(*r));
-    g_autoptr(transport) t = transport_open(url, o, error);
+    struct store_options bounded;
+    g_autoptr(transport) t = transport_open(url, store_options_bounded(o, &bounded), error);
     if (!t)
         return false;
     g_autoptr(manifest) m = pull_fetch_manifest(t, id, error);
@@ -289,7 +290,8 @@ bool store_pull(const char *url, const char *id, const char *dest, struct store_
 
 GPtrArray *store_list(const char *url, const struct store_options *o, GError **error)
 {
-    g_autoptr(transport) t = transport_open(url, o, error);
+    struct store_options bounded;
+    g_autoptr(transport) t = transport_open(url, store_options_bounded(o, &bounded), error);
     if (!t)
         return NULL;
     g_autoptr(GPtrArray) names = t->ops->list(t, "manifests", error);
@@ -310,7 +312,8 @@ GPtrArray *store_list(const char *url, const struct store_options *o, GError **e
 
 bool store_verify(const char *url, const char *id, const struct store_options *o, GError **error)
 {
-    g_autoptr(transport) t = transport_open(url, o, error);
+    struct store_options bounded;
+    g_autoptr(transport) t = transport_open(url, store_options_bounded(o, &bounded), error);
     if (!t)
         return false;
     g_autoptr(manifest) m = pull_fetch_manifest(t, id, error);

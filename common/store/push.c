@@ -285,7 +285,8 @@ bool store_push(const struct store_push_args *a, const struct store_options *o,
                 struct store_push_result *r, GError **error)
 {
     memset(r, 0, sizeof(*r));
-    g_autoptr(transport) t = transport_open(a->url, o, error);
+    struct store_options bounded;
+    g_autoptr(transport) t = transport_open(a->url, store_options_bounded(o, &bounded), error);
     if (!t)
         return false;
     struct push_plan plan = {

@@ -33,6 +33,12 @@ enum store_error_code {
 #define STORE_DEFAULT_CONNECTIONS 8
 #define STORE_DEFAULT_LEVEL 3
 #define STORE_DEFAULT_CACHE_SIZE (20ull << 30)
+/* A request slower than this many bytes a second for this many seconds in
+ * a row fails (and is retried): a trickle is a stall. */
+#define STORE_DEFAULT_MIN_RATE 4096u
+#define STORE_DEFAULT_MIN_RATE_WINDOW_S 30u
+/* What one operation (a pull, a push, their retries and waits) may take. */
+#define STORE_DEFAULT_TIMEOUT_S 3600u
 
 /* What push and pull may be told; store_options_init sets the defaults. */
 struct store_options {
@@ -44,13 +50,19 @@ struct store_options {
     guint64 part_size;    /* S3 multipart part size */
     guint retries;        /* attempts per request beyond the first */
     guint retry_delay_ms; /* first back-off, doubled each attempt */
+    /* Every request's floor: one that moves fewer than min_rate bytes a
+     * second for min_rate_window_s seconds in a row fails (and is retried),
+     * waiting for its first byte included. */
+    guint64 min_rate;
+    guint min_rate_window_s;
     /* One bound for a whole operation (a pull, a push), its retries and its
      * waits for another process's import of the same layer included: at
      * deadline (g_get_monotonic_time()), whatever still runs fails with
-     * STORE_ERROR_TIMEOUT. 0: none (each request is still bounded, by its
-     * connect and stall timeouts times its retries). timeout_s is the
-     * configuration's [store] timeout, for the caller to set deadline from
-     * when it starts an operation (store_options_start_deadline). */
+     * STORE_ERROR_TIMEOUT. timeout_s is the configuration's [store] timeout
+     * (STORE_DEFAULT_TIMEOUT_S; 0: none), for the caller to set deadline
+     * from when it starts an operation (store_options_start_deadline); an
+     * operation that starts with no deadline set takes one from timeout_s
+     * itself. */
     guint timeout_s;
     gint64 deadline;
     bool progress;        /* bytes, rate and ETA on stderr */
@@ -82,7 +94,8 @@ void store_options_clear(struct store_options *o);
 void store_options_start_deadline(struct store_options *o);
 /* [store] and [s3] of a key file: url (returned in *url when asked),
  * connections, range_size, threads, frame_size, level, timeout (seconds,
- * 0 to 86400), cache_dir, cache_size, ca_file; endpoint, region,
+ * 0 to 86400), min_rate (bytes a second, at least 1), min_rate_window
+ * (seconds, 1 to 3600), cache_dir, cache_size, ca_file; endpoint, region,
  * access_key, secret_key, ca_file. A ca_file must be a readable CA bundle
  * (store_ca_file_check) now, not at the first TLS handshake. */
 bool store_options_load(struct store_options *o, const char *path, char **url, char **cache_dir,

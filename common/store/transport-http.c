@@ -56,9 +56,11 @@ CURL *http_easy_new(struct http_transport *h, const char *url, struct curl_slist
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, left < 0 ? 10000L : MAX(1L, MIN(left, 10000L)));
     if (left >= 0)   /* the whole http_request, connect to last byte, ends by the deadline */
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, MAX(1L, left));
-    /* no request waits forever: a transfer stalled for 30 s fails (and is retried) */
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 30L);
+    /* No request waits forever, nor trickles on: one slower than the floor
+     * for the window fails (and is retried). libcurl trips when the speed
+     * is below the limit, so a limit of 1 never cut a 1 byte/s trickle. */
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, (long)MAX(1u, h->base.opts->min_rate));
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)MAX(1u, h->base.opts->min_rate_window_s));
     curl_easy_setopt(e, CURLOPT_USERAGENT, "vsnap-store");
     curl_easy_setopt(e, CURLOPT_SHARE, h->share);
     /* HTTP/1.1 even where a server offers HTTP/2 over TLS: libcurl would

@@ -63,5 +63,10 @@ void transport_free(struct transport *t);
 typedef struct transport transport;
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(transport, transport_free)
 
+/* o, or (when o has no deadline and a timeout_s) local, a copy of o whose
+ * deadline starts now: what an operation's transport is opened with. */
+const struct store_options *store_options_bounded(const struct store_options *o,
+                                                  struct store_options *local);
+
 struct transport *transport_file_open(const char *url, const struct store_options *o, GError **error);
 struct transport *transport_http_open(const char *url, const struct store_options *o, GError **error);

@@ -325,6 +325,24 @@ def case_endless_parents(env):
     print(f"  refused after {r.seconds:.1f} s, at most {r.max_fds} fds", flush=True)
 
 
+def case_trickle(env):
+    """Objects sent at 1 byte a second: with a floor of 1 KiB/s over a 2 s
+    window and one retry, the pull fails in seconds, saying it was too slow
+    (libcurl's floor of 1 byte/s never tripped at exactly that)."""
+    w = env.scratch("trickle")
+    conf = os.path.join(w, "store.conf")
+    with open(conf, "w") as f:
+        f.write("[store]\nmin_rate = 1K\nmin_rate_window = 2\n")
+    cache, dest = os.path.join(w, "cache"), os.path.join(w, "dest")
+    r = env.pull(env.good.url(trickle=True), env.layer_id("victim"), dest, cache, ok=False,
+                 opts=["--config", conf, "--retries", "1"], timeout=30)
+    r.refused("too slow", "2 attempts")
+    check(r.seconds < 15, f"the trickle took {r.seconds:.1f} s to cut off")
+    check_cache_gained_nothing(cache)
+    check_nothing_left(w, dest)
+    print(f"  cut off after {r.seconds:.1f} s", flush=True)
+
+
 CASES = [v for k, v in list(globals().items()) if k.startswith("case_")]
 
 

@@ -1,11 +1,13 @@
 /* The seek table and single frames of common/store/seekable.c, the claims
- * a manifest makes about them (object-table.c), and size parsing: what the
- * end-to-end store test cannot aim at precisely. */
+ * a manifest makes about them (object-table.c), size parsing and the
+ * configuration's floor and deadline: what the end-to-end store test cannot
+ * aim at precisely. */
 #include "store/object.h"
 #include "store/seekable.h"
 #include "store/store.h"
 
 #include <string.h>
+#include <unistd.h>
 #include <zstd.h>
 
 static void test_table_round_trip(void)
@@ -175,6 +177,43 @@ static void test_sizes(void)
     }
 }
 
+static bool load_options(const char *text, struct store_options *o, GError **error)
+{
+    g_autofree char *path = NULL;
+    int fd = g_file_open_tmp("store-options-XXXXXX", &path, NULL);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(write(fd, text, strlen(text)), ==, (gssize)strlen(text));
+    close(fd);
+    store_options_init(o);
+    bool ok = store_options_load(o, path, NULL, NULL, NULL, error);
+    unlink(path);
+    return ok;
+}
+
+/* Every transfer has a floor and every operation a deadline by default;
+ * the configuration sets them within bounds. */
+static void test_options(void)
+{
+    struct store_options o;
+    store_options_init(&o);
+    g_assert_cmpuint(o.min_rate, ==, 4096);
+    g_assert_cmpuint(o.min_rate_window_s, ==, 30);
+    g_assert_cmpuint(o.timeout_s, ==, 3600);
+    g_autoptr(GError) error = NULL;
+    g_assert_true(load_options("[store]\nmin_rate = 1K\nmin_rate_window = 2s\ntimeout = 0\n", &o, &error));
+    g_assert_no_error(error);
+    g_assert_cmpuint(o.min_rate, ==, 1024);
+    g_assert_cmpuint(o.min_rate_window_s, ==, 2);
+    g_assert_cmpuint(o.timeout_s, ==, 0);
+    static const char *const bad[] = { "[store]\nmin_rate = 0\n", "[store]\nmin_rate_window = 0\n",
+                                       "[store]\nmin_rate_window = 3601\n", "[store]\nmin_rate = fast\n" };
+    for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_clear_error(&error);
+        g_assert_false(load_options(bad[i], &o, &error));
+        g_assert_error(error, STORE_ERROR, STORE_ERROR_INVALID);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -184,5 +223,6 @@ int main(int argc, char **argv)
     g_test_add_func("/store/seek-table/claims", test_claims);
     g_test_add_func("/store/frame", test_frame);
     g_test_add_func("/store/sizes", test_sizes);
+    g_test_add_func("/store/options", test_options);
     return g_test_run();
 }
