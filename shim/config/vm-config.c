@@ -844,7 +844,7 @@ bool vm_config_check_files(const struct vm_config *cfg, GError **error)
         if (!disk_config_check_image(&cfg->disks[i], field, error))
             return false;
     }
-    return true;
+    return disk_config_check_distinct(cfg, error);
 }
 
 /* ---- struct -> JSON ------------------------------------------------------- */

@@ -438,7 +438,8 @@ bool vmm_add_disk(struct vmm *vmm, const struct disk_config *disk, GError **erro
     vm_config_add_disk(cfg, disk);
     vm_config_name_disks(cfg);
     g_autofree char *field = g_strdup_printf("disks[%u].path", cfg->ndisks - 1);
-    if (!vm_config_validate(cfg, error) || !disk_config_check_image(&cfg->disks[cfg->ndisks - 1], field, error))
+    if (!vm_config_validate(cfg, error) || !disk_config_check_image(&cfg->disks[cfg->ndisks - 1], field, error) ||
+        !disk_config_check_distinct(cfg, error))
         return false;
     vm_config_free(vmm->config);
     vmm->config = g_steal_pointer(&cfg);
