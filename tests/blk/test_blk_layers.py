@@ -433,9 +433,16 @@ def case_fold(workdir):
         expect(conn, "BLKFLUSH 0", "OK")
         overlay = disk_config(vm)["vsnap_overlay"]
         conn.close()
+        # Not while a VM reads the image as its base (and writes the overlay).
+        before = sha256(img)
+        res = subprocess.run([COMPACT, "--fold-disk", s3, "vda", "--overlay", overlay], capture_output=True,
+                             text=True)
+        check(res.returncode != 0 and f"disk image {img} is in use: another process (pid {vm.proc.pid})" in res.stderr,
+              f"--fold-disk under a running VM: {res.returncode} {res.stderr}")
+        check(sha256(img) == before and not os.path.exists(img + ".vsnap-fold"),
+              "a refused fold touched the image or left its intent")
     finally:
         vm.close()
-    before = sha256(img)
     res = subprocess.run([COMPACT, "--fold-disk", s3, "vda", "--overlay", overlay], capture_output=True, text=True)
     check(res.returncode == 0, f"--fold-disk: {res.stderr}")
     check(sha256(img) != before and file_sum(img, 0, SIZE) == file_sum(m3.path, 0, SIZE),
