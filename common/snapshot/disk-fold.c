@@ -10,6 +10,7 @@
 
 #include "json/bounded-json.h"
 #include "layer-internal.h"
+#include "snapshot/image-lock.h"
 #include "snapshot/mapped-read.h"
 #include "snapshot/overlay.h"
 
@@ -111,16 +112,33 @@ static bool apply_overlay(struct snap_overlay *ov, int fd, uint64_t size, const 
     return true;
 }
 
-/* The writes and the fsync: the same result however often it is run. */
-static bool apply(const char *image, const char *const *layers, unsigned n, const char *overlay, GError **error)
+/* The image for writing, locked as a writer's (image-lock.h): a VM that
+ * reads or writes it refuses the fold before anything is written. */
+static int open_locked(const char *image, GError **error)
+{
+    int fd = open(image, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fold_io(error, errno, "opening it", image);
+        return -1;
+    }
+    if (!snap_image_lock(fd, "disk image", image, true, error)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The writes and the fsync into fd (open_locked, closed here): the same
+ * result however often it is run. */
+static bool apply(int fd, const char *image, const char *const *layers, unsigned n, const char *overlay,
+                  GError **error)
 {
     g_autoptr(snap_chain) c = n ? snap_disk_chain_open(layers, n, error) : NULL;
     g_autoptr(snap_overlay) ov = overlay ? snap_overlay_open(overlay, false, error) : NULL;
-    if ((n && !c) || (overlay && !ov))
+    if ((n && !c) || (overlay && !ov)) {
+        close(fd);
         return false;
-    int fd = open(image, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fold_io(error, errno, "opening it", image);
+    }
     off_t end = lseek(fd, 0, SEEK_END);
     uint64_t size = end > 0 ? (uint64_t)end : 0;
     g_autofree uint8_t *zeros = g_malloc0(SNAP_PAGE_SIZE);
@@ -190,8 +208,11 @@ bool snap_disk_fold_resume(const char *image, bool *resumed, GError **error)
         return true;
     g_autoptr(GPtrArray) layers = g_ptr_array_new_with_free_func(g_free);
     g_autofree char *overlay = NULL;
-    if (!parse_intent(intent, image, layers, &overlay, error) ||
-        !apply(image, (const char *const *)layers->pdata, layers->len, overlay, error) || !finish(image, error))
+    if (!parse_intent(intent, image, layers, &overlay, error))
+        return false;
+    int fd = open_locked(image, error);
+    if (fd < 0 || !apply(fd, image, (const char *const *)layers->pdata, layers->len, overlay, error) ||
+        !finish(image, error))
         return false;
     *resumed = true;
     return true;
@@ -222,6 +243,12 @@ bool snap_disk_fold_into_image(const char *image, const char *const *layers, uns
     g_autofree char *intent = intent_path(image);
     g_autofree char *dir = g_path_get_dirname(intent), *name = g_path_get_basename(intent);
     g_autofree char *text = intent_text(image, layers, n, overlay);
-    return snap_dir_write_file(dir, name, text, error) && apply(image, layers, n, overlay, error) &&
-           finish(image, error);
+    int fd = open_locked(image, error);
+    if (fd < 0)
+        return false;
+    if (!snap_dir_write_file(dir, name, text, error)) {
+        close(fd);
+        return false;
+    }
+    return apply(fd, image, layers, n, overlay, error) && finish(image, error);
 }

@@ -63,7 +63,7 @@ static void format_host_cpu(GString *out, const struct host_info *host)
     for (guint i = 0; i < cpu->flags->len; i++)
         if (is_feature_name(cpu->flags->pdata[i]))
             g_string_append_printf(out, "      <feature name='%s'/>\n", (const char *)cpu->flags->pdata[i]);
-    g_string_append(out, "      <pages unit='KiB' size='4'/>\n    </cpu>\n");
+    g_string_append(out, "      <pages unit='KiB' size='4'/>\n      <pages unit='KiB' size='2048'/>\n    </cpu>\n");
 }
 
 static const struct host_cpu_topology *find_cpu(const struct host_info *host, unsigned id)

@@ -56,7 +56,11 @@ static void format_os_cpu(GString *out)
                     "    <mode name='host-model' supported='no'/>\n"
                     "    <mode name='custom' supported='no'/>\n"
                     "  </cpu>\n"
-                    "  <memoryBacking supported='no'/>\n");
+                    "  <memoryBacking supported='yes'>\n"
+                    "    <enum name='sourceType'>\n"
+                    "      <value>memfd</value>\n"
+                    "    </enum>\n"
+                    "  </memoryBacking>\n");
 }
 
 static void format_devices_features(GString *out)

@@ -303,6 +303,22 @@ static void append_number(GString *out, const char *name, uint64_t value)
         g_string_append_printf(out, "    <%s>%" G_GUINT64_FORMAT "</%s>\n", name, value, name);
 }
 
+/* After <memtune>, as libvirt writes them. */
+static void format_memory_backing(GString *out, const struct domain_def *def)
+{
+    if (!def->memory_backing.present)
+        return;
+    g_string_append(out, "  <memoryBacking>\n");
+    if (def->memory_backing.hugepages && def->memory_backing.page_kib)
+        g_string_append_printf(out, "    <hugepages>\n      <page size='%" G_GUINT64_FORMAT "' unit='KiB'/>\n"
+                               "    </hugepages>\n", def->memory_backing.page_kib);
+    else if (def->memory_backing.hugepages)
+        g_string_append(out, "    <hugepages/>\n");
+    if (def->memory_backing.source_memfd)
+        g_string_append(out, "    <source type='memfd'/>\n");
+    g_string_append(out, "  </memoryBacking>\n");
+}
+
 static void format_tune(GString *out, const struct domain_def *def)
 {
     if (def->memtune.present) {
@@ -312,6 +328,7 @@ static void format_tune(GString *out, const struct domain_def *def)
         append_limit(out, "swap_hard_limit", def->memtune.swap_hard_limit_kib);
         g_string_append(out, "  </memtune>\n");
     }
+    format_memory_backing(out, def);
     if (def->cputune.present) {
         g_string_append(out, "  <cputune>\n");
         append_number(out, "shares", def->cputune.shares);

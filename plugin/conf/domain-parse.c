@@ -145,6 +145,7 @@ static const struct domain_child_parser domain_elements[] = {
     {"memory", parse_memory, false},
     {"currentMemory", parse_current_memory, false},
     {"memtune", domain_parse_memtune, false},
+    {"memoryBacking", domain_parse_memory_backing, false},
     {"vcpu", parse_vcpu, false},
     {"cputune", domain_parse_cputune, false},
     {"os", domain_parse_os, false},
@@ -279,7 +280,7 @@ static bool finish(struct domain_def *def, uint32_t seen, GError **error)
                     "vsnap boots a Linux kernel directly: <os><kernel> is required");
         return false;
     }
-    if (!check_memory(def, was_seen(seen, "currentMemory"), error))
+    if (!check_memory(def, was_seen(seen, "currentMemory"), error) || !domain_check_memory_backing(def, error))
         return false;
     if (!was_seen(seen, "vcpu"))
         def->vcpus = 1;

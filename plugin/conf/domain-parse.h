@@ -47,6 +47,9 @@ bool domain_parse_sysinfo(struct domain_def *def, const xmlNode *sysinfo, GError
 bool domain_parse_smbios(struct domain_def *def, const xmlNode *smbios, GError **error);
 bool domain_parse_memtune(struct domain_def *def, const xmlNode *memtune, GError **error);
 bool domain_parse_cputune(struct domain_def *def, const xmlNode *cputune, GError **error);
+bool domain_parse_memory_backing(struct domain_def *def, const xmlNode *memory_backing, GError **error);
+/* Once <memory> is known: RAM on huge pages is a whole number of them. */
+bool domain_check_memory_backing(const struct domain_def *def, GError **error);
 bool domain_parse_rng(struct domain_def *def, const xmlNode *rng, GError **error);
 /* Once everything is parsed: sysinfo and the smbios mode agree with the domain. */
 bool domain_check_sysinfo(const struct domain_def *def, GError **error);

@@ -48,6 +48,12 @@ static void add_cpus_memory(JsonBuilder *b, const struct domain_def *def)
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "size");
     json_builder_add_int_value(b, (gint64)(def->memory_kib * 1024));
+    if (def->memory_backing.hugepages) {
+        json_builder_set_member_name(b, "hugepages");
+        json_builder_add_boolean_value(b, TRUE);
+        json_builder_set_member_name(b, "hugepage_size");
+        json_builder_add_int_value(b, 2 << 20);
+    }
     json_builder_end_object(b);
 }
 

@@ -20,6 +20,7 @@
 #include "domain/disk-state.h"
 #include "run/jail.h"
 #include "monitor/monitor.h"
+#include "process-disks.h"
 #include "process-net.h"
 #include "shim-events.h"
 #include "util/test-hook.h"
@@ -552,7 +553,7 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
         return false;
     /* Before anything exists: a missing image is the user's to fix, and
      * nothing is started or left behind for it. */
-    if (!domain_def_check_disk_access(live, error) ||
+    if (!domain_def_check_disk_access(live, error) || !process_disks_check(drv, live->name, live, how != NULL, error) ||
         (live->n_disks > 0 && !disk_state_make_dir(run->disk_dir, error)) ||
         !process_net_prepare(drv, live, nets, error))
         return false;

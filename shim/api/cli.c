@@ -101,13 +101,18 @@ static bool get_bool(const struct option_list *opts, const char *option, const c
 
 bool cli_parse_memory(const char *spec, struct memory_config *out, GError **error)
 {
-    static const char *const keys[] = { "size", "shared", "hugepages", "prefault", NULL };
+    static const char *const keys[] = { "size", "shared", "hugepages", "hugepage_size", "prefault", NULL };
     g_autoptr(option_list) opts = option_list_parse("--memory", spec, keys, error);
     if (!opts)
         return false;
     const char *size = option_list_get(opts, "size");
     if (size && !parse_size(size, &out->size, error)) {
         g_prefix_error(error, "--memory size=: ");
+        return false;
+    }
+    const char *huge = option_list_get(opts, "hugepage_size");
+    if (huge && !parse_size(huge, &out->hugepage_size, error)) {
+        g_prefix_error(error, "--memory hugepage_size=: ");
         return false;
     }
     return get_bool(opts, "--memory", "shared", &out->shared, error) &&
@@ -418,7 +423,7 @@ static GOptionContext *make_context(struct shim_options *out, struct raw_options
         { "initramfs", 0, 0, G_OPTION_ARG_FILENAME, &raw->initramfs, "Initramfs", "<file>" },
         { "cmdline", 0, 0, G_OPTION_ARG_STRING, &raw->cmdline, "Kernel command line", "<text>" },
         { "memory", 0, 0, G_OPTION_ARG_STRING, &raw->memory, "Guest RAM",
-          "size=<512M>[,shared=on|off][,hugepages=on|off][,prefault=on|off]" },
+          "size=<512M>[,shared=on|off][,hugepages=on|off][,hugepage_size=2M][,prefault=on|off]" },
         { "cpus", 0, 0, G_OPTION_ARG_STRING, &raw->cpus, "vCPUs", "boot=<n>[,max=<n>]" },
         { "serial", 0, 0, G_OPTION_ARG_STRING, &raw->serial, "Serial port output",
           "off|null|tty|pty|file=<path>|socket=<path>" },

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "snapshot/image-lock.h"
 #include "snapshot/overlay.h"
 
 #define BLOCK SNAP_OVERLAY_BLOCK
@@ -194,16 +195,23 @@ static struct snap_overlay *open_or_create(const struct blk_overlay_options *opt
     struct snap_overlay *ov = NULL;
     if (g_file_test(opts->path, G_FILE_TEST_EXISTS)) {
         ov = snap_overlay_open(opts->path, true, &local);
+        /* Before its header is trusted: another VM may be writing it. */
+        if (ov && !snap_image_lock(ov->fd, "disk overlay", opts->path, true, &local))
+            g_clear_pointer(&ov, snap_overlay_close);
         if (ov && !snap_overlay_check_fits(ov, blk_chain_top_id(lower), lower->capacity, opts->image, &local))
             g_clear_pointer(&ov, snap_overlay_close);
     } else {
         struct snap_disk_identity base;
         if (snap_disk_identity_read(opts->image, &base, &local))
             ov = snap_overlay_create(opts->path, lower->capacity, blk_chain_top_id(lower), &base, &local);
+        if (ov && !snap_image_lock(ov->fd, "disk overlay", opts->path, true, &local))
+            g_clear_pointer(&ov, snap_overlay_close);
     }
     if (!ov && local)
         g_set_error_literal(error, G_IO_ERROR,
-                            local->code == SNAP_ERROR_NO_SPACE ? G_IO_ERROR_NO_SPACE : G_IO_ERROR_INVALID_DATA,
+                            local->code == SNAP_ERROR_NO_SPACE ? G_IO_ERROR_NO_SPACE
+                            : local->code == SNAP_ERROR_BUSY   ? G_IO_ERROR_BUSY
+                                                               : G_IO_ERROR_INVALID_DATA,
                             local->message);
     return ov;
 }

@@ -5,6 +5,7 @@
 #include "block/blk-backend.h"
 #include "blk-iov.h"
 #include "sandbox/confine.h"
+#include "snapshot/image-lock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -220,6 +221,13 @@ static const struct blk_backend_ops raw_ops = {
     .close = raw_close,
 };
 
+bool blk_raw_share_lock(struct blk_backend *b, bool shared, GError **error)
+{
+    if (!b || b->ops != &raw_ops || b->readonly)
+        return true;
+    return snap_image_lock(raw_of(b)->fd, "disk image", b->name, !shared, error);
+}
+
 /* ---- opening ---- */
 
 static bool open_failed(GError **error, const char *path, const char *what, int e)
@@ -292,6 +300,11 @@ struct blk_backend *blk_raw_open(const struct blk_raw_options *opts, GError **er
                                                          "system refuses"
                            : opts->readonly ? "opening it for reading" : "opening it for reading and writing";
         open_failed(error, opts->path, what, e);
+        raw_close(&r->base);
+        return NULL;
+    }
+    /* Before anything reads it: an image one VM writes is no other's. */
+    if (!snap_image_lock(r->fd, "disk image", opts->path, !opts->readonly, error)) {
         raw_close(&r->base);
         return NULL;
     }

@@ -147,6 +147,7 @@ bool console_mode_from_string(const char *text, enum console_mode *out)
 enum field_kind {
     FIELD_STRING,      /* char *, null allowed */
     FIELD_U64,
+    FIELD_OPT_U64,     /* uint64_t, null allowed: 0, unset (Cloud Hypervisor's Option<u64>) */
     FIELD_U32,
     FIELD_BOOL,
     FIELD_STRV,        /* char **, an array of strings, null allowed */
@@ -197,9 +198,10 @@ static const struct field memory_fields[] = {
     LEAF("size", FIELD_U64, memory.size),
     LEAF("shared", FIELD_BOOL, memory.shared),
     LEAF("hugepages", FIELD_BOOL, memory.hugepages),
+    LEAF("hugepage_size", FIELD_OPT_U64, memory.hugepage_size),
     LEAF("prefault", FIELD_BOOL, memory.prefault),
     UNSUPPORTED("hotplug_size"), UNSUPPORTED("hotplugged_size"), UNSUPPORTED("mergeable"),
-    UNSUPPORTED("hotplug_method"), UNSUPPORTED("hugepage_size"), UNSUPPORTED("thp"),
+    UNSUPPORTED("hotplug_method"), UNSUPPORTED("thp"),
     UNSUPPORTED("zones"),
     { 0 },
 };
@@ -528,6 +530,12 @@ static bool parse_leaf(JsonNode *node, const struct field *f, const char *path,
         return parse_string_field(node, path, (char **)base, error);
     case FIELD_U64:
         return parse_uint_field(node, path, UINT64_MAX, (uint64_t *)base, error);
+    case FIELD_OPT_U64:
+        if (JSON_NODE_HOLDS_NULL(node)) {
+            *(uint64_t *)base = 0;
+            return true;
+        }
+        return parse_uint_field(node, path, UINT64_MAX, (uint64_t *)base, error);
     case FIELD_U32:
         if (!parse_uint_field(node, path, UINT32_MAX, &value, error))
             return false;
@@ -687,6 +695,34 @@ struct vm_config *vm_config_from_json_text(const char *text, gssize len, GError 
 
 /* ---- checks ---------------------------------------------------------------- */
 
+uint64_t memory_config_page_size(const struct memory_config *m)
+{
+    return m->hugepages ? VSNAP_HUGEPAGE_SIZE : 4096;
+}
+
+/* Cloud Hypervisor's rules (a size needs hugepages, and is a power of two),
+ * then vsnap's: 2 MiB pages only, and RAM made of whole ones. */
+static bool check_hugepages(const struct memory_config *m, GError **error)
+{
+    if (m->hugepage_size && !m->hugepages)
+        return invalid(error, "memory.hugepage_size", "given without memory.hugepages");
+    if (m->hugepage_size & (m->hugepage_size - 1))
+        return invalid(error, "memory.hugepage_size", "not a power of two");
+    if (m->hugepage_size && m->hugepage_size != VSNAP_HUGEPAGE_SIZE) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED,
+                    "invalid field 'memory.hugepage_size': %" G_GUINT64_FORMAT " bytes is not supported by "
+                    "vsnap: guest RAM is backed by 2 MiB huge pages (2097152) only", m->hugepage_size);
+        return false;
+    }
+    if (m->hugepages && m->size % VSNAP_HUGEPAGE_SIZE) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "invalid field 'memory.size': %" G_GUINT64_FORMAT " bytes is not a whole number of 2 MiB "
+                    "huge pages (memory.hugepages)", m->size);
+        return false;
+    }
+    return true;
+}
+
 static bool check_memory(const struct memory_config *m, GError **error)
 {
     if (m->size < VSNAP_MIN_MEMORY || m->size > VSNAP_MAX_MEMORY) {
@@ -697,7 +733,7 @@ static bool check_memory(const struct memory_config *m, GError **error)
     }
     if (m->size % 4096)
         return invalid(error, "memory.size", "not a multiple of 4 KiB");
-    return true;
+    return check_hugepages(m, error);
 }
 
 static bool check_cpus(const struct cpus_config *c, GError **error)
@@ -844,7 +880,7 @@ bool vm_config_check_files(const struct vm_config *cfg, GError **error)
         if (!disk_config_check_image(&cfg->disks[i], field, error))
             return false;
     }
-    return true;
+    return disk_config_check_distinct(cfg, error);
 }
 
 /* ---- struct -> JSON ------------------------------------------------------- */
@@ -947,6 +983,11 @@ JsonNode *vm_config_to_json(const struct vm_config *cfg)
     config_json_add_int(b, "size", (gint64)cfg->memory.size);
     config_json_add_bool(b, "shared", cfg->memory.shared);
     config_json_add_bool(b, "hugepages", cfg->memory.hugepages);
+    json_builder_set_member_name(b, "hugepage_size");
+    if (cfg->memory.hugepage_size)
+        json_builder_add_int_value(b, (gint64)cfg->memory.hugepage_size);
+    else
+        json_builder_add_null_value(b); /* unset, as Cloud Hypervisor shows it */
     config_json_add_bool(b, "prefault", cfg->memory.prefault);
     json_builder_end_object(b);
 

@@ -61,8 +61,6 @@ static bool check_config(const struct vm_config *cfg, GError **error)
                              "(give payload.kernel)");
     if (!cfg->payload.kernel)
         return refuse(error, "payload.kernel is missing: there is nothing to boot");
-    if (cfg->memory.hugepages)
-        return refuse(error, "memory.hugepages is not supported");
     if (cfg->cpus.boot_vcpus < 1 || cfg->cpus.boot_vcpus > VSNAP_MAX_VCPUS) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "cpus.boot_vcpus must be 1..%d, not %u",
                     VSNAP_MAX_VCPUS, cfg->cpus.boot_vcpus);
@@ -134,7 +132,7 @@ static bool setup_memory(struct vm *vm, const struct memory_config *cfg, struct 
     if (restored) {
         vm->mem = *restored;
         *restored = (struct guest_memory){ .fd = -1 };
-    } else if (!guest_memory_init(&vm->mem, cfg->size, error)) {
+    } else if (!guest_memory_init_paged(&vm->mem, cfg->size, memory_config_page_size(cfg), error)) {
         return false;
     }
     for (unsigned i = 0; i < vm->mem.nregions; i++) {
@@ -551,10 +549,11 @@ struct vm *vm_new_for_restore(const struct vm_config *cfg, const struct vm_callb
 {
     if (!check_config(cfg, error))
         return NULL;
-    if (ram->size != cfg->memory.size) {
+    if (ram->size != cfg->memory.size || ram->page_size != memory_config_page_size(&cfg->memory)) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                    "restored RAM has %" G_GUINT64_FORMAT " bytes, the config says %" G_GUINT64_FORMAT,
-                    ram->size, cfg->memory.size);
+                    "restored RAM has %" G_GUINT64_FORMAT " bytes on %" G_GUINT64_FORMAT "-byte pages, the config "
+                    "says %" G_GUINT64_FORMAT " on %" G_GUINT64_FORMAT, ram->size, ram->page_size, cfg->memory.size,
+                    memory_config_page_size(&cfg->memory));
         return NULL;
     }
     struct vm *vm = vm_alloc(cb);

@@ -20,6 +20,7 @@ struct sealed_disk {
     struct snap_disk_record record;
     char *overlay;  /* the new, empty overlay */
     struct blk_backend *next;  /* the disk on its new layer and overlay, opened at the seal */
+    struct blk_backend *shared_raw; /* the raw disk whose image lock the seal made shared (the device's) */
 };
 
 struct disk_layers {
@@ -111,12 +112,19 @@ static void next_config(const struct disk_config *d, const char *layer, const ch
  * moved, so that a snapshot reported taken always has its disks on their
  * new layers (once the image is a base, nothing may write it). The layer
  * is opened where it is now; the descriptors outlive the commit's rename. */
-static bool open_next(const struct disk_config *d, struct sealed_disk *s, const char *partial, GError **error)
+static bool open_next(const struct disk_config *d, struct blk_backend *b, struct sealed_disk *s,
+                      const char *partial, GError **error)
 {
     g_autofree char *layer = g_build_filename(partial, s->record.file, NULL);
     struct disk_config here;
     next_config(d, layer, s->overlay, &here);
-    s->next = vm_open_disk_backend(&here, error);
+    /* At the first snapshot the image becomes the base, which the chain
+     * locks shared: the raw disk's own lock is made shared first, in place
+     * (image-lock.h), and exclusive again if the snapshot does not happen. */
+    if (blk_raw_share_lock(b, true, error)) {
+        s->shared_raw = b;
+        s->next = vm_open_disk_backend(&here, error);
+    }
     disk_config_clear(&here);
     return s->next != NULL;
 }
@@ -143,7 +151,7 @@ static bool seal_disk(struct vm *vm, struct vm_config *cfg, unsigned i, const ch
         return false;
     }
     snap_overlay_close(next);
-    return open_next(d, s, partial, error);
+    return open_next(d, b, s, partial, error);
 }
 
 struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const char *partial, GError **error)
@@ -185,6 +193,9 @@ void disk_layers_abort(struct disk_layers *dl)
         struct sealed_disk *s = &g_array_index(dl->disks, struct sealed_disk, i);
         if (s->next)
             blk_backend_close(g_steal_pointer(&s->next));
+        g_autoptr(GError) relock = NULL;
+        if (s->shared_raw && !blk_raw_share_lock(s->shared_raw, false, &relock))
+            g_warning("%s", relock->message);
         if (s->overlay && unlink(s->overlay) != 0 && errno != ENOENT)
             g_warning("cannot remove the unused overlay %s: %s", s->overlay, g_strerror(errno));
     }

@@ -236,12 +236,14 @@ static bool snap_failed(GError **error, GError *local, const char *what)
     return false;
 }
 
-/* RAM for the VM before it exists: filled (copy, merge) or fresh (on demand). */
-static bool prepare_ram(struct snap_chain *chain, enum snap_restore_mode mode, struct guest_memory *ram,
-                        GError **error)
+/* RAM for the VM before it exists: filled (copy, merge) or fresh (on
+ * demand), on the host pages the config asks for. Huge pages are merged in
+ * place: the merged image cannot be a tmpfs file (ram-snapshot/restore.h). */
+static bool prepare_ram(struct snap_chain *chain, enum snap_restore_mode mode, uint64_t page_size,
+                        struct guest_memory *ram, GError **error)
 {
     g_autoptr(GError) local = NULL;
-    if (mode == SNAP_RESTORE_MERGE) {
+    if (mode == SNAP_RESTORE_MERGE && page_size == GUEST_PAGE_SIZE) {
         struct snap_merged_ram merged;
         if (!snap_restore_merge(chain, NULL, &merged, &local))
             return snap_failed(error, local, "restore by merge");
@@ -251,11 +253,15 @@ static bool prepare_ram(struct snap_chain *chain, enum snap_restore_mode mode, s
         }
         return true;
     }
-    if (!guest_memory_init(ram, chain->ram_size, error))
+    if (!guest_memory_init_paged(ram, chain->ram_size, page_size, error))
         return false;
     if (mode == SNAP_RESTORE_COPY && !snap_restore_copy(chain, ram->host, ram->size, &local)) {
         guest_memory_release(ram);
         return snap_failed(error, local, "restore by copy");
+    }
+    if (mode == SNAP_RESTORE_MERGE && !snap_restore_merge_into(chain, ram->host, ram->size, &local)) {
+        guest_memory_release(ram);
+        return snap_failed(error, local, "restore by merge");
     }
     return true;
 }
@@ -274,8 +280,8 @@ static bool start_on_demand(struct persist_vm *p, const struct persist_restore_r
 {
     struct guest_memory *mem = vm_memory(p->vm);
     struct snap_uffd_config config = {
-        .chain = p->served, .host = mem->host, .size = mem->size, .block_size = req->block_size,
-        .on_error = on_demand_failed, .opaque = p,
+        .chain = p->served, .host = mem->host, .size = mem->size, .page_size = mem->page_size,
+        .block_size = req->block_size, .on_error = on_demand_failed, .opaque = p,
     };
     g_autoptr(GError) local = NULL;
     p->uffd = snap_uffd_start(&config, &local);
@@ -304,7 +310,7 @@ static struct vm *build_vm(const struct vm_config *cfg, const struct vm_callback
                            const snap_id *top_id, const struct persist_restore_request *req, GError **error)
 {
     struct guest_memory ram = { .fd = -1 };
-    if (!prepare_ram(*chain, req->mode, &ram, error))
+    if (!prepare_ram(*chain, req->mode, memory_config_page_size(&cfg->memory), &ram, error))
         return NULL;
     /* Prefaulting is done here per mode; vm_new must not populate RAM that
      * userfaultfd is about to manage. */

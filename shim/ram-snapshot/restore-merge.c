@@ -1,7 +1,11 @@
 /* Restore by full-image merge, the baseline vsnap is measured against: like the
  * published setup it materialises a dense image of all of RAM in tmpfs (every
- * page written, zero or not), overlays each diff in chain order, then maps it. */
+ * page written, zero or not), overlays each diff in chain order, then maps it.
+ * RAM on huge pages is built the same way in the RAM itself: hugetlbfs has no
+ * write(2), so the image is written through its mapping. */
 #include "ram-snapshot/restore.h"
+
+#include "snapshot/mapped-read.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,8 +15,23 @@
 
 #define MERGE_CHUNK (2u << 20)
 
-static bool write_at(int fd, const void *buf, uint64_t len, uint64_t off, GError **error)
+/* Where the image goes: a file (pwrite) or a mapping (memcpy). */
+struct merge_sink {
+    int fd;
+    uint8_t *map;
+};
+
+static bool write_at(const struct merge_sink *sink, const void *buf, uint64_t len, uint64_t off, GError **error)
 {
+    if (sink->map) {
+        if (!snap_mapped_copy(sink->map + off, buf, len)) {
+            g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "restore by merge: a snapshot layer cannot be read: "
+                        "it is shorter than when it was opened (truncated while in use) or its storage failed");
+            return false;
+        }
+        return true;
+    }
+    int fd = sink->fd;
     const uint8_t *p = buf;
     while (len) {
         ssize_t n = pwrite(fd, p, len, (off_t)off);
@@ -47,7 +66,7 @@ static int create_image(const char *dir, GError **error)
 }
 
 /* Write the run [first, first + n) of layer l: data or zeros. */
-static bool write_run(int fd, struct snap_layer *l, const struct snap_layer_run *run,
+static bool write_run(const struct merge_sink *fd, struct snap_layer *l, const struct snap_layer_run *run,
                       uint64_t data_page, const uint8_t *zeros, GError **error)
 {
     uint64_t off = run->first_page * SNAP_PAGE_SIZE, len = (uint64_t)run->npages * SNAP_PAGE_SIZE;
@@ -63,7 +82,7 @@ static bool write_run(int fd, struct snap_layer *l, const struct snap_layer_run 
 }
 
 /* The base, densely: holes between its runs are written as zeros. */
-static bool write_base(int fd, struct snap_layer *base, const uint8_t *zeros, GError **error)
+static bool write_base(const struct merge_sink *fd, struct snap_layer *base, const uint8_t *zeros, GError **error)
 {
     uint64_t pos = 0; /* pages written so far */
     uint64_t npages = base->hdr.ram_size / SNAP_PAGE_SIZE;
@@ -86,7 +105,7 @@ static bool write_base(int fd, struct snap_layer *base, const uint8_t *zeros, GE
     return true;
 }
 
-static bool build_image(int fd, struct snap_chain *c, GError **error)
+static bool build_image(const struct merge_sink *fd, struct snap_chain *c, GError **error)
 {
     g_autofree uint8_t *zeros = g_malloc0(MERGE_CHUNK);
     if (!write_base(fd, c->layers[0], zeros, error))
@@ -111,7 +130,7 @@ bool snap_restore_merge(struct snap_chain *c, const char *dir, struct snap_merge
     int fd = create_image(dir ? dir : "/dev/shm", error);
     if (fd < 0)
         return false;
-    if (!build_image(fd, c, error)) {
+    if (!build_image(&(struct merge_sink){ .fd = fd }, c, error)) {
         close(fd);
         return false;
     }
@@ -133,4 +152,15 @@ void snap_merged_ram_release(struct snap_merged_ram *ram)
     if (ram->fd >= 0)
         close(ram->fd);
     *ram = (struct snap_merged_ram){ .fd = -1 };
+}
+
+bool snap_restore_merge_into(struct snap_chain *c, uint8_t *dest, uint64_t size, GError **error)
+{
+    if (c->partial || size != c->ram_size) {
+        g_set_error(error, SNAP_ERROR, SNAP_ERROR_INVALID,
+                    "restore by merge: RAM of %" G_GUINT64_FORMAT " bytes does not match the snapshot's %"
+                    G_GUINT64_FORMAT " (or the chain has no base)", size, c->ram_size);
+        return false;
+    }
+    return build_image(&(struct merge_sink){ .fd = -1, .map = dest }, c, error);
 }

@@ -76,8 +76,8 @@ static bool scan_file(struct snap_layer_writer *w, const struct snap_ram *ram,
     return true;
 }
 
-/* Populated pages of anonymous RAM: mincore(), chunk by chunk. */
-static bool scan_anonymous(struct snap_layer_writer *w, const struct snap_ram *ram,
+/* Populated pages of anonymous or hugetlbfs RAM: mincore(), chunk by chunk. */
+static bool scan_mapped(struct snap_layer_writer *w, const struct snap_ram *ram,
                            struct snap_save_stats *st, GError **error)
 {
     uint64_t npages = ram->size / SNAP_PAGE_SIZE;
@@ -142,7 +142,8 @@ bool snap_save_full(const char *path, const struct snap_ram *ram, const snap_id 
     struct snap_layer_writer *w = snap_layer_writer_new(path, ram->size, id, NULL, error);
     if (!w)
         return false;
-    bool ok = ram->fd >= 0 ? scan_file(w, ram, st, error) : scan_anonymous(w, ram, st, error);
+    bool by_file = ram->fd >= 0 && ram->page_size <= SNAP_PAGE_SIZE;
+    bool ok = by_file ? scan_file(w, ram, st, error) : scan_mapped(w, ram, st, error);
     return finish(w, ok, path, st, t0, error);
 }
 

@@ -2,9 +2,17 @@
  * prefetch thread, and the block serving both share. A per-page "served" bitmap
  * (atomic bit operations) lets prefetch skip what faults already brought in; two
  * threads racing on the same page is harmless because UFFDIO_COPY of a page
- * that exists fails with EEXIST and changes nothing. */
+ * that exists fails with EEXIST and changes nothing.
+ *
+ * RAM on huge pages (hugetlbfs) is filled a whole 2 MiB page at a time:
+ * userfaultfd takes only UFFDIO_COPY of whole huge pages there (no
+ * ZEROPAGE). A huge page the chain has as one run of one layer is copied
+ * straight from the layer, an all-zero one from a zero mapping; one made of
+ * several runs is put together first in the serving thread's own 2 MiB
+ * buffer. The served bitmap stays in 4 KiB pages, as the chain is. */
 #include "ram-snapshot/uffd.h"
 #include "sandbox/syscall-filter.h"
+#include "snapshot/mapped-read.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,11 +22,13 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #define DEFAULT_BLOCK_SIZE (64u << 10)
 #define MAX_BLOCK_SIZE (2u << 20)
+#define HUGE_PAGE_SIZE (2u << 20)   /* hugetlbfs RAM: x86-64 2 MiB pages */
 #define MSGS_PER_READ 32
 
 struct snap_uffd {
@@ -26,6 +36,9 @@ struct snap_uffd {
     uint8_t *host;
     uint64_t npages;
     uint64_t block_pages;
+    uint64_t host_page;        /* bytes of one page of the RAM mapping: 4 KiB, or 2 MiB */
+    uint8_t *bounce[2];        /* huge pages only: the handler's and the prefetcher's */
+    const uint8_t *zeros;      /* huge pages only: host_page bytes that read as zero */
     int uffd;
     int wake_fd;               /* eventfd: tells the threads to stop */
     uint64_t *served;          /* bit per page */
@@ -80,7 +93,7 @@ static int open_uffd(enum snap_uffd_open mode, GError **error)
 
 /* The API handshake may be done once per fd: probe features on one fd, then
  * open the real one asking for what we need (shmem support for memfd RAM). */
-static int open_and_handshake(enum snap_uffd_open mode, GError **error)
+static int open_and_handshake(enum snap_uffd_open mode, bool huge, GError **error)
 {
     int fd = open_uffd(mode, error);
     if (fd < 0)
@@ -96,7 +109,13 @@ static int open_and_handshake(enum snap_uffd_open mode, GError **error)
     fd = open_uffd(mode, error);
     if (fd < 0)
         return -1;
-    uint64_t wanted = api.features & UFFD_FEATURE_MISSING_SHMEM;
+    if (huge && !(api.features & UFFD_FEATURE_MISSING_HUGETLBFS)) {
+        g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD, "this kernel's userfaultfd cannot serve RAM on huge pages "
+                    "(no UFFD_FEATURE_MISSING_HUGETLBFS); use memory_restore_mode copy or merge");
+        close(fd);
+        return -1;
+    }
+    uint64_t wanted = api.features & (huge ? UFFD_FEATURE_MISSING_HUGETLBFS : UFFD_FEATURE_MISSING_SHMEM);
     api = (struct uffdio_api){ .api = UFFD_API, .features = wanted };
     if (ioctl(fd, UFFDIO_API, &api) < 0) {
         g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD, "userfaultfd API handshake failed: %s",
@@ -118,10 +137,12 @@ static bool register_ram(struct snap_uffd *u, uint64_t size, GError **error)
                     "cannot register guest RAM with userfaultfd: %s", g_strerror(errno));
         return false;
     }
-    uint64_t need = (1ull << _UFFDIO_COPY) | (1ull << _UFFDIO_ZEROPAGE) | (1ull << _UFFDIO_WAKE);
+    /* hugetlbfs has no ZEROPAGE: zero huge pages are copied from zeros. */
+    bool huge = u->host_page > SNAP_PAGE_SIZE;
+    uint64_t need = (1ull << _UFFDIO_COPY) | (huge ? 0 : 1ull << _UFFDIO_ZEROPAGE) | (1ull << _UFFDIO_WAKE);
     if ((reg.ioctls & need) != need) {
         g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD,
-                    "userfaultfd on this RAM mapping does not offer COPY and ZEROPAGE");
+                    "userfaultfd on this RAM mapping does not offer COPY%s", huge ? "" : " and ZEROPAGE");
         return false;
     }
     return true;
@@ -177,7 +198,7 @@ static bool fill_range(struct snap_uffd *u, uint64_t off, uint64_t len, const ui
         if (errno != EEXIST && errno != EAGAIN)
             return ioctl_failed(src ? "COPY" : "ZEROPAGE", off, error);
         if (done <= 0)
-            done = errno == EEXIST ? SNAP_PAGE_SIZE : 0; /* the first page exists: skip it */
+            done = errno == EEXIST ? (int64_t)u->host_page : 0; /* the first page exists: skip it */
         off += (uint64_t)done;
         len -= (uint64_t)done;
         if (src)
@@ -225,10 +246,76 @@ static bool serve_pages(struct snap_uffd *u, uint64_t first, uint64_t end, bool 
     return true;
 }
 
-static bool serve_block(struct snap_uffd *u, uint64_t block, bool data_only, GError **error)
+static bool range_has_data(struct snap_uffd *u, uint64_t first, uint64_t n)
 {
-    uint64_t first = block * u->block_pages;
-    return serve_pages(u, first, MIN(first + u->block_pages, u->npages), data_only, error);
+    for (uint64_t p = first; p < first + n; p++)
+        if (page_has_data(u, p))
+            return true;
+    return false;
+}
+
+/* The source of the huge page at [first, first + n): straight from a layer
+ * or the zeros when one run covers it, else put together in buf. Data
+ * blocks are checked first; *data counts the pages holding data. */
+static const uint8_t *huge_page_source(struct snap_uffd *u, uint64_t first, uint64_t n, uint8_t *buf,
+                                       uint64_t *data, GError **error)
+{
+    struct snap_chain *c = u->chain;
+    *data = 0;
+    for (uint64_t p = first; p < first + n;) {
+        enum snap_page_kind kind;
+        unsigned layer = 0;
+        uint64_t dp = 0, len = snap_chain_run(c, p, first + n - p, &kind, &layer, &dp);
+        uint8_t *at = buf + (p - first) * SNAP_PAGE_SIZE;
+        if (kind != SNAP_PAGE_KIND_DATA) {
+            if (len == n)
+                return u->zeros;
+            memset(at, 0, len * SNAP_PAGE_SIZE);
+        } else {
+            if (!snap_layer_verify_data(c->layers[layer], dp, len, error))
+                return NULL;
+            const uint8_t *src = snap_layer_data_page(c->layers[layer], dp);
+            *data += len;
+            if (len == n)
+                return src;
+            if (!snap_mapped_copy(at, src, len * SNAP_PAGE_SIZE)) {
+                g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT, "snapshot layer %s cannot be read (truncated "
+                            "while in use, or its storage failed)", c->layers[layer]->path);
+                return NULL;
+            }
+        }
+        p += len;
+    }
+    return buf;
+}
+
+/* Serve the huge pages of [first, end) not served yet; with data_only,
+ * leave those that hold no data at all alone. */
+static bool serve_huge_pages(struct snap_uffd *u, uint64_t first, uint64_t end, bool data_only, uint8_t *buf,
+                             GError **error)
+{
+    uint64_t n = u->host_page / SNAP_PAGE_SIZE;
+    for (uint64_t p = first; p < end; p += n) {
+        if (page_served(u, p) || (data_only && !range_has_data(u, p, n)))
+            continue;
+        uint64_t data = 0;
+        const uint8_t *src = huge_page_source(u, p, n, buf, &data, error);
+        if (!src || !fill_range(u, p * SNAP_PAGE_SIZE, u->host_page, src, error))
+            return false;
+        mark_served(u, p, n);
+        __atomic_fetch_add(&u->stats.pages_copied, data, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&u->stats.pages_zeroed, n - data, __ATOMIC_RELAXED);
+    }
+    return true;
+}
+
+/* buf: the calling thread's host_page bytes (huge pages only). */
+static bool serve_block(struct snap_uffd *u, uint64_t block, bool data_only, uint8_t *buf, GError **error)
+{
+    uint64_t first = block * u->block_pages, end = MIN(first + u->block_pages, u->npages);
+    if (u->host_page > SNAP_PAGE_SIZE)
+        return serve_huge_pages(u, first, end, data_only, buf, error);
+    return serve_pages(u, first, end, data_only, error);
 }
 
 /* Every page of the block that holds snapshot data is served already. */
@@ -284,14 +371,14 @@ static void handle_fault(struct snap_uffd *u, uint64_t address)
         return; /* after a failure faults are left unanswered, never served */
     __atomic_fetch_add(&u->stats.faults, 1, __ATOMIC_RELAXED);
     GError *err = NULL;
-    if (!serve_block(u, page / u->block_pages, false, &err)) {
+    if (!serve_block(u, page / u->block_pages, false, u->bounce[0], &err)) {
         report_failure(u, err);
         return;
     }
     /* The page may have been filled by the other thread just before this fault
      * was read; its copy woke the waiter, but waking again is harmless. */
-    struct uffdio_range wake = { .start = (uintptr_t)u->host + page * SNAP_PAGE_SIZE,
-                                 .len = SNAP_PAGE_SIZE };
+    uint64_t start = off - off % u->host_page;
+    struct uffdio_range wake = { .start = (uintptr_t)u->host + start, .len = u->host_page };
     ioctl(u->uffd, UFFDIO_WAKE, &wake);
 }
 
@@ -331,7 +418,7 @@ static void *handler_thread(void *arg)
     return NULL;
 }
 
-static bool serve_everything(struct snap_uffd *u, bool count_prefetch, GError **error)
+static bool serve_everything(struct snap_uffd *u, bool count_prefetch, uint8_t *buf, GError **error)
 {
     uint64_t nblocks = (u->npages + u->block_pages - 1) / u->block_pages;
     for (uint64_t b = 0; b < nblocks; b++) {
@@ -342,7 +429,7 @@ static bool serve_everything(struct snap_uffd *u, bool count_prefetch, GError **
         }
         if (block_data_served(u, b))
             continue;
-        if (!serve_block(u, b, true, error))
+        if (!serve_block(u, b, true, buf, error))
             return false;
         if (count_prefetch)
             __atomic_fetch_add(&u->stats.blocks_prefetched, 1, __ATOMIC_RELAXED);
@@ -359,7 +446,7 @@ static void *prefetch_thread(void *arg)
     struct snap_uffd *u = arg;
     sandbox_seccomp_enter_thread(SANDBOX_THREAD_UFFD);
     GError *err = NULL;
-    if (serve_everything(u, true, &err)) {
+    if (serve_everything(u, true, u->bounce[1], &err)) {
         __atomic_store_n(&u->stats.prefetch_done, true, __ATOMIC_RELEASE);
         __atomic_store_n(&u->stats.complete, true, __ATOMIC_RELEASE);
     }
@@ -372,33 +459,55 @@ static void *prefetch_thread(void *arg)
 
 /* ---- public ---- */
 
-static bool check_config(const struct snap_uffd_config *cfg, uint64_t block_size, GError **error)
+static bool check_config(const struct snap_uffd_config *cfg, uint64_t host_page, uint64_t block_size,
+                         GError **error)
 {
     const char *problem = NULL;
     if (!cfg->chain || cfg->chain->partial)
         problem = "no chain, or the chain has no base layer";
     else if (cfg->size != cfg->chain->ram_size)
         problem = "RAM size differs from the snapshot's";
-    else if (!cfg->host || (uintptr_t)cfg->host % SNAP_PAGE_SIZE)
-        problem = "RAM is not a page-aligned mapping";
+    else if (host_page != SNAP_PAGE_SIZE && host_page != HUGE_PAGE_SIZE)
+        problem = "RAM pages must be of 4 KiB or 2 MiB";
+    else if (!cfg->host || (uintptr_t)cfg->host % host_page || cfg->size % host_page)
+        problem = "RAM is not a mapping of whole, aligned pages";
     else if (block_size < SNAP_PAGE_SIZE || block_size > MAX_BLOCK_SIZE ||
              (block_size & (block_size - 1)))
         problem = "fault block size must be a power of two from 4 KiB to 2 MiB";
+    else if (block_size < host_page)
+        problem = "RAM on 2 MiB huge pages is served 2 MiB at a time: the fault block size cannot be smaller";
     if (problem)
         g_set_error(error, SNAP_ERROR, SNAP_ERROR_INVALID, "on-demand restore: %s", problem);
     return !problem;
 }
 
+/* The bounce buffers and the zeros of a server on huge pages, made here
+ * (their threads may not map memory: their seccomp list has no mmap). */
+static bool make_huge_buffers(struct snap_uffd *u, GError **error)
+{
+    void *zeros = mmap(NULL, u->host_page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (zeros == MAP_FAILED) {
+        g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD, "cannot map a zero huge page: %s", g_strerror(errno));
+        return false;
+    }
+    u->zeros = zeros;
+    for (unsigned i = 0; i < G_N_ELEMENTS(u->bounce); i++)
+        u->bounce[i] = g_malloc(u->host_page);
+    return true;
+}
+
 struct snap_uffd *snap_uffd_start(const struct snap_uffd_config *cfg, GError **error)
 {
-    uint64_t block_size = cfg->block_size ? cfg->block_size : DEFAULT_BLOCK_SIZE;
-    if (!check_config(cfg, block_size, error))
+    uint64_t host_page = cfg->page_size ? cfg->page_size : SNAP_PAGE_SIZE;
+    uint64_t block_size = cfg->block_size ? cfg->block_size : MAX(DEFAULT_BLOCK_SIZE, host_page);
+    if (!check_config(cfg, host_page, block_size, error))
         return NULL;
     struct snap_uffd *u = g_new0(struct snap_uffd, 1);
     u->chain = cfg->chain;
     u->host = cfg->host;
     u->npages = cfg->size / SNAP_PAGE_SIZE;
     u->block_pages = block_size / SNAP_PAGE_SIZE;
+    u->host_page = host_page;
     u->on_error = cfg->on_error;
     u->opaque = cfg->opaque;
     u->served = g_new0(uint64_t, (u->npages + 63) / 64);
@@ -410,7 +519,11 @@ struct snap_uffd *snap_uffd_start(const struct snap_uffd_config *cfg, GError **e
         snap_uffd_stop(u);
         return NULL;
     }
-    u->uffd = open_and_handshake(cfg->open_mode, error);
+    if (host_page > SNAP_PAGE_SIZE && !make_huge_buffers(u, error)) {
+        snap_uffd_stop(u);
+        return NULL;
+    }
+    u->uffd = open_and_handshake(cfg->open_mode, host_page > SNAP_PAGE_SIZE, error);
     if (u->uffd < 0 || !register_ram(u, cfg->size, error)) {
         snap_uffd_stop(u);
         return NULL;
@@ -443,7 +556,8 @@ bool snap_uffd_start_prefetch(struct snap_uffd *u, GError **error)
 bool snap_uffd_fill_all(struct snap_uffd *u, GError **error)
 {
     GError *err = NULL;
-    if (serve_everything(u, false, &err)) {
+    g_autofree uint8_t *buf = u->host_page > SNAP_PAGE_SIZE ? g_malloc(u->host_page) : NULL;
+    if (serve_everything(u, false, buf, &err)) {
         __atomic_store_n(&u->stats.complete, true, __ATOMIC_RELEASE);
         return true;
     }
@@ -481,6 +595,10 @@ void snap_uffd_stop(struct snap_uffd *u)
         close(u->uffd); /* unregisters the range */
     if (u->wake_fd >= 0)
         close(u->wake_fd);
+    if (u->zeros)
+        munmap((void *)u->zeros, u->host_page);
+    for (unsigned i = 0; i < G_N_ELEMENTS(u->bounce); i++)
+        g_free(u->bounce[i]);
     g_free(u->served);
     g_free(u);
 }

@@ -438,7 +438,8 @@ bool vmm_add_disk(struct vmm *vmm, const struct disk_config *disk, GError **erro
     vm_config_add_disk(cfg, disk);
     vm_config_name_disks(cfg);
     g_autofree char *field = g_strdup_printf("disks[%u].path", cfg->ndisks - 1);
-    if (!vm_config_validate(cfg, error) || !disk_config_check_image(&cfg->disks[cfg->ndisks - 1], field, error))
+    if (!vm_config_validate(cfg, error) || !disk_config_check_image(&cfg->disks[cfg->ndisks - 1], field, error) ||
+        !disk_config_check_distinct(cfg, error))
         return false;
     vm_config_free(vmm->config);
     vmm->config = g_steal_pointer(&cfg);
@@ -784,6 +785,28 @@ static void add_ready_members(struct vmm *vmm, JsonBuilder *b)
     }
 }
 
+/* The RAM's host page size and how KVM maps it (vm_kvm_mapped_pages): on
+ * huge pages, whether the guest really gets 2 MiB mappings. */
+static void add_memory_info(struct vmm *vmm, JsonBuilder *b)
+{
+    json_builder_set_member_name(b, "ram_page_size");
+    json_builder_add_int_value(b, (gint64)memory_config_page_size(&vmm->config->memory));
+    struct vm_mapped_pages pages;
+    json_builder_set_member_name(b, "kvm_mapped_pages");
+    if (!vmm->vm || !vm_kvm_mapped_pages(vmm->vm, &pages)) {
+        json_builder_add_null_value(b);
+        return;
+    }
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "4k");
+    json_builder_add_int_value(b, (gint64)pages.pages_4k);
+    json_builder_set_member_name(b, "2m");
+    json_builder_add_int_value(b, (gint64)pages.pages_2m);
+    json_builder_set_member_name(b, "1g");
+    json_builder_add_int_value(b, (gint64)pages.pages_1g);
+    json_builder_end_object(b);
+}
+
 static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
 {
     json_builder_set_member_name(b, "vsnap");
@@ -796,6 +819,7 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
     json_builder_add_int_value(b, vmm->boot_count);
     json_builder_set_member_name(b, "ram_resident_bytes");
     json_builder_add_int_value(b, vmm->vm ? (gint64)vm_ram_resident_bytes(vmm->vm) : 0);
+    add_memory_info(vmm, b);
     add_optional_string(b, "serial_pty", vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL);
     add_optional_string(b, "console_pty", vmm->vm ? vm_console_pty_path(vmm->vm) : NULL);
     add_ready_members(vmm, b);

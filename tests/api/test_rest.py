@@ -27,9 +27,10 @@ class Rest(unittest.TestCase):
         cls.kernel = os.path.join(cls.dir, "kernel")
         with open(cls.kernel, "wb") as f:
             f.write(b"this is not a kernel\n" * 100)
-        cls.disk = os.path.join(cls.dir, "disk.img")
-        with open(cls.disk, "wb") as f:
-            f.truncate(1 << 20)
+        cls.disk, cls.disk2 = os.path.join(cls.dir, "disk.img"), os.path.join(cls.dir, "disk2.img")
+        for path in (cls.disk, cls.disk2):
+            with open(path, "wb") as f:
+                f.truncate(1 << 20)
         cls.shim = ApiShim(SHIM)
         cls.shim.start()
 
@@ -184,7 +185,10 @@ class Rest(unittest.TestCase):
         self.shim.expect("PUT", "vm.add-disk", 404, body={"path": self.disk})
         self.shim.expect("PUT", "vm.remove-device", 404, body={"id": "_disk0"})
         self.shim.expect("PUT", "vm.create", 204, body=self.config(disks=[{"path": self.disk, "id": "root"}]))
-        self.shim.expect("PUT", "vm.add-disk", 204, body={"path": self.disk, "readonly": True})
+        # One image is one disk's while a disk writes it (a second disk on it would read what the first writes).
+        self.shim.expect("PUT", "vm.add-disk", 400, body={"path": self.disk, "readonly": True},
+                         contains="is the image of disks[0] too")
+        self.shim.expect("PUT", "vm.add-disk", 204, body={"path": self.disk2, "readonly": True})
         self.shim.expect("PUT", "vm.add-disk", 409, body={"path": self.disk, "id": "root"}, contains="root")
         self.shim.expect("PUT", "vm.add-disk", 400, body={"path": os.path.join(self.dir, "none")},
                          contains="'disks[2].path'")

@@ -453,10 +453,10 @@ def case_block_device(workdir):
 
 def case_direct(workdir):
     """direct=true (O_DIRECT): the same results without the host's cache."""
-    img = image(workdir, "direct.img", 16 * MIB)
-    fill_file(img, 8 * MIB, MIB, 8)
+    img, ro = image(workdir, "direct.img", 16 * MIB), image(workdir, "direct-ro.img", 16 * MIB)
+    fill_file(ro, 8 * MIB, MIB, 8)
     with ApiShim(SHIM, workdir=workdir, name="vm") as vm:
-        conn = boot(vm, [{"path": img, "direct": True}, {"path": img, "direct": True, "readonly": True}])
+        conn = boot(vm, [{"path": img, "direct": True}, {"path": ro, "direct": True, "readonly": True}])
         fill_and_check(conn, 0, img, 0, 4 * MIB, 6)
         fill_and_check(conn, 0, img, 4 * MIB + 3 * SECTOR, MIB + SECTOR, 7)
         check(guest_sum(conn, 1, 8 * MIB, MIB) == pattern_sum(8, MIB), "direct read-only disk")
@@ -497,11 +497,11 @@ def case_hotplug(workdir):
 
 def case_cli(workdir):
     """--disk on the command line (direct mode), as Cloud Hypervisor's."""
-    img = image(workdir, "cli.img", 4 * MIB)
+    img, ro = image(workdir, "cli.img", 4 * MIB), image(workdir, "cli-ro.img", 4 * MIB)
     vsock = os.path.join(workdir, "cli.vsock")
     with Shim(SHIM, GUEST, memory="256M", workdir=workdir,
               extra_args=["--vsock", f"cid=3,socket={vsock}", "--disk", f"path={img},serial=from-cli",
-                          "--disk", f"path={img},readonly=on,id=again"]) as vm:
+                          "--disk", f"path={ro},readonly=on,id=again"]) as vm:
         conn = wait_command_port(vsock, timeout=30)
         try:
             expect(conn, "BLKID 0", "ID from-cli")

@@ -433,9 +433,16 @@ def case_fold(workdir):
         expect(conn, "BLKFLUSH 0", "OK")
         overlay = disk_config(vm)["vsnap_overlay"]
         conn.close()
+        # Not while a VM reads the image as its base (and writes the overlay).
+        before = sha256(img)
+        res = subprocess.run([COMPACT, "--fold-disk", s3, "vda", "--overlay", overlay], capture_output=True,
+                             text=True)
+        check(res.returncode != 0 and f"disk image {img} is in use: another process (pid {vm.proc.pid})" in res.stderr,
+              f"--fold-disk under a running VM: {res.returncode} {res.stderr}")
+        check(sha256(img) == before and not os.path.exists(img + ".vsnap-fold"),
+              "a refused fold touched the image or left its intent")
     finally:
         vm.close()
-    before = sha256(img)
     res = subprocess.run([COMPACT, "--fold-disk", s3, "vda", "--overlay", overlay], capture_output=True, text=True)
     check(res.returncode == 0, f"--fold-disk: {res.stderr}")
     check(sha256(img) != before and file_sum(img, 0, SIZE) == file_sum(m3.path, 0, SIZE),
@@ -475,7 +482,57 @@ def case_layer_path(workdir):
         conn.close()
 
 
+def refused_create(workdir, name, disks, *needles):
+    """vm.create of disks in a new shim is 400 with every needle in its message."""
+    with ApiShim(SHIM, workdir=workdir, name=name) as vm:
+        status, reply = vm.api("PUT", "vm.create", config(vm, disks))
+        message = error_message(reply)
+        check(status == 400 and all(n in message for n in needles),
+              f"vm.create of {disks}: {status} {message!r}, expected 400 with {needles}")
+
+
+def created(workdir, name, disks):
+    with ApiShim(SHIM, workdir=workdir, name=name) as vm:
+        vm.ok("PUT", "vm.create", config(vm, disks))
+
+
+def case_locks(workdir):
+    """One image, one writer (common/snapshot/image-lock.h). A VM writing an
+    image holds it: another VM may neither write nor read it (400 naming the
+    image and the holder's pid), nor may two disks of one VM write one file.
+    From the first snapshot on the image is the base, read only: readers may
+    share it, a writer still may not, and the running overlay is the VM's
+    alone. kill -9 of the holder frees all of it, and the guest's disk was
+    never touched by the refused ones."""
+    img = image(workdir, "disk.img", SIZE)
+    work, s1 = os.path.join(workdir, "work"), os.path.join(workdir, "s1")
+    live = Model(workdir, "live")
+    refused_create(workdir, "twice", [{"path": img}, {"path": img, "readonly": True}],
+                   "'disks[1].path'", "is the image of disks[0] too")
+    created(workdir, "two-readers", [{"path": img, "readonly": True}, {"path": img, "readonly": True}])
+    with ApiShim(SHIM, workdir=workdir, name="holder") as vm:
+        conn = boot(vm, [{"path": img, "id": "vda"}], work)
+        write(conn, live, 0, 2 * MIB, 1)
+        held = f"disk image {img} is in use: another process (pid {vm.proc.pid})"
+        refused_create(workdir, "writer", [{"path": img}], held, "has it open")
+        refused_create(workdir, "reader", [{"path": img, "readonly": True}], held, "is writing it")
+        snapshot(vm, s1)
+        created(workdir, "reader-of-base", [{"path": img, "readonly": True}])
+        refused_create(workdir, "writer-of-base", [{"path": img}], held, "base of disk layers")
+        overlay = disk_config(vm)["vsnap_overlay"]
+        chain = disk_config(vm)["vsnap_chain"]
+        refused_create(workdir, "overlay", [{"path": img, "vsnap_chain": chain, "vsnap_overlay": overlay}],
+                       f"disk overlay {overlay} is in use")
+        write(conn, live, MIB, MIB, 2)
+        check_disk(conn, live, "the holder, after every refusal")
+        conn.close()
+        vm.proc.kill()
+        vm.proc.wait(timeout=10)
+    created(workdir, "after-kill", [{"path": img}])
+
+
 CASES = {
+    "locks": case_locks,
     "contents": case_contents,
     "layer_path": case_layer_path,
     "enospc": case_enospc,

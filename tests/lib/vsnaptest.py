@@ -384,3 +384,64 @@ def write_state_json(path, state):
     digest = hashlib.sha256(text.encode()).hexdigest()
     with open(path, "w") as f:
         f.write(text[:at] + digest + text[at + 64:])
+
+
+NR_HUGEPAGES = "/proc/sys/vm/nr_hugepages"
+HUGEPAGES_LOCK = "/run/vsnap-test-hugepages.lock"
+
+
+def hugepages_meminfo():
+    """/proc/meminfo's HugePages_* and Hugepagesize (kB) as a dict."""
+    out = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key.startswith("HugePages_") or key == "Hugepagesize":
+                out[key] = int(value.split()[0])
+    return out
+
+
+def hugepages_available():
+    """2 MiB huge pages free and not reserved by a mapping."""
+    m = hugepages_meminfo()
+    return m["HugePages_Free"] - m["HugePages_Rsvd"]
+
+
+class HugePages:
+    """count 2 MiB huge pages added to the host's pool (/proc/sys/vm/nr_hugepages)
+    for the test and taken back after. The pool is the host's and other tests
+    may be using it at the same moment, so a test adds to and takes from what
+    is there, under a lock file, and never sets a number of its own. Needs
+    root and a default huge page size of 2 MiB; can_reserve() says."""
+
+    def __init__(self, count):
+        self.count = count
+        self.added = 0
+
+    @staticmethod
+    def can_reserve():
+        return os.access(NR_HUGEPAGES, os.W_OK) and hugepages_meminfo().get("Hugepagesize") == 2048
+
+    @staticmethod
+    def _change(delta):
+        import fcntl
+        with open(HUGEPAGES_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            with open(NR_HUGEPAGES) as f:
+                before = int(f.read())
+            with open(NR_HUGEPAGES, "w") as f:
+                f.write(str(max(0, before + delta)))
+            with open(NR_HUGEPAGES) as f:
+                return int(f.read()) - before
+
+    def __enter__(self):
+        self.added = self._change(self.count)
+        if self.added < self.count:
+            self.__exit__()
+            raise Fail(f"the host could not make {self.count} huge pages of 2 MiB (it made {self.added})")
+        return self
+
+    def __exit__(self, *exc):
+        if self.added:
+            self._change(-self.added)
+            self.added = 0

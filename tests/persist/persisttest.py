@@ -111,10 +111,14 @@ class ApiShim:
 
     # --- VM ---------------------------------------------------------------
 
-    def boot(self, guest, cmdline, memory_mib=256, vsock=True, cpus=1, disks=None):
-        """vm.create + vm.boot; disks: a list of DiskConfig objects."""
+    def boot(self, guest, cmdline, memory_mib=256, vsock=True, cpus=1, disks=None, hugepages=False):
+        """vm.create + vm.boot; disks: a list of DiskConfig objects;
+        hugepages: RAM on 2 MiB huge pages."""
+        memory = {"size": memory_mib * MIB}
+        if hugepages:
+            memory.update(hugepages=True, hugepage_size=2 * MIB)
         config = {"payload": {"kernel": guest, "cmdline": cmdline},
-                  "memory": {"size": memory_mib * MIB}, "cpus": {"boot_vcpus": cpus, "max_vcpus": cpus},
+                  "memory": memory, "cpus": {"boot_vcpus": cpus, "max_vcpus": cpus},
                   "serial": {"mode": "File", "file": self.serial_path}, "console": {"mode": "Off"}}
         if vsock:
             config["vsock"] = {"cid": 3, "socket": self.vsock_path}

@@ -67,7 +67,7 @@ static void test_libvirt_schema(void)
         return;
     }
     static const char *const examples[] = {"minimal.xml", "microvm.xml", "virt-install.xml", "serial-file.xml",
-                                           "disks.xml", "stock-guest.xml"};
+                                           "disks.xml", "stock-guest.xml", "hugepages.xml"};
     for (size_t i = 0; i < G_N_ELEMENTS(examples); i++) {
         g_autofree char *xml = read_example(examples[i]);
         g_autoptr(domain_def) def = parse_ok(xml);
@@ -323,6 +323,13 @@ static void test_refusals(void)
         {"<metadata><v:vsnap xmlns:v='urn:vsnap:domain:1'><v:store url='s3:///p'/></v:vsnap></metadata>", "", VIR_ERR_XML_DETAIL, "no bucket"},
         {"<metadata><v:vsnap xmlns:v='urn:vsnap:domain:1'><v:store url='s3://b'/><v:store url='s3://c'/></v:vsnap></metadata>", "", VIR_ERR_XML_ERROR, "more than once"},
         {"<iothreads>1</iothreads>", "", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <iothreads> in <domain>"},
+        {"<memoryBacking><hugepages><page size='1' unit='G'/></hugepages></memoryBacking>", "", VIR_ERR_CONFIG_UNSUPPORTED, "1048576 KiB is not supported by vsnap"},
+        {"<memoryBacking><hugepages><page size='2048' nodeset='0'/></hugepages></memoryBacking>", "", VIR_ERR_CONFIG_UNSUPPORTED, "nodeset='0'"},
+        {"<memoryBacking><hugepages><page unit='KiB'/></hugepages></memoryBacking>", "", VIR_ERR_XML_ERROR, "needs a size"},
+        {"<memoryBacking><nosharepages/></memoryBacking>", "", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <nosharepages> in <memoryBacking>"},
+        {"<memoryBacking><locked/></memoryBacking>", "", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <locked> in <memoryBacking>"},
+        {"<memoryBacking><source type='anonymous'/></memoryBacking>", "", VIR_ERR_CONFIG_UNSUPPORTED, "type='anonymous'"},
+        {"<memoryBacking><hugepages/></memoryBacking><memoryBacking/>", "", VIR_ERR_XML_ERROR, "<memoryBacking> appears more than once"},
         {"<devices/>", "", VIR_ERR_XML_ERROR, "<devices> appears more than once"},
         {"", "text<serial type='pty'/>", VIR_ERR_XML_DETAIL, "schema"},
     };
@@ -520,6 +527,36 @@ static void test_vm_config(void)
     g_assert_cmpuint(json_object_get_size(serial), ==, 1);
 }
 
+/* <memoryBacking><hugepages/>: parsed, shown back as given, and the
+ * shim's memory.hugepages; RAM must be whole huge pages. */
+static void test_memory_backing(void)
+{
+    g_autofree char *xml = read_example("hugepages.xml");
+    g_autoptr(domain_def) def = parse_ok(xml);
+    g_assert_true(def->memory_backing.hugepages);
+    g_assert_cmpuint(def->memory_backing.page_kib, ==, 2048);
+    def->vsock.cid = 9;
+    g_autofree char *formatted = check_round_trip(xml);
+    g_assert_nonnull(strstr(formatted, "  <memoryBacking>\n    <hugepages>\n      <page size='2048' unit='KiB'/>\n"
+                                       "    </hugepages>\n  </memoryBacking>\n"));
+    g_autoptr(GError) error = NULL;
+    g_autofree char *json = domain_def_to_vm_config_json(def, "/v.sock", NULL, &error);
+    g_assert_no_error(error);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *memory = json_object_get_object_member(parse_json(json, parser), "memory");
+    g_assert_true(json_object_get_boolean_member(memory, "hugepages"));
+    g_assert_cmpint(json_object_get_int_member(memory, "hugepage_size"), ==, 2 << 20);
+
+    g_autofree char *bare = domain_with("<memoryBacking><hugepages/><source type='memfd'/></memoryBacking>", "");
+    g_autofree char *bare_formatted = check_round_trip(bare);
+    g_assert_nonnull(strstr(bare_formatted, "  <memoryBacking>\n    <hugepages/>\n    <source type='memfd'/>\n"
+                                            "  </memoryBacking>\n"));
+    g_autofree char *odd = g_strdup("<domain type='kvm'><name>t</name><memory unit='KiB'>66560</memory>"
+                                    "<memoryBacking><hugepages/></memoryBacking>"
+                                    "<os><type>hvm</type><kernel>/boot/vmlinux</kernel></os></domain>");
+    check_refusal(odd, VIR_ERR_CONFIG_UNSUPPORTED, "66560 KiB is not a whole number of the 2 MiB huge pages");
+}
+
 static void test_vm_config_file_and_minimal(void)
 {
     g_autoptr(GError) error = NULL;
@@ -663,6 +700,7 @@ int main(int argc, char **argv)
     g_test_add_func("/conf/domain/uuid", test_uuid);
     g_test_add_func("/conf/domain/memory-units", test_memory_units);
     g_test_add_func("/conf/domain/vm-config", test_vm_config);
+    g_test_add_func("/conf/domain/memory-backing", test_memory_backing);
     g_test_add_func("/conf/domain/vm-config-file-and-minimal", test_vm_config_file_and_minimal);
     g_test_add_func("/conf/domain/missing-schema", test_missing_schema);
     g_test_add_func("/conf/domain/stock-guest", test_stock_guest);

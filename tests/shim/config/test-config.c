@@ -78,6 +78,26 @@ static void test_full(void)
 }
 
 /* vm.info's config and snapshots' config.json must parse back to the same. */
+/* Cloud Hypervisor's memory config with huge pages parses and shows back;
+ * an unset hugepage_size is null, as Cloud Hypervisor shows it. */
+static void test_hugepages(void)
+{
+    g_autoptr(vm_config) cfg = expect_parsed(
+        "{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"size\":67108864,\"hugepages\":true,"
+        "\"hugepage_size\":2097152}}");
+    g_assert_true(cfg->memory.hugepages);
+    g_assert_cmpuint(cfg->memory.hugepage_size, ==, 2ull << 20);
+    g_autoptr(JsonNode) node = vm_config_to_json(cfg);
+    JsonObject *memory = json_object_get_object_member(json_node_get_object(node), "memory");
+    g_assert_true(json_object_get_boolean_member(memory, "hugepages"));
+    g_assert_cmpint(json_object_get_int_member(memory, "hugepage_size"), ==, 2097152);
+    g_autoptr(vm_config) plain = expect_parsed("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"hugepages\":true}}");
+    g_assert_cmpuint(memory_config_page_size(&plain->memory), ==, 2ull << 20);
+    g_autoptr(JsonNode) plain_node = vm_config_to_json(plain);
+    memory = json_object_get_object_member(json_node_get_object(plain_node), "memory");
+    g_assert_true(json_object_get_null_member(memory, "hugepage_size"));
+}
+
 static void test_round_trip(void)
 {
     g_autoptr(vm_config) cfg = expect_parsed(
@@ -125,6 +145,15 @@ static void test_refused(void)
                    SHIM_ERROR_INVALID, "'memory.size'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"shared\":1}}",
                    SHIM_ERROR_INVALID, "'memory.shared'");
+    /* Huge pages: Cloud Hypervisor's rules, then 2 MiB pages only and RAM of whole ones. */
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"hugepage_size\":2097152}}",
+                   SHIM_ERROR_INVALID, "given without memory.hugepages");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"hugepages\":true,\"hugepage_size\":3145728}}",
+                   SHIM_ERROR_INVALID, "not a power of two");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"hugepages\":true,\"hugepage_size\":1073741824}}",
+                   SHIM_ERROR_UNSUPPORTED, "2 MiB huge pages (2097152) only");
+    expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"memory\":{\"size\":33558528,\"hugepages\":true}}",
+                   SHIM_ERROR_INVALID, "not a whole number of 2 MiB huge pages");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"cpus\":{\"boot_vcpus\":0}}",
                    SHIM_ERROR_INVALID, "'cpus.boot_vcpus'");
     expect_refused("{\"payload\":{\"kernel\":\"@K@\"},\"cpus\":{\"boot_vcpus\":65}}",
@@ -447,6 +476,10 @@ static void test_cli_pieces(void)
     g_clear_error(&error);
     g_assert_false(cli_parse_memory("prefault=maybe", &mem, &error));
     g_clear_error(&error);
+    g_assert_true(cli_parse_memory("size=64M,hugepages=on,hugepage_size=2M", &mem, &error));
+    g_assert_true(mem.hugepages);
+    g_assert_cmpuint(mem.hugepage_size, ==, 2ull << 20);
+    g_assert_cmpuint(memory_config_page_size(&mem), ==, 2ull << 20);
 
     g_assert_true(cli_parse_cpus("boot=2", &cpus, &error));
     g_assert_cmpuint(cpus.boot_vcpus, ==, 2);
@@ -537,6 +570,7 @@ int main(int argc, char **argv)
     g_test_add_func("/config/defaults", test_defaults);
     g_test_add_func("/config/full", test_full);
     g_test_add_func("/config/round-trip", test_round_trip);
+    g_test_add_func("/config/hugepages", test_hugepages);
     g_test_add_func("/config/refused", test_refused);
     g_test_add_func("/config/files", test_files);
     g_test_add_func("/config/disks", test_disks);

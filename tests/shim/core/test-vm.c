@@ -680,9 +680,15 @@ static void want_bad_serial_file(struct vm_config *cfg)
     cfg->serial.file = g_strdup("/nonexistent-dir/serial.log");
 }
 
-static void want_hugepages(struct vm_config *cfg)
+/* More 2 MiB huge pages than the host has free: refused at build time with
+ * the numbers, not a SIGBUS at the guest's first touch. */
+static void want_more_hugepages_than_free(struct vm_config *cfg)
 {
+    g_autofree char *text = NULL;
+    g_assert_true(g_file_get_contents("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", &text, NULL,
+                                      NULL));
     cfg->memory.hugepages = true;
+    cfg->memory.size = (g_ascii_strtoull(text, NULL, 10) + 8) * (2ull << 20);
 }
 
 static void want_too_many_vcpus(struct vm_config *cfg)
@@ -693,7 +699,7 @@ static void want_too_many_vcpus(struct vm_config *cfg)
 static void test_refusals(void)
 {
     unsigned fds_before = open_fds();
-    expect_refused(want_hugepages, "hugepages");
+    expect_refused(want_more_hugepages_than_free, "huge pages of 2 MiB");
     expect_refused(want_too_many_vcpus, "boot_vcpus");
     expect_refused(want_firmware, "firmware");
     expect_refused(want_missing_kernel, "/nonexistent/vmlinux");

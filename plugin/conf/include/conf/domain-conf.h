@@ -148,6 +148,13 @@ struct domain_def {
         bool present;
         uint64_t shares, period_us, quota_us;
     } cputune;
+    /* <memoryBacking> (domain-parse-memory-backing.c): RAM on 2 MiB huge pages. */
+    struct {
+        bool present;
+        bool hugepages;           /* <hugepages> */
+        uint64_t page_kib;        /* its <page size>, 2048; 0 without a <page> */
+        bool source_memfd;        /* <source type='memfd'/> */
+    } memory_backing;
 };
 
 /* g_autoptr() needs a type name without 'struct'. */

@@ -92,6 +92,14 @@ struct blk_raw_options {
  * block_size is 512 (or the device's logical block size, or O_DIRECT's
  * alignment). Errors name the path and say what failed. */
 struct blk_backend *blk_raw_open(const struct blk_raw_options *opts, GError **error);
+/* The image is locked while open (snapshot/image-lock.h): exclusively when
+ * writable, shared when readonly; a lock held elsewhere fails the open with
+ * SNAP_ERROR_BUSY naming the image. At a disk's first snapshot its image
+ * becomes the read-only base of the new chain, which locks it shared: the
+ * writable image's lock is made shared (true) in place first, and made
+ * exclusive again (false) if the disk stays on the image. Nothing to do for
+ * another backend or a readonly one. */
+bool blk_raw_share_lock(struct blk_backend *b, bool shared, GError **error);
 
 /* ---- disks on snapshot layers (blk-chain.c, blk-overlay.c) ----
  *

@@ -36,9 +36,12 @@ bool disk_config_from_json_text(const char *text, gssize len, struct disk_config
  * (vm_config_to_json does not write them). */
 bool net_config_from_json_node(JsonNode *root, struct net_config *out, GError **error);
 /* The disk's image exists, is a regular file or a block device of at least one
- * sector, and opens for reading (and writing unless readonly). field names it
- * in the error ("disks[0].path"). */
+ * sector, opens for reading (and writing unless readonly) and is not locked
+ * by another VM against that (snapshot/image-lock.h). field names it in the
+ * error ("disks[0].path"). */
 bool disk_config_check_image(const struct disk_config *disk, const char *field, GError **error);
+/* No two disks are one file, unless both are read-only. */
+bool disk_config_check_distinct(const struct vm_config *cfg, GError **error);
 
 /* Value checks that do not depend on JSON (also used by the command line). */
 bool vm_config_validate(const struct vm_config *cfg, GError **error);

@@ -60,12 +60,19 @@ struct cpus_config {
     unsigned max_vcpus;
 };
 
+/* The only huge page size guest RAM is offered on (x86-64's PMD size). */
+#define VSNAP_HUGEPAGE_SIZE (2ull << 20)
+
 struct memory_config {
     uint64_t size; /* bytes */
     bool shared;
-    bool hugepages;
+    bool hugepages;         /* RAM on hugetlbfs pages (a memfd with MFD_HUGETLB) */
+    uint64_t hugepage_size; /* Cloud Hypervisor's, bytes; 0: unset (VSNAP_HUGEPAGE_SIZE) */
     bool prefault;
 };
+
+/* The host page size RAM of m is backed by: 4 KiB, or the huge page size. */
+uint64_t memory_config_page_size(const struct memory_config *m);
 
 struct vsock_config {
     bool present;

@@ -106,6 +106,14 @@ void vm_add_counters(struct vm *vm, JsonBuilder *builder);
 /* Bytes of guest RAM actually resident (touched), for vm.info memory_actual_size
  * and the RSS benchmark. */
 uint64_t vm_ram_resident_bytes(struct vm *vm);
+
+/* The guest mappings KVM's MMU holds now, by size (its x86 VM statistics
+ * pages_4k, pages_2m, pages_1g: EPT/NPT entries, or shadow page table entries
+ * on a host without them). False when KVM has no binary statistics. */
+struct vm_mapped_pages {
+    uint64_t pages_4k, pages_2m, pages_1g;
+};
+bool vm_kvm_mapped_pages(struct vm *vm, struct vm_mapped_pages *out);
 uint64_t vm_ram_size(struct vm *vm);
 
 /* What snapshot and restore (shim/persist/) use, with the vCPUs parked. */

@@ -15,6 +15,8 @@
 #include <stdint.h>
 
 #include "platform/layout.h"
+/* The huge pages guest RAM can be backed by (hugetlbfs, x86-64's PMD size). */
+#define GUEST_HUGE_PAGE_SIZE (2ull << 20)
 
 struct guest_region {
     uint64_t gpa;        /* guest-physical start */
@@ -23,15 +25,22 @@ struct guest_region {
 };
 
 struct guest_memory {
-    uint8_t *host;  /* size bytes, MAP_NORESERVE: untouched pages cost nothing */
+    uint8_t *host;  /* size bytes; untouched pages cost nothing (MAP_NORESERVE, or only a huge page count) */
     uint64_t size;
+    uint64_t page_size; /* the host pages behind it: GUEST_PAGE_SIZE, or GUEST_HUGE_PAGE_SIZE (hugetlbfs) */
     int fd;         /* backing memfd or /dev/shm file, or -1 for anonymous */
     unsigned nregions;
     struct guest_region regions[2];
 };
 
-/* Allocate RAM of size bytes (not touched). */
+/* Allocate RAM of size bytes (not touched) on 4 KiB pages. */
 bool guest_memory_init(struct guest_memory *mem, uint64_t size, GError **error);
+/* The same on host pages of page_size: GUEST_PAGE_SIZE, or
+ * GUEST_HUGE_PAGE_SIZE (a hugetlbfs memfd; size a multiple of 2 MiB; every
+ * huge page reserved now, and a host with too few free fails with
+ * G_IO_ERROR_NO_SPACE saying how many it has and needs). Dirty tracking
+ * and snapshots still work in 4 KiB pages. */
+bool guest_memory_init_paged(struct guest_memory *mem, uint64_t size, uint64_t page_size, GError **error);
 void guest_memory_release(struct guest_memory *mem);
 /* Take over a mapping made elsewhere (a restore's merged RAM image):
  * host is size bytes, fd backs it or is -1; released like RAM of init. */

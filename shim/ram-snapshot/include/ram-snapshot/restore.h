@@ -22,4 +22,8 @@ struct snap_merged_ram {
 
 bool snap_restore_merge(struct snap_chain *chain, const char *dir, struct snap_merged_ram *out,
                         GError **error);
+/* merge into RAM the caller made (size == chain RAM size): the same dense
+ * image, every page written, through the mapping. For RAM on huge pages,
+ * whose hugetlbfs file takes no write(2) and cannot live in /dev/shm. */
+bool snap_restore_merge_into(struct snap_chain *chain, uint8_t *dest, uint64_t size, GError **error);
 void snap_merged_ram_release(struct snap_merged_ram *ram);

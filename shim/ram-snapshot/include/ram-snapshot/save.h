@@ -10,6 +10,8 @@ struct snap_ram {
     const uint8_t *host; /* page aligned mapping of size bytes */
     uint64_t size;       /* multiple of 4 KiB */
     int fd;              /* memfd / shm file backing host, or -1 for anonymous memory */
+    uint64_t page_size;  /* the host pages behind it: 0 or 4096, or 2 MiB (hugetlbfs, whose SEEK_DATA sees
+                          * every page as data: populated pages are found with mincore() instead) */
 };
 
 struct snap_save_stats {
@@ -21,7 +23,8 @@ struct snap_save_stats {
 };
 
 /* Full layer at path with id `id`. Pages never populated are found without
- * touching them (SEEK_DATA/SEEK_HOLE on fd, or mincore() on anonymous memory),
+ * touching them (SEEK_DATA/SEEK_HOLE on fd, or mincore() on anonymous memory
+ * and on huge pages, where a touched page brings in its whole 2 MiB),
  * so untouched RAM costs nothing; populated pages that read as zero are left
  * out. Note: RAM still registered with an on-demand (userfaultfd) restore holds
  * pages not populated yet; call snap_uffd_fill_all() first. stats may be NULL. */

@@ -35,7 +35,10 @@ struct snap_uffd_config {
     struct snap_chain *chain;  /* full chain, RAM size == size */
     uint8_t *host;             /* RAM mapping: fresh anonymous or memfd (MAP_SHARED), untouched */
     uint64_t size;
-    uint64_t block_size;       /* power of two, 4 KiB .. 2 MiB; 0 means 64 KiB */
+    uint64_t page_size;        /* the mapping's pages: 0 or 4 KiB, or 2 MiB (hugetlbfs: filled a whole huge
+                                * page at a time, from layers that are still in 4 KiB pages) */
+    uint64_t block_size;       /* power of two, 4 KiB .. 2 MiB, at least page_size; 0 means 64 KiB (or
+                                * page_size if larger) */
     snap_uffd_error_fn on_error;
     void *opaque;
     enum snap_uffd_open open_mode;
