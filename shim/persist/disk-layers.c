@@ -169,6 +169,8 @@ struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const
 
 void disk_layers_add_records(const struct disk_layers *dl, JsonNode *state)
 {
+    if (dl->disks->len == 0)
+        return; /* a VM without disks has no devices.disks to look up */
     JsonObject *devices = json_object_get_object_member(json_node_get_object(state), "devices");
     JsonArray *disks = json_object_get_array_member(devices, "disks");
     for (guint i = 0; i < dl->disks->len; i++) {
