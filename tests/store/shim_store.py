@@ -18,6 +18,7 @@ from servers import StallingProxy
 from vsnaptest import write_state_json
 
 SHIM = GUEST = None
+COMPACT = os.environ.get("VSNAP_COMPACT", "")
 DISK_SIZE = 32 * MIB
 RAM_REGION = (16 * MIB, 48 * MIB)
 
@@ -531,6 +532,35 @@ def case_shim_store_supplies_no_host_paths(env):
               f"a read-only disk over the snapshot's layer: {status} {reply}")
 
 
+def case_shim_fold_disk_of_a_pulled_snapshot(env):
+    """vsnap-compact --fold-disk writes into the base image a snapshot
+    records; a pulled one records what the store wrote (here: a file whose
+    identity it knows, a copy of the image), so the fold is refused naming
+    --image, and with --image it folds into the image given."""
+    o = origin(env)
+    w = env.scratch("shim-fold-pulled")
+    pulled_dir = os.path.join(w, "s1")
+    env.pull(f"{o.http}/{o.s1['id']}", pulled_dir, os.path.join(w, "cache"))
+    victim, mine = os.path.join(w, "store-named.img"), os.path.join(w, "mine.img")
+    shutil.copy2(o.image, victim)
+    shutil.copy2(o.image, mine)
+    os.chmod(victim, 0o600)
+    state_path = os.path.join(pulled_dir, "state.json")
+    state = json.load(open(state_path))
+    state["devices"]["disks"][0]["base"]["path"] = victim
+    write_state_json(state_path, state)
+    before = file_facts(victim)
+    r = subprocess.run([COMPACT, "--fold-disk", pulled_dir, "vda"], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 1 and "came from a store" in r.stderr and "--image" in r.stderr,
+          f"--fold-disk of a pulled snapshot into the image it records: {r.returncode} {r.stderr}")
+    check(file_facts(victim) == before and not os.path.exists(victim + ".vsnap-fold"),
+          "the refused fold touched the image the store named")
+    r = subprocess.run([COMPACT, "--fold-disk", pulled_dir, "vda", "--image", mine], capture_output=True,
+                       text=True, timeout=120)
+    check(r.returncode == 0 and mine in r.stdout, f"--fold-disk --image: {r.returncode} {r.stdout} {r.stderr}")
+    check(file_facts(victim) == before, "the fold into --image touched the image the store named")
+
+
 def edited_store(env, name):
     """A copy, called name, of the nginx store of the origin's snapshots:
     its root and URL."""
@@ -587,7 +617,7 @@ def case_shim_store_names_no_host_directory(env):
 CASES = [case_shim_snapshot_to_store, case_shim_restore_from_store, case_shim_store_errors,
          case_shim_full_snapshot_carries_its_disk_chain, case_shim_pulled_dirs_go_with_the_vm,
          case_shim_store_deadline, case_shim_store_supplies_no_host_paths,
-         case_shim_store_names_no_host_directory]
+         case_shim_store_names_no_host_directory, case_shim_fold_disk_of_a_pulled_snapshot]
 
 
 def case_shim_confined_refuses_store_urls(env):
