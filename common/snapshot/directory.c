@@ -88,7 +88,7 @@ bool snap_dir_is_snapshot_file(const char *name)
 {
     static const char *const own[] = {
         SNAP_DIR_CONFIG_FILE, SNAP_DIR_STATE_FILE, SNAP_DIR_LAYER_FILE,
-        SNAP_DIR_LAYER_FILE SNAP_DIR_SEAL_SUFFIX,
+        SNAP_DIR_LAYER_FILE SNAP_DIR_SEAL_SUFFIX, SNAP_DIR_STORE_ORIGIN_FILE,
     };
     /* disk-<id>.layer (snapshot/disk.h) and its temporary names. */
     if (g_str_has_prefix(name, "disk-") && strstr(name, ".layer"))
@@ -100,6 +100,19 @@ bool snap_dir_is_snapshot_file(const char *name)
             return true;
     }
     return false;
+}
+
+bool snap_dir_mark_from_store(const char *dir, const char *origin, GError **error)
+{
+    g_autofree char *text = g_strconcat(origin, "\n", NULL);
+    return snap_dir_write_file(dir, SNAP_DIR_STORE_ORIGIN_FILE, text, error);
+}
+
+bool snap_dir_is_from_store(const char *dir)
+{
+    g_autofree char *path = g_build_filename(dir, SNAP_DIR_STORE_ORIGIN_FILE, NULL);
+    struct stat st;
+    return lstat(path, &st) == 0 || errno != ENOENT;
 }
 
 static bool refuse_destination(GError **error, const char *dest, const char *why, const char *name)

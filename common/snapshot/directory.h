@@ -13,6 +13,8 @@
  *   <dir>/memory-ranges        the memory layer (snapshot/layer.h)
  *   <dir>/memory-ranges.seal   the layer file as it was when last verified
  *                              (optional: snap_dir_seal)
+ *   <dir>/store-origin         the snapshot came from a snapshot store: the
+ *                              pull wrote it (snap_dir_mark_from_store)
  *   .<name>.partial-XXXXXX     beside <dir>, while a snapshot is written
  *
  * A snapshot is written into a directory that does not exist yet, an empty
@@ -44,6 +46,7 @@
 #define SNAP_DIR_STATE_FILE "state.json"
 #define SNAP_DIR_LAYER_FILE "memory-ranges"
 #define SNAP_DIR_SEAL_SUFFIX ".seal"
+#define SNAP_DIR_STORE_ORIGIN_FILE "store-origin"
 #define SNAP_STATE_VERSION 2
 #define SNAP_STATE_DIGEST_MEMBER "state_sha256"
 /* Larger files are refused unread: the shim writes a few hundred KiB. */
@@ -133,6 +136,27 @@ bool snap_dir_fold_into_child(const char *inner, const char *child, GError **err
 /* Whether a file named name belongs to the snapshot itself (the files above
  * and the temporary names they are written under). */
 bool snap_dir_is_snapshot_file(const char *name);
+
+/* ---- snapshots from a store ----
+ *
+ * A store is untrusted input: whoever writes to it chose every byte of the
+ * config.json and state.json a pull brings in. A pull marks what it made
+ * (store-origin, holding the store's URL and the manifest id, written into
+ * the partial directory so the snapshot never appears without it); a
+ * restore of a marked snapshot takes none of the host paths its config.json
+ * names (disks, serial and console files, sockets, the kernel, taps) from
+ * it, only from its caller. The mark never travels to a store and a pulled
+ * manifest may not name it. The parent directories in state.json (memory
+ * and disk layers) are set by the pull itself to directories it pulled or
+ * its caller keeps. */
+
+/* Mark dir (a pull's partial directory) as come from a store; origin says
+ * which (the store's URL and the manifest id, one line). */
+bool snap_dir_mark_from_store(const char *dir, const char *origin, GError **error);
+
+/* Whether dir holds the mark; an error looking (other than its absence)
+ * counts as marked. */
+bool snap_dir_is_from_store(const char *dir);
 
 /* Whether a snapshot may be written to dest: dest does not exist (but its
  * parent directory does), or is a

@@ -280,7 +280,16 @@ static char *find_parent_layer(const struct snap_dir *d, const char *const *also
     return here;
 }
 
-bool snap_dir_relink_disk_parents(const char *dir, const char *const *also, GError **error)
+static bool parent_not_found(GError **error, const char *dir, const char *disk_id, const struct snap_disk_record *r)
+{
+    char want[37];
+    snap_id_to_string(&r->parent, want);
+    return chain_error(error, "snapshot %s: disk %s's parent layer %s is in none of the snapshots that came with it "
+                       "(its state.json names %s, a directory this host was not given)", dir, disk_id, want,
+                       r->parent_url);
+}
+
+bool snap_dir_relink_disk_parents(const char *dir, const char *const *also, bool require_found, GError **error)
 {
     g_autoptr(snap_dir) d = snap_dir_read(dir, error);
     if (!d)
@@ -296,6 +305,11 @@ bool snap_dir_relink_disk_parents(const char *dir, const char *const *also, GErr
         g_autofree char *here = present && !snap_id_equal(&r.parent, &nil)
                                     ? find_parent_layer(d, also, ids->pdata[i], &r.parent) : NULL;
         g_autofree char *url = here ? snap_dir_url(here) : NULL;
+        if (require_found && present && !snap_id_equal(&r.parent, &nil) && !here) {
+            parent_not_found(error, dir, ids->pdata[i], &r);
+            snap_disk_record_clear(&r);
+            return false;
+        }
         if (url && g_strcmp0(url, r.parent_url) != 0) {
             g_free(r.parent_url);
             r.parent_url = g_steal_pointer(&url);

@@ -84,9 +84,11 @@ GPtrArray *snap_dir_disk_parent_dirs(const struct snap_dir *d, GError **error);
  * of dir's memory chain (its parent, its parent's parent, ...), else one of
  * the directories in also (NULL or NULL-terminated; each searched with its
  * own memory chain: where a full snapshot's disks continue). A disk whose
- * parent is in none of them keeps its parent_url. Atomic replace of
- * state.json, written only when something changed. */
-bool snap_dir_relink_disk_parents(const char *dir, const char *const *also, GError **error);
+ * parent is in none of them keeps its parent_url, unless require_found
+ * (a pull: the URL is the store's, and names a directory of this host it
+ * chose), which makes that SNAP_ERROR_CHAIN naming the disk. Atomic replace
+ * of state.json, written only when something changed. */
+bool snap_dir_relink_disk_parents(const char *dir, const char *const *also, bool require_found, GError **error);
 
 /* Open disk layers as a chain: every one a disk layer, the first without a
  * parent, each naming the one before, one size (SNAP_ERROR_CHAIN naming the

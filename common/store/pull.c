@@ -155,6 +155,13 @@ static bool pull_files(struct transport *t, const struct manifest *m, const char
     bool ok = true;
     for (guint i = 0; ok && i < m->files->len; i++) {
         struct fill x = { t, m->id, &g_array_index(m->files, struct manifest_file, i), &pg, r };
+        if (strcmp(x.f->name, SNAP_DIR_STORE_ORIGIN_FILE) == 0) {
+            g_set_error(error, STORE_ERROR, STORE_ERROR_CORRUPT,
+                        "manifest %s in %s names a file %s: only a pull writes that (it marks what came from a "
+                        "store)", m->id, t->url, SNAP_DIR_STORE_ORIGIN_FILE);
+            ok = false;
+            break;
+        }
         if (store_cancelled(t->opts, error)) {
             ok = false;
             break;
@@ -199,6 +206,19 @@ static GPtrArray *find_disk_parents(struct transport *t, const struct manifest *
     return g_steal_pointer(&dirs);
 }
 
+/* A diff's state.json without a parent in the manifest would keep the
+ * parent_url the store wrote: a directory of this host it chose. */
+static bool parent_as_manifest_says(const struct manifest *m, const struct snap_dir *d, const char *parent,
+                                    GError **error)
+{
+    if (parent || !d->memory.diff)
+        return true;
+    g_set_error(error, SNAP_ERROR, SNAP_ERROR_CHAIN,
+                "snapshot %s: its state.json is a diff of %s, but its manifest names no parent", m->id,
+                d->memory.parent_url);
+    return false;
+}
+
 static bool pull_into(struct transport *t, const struct manifest *m, const char *dest,
                       const char *parent_dir, struct store_cache *cache,
                       struct store_pull_result *r, GError **error)
@@ -221,11 +241,15 @@ static bool pull_into(struct transport *t, const struct manifest *m, const char 
     bool ok = pull_files(t, m, partial, cache, r, &held, error);
     if (ok) {
         g_autoptr(snap_dir) d = snap_dir_read(partial, &e);
-        /* the parent is where this host keeps it, and so are its disk layers */
-        if (!d || (parent && (!d->parent_path || strcmp(d->parent_path, parent) != 0) &&
-                   !snap_dir_set_parent(partial, parent, &e)) ||
-            !snap_dir_relink_disk_parents(partial, (const char *const *)disk_parents->pdata, &e) ||
-            !snap_dir_commit(partial, dest, &e) || !snap_dir_seal(dest, &e))
+        g_autofree char *origin = g_strdup_printf("%s %s", t->url, m->id);
+        /* The parent is where this host keeps it, and so are its disk
+         * layers: no directory state.json names is the store's choice. */
+        if (!d || !parent_as_manifest_says(m, d, parent, &e) ||
+            (parent && (!d->parent_path || strcmp(d->parent_path, parent) != 0) &&
+             !snap_dir_set_parent(partial, parent, &e)) ||
+            !snap_dir_relink_disk_parents(partial, (const char *const *)disk_parents->pdata, true, &e) ||
+            !snap_dir_mark_from_store(partial, origin, &e) || !snap_dir_commit(partial, dest, &e) ||
+            !snap_dir_seal(dest, &e))
             ok = as_store_error(error, e);
     }
     if (!ok)

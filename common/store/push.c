@@ -21,10 +21,12 @@ void store_push_result_clear(struct store_push_result *r)
 }
 
 /* Files that travel: every regular file but seals (they describe this
- * host's inode), temporary files and hidden ones. */
+ * host's inode), the mark of a pulled snapshot (this host's record of where
+ * it came from), temporary files and hidden ones. */
 static bool travels(const char *dir, const char *name)
 {
-    if (name[0] == '.' || g_str_has_suffix(name, SNAP_DIR_SEAL_SUFFIX) || strstr(name, ".tmp-"))
+    if (name[0] == '.' || g_str_has_suffix(name, SNAP_DIR_SEAL_SUFFIX) || strstr(name, ".tmp-") ||
+        strcmp(name, SNAP_DIR_STORE_ORIGIN_FILE) == 0)
         return false;
     g_autofree char *p = g_build_filename(dir, name, NULL);
     struct stat st;

@@ -174,6 +174,48 @@ static void add_vm_net(JsonBuilder *b, const struct domain_net *net, size_t inde
     json_builder_end_object(b);
 }
 
+static void add_disk_overrides(JsonBuilder *b, const struct domain_def *def)
+{
+    if (def->n_disks == 0)
+        return;
+    json_builder_set_member_name(b, "disks");
+    json_builder_begin_array(b);
+    for (size_t i = 0; i < def->n_disks; i++) {
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "id");
+        json_builder_add_string_value(b, def->disks[i].target);
+        json_builder_set_member_name(b, "path");
+        json_builder_add_string_value(b, def->disks[i].path);
+        json_builder_set_member_name(b, "readonly");
+        json_builder_add_boolean_value(b, def->disks[i].readonly);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+void domain_def_add_vm_file_overrides(JsonBuilder *b, const struct domain_def *def)
+{
+    if (def->kernel) {
+        json_builder_set_member_name(b, "payload");
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "kernel");
+        json_builder_add_string_value(b, def->kernel);
+        if (def->initrd) {
+            json_builder_set_member_name(b, "initramfs");
+            json_builder_add_string_value(b, def->initrd);
+        }
+        json_builder_end_object(b);
+    }
+    if (def->rng.present && def->rng.backend) {
+        json_builder_set_member_name(b, "rng");
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "src");
+        json_builder_add_string_value(b, def->rng.backend);
+        json_builder_end_object(b);
+    }
+    add_disk_overrides(b, def);
+}
+
 /* vm.restore's config_overrides.net: what the host gives a restored
  * interface - its tap (the descriptor) and the MAC of the definition being
  * restored; the rest is the guest's, from the snapshot. */

@@ -259,13 +259,16 @@ bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
     return ok;
 }
 
-/* Of the vsock device only the socket is the host's business; the CID and
- * the rest are the guest's and come from the snapshot. */
+/* Every host path and tap of the restored VM is the live definition's (a
+ * snapshot from a store supplies none). Of the vsock device only the socket
+ * is the host's business; the CID and the rest are the guest's and come
+ * from the snapshot. */
 static void add_config_overrides(JsonBuilder *b, const struct monitor_restore *r)
 {
     json_builder_set_member_name(b, "config_overrides");
     json_builder_begin_object(b);
     domain_def_add_vm_serial(b, r->live);
+    domain_def_add_vm_file_overrides(b, r->live);
     if (r->disk_work_dir && r->live->n_disks > 0)
         add_string(b, "vsnap_work_dir", r->disk_work_dir);
     if (r->live->vsock.present) {

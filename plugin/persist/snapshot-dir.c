@@ -146,6 +146,6 @@ bool snapdir_adopt_parent(const char *dir, const char *parent, GError **error)
 {
     GError *local = NULL;
     return (snap_dir_set_parent(dir, parent, &local) &&
-            snap_dir_relink_disk_parents(dir, NULL, &local)) ||
+            snap_dir_relink_disk_parents(dir, NULL, false, &local)) ||
            to_vir_error(local, error);
 }

@@ -22,6 +22,7 @@
 #include "monitor/monitor.h"
 #include "process-disks.h"
 #include "process-net.h"
+#include "shim-env.h"
 #include "shim-events.h"
 #include "util/test-hook.h"
 #include "util/virt-error.h"
@@ -156,8 +157,8 @@ static bool read_full(int fd, void *buf, size_t len)
 /* Only async-signal-safe calls between fork and exec. `status_fd` carries
  * the grandchild's pid from the intermediate child and, when exec fails,
  * errno from the grandchild (the pipe is close-on-exec, so a successful
- * exec just closes it). */
-static void exec_grandchild(char **argv, int log_fd, int status_fd,
+ * exec just closes it). envp is all the shim's environment (shim-env.h). */
+static void exec_grandchild(char **argv, char **envp, int log_fd, int status_fd,
                             const struct jail_launch *jail)
 {
     if (setsid() < 0)
@@ -187,7 +188,7 @@ static void exec_grandchild(char **argv, int log_fd, int status_fd,
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    execv(argv[0], argv);
+    execve(argv[0], argv, envp);
     int err = errno;
     (void)!write(3, &err, sizeof(err));
     _exit(127);
@@ -201,6 +202,8 @@ static pid_t spawn_shim(struct vsnap_driver *drv, struct domain_run *run, int lo
     char *argv[] = {drv->paths.shim_path, "--api-socket", api_arg, "--event-monitor",
                     ev_arg, "--log-file", run->log_path,
                     jail->confine_arg ? "--confine" : NULL, jail->confine_arg, NULL};
+    /* Built here: between fork and exec only async-signal-safe calls. */
+    g_auto(GStrv) envp = shim_env_filter(environ);
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) < 0) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "pipe: %s", g_strerror(errno));
@@ -216,7 +219,7 @@ static pid_t spawn_shim(struct vsnap_driver *drv, struct domain_run *run, int lo
     }
     if (child == 0) {
         close(pipefd[0]);
-        exec_grandchild(argv, log_fd, pipefd[1], jail);
+        exec_grandchild(argv, envp, log_fd, pipefd[1], jail);
     }
     close(pipefd[1]);
     int status;

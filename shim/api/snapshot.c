@@ -8,6 +8,8 @@
  *                    "memory_restore_mode": "copy" | "ondemand" | "merge",
  *                    "ondemand_block_size": 65536, "prefetch": false,
  *                    "config_overrides": {"vsock": {"socket"}, "serial": {...}, "console": {...},
+ *                                         "payload": {"kernel", "initramfs", "cmdline"}, "rng": {"src"},
+ *                                         "disks": [{"id", "path", "readonly"}],
  *                                         "net": [{"id", "tap", "fds", "mac", "host_mac", "ip", "mask"}]},
  *                    "net_fds": [{"id": "net0", "num_fds": 1}]}
  *   (net_fds is Cloud Hypervisor's: that many of the descriptors sent with the

@@ -177,6 +177,8 @@ struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const
 
 void disk_layers_add_records(const struct disk_layers *dl, JsonNode *state)
 {
+    if (dl->disks->len == 0)
+        return; /* a VM without disks has no devices.disks to look up */
     JsonObject *devices = json_object_get_object_member(json_node_get_object(state), "devices");
     JsonArray *disks = json_object_get_array_member(devices, "disks");
     for (guint i = 0; i < dl->disks->len; i++) {
@@ -237,17 +239,37 @@ static bool restore_failed(GError **error, const struct disk_config *d, GError *
     return false;
 }
 
+/* Every snapshot holds a layer of each writable disk and none of a
+ * read-only one (disk_layers_seal), so a record that disagrees with the
+ * disk's readonly (config.json's, or config_overrides.disks') is a snapshot
+ * that cannot be restored as it stands: neither side may skip the chain's
+ * check by it. */
+static bool record_matches_readonly(const struct snap_dir *top, const struct disk_config *d, bool present,
+                                    GError **error)
+{
+    if (present == !d->readonly)
+        return true;
+    g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                present ? "disk %s is read-only, but snapshot %s holds a layer of it (a read-only disk has none)"
+                        : "disk %s is writable, but snapshot %s holds no layer of it (a snapshot holds one of every "
+                          "writable disk): its image is not what the snapshot's VM last saw",
+                d->id, top->path);
+    return false;
+}
+
 static bool point_at_chain(const struct snap_dir *top, struct disk_config *d, GError **error)
 {
     g_clear_pointer(&d->vsnap_chain, g_strfreev);
     g_clear_pointer(&d->vsnap_overlay, g_free);
-    if (d->readonly)
-        return true;
     g_autoptr(GError) local = NULL;
     bool present = false;
     g_autoptr(snap_disk_chain) chain = snap_dir_disk_chain(top, d->id, &present, &local);
+    if (!chain && (present || local))
+        return restore_failed(error, d, local);
+    if (!record_matches_readonly(top, d, present, error))
+        return false;
     if (!chain)
-        return !present || restore_failed(error, d, local);
+        return true; /* read-only: its image is all there is of it */
     struct snap_disk_identity now;
     if (!snap_disk_identity_read(d->path, &now, &local) ||
         !snap_disk_chain_verify(chain, d->path, now.size - now.size % 512, &local))

@@ -37,8 +37,9 @@ void disk_layers_abort(struct disk_layers *dl);
 
 /* Point cfg's disks at the chains top holds (each verified: layers, ids,
  * parents, sizes, the image's identity), each with a new overlay path in
- * work_dir (NULL: a new private directory). A disk top has no layer for
- * runs on its image. Errors name the file (PERSIST_ERROR_INVALID). */
+ * work_dir (NULL: a new private directory). A read-only disk has no layer
+ * and runs on its image; a writable disk without a layer, or a read-only one
+ * with a layer, is refused. Errors name the file (PERSIST_ERROR_INVALID). */
 bool disk_layers_for_restore(const struct snap_dir *top, struct vm_config *cfg, const char *work_dir,
                              GError **error);
 /* A restore failed: remove the overlays it created. */

@@ -14,6 +14,7 @@
 #include "cpu-state.h"
 #include "devices-state.h"
 #include "disk-layers.h"
+#include "host-paths.h"
 #include "vm-persist.h"
 #include "ram-snapshot/restore.h"
 #include "snapshot/directory.h"
@@ -53,11 +54,11 @@ static bool override_section(JsonObject *config, JsonObject *overrides, const ch
     return true;
 }
 
-/* The snapshot's net with this id, or NULL. */
-static JsonObject *find_net(JsonArray *nets, const char *id)
+/* The object in list (the snapshot's nets or disks) with this id, or NULL. */
+static JsonObject *find_by_id(JsonArray *list, const char *id)
 {
-    for (guint i = 0; nets && i < json_array_get_length(nets); i++) {
-        JsonNode *n = json_array_get_element(nets, i);
+    for (guint i = 0; list && i < json_array_get_length(list); i++) {
+        JsonNode *n = json_array_get_element(list, i);
         if (JSON_NODE_HOLDS_OBJECT(n) && g_strcmp0(json_object_get_string_member_with_default(
                                                         json_node_get_object(n), "id", NULL), id) == 0)
             return json_node_get_object(n);
@@ -97,7 +98,7 @@ static bool override_nets(JsonObject *config, JsonObject *overrides, GError **er
         JsonNode *item = json_array_get_element(list, i);
         JsonObject *over = JSON_NODE_HOLDS_OBJECT(item) ? json_node_get_object(item) : NULL;
         const char *id = over ? json_object_get_string_member_with_default(over, "id", NULL) : NULL;
-        JsonObject *target = id ? find_net(nets, id) : NULL;
+        JsonObject *target = id ? find_by_id(nets, id) : NULL;
         if (!target) {
             g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
                         id ? "config_overrides.net[%u]: the snapshot has no network interface '%s'"
@@ -124,32 +125,111 @@ static bool override_nets(JsonObject *config, JsonObject *overrides, GError **er
     return true;
 }
 
+static bool bad_disk_override(GError **error, guint i, const char *why, const char *id)
+{
+    g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "config_overrides.disks[%u]: %s%s%s", i, why,
+                id ? " " : "", id ? id : "");
+    return false;
+}
+
+/* One {"id", "path", "readonly"} of config_overrides.disks onto the
+ * snapshot's disk: the image it runs on (the restore builds its chain and
+ * overlay anew, so the old ones go). */
+static bool override_disk(JsonArray *disks, JsonNode *item, guint i, GError **error)
+{
+    static const char *const allowed[] = { "id", "path", "readonly", NULL };
+    JsonObject *over = JSON_NODE_HOLDS_OBJECT(item) ? json_node_get_object(item) : NULL;
+    const char *id = over ? json_object_get_string_member_with_default(over, "id", NULL) : NULL;
+    if (!id)
+        return bad_disk_override(error, i, "must be an object with the \"id\" of a disk", NULL);
+    JsonObject *target = find_by_id(disks, id);
+    if (!target)
+        return bad_disk_override(error, i, "the snapshot has no disk", id);
+    g_autoptr(GList) members = json_object_get_members(over);
+    for (GList *l = members; l; l = l->next)
+        if (!g_strv_contains(allowed, l->data))
+            return bad_disk_override(error, i, "only id, path and readonly can be overridden, not",
+                                     (const char *)l->data);
+    JsonNode *path = json_object_get_member(over, "path");
+    JsonNode *ro = json_object_get_member(over, "readonly");
+    if (!path || !JSON_NODE_HOLDS_VALUE(path) || json_node_get_value_type(path) != G_TYPE_STRING ||
+        json_node_get_string(path)[0] != '/')
+        return bad_disk_override(error, i, "\"path\" must be the absolute path of the image of disk", id);
+    if (ro && (!JSON_NODE_HOLDS_VALUE(ro) || json_node_get_value_type(ro) != G_TYPE_BOOLEAN))
+        return bad_disk_override(error, i, "\"readonly\" must be true or false for disk", id);
+    json_object_set_string_member(target, "path", json_node_get_string(path));
+    if (ro)
+        json_object_set_boolean_member(target, "readonly", json_node_get_boolean(ro));
+    json_object_remove_member(target, "vsnap_chain");
+    json_object_remove_member(target, "vsnap_overlay");
+    return true;
+}
+
+/* config_overrides.disks: [{"id", "path", "readonly"}], each naming a disk
+ * of the snapshot once. */
+static bool override_disks(JsonObject *config, JsonObject *overrides, GError **error)
+{
+    JsonNode *node = json_object_get_member(overrides, "disks");
+    if (!node)
+        return true;
+    if (!JSON_NODE_HOLDS_ARRAY(node)) {
+        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "config_overrides.disks must be a list of objects");
+        return false;
+    }
+    JsonNode *cnode = json_object_get_member(config, "disks");
+    JsonArray *disks = cnode && JSON_NODE_HOLDS_ARRAY(cnode) ? json_node_get_array(cnode) : NULL;
+    JsonArray *list = json_node_get_array(node);
+    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+    for (guint i = 0; i < json_array_get_length(list); i++) {
+        JsonNode *item = json_array_get_element(list, i);
+        if (!override_disk(disks, item, i, error))
+            return false;
+        const char *id = json_object_get_string_member(json_node_get_object(item), "id");
+        if (!g_hash_table_add(seen, (gpointer)id))
+            return bad_disk_override(error, i, "gives a second time disk", id);
+    }
+    return true;
+}
+
+/* An override of a device the snapshot's VM does not have is a mistake. */
+static bool check_device_present(JsonObject *config, JsonObject *overrides, const char *name, GError **error)
+{
+    JsonNode *dev = json_object_get_member(config, name);
+    if (!json_object_has_member(overrides, name) || (dev && JSON_NODE_HOLDS_OBJECT(dev)))
+        return true;
+    g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "config_overrides.%s: the snapshot's VM has no %s device",
+                name, name);
+    return false;
+}
+
 static bool apply_overrides(JsonObject *config, JsonObject *overrides, GError **error)
 {
     static const char *const console_fields[] = { "mode", "file", "socket", NULL };
     static const char *const vsock_fields[] = { "socket", NULL };
-    static const char *const sections[] = { "serial", "console", "vsock", "vsnap_work_dir", "net", NULL };
+    static const char *const payload_fields[] = { "kernel", "initramfs", "cmdline", NULL };
+    static const char *const rng_fields[] = { "src", NULL };
+    static const char *const sections[] = { "serial", "console", "vsock", "vsnap_work_dir", "net", "disks",
+                                            "payload", "rng", NULL };
     g_autoptr(GList) members = json_object_get_members(overrides);
     for (GList *l = members; l; l = l->next) {
         if (!g_strv_contains(sections, l->data)) {
             g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                        "config_overrides.%s is not supported (serial, console, vsock, vsnap_work_dir and net are)",
-                        (const char *)l->data);
+                        "config_overrides.%s is not supported (serial, console, vsock, vsnap_work_dir, net, disks, "
+                        "payload and rng are)", (const char *)l->data);
             return false;
         }
     }
-    JsonNode *vsock = json_object_get_member(config, "vsock");
-    if (json_object_has_member(overrides, "vsock") && (!vsock || !JSON_NODE_HOLDS_OBJECT(vsock))) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
-                    "config_overrides.vsock: the snapshot's VM has no vsock device");
-        return false;
-    }
-    return override_section(config, overrides, "serial", console_fields, error) &&
+    return check_device_present(config, overrides, "vsock", error) &&
+           check_device_present(config, overrides, "rng", error) &&
+           override_section(config, overrides, "serial", console_fields, error) &&
            override_section(config, overrides, "console", console_fields, error) &&
-           override_section(config, overrides, "vsock", vsock_fields, error) && override_nets(config, overrides, error);
+           override_section(config, overrides, "vsock", vsock_fields, error) &&
+           override_section(config, overrides, "payload", payload_fields, error) &&
+           override_section(config, overrides, "rng", rng_fields, error) && override_nets(config, overrides, error) &&
+           override_disks(config, overrides, error);
 }
 
-static struct vm_config *load_config(const char *dir, JsonObject *overrides, GError **error)
+static struct vm_config *load_config(const char *dir, JsonObject *overrides, bool from_store, GError **error)
 {
     g_autofree char *path = g_build_filename(dir, SNAP_DIR_CONFIG_FILE, NULL);
     g_autoptr(JsonParser) parser = json_parser_new();
@@ -159,22 +239,27 @@ static struct vm_config *load_config(const char *dir, JsonObject *overrides, GEr
                     local->message);
         return NULL;
     }
-    return persist_config_with_overrides(json_parser_get_root(parser), overrides, dir, error);
+    return persist_config_with_overrides(json_parser_get_root(parser), overrides, from_store, dir, error);
 }
 
-struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *overrides, const char *dir,
-                                                GError **error)
+struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *overrides, bool from_store,
+                                                const char *dir, GError **error)
 {
     if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
         g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "snapshot %s: config.json is not an object", dir);
         return NULL;
     }
-    if (overrides && !apply_overrides(json_node_get_object(root), overrides, error))
+    JsonObject *config = json_node_get_object(root);
+    if (from_store)
+        host_paths_drop(config);
+    if (overrides && !apply_overrides(config, overrides, error))
         return NULL;
     if (!overrides) {
-        JsonNode *nets = json_object_get_member(json_node_get_object(root), "net");
+        JsonNode *nets = json_object_get_member(config, "net");
         drop_saved_fds(nets && JSON_NODE_HOLDS_ARRAY(nets) ? json_node_get_array(nets) : NULL);
     }
+    if (from_store && !host_paths_check(config, dir, error))
+        return NULL;
     g_autoptr(GError) local = NULL;
     struct vm_config *cfg = vm_config_from_json(root, &local);
     if (!cfg) {
@@ -350,7 +435,8 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
         persist_error_from_snap(error);
         return NULL;
     }
-    g_autoptr(vm_config) cfg = load_config(dir, req->config_overrides, error);
+    /* A pull marks what it brings in, whichever program pulled it. */
+    g_autoptr(vm_config) cfg = load_config(dir, req->config_overrides, snap_dir_is_from_store(dir), error);
     g_autofree char *work_dir = NULL;
     if (!cfg || !override_work_dir(req->config_overrides, &work_dir, error) ||
         !disk_layers_for_restore(top, cfg, work_dir, error))

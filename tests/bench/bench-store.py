@@ -199,7 +199,7 @@ class Bench:
         self.row(what="snapshot", name=name, id=r["id"], disk_bytes=disk_bytes, guest_copied_bytes=int(reply[3:]),
                  guest_copy_s=round(copy_s, 3), disk_layer_bytes=layer, memory_mib=a.memory_mib,
                  fill_mib=a.fill_mib, shim_snapshot_and_push_s=round(push_s, 3), bytes_sent=r["bytes_sent"])
-        return {"id": r["id"], "prefix": prefix, "chain": [s0, local]}
+        return {"id": r["id"], "prefix": prefix, "chain": [s0, local], "base": base}
 
     def store(self, args, opts=()):
         r = subprocess.run([self.args.store, "--quiet", "--json"] + list(opts) + args,
@@ -282,7 +282,10 @@ class Bench:
             url = f"{self.nginx.url('store', snap['prefix'])}/{snap['id']}"
             body = {"source_url": url, "memory_restore_mode": "ondemand", "resume": True,
                     "config_overrides": {"serial": {"mode": "File", "file": vm.serial_path},
-                                         "vsock": {"socket": vm.vsock_path}, "vsnap_work_dir": self.fresh("rwork")}}
+                                         "vsock": {"socket": vm.vsock_path}, "vsnap_work_dir": self.fresh("rwork"),
+                                         "payload": {"kernel": self.args.guest},
+                                         "disks": [{"id": "vda", "path": snap["base"]},
+                                                   {"id": "vdb", "path": self.image, "readonly": True}]}}
             t0 = time.monotonic()
             status, reply = vm.api("PUT", "vm.restore", body, timeout=1200)
             if status != 204:

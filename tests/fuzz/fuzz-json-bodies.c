@@ -78,16 +78,21 @@ static void fuzz_vm_restore(GBytes *body)
     g_assert(rb.req.source_url);
     if (!rb.req.config_overrides)
         return;
-    g_autoptr(JsonParser) config = json_parser_new();
-    if (!json_parser_load_from_data(config, snapshot_config, -1, NULL))
-        g_error("fuzz: the fixture config.json does not parse");
-    g_autoptr(vm_config) cfg = persist_config_with_overrides(json_parser_get_root(config),
-                                                              rb.req.config_overrides, "/snapshot",
-                                                              &error);
-    if (cfg)
-        check_round_trip(cfg);
-    else
-        g_assert(error && error->message);
+    /* As a local snapshot, and as one from a store (host paths only from
+     * the overrides). */
+    for (int from_store = 0; from_store < 2; from_store++) {
+        g_autoptr(JsonParser) config = json_parser_new();
+        if (!json_parser_load_from_data(config, snapshot_config, -1, NULL))
+            g_error("fuzz: the fixture config.json does not parse");
+        g_clear_error(&error);
+        g_autoptr(vm_config) cfg = persist_config_with_overrides(json_parser_get_root(config),
+                                                                  rb.req.config_overrides, from_store,
+                                                                  "/snapshot", &error);
+        if (cfg)
+            check_round_trip(cfg);
+        else
+            g_assert(error && error->message);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -147,12 +147,16 @@ class ApiShim:
         if status != 204:
             raise Fail(f"{self.name}: vm.snapshot -> {status} {reply}" + self.describe())
 
-    def restore(self, source, mode="copy", resume=True, **extra):
+    def restore(self, source, mode="copy", resume=True, kernel=None, **extra):
+        """kernel: config_overrides.payload.kernel (a snapshot that came from a
+        store names no host path the shim takes: it must be given)."""
         body = {"source_url": "file://" + source, "memory_restore_mode": mode, "resume": resume,
                 "config_overrides": {"serial": {"mode": "File", "file": self.serial_path}}}
         config_path = os.path.join(source, "config.json")
         if os.path.exists(config_path) and json.load(open(config_path)).get("vsock"):
             body["config_overrides"]["vsock"] = {"socket": self.vsock_path}
+        if kernel:
+            body["config_overrides"]["payload"] = {"kernel": kernel}
         body.update(extra)
         return self.api("PUT", "vm.restore", body)
 

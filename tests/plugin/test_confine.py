@@ -262,6 +262,44 @@ class ConfineTest(DaemonTest):
         self.daemon.virsh("destroy", "c2")
         wait_for(lambda: not os.path.exists(memory), what="the cgroup removed")
 
+    def test_shim_environment_holds_no_secrets(self):
+        """Started with store credentials (and other variables) in its
+        environment, the daemon hands its shims only the allow-listed ones
+        (plugin/run/shim-env.h): no AWS_* in a shim's environ or argv,
+        confined or not; PATH, LANG, LC_*, TZ, the sanitizers' options and
+        (this file runs in builds with test hooks only) the test triggers
+        pass."""
+        secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+        env = {"AWS_SECRET_ACCESS_KEY": secret, "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+               "AWS_SESSION_TOKEN": secret + "-token", "VSNAP_DB_PASSWORD": secret + "-db",
+               "LANG": "C.UTF-8", "LC_TIME": "C", "TZ": "UTC", "UBSAN_OPTIONS": "print_stacktrace=1",
+               "VSNAP_SHIM_TEST_UNUSED": "1"}
+        conf = os.path.join(self.daemon.dir, "unconfined.conf")
+        with open(conf, "w") as f:
+            f.write("[daemon]\nconfine=false\n")
+        for name, extra in (("e1", []), ("e2", ["--config", conf])):
+            with self.subTest(confined=not extra):
+                self.daemon.stop()
+                self.daemon.start(extra=extra, env=env)
+                pid = self.start_domain(name)
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    entries = [e.decode() for e in f.read().split(b"\0") if e]
+                got = dict(e.split("=", 1) for e in entries)
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().decode(errors="replace")
+                self.assertFalse([k for k in got if k.startswith("AWS_")])
+                self.assertNotIn("VSNAP_DB_PASSWORD", got)
+                self.assertFalse([e for e in entries if secret in e], entries)
+                self.assertNotIn(secret, argv)
+                for k in ("LANG", "LC_TIME", "TZ", "UBSAN_OPTIONS", "VSNAP_SHIM_TEST_UNUSED"):
+                    self.assertEqual(got.get(k), env[k], k)
+                self.assertEqual(got.get("PATH"), os.environ.get("PATH"))
+                allowed = ("PATH", "LANG", "TZ", "G_DEBUG", "G_MESSAGES_DEBUG")
+                self.assertEqual([k for k in got if k not in allowed and not k.startswith("LC_")
+                                  and not k.endswith("SAN_OPTIONS")
+                                  and not k.startswith("VSNAP_SHIM_TEST_")], [])
+                self.daemon.virsh("destroy", name)
+
     def test_forbidden_syscall_at_start_is_reported(self):
         self.daemon.stop()
         self.daemon.start(env={TRIGGER: "main"})

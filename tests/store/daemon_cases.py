@@ -7,7 +7,10 @@ state directory, sockets and cache), real virsh, the test guest with a disk.
   push), host B learns them from A's XML (define, snapshot-create
   --redefine), reverts and runs with A's memory and disk (SUM, BLKSUM);
   a revert on B whose base image is missing is refused by name, the
-  running VM untouched; a `cp -a` copy of the image is accepted;
+  running VM untouched; a `cp -a` copy of the image is accepted; B's
+  definition with its own image, kernel and serial file: the reverted
+  shim runs on those (a snapshot from a store supplies no host path), A's
+  files untouched;
 - a push in the background: domjobinfo shows it, other operations on the
   domain go on, destroy does not end it; kill -9 of the daemon during it:
   at its next start the push is done again and the manifest is listed;
@@ -39,6 +42,7 @@ state directory, sockets and cache), real virsh, the test guest with a disk.
 Each case takes the Env of test_store.py (env.nginx, env.rgw, env.s3_env,
 STORE through env.store)."""
 
+import hashlib
 import json
 import os
 import re
@@ -54,7 +58,8 @@ import libvirt
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "plugin"))
 from disktest import DiskGuest, MIB, disk_domain_xml, make_image  # noqa: E402
-from vsnapd import Daemon, wait_for  # noqa: E402
+from vsnapd import TESTGUEST, Daemon, wait_for  # noqa: E402
+from vsnaptest import curl_api  # noqa: E402
 
 MEM_A = (16 * MIB, 48 * MIB)     # filled by the guest at boot (vsnap.fill_mib=48)
 MEM_B = (72 * MIB, 16 * MIB)     # filled after the first snapshot
@@ -335,6 +340,68 @@ def case_daemon_https_store(env):
         b.v("snapshot-revert", dom, "s1")
         check(b.state(dom) == "running", f"B after the revert: {b.state(dom)}")
         check(b.sums(dom) == want, f"B's s1 from {url}: {b.sums(dom)}, A had {want}")
+    finally:
+        a.close()
+        if b:
+            b.close()
+
+
+def file_facts(path):
+    st = os.stat(path)
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest(), st.st_mode, st.st_mtime_ns
+
+
+def case_daemon_store_revert_uses_its_own_paths(env):
+    """B learns A's snapshots with its own paths (its definition names
+    another image, a `cp -a` copy, another kernel file and another serial
+    file than A's) and reverts to one from the store: the shim runs on B's
+    files, as vm.info shows (kernel, serial file, disk image, vsock socket
+    in B's state), with A's memory and disk; A's image (root's, 0600) and
+    serial file stay exactly as they were."""
+    url = env.nginx.url("store", "daemon-own-paths")
+    w = env.scratch("daemon-own-paths")
+    paths = {"A": {"image": make_image(os.path.join(w, "a.img"), 16 * MIB), "kernel": TESTGUEST,
+                   "serial": os.path.join(w, "a.log")},
+             "B": {"image": os.path.join(w, "b.img"), "kernel": os.path.join(w, "b-kernel"),
+                   "serial": os.path.join(w, "b.log")}}
+    dom = "own-paths"
+    xml = disk_domain_xml(dom, [(paths["A"]["image"], "vda")], memory_mib=128,
+                          cmdline="vsnap.fill_mib=48 vsnap.seed=5")
+    xml = xml.replace("</devices>", f"<serial type='file'><source path='{paths['A']['serial']}'/></serial>"
+                                    "</devices>")
+    a = Host(env, "A", url=url)
+    b = None
+    try:
+        a.v("define", a.write(dom + ".xml", xml))
+        sums, _ = take_two(a, dom)
+        a.v("destroy", dom)
+        shutil.copy2(paths["A"]["image"], paths["B"]["image"])
+        shutil.copy2(paths["A"]["kernel"], paths["B"]["kernel"])
+        os.chmod(paths["A"]["image"], 0o600)
+        before = {k: file_facts(paths["A"][k]) for k in ("image", "serial")}
+
+        def on_b(text):
+            for k in ("image", "kernel", "serial"):
+                text = text.replace(paths["A"][k], paths["B"][k])
+            return text
+        b = Host(env, "B")
+        b.v("define", b.write(dom + ".xml", on_b(a.v("dumpxml", "--inactive", dom).stdout)))
+        for snap in ("s1", "s2"):
+            b.v("snapshot-create", dom, "--redefine",
+                b.write(snap + ".xml", on_b(a.v("snapshot-dumpxml", dom, snap).stdout)))
+        b.v("snapshot-revert", dom, "s2")
+        check(b.state(dom) == "running", f"B after the revert: {b.state(dom)}")
+        check(b.sums(dom) == sums["s2"], f"B's s2: {b.sums(dom)}, A had {sums['s2']}")
+        status, info = curl_api(os.path.join(b.daemon.state, "run", dom, "api.sock"), "GET", "vm.info")
+        config = info["config"]
+        got = {"kernel": config["payload"]["kernel"], "serial": config["serial"]["file"],
+               "image": config["disks"][0]["path"]}
+        check(status == 200 and got == paths["B"], f"B's shim runs on {got}, not B's {paths['B']}")
+        check(config["vsock"]["socket"].startswith(b.daemon.state + "/"),
+              f"B's vsock socket: {config['vsock']['socket']}")
+        check({k: file_facts(paths["A"][k]) for k in ("image", "serial")} == before,
+              "B's revert changed A's image or serial file")
     finally:
         a.close()
         if b:
@@ -1417,7 +1484,7 @@ def case_daemon_many_clients(env):
 
 
 CASES = [case_daemon_two_hosts_http, case_daemon_two_hosts_s3, case_daemon_two_hosts_file,
-         case_daemon_https_store,
+         case_daemon_store_revert_uses_its_own_paths, case_daemon_https_store,
          case_daemon_push_in_background,
          case_daemon_store_down, case_daemon_pull_at_revert, case_daemon_abort_revert_pull,
          case_daemon_abort_push, case_daemon_corrupt_object, case_daemon_cache_disk_full,

@@ -8,14 +8,17 @@ disk against the origin's. Every shim runs with its default seccomp filter."""
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
 
 from persisttest import ApiShim, MIB, check, connect
 from servers import StallingProxy
+from vsnaptest import write_state_json
 
 SHIM = GUEST = None
+COMPACT = os.environ.get("VSNAP_COMPACT", "")
 DISK_SIZE = 32 * MIB
 RAM_REGION = (16 * MIB, 48 * MIB)
 
@@ -64,9 +67,12 @@ class Host:
                        args=["--store-config", self.config, "--store-cache-dir", self.cache])
 
 
-def restore_url(vm, url, mode, work):
-    """work None: no vsnap_work_dir (a pull goes under the cache's shim/)."""
-    overrides = {"serial": {"mode": "File", "file": vm.serial_path}, "vsock": {"socket": vm.vsock_path}}
+def restore_url(vm, url, mode, work, image):
+    """work None: no vsnap_work_dir (a pull goes under the cache's shim/).
+    Every host path is the caller's (a snapshot from a store supplies none):
+    the kernel, the serial file, the vsock socket, image as disk vda's."""
+    overrides = {"serial": {"mode": "File", "file": vm.serial_path}, "vsock": {"socket": vm.vsock_path},
+                 "payload": {"kernel": GUEST}, "disks": [{"id": "vda", "path": image}]}
     if work:
         overrides["vsnap_work_dir"] = work
     return vm.api("PUT", "vm.restore", {"source_url": url, "memory_restore_mode": mode, "resume": True,
@@ -213,7 +219,7 @@ def case_shim_restore_from_store(env):
         before = len(env.nginx.access_lines())
         with hostb.shim() as vm:
             t0 = time.monotonic()
-            status, reply = restore_url(vm, f"{o.http}/{o.id}", mode, hostb.work)
+            status, reply = restore_url(vm, f"{o.http}/{o.id}", mode, hostb.work, o.image)
             check(status == 204, f"restore ({mode}): {status} {reply}" + vm.describe())
             elapsed = time.monotonic() - t0
             conn = connect(vm)
@@ -226,7 +232,7 @@ def case_shim_restore_from_store(env):
         print(f"  restore {mode} ({'cache hit' if hit else 'cache miss'}): {elapsed:.2f} s; {imported}", flush=True)
     hostc = Host(env, o.root, "hostC")
     with hostc.shim() as vm:
-        status, reply = restore_url(vm, f"{o.s3}/{o.s3_reply['id']}", "ondemand", hostc.work)
+        status, reply = restore_url(vm, f"{o.s3}/{o.s3_reply['id']}", "ondemand", hostc.work, o.image)
         check(status == 204, f"restore from S3: {status} {reply}" + vm.describe())
         conn = connect(vm)
         check(sums(conn) == o.sums, f"ondemand restore from {o.s3}: sums {sums(conn)}, origin {o.sums}")
@@ -245,12 +251,12 @@ def case_shim_store_errors(env):
     hostd = Host(env, o.root, "hostD")
     missing = "0" * 8 + "-0000-4000-8000-" + "0" * 12
     with hostd.shim() as vm:
-        status, reply = restore_url(vm, f"{o.http}/{missing}", "ondemand", hostd.work)
+        status, reply = restore_url(vm, f"{o.http}/{missing}", "ondemand", hostd.work, o.image)
         check(status == 404 and f"manifests/{missing}" in reply[0], f"a missing id: {status} {reply}")
         t0 = time.monotonic()
-        status, reply = restore_url(vm, f"http://127.0.0.1:{dead_port()}/x/{o.id}", "copy", hostd.work)
+        status, reply = restore_url(vm, f"http://127.0.0.1:{dead_port()}/x/{o.id}", "copy", hostd.work, o.image)
         check(status >= 500 and time.monotonic() - t0 < 60, f"a dead server: {status} {reply}")
-        status, reply = restore_url(vm, f"{o.http}/{o.id}", "ondemand", hostd.work)
+        status, reply = restore_url(vm, f"{o.http}/{o.id}", "ondemand", hostd.work, o.image)
         check(status == 204, f"the restore after two refusals: {status} {reply}" + vm.describe())
         conn = connect(vm)
         check(sums(conn) == o.sums, "sums after the refused restores")
@@ -266,7 +272,7 @@ def case_shim_full_snapshot_carries_its_disk_chain(env):
     o = origin(env)
     hoste = Host(env, o.root, "hostE")
     with hoste.shim() as vm:
-        status, reply = restore_url(vm, f"{o.http}/{o.full_reply['id']}", "ondemand", hoste.work)
+        status, reply = restore_url(vm, f"{o.http}/{o.full_reply['id']}", "ondemand", hoste.work, o.image)
         check(status == 204, f"restore of the full snapshot over a disk chain: {status} {reply}" + vm.describe())
         conn = connect(vm)
         check(sums(conn) == o.full_sums, f"s4 from {o.http}: sums {sums(conn)}, origin {o.full_sums}")
@@ -279,7 +285,7 @@ def pulled(base):
 
 
 def restore_checked(env, vm, url, work, o):
-    status, reply = restore_url(vm, url, "ondemand", work)
+    status, reply = restore_url(vm, url, "ondemand", work, o.image)
     check(status == 204, f"restore {url}: {status} {reply}" + vm.describe())
     conn = connect(vm)
     check(sums(conn) == o.sums, f"restore {url}: sums {sums(conn)}, origin {o.sums}")
@@ -378,7 +384,7 @@ def case_shim_store_deadline(env):
         host = Host(env, o.root, "hostG", timeout=2)
         with host.shim() as vm:
             (status, reply), elapsed = timed(lambda: restore_url(vm, f"{stall.url('store', 'shim')}/{o.id}",
-                                                                 "ondemand", host.work))
+                                                                 "ondemand", host.work, o.image))
             check_deadline_reply("vm.restore", status, reply, 2, elapsed)
             check(pulled(host.work) == [], f"the timed-out import left {pulled(host.work)}")
             # The restore that must work after the 504 finds its layers in
@@ -398,15 +404,220 @@ def case_shim_store_deadline(env):
         host = Host(env, o.root, "hostH")
         with host.shim() as vm:
             (status, reply), elapsed = timed(lambda: restore_url(vm, f"{stall.url('store', 'shim')}/{o.id}",
-                                                                 "copy", host.work))
+                                                                 "copy", host.work, o.image))
             check_deadline_reply("vm.restore (the default bound)", status, reply, 25, elapsed)
     finally:
         stall.close()
 
 
+def file_facts(path):
+    """What a refused restore must leave as it was: bytes, mode, mtime."""
+    st = os.lstat(path)
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest(), st.st_mode, st.st_mtime_ns
+
+
+def hostile_snapshot(env, w, victims):
+    """A snapshot in a store of the test's own (nginx) whose config.json
+    names this host's files: victims["disk"] (a root-owned 0600 file) as its
+    writable disk vda, victims["serial"] as its serial file, victims["socket"]
+    as its vsock socket; state.json holds no layer of vda (so the disk would
+    run on that very file) and both checksums match, as a store can always
+    make them. Returns the store ref."""
+    image = os.path.join(w, "origin.img")
+    with open(image, "wb") as f:
+        f.truncate(DISK_SIZE)
+    local = os.path.join(w, "crafted")
+    with ApiShim(SHIM, workdir=w, name="origin") as vm:
+        vm.boot(GUEST, "vsnap.fill_mib=8 vsnap.seed=3", memory_mib=64,
+                disks=[{"path": image, "id": "vda"}])
+        connect(vm).close()
+        vm.snapshot_paused(local)
+    config_path = os.path.join(local, "config.json")
+    config = json.load(open(config_path))
+    config["disks"][0]["path"] = victims["disk"]
+    config["serial"] = {"mode": "File", "file": victims["serial"]}
+    config["vsock"]["socket"] = victims["socket"]
+    text = json.dumps(config).encode()
+    with open(config_path, "wb") as f:
+        f.write(text)
+    state = json.load(open(os.path.join(local, "state.json")))
+    state["config"]["sha256"] = hashlib.sha256(text).hexdigest()
+    for disk in state["devices"]["disks"]:
+        disk.pop("layer", None)
+        disk.pop("base", None)
+    write_state_json(os.path.join(local, "state.json"), state)
+    os.unlink(os.path.join(local, "disk-vda.layer"))
+    url = env.nginx.url("store", "hostile-paths")
+    reply = env.store([], ["push", local, url])
+    return f"{url}/{reply['id']}", image
+
+
+def restore_body(url, overrides):
+    return {"source_url": url, "memory_restore_mode": "ondemand", "resume": True, "config_overrides": overrides}
+
+
+def case_shim_store_supplies_no_host_paths(env):
+    """A snapshot from a store never supplies a host path. Restored by its
+    store URL with no overrides, one whose config.json names a root-owned
+    0600 file as its disk, a file as its serial port and a socket path for
+    its vsock is refused (400) naming the payload; each override added, the
+    next device is named (serial, vsock, disk vda), and the files stay
+    exactly as they were, no socket bound there. With every path given, the
+    disk without a layer is still refused (a writable disk always has one),
+    and given read-only it runs on the caller's image. The same from a
+    file:// directory vsnap-store pulled (marked store-origin, never pushed
+    again). A genuine snapshot's disk given read-only over its layer is
+    refused too."""
+    w = env.scratch("shim-host-paths")
+    victims = {"disk": os.path.join(w, "root-only.img"), "serial": os.path.join(w, "host.log"),
+               "socket": os.path.join(w, "store-chose.sock")}
+    with open(victims["disk"], "wb") as f:
+        f.write(b"root's own data\n" * (DISK_SIZE // 16))
+    os.chmod(victims["disk"], 0o600)
+    with open(victims["serial"], "w") as f:
+        f.write("the host's log\n")
+    before = {k: file_facts(victims[k]) for k in ("disk", "serial")}
+    ref, image = hostile_snapshot(env, w, victims)
+
+    def untouched(what):
+        check({k: file_facts(victims[k]) for k in ("disk", "serial")} == before, f"{what} changed a host file")
+        check(not os.path.lexists(victims["socket"]), f"{what} bound {victims['socket']}")
+
+    host = Host(env, w, "hostB")
+    copy = os.path.join(host.dir, "vda.img")
+    shutil.copy2(image, copy)
+    with host.shim() as vm:
+        overrides = {}
+        steps = [("payload", {"kernel": GUEST}), ("serial", {"mode": "File", "file": vm.serial_path}),
+                 ("vsock", {"socket": vm.vsock_path}), ("disks", [{"id": "vda", "path": copy}])]
+        for (section, value), named in zip(steps, ("payload", "serial port", "vsock device", "disk vda")):
+            status, reply = vm.api("PUT", "vm.restore", restore_body(ref, overrides), timeout=120)
+            check(status == 400 and named in reply[0] and "came from a store" in reply[0],
+                  f"restore with overrides {sorted(overrides)}: {status} {reply}")
+            untouched(f"the restore refused for its {named}")
+            overrides[section] = value
+        status, reply = vm.api("PUT", "vm.restore", restore_body(ref, overrides), timeout=120)
+        check(status == 400 and "disk vda is writable" in reply[0] and "no layer" in reply[0],
+              f"a writable disk without a layer: {status} {reply}")
+        overrides["disks"][0]["readonly"] = True
+        status, reply = vm.api("PUT", "vm.restore", restore_body(ref, overrides), timeout=120)
+        check(status == 204, f"restore with every path given: {status} {reply}" + vm.describe())
+        conn = connect(vm)
+        check(conn.cmd(f"BLKSUM 0 0 {MIB:#x}").startswith("SUM "), "the restored VM cannot read its disk")
+        conn.close()
+        config = vm.ok("GET", "vm.info")["config"]
+        got = (config["payload"]["kernel"], config["serial"]["file"], config["vsock"]["socket"],
+               config["disks"][0]["path"], config["disks"][0]["readonly"])
+        check(got == (GUEST, vm.serial_path, vm.vsock_path, copy, True), f"the restored VM's paths: {got}")
+    untouched("the restored VM")
+    pulled_dir = os.path.join(w, "pulled")
+    env.pull(ref, pulled_dir, os.path.join(w, "cache"))
+    origin_mark = open(os.path.join(pulled_dir, "store-origin")).read().split()
+    check(origin_mark == ref.rsplit("/", 1), f"store-origin of the pulled directory: {origin_mark}")
+    with host.shim() as vm:
+        status, reply = vm.api("PUT", "vm.restore", restore_body("file://" + pulled_dir, {}), timeout=120)
+        check(status == 400 and "payload" in reply[0] and "came from a store" in reply[0],
+              f"restore of the pulled directory with no overrides: {status} {reply}")
+    untouched("the restore of the pulled directory")
+    again = env.store([], ["push", pulled_dir, env.nginx.url("store", "pushed-again")])
+    manifest = json.load(open(os.path.join(env.nginx.root, "pushed-again", "manifests", again["id"] + ".json")))
+    check("store-origin" not in [f["name"] for f in manifest["files"]], f"the mark travelled: {manifest['files']}")
+    o = origin(env)
+    with host.shim() as vm:
+        status, reply = vm.api("PUT", "vm.restore", restore_body(f"{o.http}/{o.id}", {
+            "payload": {"kernel": GUEST}, "serial": {"mode": "File", "file": vm.serial_path},
+            "vsock": {"socket": vm.vsock_path}, "disks": [{"id": "vda", "path": o.image, "readonly": True}]}))
+        check(status == 400 and "disk vda is read-only, but" in reply[0],
+              f"a read-only disk over the snapshot's layer: {status} {reply}")
+
+
+def case_shim_fold_disk_of_a_pulled_snapshot(env):
+    """vsnap-compact --fold-disk writes into the base image a snapshot
+    records; a pulled one records what the store wrote (here: a file whose
+    identity it knows, a copy of the image), so the fold is refused naming
+    --image, and with --image it folds into the image given."""
+    o = origin(env)
+    w = env.scratch("shim-fold-pulled")
+    pulled_dir = os.path.join(w, "s1")
+    env.pull(f"{o.http}/{o.s1['id']}", pulled_dir, os.path.join(w, "cache"))
+    victim, mine = os.path.join(w, "store-named.img"), os.path.join(w, "mine.img")
+    shutil.copy2(o.image, victim)
+    shutil.copy2(o.image, mine)
+    os.chmod(victim, 0o600)
+    state_path = os.path.join(pulled_dir, "state.json")
+    state = json.load(open(state_path))
+    state["devices"]["disks"][0]["base"]["path"] = victim
+    write_state_json(state_path, state)
+    before = file_facts(victim)
+    r = subprocess.run([COMPACT, "--fold-disk", pulled_dir, "vda"], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 1 and "came from a store" in r.stderr and "--image" in r.stderr,
+          f"--fold-disk of a pulled snapshot into the image it records: {r.returncode} {r.stderr}")
+    check(file_facts(victim) == before and not os.path.exists(victim + ".vsnap-fold"),
+          "the refused fold touched the image the store named")
+    r = subprocess.run([COMPACT, "--fold-disk", pulled_dir, "vda", "--image", mine], capture_output=True,
+                       text=True, timeout=120)
+    check(r.returncode == 0 and mine in r.stdout, f"--fold-disk --image: {r.returncode} {r.stdout} {r.stderr}")
+    check(file_facts(victim) == before, "the fold into --image touched the image the store named")
+
+
+def edited_store(env, name):
+    """A copy, called name, of the nginx store of the origin's snapshots:
+    its root and URL."""
+    dst = os.path.join(env.nginx.root, name)
+    shutil.copytree(os.path.join(env.nginx.root, "shim"), dst)
+    return dst, env.nginx.url("store", name)
+
+
+def edit_manifest(root, snap_id, edit):
+    """A manifest is plain JSON: a store can write anything there."""
+    path = os.path.join(root, "manifests", snap_id + ".json")
+    manifest = json.load(open(path))
+    edit(manifest)
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+
+
+def case_shim_store_names_no_host_directory(env):
+    """The directories a pulled snapshot's state.json names (its memory
+    parent, its disks' parent layers) are the pull's own, never the
+    store's: a manifest that leaves out a diff's parent, or the snapshots
+    a disk continues, is refused naming the snapshot (the store's URL
+    would name a directory of this host); a manifest that names a file
+    store-origin (the pull's own mark) is refused."""
+    o = origin(env)
+    w = env.scratch("shim-host-dirs")
+    cache = os.path.join(w, "cache")
+    root, url = edited_store(env, "no-parent")
+    edit_manifest(root, o.id, lambda m: m.pop("parent"))
+    r = env.pull(f"{url}/{o.id}", os.path.join(w, "no-parent"), cache, ok=False)
+    check("is a diff of" in r.stderr and "names no parent" in r.stderr, f"a diff without its parent: {r.stderr}")
+    check(not os.path.exists(os.path.join(w, "no-parent")), "the refused pull left its directory")
+    full = o.full_reply["id"]
+    root, url = edited_store(env, "no-disk-parents")
+    edit_manifest(root, full, lambda m: m.pop("disk_parents"))
+    r = env.pull(f"{url}/{full}", os.path.join(w, "no-disk-parents"), cache, ok=False)
+    check("disk vda's parent layer" in r.stderr and "none of the snapshots" in r.stderr,
+          f"a disk continuing a chain the manifest does not bring: {r.stderr}")
+    root, url = edited_store(env, "named-mark")
+
+    def add_mark(m):
+        f = dict(next(f for f in m["files"] if f["name"] == "config.json"))
+        f["name"] = "store-origin"
+        m["files"].append(f)
+        m["files"].sort(key=lambda f: f["name"])
+    edit_manifest(root, o.s1["id"], add_mark)
+    r = env.pull(f"{url}/{o.s1['id']}", os.path.join(w, "named-mark"), cache, ok=False)
+    check("names a file store-origin" in r.stderr, f"a manifest naming store-origin: {r.stderr}")
+    ok = os.path.join(w, "whole")
+    env.pull(f"{o.http}/{full}", ok, cache)
+    check(os.path.exists(os.path.join(ok, "store-origin")), "the pull left no mark")
+
+
 CASES = [case_shim_snapshot_to_store, case_shim_restore_from_store, case_shim_store_errors,
          case_shim_full_snapshot_carries_its_disk_chain, case_shim_pulled_dirs_go_with_the_vm,
-         case_shim_store_deadline]
+         case_shim_store_deadline, case_shim_store_supplies_no_host_paths,
+         case_shim_store_names_no_host_directory, case_shim_fold_disk_of_a_pulled_snapshot]
 
 
 def case_shim_confined_refuses_store_urls(env):

@@ -164,7 +164,7 @@ def restore_and_check(env, snapdir, name, workdir):
     """Restore snapdir on demand in a new shim and compare the guest's sums
     with those taken right before the snapshot."""
     with ApiShim(SHIM, workdir=workdir, name="dst") as dst:
-        status, reply = dst.restore(snapdir, "ondemand")
+        status, reply = dst.restore(snapdir, "ondemand", kernel=GUEST)
         check(status == 204, f"restore {snapdir}: {status} {reply}" + dst.describe())
         conn = connect(dst)
         got = [conn.sum(*r) for r in (REGION_A, REGION_B, REGION_C)]
@@ -571,7 +571,7 @@ def case_mapped_layer_not_evicted(env):
     d1 = os.path.join(w, "d1")
     env.pull(f"file://{root}/{env.layer_id('d1')}", d1, cache, opts)
     with ApiShim(SHIM, workdir=w, name="vm") as vm:
-        status, reply = vm.restore(d1, "ondemand")
+        status, reply = vm.restore(d1, "ondemand", kernel=GUEST)
         check(status == 204, f"restore: {status} {reply}")
         connect(vm).close()
         entries = env.store(["--cache-dir", cache] + opts, ["cache", "ls"])

@@ -5,11 +5,13 @@
  *   vsnap-compact --fold-snapshot INNER CHILD   the same for snapshot directories: CHILD's
  *                                               state.json then names INNER's parent, and
  *                                               INNER may be deleted
- *   vsnap-compact --fold-disk SNAPSHOT DISK [--overlay FILE]
+ *   vsnap-compact --fold-disk SNAPSHOT DISK [--overlay FILE] [--image FILE]
  *                                               fold disk DISK's chain of disk layers in
  *                                               snapshot directory SNAPSHOT (and the overlay
- *                                               on top of it) into its base image, crash-
- *                                               safely; run again after a crash to finish
+ *                                               on top of it) into its base image (the one
+ *                                               state.json records, or --image: required
+ *                                               for a snapshot from a store), crash-safely;
+ *                                               run again after a crash to finish
  *   vsnap-compact --info LAYER...               check layers and print their headers
  */
 #include "snapshot/compact.h"
@@ -56,9 +58,26 @@ static int run_compact(const char *out, char **paths, gboolean new_id, GError **
     return 0;
 }
 
+/* The image folded into: the one given, else the one state.json records,
+ * which a store chose for a snapshot pulled from it (any file of this host
+ * whose identity it knows). */
+static const char *fold_target(const char *dir, const struct snap_disk_chain *c, const char *image,
+                               GError **error)
+{
+    if (image)
+        return image;
+    if (!snap_dir_is_from_store(dir))
+        return c->base_path;
+    g_set_error(error, SNAP_ERROR, SNAP_ERROR_INVALID,
+                "snapshot %s came from a store, so the base image its state.json names (%s) is the store's "
+                "choice: give the image to fold into with --image", dir, c->base_path);
+    return NULL;
+}
+
 /* The chain is checked (layers, ids, parents, the image's identity) before
  * the image is touched; an interrupted fold of the image is finished first. */
-static int run_fold_disk(const char *dir, const char *disk_id, const char *overlay, GError **error)
+static int run_fold_disk(const char *dir, const char *disk_id, const char *overlay, const char *image,
+                         GError **error)
 {
     g_autoptr(snap_dir) d = snap_dir_read(dir, error);
     bool present = false;
@@ -67,19 +86,20 @@ static int run_fold_disk(const char *dir, const char *disk_id, const char *overl
         g_set_error(error, SNAP_ERROR, SNAP_ERROR_INVALID, "snapshot %s holds no disk layer for disk %s", dir, disk_id);
         return 1;
     }
-    if (!c)
+    const char *target = c ? fold_target(dir, c, image, error) : NULL;
+    if (!target)
         return 1;
     bool resumed = false;
-    if (!snap_disk_fold_resume(c->base_path, &resumed, error))
+    if (!snap_disk_fold_resume(target, &resumed, error))
         return 1;
     if (resumed) {
-        printf("finished the interrupted fold into %s\n", c->base_path);
+        printf("finished the interrupted fold into %s\n", target);
         return 0;
     }
-    if (!snap_disk_chain_verify(c, c->base_path, 0, error) ||
-        !snap_disk_fold_into_image(c->base_path, (const char *const *)c->paths, c->nlayers, overlay, &c->base, error))
+    if (!snap_disk_chain_verify(c, target, 0, error) ||
+        !snap_disk_fold_into_image(target, (const char *const *)c->paths, c->nlayers, overlay, &c->base, error))
         return 1;
-    printf("folded %u disk layers%s into %s\n", c->nlayers, overlay ? " and the overlay" : "", c->base_path);
+    printf("folded %u disk layers%s into %s\n", c->nlayers, overlay ? " and the overlay" : "", target);
     return 0;
 }
 
@@ -87,7 +107,7 @@ int main(int argc, char **argv)
 {
     g_autofree char *out = NULL;
     gboolean fold = FALSE, fold_snapshot = FALSE, fold_disk = FALSE, info = FALSE, new_id = FALSE;
-    g_autofree char *overlay = NULL;
+    g_autofree char *overlay = NULL, *image = NULL;
     g_auto(GStrv) paths = NULL;
     GOptionEntry entries[] = {
         { "output", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Write the compacted base layer here", "NEW" },
@@ -99,6 +119,8 @@ int main(int argc, char **argv)
         { "fold-disk", 0, 0, G_OPTION_ARG_NONE, &fold_disk,
           "Fold disk DISK's layers in snapshot directory SNAPSHOT into its base image", NULL },
         { "overlay", 0, 0, G_OPTION_ARG_FILENAME, &overlay, "With --fold-disk: the overlay on the chain too", "FILE" },
+        { "image", 0, 0, G_OPTION_ARG_FILENAME, &image,
+          "With --fold-disk: the base image to fold into (default: the one the snapshot records)", "FILE" },
         { "info", 0, 0, G_OPTION_ARG_NONE, &info, "Check layers (all data) and print headers", NULL },
         { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &paths, NULL, "LAYER..." },
         { NULL },
@@ -119,12 +141,12 @@ int main(int argc, char **argv)
     else if (fold_snapshot && n == 2 && !out)
         rc = snap_dir_fold_into_child(paths[0], paths[1], &error) ? 0 : 1;
     else if (fold_disk && n == 2 && !out)
-        rc = run_fold_disk(paths[0], paths[1], overlay, &error);
+        rc = run_fold_disk(paths[0], paths[1], overlay, image, &error);
     else if (!fold && !fold_snapshot && !fold_disk && !info && out && n >= 1)
         rc = run_compact(out, paths, new_id, &error);
     else {
         fprintf(stderr, "usage: vsnap-compact -o NEW LAYER... | --fold INNER CHILD | --fold-snapshot INNER CHILD | "
-                        "--fold-disk SNAPSHOT DISK [--overlay FILE] | --info LAYER...\n");
+                        "--fold-disk SNAPSHOT DISK [--overlay FILE] [--image FILE] | --info LAYER...\n");
         return 2;
     }
     if (rc)

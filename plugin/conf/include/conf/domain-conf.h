@@ -242,6 +242,11 @@ void domain_def_add_vm_disks(JsonBuilder *b, const struct domain_def *def);
  * request (SCM_RIGHTS), one per interface, in order; without, "tap" (its
  * name). */
 void domain_def_add_vm_nets(JsonBuilder *b, const struct domain_def *def, bool with_fds);
+/* vm.restore's config_overrides "payload" (kernel, initramfs), "rng" (src)
+ * and "disks" (per disk "id", "path": the user's image, "readonly"): the
+ * definition's files, so that no host path of a restored VM comes from the
+ * snapshot (one from a store supplies none: shim/persist/host-paths.h). */
+void domain_def_add_vm_file_overrides(JsonBuilder *b, const struct domain_def *def);
 /* vm.restore's config_overrides "net": per interface "id", "mac" (the
  * definition's: a clone's own) and "fds": [-1], its new tap's descriptor,
  * sent with the request. */

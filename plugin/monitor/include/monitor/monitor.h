@@ -67,10 +67,12 @@ bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
                          const char *parent_url, uint64_t ram_bytes, bool *refused,
                          GError **error);
 
-/* vm.restore into a new shim. Its config_overrides give the snapshot's VM the
- * host paths of this run: the vsock socket and the serial port and console
- * of the live definition, and its interfaces ("net": id, mac and the tap's
- * descriptor, net_fds[i] for live->nets[i], sent over SCM_RIGHTS). */
+/* vm.restore into a new shim. Its config_overrides give the snapshot's VM
+ * every host path of this run: the vsock socket, the serial port and
+ * console, the kernel and initramfs, the rng's source and the disks' images
+ * of the live definition, the work directory for the disks' overlays, and
+ * its interfaces ("net": id, mac and the tap's descriptor, net_fds[i] for
+ * live->nets[i], sent over SCM_RIGHTS). */
 struct monitor_restore {
     const char *source_url;      /* file://DIR */
     const char *mode;            /* memory_restore_mode: copy, merge, ondemand */

@@ -57,7 +57,9 @@ struct persist_restore_request {
     uint64_t block_size;       /* on demand: fault block, 0 = default (64 KiB) */
     bool prefetch;             /* on demand: background prefetch once running */
     JsonObject *config_overrides; /* NULL or {vsock: {socket}, serial: {...}, console: {...},
-                                   *          vsnap_work_dir: "/abs/dir" (the disks' new overlays)} */
+                                   *          vsnap_work_dir: "/abs/dir" (the disks' new overlays),
+                                   *          net: [...], disks: [{id, path, readonly}],
+                                   *          payload: {kernel, initramfs, cmdline}, rng: {src}} */
 };
 
 /* Build the VM of the snapshot at source_url, paused (vCPU threads parked):
@@ -68,9 +70,10 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
 
 /* A snapshot's config.json (root, changed in place) with vm.restore's
  * config_overrides applied, as the VmConfig the restored VM runs with;
- * errors (PERSIST_ERROR_INVALID) name dir. */
-struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *overrides, const char *dir,
-                                                GError **error);
+ * errors (PERSIST_ERROR_INVALID) name dir. from_store: the snapshot came
+ * from a store, so every host path comes from overrides (host-paths.h). */
+struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *overrides, bool from_store,
+                                                const char *dir, GError **error);
 
 /* vm.info's vsnap.snapshot member: the id RAM matches (the parent a diff must
  * name), how the VM was restored, and the on-demand server's progress:
