@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define STAGING_BYTES (1u << 20)
@@ -43,6 +44,19 @@ static bool fail_errno(struct snap_layer_writer *w, int err, const char *what, G
     return false;
 }
 
+/* A layer written over an existing one (a fold into a child) gets the old
+ * file's owner and mode: the daemon, as root, folds layers that an
+ * unprivileged shim wrote and must open again at its next snapshot. */
+static bool keep_owner_of(const char *path, int fd)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return errno == ENOENT;
+    if ((geteuid() == 0 || st.st_uid == geteuid()) && fchown(fd, st.st_uid, st.st_gid) < 0)
+        return false;
+    return fchmod(fd, st.st_mode & 0777) == 0;
+}
+
 static struct snap_layer_writer *writer_new(const char *path, uint64_t ram_size, const snap_id *id,
                                             const snap_id *parent, bool disk, GError **error)
 {
@@ -54,8 +68,12 @@ static struct snap_layer_writer *writer_new(const char *path, uint64_t ram_size,
     }
     g_autofree char *tmp = g_strdup_printf("%s.tmp-XXXXXX", path);
     int fd = g_mkstemp_full(tmp, O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) {
+    if (fd < 0 || !keep_owner_of(path, fd)) {
         int err = errno;
+        if (fd >= 0) {
+            unlink(tmp);
+            close(fd);
+        }
         g_set_error(error, SNAP_ERROR, err == ENOSPC ? SNAP_ERROR_NO_SPACE : SNAP_ERROR_IO,
                     "cannot create snapshot layer %s: %s", path, g_strerror(err));
         return NULL;

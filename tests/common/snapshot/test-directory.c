@@ -381,8 +381,18 @@ static void test_fold_keeps_state(void)
     fixture_init(&f);
     g_autoptr(JsonNode) before = read_json(f.top);
     g_autoptr(GError) error = NULL;
+    /* The folded layer replaces top's file and keeps its owner and mode
+     * (a shim wrote it, the daemon folds it as root). */
+    g_autofree char *top_layer = g_build_filename(f.top, SNAP_DIR_LAYER_FILE, NULL);
+    g_assert_cmpint(chmod(top_layer, 0640), ==, 0);
+    g_assert_cmpint(chown(top_layer, 65534, 65534), ==, geteuid() == 0 ? 0 : -1);
     g_assert_true(snap_dir_fold_into_child(f.mid, f.top, &error));
     g_assert_no_error(error);
+    struct stat st;
+    g_assert_cmpint(stat(top_layer, &st), ==, 0);
+    g_assert_cmpint(st.st_mode & 0777, ==, 0640);
+    if (geteuid() == 0)
+        g_assert_cmpint(st.st_uid, ==, 65534);
     g_autoptr(JsonNode) after = read_json(f.top);
     assert_same_but_memory(before, after);
     g_autoptr(snap_dir) top = snap_dir_read(f.top, &error);
