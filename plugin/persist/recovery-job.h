@@ -8,8 +8,9 @@
 #include "domain/state.h"
 #include "snapshot-tree.h"
 
-/* Finish every delete of tree that is marked `deleting` (snapshot-remove.h),
- * newest first, each logged; true when none is left. Errors are the
- * delete's own, naming the snapshot. */
-bool recovery_finish_deletes(struct vsnap_driver *drv, struct vsnap_domain *dom,
-                             struct snapshot_tree *tree, GError **error);
+/* Remove the directories of unrecorded snapshots no disk runs on, then
+ * finish every delete of tree that is marked `deleting`
+ * (snapshot-remove.h), newest first, each logged; true when none is left.
+ * Errors are the delete's own, naming the snapshot. */
+bool recovery_finish_leftovers(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                               struct snapshot_tree *tree, GError **error);

@@ -80,9 +80,14 @@ static void finish_job(struct vsnap_driver *drv, struct vsnap_domain *dom)
 
 /* ---- snapshots (snapshot-tree.h) ---- */
 
-bool recovery_finish_deletes(struct vsnap_driver *drv, struct vsnap_domain *dom,
-                             struct snapshot_tree *tree, GError **error)
+bool recovery_finish_leftovers(struct vsnap_driver *drv, struct vsnap_domain *dom,
+                               struct snapshot_tree *tree, GError **error)
 {
+    /* Directories of snapshots the shim wrote and nobody recorded (a daemon
+     * killed in a create), once no disk runs on them any more: at start a
+     * running VM's disks may still sit on one, which a later revert ends. */
+    g_autoptr(GPtrArray) in_use = snapshot_disks_in_use(drv, dom);
+    snapshot_tree_remove_unfinished(tree, in_use);
     for (guint i = tree->entries->len; i-- > 0;) {
         struct snapshot_entry *e = tree->entries->pdata[i];
         if (!e->deleting)
@@ -144,11 +149,7 @@ static void recover_snapshots(struct vsnap_driver *drv, struct vsnap_domain *dom
     uuid_format(dom->uuid, uuid);
     g_autoptr(snapshot_tree) tree =
         snapshot_tree_load(drv->paths.state_dir, dom->name, uuid, &error);
-    if (tree) {
-        g_autoptr(GPtrArray) in_use = snapshot_disks_in_use(drv, dom);
-        snapshot_tree_remove_unfinished(tree, in_use);
-    }
-    if (tree && recovery_finish_deletes(drv, dom, tree, &error))
+    if (tree && recovery_finish_leftovers(drv, dom, tree, &error))
         finish_revert(drv, dom, tree);
     else
         g_warning("domain %s: %s", dom->name, error->message);

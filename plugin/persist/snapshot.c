@@ -287,7 +287,7 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
      * XML, which a half-done delete would leave naming a snapshot that is
      * going. */
     g_autoptr(snapshot_tree) tree = load(drv, dom, error);
-    if (!tree || !recovery_finish_deletes(drv, dom, tree, error))
+    if (!tree || !recovery_finish_leftovers(drv, dom, tree, error))
         return NULL;
     g_autoptr(snapshot_def) def = parse_request(drv, dom, tree, xml, error);
     if (!def)
@@ -721,7 +721,7 @@ static bool delete_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
      * (persist/recovery.c), since the folds, parents and last-snapshot count
      * below are computed over the tree as it is after it. */
     g_autoptr(snapshot_tree) tree = load(drv, dom, error);
-    if (!tree || !recovery_finish_deletes(drv, dom, tree, error))
+    if (!tree || !recovery_finish_leftovers(drv, dom, tree, error))
         return false;
     struct snapshot_entry *e = find(tree, name, error);
     if (!e)
