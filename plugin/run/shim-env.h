@@ -10,7 +10,8 @@
 
 /* Whether the variable called name passes: PATH, LANG, LC_*, TZ, G_DEBUG,
  * G_MESSAGES_DEBUG, the sanitizers' *SAN_OPTIONS and, in a build with test
- * hooks (-Dtest_hooks=true), the shim's test-only triggers (VSNAP_SHIM_TEST_*). */
+ * hooks (-Dtest_hooks=true), the shim's test-only triggers (VSNAP_SHIM_TEST_*) and
+ * the crash walk's LD_PRELOAD, VSNAP_CRASH_CONTROL and VSNAP_CRASH_UNDER. */
 bool shim_env_allows(const char *name);
 
 /* The entries of envp ("NAME=value", NULL-terminated) that pass, as a new
