@@ -388,6 +388,10 @@ def write_state_json(path, state):
 
 NR_HUGEPAGES = "/proc/sys/vm/nr_hugepages"
 HUGEPAGES_LOCK = "/run/vsnap-test-hugepages.lock"
+# Held for as long as a test uses the pool: shared by tests that only need
+# their pages, exclusive by one that counts what is free (a VM sized from
+# HugePages_Free is wrong as soon as another test adds or maps pages).
+HUGEPAGES_USE_LOCK = "/run/vsnap-test-hugepages-use.lock"
 
 
 def hugepages_meminfo():
@@ -414,9 +418,11 @@ class HugePages:
     is there, under a lock file, and never sets a number of its own. Needs
     root and a default huge page size of 2 MiB; can_reserve() says."""
 
-    def __init__(self, count):
+    def __init__(self, count, alone=False):
         self.count = count
         self.added = 0
+        self.alone = alone   # no other test uses the pool meanwhile
+        self.use = None
 
     @staticmethod
     def can_reserve():
@@ -435,6 +441,9 @@ class HugePages:
                 return int(f.read()) - before
 
     def __enter__(self):
+        import fcntl
+        self.use = open(HUGEPAGES_USE_LOCK, "a")
+        fcntl.flock(self.use, fcntl.LOCK_EX if self.alone else fcntl.LOCK_SH)
         self.added = self._change(self.count)
         if self.added < self.count:
             self.__exit__()
@@ -445,3 +454,6 @@ class HugePages:
         if self.added:
             self._change(-self.added)
             self.added = 0
+        if self.use:
+            self.use.close()
+            self.use = None

@@ -863,7 +863,7 @@ def case_hugepages_short(workdir):
     """Too few huge pages: vm.boot and vm.restore fail with the numbers (needed,
     free, reserved) and what to do, and the shim stays usable: the same restore
     works once the pages are there."""
-    with HugePages(HUGE_VM_MIB // 2 + 8):
+    with HugePages(HUGE_VM_MIB // 2 + 8, alone=True):   # it sizes VMs from what is free
         snap = os.path.join(workdir, "snap")
         with ApiShim(SHIM, workdir=workdir, name="src") as src:
             src.boot(GUEST, guest_cmdline(), memory_mib=HUGE_VM_MIB, hugepages=True)
