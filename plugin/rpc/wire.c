@@ -145,6 +145,36 @@ bool_t xdr_wire_domain_flags(XDR *xdrs, struct wire_domain_flags *v)
     return xdr_wire_domain(xdrs, &v->dom) && xdr_u_int(xdrs, &v->flags);
 }
 
+bool_t xdr_wire_list_all_args(XDR *xdrs, struct wire_list_all_args *v)
+{
+    return xdr_int(xdrs, &v->need_results) && xdr_u_int(xdrs, &v->flags);
+}
+
+bool_t xdr_wire_uuid_value(XDR *xdrs, struct wire_uuid_value *v)
+{
+    return xdr_wire_uuid(xdrs, v->uuid);
+}
+
+bool_t xdr_wire_xml_flags(XDR *xdrs, struct wire_xml_flags *v)
+{
+    return xdr_wire_string(xdrs, &v->xml) && xdr_u_int(xdrs, &v->flags);
+}
+
+bool_t xdr_wire_pool_only(XDR *xdrs, struct wire_pool_only *v)
+{
+    return xdr_wire_pool(xdrs, &v->pool);
+}
+
+bool_t xdr_wire_pool_uint(XDR *xdrs, struct wire_pool_uint *v)
+{
+    return xdr_wire_pool(xdrs, &v->pool) && xdr_u_int(xdrs, &v->arg);
+}
+
+bool_t xdr_wire_vol_only(XDR *xdrs, struct wire_vol_only *v)
+{
+    return xdr_wire_vol(xdrs, &v->vol);
+}
+
 bool_t xdr_rpc_void(XDR *xdrs, struct rpc_void *v)
 {
     return true;

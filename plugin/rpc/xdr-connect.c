@@ -46,15 +46,6 @@ static bool_t xdr_node_info_ret(XDR *x, struct node_info_ret *r)
            xdr_int(x, &r->threads);
 }
 
-struct list_all_args {
-    int32_t need_results;
-    uint32_t flags;
-};
-static bool_t xdr_list_all_args(XDR *x, struct list_all_args *a)
-{
-    return xdr_int(x, &a->need_results) && xdr_u_int(x, &a->flags);
-}
-
 struct list_all_ret {
     struct wire_domain_list domains;
     uint32_t ret;
@@ -274,7 +265,7 @@ static bool do_get_max_vcpus(struct rpc_call *call, struct wire_string_value *ar
     return true;
 }
 
-static bool do_list_all(struct rpc_call *call, struct list_all_args *args,
+static bool do_list_all(struct rpc_call *call, struct wire_list_all_args *args,
                         struct list_all_ret *ret, GError **error)
 {
     g_autoptr(GPtrArray) doms = driver_list(call->driver, args->flags);
@@ -308,20 +299,10 @@ static bool do_num_of_defined(struct rpc_call *call, struct rpc_void *args,
     return true;
 }
 
-static bool check_max(int32_t max, GError **error)
-{
-    if (max < 0 || (uint32_t)max > RPC_LIST_MAX) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_RPC, "list length %d outside [0, %u]", max,
-                    RPC_LIST_MAX);
-        return false;
-    }
-    return true;
-}
-
 static bool do_list_domains(struct rpc_call *call, struct wire_int_value *args,
                             struct id_list_ret *ret, GError **error)
 {
-    if (!check_max(args->value, error))
+    if (!rpc_check_list_max(args->value, RPC_LIST_MAX, error))
         return false;
     g_autoptr(GPtrArray) doms = driver_list(call->driver, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
     ret->len = MIN((guint)args->value, doms->len);
@@ -338,7 +319,7 @@ static bool do_list_domains(struct rpc_call *call, struct wire_int_value *args,
 static bool do_list_defined(struct rpc_call *call, struct wire_int_value *args,
                             struct wire_string_list *ret, GError **error)
 {
-    if (!check_max(args->value, error))
+    if (!rpc_check_list_max(args->value, RPC_LIST_MAX, error))
         return false;
     g_autoptr(GPtrArray) doms = driver_list(call->driver, VIR_CONNECT_LIST_DOMAINS_INACTIVE);
     ret->len = MIN((guint)args->value, doms->len);
@@ -441,7 +422,7 @@ const struct proc_entry rpc_connect_procs[] = {
              xdr_wire_int_value, do_one, 0),
     RPC_PROC(PROC_CONNECT_GET_MAX_VCPUS, struct wire_string_value, xdr_wire_opt_string_value,
              struct wire_int_value, xdr_wire_int_value, do_get_max_vcpus, 0),
-    RPC_PROC(PROC_CONNECT_LIST_ALL_DOMAINS, struct list_all_args, xdr_list_all_args,
+    RPC_PROC(PROC_CONNECT_LIST_ALL_DOMAINS, struct wire_list_all_args, xdr_wire_list_all_args,
              struct list_all_ret, xdr_list_all_ret, do_list_all, 0),
     RPC_PROC(PROC_CONNECT_NUM_OF_DOMAINS, struct rpc_void, xdr_rpc_void, struct wire_int_value,
              xdr_wire_int_value, do_num_of_domains, 0),

@@ -24,23 +24,6 @@ static bool_t xdr_dom_int_args(XDR *x, struct dom_int_args *a)
     return xdr_wire_domain(x, &a->dom) && xdr_int(x, &a->value);
 }
 
-struct xml_flags_args {
-    char *xml;
-    uint32_t flags;
-};
-static bool_t xdr_xml_flags_args(XDR *x, struct xml_flags_args *a)
-{
-    return xdr_wire_string(x, &a->xml) && xdr_u_int(x, &a->flags);
-}
-
-struct uuid_args {
-    unsigned char uuid[16];
-};
-static bool_t xdr_uuid_args(XDR *x, struct uuid_args *a)
-{
-    return xdr_wire_uuid(x, a->uuid);
-}
-
 struct info_ret {
     unsigned char state;
     uint64_t max_mem;
@@ -156,7 +139,7 @@ static bool do_lookup_name(struct rpc_call *call, struct wire_string_value *a, s
     return dom != NULL;
 }
 
-static bool do_lookup_uuid(struct rpc_call *call, struct uuid_args *a, struct wire_domain_only *r,
+static bool do_lookup_uuid(struct rpc_call *call, struct wire_uuid_value *a, struct wire_domain_only *r,
                            GError **error)
 {
     g_autoptr(vsnap_domain) dom = driver_lookup_uuid(call->driver, a->uuid, NULL, error);
@@ -185,7 +168,7 @@ static bool do_define(struct rpc_call *call, struct wire_string_value *a, struct
     return dom != NULL;
 }
 
-static bool do_define_flags(struct rpc_call *call, struct xml_flags_args *a, struct wire_domain_only *r,
+static bool do_define_flags(struct rpc_call *call, struct wire_xml_flags *a, struct wire_domain_only *r,
                             GError **error)
 {
     g_autoptr(vsnap_domain) dom = driver_define_xml(call->driver, a->xml, a->flags, error);
@@ -194,7 +177,7 @@ static bool do_define_flags(struct rpc_call *call, struct xml_flags_args *a, str
     return dom != NULL;
 }
 
-static bool do_create_xml(struct rpc_call *call, struct xml_flags_args *a, struct wire_domain_only *r,
+static bool do_create_xml(struct rpc_call *call, struct wire_xml_flags *a, struct wire_domain_only *r,
                           GError **error)
 {
     g_autoptr(vsnap_domain) dom = driver_create_xml(call->driver, a->xml, a->flags, error);
@@ -822,15 +805,15 @@ static bool do_all_domain_stats(struct rpc_call *call, struct stats_args *a, str
 const struct proc_entry rpc_domain_procs[] = {
     P(PROC_DOMAIN_LOOKUP_BY_NAME, struct wire_string_value, xdr_wire_string_value, struct wire_domain_only, xdr_wire_domain_only,
       do_lookup_name, 0),
-    P(PROC_DOMAIN_LOOKUP_BY_UUID, struct uuid_args, xdr_uuid_args, struct wire_domain_only, xdr_wire_domain_only,
+    P(PROC_DOMAIN_LOOKUP_BY_UUID, struct wire_uuid_value, xdr_wire_uuid_value, struct wire_domain_only, xdr_wire_domain_only,
       do_lookup_uuid, 0),
     P(PROC_DOMAIN_LOOKUP_BY_ID, struct wire_int_value, xdr_wire_int_value, struct wire_domain_only, xdr_wire_domain_only,
       do_lookup_id, 0),
     P(PROC_DOMAIN_DEFINE_XML, struct wire_string_value, xdr_wire_string_value, struct wire_domain_only, xdr_wire_domain_only,
       do_define, PROC_WRITE),
-    P(PROC_DOMAIN_DEFINE_XML_FLAGS, struct xml_flags_args, xdr_xml_flags_args, struct wire_domain_only,
+    P(PROC_DOMAIN_DEFINE_XML_FLAGS, struct wire_xml_flags, xdr_wire_xml_flags, struct wire_domain_only,
       xdr_wire_domain_only, do_define_flags, PROC_WRITE),
-    P(PROC_DOMAIN_CREATE_XML, struct xml_flags_args, xdr_xml_flags_args, struct wire_domain_only,
+    P(PROC_DOMAIN_CREATE_XML, struct wire_xml_flags, xdr_wire_xml_flags, struct wire_domain_only,
       xdr_wire_domain_only, do_create_xml, PROC_WRITE),
     P(PROC_DOMAIN_UNDEFINE, struct wire_domain_only, xdr_wire_domain_only, struct rpc_void, xdr_rpc_void,
       do_undefine, PROC_WRITE),

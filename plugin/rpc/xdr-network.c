@@ -23,15 +23,6 @@ static bool_t xdr_wire_network(XDR *x, struct wire_network *n)
     return xdr_wire_string(x, &n->name) && xdr_wire_uuid(x, n->uuid);
 }
 
-struct list_all_args {
-    int32_t need_results;
-    uint32_t flags;
-};
-static bool_t xdr_list_all_args(XDR *x, struct list_all_args *a)
-{
-    return xdr_int(x, &a->need_results) && xdr_u_int(x, &a->flags);
-}
-
 /* remote_connect_list_all_{networks,interfaces}_ret: handles (networks are
  * {name, uuid}; no interface is ever sent) and the count. */
 struct list_all_ret {
@@ -55,26 +46,9 @@ static bool_t xdr_network_flags_args(XDR *x, struct network_flags_args *a)
     return xdr_wire_network(x, &a->net) && xdr_u_int(x, &a->flags);
 }
 
-struct uuid_args {
-    unsigned char uuid[16];
-};
-static bool_t xdr_uuid_args(XDR *x, struct uuid_args *a)
-{
-    return xdr_wire_uuid(x, a->uuid);
-}
-
 static const char *uri(struct rpc_call *call)
 {
     return call->driver->paths.network_uri;
-}
-
-static bool check_max(int32_t max, GError **error)
-{
-    if (max < 0 || (uint32_t)max > NETWORK_LIST_MAX) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_RPC, "list length %d outside [0, %u]", max, NETWORK_LIST_MAX);
-        return false;
-    }
-    return true;
 }
 
 static GArray *networks(struct rpc_call *call, bool active)
@@ -107,13 +81,10 @@ static bool do_num_of_defined_networks(struct rpc_call *call, struct rpc_void *a
 
 static bool names_of(struct rpc_call *call, bool active, int32_t max, struct wire_string_list *r, GError **error)
 {
-    if (!check_max(max, error))
+    if (!rpc_check_list_max(max, NETWORK_LIST_MAX, error))
         return false;
     g_autoptr(GArray) list = networks(call, active);
-    r->len = MIN(list->len, (guint)max);
-    r->val = calloc(MAX(r->len, 1), sizeof(char *));
-    for (unsigned i = 0; i < r->len; i++)
-        r->val[i] = strdup(g_array_index(list, struct host_network, i).name);
+    rpc_names_reply(list, sizeof(struct host_network), offsetof(struct host_network, name), (unsigned)max, r);
     return true;
 }
 
@@ -129,7 +100,7 @@ static bool do_list_defined_networks(struct rpc_call *call, struct wire_int_valu
     return names_of(call, false, a->value, r, error);
 }
 
-static bool do_list_all_networks(struct rpc_call *call, struct list_all_args *a, struct list_all_ret *r,
+static bool do_list_all_networks(struct rpc_call *call, struct wire_list_all_args *a, struct list_all_ret *r,
                                  GError **error)
 {
     (void)error;
@@ -160,7 +131,7 @@ static bool do_lookup_name(struct rpc_call *call, struct wire_string_value *a, s
     return host_network_lookup(uri(call), a->value, NULL, &net, error) && answer_network(&net, r);
 }
 
-static bool do_lookup_uuid(struct rpc_call *call, struct uuid_args *a, struct wire_network *r, GError **error)
+static bool do_lookup_uuid(struct rpc_call *call, struct wire_uuid_value *a, struct wire_network *r, GError **error)
 {
     struct host_network net = {0};
     return host_network_lookup(uri(call), NULL, a->uuid, &net, error) && answer_network(&net, r);
@@ -191,15 +162,6 @@ static bool do_get_autostart(struct rpc_call *call, struct wire_network *a, stru
     return fact(call, a, HOST_NETWORK_AUTOSTART, r, error);
 }
 
-static bool text_reply(char *text, struct wire_string_value *r)
-{
-    if (!text)
-        return false;
-    r->value = strdup(text);
-    g_free(text);
-    return true;
-}
-
 static bool do_get_xml(struct rpc_call *call, struct network_flags_args *a, struct wire_string_value *r,
                        GError **error)
 {
@@ -207,13 +169,13 @@ static bool do_get_xml(struct rpc_call *call, struct network_flags_args *a, stru
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)", a->flags);
         return false;
     }
-    return text_reply(host_network_xml(uri(call), a->net.name, a->flags, error), r);
+    return rpc_text_reply(host_network_xml(uri(call), a->net.name, a->flags, error), r);
 }
 
 static bool do_get_bridge(struct rpc_call *call, struct wire_network *a, struct wire_string_value *r,
                           GError **error)
 {
-    return text_reply(host_network_bridge(uri(call), a->name, error), r);
+    return rpc_text_reply(host_network_bridge(uri(call), a->name, error), r);
 }
 
 /* ---- host interfaces: vsnap has none ---- */
@@ -229,14 +191,14 @@ static bool do_no_names(struct rpc_call *call, struct wire_int_value *a, struct 
                         GError **error)
 {
     (void)call;
-    if (!check_max(a->value, error))
+    if (!rpc_check_list_max(a->value, NETWORK_LIST_MAX, error))
         return false;
     r->len = 0;
     r->val = calloc(1, sizeof(char *));
     return true;
 }
 
-static bool do_list_all_none(struct rpc_call *call, struct list_all_args *a, struct list_all_ret *r,
+static bool do_list_all_none(struct rpc_call *call, struct wire_list_all_args *a, struct list_all_ret *r,
                              GError **error)
 {
     (void)call, (void)a, (void)error;
@@ -255,11 +217,11 @@ const struct proc_entry rpc_network_procs[] = {
       xdr_wire_string_list, do_list_networks, 0),
     P(PROC_CONNECT_LIST_DEFINED_NETWORKS, struct wire_int_value, xdr_wire_int_value, struct wire_string_list,
       xdr_wire_string_list, do_list_defined_networks, 0),
-    P(PROC_CONNECT_LIST_ALL_NETWORKS, struct list_all_args, xdr_list_all_args, struct list_all_ret,
+    P(PROC_CONNECT_LIST_ALL_NETWORKS, struct wire_list_all_args, xdr_wire_list_all_args, struct list_all_ret,
       xdr_list_all_ret, do_list_all_networks, 0),
     P(PROC_NETWORK_LOOKUP_BY_NAME, struct wire_string_value, xdr_wire_string_value, struct wire_network,
       xdr_wire_network, do_lookup_name, 0),
-    P(PROC_NETWORK_LOOKUP_BY_UUID, struct uuid_args, xdr_uuid_args, struct wire_network, xdr_wire_network,
+    P(PROC_NETWORK_LOOKUP_BY_UUID, struct wire_uuid_value, xdr_wire_uuid_value, struct wire_network, xdr_wire_network,
       do_lookup_uuid, 0),
     P(PROC_NETWORK_IS_ACTIVE, struct wire_network, xdr_wire_network, struct wire_int_value, xdr_wire_int_value,
       do_is_active, 0),
@@ -279,7 +241,7 @@ const struct proc_entry rpc_network_procs[] = {
       xdr_wire_string_list, do_no_names, 0),
     P(PROC_CONNECT_LIST_DEFINED_INTERFACES, struct wire_int_value, xdr_wire_int_value, struct wire_string_list,
       xdr_wire_string_list, do_no_names, 0),
-    P(PROC_CONNECT_LIST_ALL_INTERFACES, struct list_all_args, xdr_list_all_args, struct list_all_ret,
+    P(PROC_CONNECT_LIST_ALL_INTERFACES, struct wire_list_all_args, xdr_wire_list_all_args, struct list_all_ret,
       xdr_list_all_ret, do_list_all_none, 0),
 };
 const size_t rpc_network_procs_count = G_N_ELEMENTS(rpc_network_procs);

@@ -7,25 +7,14 @@
 #include <libvirt/libvirt.h>
 #include <string.h>
 
-#include "domain/state.h"
-#include "host/host-storage.h"
-#include "rpc/api-names.h"
 #include "rpc/procedure.h"
+#include "storage-call.h"
 #include "util/virt-error.h"
 
 #define POOL_LIST_MAX 4096u   /* REMOTE_STORAGE_POOL_LIST_MAX */
 #define VOL_LIST_MAX 16384u   /* REMOTE_STORAGE_VOL_LIST_MAX */
 
 /* ---- argument and return types with their XDR filters ---- */
-
-struct list_all_args {
-    int32_t need_results;
-    uint32_t flags;
-};
-static bool_t xdr_list_all_args(XDR *x, struct list_all_args *a)
-{
-    return xdr_int(x, &a->need_results) && xdr_u_int(x, &a->flags);
-}
 
 struct pool_list_ret {
     unsigned len;
@@ -47,49 +36,6 @@ struct find_sources_args {
 static bool_t xdr_find_sources_args(XDR *x, struct find_sources_args *a)
 {
     return xdr_wire_string(x, &a->type) && xdr_wire_opt_string(x, &a->spec) && xdr_u_int(x, &a->flags);
-}
-
-struct uuid_args {
-    unsigned char uuid[16];
-};
-static bool_t xdr_uuid_args(XDR *x, struct uuid_args *a)
-{
-    return xdr_wire_uuid(x, a->uuid);
-}
-
-struct xml_flags_args {
-    char *xml;
-    uint32_t flags;
-};
-static bool_t xdr_xml_flags_args(XDR *x, struct xml_flags_args *a)
-{
-    return xdr_wire_string(x, &a->xml) && xdr_u_int(x, &a->flags);
-}
-
-struct pool_only {
-    struct wire_pool pool;
-};
-static bool_t xdr_pool_only(XDR *x, struct pool_only *a)
-{
-    return xdr_wire_pool(x, &a->pool);
-}
-
-/* A pool with flags, or with the int of set_autostart or list_volumes. */
-struct pool_arg {
-    struct wire_pool pool;
-    uint32_t arg;
-};
-static bool_t xdr_pool_arg(XDR *x, struct pool_arg *a)
-{
-    return xdr_wire_pool(x, &a->pool) && xdr_u_int(x, &a->arg);
-}
-
-struct vol_only {
-    struct wire_vol vol;
-};
-static bool_t xdr_vol_only(XDR *x, struct vol_only *a)
-{
-    return xdr_wire_vol(x, &a->vol);
 }
 
 /* remote_storage_pool_get_info_ret: state travels as an XDR unsigned char. */
@@ -127,19 +73,6 @@ static bool_t xdr_vol_list_ret(XDR *x, struct vol_list_ret *r)
 
 /* ---- helpers ---- */
 
-static host_storage *storage(struct rpc_call *call, GError **error)
-{
-    return host_storage_open(call->driver->paths.storage_uri, rpc_client_is_readonly(call->client),
-                             rpc_api_name(call->hdr->proc), error);
-}
-
-static struct host_pool ref_of(const struct wire_pool *pool)
-{
-    struct host_pool ref = {.name = pool->name};
-    memcpy(ref.uuid, pool->uuid, 16);
-    return ref;
-}
-
 static bool answer_pool(struct host_pool *pool, struct wire_pool *r)
 {
     r->name = strdup(pool->name);
@@ -148,29 +81,11 @@ static bool answer_pool(struct host_pool *pool, struct wire_pool *r)
     return true;
 }
 
-static bool text_reply(char *text, struct wire_string_value *r)
-{
-    if (!text)
-        return false;
-    r->value = strdup(text);
-    g_free(text);
-    return true;
-}
-
-static bool check_max(int32_t max, uint32_t limit, GError **error)
-{
-    if (max < 0 || (uint32_t)max > limit) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_RPC, "list length %d outside [0, %u]", max, limit);
-        return false;
-    }
-    return true;
-}
-
 /* ---- listings ---- */
 
 static GArray *pools_in_state(struct rpc_call *call, bool active, GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
     return s ? host_storage_pools(s, active ? VIR_CONNECT_LIST_STORAGE_POOLS_ACTIVE
                                             : VIR_CONNECT_LIST_STORAGE_POOLS_INACTIVE, error)
              : NULL;
@@ -201,15 +116,12 @@ static bool do_num_of_defined_pools(struct rpc_call *call, struct rpc_void *a, s
 static bool name_pools(struct rpc_call *call, bool active, int32_t max, struct wire_string_list *r,
                        GError **error)
 {
-    if (!check_max(max, POOL_LIST_MAX, error))
+    if (!rpc_check_list_max(max, POOL_LIST_MAX, error))
         return false;
     g_autoptr(GArray) list = pools_in_state(call, active, error);
     if (!list)
         return false;
-    r->len = MIN(list->len, (guint)max);
-    r->val = calloc(MAX(r->len, 1), sizeof(char *));
-    for (unsigned i = 0; i < r->len; i++)
-        r->val[i] = strdup(g_array_index(list, struct host_pool, i).name);
+    rpc_names_reply(list, sizeof(struct host_pool), offsetof(struct host_pool, name), (unsigned)max, r);
     return true;
 }
 
@@ -225,10 +137,10 @@ static bool do_list_defined_pools(struct rpc_call *call, struct wire_int_value *
     return name_pools(call, false, a->value, r, error);
 }
 
-static bool do_list_all_pools(struct rpc_call *call, struct list_all_args *a, struct pool_list_ret *r,
+static bool do_list_all_pools(struct rpc_call *call, struct wire_list_all_args *a, struct pool_list_ret *r,
                               GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
     g_autoptr(GArray) list = s ? host_storage_pools(s, a->flags, error) : NULL;
     if (!list)
         return false;
@@ -248,15 +160,15 @@ static bool do_list_all_pools(struct rpc_call *call, struct list_all_args *a, st
 static bool do_find_sources(struct rpc_call *call, struct find_sources_args *a, struct wire_string_value *r,
                             GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
-    return s && text_reply(host_storage_find_sources(s, a->type, a->spec, a->flags, error), r);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
+    return s && rpc_text_reply(host_storage_find_sources(s, a->type, a->spec, a->flags, error), r);
 }
 
 static bool do_capabilities(struct rpc_call *call, struct wire_int_value *a, struct wire_string_value *r,
                             GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
-    return s && text_reply(host_storage_capabilities(s, (unsigned)a->value, error), r);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
+    return s && rpc_text_reply(host_storage_capabilities(s, (unsigned)a->value, error), r);
 }
 
 /* ---- look-ups and definitions ---- */
@@ -264,14 +176,14 @@ static bool do_capabilities(struct rpc_call *call, struct wire_int_value *a, str
 static bool do_lookup_by_name(struct rpc_call *call, struct wire_string_value *a, struct wire_pool *r,
                               GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
     struct host_pool pool = {0};
     return s && host_storage_pool_by_name(s, a->value, &pool, error) && answer_pool(&pool, r);
 }
 
-static bool do_lookup_by_uuid(struct rpc_call *call, struct uuid_args *a, struct wire_pool *r, GError **error)
+static bool do_lookup_by_uuid(struct rpc_call *call, struct wire_uuid_value *a, struct wire_pool *r, GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
     struct host_pool pool = {0};
     return s && host_storage_pool_by_uuid(s, a->uuid, &pool, error) && answer_pool(&pool, r);
 }
@@ -279,33 +191,33 @@ static bool do_lookup_by_uuid(struct rpc_call *call, struct uuid_args *a, struct
 static bool do_lookup_by_target_path(struct rpc_call *call, struct wire_string_value *a, struct wire_pool *r,
                                      GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
     struct host_pool pool = {0};
     return s && host_storage_pool_by_target_path(s, a->value, &pool, error) && answer_pool(&pool, r);
 }
 
-static bool do_lookup_by_volume(struct rpc_call *call, struct vol_only *a, struct wire_pool *r, GError **error)
+static bool do_lookup_by_volume(struct rpc_call *call, struct wire_vol_only *a, struct wire_pool *r, GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
     struct host_vol vol = {.pool = a->vol.pool, .name = a->vol.name, .key = a->vol.key};
     struct host_pool pool = {0};
     return s && host_storage_pool_by_volume(s, &vol, &pool, error) && answer_pool(&pool, r);
 }
 
-static bool define(struct rpc_call *call, struct xml_flags_args *a, bool start, struct wire_pool *r,
+static bool define(struct rpc_call *call, struct wire_xml_flags *a, bool start, struct wire_pool *r,
                    GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
     struct host_pool pool = {0};
     return s && host_storage_pool_define(s, a->xml, a->flags, start, &pool, error) && answer_pool(&pool, r);
 }
 
-static bool do_define_xml(struct rpc_call *call, struct xml_flags_args *a, struct wire_pool *r, GError **error)
+static bool do_define_xml(struct rpc_call *call, struct wire_xml_flags *a, struct wire_pool *r, GError **error)
 {
     return define(call, a, false, r, error);
 }
 
-static bool do_create_xml(struct rpc_call *call, struct xml_flags_args *a, struct wire_pool *r, GError **error)
+static bool do_create_xml(struct rpc_call *call, struct wire_xml_flags *a, struct wire_pool *r, GError **error)
 {
     return define(call, a, true, r, error);
 }
@@ -315,48 +227,48 @@ static bool do_create_xml(struct rpc_call *call, struct xml_flags_args *a, struc
 static bool act(struct rpc_call *call, const struct wire_pool *pool, enum host_pool_action action, uint32_t arg,
                 GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
-    struct host_pool ref = ref_of(pool);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
+    struct host_pool ref = rpc_pool_ref(pool);
     return s && host_storage_pool_act(s, &ref, action, arg, error);
 }
 
-static bool do_create(struct rpc_call *call, struct pool_arg *a, struct rpc_void *r, GError **error)
+static bool do_create(struct rpc_call *call, struct wire_pool_uint *a, struct rpc_void *r, GError **error)
 {
     (void)r;
     return act(call, &a->pool, HOST_POOL_CREATE, a->arg, error);
 }
 
-static bool do_build(struct rpc_call *call, struct pool_arg *a, struct rpc_void *r, GError **error)
+static bool do_build(struct rpc_call *call, struct wire_pool_uint *a, struct rpc_void *r, GError **error)
 {
     (void)r;
     return act(call, &a->pool, HOST_POOL_BUILD, a->arg, error);
 }
 
-static bool do_destroy(struct rpc_call *call, struct pool_only *a, struct rpc_void *r, GError **error)
+static bool do_destroy(struct rpc_call *call, struct wire_pool_only *a, struct rpc_void *r, GError **error)
 {
     (void)r;
     return act(call, &a->pool, HOST_POOL_DESTROY, 0, error);
 }
 
-static bool do_delete(struct rpc_call *call, struct pool_arg *a, struct rpc_void *r, GError **error)
+static bool do_delete(struct rpc_call *call, struct wire_pool_uint *a, struct rpc_void *r, GError **error)
 {
     (void)r;
     return act(call, &a->pool, HOST_POOL_DELETE, a->arg, error);
 }
 
-static bool do_undefine(struct rpc_call *call, struct pool_only *a, struct rpc_void *r, GError **error)
+static bool do_undefine(struct rpc_call *call, struct wire_pool_only *a, struct rpc_void *r, GError **error)
 {
     (void)r;
     return act(call, &a->pool, HOST_POOL_UNDEFINE, 0, error);
 }
 
-static bool do_refresh(struct rpc_call *call, struct pool_arg *a, struct rpc_void *r, GError **error)
+static bool do_refresh(struct rpc_call *call, struct wire_pool_uint *a, struct rpc_void *r, GError **error)
 {
     (void)r;
     return act(call, &a->pool, HOST_POOL_REFRESH, a->arg, error);
 }
 
-static bool do_set_autostart(struct rpc_call *call, struct pool_arg *a, struct rpc_void *r, GError **error)
+static bool do_set_autostart(struct rpc_call *call, struct wire_pool_uint *a, struct rpc_void *r, GError **error)
 {
     (void)r;
     return act(call, &a->pool, HOST_POOL_SET_AUTOSTART, a->arg != 0, error);
@@ -367,39 +279,39 @@ static bool do_set_autostart(struct rpc_call *call, struct pool_arg *a, struct r
 static bool fact(struct rpc_call *call, const struct wire_pool *pool, enum host_pool_fact which,
                  struct wire_int_value *r, GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
-    struct host_pool ref = ref_of(pool);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
+    struct host_pool ref = rpc_pool_ref(pool);
     r->value = s ? host_storage_pool_fact(s, &ref, which, error) : -1;
     return r->value >= 0;
 }
 
-static bool do_is_active(struct rpc_call *call, struct pool_only *a, struct wire_int_value *r, GError **error)
+static bool do_is_active(struct rpc_call *call, struct wire_pool_only *a, struct wire_int_value *r, GError **error)
 {
     return fact(call, &a->pool, HOST_POOL_ACTIVE, r, error);
 }
 
-static bool do_is_persistent(struct rpc_call *call, struct pool_only *a, struct wire_int_value *r,
+static bool do_is_persistent(struct rpc_call *call, struct wire_pool_only *a, struct wire_int_value *r,
                              GError **error)
 {
     return fact(call, &a->pool, HOST_POOL_PERSISTENT, r, error);
 }
 
-static bool do_get_autostart(struct rpc_call *call, struct pool_only *a, struct wire_int_value *r,
+static bool do_get_autostart(struct rpc_call *call, struct wire_pool_only *a, struct wire_int_value *r,
                              GError **error)
 {
     return fact(call, &a->pool, HOST_POOL_AUTOSTART, r, error);
 }
 
-static bool do_num_of_volumes(struct rpc_call *call, struct pool_only *a, struct wire_int_value *r,
+static bool do_num_of_volumes(struct rpc_call *call, struct wire_pool_only *a, struct wire_int_value *r,
                               GError **error)
 {
     return fact(call, &a->pool, HOST_POOL_VOLUME_COUNT, r, error);
 }
 
-static bool do_get_info(struct rpc_call *call, struct pool_only *a, struct pool_info_ret *r, GError **error)
+static bool do_get_info(struct rpc_call *call, struct wire_pool_only *a, struct pool_info_ret *r, GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
-    struct host_pool ref = ref_of(&a->pool);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
+    struct host_pool ref = rpc_pool_ref(&a->pool);
     virStoragePoolInfo info;
     if (!s || !host_storage_pool_info(s, &ref, &info, error))
         return false;
@@ -408,19 +320,19 @@ static bool do_get_info(struct rpc_call *call, struct pool_only *a, struct pool_
     return true;
 }
 
-static bool do_get_xml(struct rpc_call *call, struct pool_arg *a, struct wire_string_value *r, GError **error)
+static bool do_get_xml(struct rpc_call *call, struct wire_pool_uint *a, struct wire_string_value *r, GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
-    struct host_pool ref = ref_of(&a->pool);
-    return s && text_reply(host_storage_pool_xml(s, &ref, a->arg, error), r);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
+    struct host_pool ref = rpc_pool_ref(&a->pool);
+    return s && rpc_text_reply(host_storage_pool_xml(s, &ref, a->arg, error), r);
 }
 
 /* ---- its volumes ---- */
 
 static GArray *volumes(struct rpc_call *call, const struct wire_pool *pool, unsigned flags, GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
-    struct host_pool ref = ref_of(pool);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
+    struct host_pool ref = rpc_pool_ref(pool);
     GArray *list = s ? host_storage_pool_volumes(s, &ref, flags, error) : NULL;
     if (list && list->len > VOL_LIST_MAX) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_RPC, "too many volumes in pool '%s' for one reply: %u, at most %u",
@@ -430,18 +342,15 @@ static GArray *volumes(struct rpc_call *call, const struct wire_pool *pool, unsi
     return list;
 }
 
-static bool do_list_volumes(struct rpc_call *call, struct pool_arg *a, struct wire_string_list *r,
+static bool do_list_volumes(struct rpc_call *call, struct wire_pool_uint *a, struct wire_string_list *r,
                             GError **error)
 {
-    if (!check_max((int32_t)a->arg, VOL_LIST_MAX, error))
+    if (!rpc_check_list_max((int32_t)a->arg, VOL_LIST_MAX, error))
         return false;
     g_autoptr(GArray) list = volumes(call, &a->pool, 0, error);
     if (!list)
         return false;
-    r->len = MIN(list->len, a->arg);
-    r->val = calloc(MAX(r->len, 1), sizeof(char *));
-    for (unsigned i = 0; i < r->len; i++)
-        r->val[i] = strdup(g_array_index(list, struct host_vol, i).name);
+    rpc_names_reply(list, sizeof(struct host_vol), offsetof(struct host_vol, name), a->arg, r);
     return true;
 }
 
@@ -473,7 +382,7 @@ const struct proc_entry rpc_storage_pool_procs[] = {
       xdr_wire_string_list, do_list_pools, 0),
     P(PROC_CONNECT_LIST_DEFINED_STORAGE_POOLS, struct wire_int_value, xdr_wire_int_value, struct wire_string_list,
       xdr_wire_string_list, do_list_defined_pools, 0),
-    P(PROC_CONNECT_LIST_ALL_STORAGE_POOLS, struct list_all_args, xdr_list_all_args, struct pool_list_ret,
+    P(PROC_CONNECT_LIST_ALL_STORAGE_POOLS, struct wire_list_all_args, xdr_wire_list_all_args, struct pool_list_ret,
       xdr_pool_list_ret, do_list_all_pools, 0),
     P(PROC_CONNECT_FIND_STORAGE_POOL_SOURCES, struct find_sources_args, xdr_find_sources_args,
       struct wire_string_value, xdr_wire_string_value, do_find_sources, W),
@@ -481,38 +390,38 @@ const struct proc_entry rpc_storage_pool_procs[] = {
       struct wire_string_value, xdr_wire_string_value, do_capabilities, 0),
     P(PROC_STORAGE_POOL_LOOKUP_BY_NAME, struct wire_string_value, xdr_wire_string_value, struct wire_pool,
       xdr_wire_pool, do_lookup_by_name, 0),
-    P(PROC_STORAGE_POOL_LOOKUP_BY_UUID, struct uuid_args, xdr_uuid_args, struct wire_pool, xdr_wire_pool,
+    P(PROC_STORAGE_POOL_LOOKUP_BY_UUID, struct wire_uuid_value, xdr_wire_uuid_value, struct wire_pool, xdr_wire_pool,
       do_lookup_by_uuid, 0),
     P(PROC_STORAGE_POOL_LOOKUP_BY_TARGET_PATH, struct wire_string_value, xdr_wire_string_value, struct wire_pool,
       xdr_wire_pool, do_lookup_by_target_path, 0),
-    P(PROC_STORAGE_POOL_LOOKUP_BY_VOLUME, struct vol_only, xdr_vol_only, struct wire_pool, xdr_wire_pool,
+    P(PROC_STORAGE_POOL_LOOKUP_BY_VOLUME, struct wire_vol_only, xdr_wire_vol_only, struct wire_pool, xdr_wire_pool,
       do_lookup_by_volume, 0),
-    P(PROC_STORAGE_POOL_DEFINE_XML, struct xml_flags_args, xdr_xml_flags_args, struct wire_pool, xdr_wire_pool,
+    P(PROC_STORAGE_POOL_DEFINE_XML, struct wire_xml_flags, xdr_wire_xml_flags, struct wire_pool, xdr_wire_pool,
       do_define_xml, W),
-    P(PROC_STORAGE_POOL_CREATE_XML, struct xml_flags_args, xdr_xml_flags_args, struct wire_pool, xdr_wire_pool,
+    P(PROC_STORAGE_POOL_CREATE_XML, struct wire_xml_flags, xdr_wire_xml_flags, struct wire_pool, xdr_wire_pool,
       do_create_xml, W),
-    P(PROC_STORAGE_POOL_CREATE, struct pool_arg, xdr_pool_arg, struct rpc_void, xdr_rpc_void, do_create, W),
-    P(PROC_STORAGE_POOL_BUILD, struct pool_arg, xdr_pool_arg, struct rpc_void, xdr_rpc_void, do_build, W),
-    P(PROC_STORAGE_POOL_DESTROY, struct pool_only, xdr_pool_only, struct rpc_void, xdr_rpc_void, do_destroy, W),
-    P(PROC_STORAGE_POOL_DELETE, struct pool_arg, xdr_pool_arg, struct rpc_void, xdr_rpc_void, do_delete, W),
-    P(PROC_STORAGE_POOL_UNDEFINE, struct pool_only, xdr_pool_only, struct rpc_void, xdr_rpc_void, do_undefine,
+    P(PROC_STORAGE_POOL_CREATE, struct wire_pool_uint, xdr_wire_pool_uint, struct rpc_void, xdr_rpc_void, do_create, W),
+    P(PROC_STORAGE_POOL_BUILD, struct wire_pool_uint, xdr_wire_pool_uint, struct rpc_void, xdr_rpc_void, do_build, W),
+    P(PROC_STORAGE_POOL_DESTROY, struct wire_pool_only, xdr_wire_pool_only, struct rpc_void, xdr_rpc_void, do_destroy, W),
+    P(PROC_STORAGE_POOL_DELETE, struct wire_pool_uint, xdr_wire_pool_uint, struct rpc_void, xdr_rpc_void, do_delete, W),
+    P(PROC_STORAGE_POOL_UNDEFINE, struct wire_pool_only, xdr_wire_pool_only, struct rpc_void, xdr_rpc_void, do_undefine,
       W),
-    P(PROC_STORAGE_POOL_REFRESH, struct pool_arg, xdr_pool_arg, struct rpc_void, xdr_rpc_void, do_refresh, W),
-    P(PROC_STORAGE_POOL_SET_AUTOSTART, struct pool_arg, xdr_pool_arg, struct rpc_void, xdr_rpc_void,
+    P(PROC_STORAGE_POOL_REFRESH, struct wire_pool_uint, xdr_wire_pool_uint, struct rpc_void, xdr_rpc_void, do_refresh, W),
+    P(PROC_STORAGE_POOL_SET_AUTOSTART, struct wire_pool_uint, xdr_wire_pool_uint, struct rpc_void, xdr_rpc_void,
       do_set_autostart, W),
-    P(PROC_STORAGE_POOL_IS_ACTIVE, struct pool_only, xdr_pool_only, struct wire_int_value, xdr_wire_int_value,
+    P(PROC_STORAGE_POOL_IS_ACTIVE, struct wire_pool_only, xdr_wire_pool_only, struct wire_int_value, xdr_wire_int_value,
       do_is_active, 0),
-    P(PROC_STORAGE_POOL_IS_PERSISTENT, struct pool_only, xdr_pool_only, struct wire_int_value, xdr_wire_int_value,
+    P(PROC_STORAGE_POOL_IS_PERSISTENT, struct wire_pool_only, xdr_wire_pool_only, struct wire_int_value, xdr_wire_int_value,
       do_is_persistent, 0),
-    P(PROC_STORAGE_POOL_GET_AUTOSTART, struct pool_only, xdr_pool_only, struct wire_int_value, xdr_wire_int_value,
+    P(PROC_STORAGE_POOL_GET_AUTOSTART, struct wire_pool_only, xdr_wire_pool_only, struct wire_int_value, xdr_wire_int_value,
       do_get_autostart, 0),
-    P(PROC_STORAGE_POOL_NUM_OF_VOLUMES, struct pool_only, xdr_pool_only, struct wire_int_value,
+    P(PROC_STORAGE_POOL_NUM_OF_VOLUMES, struct wire_pool_only, xdr_wire_pool_only, struct wire_int_value,
       xdr_wire_int_value, do_num_of_volumes, 0),
-    P(PROC_STORAGE_POOL_GET_INFO, struct pool_only, xdr_pool_only, struct pool_info_ret, xdr_pool_info_ret,
+    P(PROC_STORAGE_POOL_GET_INFO, struct wire_pool_only, xdr_wire_pool_only, struct pool_info_ret, xdr_pool_info_ret,
       do_get_info, 0),
-    P(PROC_STORAGE_POOL_GET_XML_DESC, struct pool_arg, xdr_pool_arg, struct wire_string_value,
+    P(PROC_STORAGE_POOL_GET_XML_DESC, struct wire_pool_uint, xdr_wire_pool_uint, struct wire_string_value,
       xdr_wire_string_value, do_get_xml, 0),
-    P(PROC_STORAGE_POOL_LIST_VOLUMES, struct pool_arg, xdr_pool_arg, struct wire_string_list,
+    P(PROC_STORAGE_POOL_LIST_VOLUMES, struct wire_pool_uint, xdr_wire_pool_uint, struct wire_string_list,
       xdr_wire_string_list, do_list_volumes, 0),
     P(PROC_STORAGE_POOL_LIST_ALL_VOLUMES, struct list_volumes_all_args, xdr_list_volumes_all_args,
       struct vol_list_ret, xdr_vol_list_ret, do_list_all_volumes, 0),

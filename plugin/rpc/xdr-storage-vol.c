@@ -7,10 +7,8 @@
 #include <libvirt/libvirt.h>
 #include <string.h>
 
-#include "domain/state.h"
-#include "host/host-storage.h"
-#include "rpc/api-names.h"
 #include "rpc/procedure.h"
+#include "storage-call.h"
 #include "util/virt-error.h"
 
 /* ---- argument and return types with their XDR filters ---- */
@@ -44,14 +42,6 @@ static bool_t xdr_create_from_args(XDR *x, struct create_from_args *a)
 {
     return xdr_wire_pool(x, &a->pool) && xdr_wire_string(x, &a->xml) && xdr_wire_vol(x, &a->clone) &&
            xdr_u_int(x, &a->flags);
-}
-
-struct vol_only {
-    struct wire_vol vol;
-};
-static bool_t xdr_vol_only(XDR *x, struct vol_only *a)
-{
-    return xdr_wire_vol(x, &a->vol);
 }
 
 struct vol_flags {
@@ -95,19 +85,6 @@ static bool_t xdr_vol_info_ret(XDR *x, struct vol_info_ret *r)
 
 /* ---- helpers ---- */
 
-static host_storage *storage(struct rpc_call *call, GError **error)
-{
-    return host_storage_open(call->driver->paths.storage_uri, rpc_client_is_readonly(call->client),
-                             rpc_api_name(call->hdr->proc), error);
-}
-
-static struct host_pool pool_ref(const struct wire_pool *pool)
-{
-    struct host_pool ref = {.name = pool->name};
-    memcpy(ref.uuid, pool->uuid, 16);
-    return ref;
-}
-
 static struct host_vol vol_ref(const struct wire_vol *vol)
 {
     return (struct host_vol){.pool = vol->pool, .name = vol->name, .key = vol->key};
@@ -120,22 +97,13 @@ static bool answer_vol(struct host_vol *vol, struct wire_vol *r)
     return true;
 }
 
-static bool text_reply(char *text, struct wire_string_value *r)
-{
-    if (!text)
-        return false;
-    r->value = strdup(text);
-    g_free(text);
-    return true;
-}
-
 /* ---- look-ups and creation ---- */
 
 static bool do_lookup_by_name(struct rpc_call *call, struct pool_name_args *a, struct wire_vol *r,
                               GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
-    struct host_pool pool = pool_ref(&a->pool);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
+    struct host_pool pool = rpc_pool_ref(&a->pool);
     struct host_vol vol = {0};
     return s && host_storage_vol_by_name(s, &pool, a->name, &vol, error) && answer_vol(&vol, r);
 }
@@ -143,7 +111,7 @@ static bool do_lookup_by_name(struct rpc_call *call, struct pool_name_args *a, s
 static bool do_lookup_by_key(struct rpc_call *call, struct wire_string_value *a, struct wire_vol *r,
                              GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
     struct host_vol vol = {0};
     return s && host_storage_vol_by_key(s, a->value, &vol, error) && answer_vol(&vol, r);
 }
@@ -151,15 +119,15 @@ static bool do_lookup_by_key(struct rpc_call *call, struct wire_string_value *a,
 static bool do_lookup_by_path(struct rpc_call *call, struct wire_string_value *a, struct wire_vol *r,
                               GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
     struct host_vol vol = {0};
     return s && host_storage_vol_by_path(s, a->value, &vol, error) && answer_vol(&vol, r);
 }
 
 static bool do_create_xml(struct rpc_call *call, struct create_args *a, struct wire_vol *r, GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
-    struct host_pool pool = pool_ref(&a->pool);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
+    struct host_pool pool = rpc_pool_ref(&a->pool);
     struct host_vol vol = {0};
     return s && host_storage_vol_create(s, &pool, a->xml, NULL, a->flags, &vol, error) && answer_vol(&vol, r);
 }
@@ -167,8 +135,8 @@ static bool do_create_xml(struct rpc_call *call, struct create_args *a, struct w
 static bool do_create_xml_from(struct rpc_call *call, struct create_from_args *a, struct wire_vol *r,
                                GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
-    struct host_pool pool = pool_ref(&a->pool);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
+    struct host_pool pool = rpc_pool_ref(&a->pool);
     struct host_vol clone = vol_ref(&a->clone), vol = {0};
     return s && host_storage_vol_create(s, &pool, a->xml, &clone, a->flags, &vol, error) && answer_vol(&vol, r);
 }
@@ -178,7 +146,7 @@ static bool do_create_xml_from(struct rpc_call *call, struct create_from_args *a
 static bool act(struct rpc_call *call, const struct wire_vol *vol, enum host_vol_action action, uint64_t arg,
                 uint32_t flags, GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
     struct host_vol ref = vol_ref(vol);
     return s && host_storage_vol_act(s, &ref, action, arg, flags, error);
 }
@@ -213,7 +181,7 @@ static bool do_resize(struct rpc_call *call, struct resize_args *a, struct rpc_v
 static bool info(struct rpc_call *call, const struct wire_vol *vol, uint32_t flags, struct vol_info_ret *r,
                  GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
     struct host_vol ref = vol_ref(vol);
     virStorageVolInfo got;
     if (!s || !host_storage_vol_info(s, &ref, flags, &got, error))
@@ -222,7 +190,7 @@ static bool info(struct rpc_call *call, const struct wire_vol *vol, uint32_t fla
     return true;
 }
 
-static bool do_get_info(struct rpc_call *call, struct vol_only *a, struct vol_info_ret *r, GError **error)
+static bool do_get_info(struct rpc_call *call, struct wire_vol_only *a, struct vol_info_ret *r, GError **error)
 {
     return info(call, &a->vol, 0, r, error);
 }
@@ -234,16 +202,16 @@ static bool do_get_info_flags(struct rpc_call *call, struct vol_flags *a, struct
 
 static bool do_get_xml(struct rpc_call *call, struct vol_flags *a, struct wire_string_value *r, GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
     struct host_vol ref = vol_ref(&a->vol);
-    return s && text_reply(host_storage_vol_xml(s, &ref, a->flags, error), r);
+    return s && rpc_text_reply(host_storage_vol_xml(s, &ref, a->flags, error), r);
 }
 
-static bool do_get_path(struct rpc_call *call, struct vol_only *a, struct wire_string_value *r, GError **error)
+static bool do_get_path(struct rpc_call *call, struct wire_vol_only *a, struct wire_string_value *r, GError **error)
 {
-    g_autoptr(host_storage) s = storage(call, error);
+    g_autoptr(host_storage) s = rpc_storage_for(call, error);
     struct host_vol ref = vol_ref(&a->vol);
-    return s && text_reply(host_storage_vol_path(s, &ref, error), r);
+    return s && rpc_text_reply(host_storage_vol_path(s, &ref, error), r);
 }
 
 #define P RPC_PROC
@@ -264,13 +232,13 @@ const struct proc_entry rpc_storage_vol_procs[] = {
     P(PROC_STORAGE_VOL_WIPE_PATTERN, struct wipe_pattern_args, xdr_wipe_pattern_args, struct rpc_void,
       xdr_rpc_void, do_wipe_pattern, W),
     P(PROC_STORAGE_VOL_RESIZE, struct resize_args, xdr_resize_args, struct rpc_void, xdr_rpc_void, do_resize, W),
-    P(PROC_STORAGE_VOL_GET_INFO, struct vol_only, xdr_vol_only, struct vol_info_ret, xdr_vol_info_ret,
+    P(PROC_STORAGE_VOL_GET_INFO, struct wire_vol_only, xdr_wire_vol_only, struct vol_info_ret, xdr_vol_info_ret,
       do_get_info, 0),
     P(PROC_STORAGE_VOL_GET_INFO_FLAGS, struct vol_flags, xdr_vol_flags, struct vol_info_ret, xdr_vol_info_ret,
       do_get_info_flags, 0),
     P(PROC_STORAGE_VOL_GET_XML_DESC, struct vol_flags, xdr_vol_flags, struct wire_string_value,
       xdr_wire_string_value, do_get_xml, 0),
-    P(PROC_STORAGE_VOL_GET_PATH, struct vol_only, xdr_vol_only, struct wire_string_value, xdr_wire_string_value,
+    P(PROC_STORAGE_VOL_GET_PATH, struct wire_vol_only, xdr_wire_vol_only, struct wire_string_value, xdr_wire_string_value,
       do_get_path, 0),
 };
 const size_t rpc_storage_vol_procs_count = G_N_ELEMENTS(rpc_storage_vol_procs);

@@ -75,3 +75,14 @@ extern const struct proc_entry rpc_storage_pool_procs[];
 extern const size_t rpc_storage_pool_procs_count;
 extern const struct proc_entry rpc_storage_vol_procs[];
 extern const size_t rpc_storage_vol_procs_count;
+
+/* ---- what handlers of several families share (reply.c) ---- */
+
+/* A list length a client asked for: within [0, limit], else VIR_ERR_RPC. */
+bool rpc_check_list_max(int32_t max, uint32_t limit, GError **error);
+/* text (g_malloc'd; NULL after a failure) as a string reply; frees it. */
+bool rpc_text_reply(char *text, struct wire_string_value *r);
+/* The names of the first max items of list (elements of elem_size bytes
+ * with a const char * at name_offset) as a string list reply. */
+void rpc_names_reply(const GArray *list, size_t elem_size, size_t name_offset, unsigned max,
+                     struct wire_string_list *r);

@@ -103,6 +103,33 @@ struct wire_domain_flags {
     uint32_t flags;
 };
 
+/* The argument shapes several procedure families share: the
+ * remote_connect_list_all_*_args (need_results, flags), a uuid alone (the
+ * lookup_by_uuid calls), an XML document with flags (define and create
+ * calls), a storage pool or volume handle alone, and a pool with an
+ * unsigned int (flags, or the int of set_autostart and list_volumes). */
+struct wire_list_all_args {
+    int32_t need_results;
+    uint32_t flags;
+};
+struct wire_uuid_value {
+    unsigned char uuid[16];
+};
+struct wire_xml_flags {
+    char *xml;
+    uint32_t flags;
+};
+struct wire_pool_only {
+    struct wire_pool pool;
+};
+struct wire_pool_uint {
+    struct wire_pool pool;
+    uint32_t arg;
+};
+struct wire_vol_only {
+    struct wire_vol vol;
+};
+
 /* For procedures without arguments or return value. */
 struct rpc_void {
     int unused;
@@ -127,6 +154,12 @@ bool_t xdr_wire_string_value(XDR *xdrs, struct wire_string_value *v);
 bool_t xdr_wire_opt_string_value(XDR *xdrs, struct wire_string_value *v);
 bool_t xdr_wire_domain_only(XDR *xdrs, struct wire_domain_only *v);
 bool_t xdr_wire_domain_flags(XDR *xdrs, struct wire_domain_flags *v);
+bool_t xdr_wire_list_all_args(XDR *xdrs, struct wire_list_all_args *v);
+bool_t xdr_wire_uuid_value(XDR *xdrs, struct wire_uuid_value *v);
+bool_t xdr_wire_xml_flags(XDR *xdrs, struct wire_xml_flags *v);
+bool_t xdr_wire_pool_only(XDR *xdrs, struct wire_pool_only *v);
+bool_t xdr_wire_pool_uint(XDR *xdrs, struct wire_pool_uint *v);
+bool_t xdr_wire_vol_only(XDR *xdrs, struct wire_vol_only *v);
 bool_t xdr_rpc_void(XDR *xdrs, struct rpc_void *v);
 
 /* Fill a handle (strings are copied with malloc so xdr_free can release them). */
