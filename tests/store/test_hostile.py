@@ -21,7 +21,6 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 import uuid
 
 STORE, SHIM, GUEST = (os.path.abspath(a) for a in sys.argv[1:4])
@@ -31,6 +30,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "persist"))
 from persisttest import ApiShim, Fail, check, connect  # noqa: E402
 import hostile_store as hs  # noqa: E402
+from caserun import run_cases  # noqa: E402
 
 MIB = 1 << 20
 LAYER = "memory-ranges"
@@ -350,30 +350,7 @@ def main():
     if not shutil.which("zstd"):
         print("zstd is missing (scripts/setup.sh installs it)")
         return 1
-    workdir = tempfile.mkdtemp(prefix="vsnap-hostile-")
-    failed = []
-    try:
-        env = Env(workdir)
-        try:
-            for case in CASES:
-                name = case.__name__[5:]
-                if ONLY and name not in ONLY:
-                    continue
-                t0 = time.monotonic()
-                try:
-                    case(env)
-                    print(f"PASS {name} ({time.monotonic() - t0:.1f} s)", flush=True)
-                except Exception:
-                    failed.append(name)
-                    print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
-        finally:
-            env.close()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    if failed:
-        print("failed:", " ".join(failed))
-        return 1
-    return 0
+    return run_cases(CASES, Env, "vsnap-hostile-", lambda case: not ONLY or case.__name__[5:] in ONLY)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,7 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
 
 # absolute: a case runs vsnap-store in a directory of its own (relative_cache_dir)
 STORE, SHIM, GUEST, IDLE_CLIENT = (os.path.abspath(a) for a in sys.argv[1:5])
@@ -39,6 +37,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "persist"))
 from persisttest import ApiShim, Fail, MIB, check, connect  # noqa: E402
 from servers import ConnectionCounter, Nginx, Rgw, StallingProxy, free_port  # noqa: E402
 import shim_store  # noqa: E402
+from caserun import run_cases  # noqa: E402
 
 REGION_A = (16 * MIB, 64 * MIB)
 REGION_B = (80 * MIB, 16 * MIB)
@@ -941,32 +940,17 @@ def main():
         if not shutil.which(tool):
             print(f"{tool} is missing (scripts/setup.sh installs it)")
             return 1
-    workdir = tempfile.mkdtemp(prefix="vsnap-store-")
-    failed = []
-    try:
-        env = Env(workdir)
-        try:
-            for case in CASES:
-                name = case.__name__[5:]
-                if (ONLY and name not in ONLY) or (NO_S3 and case in S3_CASES):
-                    continue
-                t0 = time.monotonic()
-                try:
-                    case(env)
-                    print(f"PASS {name} ({time.monotonic() - t0:.1f} s)", flush=True)
-                except Exception:
-                    failed.append(name)
-                    print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
-        finally:
-            env.close()
-    finally:
-        subprocess.run(["umount", "-q"] + [os.path.join(r, d) for r, ds, _ in os.walk(workdir)
-                                          for d in ds if d == "small"], capture_output=True)
-        shutil.rmtree(workdir, ignore_errors=True)
-    if failed:
-        print("failed:", " ".join(failed))
-        return 1
-    return 0
+    return run_cases(CASES, Env, "vsnap-store-", wanted, unmount_small)
+
+
+def wanted(case):
+    return (not ONLY or case.__name__[5:] in ONLY) and not (NO_S3 and case in S3_CASES)
+
+
+def unmount_small(workdir):
+    """The small file systems cases mounted (named small/) go before the directory."""
+    subprocess.run(["umount", "-q"] + [os.path.join(r, d) for r, ds, _ in os.walk(workdir)
+                                      for d in ds if d == "small"], capture_output=True)
 
 
 if __name__ == "__main__":
