@@ -357,6 +357,9 @@ static struct domain_def *image_definition(struct vsnap_driver *drv, const char 
 }
 
 /* The domain object the image restores into; *added when made here. */
+/* The domain a restore goes into: the listed one with def's uuid (its job
+ * not taken), or a new transient one, listed with its job held (*added), so
+ * that no other call can start or undefine it before the restore has run. */
 static struct vsnap_domain *restore_target(struct vsnap_driver *drv,
                                            const struct domain_def *def, bool *added,
                                            GError **error)
@@ -374,11 +377,16 @@ static struct vsnap_domain *restore_target(struct vsnap_driver *drv,
         return dom;
     }
     dom = vsnap_domain_new(domain_def_copy(def));
+    /* Nobody else sees the new object yet: its job is free. */
+    if (!domain_job_acquire_unlisted(dom, "restore"))
+        g_assert_not_reached();
     if (!domain_list_add(drv->domains, dom, error)) {
+        domain_job_release(dom);
         vsnap_domain_unref(dom);
         return NULL;
     }
     *added = true;
+    test_hook("restore-listed");
     return dom;
 }
 
@@ -420,13 +428,12 @@ bool save_restore_file(struct vsnap_driver *drv, const char *from, const char *d
     g_autoptr(vsnap_domain) dom = def ? restore_target(drv, def, &added, error) : NULL;
     if (!dom)
         return false;
-    bool ok = domain_job_acquire(dom, "restore", error);
-    if (ok) {
-        ok = restore_into(drv, dom, from, def, run, error);
-        domain_job_release(dom);
-    }
-    if (!ok && added)
+    if (!added && !domain_job_acquire(dom, "restore", error))
+        return false;
+    bool ok = restore_into(drv, dom, from, def, run, error);
+    if (!ok && added)   /* unlisted before its job is free: nobody took it meanwhile */
         domain_list_remove(drv->domains, dom);
+    domain_job_release(dom);
     return ok;
 }
 

@@ -163,6 +163,32 @@ class CrashTest(CrashTestBase):
         self.v("start", "c3")
         self.guest("c3").close()
 
+    def test_restore_of_a_gone_domain_is_not_raced_by_start(self):
+        """A restore that lists a new (transient) domain holds its job from
+        the moment it is listed: a start racing it waits, then finds it
+        running, and no shim runs for a domain the list dropped."""
+        path = self.define("c6")
+        self.v("undefine", "c6")
+        self.v("create", path)   # transient: gone once saved
+        self.guest("c6").close()
+        sums = self.sums("c6")
+        image = os.path.join(self.daemon.dir, "c6.save")
+        self.v("save", "c6", image)
+        self.restart(hook="restore-listed:slow")   # 50 ms listed before the restore runs
+        restore = threading.Thread(target=lambda: setattr(self, "restored", self.v("restore", image, check=False)))
+        restore.start()
+        starts = []
+        while restore.is_alive():
+            starts.append(self.v("start", "c6", check=False))
+        restore.join()
+        self.assertEqual(self.restored.returncode, 0, self.restored.stderr)
+        self.assertFalse([r for r in starts if r.returncode == 0], "a start won over the restore")
+        self.assertEqual(self.state("c6"), "running (restored)")
+        self.assertEqual(len(self.shims_of("c6")), 1, self.shims_of("c6"))
+        self.assertEqual(self.sums("c6"), sums)
+        self.v("destroy", "c6")
+        self.assertEqual(self.shims_of("c6"), [])
+
     def test_killed_at_random_points(self):
         rng = random.Random(1212)
         self.start_guest("c4")
