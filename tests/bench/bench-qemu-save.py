@@ -15,10 +15,11 @@ per run, interleaved so load on the shared machine hits both alike:
                       HEARTBEAT_MS, so this is when it runs again, +0..20 ms)
   vsnap (virtvsnapd on a private socket, vsnap:///system)
     save_ms, restore_ms   the same two virsh commands
-    restore_running_ms  the same first output, read from the new shim's
+    restore_running_ms  the same first output, read from the new run's
                       serial pty (<serial type='pty'/>, what `virsh console`
-                      and `virsh ttyconsole` use), found among the new shim's
-                      open files as soon as its pid file names it
+                      and `virsh ttyconsole` use), as soon as the daemon's
+                      live XML names it (<source path>): the later of the
+                      guest's first output and that
     restore_ready_ms  from the start of `virsh restore` to the agent-lifecycle
                       "connected" event (the guest announces readiness again)
     revert_ms, revert_running_ms, revert_ready_ms   `virsh snapshot-revert` to a
@@ -43,6 +44,7 @@ usage: bench-qemu-save.py VIRTVSNAPD SHIM GUEST RESULTS [--runs N] [--sizes 512,
 import argparse
 import json
 import os
+import re
 import select
 import shutil
 import socket
@@ -53,8 +55,12 @@ import tempfile
 import threading
 import time
 
+import libvirt
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "plugin"))
+sys.path.insert(0, HERE)
+from targets import at_most, smoke, summary_status, touch_target  # noqa: E402
 
 MIB = 1 << 20
 WORKSET_MIB = 64
@@ -340,40 +346,34 @@ def vsnap_domain_xml(name, kernel, ram_mib):
 """
 
 
-def read_pid(path):
+SERIAL_PTY = re.compile(r"<serial type=.pty.>\s*<source path=.(/dev/pts/[0-9]+).")
+
+
+def live_pty(dom, old_id):
+    """The serial pty of the domain's run after the one with id old_id, as
+    the daemon's live XML names it (<serial type='pty'><source path>), or None
+    while that run has not started. A confined shim holds the slave in its
+    own mount namespace (/proc/PID/fd does not name the host's path); the
+    daemon reports the path clients open, as `virsh ttyconsole` does."""
     try:
-        with open(path) as f:
-            return int(f.read())
-    except (OSError, ValueError):
+        if dom.ID() in (-1, old_id):
+            return None
+        m = SERIAL_PTY.search(dom.XMLDesc(0))
+    except libvirt.libvirtError:
         return None
+    return m.group(1) if m else None
 
 
-def pty_of(pid):
-    """The serial pty's slave that shim pid holds open, or None (yet)."""
-    fd_dir = f"/proc/{pid}/fd"
-    try:
-        for fd in os.listdir(fd_dir):
-            try:
-                target = os.readlink(os.path.join(fd_dir, fd))
-            except OSError:
-                continue
-            if target.startswith("/dev/pts/"):
-                return target
-    except OSError:
-        pass
-    return None
-
-
-def first_output_from_new_shim(run_dir, old_pid, deadline):
-    """Monotonic time of the first guest output that a shim other than old_pid
-    writes to its serial pty."""
-    pid_path = os.path.join(run_dir, "pid")
+def first_output_from_new_run(dom, old_id, deadline):
+    """Monotonic time of the first guest output on the serial pty of the
+    domain's next run. The shim keeps the slave open, so what the guest
+    wrote before the daemon named the pty waits in it: the mark is the later
+    of the guest's first output and the daemon's live XML naming the pty."""
     fd = None
     try:
         while time.monotonic() < deadline:
             if fd is None:
-                pid = read_pid(pid_path)
-                path = pty_of(pid) if pid not in (None, old_pid) else None
+                path = live_pty(dom, old_id)
                 if path is None:
                     time.sleep(0.001)
                     continue
@@ -392,13 +392,14 @@ def first_output_from_new_shim(run_dir, old_pid, deadline):
     finally:
         if fd is not None:
             os.close(fd)
-    raise RuntimeError(f"no output from a new shim's serial pty (run directory {run_dir})")
+    raise RuntimeError(f"no output on the serial pty of {dom.name()}'s next run (the live XML's "
+                       f"<serial><source path>) within the deadline")
 
 
 class VsnapGuest:
-    def __init__(self, daemon, ready, kernel, ram_mib, expected_sum):
+    def __init__(self, daemon, conn, ready, kernel, ram_mib, expected_sum, runs):
         from test_snapshots import Guest
-        self.daemon, self.ready = daemon, ready
+        self.daemon, self.conn, self.ready = daemon, conn, ready
         self.name = f"vsnap-bench-vsnap-{ram_mib}"
         self.save_path = os.path.join(daemon.dir, self.name + ".save")
         xml = os.path.join(daemon.dir, self.name + ".xml")
@@ -410,7 +411,26 @@ class VsnapGuest:
         self.vsock = os.path.join(self.run_dir, "vsock.sock")
         self.expected_sum = expected_sum
         self.check_memory(Guest, timeout=BOOT_TIMEOUT)
+        self.fresh_touch_ms = self.fresh_touch(Guest, ram_mib, runs)
         daemon.virsh("snapshot-create-as", self.name, "booted")
+
+    def fresh_touch(self, guest_class, ram_mib, runs):
+        """The reference for READY after a restore (which comes once the guest
+        has read its working set back): median ms of TOUCH of as much RAM the
+        booted guest never touched, regions past the working set."""
+        g = guest_class(self.vsock)
+        times = []
+        try:
+            for k in range(max(1, min(runs, (ram_mib - 16) // WORKSET_MIB - 1))):
+                gpa = (16 + WORKSET_MIB * (k + 1)) * MIB
+                t0 = time.monotonic()
+                reply = g.cmd(f"TOUCH {gpa:#x} {WORKSET_MIB * MIB:#x}")
+                times.append((time.monotonic() - t0) * 1e3)
+                if reply != "OK":
+                    raise RuntimeError(f"TOUCH: {reply}")
+        finally:
+            g.close()
+        return statistics.median(times)
 
     def check_memory(self, guest_class=None, timeout=30):
         if guest_class is None:
@@ -429,10 +449,11 @@ class VsnapGuest:
     def timed_back(self, *args):
         """(wall ms, ms to the new shim's first guest output, ms to readiness) of a
         virsh command that brings the domain back."""
-        old_pid = read_pid(os.path.join(self.run_dir, "pid"))
+        dom = self.conn.lookupByName(self.name)
+        old_id = dom.ID()
         t0, wall, running = timed_watching(
             self.virsh_argv(*args),
-            lambda t0: first_output_from_new_shim(self.run_dir, old_pid, t0 + 60))
+            lambda t0: first_output_from_new_run(dom, old_id, t0 + 60))
         return wall, (running - t0) * 1e3, (self.ready.wait_after(t0) - t0) * 1e3
 
     def measure(self):
@@ -468,29 +489,93 @@ def record(results, entry):
         f.write(json.dumps(entry) + "\n")
 
 
-def bench_size(args, workdir, kernel, daemon, ready, ram_mib, expected):
+def bench_size(args, workdir, kernel, daemon, conn, ready, ram_mib, expected):
     qemu = vsnap = None
+    q_samples, v_samples = [], []
     try:
-        qemu = QemuGuest(workdir, kernel, ram_mib, expected)
-        vsnap = VsnapGuest(daemon, ready, kernel, ram_mib, expected)
-        q_samples, v_samples = [], []
+        qemu = QemuGuest(workdir, kernel, ram_mib, expected) if args.qemu else None
+        vsnap = VsnapGuest(daemon, conn, ready, kernel, ram_mib, expected, args.runs)
         for i in range(args.runs):
-            q_samples.append(qemu.measure())
+            if qemu:
+                q_samples.append(qemu.measure())
             v_samples.append(vsnap.measure())
-            log(f"  {ram_mib} MiB run {i + 1}: qemu save {q_samples[-1]['save_ms']:.0f} "
-                f"restore {q_samples[-1]['restore_ms']:.0f} ms; vsnap save "
-                f"{v_samples[-1]['save_ms']:.0f} restore {v_samples[-1]['restore_ms']:.0f} "
-                f"revert {v_samples[-1]['revert_ms']:.0f} ms")
+            q = (f"qemu save {q_samples[-1]['save_ms']:.0f} restore {q_samples[-1]['restore_ms']:.0f} ms; "
+                 if qemu else "")
+            log(f"  {ram_mib} MiB run {i + 1}: {q}vsnap save {v_samples[-1]['save_ms']:.0f} "
+                f"restore {v_samples[-1]['restore_ms']:.0f} revert {v_samples[-1]['revert_ms']:.0f} ms")
     finally:
         for g in (qemu, vsnap):
             if g:
                 g.close()
     out = {}
     for vmm, samples in (("qemu", q_samples), ("vsnap", v_samples)):
+        if not samples:
+            continue
         out[vmm] = dict(medians(samples), samples=samples)
+        if vmm == "vsnap":
+            out[vmm]["fresh_touch_ms"] = vsnap.fresh_touch_ms
         record(args.results, dict(vmm=vmm, ram_mib=ram_mib, runs=args.runs,
                                   workset_mib=WORKSET_MIB, **out[vmm]))
     return out
+
+
+def size_targets(ram, q, v):
+    """vsnap's READY after virsh restore and snapshot-revert against the
+    guest's own first touches (same run), and vsnap's restore against
+    QEMU's on the same guest."""
+    out = [touch_target(f"restore_ready_minus_running_{ram}m", v["restore_ready_ms"] - v["restore_running_ms"],
+                        v["fresh_touch_ms"]),
+           touch_target(f"revert_ready_minus_running_{ram}m", v["revert_ready_ms"] - v["revert_running_ms"],
+                        v["fresh_touch_ms"])]
+    qr = q["restore_running_ms"] if q else None
+    out.append(at_most(f"vsnap_restore_running_{ram}m_vs_qemu", v["restore_running_ms"], qr,
+                       f"QEMU's virsh restore to running on the same guest, same run = "
+                       f"{'n/a' if qr is None else f'{qr:.1f}'} ms", "ms",
+                       why=None if q else "QEMU is not installed (smoke mode installs nothing)"))
+    return out
+
+
+def print_table(table):
+    log("")
+    log(f"{'RAM':>6} {'VMM':6} {'save':>8} {'restore':>8} {'running':>8} {'ready':>8} "
+        f"{'revert':>8} {'running':>8} {'ready':>8} {'image':>10}")
+    for ram, row in table.items():
+        q, v = row.get("qemu"), row["vsnap"]
+        if q:
+            log(f"{ram:>5}M {'qemu':6} {q['save_ms']:8.1f} {q['restore_ms']:8.1f} "
+                f"{q['restore_running_ms']:8.1f} {'-':>8} {'-':>8} {'-':>8} {'-':>8} "
+                f"{q['image_bytes'] / MIB:6.1f} MiB")
+        log(f"{ram:>5}M {'vsnap':6} {v['save_ms']:8.1f} {v['restore_ms']:8.1f} "
+            f"{v['restore_running_ms']:8.1f} {v['restore_ready_ms']:8.1f} {v['revert_ms']:8.1f} "
+            f"{v['revert_running_ms']:8.1f} {v['revert_ready_ms']:8.1f} "
+            f"{v['image_bytes'] / MIB:6.1f} MiB  (fresh touch {v['fresh_touch_ms']:.1f} ms)")
+
+
+def summarize(args, table):
+    print_table(table)
+    ratios, targets = {}, []
+    for ram, row in table.items():
+        q, v = row.get("qemu"), row["vsnap"]
+        targets += size_targets(ram, q, v)
+        if not q:
+            continue
+        ratios[f"qemu_restore_over_vsnap_restore_{ram}m"] = q["restore_ms"] / v["restore_ms"]
+        ratios[f"qemu_restore_over_vsnap_revert_{ram}m"] = q["restore_ms"] / v["revert_ms"]
+        ratios[f"qemu_save_over_vsnap_save_{ram}m"] = q["save_ms"] / v["save_ms"]
+        ratios[f"qemu_running_over_vsnap_running_{ram}m"] = (
+            q["restore_running_ms"] / v["restore_running_ms"])
+    record(args.results, {"ratios": ratios, "targets": targets, "target_status": summary_status(targets)})
+    log(f"(medians of {args.runs} runs, ms. running: from the start of the virsh command to "
+        f"the guest's first serial output after it; ready: to the agent-lifecycle event "
+        f"(vsnap only: QEMU's guest has no vsnap vsock); image: the save file)")
+    for k, val in ratios.items():
+        log(f"{k}: {val:.2f}")
+    for t in targets:
+        log(f"target {t['name']}: {t['value']} {t['op']} {t['limit']}: {t['status']}")
+
+
+def qemu_installed():
+    return os.access(QEMU_BIN, os.X_OK) and os.access("/usr/sbin/libvirtd", os.X_OK)
 
 
 def main():
@@ -512,9 +597,14 @@ def main():
                                     "tests", "lib", "vsnap-pattern")
     os.environ.update(VIRTVSNAPD=args.virtvsnapd, VSNAP_SHIM=args.shim, VSNAP_TESTGUEST=args.guest)
     os.environ.setdefault("VSNAP_SCHEMA_DIR", os.path.join(HERE, "..", "..", "xml"))
-
-    install_missing()
-    import libvirt
+    # Smoke mode (CI) installs nothing: without QEMU the vsnap side runs alone.
+    args.qemu = True
+    if smoke():
+        args.runs, args.sizes, args.qemu = 1, "512", qemu_installed()
+        if not args.qemu:
+            log("smoke mode: QEMU is not installed, the vsnap side runs alone")
+    else:
+        install_missing()
     import vsnapd  # reads the environment above
     libvirt.registerErrorHandler(lambda ctx, err: None, None)
     libvirt.virEventRegisterDefaultImpl()
@@ -532,15 +622,16 @@ def main():
     daemon = conn = None
     kvm = None
     try:
-        kvm = KvmForQemuUser()
-        host_daemons.append(HostDaemon(["/usr/sbin/virtlogd"], VIRTLOGD_SOCK, workdir))
-        host_daemons.append(HostDaemon(["/usr/sbin/libvirtd"], LIBVIRT_SOCK, workdir))
+        if args.qemu:
+            kvm = KvmForQemuUser()
+            host_daemons.append(HostDaemon(["/usr/sbin/virtlogd"], VIRTLOGD_SOCK, workdir))
+            host_daemons.append(HostDaemon(["/usr/sbin/libvirtd"], LIBVIRT_SOCK, workdir))
         daemon = vsnapd.Daemon().start()
         conn = daemon.connect()
         ready = vsnapd.AgentReadiness(conn)
         for ram in [int(s) for s in args.sizes.split(",")]:
-            log(f"{ram} MiB: booting the test guest under QEMU and under vsnap")
-            table[ram] = bench_size(args, workdir, kernel, daemon, ready, ram, expected)
+            log(f"{ram} MiB: booting the test guest under {'QEMU and under ' if args.qemu else ''}vsnap")
+            table[ram] = bench_size(args, workdir, kernel, daemon, conn, ready, ram, expected)
         conn.domainEventDeregisterAny(ready.cb)
     finally:
         if conn:
@@ -552,31 +643,7 @@ def main():
         if kvm:
             kvm.close()
         shutil.rmtree(workdir, ignore_errors=True)
-
-    log("")
-    log(f"{'RAM':>6} {'VMM':6} {'save':>8} {'restore':>8} {'running':>8} {'ready':>8} "
-        f"{'revert':>8} {'running':>8} {'ready':>8} {'image':>10}")
-    ratios = {}
-    for ram, row in table.items():
-        q, v = row["qemu"], row["vsnap"]
-        log(f"{ram:>5}M {'qemu':6} {q['save_ms']:8.1f} {q['restore_ms']:8.1f} "
-            f"{q['restore_running_ms']:8.1f} {'-':>8} {'-':>8} {'-':>8} {'-':>8} "
-            f"{q['image_bytes'] / MIB:6.1f} MiB")
-        log(f"{ram:>5}M {'vsnap':6} {v['save_ms']:8.1f} {v['restore_ms']:8.1f} "
-            f"{v['restore_running_ms']:8.1f} {v['restore_ready_ms']:8.1f} {v['revert_ms']:8.1f} "
-            f"{v['revert_running_ms']:8.1f} {v['revert_ready_ms']:8.1f} "
-            f"{v['image_bytes'] / MIB:6.1f} MiB")
-        ratios[f"qemu_restore_over_vsnap_restore_{ram}m"] = q["restore_ms"] / v["restore_ms"]
-        ratios[f"qemu_restore_over_vsnap_revert_{ram}m"] = q["restore_ms"] / v["revert_ms"]
-        ratios[f"qemu_save_over_vsnap_save_{ram}m"] = q["save_ms"] / v["save_ms"]
-        ratios[f"qemu_running_over_vsnap_running_{ram}m"] = (
-            q["restore_running_ms"] / v["restore_running_ms"])
-    record(args.results, {"ratios": ratios})
-    log(f"(medians of {args.runs} runs, ms. running: from the start of the virsh command to "
-        f"the guest's first serial output after it; ready: to the agent-lifecycle event "
-        f"(vsnap only: QEMU's guest has no vsnap vsock); image: the save file)")
-    for k, val in ratios.items():
-        log(f"{k}: {val:.2f}")
+    summarize(args, table)
     return 0
 
 

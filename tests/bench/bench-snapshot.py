@@ -11,11 +11,18 @@ test guest, reproducing the shape of the published table:
     restore_ready_ms      ... -> the guest's READY after the restore (vm.wait-ready)
     restore_workset_ms    ... -> the guest has read its whole 64 MiB working set
                           back (TOUCH over vsock right after READY)
+    fresh_touch_ms        the reference: the source VM, booted, touches 64 MiB
+                          it never touched (TOUCH over vsock, median of --runs
+                          regions): what this host charges for first touches
 
 Each restore runs in a fresh shim (--runs times, medians). One JSON object per
 measurement is appended to the results file; a table and the ratios
 ondemand(8 GiB)/ondemand(512 MiB) and merge(2 GiB)/ondemand(2 GiB) are
-printed (targets: at most 1.2, floor 1.5; at least 20, floor 6.5).
+printed. Targets (tests/bench/targets.py): READY minus running of every
+restore <= fresh_touch_ms x 1.2 + 20 ms (at the smallest and the largest
+size), ondemand(8 GiB)/ondemand(512 MiB) to running <= 1.2,
+merge(2 GiB)/ondemand(2 GiB) to running >= 20.
+VSNAP_BENCH_SMOKE=1: one run at 512 MiB, nothing judged.
 
 usage: bench-snapshot.py SHIM GUEST RESULTS.jsonl [--runs N] [--sizes 512,1024,...] [--modes copy,...]
 """
@@ -33,6 +40,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from persisttest import ApiShim, Conn, FILL_BASE, MIB  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from vsnaptest import append_jsonl, http_unix  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from targets import at_least, at_most, smoke, summary_status, touch_target  # noqa: E402
 
 MODES = ("copy", "merge", "ondemand")
 WORKSET = 64 * MIB
@@ -68,11 +77,24 @@ def timed_snapshot(shim, dest, parent=None):
     return (t2 - t1) * 1e3, (t3 - t0) * 1e3
 
 
+def fresh_touch(conn, ram_mib, runs):
+    """Median ms of TOUCH of WORKSET bytes the booted guest never touched
+    (regions past the fill), timed as restore_workset_ms's TOUCH is."""
+    regions = min(runs, (ram_mib * MIB - FILL_BASE) // WORKSET - 1)
+    times = []
+    for k in range(regions):
+        t0 = time.monotonic()
+        conn.ok(f"TOUCH {FILL_BASE + WORKSET * (k + 1):#x} {WORKSET:#x}")
+        times.append((time.monotonic() - t0) * 1e3)
+    return statistics.median(times)
+
+
 def make_chain(args, workdir, ram_mib):
     src = ApiShim(args.shim, workdir=workdir, name=f"src{ram_mib}")
     try:
         src.boot(args.guest, f"vsnap.fill_mib={WORKSET // MIB} vsnap.seed=7", memory_mib=ram_mib)
         conn = Conn(src.vsock_path) if src.wait_ready(60) else None
+        fresh_ms = fresh_touch(conn, ram_mib, args.runs)
         base, diff = os.path.join(workdir, f"base{ram_mib}"), os.path.join(workdir, f"diff{ram_mib}")
         full_ms, full_pr_ms = timed_snapshot(src, base)
         conn.ok(f"FILL {FILL_BASE:#x} {REWRITE:#x} 99")
@@ -81,7 +103,8 @@ def make_chain(args, workdir, ram_mib):
         sizes = {"base_mib": os.path.getsize(os.path.join(base, "memory-ranges")) / MIB,
                  "diff_mib": os.path.getsize(os.path.join(diff, "memory-ranges")) / MIB}
         return diff, {"full_snapshot_ms": full_ms, "full_pause_resume_ms": full_pr_ms,
-                      "diff_snapshot_ms": diff_ms, "diff_pause_resume_ms": diff_pr_ms}, sizes
+                      "diff_snapshot_ms": diff_ms, "diff_pause_resume_ms": diff_pr_ms,
+                      "fresh_touch_ms": fresh_ms}, sizes
     finally:
         src.close()
 
@@ -162,6 +185,8 @@ def main():
     args = ap.parse_args()
     # meson passes build paths relative to the build directory.
     args.shim, args.guest = os.path.abspath(args.shim), os.path.abspath(args.guest)
+    if smoke():
+        args.runs, args.sizes = 1, "512"
     args.modes = args.modes.split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
     workdir = tempfile.mkdtemp(prefix="vsnap-bench-snapshot-")
@@ -178,11 +203,30 @@ def main():
         "ondemand_8g_over_512m_ready": ratio(table, (8192, "ondemand"), (512, "ondemand"), "restore_ready_ms"),
         "merge_2g_over_ondemand_2g_ready": ratio(table, (2048, "merge"), (2048, "ondemand"), "restore_ready_ms"),
     }
-    record(args, {"ratios": ratios, "targets": {"ondemand_8g_over_512m": "<= 1.2 (floor 1.5)",
-                                                "merge_2g_over_ondemand_2g": ">= 20 (floor 6.5)"}})
+    targets = touch_targets(sizes, table) + [
+        at_most("ondemand_8g_over_512m", ratios["ondemand_8g_over_512m"], 1.2,
+                "restore to running, ondemand 8 GiB over 512 MiB (same run)", "x"),
+        at_least("merge_2g_over_ondemand_2g", ratios["merge_2g_over_ondemand_2g"], 20,
+                 "restore to running, merge over ondemand at 2 GiB (same run)", "x")]
+    record(args, {"ratios": ratios, "targets": targets, "target_status": summary_status(targets)})
     for k, v in ratios.items():
         print(f"{k}: {v:.2f}" if v is not None else f"{k}: n/a")
+    for t in targets:
+        print(f"target {t['name']}: {t['value']} {t['op']} {t['limit']}: {t['status']}")
     return 0
+
+
+def touch_targets(sizes, table):
+    """READY minus running of each restore variant against the fresh touch
+    of the source VM of the same size, at the smallest and largest size."""
+    out = []
+    for ram in sorted({sizes[0], sizes[-1]}):
+        fresh = table[(ram, "snapshot")]["fresh_touch_ms"]
+        for (size, name), med in table.items():
+            if size == ram and name != "snapshot":
+                out.append(touch_target(f"ready_minus_running_{ram}m_{name}",
+                                        med["restore_ready_ms"] - med["restore_running_ms"], fresh))
+    return out
 
 
 if __name__ == "__main__":
