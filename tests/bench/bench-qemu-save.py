@@ -349,13 +349,15 @@ def vsnap_domain_xml(name, kernel, ram_mib):
 SERIAL_PTY = re.compile(r"<serial type=.pty.>\s*<source path=.(/dev/pts/[0-9]+).")
 
 
-def live_pty(dom, old_id):
+def live_pty(conn, name, old_id):
     """The serial pty of the domain's run after the one with id old_id, as
     the daemon's live XML names it (<serial type='pty'><source path>), or None
     while that run has not started. A confined shim holds the slave in its
     own mount namespace (/proc/PID/fd does not name the host's path); the
-    daemon reports the path clients open, as `virsh ttyconsole` does."""
+    daemon reports the path clients open, as `virsh ttyconsole` does.
+    Looked up again each time: a virDomain keeps the id it was looked up with."""
     try:
+        dom = conn.lookupByName(name)
         if dom.ID() in (-1, old_id):
             return None
         m = SERIAL_PTY.search(dom.XMLDesc(0))
@@ -364,7 +366,7 @@ def live_pty(dom, old_id):
     return m.group(1) if m else None
 
 
-def first_output_from_new_run(dom, old_id, deadline):
+def first_output_from_new_run(conn, name, old_id, deadline):
     """Monotonic time of the first guest output on the serial pty of the
     domain's next run. The shim keeps the slave open, so what the guest
     wrote before the daemon named the pty waits in it: the mark is the later
@@ -373,7 +375,7 @@ def first_output_from_new_run(dom, old_id, deadline):
     try:
         while time.monotonic() < deadline:
             if fd is None:
-                path = live_pty(dom, old_id)
+                path = live_pty(conn, name, old_id)
                 if path is None:
                     time.sleep(0.001)
                     continue
@@ -392,7 +394,7 @@ def first_output_from_new_run(dom, old_id, deadline):
     finally:
         if fd is not None:
             os.close(fd)
-    raise RuntimeError(f"no output on the serial pty of {dom.name()}'s next run (the live XML's "
+    raise RuntimeError(f"no output on the serial pty of {name}'s next run (the live XML's "
                        f"<serial><source path>) within the deadline")
 
 
@@ -449,11 +451,10 @@ class VsnapGuest:
     def timed_back(self, *args):
         """(wall ms, ms to the new shim's first guest output, ms to readiness) of a
         virsh command that brings the domain back."""
-        dom = self.conn.lookupByName(self.name)
-        old_id = dom.ID()
+        old_id = self.conn.lookupByName(self.name).ID()
         t0, wall, running = timed_watching(
             self.virsh_argv(*args),
-            lambda t0: first_output_from_new_run(dom, old_id, t0 + 60))
+            lambda t0: first_output_from_new_run(self.conn, self.name, old_id, t0 + 60))
         return wall, (running - t0) * 1e3, (self.ready.wait_after(t0) - t0) * 1e3
 
     def measure(self):

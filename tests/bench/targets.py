@@ -97,7 +97,8 @@ def _fmt(v):
 # ---- run.sh's table ----
 
 def read_targets(path, first_line=1):
-    """(benchmark, target) of every target in path's lines from first_line on."""
+    """(benchmark, target) of every target in path's lines from first_line
+    on; a benchmark whose summary sets no target gives (benchmark, None)."""
     found = []
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -110,13 +111,16 @@ def read_targets(path, first_line=1):
             ts = row.get("targets")
             if isinstance(ts, list):
                 bench = row.get("benchmark") or row.get("bench") or "?"
-                found += [(bench, t) for t in ts if isinstance(t, dict) and "status" in t]
+                found += [(bench, t) for t in ts if isinstance(t, dict) and "status" in t] or [(bench, None)]
     return found
 
 
 def table(found):
     rows = [("benchmark", "target", "value", "limit", "status", "reference / why")]
     for bench, t in found:
+        if t is None:
+            rows.append((bench, "-", "", "", "no target", "the benchmark's issue sets none (figures only)"))
+            continue
         why = t.get("why")
         note = t["reference"] + (f" -- {why}" if why else "")
         rows.append((bench, t["name"], f"{_fmt(t['value'])} {t['unit']}".strip(),
@@ -131,6 +135,7 @@ def main(argv):
         return 2
     found = read_targets(argv[2], int(argv[3]) if len(argv) > 3 else 1)
     print(table(found))
+    found = [(b, t) for b, t in found if t]
     counts = {s: sum(1 for _, t in found if t["status"] == s) for s in STATUSES}
     print(", ".join(f"{n} {s}" for s, n in counts.items()))
     missed = [f"{b}:{t['name']}" for b, t in found if t["status"] == "missed"]
