@@ -14,6 +14,7 @@
 #include "sandbox/confine.h"
 #include "sandbox/syscall-filter.h"
 #include "vmm/events.h"
+#include "vmm/timeline.h"
 #include "vmm/vmm.h"
 #include "vsnap-config.h"
 
@@ -138,6 +139,7 @@ static bool start(struct shim *shim, GError **error)
     } else {
         vmm_set_exit_on_guest_poweroff(shim->vmm, true);
     }
+    timeline_mark(TIMELINE_API_READY);
     if (shim->options.direct_config && !start_direct_vm(shim, error))
         return false;
     return true;
@@ -198,7 +200,10 @@ static bool confine(struct shim *shim, GError **error)
         if (!sandbox_confine_enter(shim->options.confine, error))
             return false;
     }
-    return sandbox_seccomp_install_main(shim->options.seccomp, error);
+    if (!sandbox_seccomp_install_main(shim->options.seccomp, error))
+        return false;
+    timeline_mark(TIMELINE_CONFINED);
+    return true;
 }
 
 /* The VM goes first (its threads may still write to the event monitor). */
@@ -238,6 +243,7 @@ int main(int argc, char **argv)
     struct shim shim = { 0 };
     g_autoptr(GError) error = NULL;
 
+    timeline_mark(TIMELINE_PROCESS_START);
     /* A client that hangs up must cost an EPIPE, never the process. */
     signal(SIGPIPE, SIG_IGN);
     if (!shim_options_parse(argc, argv, &shim.options, &error)) {

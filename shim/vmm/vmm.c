@@ -12,6 +12,7 @@
 #include "core/vm.h"
 #include "notify.h"
 #include "vmm/readiness.h"
+#include "vmm/timeline.h"
 
 /* Handed to the VM as the callbacks' opaque: lets a callback that arrives after
  * its VM was torn down (and maybe replaced) be recognised as stale. Lives as
@@ -322,9 +323,11 @@ bool vmm_boot(struct vmm *vmm, GError **error)
     if (!require_state(vmm, "boot", error, 2, VMM_STATE_CREATED, VMM_STATE_SHUTDOWN))
         return false;
     emit(vmm, "booting");
+    timeline_mark(TIMELINE_BOOTING);
     if (!build_and_start_vm(vmm, error))
         return false;
     vmm->state = VMM_STATE_RUNNING;
+    timeline_mark(TIMELINE_BOOTED);
     emit(vmm, "booted");
     return true;
 }
@@ -823,6 +826,7 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
     add_optional_string(b, "serial_pty", vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL);
     add_optional_string(b, "console_pty", vmm->vm ? vm_console_pty_path(vmm->vm) : NULL);
     add_ready_members(vmm, b);
+    timeline_add_info(b);
     json_builder_set_member_name(b, "notify");
     if (vmm->vm && vmm->config->vsock.present)
         notify_service_add_info(&vmm->link->notify, b);

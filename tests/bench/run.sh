@@ -2,7 +2,9 @@
 # Build and run every benchmark (meson benchmark() targets, one at a time: they
 # measure time), then show the JSON lines they appended to
 # <build>/bench/results.jsonl. BUILD=<dir> picks the build directory (default build).
-# Exits non-zero, naming each benchmark that failed, when any of them fails.
+# Ends with one table of every target (met / missed / cannot / not judged, with
+# the numbers and the same-run reference) and exits non-zero naming each
+# benchmark that failed and each target missed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -24,6 +26,13 @@ echo "--- new lines in $RESULTS:"
 if [ -f "$RESULTS" ]; then
   tail -n +"$((before + 1))" "$RESULTS"
 fi
+# One table of every target the run's summaries carry (tests/bench/targets.py):
+# met, missed, cannot (this host cannot meet it, with why) or not judged.
+echo "--- targets (load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)):"
+trc=0
+if [ -f "$RESULTS" ]; then
+  /usr/bin/python3 tests/bench/targets.py table "$RESULTS" "$((before + 1))" || trc=$?
+fi
 if [ "$rc" -ne 0 ]; then
   failed=$(/usr/bin/python3 - "$BUILD/meson-logs/benchlog.json" <<'PY' || true
 import json, sys
@@ -37,4 +46,8 @@ PY
   echo >&2
   exit "$rc"
 fi
-echo "bench: all benchmarks passed"
+if [ "$trc" -ne 0 ]; then
+  echo "bench: every benchmark ran, but targets were missed (named above)" >&2
+  exit "$trc"
+fi
+echo "bench: all benchmarks passed, no target missed"

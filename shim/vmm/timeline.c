@@ -1,0 +1,34 @@
+/* The cold start marks (include/vmm/timeline.h). */
+#include "vmm/timeline.h"
+
+#include <time.h>
+
+static gint64 marks[TIMELINE_N_MARKS];
+
+static const char *const names[TIMELINE_N_MARKS] = {
+    [TIMELINE_PROCESS_START] = "process_start_ns",
+    [TIMELINE_CONFINED] = "confined_ns",
+    [TIMELINE_API_READY] = "api_ready_ns",
+    [TIMELINE_BOOTING] = "booting_ns",
+    [TIMELINE_BOOTED] = "booted_ns",
+};
+
+void timeline_mark(enum timeline_mark mark)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    marks[mark] = (gint64)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void timeline_add_info(JsonBuilder *b)
+{
+    json_builder_set_member_name(b, "timeline");
+    json_builder_begin_object(b);
+    for (int i = 0; i < TIMELINE_N_MARKS; i++) {
+        if (marks[i]) {
+            json_builder_set_member_name(b, names[i]);
+            json_builder_add_int_value(b, marks[i]);
+        }
+    }
+    json_builder_end_object(b);
+}
