@@ -46,9 +46,15 @@ Without the limit a pull is bound by CPU on these cores: the summary gives
 how many cores each pull kept busy and the ceiling that bound puts on the
 parallel pull (t_single over the parallel pull's CPU seconds spread over
 every core). One JSON line per measurement and a summary line with every
-ratio. Targets:
+ratio. Targets (tests/bench/targets.py), each against this run's numbers:
 >= 3x the single-stream pull with the per-connection limit, >= 1.5x without
-it, t(2 GiB)/t(256 MiB) <= 1.2 for a revert on a cache hit.
+it (and over the unstreamed single), each "cannot" when the CPU ceiling
+above is lower; t(2 GiB)/t(256 MiB) <= 1.2 for a revert on a cache hit; a
+cache hit to READY <= 1.2x a local on-demand restore of the same snapshot
+(file://, timed the same way, interleaved with the hits); a cache miss to
+READY <= 1.2x (curl | zstd -d of the same objects + that local restore).
+VSNAP_BENCH_SMOKE=1: a 256 MiB VM, a 64 MiB made-up image instead of the
+Debian one (no debootstrap), one round, nothing judged.
 
 usage: bench-store.py STORE SHIM GUEST RESULTS.jsonl [--image-cache DIR] ...
 """
