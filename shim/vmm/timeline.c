@@ -11,6 +11,7 @@ static const char *const names[TIMELINE_N_MARKS] = {
     [TIMELINE_API_READY] = "api_ready_ns",
     [TIMELINE_BOOTING] = "booting_ns",
     [TIMELINE_BOOTED] = "booted_ns",
+    [TIMELINE_RESUMED] = "resumed_ns",
 };
 
 void timeline_mark(enum timeline_mark mark)

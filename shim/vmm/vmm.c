@@ -356,6 +356,7 @@ bool vmm_resume(struct vmm *vmm, GError **error)
         return false;
     }
     vmm->state = VMM_STATE_RUNNING;
+    timeline_mark(TIMELINE_RESUMED);
     emit(vmm, "resumed");
     if (vmm->link->announce_on_resume) { /* systemd will not say READY=1 again */
         vmm->link->announce_on_resume = false;

@@ -20,6 +20,8 @@ per run, interleaved so load on the shared machine hits both alike:
                       and `virsh ttyconsole` use), as soon as the daemon's
                       live XML names it (<source path>): the later of the
                       guest's first output and that
+    restore_vcpus_running_ms  ... to the new shim's vCPUs running (its own
+                      mark, vm.info's vsnap.timeline.resumed_ns)
     restore_ready_ms  from the start of `virsh restore` to the agent-lifecycle
                       "connected" event (the guest announces readiness again)
     revert_ms, revert_running_ms, revert_ready_ms   `virsh snapshot-revert` to a
@@ -61,6 +63,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "plugin"))
 sys.path.insert(0, HERE)
 from targets import at_most, smoke, summary_status, touch_target  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from vsnaptest import http_unix  # noqa: E402
 
 MIB = 1 << 20
 WORKSET_MIB = 64
@@ -449,26 +453,36 @@ class VsnapGuest:
         return ["virsh", "-q", "-c", self.daemon.uri] + list(args)
 
     def timed_back(self, *args):
-        """(wall ms, ms to the new shim's first guest output, ms to readiness) of a
-        virsh command that brings the domain back."""
+        """(wall ms, ms to the new shim's first guest output, ms to readiness,
+        ms to the new shim's vCPUs running) of a virsh command that brings the
+        domain back. The last is the shim's own mark (vm.info's
+        vsnap.timeline.resumed_ns, wall clock), exact where the first output
+        waits for the daemon to name the pty."""
         old_id = self.conn.lookupByName(self.name).ID()
+        wall_minus_mono = time.time_ns() - time.monotonic_ns()
         t0, wall, running = timed_watching(
             self.virsh_argv(*args),
             lambda t0: first_output_from_new_run(self.conn, self.name, old_id, t0 + 60))
-        return wall, (running - t0) * 1e3, (self.ready.wait_after(t0) - t0) * 1e3
+        ready = self.ready.wait_after(t0)
+        status, body = http_unix(os.path.join(self.run_dir, "api.sock"), "GET", "/api/v1/vm.info")
+        resumed_ns = json.loads(body)["vsnap"]["timeline"]["resumed_ns"] if status == 200 else None
+        if resumed_ns is None:
+            raise RuntimeError(f"vm.info of the restored shim: {status} {body[:200]!r}")
+        vcpus = (resumed_ns - wall_minus_mono) / 1e9
+        return wall, (running - t0) * 1e3, (ready - t0) * 1e3, (vcpus - t0) * 1e3
 
     def measure(self):
         _, save_ms = timed(self.virsh_argv("save", self.name, self.save_path))
         image = os.path.getsize(self.save_path)
-        restore_ms, restore_running, restore_ready = self.timed_back("restore", self.save_path)
+        restore = self.timed_back("restore", self.save_path)
         os.unlink(self.save_path)
-        revert_ms, revert_running, revert_ready = self.timed_back("snapshot-revert", self.name,
-                                                               "booted")
+        revert = self.timed_back("snapshot-revert", self.name, "booted")
         self.check_memory()
-        return {"save_ms": save_ms, "restore_ms": restore_ms, "restore_running_ms": restore_running,
-                "restore_ready_ms": restore_ready, "revert_ms": revert_ms,
-                "revert_running_ms": revert_running, "revert_ready_ms": revert_ready,
-                "image_bytes": image}
+        out = {"save_ms": save_ms, "image_bytes": image}
+        for what, times in (("restore", restore), ("revert", revert)):
+            out.update({f"{what}_ms": times[0], f"{what}_running_ms": times[1], f"{what}_ready_ms": times[2],
+                        f"{what}_vcpus_running_ms": times[3]})
+        return out
 
     def close(self):
         self.daemon.virsh("destroy", self.name, check=False)
@@ -524,10 +538,9 @@ def size_targets(ram, q, v):
     """vsnap's READY after virsh restore and snapshot-revert against the
     guest's own first touches (same run), and vsnap's restore against
     QEMU's on the same guest."""
-    out = [touch_target(f"restore_ready_minus_running_{ram}m", v["restore_ready_ms"] - v["restore_running_ms"],
-                        v["fresh_touch_ms"]),
-           touch_target(f"revert_ready_minus_running_{ram}m", v["revert_ready_ms"] - v["revert_running_ms"],
-                        v["fresh_touch_ms"])]
+    out = [touch_target(f"{what}_ready_minus_running_{ram}m",
+                        v[f"{what}_ready_ms"] - v[f"{what}_vcpus_running_ms"], v["fresh_touch_ms"])
+           for what in ("restore", "revert")]
     qr = q["restore_running_ms"] if q else None
     out.append(at_most(f"vsnap_restore_running_{ram}m_vs_qemu", v["restore_running_ms"], qr,
                        f"QEMU's virsh restore to running on the same guest, same run = "
@@ -549,7 +562,8 @@ def print_table(table):
         log(f"{ram:>5}M {'vsnap':6} {v['save_ms']:8.1f} {v['restore_ms']:8.1f} "
             f"{v['restore_running_ms']:8.1f} {v['restore_ready_ms']:8.1f} {v['revert_ms']:8.1f} "
             f"{v['revert_running_ms']:8.1f} {v['revert_ready_ms']:8.1f} "
-            f"{v['image_bytes'] / MIB:6.1f} MiB  (fresh touch {v['fresh_touch_ms']:.1f} ms)")
+            f"{v['image_bytes'] / MIB:6.1f} MiB  (vCPUs running: restore {v['restore_vcpus_running_ms']:.1f}, "
+            f"revert {v['revert_vcpus_running_ms']:.1f} ms; fresh touch {v['fresh_touch_ms']:.1f} ms)")
 
 
 def summarize(args, table):

@@ -12,6 +12,7 @@ enum timeline_mark {
     TIMELINE_API_READY,     /* the API socket serves */
     TIMELINE_BOOTING,       /* vm.boot began: RAM, kernel, devices next */
     TIMELINE_BOOTED,        /* the vCPUs run the guest */
+    TIMELINE_RESUMED,       /* the vCPUs run again: the last vm.resume (a restore's too) */
     TIMELINE_N_MARKS,
 };
 
