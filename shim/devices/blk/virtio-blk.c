@@ -16,6 +16,7 @@
 
 #include "state/state-json.h"
 #include "sandbox/syscall-filter.h"
+#include "json/vjson.h"
 
 /* After a batch the thread keeps looking at the rings for this much of its
  * own CPU time (and at most POLL_WALL_MAX_US) before it turns notifications
@@ -447,27 +448,25 @@ void virtio_blk_add_counters(struct virtio_blk *dev, JsonBuilder *b)
         {"io_errors", atomic_load(&c->io_errors)},     {"guest_errors", atomic_load(&c->guest_errors)},
         {"unsupported", atomic_load(&c->unsupported)}, {"sleeps", atomic_load(&c->sleeps)},
     };
-    json_builder_set_member_name(b, dev->id);
-    json_builder_begin_object(b);
+    vjson_object_begin(b, dev->id);
     for (unsigned i = 0; i < G_N_ELEMENTS(items); i++) {
-        json_builder_set_member_name(b, items[i].name);
-        json_builder_add_int_value(b, (gint64)items[i].value);
+        vjson_int(b, items[i].name, (gint64)items[i].value);
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 /* ---- snapshot state ---- */
 
 void virtio_blk_save_state(struct virtio_blk *dev, JsonBuilder *b)
 {
-    json_builder_begin_object(b);
-    state_add_string(b, "id", dev->id);
-    state_add_u64(b, "capacity", dev->capacity_sectors);
-    json_builder_set_member_name(b, "transport");
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "id", dev->id);
+    vjson_hex64(b, "capacity", dev->capacity_sectors);
+    vjson_member(b, "transport");
     g_mutex_lock(&dev->transport.lock);
     virtio_mmio_save_state(&dev->transport, b);
     g_mutex_unlock(&dev->transport.lock);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 bool virtio_blk_restore_state(struct virtio_blk *dev, JsonObject *obj, GError **error)

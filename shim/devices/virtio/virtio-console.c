@@ -14,6 +14,7 @@
 #include "devices/serial-backend.h"
 #include "devices/virtio-mmio.h"
 #include "sandbox/syscall-filter.h"
+#include "json/vjson.h"
 
 #define QUEUE_RX 0 /* receiveq: host to guest */
 #define QUEUE_TX 1 /* transmitq: guest to host */
@@ -226,13 +227,10 @@ void virtio_console_add_counters(struct virtio_console *dev, JsonBuilder *b)
     g_mutex_lock(&dev->transport.lock);
     uint64_t tx = dev->tx_bytes, rx = dev->rx_bytes;
     g_mutex_unlock(&dev->transport.lock);
-    json_builder_set_member_name(b, "console");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "tx_bytes");
-    json_builder_add_int_value(b, (gint64)tx);
-    json_builder_set_member_name(b, "rx_bytes");
-    json_builder_add_int_value(b, (gint64)rx);
-    json_builder_end_object(b);
+    vjson_object_begin(b, "console");
+    vjson_int(b, "tx_bytes", (gint64)tx);
+    vjson_int(b, "rx_bytes", (gint64)rx);
+    vjson_object_end(b);
 }
 
 /* ---- snapshot state ---- */
@@ -249,10 +247,10 @@ void virtio_console_unquiesce(struct virtio_console *dev)
 
 void virtio_console_save_state(struct virtio_console *dev, JsonBuilder *b)
 {
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "transport");
+    vjson_object_begin(b, NULL);
+    vjson_member(b, "transport");
     virtio_mmio_save_state(&dev->transport, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 bool virtio_console_restore_state(struct virtio_console *dev, JsonObject *obj, GError **error)

@@ -20,6 +20,7 @@
 #include "state/state-json.h"
 #include "devices/tap.h"
 #include "devices/virtio-mmio.h"
+#include "json/vjson.h"
 
 #define QUEUE_RX 0
 #define QUEUE_TX 1
@@ -617,15 +618,12 @@ void virtio_net_add_counters(struct virtio_net *dev, JsonBuilder *b)
     g_mutex_lock(&dev->transport.lock);
     bool up = link_is_up(dev);
     g_mutex_unlock(&dev->transport.lock);
-    json_builder_set_member_name(b, dev->id);
-    json_builder_begin_object(b);
+    vjson_object_begin(b, dev->id);
     for (unsigned i = 0; i < G_N_ELEMENTS(items); i++) {
-        json_builder_set_member_name(b, items[i].name);
-        json_builder_add_int_value(b, (gint64)items[i].value);
+        vjson_int(b, items[i].name, (gint64)items[i].value);
     }
-    json_builder_set_member_name(b, "link");
-    json_builder_add_int_value(b, up);
-    json_builder_end_object(b);
+    vjson_int(b, "link", up);
+    vjson_object_end(b);
 }
 
 /* ---- snapshot state ---- */
@@ -645,14 +643,14 @@ void virtio_net_save_state(struct virtio_net *dev, JsonBuilder *b)
 {
     g_autofree char *mac = g_strdup_printf("%02x:%02x:%02x:%02x:%02x:%02x", dev->mac[0], dev->mac[1], dev->mac[2],
                                            dev->mac[3], dev->mac[4], dev->mac[5]);
-    json_builder_begin_object(b);
-    state_add_string(b, "id", dev->id);
-    state_add_string(b, "mac", mac);
-    state_add_uint(b, "link_up", dev->link_up);
-    state_add_uint(b, "announce", dev->announce);
-    json_builder_set_member_name(b, "transport");
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "id", dev->id);
+    vjson_str(b, "mac", mac);
+    vjson_uint(b, "link_up", dev->link_up);
+    vjson_uint(b, "announce", dev->announce);
+    vjson_member(b, "transport");
     virtio_mmio_save_state(&dev->transport, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 bool virtio_net_restore_state(struct virtio_net *dev, JsonObject *obj, GError **error)

@@ -17,6 +17,7 @@
 #include "devices/token-bucket.h"
 #include "devices/virtio-mmio.h"
 #include "sandbox/syscall-filter.h"
+#include "json/vjson.h"
 
 #define QUEUE_REQUEST 0
 #define QUEUE_SIZE 256
@@ -247,13 +248,11 @@ void virtio_rng_add_counters(struct virtio_rng *dev, JsonBuilder *b)
     uint64_t counts[] = { dev->rx_bytes, dev->requests, dev->throttled, dev->guest_errors, dev->source_errors };
     g_mutex_unlock(&dev->transport.lock);
     static const char *const names[] = { "rx_bytes", "requests", "throttled", "guest_errors", "source_errors" };
-    json_builder_set_member_name(b, "rng");
-    json_builder_begin_object(b);
+    vjson_object_begin(b, "rng");
     for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
-        json_builder_set_member_name(b, names[i]);
-        json_builder_add_int_value(b, (gint64)counts[i]);
+        vjson_int(b, names[i], (gint64)counts[i]);
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 /* ---- snapshot state ---- */
@@ -270,10 +269,10 @@ void virtio_rng_unquiesce(struct virtio_rng *dev)
 
 void virtio_rng_save_state(struct virtio_rng *dev, JsonBuilder *b)
 {
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "transport");
+    vjson_object_begin(b, NULL);
+    vjson_member(b, "transport");
     virtio_mmio_save_state(&dev->transport, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 bool virtio_rng_restore_state(struct virtio_rng *dev, JsonObject *obj, GError **error)

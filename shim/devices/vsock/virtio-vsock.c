@@ -15,6 +15,7 @@
 
 #include "devices/virtio-vsock-priv.h"
 #include "sandbox/syscall-filter.h"
+#include "json/vjson.h"
 
 #define TIMER_PERIOD_NS (100 * 1000 * 1000) /* deadline checks: 100 ms granularity */
 #define EPOLL_BATCH 64
@@ -342,8 +343,7 @@ void virtio_vsock_add_counters(struct virtio_vsock *dev, JsonBuilder *builder)
     struct vsock_counters c = dev->counters;
     guint open = g_hash_table_size(dev->conns);
     g_mutex_unlock(&dev->transport.lock);
-    json_builder_set_member_name(builder, "vsock");
-    json_builder_begin_object(builder);
+    vjson_object_begin(builder, "vsock");
     struct {
         const char *name;
         uint64_t value;
@@ -360,10 +360,9 @@ void virtio_vsock_add_counters(struct virtio_vsock *dev, JsonBuilder *builder)
         {"guest_errors", c.guest_errors},
     };
     for (unsigned i = 0; i < G_N_ELEMENTS(items); i++) {
-        json_builder_set_member_name(builder, items[i].name);
-        json_builder_add_int_value(builder, (gint64)items[i].value);
+        vjson_int(builder, items[i].name, (gint64)items[i].value);
     }
-    json_builder_end_object(builder);
+    vjson_object_end(builder);
 }
 
 void virtio_vsock_transport_reset(struct virtio_vsock *dev)
@@ -388,12 +387,11 @@ void virtio_vsock_unquiesce(struct virtio_vsock *dev)
 
 void virtio_vsock_save_state(struct virtio_vsock *dev, JsonBuilder *b)
 {
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "guest_cid");
-    json_builder_add_int_value(b, (gint64)dev->guest_cid);
-    json_builder_set_member_name(b, "transport");
+    vjson_object_begin(b, NULL);
+    vjson_int(b, "guest_cid", (gint64)dev->guest_cid);
+    vjson_member(b, "transport");
     virtio_mmio_save_state(&dev->transport, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 bool virtio_vsock_restore_state(struct virtio_vsock *dev, JsonObject *obj, GError **error)
