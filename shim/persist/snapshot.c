@@ -17,6 +17,7 @@
 #include "ram-snapshot/save.h"
 #include "snapshot/directory.h"
 #include "core/vm.h"
+#include "json/vjson.h"
 
 void persist_error_from_snap(GError **error)
 {
@@ -89,16 +90,15 @@ static JsonNode *build_state_json(struct vm *vm, const struct persist_snapshot_r
         .parent_url = (char *)req->parent_url, .ram_size = vm_memory(vm)->size,
     };
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     snap_state_add_record(b, &memory);
     bool ok = cpu_state_save(vm, b, error);
     if (ok)
         devices_state_save(vm, b);
     if (ok && req->vmm_state) {
-        json_builder_set_member_name(b, "vmm");
-        json_builder_add_value(b, json_node_copy(req->vmm_state));
+        vjson_node(b, "vmm", json_node_copy(req->vmm_state));
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
     return ok ? json_builder_get_root(b) : NULL;
 }
 
