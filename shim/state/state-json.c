@@ -1,4 +1,4 @@
-/* state.json value helpers: see state-json.h. */
+/* Reading state.json's values back: see state-json.h. */
 #include "state/state-json.h"
 
 #include <errno.h>
@@ -6,30 +6,6 @@
 #include <string.h>
 
 G_DEFINE_QUARK(vsnap-persist-error, persist_error)
-
-void state_add_blob(JsonBuilder *b, const char *name, const void *data, size_t len)
-{
-    g_autofree char *text = g_base64_encode(data, len);
-    json_builder_set_member_name(b, name);
-    json_builder_add_string_value(b, text);
-}
-
-void state_add_u64(JsonBuilder *b, const char *name, uint64_t value)
-{
-    char text[24];
-    g_snprintf(text, sizeof text, "0x%" G_GINT64_MODIFIER "x", value);
-    json_builder_set_member_name(b, name);
-    json_builder_add_string_value(b, text);
-}
-
-void state_add_string(JsonBuilder *b, const char *name, const char *value)
-{
-    json_builder_set_member_name(b, name);
-    if (value)
-        json_builder_add_string_value(b, value);
-    else
-        json_builder_add_null_value(b);
-}
 
 static bool invalid(GError **error, const char *what, const char *name, const char *problem)
 {
@@ -101,12 +77,6 @@ bool state_get_u64(JsonObject *obj, const char *name, uint64_t *out, const char 
         return invalid(error, what, name, "is not an unsigned 64-bit number");
     *out = v;
     return true;
-}
-
-void state_add_uint(JsonBuilder *b, const char *name, uint64_t value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_int_value(b, (gint64)value);
 }
 
 bool state_get_uint(JsonObject *obj, const char *name, uint64_t max, uint64_t *out, const char *what,
