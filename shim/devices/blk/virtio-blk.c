@@ -29,19 +29,6 @@
  * backend): pausing it fails instead of waiting for ever. */
 #define PAUSE_TIMEOUT_US (10 * G_USEC_PER_SEC)
 
-void blk_log_guest_error(struct virtio_blk *dev, const char *fmt, ...)
-{
-    uint64_t n = atomic_load(&dev->counters.guest_errors);
-    if (n > BLK_ERRORS_LOGGED)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *text = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_message("disk %s: guest error: %s%s", dev->id, text,
-              n == BLK_ERRORS_LOGGED ? " (further guest errors are only counted)" : "");
-}
-
 /* ---- transport callbacks (vCPU threads, transport lock held) ---- */
 
 static void read_config(void *opaque, uint64_t offset, uint8_t *data, unsigned len)

@@ -1,6 +1,7 @@
 /* virtio-console device model: one port, polled by a device thread for the
  * guest's output, fed by the serial backend's input thread. See
  * virtio-console.h. */
+#include "devices/device-log.h"
 #include "devices/virtio-console.h"
 
 #include <errno.h>
@@ -20,7 +21,6 @@
 #define QUEUE_TX 1 /* transmitq: guest to host */
 #define NQUEUES 2
 #define QUEUE_SIZE 256
-#define GUEST_ERRORS_LOGGED 20
 
 struct virtio_console {
     struct virtio_mmio transport; /* its lock guards the queues and the counters */
@@ -30,12 +30,11 @@ struct virtio_console {
     uint64_t tx_bytes, rx_bytes, guest_errors;
 };
 
+/* Counted, and logged only at first (device-log.h): the guest can repeat it. */
 static void log_guest_error(struct virtio_console *dev, const GError *error)
 {
-    uint64_t n = ++dev->guest_errors;
-    if (n <= GUEST_ERRORS_LOGGED)
-        g_message("virtio-console: %s%s", error->message,
-                  n == GUEST_ERRORS_LOGGED ? " (further guest errors are only counted)" : "");
+    device_log_limited(G_LOG_LEVEL_MESSAGE, ++dev->guest_errors, "guest errors", "virtio-console: %s",
+                       error->message);
 }
 
 /* No F_SIZE, no MULTIPORT, no EMERG_WRITE: the configuration space says nothing. */

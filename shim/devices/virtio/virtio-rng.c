@@ -1,5 +1,6 @@
 /* virtio-rng device model: fills the guest's request buffers from the
  * entropy source, within the rate limit. See virtio-rng.h. */
+#include "devices/device-log.h"
 #include "devices/virtio-rng.h"
 
 #include <errno.h>
@@ -22,7 +23,6 @@
 #define QUEUE_REQUEST 0
 #define QUEUE_SIZE 256
 #define MAX_PER_REQUEST (64u * 1024u) /* bytes one buffer gets at most */
-#define GUEST_ERRORS_LOGGED 20
 
 struct virtio_rng {
     struct virtio_mmio transport; /* its lock guards the queue, the bucket and the counters */
@@ -40,13 +40,6 @@ static uint64_t monotonic_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void log_error(struct virtio_rng *dev, uint64_t *count, const char *message)
-{
-    uint64_t n = ++*count;
-    if (n <= GUEST_ERRORS_LOGGED)
-        g_message("virtio-rng: %s%s", message, n == GUEST_ERRORS_LOGGED ? " (further ones are only counted)" : "");
 }
 
 /* virtio-rng has no configuration space. */
@@ -103,7 +96,7 @@ static size_t fill_chain(struct virtio_rng *dev, struct virtq *q, const struct v
     } while (got < 0 && errno == EINTR);
     if (got <= 0) {
         g_autofree char *why = g_strdup_printf("reading %s: %s", dev->src, got < 0 ? g_strerror(errno) : "end of file");
-        log_error(dev, &dev->source_errors, why);
+        device_log_limited(G_LOG_LEVEL_MESSAGE, ++dev->source_errors, "source errors", "virtio-rng: %s", why);
         return 0;
     }
     virtq_chain_mark_written(q, chain, 0, (size_t)got);
@@ -133,7 +126,8 @@ static void process_requests(struct virtio_rng *dev)
             break;
         }
         if (got < 0)
-            log_error(dev, &dev->guest_errors, error->message);
+            device_log_limited(G_LOG_LEVEL_MESSAGE, ++dev->guest_errors, "guest errors", "virtio-rng: %s",
+                               error->message);
         size_t n = allowed ? fill_chain(dev, q, &chain, allowed) : 0;
         virtq_push(q, chain.head, (uint32_t)n);
         dev->rx_bytes += n;

@@ -19,7 +19,6 @@
 
 #define TIMER_PERIOD_NS (100 * 1000 * 1000) /* deadline checks: 100 ms granularity */
 #define EPOLL_BATCH 64
-#define GUEST_ERRORS_LOGGED 20
 
 void vsock_epoll_set(struct virtio_vsock *dev, int fd, struct vsock_watch *watch,
                      uint32_t *current, uint32_t wanted)
@@ -41,19 +40,6 @@ void vsock_epoll_remove(struct virtio_vsock *dev, int fd, uint32_t *current)
     if (*current && epoll_ctl(dev->epoll_fd, EPOLL_CTL_DEL, fd, NULL) < 0)
         g_warning("virtio-vsock: epoll_ctl(DEL fd %d): %s", fd, g_strerror(errno));
     *current = 0;
-}
-
-void vsock_log_guest_error(struct virtio_vsock *dev, const char *fmt, ...)
-{
-    uint64_t n = ++dev->counters.guest_errors;
-    if (n > GUEST_ERRORS_LOGGED)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *text = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_message("virtio-vsock: %s%s", text,
-              n == GUEST_ERRORS_LOGGED ? " (further guest errors are only counted)" : "");
 }
 
 static void add_watch(struct virtio_vsock *dev, int fd, struct vsock_watch *watch,
