@@ -315,7 +315,7 @@ static struct snap_chain *open_chain(const struct snap_dir *top, uint64_t ram_si
 
 static bool snap_failed(GError **error, GError *local, const char *what)
 {
-    int code = local->domain == SNAP_ERROR && local->code != SNAP_ERROR_IO && local->code != SNAP_ERROR_UFFD
+    int code = local->domain == SNAP_ERROR && local->code != SNAP_ERROR_IO
                    ? PERSIST_ERROR_INVALID : PERSIST_ERROR_FAILED;
     g_set_error(error, PERSIST_ERROR, code, "%s: %s", what, local->message);
     return false;
