@@ -6,6 +6,7 @@
 #include <sys/ioctl.h>
 #include <time.h>
 
+#include "persist/persist-error.h"
 #include "state/state-json.h"
 #include "core/vm.h"
 #include "json/vjson.h"

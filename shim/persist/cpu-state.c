@@ -9,6 +9,7 @@
 
 #include "persist/clock.h"
 #include "vm-persist.h"
+#include "persist/persist-error.h"
 #include "state/state-json.h"
 #include "core/vm.h"
 #include "json/vjson.h"

@@ -10,6 +10,7 @@
 #include "devices/virtio-rng.h"
 #include "devices/virtio-vsock.h"
 #include "devices/vmgenid.h"
+#include "persist/persist-error.h"
 #include "state/state-json.h"
 #include "core/vm.h"
 #include "json/vjson.h"

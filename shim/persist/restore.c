@@ -432,7 +432,7 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
         return NULL;
     g_autoptr(snap_dir) top = snap_dir_read(dir, error);
     if (!top) {
-        persist_error_from_snap(error);
+        persist_error_adopt(error);
         return NULL;
     }
     /* A pull marks what it brings in, whichever program pulled it. */
@@ -452,6 +452,7 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
     JsonObject *root = json_node_get_object(top->state);
     if (!cpu_state_restore(vm, root, error) || !devices_state_restore(vm, root, error) ||
         !vm_start_paused(vm, error)) {
+        persist_error_adopt(error); /* a bad value in state.json is the snapshot's fault */
         vm_free(vm);
         disk_layers_discard_overlays(cfg);
         return NULL;

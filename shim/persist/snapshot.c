@@ -19,22 +19,12 @@
 #include "core/vm.h"
 #include "json/vjson.h"
 
-void persist_error_from_snap(GError **error)
-{
-    if (!error || !*error || (*error)->domain != SNAP_ERROR)
-        return;
-    int code = snap_error_is_bad_input(*error) ? PERSIST_ERROR_INVALID : PERSIST_ERROR_FAILED;
-    GError *persist = g_error_new_literal(PERSIST_ERROR, code, (*error)->message);
-    g_clear_error(error);
-    *error = persist;
-}
-
 char *persist_path_from_url(const char *url, const char *field, GError **error)
 {
     char *path = snap_dir_path_from_url(url, error);
     if (!path) {
         g_prefix_error(error, "%s: ", field);
-        persist_error_from_snap(error);
+        persist_error_adopt(error);
     }
     return path;
 }
@@ -48,7 +38,7 @@ static bool check_destination(const char *dest, GError **error)
     if (snap_dir_check_destination(dest, error))
         return true;
     g_prefix_error(error, "destination_url: ");
-    persist_error_from_snap(error);
+    persist_error_adopt(error);
     return false;
 }
 
@@ -67,7 +57,7 @@ static bool check_parent(struct persist_vm *p, const char *parent_url, snap_id *
         return false;
     g_autoptr(snap_dir) parent = snap_dir_read(parent_dir, error);
     if (!parent) {
-        persist_error_from_snap(error);
+        persist_error_adopt(error);
         return false;
     }
     *parent_id = parent->memory.id;
@@ -149,7 +139,7 @@ static char *make_temp_dir(const char *dest, GError **error)
     char *tmp = snap_dir_create_partial(dest, error);
     if (!tmp) {
         g_prefix_error(error, "destination_url: ");
-        persist_error_from_snap(error);
+        persist_error_adopt(error);
     }
     return tmp;
 }

@@ -5,11 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-G_DEFINE_QUARK(vsnap-persist-error, persist_error)
+G_DEFINE_QUARK(vsnap-state-error, state_error)
 
 static bool invalid(GError **error, const char *what, const char *name, const char *problem)
 {
-    g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: %s: member \"%s\" %s", what,
+    g_set_error(error, STATE_ERROR, STATE_ERROR_INVALID, "state.json: %s: member \"%s\" %s", what,
                 name, problem);
     return false;
 }

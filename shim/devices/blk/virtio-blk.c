@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <gio/gio.h>
 #include <linux/virtio_ids.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -467,12 +466,12 @@ bool virtio_blk_restore_state(struct virtio_blk *dev, JsonObject *obj, GError **
     if (!transport)
         return false;
     if (strcmp(id, dev->id) != 0) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "the snapshot's disk %s is disk %s in the config",
+        g_set_error(error, STATE_ERROR, STATE_ERROR_INVALID, "the snapshot's disk %s is disk %s in the config",
                     id, dev->id);
         return false;
     }
     if (capacity != dev->capacity_sectors) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+        g_set_error(error, STATE_ERROR, STATE_ERROR_INVALID,
                     "disk %s: the guest saw %" G_GUINT64_FORMAT " sectors, %s now holds %" G_GUINT64_FORMAT,
                     dev->id, capacity, dev->backend->name, dev->capacity_sectors);
         return false;

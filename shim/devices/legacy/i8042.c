@@ -326,7 +326,7 @@ bool i8042_restore_state(struct i8042 *d, JsonObject *obj, GError **error)
         !state_get_blob_any(obj, "queue", &queue, &queue_len, "i8042", error))
         return false;
     if (queue_len % 2 || queue_len > 2 * QUEUE_SIZE) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: i8042: queue holds %zu bytes", queue_len);
+        g_set_error(error, STATE_ERROR, STATE_ERROR_INVALID, "state.json: i8042: queue holds %zu bytes", queue_len);
         return false;
     }
     g_mutex_lock(&d->lock);

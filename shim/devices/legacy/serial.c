@@ -364,7 +364,7 @@ bool serial_restore_state(struct serial *s, JsonObject *obj, GError **error)
         !state_get_blob_any(obj, "rx_fifo", &fifo, &fifo_len, "serial", error))
         return false;
     if (fifo_len > SERIAL_FIFO_SIZE) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: serial: rx_fifo holds %zu bytes", fifo_len);
+        g_set_error(error, STATE_ERROR, STATE_ERROR_INVALID, "state.json: serial: rx_fifo holds %zu bytes", fifo_len);
         return false;
     }
     g_mutex_lock(&s->lock);

@@ -658,7 +658,7 @@ bool virtio_net_restore_state(struct virtio_net *dev, JsonObject *obj, GError **
     if (!transport)
         return false;
     if (strcmp(id, dev->id) != 0) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "the snapshot's net %s is net %s in the config", id,
+        g_set_error(error, STATE_ERROR, STATE_ERROR_INVALID, "the snapshot's net %s is net %s in the config", id,
                     dev->id);
         return false;
     }

@@ -4,7 +4,6 @@
 #include "devices/virtio-vsock.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <linux/virtio_ids.h>
 #include <gio/gio.h>
 #include <string.h>

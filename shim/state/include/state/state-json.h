@@ -11,12 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PERSIST_ERROR (persist_error_quark())
-GQuark persist_error_quark(void);
+/* state.json holds something this shim cannot take: a member missing, of the
+ * wrong type, out of range (raised here and by the devices restoring their
+ * state; persist answers it as the snapshot's fault, persist-error.h). */
+#define STATE_ERROR (state_error_quark())
+GQuark state_error_quark(void);
 
-enum persist_error_code {
-    PERSIST_ERROR_INVALID, /* the request or the snapshot on disk is wrong: 400 */
-    PERSIST_ERROR_FAILED,  /* KVM or the file system failed: 500 */
+enum state_error_code {
+    STATE_ERROR_INVALID,
 };
 
 
