@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "json/bounded-json.h"
+#include "json/vjson.h"
 #include "layer-internal.h"
 #include "snapshot/image-lock.h"
 #include "snapshot/mapped-read.h"
@@ -32,24 +33,16 @@ static char *intent_path(const char *image)
 static char *intent_text(const char *image, const char *const *layers, unsigned n, const char *overlay)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "version");
-    json_builder_add_int_value(b, 1);
-    json_builder_set_member_name(b, "image");
-    json_builder_add_string_value(b, image);
-    json_builder_set_member_name(b, "layers");
-    json_builder_begin_array(b);
+    vjson_object_begin(b, NULL);
+    vjson_int(b, "version", 1);
+    vjson_str(b, "image", image);
+    vjson_array_begin(b, "layers");
     for (unsigned i = 0; i < n; i++)
-        json_builder_add_string_value(b, layers[i]);
-    json_builder_end_array(b);
-    json_builder_set_member_name(b, "overlay");
-    if (overlay)
-        json_builder_add_string_value(b, overlay);
-    else
-        json_builder_add_null_value(b);
-    json_builder_end_object(b);
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    return json_to_string(root, TRUE);
+        vjson_str(b, NULL, layers[i]);
+    vjson_array_end(b);
+    vjson_str(b, "overlay", overlay);
+    vjson_object_end(b);
+    return vjson_finish(b, true);
 }
 
 /* Write pages [page, page + n) of data (NULL: zeros) into the image, clipped to its size. */

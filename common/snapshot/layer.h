@@ -69,13 +69,12 @@ enum snap_error_code {
     SNAP_ERROR_CHECKSUM,    /* header, index or data block checksum mismatch */
     SNAP_ERROR_CHAIN,       /* parent ids, page or RAM size do not match */
     SNAP_ERROR_INVALID,     /* bad argument from the caller */
-    SNAP_ERROR_UFFD,        /* userfaultfd unavailable or failed (the shim's on-demand restore) */
     SNAP_ERROR_BUSY,        /* a disk image or overlay is locked by another open (image-lock.h) */
 };
 
 /* Whose fault: true when the snapshot on disk or the caller's argument is
  * wrong (format, checksum, chain, invalid), false when the host failed (I/O,
- * no space, userfaultfd) or another process holds the file (busy). */
+ * no space) or another process holds the file (busy). */
 bool snap_error_is_bad_input(const GError *error);
 
 typedef struct {

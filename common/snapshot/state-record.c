@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "json/bounded-json.h"
+#include "json/vjson.h"
 #include "layer-internal.h"
 
 void snap_memory_record_clear(struct snap_memory_record *record)
@@ -25,43 +26,33 @@ static JsonNode *record_to_json(const struct snap_memory_record *record)
     char id[37], parent_id[37];
     snap_id_to_string(&record->id, id);
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "layer");
-    json_builder_add_string_value(b, record->layer);
-    json_builder_set_member_name(b, "kind");
-    json_builder_add_string_value(b, record->diff ? "diff" : "full");
-    json_builder_set_member_name(b, "id");
-    json_builder_add_string_value(b, id);
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "layer", record->layer);
+    vjson_str(b, "kind", record->diff ? "diff" : "full");
+    vjson_str(b, "id", id);
     if (record->diff) {
         snap_id_to_string(&record->parent_id, parent_id);
-        json_builder_set_member_name(b, "parent_id");
-        json_builder_add_string_value(b, parent_id);
-        json_builder_set_member_name(b, "parent_url");
-        json_builder_add_string_value(b, record->parent_url);
+        vjson_str(b, "parent_id", parent_id);
+        vjson_str(b, "parent_url", record->parent_url);
     }
-    json_builder_set_member_name(b, "ram_size");
-    json_builder_add_int_value(b, (gint64)record->ram_size);
-    json_builder_end_object(b);
+    vjson_int(b, "ram_size", (gint64)record->ram_size);
+    vjson_object_end(b);
     return json_builder_get_root(b);
 }
 
 void snap_state_add_record(JsonBuilder *b, const struct snap_memory_record *record)
 {
-    json_builder_set_member_name(b, "vsnap_state_version");
-    json_builder_add_int_value(b, SNAP_STATE_VERSION);
-    json_builder_set_member_name(b, "memory");
-    json_builder_add_value(b, record_to_json(record));
+    vjson_int(b, "vsnap_state_version", SNAP_STATE_VERSION);
+    vjson_node(b, "memory", record_to_json(record));
 }
 
 static JsonNode *config_record(const char *digest)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "file");
-    json_builder_add_string_value(b, SNAP_DIR_CONFIG_FILE);
-    json_builder_set_member_name(b, "sha256");
-    json_builder_add_string_value(b, digest);
-    json_builder_end_object(b);
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "file", SNAP_DIR_CONFIG_FILE);
+    vjson_str(b, "sha256", digest);
+    vjson_object_end(b);
     return json_builder_get_root(b);
 }
 

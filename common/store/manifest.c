@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "json/bounded-json.h"
+#include "json/vjson.h"
 
 static void file_clear(gpointer p)
 {
@@ -81,62 +82,36 @@ static bool file_name_valid(const char *n)
 GBytes *manifest_to_json(const struct manifest *m)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "vsnap_manifest_version");
-    json_builder_add_int_value(b, MANIFEST_VERSION);
-    json_builder_set_member_name(b, "id");
-    json_builder_add_string_value(b, m->id);
-    if (m->parent) {
-        json_builder_set_member_name(b, "parent");
-        json_builder_add_string_value(b, m->parent);
-    }
+    vjson_object_begin(b, NULL);
+    vjson_int(b, "vsnap_manifest_version", MANIFEST_VERSION);
+    vjson_str(b, "id", m->id);
+    vjson_str_opt(b, "parent", m->parent);
     if (m->disk_parents->len) {
-        json_builder_set_member_name(b, "disk_parents");
-        json_builder_begin_array(b);
+        vjson_array_begin(b, "disk_parents");
         for (guint i = 0; i < m->disk_parents->len; i++)
-            json_builder_add_string_value(b, m->disk_parents->pdata[i]);
-        json_builder_end_array(b);
+            vjson_str(b, NULL, m->disk_parents->pdata[i]);
+        vjson_array_end(b);
     }
-    json_builder_set_member_name(b, "created");
-    json_builder_add_string_value(b, m->created ? m->created : "");
-    json_builder_set_member_name(b, "files");
-    json_builder_begin_array(b);
+    vjson_str(b, "created", m->created ? m->created : "");
+    vjson_array_begin(b, "files");
     for (guint i = 0; i < m->files->len; i++) {
         const struct manifest_file *f = &g_array_index(m->files, struct manifest_file, i);
-        json_builder_begin_object(b);
-        json_builder_set_member_name(b, "name");
-        json_builder_add_string_value(b, f->name);
-        json_builder_set_member_name(b, "kind");
-        json_builder_add_string_value(b, f->kind == MANIFEST_LAYER ? "layer" : "file");
-        json_builder_set_member_name(b, "size");
-        json_builder_add_int_value(b, (gint64)f->size);
-        json_builder_set_member_name(b, "sha256");
-        json_builder_add_string_value(b, f->digest);
-        json_builder_set_member_name(b, "object_size");
-        json_builder_add_int_value(b, (gint64)f->object_size);
-        json_builder_set_member_name(b, "frames");
-        json_builder_add_int_value(b, (gint64)f->frames);
-        json_builder_set_member_name(b, "seek_table_sha256");
-        json_builder_add_string_value(b, f->table_sha256);
-        json_builder_end_object(b);
+        vjson_object_begin(b, NULL);
+        vjson_str(b, "name", f->name);
+        vjson_str(b, "kind", f->kind == MANIFEST_LAYER ? "layer" : "file");
+        vjson_int(b, "size", (gint64)f->size);
+        vjson_str(b, "sha256", f->digest);
+        vjson_int(b, "object_size", (gint64)f->object_size);
+        vjson_int(b, "frames", (gint64)f->frames);
+        vjson_str(b, "seek_table_sha256", f->table_sha256);
+        vjson_object_end(b);
     }
-    json_builder_end_array(b);
-    if (m->domain_xml) {
-        json_builder_set_member_name(b, "domain_xml");
-        json_builder_add_string_value(b, m->domain_xml);
-    }
-    if (m->snapshot_xml) {
-        json_builder_set_member_name(b, "snapshot_xml");
-        json_builder_add_string_value(b, m->snapshot_xml);
-    }
-    json_builder_end_object(b);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    json_generator_set_pretty(gen, TRUE);
-    gsize len;
-    char *text = json_generator_to_data(gen, &len);
-    return g_bytes_new_take(text, len);
+    vjson_array_end(b);
+    vjson_str_opt(b, "domain_xml", m->domain_xml);
+    vjson_str_opt(b, "snapshot_xml", m->snapshot_xml);
+    vjson_object_end(b);
+    char *text = vjson_finish(b, true);
+    return g_bytes_new_take(text, strlen(text));
 }
 
 static const char *opt_string(JsonObject *o, const char *member)

@@ -6,6 +6,8 @@
 
 #include <json-glib/json-glib.h>
 
+#include "json/vjson.h"
+
 /* systemd (256 and later) takes vmm.notify_socket from the kernel command line. */
 static char *payload_cmdline(const struct domain_def *def)
 {
@@ -18,43 +20,28 @@ static char *payload_cmdline(const struct domain_def *def)
 
 static void add_payload(JsonBuilder *b, const struct domain_def *def)
 {
-    json_builder_set_member_name(b, "payload");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "kernel");
-    json_builder_add_string_value(b, def->kernel);
-    if (def->initrd) {
-        json_builder_set_member_name(b, "initramfs");
-        json_builder_add_string_value(b, def->initrd);
-    }
+    vjson_object_begin(b, "payload");
+    vjson_str(b, "kernel", def->kernel);
+    vjson_str_opt(b, "initramfs", def->initrd);
     g_autofree char *cmdline = payload_cmdline(def);
-    if (cmdline) {
-        json_builder_set_member_name(b, "cmdline");
-        json_builder_add_string_value(b, cmdline);
-    }
-    json_builder_end_object(b);
+    vjson_str_opt(b, "cmdline", cmdline);
+    vjson_object_end(b);
 }
 
 static void add_cpus_memory(JsonBuilder *b, const struct domain_def *def)
 {
-    json_builder_set_member_name(b, "cpus");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "boot_vcpus");
-    json_builder_add_int_value(b, def->vcpus);
-    json_builder_set_member_name(b, "max_vcpus");
-    json_builder_add_int_value(b, def->vcpus);
-    json_builder_end_object(b);
+    vjson_object_begin(b, "cpus");
+    vjson_int(b, "boot_vcpus", def->vcpus);
+    vjson_int(b, "max_vcpus", def->vcpus);
+    vjson_object_end(b);
 
-    json_builder_set_member_name(b, "memory");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "size");
-    json_builder_add_int_value(b, (gint64)(def->memory_kib * 1024));
+    vjson_object_begin(b, "memory");
+    vjson_int(b, "size", (gint64)(def->memory_kib * 1024));
     if (def->memory_backing.hugepages) {
-        json_builder_set_member_name(b, "hugepages");
-        json_builder_add_boolean_value(b, TRUE);
-        json_builder_set_member_name(b, "hugepage_size");
-        json_builder_add_int_value(b, 2 << 20);
+        vjson_bool(b, "hugepages", TRUE);
+        vjson_int(b, "hugepage_size", 2 << 20);
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 /* Serial: a pty serial is the shim's "Pty": the shim holds the master and
@@ -62,30 +49,25 @@ static void add_cpus_memory(JsonBuilder *b, const struct domain_def *def)
  * XML shows and consoles open, as libvirt's QEMU driver does with QEMU's. */
 void domain_def_add_vm_serial(JsonBuilder *b, const struct domain_def *def)
 {
-    json_builder_set_member_name(b, "serial");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "mode");
+    vjson_object_begin(b, "serial");
     switch (def->serial.type) {
     case DOMAIN_CHR_NONE:
-        json_builder_add_string_value(b, "Null");
+        vjson_str(b, "mode", "Null");
         break;
     case DOMAIN_CHR_FILE:
-        json_builder_add_string_value(b, "File");
-        json_builder_set_member_name(b, "file");
-        json_builder_add_string_value(b, def->serial.path);
+        vjson_str(b, "mode", "File");
+        vjson_str(b, "file", def->serial.path);
         break;
     case DOMAIN_CHR_PTY:
-        json_builder_add_string_value(b, "Pty");
+        vjson_str(b, "mode", "Pty");
         break;
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
 
     /* <console> is the serial port (see the parser); the virtio console is off. */
-    json_builder_set_member_name(b, "console");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "mode");
-    json_builder_add_string_value(b, "Off");
-    json_builder_end_object(b);
+    vjson_object_begin(b, "console");
+    vjson_str(b, "mode", "Off");
+    vjson_object_end(b);
 }
 
 /* Cloud Hypervisor's DiskConfig (openapi: path, readonly, id, serial,
@@ -101,43 +83,33 @@ static void add_vm_disk_chain(JsonBuilder *b, const struct domain_disk *disk)
     guint n = disk->chain ? g_strv_length(disk->chain) : 0;
     if (n == 0)
         return;
-    json_builder_set_member_name(b, "vsnap_chain");
-    json_builder_begin_array(b);
+    vjson_array_begin(b, "vsnap_chain");
     for (guint i = n - 1; i >= 1; i--)
-        json_builder_add_string_value(b, disk->chain[i]);
-    json_builder_end_array(b);
-    json_builder_set_member_name(b, "vsnap_overlay");
-    json_builder_add_string_value(b, disk->chain[0]);
+        vjson_str(b, NULL, disk->chain[i]);
+    vjson_array_end(b);
+    vjson_str(b, "vsnap_overlay", disk->chain[0]);
 }
 
 static void add_vm_disk(JsonBuilder *b, const struct domain_disk *disk)
 {
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "path");
-    json_builder_add_string_value(b, disk->path);
-    json_builder_set_member_name(b, "readonly");
-    json_builder_add_boolean_value(b, disk->readonly);
-    json_builder_set_member_name(b, "id");
-    json_builder_add_string_value(b, disk->target);
-    if (disk->serial) {
-        json_builder_set_member_name(b, "serial");
-        json_builder_add_string_value(b, disk->serial);
-    }
-    json_builder_set_member_name(b, "image_type");
-    json_builder_add_string_value(b, "Raw");
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "path", disk->path);
+    vjson_bool(b, "readonly", disk->readonly);
+    vjson_str(b, "id", disk->target);
+    vjson_str_opt(b, "serial", disk->serial);
+    vjson_str(b, "image_type", "Raw");
     add_vm_disk_chain(b, disk);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 void domain_def_add_vm_disks(JsonBuilder *b, const struct domain_def *def)
 {
     if (def->n_disks == 0)
         return;
-    json_builder_set_member_name(b, "disks");
-    json_builder_begin_array(b);
+    vjson_array_begin(b, "disks");
     for (size_t i = 0; i < def->n_disks; i++)
         add_vm_disk(b, &def->disks[i]);
-    json_builder_end_array(b);
+    vjson_array_end(b);
 }
 
 /* Cloud Hypervisor's NetConfig (openapi: tap, mac, mtu, id, fds,
@@ -150,68 +122,51 @@ static void add_vm_net(JsonBuilder *b, const struct domain_net *net, size_t inde
     char mac[DOMAIN_NET_MAC_LEN];
     domain_mac_format(net->mac, mac);
     g_autofree char *id = domain_net_id(index);
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "id");
-    json_builder_add_string_value(b, id);
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "id", id);
     if (!with_fds && net->ifname) {
-        json_builder_set_member_name(b, "tap");
-        json_builder_add_string_value(b, net->ifname);
+        vjson_str(b, "tap", net->ifname);
     }
-    json_builder_set_member_name(b, "mac");
-    json_builder_add_string_value(b, mac);
+    vjson_str(b, "mac", mac);
     if (net->mtu) {
-        json_builder_set_member_name(b, "mtu");
-        json_builder_add_int_value(b, net->mtu);
+        vjson_int(b, "mtu", net->mtu);
     }
-    json_builder_set_member_name(b, "num_queues");
-    json_builder_add_int_value(b, 2);
+    vjson_int(b, "num_queues", 2);
     if (with_fds) {
-        json_builder_set_member_name(b, "fds");
-        json_builder_begin_array(b);
-        json_builder_add_int_value(b, -1);
-        json_builder_end_array(b);
+        vjson_array_begin(b, "fds");
+        vjson_int(b, NULL, -1);
+        vjson_array_end(b);
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 static void add_disk_overrides(JsonBuilder *b, const struct domain_def *def)
 {
     if (def->n_disks == 0)
         return;
-    json_builder_set_member_name(b, "disks");
-    json_builder_begin_array(b);
+    vjson_array_begin(b, "disks");
     for (size_t i = 0; i < def->n_disks; i++) {
-        json_builder_begin_object(b);
-        json_builder_set_member_name(b, "id");
-        json_builder_add_string_value(b, def->disks[i].target);
-        json_builder_set_member_name(b, "path");
-        json_builder_add_string_value(b, def->disks[i].path);
-        json_builder_set_member_name(b, "readonly");
-        json_builder_add_boolean_value(b, def->disks[i].readonly);
-        json_builder_end_object(b);
+        vjson_object_begin(b, NULL);
+        vjson_str(b, "id", def->disks[i].target);
+        vjson_str(b, "path", def->disks[i].path);
+        vjson_bool(b, "readonly", def->disks[i].readonly);
+        vjson_object_end(b);
     }
-    json_builder_end_array(b);
+    vjson_array_end(b);
 }
 
 void domain_def_add_vm_file_overrides(JsonBuilder *b, const struct domain_def *def)
 {
     if (def->kernel) {
-        json_builder_set_member_name(b, "payload");
-        json_builder_begin_object(b);
-        json_builder_set_member_name(b, "kernel");
-        json_builder_add_string_value(b, def->kernel);
-        if (def->initrd) {
-            json_builder_set_member_name(b, "initramfs");
-            json_builder_add_string_value(b, def->initrd);
-        }
-        json_builder_end_object(b);
+        vjson_object_begin(b, "payload");
+        vjson_str(b, "kernel", def->kernel);
+        vjson_str_opt(b, "initramfs", def->initrd);
+        vjson_object_end(b);
     }
     if (def->rng.present && def->rng.backend) {
-        json_builder_set_member_name(b, "rng");
-        json_builder_begin_object(b);
-        json_builder_set_member_name(b, "src");
-        json_builder_add_string_value(b, def->rng.backend);
-        json_builder_end_object(b);
+        vjson_object_begin(b, "rng");
+        vjson_str(b, "src", def->rng.backend);
+        vjson_object_end(b);
     }
     add_disk_overrides(b, def);
 }
@@ -223,35 +178,30 @@ void domain_def_add_vm_net_overrides(JsonBuilder *b, const struct domain_def *de
 {
     if (def->n_nets == 0)
         return;
-    json_builder_set_member_name(b, "net");
-    json_builder_begin_array(b);
+    vjson_array_begin(b, "net");
     for (size_t i = 0; i < def->n_nets; i++) {
         char mac[DOMAIN_NET_MAC_LEN];
         domain_mac_format(def->nets[i].mac, mac);
         g_autofree char *id = domain_net_id(i);
-        json_builder_begin_object(b);
-        json_builder_set_member_name(b, "id");
-        json_builder_add_string_value(b, id);
-        json_builder_set_member_name(b, "mac");
-        json_builder_add_string_value(b, mac);
-        json_builder_set_member_name(b, "fds");
-        json_builder_begin_array(b);
-        json_builder_add_int_value(b, -1);
-        json_builder_end_array(b);
-        json_builder_end_object(b);
+        vjson_object_begin(b, NULL);
+        vjson_str(b, "id", id);
+        vjson_str(b, "mac", mac);
+        vjson_array_begin(b, "fds");
+        vjson_int(b, NULL, -1);
+        vjson_array_end(b);
+        vjson_object_end(b);
     }
-    json_builder_end_array(b);
+    vjson_array_end(b);
 }
 
 void domain_def_add_vm_nets(JsonBuilder *b, const struct domain_def *def, bool with_fds)
 {
     if (def->n_nets == 0)
         return;
-    json_builder_set_member_name(b, "net");
-    json_builder_begin_array(b);
+    vjson_array_begin(b, "net");
     for (size_t i = 0; i < def->n_nets; i++)
         add_vm_net(b, &def->nets[i], i, with_fds);
-    json_builder_end_array(b);
+    vjson_array_end(b);
 }
 
 static bool add_vsock(JsonBuilder *b, const struct domain_def *def, const char *vsock_socket_path,
@@ -269,17 +219,12 @@ static bool add_vsock(JsonBuilder *b, const struct domain_def *def, const char *
                     "domain '%s': no vsock socket path given", def->name);
         return false;
     }
-    json_builder_set_member_name(b, "vsock");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "cid");
-    json_builder_add_int_value(b, def->vsock.cid);
-    json_builder_set_member_name(b, "socket");
-    json_builder_add_string_value(b, vsock_socket_path);
-    json_builder_set_member_name(b, "readiness_port");
-    json_builder_add_int_value(b, def->vsnap.readiness_port);
-    json_builder_set_member_name(b, "notify_port");
-    json_builder_add_int_value(b, def->notify.port);
-    json_builder_end_object(b);
+    vjson_object_begin(b, "vsock");
+    vjson_int(b, "cid", def->vsock.cid);
+    vjson_str(b, "socket", vsock_socket_path);
+    vjson_int(b, "readiness_port", def->vsnap.readiness_port);
+    vjson_int(b, "notify_port", def->notify.port);
+    vjson_object_end(b);
     return true;
 }
 
@@ -287,32 +232,18 @@ static void add_rng(JsonBuilder *b, const struct domain_def *def)
 {
     if (!def->rng.present)
         return;
-    json_builder_set_member_name(b, "rng");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "src");
-    json_builder_add_string_value(b, def->rng.backend);
+    vjson_object_begin(b, "rng");
+    vjson_str(b, "src", def->rng.backend);
     if (def->rng.rate_bytes) {
         /* libvirt's "bytes per period" is a bucket of that size refilled every period. */
-        json_builder_set_member_name(b, "rate_limiter");
-        json_builder_begin_object(b);
-        json_builder_set_member_name(b, "bandwidth");
-        json_builder_begin_object(b);
-        json_builder_set_member_name(b, "size");
-        json_builder_add_int_value(b, (gint64)def->rng.rate_bytes);
-        json_builder_set_member_name(b, "refill_time");
-        json_builder_add_int_value(b, (gint64)def->rng.rate_period_ms);
-        json_builder_end_object(b);
-        json_builder_end_object(b);
+        vjson_object_begin(b, "rate_limiter");
+        vjson_object_begin(b, "bandwidth");
+        vjson_int(b, "size", (gint64)def->rng.rate_bytes);
+        vjson_int(b, "refill_time", (gint64)def->rng.rate_period_ms);
+        vjson_object_end(b);
+        vjson_object_end(b);
     }
-    json_builder_end_object(b);
-}
-
-static void add_optional_member(JsonBuilder *b, const char *name, const char *value)
-{
-    if (!value)
-        return;
-    json_builder_set_member_name(b, name);
-    json_builder_add_string_value(b, value);
+    vjson_object_end(b);
 }
 
 /* SMBIOS: the domain's UUID always; with <smbios mode='sysinfo'/> the
@@ -323,31 +254,28 @@ static void add_platform(JsonBuilder *b, const struct domain_def *def)
     char uuid[DOMAIN_UUID_STRING_LEN];
     domain_uuid_format(def->uuid, uuid);
     const struct domain_sysinfo *s = def->smbios_mode == DOMAIN_SMBIOS_SYSINFO ? &def->sysinfo : NULL;
-    json_builder_set_member_name(b, "platform");
-    json_builder_begin_object(b);
-    add_optional_member(b, "uuid", uuid);
+    vjson_object_begin(b, "platform");
+    vjson_str_opt(b, "uuid", uuid);
     if (s) {
-        add_optional_member(b, "serial_number", s->serial);
-        json_builder_set_member_name(b, "system");
-        json_builder_begin_object(b);
-        add_optional_member(b, "manufacturer", s->manufacturer);
-        add_optional_member(b, "product_name", s->product);
-        add_optional_member(b, "version", s->version);
-        add_optional_member(b, "sku_number", s->sku);
-        add_optional_member(b, "family", s->family);
-        json_builder_end_object(b);
+        vjson_str_opt(b, "serial_number", s->serial);
+        vjson_object_begin(b, "system");
+        vjson_str_opt(b, "manufacturer", s->manufacturer);
+        vjson_str_opt(b, "product_name", s->product);
+        vjson_str_opt(b, "version", s->version);
+        vjson_str_opt(b, "sku_number", s->sku);
+        vjson_str_opt(b, "family", s->family);
+        vjson_object_end(b);
     }
-    json_builder_set_member_name(b, "oem_strings");
-    json_builder_begin_array(b);
+    vjson_array_begin(b, "oem_strings");
     for (char **e = s ? s->oem_strings : NULL; e && *e; e++)
-        json_builder_add_string_value(b, *e);
+        vjson_str(b, NULL, *e);
     if (def->vsock.present && !def->notify.no_credential) {
         g_autofree char *address = domain_notify_socket_address(def);
         g_autofree char *credential = g_strdup_printf("io.systemd.credential:vmm.notify_socket=%s", address);
-        json_builder_add_string_value(b, credential);
+        vjson_str(b, NULL, credential);
     }
-    json_builder_end_array(b);
-    json_builder_end_object(b);
+    vjson_array_end(b);
+    vjson_object_end(b);
 }
 
 char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vsock_socket_path,
@@ -359,24 +287,20 @@ char *domain_def_to_vm_config_json(const struct domain_def *def, const char *vso
         return NULL;
     }
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     add_payload(b, def);
     add_cpus_memory(b, def);
     domain_def_add_vm_serial(b, def);
     domain_def_add_vm_disks(b, def);
     if (disk_work_dir && def->n_disks > 0) {
-        json_builder_set_member_name(b, "vsnap_work_dir");
-        json_builder_add_string_value(b, disk_work_dir);
+        vjson_str(b, "vsnap_work_dir", disk_work_dir);
     }
     domain_def_add_vm_nets(b, def, true);
     if (!add_vsock(b, def, vsock_socket_path, error))
         return NULL;
     add_rng(b, def);
     add_platform(b, def);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    g_autoptr(JsonGenerator) generator = json_generator_new();
-    json_generator_set_root(generator, root);
-    return json_generator_to_data(generator, NULL);
+    return vjson_finish(b, false);
 }

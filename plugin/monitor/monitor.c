@@ -5,6 +5,7 @@
 
 #include "http-fds.h"
 #include "json/bounded-json.h"
+#include "json/vjson.h"
 #include "util/virt-error.h"
 
 /* No call waits forever. The API answers in milliseconds, but vm.pause may
@@ -174,14 +175,11 @@ bool monitor_vm_create(const char *api_socket, const char *json, const int *fds,
 bool monitor_vm_set_link(const char *api_socket, const char *id, bool up, GError **error)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "id");
-    json_builder_add_string_value(b, id);
-    json_builder_set_member_name(b, "up");
-    json_builder_add_boolean_value(b, up);
-    json_builder_end_object(b);
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    g_autofree char *body = json_to_string(root, FALSE);
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "id", id);
+    vjson_bool(b, "up", up);
+    vjson_object_end(b);
+    g_autofree char *body = vjson_finish(b, false);
     return request(api_socket, "PUT", "vm.set-link", body, QUICK_TIMEOUT_MS, NULL, error);
 }
 
@@ -220,37 +218,19 @@ bool monitor_vmm_shutdown(const char *api_socket, GError **error)
     return request(api_socket, "PUT", "vmm.shutdown", NULL, QUICK_TIMEOUT_MS, NULL, error);
 }
 
-static char *to_json(JsonBuilder *b)
-{
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    return json_to_string(root, FALSE);
-}
-
-static void add_string(JsonBuilder *b, const char *name, const char *value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_string_value(b, value);
-}
-
-static void add_bool(JsonBuilder *b, const char *name, bool value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_boolean_value(b, value);
-}
-
 bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
                          const char *parent_url, uint64_t ram_bytes, bool *refused,
                          GError **error)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    add_string(b, "destination_url", destination_url);
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "destination_url", destination_url);
     if (parent_url) {
-        add_string(b, "mode", "diff");
-        add_string(b, "parent_url", parent_url);
+        vjson_str(b, "mode", "diff");
+        vjson_str(b, "parent_url", parent_url);
     }
-    json_builder_end_object(b);
-    g_autofree char *body = to_json(b);
+    vjson_object_end(b);
+    g_autofree char *body = vjson_finish(b, false);
     long status = 0;
     bool ok = request_status(api_socket, "PUT", "vm.snapshot", body, ram_timeout_ms(ram_bytes),
                              NULL, &status, error);
@@ -265,36 +245,34 @@ bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
  * from the snapshot. */
 static void add_config_overrides(JsonBuilder *b, const struct monitor_restore *r)
 {
-    json_builder_set_member_name(b, "config_overrides");
-    json_builder_begin_object(b);
+    vjson_object_begin(b, "config_overrides");
     domain_def_add_vm_serial(b, r->live);
     domain_def_add_vm_file_overrides(b, r->live);
     if (r->disk_work_dir && r->live->n_disks > 0)
-        add_string(b, "vsnap_work_dir", r->disk_work_dir);
+        vjson_str(b, "vsnap_work_dir", r->disk_work_dir);
     if (r->live->vsock.present) {
-        json_builder_set_member_name(b, "vsock");
-        json_builder_begin_object(b);
-        add_string(b, "socket", r->vsock_socket);
-        json_builder_end_object(b);
+        vjson_object_begin(b, "vsock");
+        vjson_str(b, "socket", r->vsock_socket);
+        vjson_object_end(b);
     }
     /* Each interface gets this run's tap (its descriptor) and the MAC of
      * the definition being restored: a clone's own, not its origin's. */
     if (r->n_net_fds)
         domain_def_add_vm_net_overrides(b, r->live);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *r, GError **error)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    add_string(b, "source_url", r->source_url);
-    add_string(b, "memory_restore_mode", r->mode);
-    add_bool(b, "resume", r->resume);
-    add_bool(b, "prefault", false);
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "source_url", r->source_url);
+    vjson_str(b, "memory_restore_mode", r->mode);
+    vjson_bool(b, "resume", r->resume);
+    vjson_bool(b, "prefault", false);
     add_config_overrides(b, r);
-    json_builder_end_object(b);
-    g_autofree char *body = to_json(b);
+    vjson_object_end(b);
+    g_autofree char *body = vjson_finish(b, false);
     long timeout_ms = ram_timeout_ms(r->live->memory_kib * 1024);
     if (r->n_net_fds)
         return request_fds(api_socket, "vm.restore", body, r->net_fds, r->n_net_fds, timeout_ms, NULL, error);

@@ -9,6 +9,7 @@
 #include "api-socket.h"
 #include "connections.h"
 #include "routes.h"
+#include "json/vjson.h"
 
 #define API_PREFIX "/api/v1/"
 
@@ -28,11 +29,10 @@ struct api_server {
 static char *error_body(const char *message)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_array(b);
-    json_builder_add_string_value(b, message);
-    json_builder_end_array(b);
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    return json_to_string(root, FALSE);
+    vjson_array_begin(b, NULL);
+    vjson_str(b, NULL, message);
+    vjson_array_end(b);
+    return vjson_finish(b, false);
 }
 
 void reply_error_message(SoupServerMessage *msg, unsigned status, const char *message)

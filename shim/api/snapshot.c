@@ -28,6 +28,7 @@
 #include "api/snapshot-body.h"
 #include "api/store-refs.h"
 #include "json/bounded-json.h"
+#include "json/vjson.h"
 #include "persist/persist.h"
 #include "snapshot/directory.h"
 
@@ -148,20 +149,14 @@ static void reply_pushed(struct api_request *req, const char *prefix, const char
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autofree char *url = g_strdup_printf("%s%s%s", prefix, g_str_has_suffix(prefix, "/") ? "" : "/", r->id);
     g_autofree char *local_url = g_strconcat("file://", local_dir, NULL);
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "id");
-    json_builder_add_string_value(b, r->id);
-    json_builder_set_member_name(b, "url");
-    json_builder_add_string_value(b, url);
-    json_builder_set_member_name(b, "local_url");
-    json_builder_add_string_value(b, local_url);
-    json_builder_set_member_name(b, "objects_sent");
-    json_builder_add_int_value(b, r->objects_sent);
-    json_builder_set_member_name(b, "objects_skipped");
-    json_builder_add_int_value(b, r->objects_skipped);
-    json_builder_set_member_name(b, "bytes_sent");
-    json_builder_add_int_value(b, (gint64)r->bytes_sent);
-    json_builder_end_object(b);
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "id", r->id);
+    vjson_str(b, "url", url);
+    vjson_str(b, "local_url", local_url);
+    vjson_int(b, "objects_sent", r->objects_sent);
+    vjson_int(b, "objects_skipped", r->objects_skipped);
+    vjson_int(b, "bytes_sent", (gint64)r->bytes_sent);
+    vjson_object_end(b);
     reply_json(req, 200, json_builder_get_root(b));
 }
 

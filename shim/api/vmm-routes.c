@@ -5,22 +5,19 @@
 
 #include "routes.h"
 #include "vsnap-config.h"
+#include "json/vjson.h"
 
 static void handle_ping(struct api_request *req)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "build_version");
-    json_builder_add_string_value(b, "vsnap-shim v" VSNAP_VERSION " (Cloud Hypervisor API v" VSNAP_CH_API_VERSION ")");
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "build_version", "vsnap-shim v" VSNAP_VERSION " (Cloud Hypervisor API v" VSNAP_CH_API_VERSION ")");
     /* Cloud Hypervisor's clients compare this with its releases. */
-    json_builder_set_member_name(b, "version");
-    json_builder_add_string_value(b, VSNAP_CH_API_VERSION);
-    json_builder_set_member_name(b, "pid");
-    json_builder_add_int_value(b, getpid());
-    json_builder_set_member_name(b, "features");
-    json_builder_begin_array(b);
-    json_builder_end_array(b);
-    json_builder_end_object(b);
+    vjson_str(b, "version", VSNAP_CH_API_VERSION);
+    vjson_int(b, "pid", getpid());
+    vjson_array_begin(b, "features");
+    vjson_array_end(b);
+    vjson_object_end(b);
     reply_json(req, SOUP_STATUS_OK, json_builder_get_root(b));
 }
 

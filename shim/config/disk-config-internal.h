@@ -24,8 +24,3 @@ bool vm_config_check_nets(const struct vm_config *cfg, GError **error);
 /* One element of VmConfig's "net" (never its descriptors). */
 void net_config_add_json(JsonBuilder *b, const struct net_config *net);
 
-/* A member of the JSON object being built (config-json.c); a NULL string
- * is written as null. */
-void config_json_add_string(JsonBuilder *b, const char *name, const char *value);
-void config_json_add_int(JsonBuilder *b, const char *name, gint64 value);
-void config_json_add_bool(JsonBuilder *b, const char *name, bool value);

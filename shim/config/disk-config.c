@@ -18,6 +18,7 @@
 #include "snapshot/image-lock.h"
 #include "snapshot/overlay.h"
 #include "sandbox/confine.h"
+#include "json/vjson.h"
 
 #define SECTOR 512u
 
@@ -309,25 +310,17 @@ bool disk_config_check_distinct(const struct vm_config *cfg, GError **error)
 
 void disk_config_add_json(JsonBuilder *b, const struct disk_config *disk)
 {
-    json_builder_begin_object(b);
-    config_json_add_string(b, "path", disk->path);
-    config_json_add_bool(b, "readonly", disk->readonly);
-    config_json_add_bool(b, "direct", disk->direct);
-    config_json_add_bool(b, "sparse", disk->sparse);
-    config_json_add_string(b, "id", disk->id);
-    config_json_add_string(b, "serial", disk->serial);
-    config_json_add_int(b, "num_queues", disk->num_queues);
-    config_json_add_int(b, "queue_size", disk->queue_size);
-    config_json_add_string(b, "image_type", "Raw");
-    json_builder_set_member_name(b, "vsnap_chain");
-    if (disk->vsnap_chain) {
-        json_builder_begin_array(b);
-        for (char **p = disk->vsnap_chain; *p; p++)
-            json_builder_add_string_value(b, *p);
-        json_builder_end_array(b);
-    } else {
-        json_builder_add_null_value(b);
-    }
-    config_json_add_string(b, "vsnap_overlay", disk->vsnap_overlay);
-    json_builder_end_object(b);
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "path", disk->path);
+    vjson_bool(b, "readonly", disk->readonly);
+    vjson_bool(b, "direct", disk->direct);
+    vjson_bool(b, "sparse", disk->sparse);
+    vjson_str(b, "id", disk->id);
+    vjson_str(b, "serial", disk->serial);
+    vjson_int(b, "num_queues", disk->num_queues);
+    vjson_int(b, "queue_size", disk->queue_size);
+    vjson_str(b, "image_type", "Raw");
+    vjson_strv(b, "vsnap_chain", disk->vsnap_chain);
+    vjson_str(b, "vsnap_overlay", disk->vsnap_overlay);
+    vjson_object_end(b);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "config/shim-error.h"
+#include "json/vjson.h"
 
 void net_config_init(struct net_config *net)
 {
@@ -215,19 +216,19 @@ bool vm_config_check_nets(const struct vm_config *cfg, GError **error)
  * process, and a config read back (a snapshot's) must not name one. */
 void net_config_add_json(JsonBuilder *b, const struct net_config *net)
 {
-    json_builder_begin_object(b);
-    config_json_add_string(b, "tap", net->tap);
-    config_json_add_string(b, "ip", net->ip);
-    config_json_add_string(b, "mask", net->mask);
-    config_json_add_string(b, "mac", net->mac);
-    config_json_add_string(b, "host_mac", net->host_mac);
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "tap", net->tap);
+    vjson_str(b, "ip", net->ip);
+    vjson_str(b, "mask", net->mask);
+    vjson_str(b, "mac", net->mac);
+    vjson_str(b, "host_mac", net->host_mac);
     if (net->mtu)
-        config_json_add_int(b, "mtu", net->mtu);
-    config_json_add_int(b, "num_queues", net->num_queues);
-    config_json_add_int(b, "queue_size", net->queue_size);
-    config_json_add_string(b, "id", net->id);
-    config_json_add_bool(b, "offload_tso", net->offload_tso);
-    config_json_add_bool(b, "offload_ufo", net->offload_ufo);
-    config_json_add_bool(b, "offload_csum", net->offload_csum);
-    json_builder_end_object(b);
+        vjson_int(b, "mtu", net->mtu);
+    vjson_int(b, "num_queues", net->num_queues);
+    vjson_int(b, "queue_size", net->queue_size);
+    vjson_str(b, "id", net->id);
+    vjson_bool(b, "offload_tso", net->offload_tso);
+    vjson_bool(b, "offload_ufo", net->offload_ufo);
+    vjson_bool(b, "offload_csum", net->offload_csum);
+    vjson_object_end(b);
 }

@@ -13,6 +13,7 @@
 #include "disk-config-internal.h"
 #include "config/shim-error.h"
 #include "json/bounded-json.h"
+#include "json/vjson.h"
 
 /* ---- struct vm_config ---------------------------------------------------- */
 
@@ -887,134 +888,113 @@ bool vm_config_check_files(const struct vm_config *cfg, GError **error)
 
 static void add_console(JsonBuilder *b, const char *name, const struct console_config *c)
 {
-    json_builder_set_member_name(b, name);
-    json_builder_begin_object(b);
-    config_json_add_string(b, "mode", console_mode_to_string(c->mode));
-    config_json_add_string(b, "file", c->file);
-    config_json_add_string(b, "socket", c->socket);
-    json_builder_end_object(b);
+    vjson_object_begin(b, name);
+    vjson_str(b, "mode", console_mode_to_string(c->mode));
+    vjson_str(b, "file", c->file);
+    vjson_str(b, "socket", c->socket);
+    vjson_object_end(b);
 }
 
 static void add_vsock(JsonBuilder *b, const struct vsock_config *v)
 {
-    json_builder_set_member_name(b, "vsock");
     if (!v->present) {
-        json_builder_add_null_value(b);
+        vjson_null(b, "vsock");
         return;
     }
-    json_builder_begin_object(b);
-    config_json_add_int(b, "cid", v->cid);
-    config_json_add_string(b, "socket", v->socket);
-    config_json_add_int(b, "readiness_port", v->readiness_port);
-    config_json_add_int(b, "notify_port", v->notify_port);
-    json_builder_end_object(b);
+    vjson_object_begin(b, "vsock");
+    vjson_int(b, "cid", v->cid);
+    vjson_str(b, "socket", v->socket);
+    vjson_int(b, "readiness_port", v->readiness_port);
+    vjson_int(b, "notify_port", v->notify_port);
+    vjson_object_end(b);
 }
 
 static void add_rng(JsonBuilder *b, const struct rng_config *r)
 {
-    json_builder_set_member_name(b, "rng");
     if (!r->present) {
-        json_builder_add_null_value(b);
+        vjson_null(b, "rng");
         return;
     }
-    json_builder_begin_object(b);
-    config_json_add_string(b, "src", r->src);
+    vjson_object_begin(b, "rng");
+    vjson_str(b, "src", r->src);
     if (r->bandwidth.size) {
-        json_builder_set_member_name(b, "rate_limiter");
-        json_builder_begin_object(b);
-        json_builder_set_member_name(b, "bandwidth");
-        json_builder_begin_object(b);
-        config_json_add_int(b, "size", (gint64)r->bandwidth.size);
-        config_json_add_int(b, "one_time_burst", (gint64)r->bandwidth.one_time_burst);
-        config_json_add_int(b, "refill_time", (gint64)r->bandwidth.refill_time_ms);
-        json_builder_end_object(b);
-        json_builder_end_object(b);
+        vjson_object_begin(b, "rate_limiter");
+        vjson_object_begin(b, "bandwidth");
+        vjson_int(b, "size", (gint64)r->bandwidth.size);
+        vjson_int(b, "one_time_burst", (gint64)r->bandwidth.one_time_burst);
+        vjson_int(b, "refill_time", (gint64)r->bandwidth.refill_time_ms);
+        vjson_object_end(b);
+        vjson_object_end(b);
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 static void add_platform(JsonBuilder *b, const struct platform_config *p)
 {
-    json_builder_set_member_name(b, "platform");
-    json_builder_begin_object(b);
-    config_json_add_string(b, "uuid", p->uuid);
-    config_json_add_string(b, "serial_number", p->serial_number);
-    json_builder_set_member_name(b, "oem_strings");
-    if (p->oem_strings) {
-        json_builder_begin_array(b);
-        for (char **s = p->oem_strings; *s; s++)
-            json_builder_add_string_value(b, *s);
-        json_builder_end_array(b);
-    } else {
-        json_builder_add_null_value(b);
-    }
-    json_builder_set_member_name(b, "system");
-    json_builder_begin_object(b);
-    config_json_add_string(b, "manufacturer", p->system.manufacturer);
-    config_json_add_string(b, "product_name", p->system.product_name);
-    config_json_add_string(b, "version", p->system.version);
-    config_json_add_string(b, "sku_number", p->system.sku_number);
-    config_json_add_string(b, "family", p->system.family);
-    json_builder_end_object(b);
-    json_builder_end_object(b);
+    vjson_object_begin(b, "platform");
+    vjson_str(b, "uuid", p->uuid);
+    vjson_str(b, "serial_number", p->serial_number);
+    vjson_strv(b, "oem_strings", p->oem_strings);
+    vjson_object_begin(b, "system");
+    vjson_str(b, "manufacturer", p->system.manufacturer);
+    vjson_str(b, "product_name", p->system.product_name);
+    vjson_str(b, "version", p->system.version);
+    vjson_str(b, "sku_number", p->system.sku_number);
+    vjson_str(b, "family", p->system.family);
+    vjson_object_end(b);
+    vjson_object_end(b);
 }
 
 JsonNode *vm_config_to_json(const struct vm_config *cfg)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
 
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "payload");
-    json_builder_begin_object(b);
-    config_json_add_string(b, "kernel", cfg->payload.kernel);
-    config_json_add_string(b, "cmdline", cfg->payload.cmdline);
-    config_json_add_string(b, "initramfs", cfg->payload.initramfs);
-    config_json_add_string(b, "firmware", cfg->payload.firmware);
-    json_builder_end_object(b);
+    vjson_object_begin(b, NULL);
+    vjson_object_begin(b, "payload");
+    vjson_str(b, "kernel", cfg->payload.kernel);
+    vjson_str(b, "cmdline", cfg->payload.cmdline);
+    vjson_str(b, "initramfs", cfg->payload.initramfs);
+    vjson_str(b, "firmware", cfg->payload.firmware);
+    vjson_object_end(b);
 
-    json_builder_set_member_name(b, "cpus");
-    json_builder_begin_object(b);
-    config_json_add_int(b, "boot_vcpus", cfg->cpus.boot_vcpus);
-    config_json_add_int(b, "max_vcpus", cfg->cpus.max_vcpus);
-    json_builder_end_object(b);
+    vjson_object_begin(b, "cpus");
+    vjson_int(b, "boot_vcpus", cfg->cpus.boot_vcpus);
+    vjson_int(b, "max_vcpus", cfg->cpus.max_vcpus);
+    vjson_object_end(b);
 
-    json_builder_set_member_name(b, "memory");
-    json_builder_begin_object(b);
-    config_json_add_int(b, "size", (gint64)cfg->memory.size);
-    config_json_add_bool(b, "shared", cfg->memory.shared);
-    config_json_add_bool(b, "hugepages", cfg->memory.hugepages);
-    json_builder_set_member_name(b, "hugepage_size");
+    vjson_object_begin(b, "memory");
+    vjson_int(b, "size", (gint64)cfg->memory.size);
+    vjson_bool(b, "shared", cfg->memory.shared);
+    vjson_bool(b, "hugepages", cfg->memory.hugepages);
     if (cfg->memory.hugepage_size)
-        json_builder_add_int_value(b, (gint64)cfg->memory.hugepage_size);
+        vjson_int(b, "hugepage_size", (gint64)cfg->memory.hugepage_size);
     else
-        json_builder_add_null_value(b); /* unset, as Cloud Hypervisor shows it */
-    config_json_add_bool(b, "prefault", cfg->memory.prefault);
-    json_builder_end_object(b);
+        vjson_null(b, "hugepage_size"); /* unset, as Cloud Hypervisor shows it */
+    vjson_bool(b, "prefault", cfg->memory.prefault);
+    vjson_object_end(b);
 
     add_console(b, "serial", &cfg->serial);
     add_console(b, "console", &cfg->console);
     add_vsock(b, &cfg->vsock);
     add_rng(b, &cfg->rng);
     add_platform(b, &cfg->platform);
-    json_builder_set_member_name(b, "disks");
     if (cfg->ndisks == 0) {
-        json_builder_add_null_value(b); /* as Cloud Hypervisor shows a VM without disks */
+        vjson_null(b, "disks"); /* as Cloud Hypervisor shows a VM without disks */
     } else {
-        json_builder_begin_array(b);
+        vjson_array_begin(b, "disks");
         for (unsigned i = 0; i < cfg->ndisks; i++)
             disk_config_add_json(b, &cfg->disks[i]);
-        json_builder_end_array(b);
+        vjson_array_end(b);
     }
-    config_json_add_string(b, "vsnap_work_dir", cfg->vsnap_work_dir);
-    json_builder_set_member_name(b, "net");
+    vjson_str(b, "vsnap_work_dir", cfg->vsnap_work_dir);
     if (cfg->nnets == 0) {
-        json_builder_add_null_value(b);
+        vjson_null(b, "net");
     } else {
-        json_builder_begin_array(b);
+        vjson_array_begin(b, "net");
         for (unsigned i = 0; i < cfg->nnets; i++)
             net_config_add_json(b, &cfg->nets[i]);
-        json_builder_end_array(b);
+        vjson_array_end(b);
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
     return json_builder_get_root(b);
 }

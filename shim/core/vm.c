@@ -22,6 +22,7 @@
 #include "devices/virtio-vsock.h"
 #include "devices/vmgenid.h"
 #include "vm-internal.h"
+#include "json/vjson.h"
 
 #define KVM_TSS_ADDR 0xfffbd000ull          /* 3 pages below the identity map, under 4 GiB */
 #define KVM_IDENTITY_MAP_ADDR 0xfffbc000ull
@@ -608,14 +609,12 @@ void vm_power_button(struct vm *vm)
 
 static void add_exit_counters(JsonBuilder *b, const char *name, const uint64_t counts[VCPU_EXIT_KINDS])
 {
-    json_builder_set_member_name(b, name);
-    json_builder_begin_object(b);
+    vjson_object_begin(b, name);
     for (int k = 0; k < VCPU_EXIT_KINDS; k++) {
         g_autofree char *member = g_strdup_printf("exits_%s", vcpu_exit_kind_name(k));
-        json_builder_set_member_name(b, member);
-        json_builder_add_int_value(b, (gint64)counts[k]);
+        vjson_int(b, member, (gint64)counts[k]);
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 /* Members of the counters object: "serial" (if present), "vcpus" (exits of
@@ -624,13 +623,10 @@ static void add_exit_counters(JsonBuilder *b, const char *name, const uint64_t c
 void vm_add_counters(struct vm *vm, JsonBuilder *b)
 {
     if (vm->serial) {
-        json_builder_set_member_name(b, "serial");
-        json_builder_begin_object(b);
-        json_builder_set_member_name(b, "tx_bytes");
-        json_builder_add_int_value(b, (gint64)serial_tx_bytes(vm->serial));
-        json_builder_set_member_name(b, "rx_bytes");
-        json_builder_add_int_value(b, (gint64)serial_rx_bytes(vm->serial));
-        json_builder_end_object(b);
+        vjson_object_begin(b, "serial");
+        vjson_int(b, "tx_bytes", (gint64)serial_tx_bytes(vm->serial));
+        vjson_int(b, "rx_bytes", (gint64)serial_rx_bytes(vm->serial));
+        vjson_object_end(b);
     }
     uint64_t total[VCPU_EXIT_KINDS] = { 0 };
     for (unsigned i = 0; i < vm->nvcpus; i++) {

@@ -6,8 +6,10 @@
 #include <sys/ioctl.h>
 #include <time.h>
 
+#include "persist/persist-error.h"
 #include "state/state-json.h"
 #include "core/vm.h"
+#include "json/vjson.h"
 
 static uint64_t realtime_now_ns(void)
 {
@@ -38,8 +40,8 @@ bool clock_state_save(struct vm *vm, JsonBuilder *b, GError **error)
     /* KVM pairs the clock with the host's wall clock when its master clock
      * runs; otherwise the nearest reading is right after the call. */
     uint64_t realtime = clock.flags & KVM_CLOCK_REALTIME ? clock.realtime : realtime_now_ns();
-    state_add_u64(b, "clock_ns", clock.clock);
-    state_add_u64(b, "clock_realtime_ns", realtime);
+    vjson_hex64(b, "clock_ns", clock.clock);
+    vjson_hex64(b, "clock_realtime_ns", realtime);
     return true;
 }
 
@@ -95,17 +97,13 @@ const char *clock_restore_method_name(enum clock_restore_method method)
 
 void clock_restore_add_info(const struct clock_restore *c, bool restored, JsonBuilder *b)
 {
-    json_builder_set_member_name(b, "clock");
     if (!restored) {
-        json_builder_add_null_value(b);
+        vjson_null(b, "clock");
         return;
     }
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "restore");
-    json_builder_add_string_value(b, clock_restore_method_name(c->method));
-    json_builder_set_member_name(b, "stopped_ns");
-    json_builder_add_int_value(b, (gint64)c->stopped_ns);
-    json_builder_set_member_name(b, "clock_ns");
-    json_builder_add_int_value(b, (gint64)c->clock_ns);
-    json_builder_end_object(b);
+    vjson_object_begin(b, "clock");
+    vjson_str(b, "restore", clock_restore_method_name(c->method));
+    vjson_int(b, "stopped_ns", (gint64)c->stopped_ns);
+    vjson_int(b, "clock_ns", (gint64)c->clock_ns);
+    vjson_object_end(b);
 }

@@ -9,8 +9,10 @@
 
 #include "persist/clock.h"
 #include "vm-persist.h"
+#include "persist/persist-error.h"
 #include "state/state-json.h"
 #include "core/vm.h"
+#include "json/vjson.h"
 
 #define MAX_MSRS 1024u
 
@@ -66,14 +68,13 @@ static bool read_msrs(int vcpu_fd, const struct kvm_msr_list *list, struct msr_b
 
 static void add_msrs(JsonBuilder *b, const struct msr_buffer *msrs)
 {
-    json_builder_set_member_name(b, "msrs");
-    json_builder_begin_object(b);
+    vjson_object_begin(b, "msrs");
     for (unsigned i = 0; i < msrs->header.nmsrs; i++) {
         char name[16];
         g_snprintf(name, sizeof name, "0x%x", msrs->entries[i].index);
-        state_add_u64(b, name, msrs->entries[i].data);
+        vjson_hex64(b, name, msrs->entries[i].data);
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 static bool parse_msrs(JsonObject *vcpu, struct msr_buffer *out, const char *who, GError **error)
@@ -128,7 +129,7 @@ static bool save_blob(JsonBuilder *b, int fd, unsigned long request, const char 
 {
     if (ioctl(fd, request, buf) < 0)
         return kvm_failed(error, who, ioctl_name);
-    state_add_blob(b, member, buf, len);
+    vjson_base64(b, member, buf, len);
     return true;
 }
 
@@ -149,7 +150,7 @@ static bool save_vcpu(struct vm *vm, unsigned index, const struct kvm_msr_list *
     g_autofree struct msr_buffer *msrs = g_new0(struct msr_buffer, 1);
     unsigned long xsave_request = xsize > sizeof(struct kvm_xsave) ? KVM_GET_XSAVE2 : KVM_GET_XSAVE;
 
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     bool ok = save_blob(b, fd, KVM_GET_REGS, "KVM_GET_REGS", "regs", &regs, sizeof regs, who, error) &&
               save_blob(b, fd, KVM_GET_SREGS, "KVM_GET_SREGS", "sregs", &sregs, sizeof sregs, who, error) &&
               save_blob(b, fd, xsave_request, "KVM_GET_XSAVE2", "xsave", xsave, xsize, who, error) &&
@@ -162,14 +163,13 @@ static bool save_vcpu(struct vm *vm, unsigned index, const struct kvm_msr_list *
     if (ok && ioctl(fd, KVM_GET_MP_STATE, &mp) < 0)
         ok = kvm_failed(error, who, "KVM_GET_MP_STATE");
     if (ok) {
-        json_builder_set_member_name(b, "mp_state");
-        json_builder_add_int_value(b, mp.mp_state);
+        vjson_int(b, "mp_state", mp.mp_state);
         if (!read_msrs(fd, list, msrs))
             ok = kvm_failed(error, who, "KVM_GET_MSRS (no MSR readable)");
         else
             add_msrs(b, msrs);
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
     return ok;
 }
 
@@ -240,8 +240,7 @@ static const char *const irqchip_names[] = { "pic_master", "pic_slave", "ioapic"
 
 static bool save_vm(struct vm *vm, JsonBuilder *b, GError **error)
 {
-    json_builder_set_member_name(b, "kvm");
-    json_builder_begin_object(b);
+    vjson_object_begin(b, "kvm");
     bool ok = true;
     for (unsigned i = 0; ok && i < G_N_ELEMENTS(irqchip_names); i++) {
         struct kvm_irqchip chip = { .chip_id = i };
@@ -253,10 +252,9 @@ static bool save_vm(struct vm *vm, JsonBuilder *b, GError **error)
     ok = ok && clock_state_save(vm, b, error);
     if (ok) {
         int khz = ioctl(vm_vcpu_fd(vm, 0), KVM_GET_TSC_KHZ, 0);
-        json_builder_set_member_name(b, "tsc_khz");
-        json_builder_add_int_value(b, khz > 0 ? khz : 0);
+        vjson_int(b, "tsc_khz", khz > 0 ? khz : 0);
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
     return ok;
 }
 
@@ -295,12 +293,11 @@ bool cpu_state_save(struct vm *vm, JsonBuilder *b, GError **error)
     g_autofree struct kvm_msr_list *list = msr_index_list(vm_dev_kvm_fd(vm), error);
     if (!list || !save_vm(vm, b, error))
         return false;
-    json_builder_set_member_name(b, "vcpus");
-    json_builder_begin_array(b);
+    vjson_array_begin(b, "vcpus");
     bool ok = true;
     for (unsigned i = 0; ok && i < vm_vcpu_count(vm); i++)
         ok = save_vcpu(vm, i, list, b, error);
-    json_builder_end_array(b);
+    vjson_array_end(b);
     return ok;
 }
 

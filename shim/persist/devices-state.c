@@ -10,8 +10,10 @@
 #include "devices/virtio-rng.h"
 #include "devices/virtio-vsock.h"
 #include "devices/vmgenid.h"
+#include "persist/persist-error.h"
 #include "state/state-json.h"
 #include "core/vm.h"
+#include "json/vjson.h"
 
 /* A paused VM's disks are paused already (vm_pause): pausing them again
  * nests and returns at once, and keeps them still should that change. */
@@ -52,43 +54,40 @@ void devices_unquiesce(struct vm *vm)
 
 void devices_state_save(struct vm *vm, JsonBuilder *b)
 {
-    json_builder_set_member_name(b, "devices");
-    json_builder_begin_object(b);
+    vjson_object_begin(b, "devices");
     if (vm_serial(vm)) {
-        json_builder_set_member_name(b, "serial");
+        vjson_member(b, "serial");
         serial_save_state(vm_serial(vm), b);
     }
-    json_builder_set_member_name(b, "i8042");
+    vjson_member(b, "i8042");
     i8042_save_state(vm_i8042(vm), b);
-    json_builder_set_member_name(b, "acpi_pm");
+    vjson_member(b, "acpi_pm");
     acpi_pm_save_state(vm_acpi_pm(vm), b);
     if (vm_vsock(vm)) {
-        json_builder_set_member_name(b, "vsock");
+        vjson_member(b, "vsock");
         virtio_vsock_save_state(vm_vsock(vm), b);
     }
     if (vm_console(vm)) {
-        json_builder_set_member_name(b, "console");
+        vjson_member(b, "console");
         virtio_console_save_state(vm_console(vm), b);
     }
     if (vm_rng(vm)) {
-        json_builder_set_member_name(b, "rng");
+        vjson_member(b, "rng");
         virtio_rng_save_state(vm_rng(vm), b);
     }
     if (vm_disk_count(vm) > 0) {
-        json_builder_set_member_name(b, "disks");
-        json_builder_begin_array(b);
+        vjson_array_begin(b, "disks");
         for (unsigned i = 0; i < vm_disk_count(vm); i++)
             virtio_blk_save_state(vm_disk(vm, i), b);
-        json_builder_end_array(b);
+        vjson_array_end(b);
     }
     if (vm_net_count(vm) > 0) {
-        json_builder_set_member_name(b, "nets");
-        json_builder_begin_array(b);
+        vjson_array_begin(b, "nets");
         for (unsigned i = 0; i < vm_net_count(vm); i++)
             virtio_net_save_state(vm_net(vm, i), b);
-        json_builder_end_array(b);
+        vjson_array_end(b);
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 /* The serial port exists unless its mode is Off, which config_overrides may

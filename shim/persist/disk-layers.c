@@ -167,7 +167,7 @@ struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const
         g_array_append_val(dl->disks, s);
         if (!ok) {
             g_prefix_error(error, "disk %s: ", cfg->disks[i].id);
-            persist_error_from_snap(error);
+            persist_error_adopt(error);
             disk_layers_abort(dl);
             return NULL;
         }

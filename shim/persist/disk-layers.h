@@ -21,6 +21,7 @@
 #include <stdbool.h>
 
 #include "config/vm-config.h"
+#include "persist/persist-error.h"
 #include "snapshot/directory.h"
 #include "core/vm.h"
 

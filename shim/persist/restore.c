@@ -315,7 +315,7 @@ static struct snap_chain *open_chain(const struct snap_dir *top, uint64_t ram_si
 
 static bool snap_failed(GError **error, GError *local, const char *what)
 {
-    int code = local->domain == SNAP_ERROR && local->code != SNAP_ERROR_IO && local->code != SNAP_ERROR_UFFD
+    int code = local->domain == SNAP_ERROR && local->code != SNAP_ERROR_IO
                    ? PERSIST_ERROR_INVALID : PERSIST_ERROR_FAILED;
     g_set_error(error, PERSIST_ERROR, code, "%s: %s", what, local->message);
     return false;
@@ -432,7 +432,7 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
         return NULL;
     g_autoptr(snap_dir) top = snap_dir_read(dir, error);
     if (!top) {
-        persist_error_from_snap(error);
+        persist_error_adopt(error);
         return NULL;
     }
     /* A pull marks what it brings in, whichever program pulled it. */
@@ -452,6 +452,7 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
     JsonObject *root = json_node_get_object(top->state);
     if (!cpu_state_restore(vm, root, error) || !devices_state_restore(vm, root, error) ||
         !vm_start_paused(vm, error)) {
+        persist_error_adopt(error); /* a bad value in state.json is the snapshot's fault */
         vm_free(vm);
         disk_layers_discard_overlays(cfg);
         return NULL;

@@ -17,23 +17,14 @@
 #include "ram-snapshot/save.h"
 #include "snapshot/directory.h"
 #include "core/vm.h"
-
-void persist_error_from_snap(GError **error)
-{
-    if (!error || !*error || (*error)->domain != SNAP_ERROR)
-        return;
-    int code = snap_error_is_bad_input(*error) ? PERSIST_ERROR_INVALID : PERSIST_ERROR_FAILED;
-    GError *persist = g_error_new_literal(PERSIST_ERROR, code, (*error)->message);
-    g_clear_error(error);
-    *error = persist;
-}
+#include "json/vjson.h"
 
 char *persist_path_from_url(const char *url, const char *field, GError **error)
 {
     char *path = snap_dir_path_from_url(url, error);
     if (!path) {
         g_prefix_error(error, "%s: ", field);
-        persist_error_from_snap(error);
+        persist_error_adopt(error);
     }
     return path;
 }
@@ -47,7 +38,7 @@ static bool check_destination(const char *dest, GError **error)
     if (snap_dir_check_destination(dest, error))
         return true;
     g_prefix_error(error, "destination_url: ");
-    persist_error_from_snap(error);
+    persist_error_adopt(error);
     return false;
 }
 
@@ -66,7 +57,7 @@ static bool check_parent(struct persist_vm *p, const char *parent_url, snap_id *
         return false;
     g_autoptr(snap_dir) parent = snap_dir_read(parent_dir, error);
     if (!parent) {
-        persist_error_from_snap(error);
+        persist_error_adopt(error);
         return false;
     }
     *parent_id = parent->memory.id;
@@ -89,16 +80,15 @@ static JsonNode *build_state_json(struct vm *vm, const struct persist_snapshot_r
         .parent_url = (char *)req->parent_url, .ram_size = vm_memory(vm)->size,
     };
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     snap_state_add_record(b, &memory);
     bool ok = cpu_state_save(vm, b, error);
     if (ok)
         devices_state_save(vm, b);
     if (ok && req->vmm_state) {
-        json_builder_set_member_name(b, "vmm");
-        json_builder_add_value(b, json_node_copy(req->vmm_state));
+        vjson_node(b, "vmm", json_node_copy(req->vmm_state));
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
     return ok ? json_builder_get_root(b) : NULL;
 }
 
@@ -149,7 +139,7 @@ static char *make_temp_dir(const char *dest, GError **error)
     char *tmp = snap_dir_create_partial(dest, error);
     if (!tmp) {
         g_prefix_error(error, "destination_url: ");
-        persist_error_from_snap(error);
+        persist_error_adopt(error);
     }
     return tmp;
 }

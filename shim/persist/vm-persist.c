@@ -12,6 +12,7 @@
 #include "snapshot/mapped-read.h"
 #include "state/state-json.h"
 #include "core/vm.h"
+#include "json/vjson.h"
 
 static void clear_reference(struct persist_vm *p)
 {
@@ -226,43 +227,36 @@ void persist_note_full(struct persist_vm *p, const char *layer_path, const snap_
 
 /* ---- vm.info ---- */
 
-static void add_bool(JsonBuilder *b, const char *name, bool value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_boolean_value(b, value);
-}
-
 static void add_ondemand_stats(struct snap_uffd *u, JsonBuilder *b)
 {
     struct snap_uffd_stats st;
     snap_uffd_get_stats(u, &st);
-    json_builder_begin_object(b);
-    state_add_uint(b, "faults", st.faults);
-    state_add_uint(b, "pages_copied", st.pages_copied);
-    state_add_uint(b, "pages_zeroed", st.pages_zeroed);
-    state_add_uint(b, "blocks_prefetched", st.blocks_prefetched);
-    add_bool(b, "prefetch_done", st.prefetch_done);
-    add_bool(b, "complete", st.complete);
-    add_bool(b, "failed", st.failed);
-    json_builder_end_object(b);
+    vjson_object_begin(b, NULL);
+    vjson_uint(b, "faults", st.faults);
+    vjson_uint(b, "pages_copied", st.pages_copied);
+    vjson_uint(b, "pages_zeroed", st.pages_zeroed);
+    vjson_uint(b, "blocks_prefetched", st.blocks_prefetched);
+    vjson_bool(b, "prefetch_done", st.prefetch_done);
+    vjson_bool(b, "complete", st.complete);
+    vjson_bool(b, "failed", st.failed);
+    vjson_object_end(b);
 }
 
 void persist_add_info(struct vm *vm, JsonBuilder *b)
 {
     struct persist_vm *p = vm_get_persist_state(vm);
     char id[37];
-    json_builder_set_member_name(b, "snapshot");
-    json_builder_begin_object(b);
+    vjson_object_begin(b, "snapshot");
     if (p && p->has_layer)
         snap_id_to_string(&p->last_id, id);
-    state_add_string(b, "layer_id", p && p->has_layer ? id : NULL);
-    state_add_string(b, "restore_mode", p && p->restored ? snap_restore_mode_name(p->restore_mode) : NULL);
-    json_builder_set_member_name(b, "ondemand");
+    vjson_str(b, "layer_id", p && p->has_layer ? id : NULL);
+    vjson_str(b, "restore_mode", p && p->restored ? snap_restore_mode_name(p->restore_mode) : NULL);
+    vjson_member(b, "ondemand");
     if (p && p->uffd)
         add_ondemand_stats(p->uffd, b);
     else
-        json_builder_add_null_value(b);
-    json_builder_end_object(b);
+        vjson_null(b, NULL);
+    vjson_object_end(b);
     clock_restore_add_info(p ? &p->clock : NULL, p && p->restored, b);
 }
 

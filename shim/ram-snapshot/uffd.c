@@ -26,6 +26,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+G_DEFINE_QUARK(vsnap-uffd-error-quark, snap_uffd_error)
+
 #define DEFAULT_BLOCK_SIZE (64u << 10)
 #define MAX_BLOCK_SIZE (2u << 20)
 #define HUGE_PAGE_SIZE (2u << 20)   /* hugetlbfs RAM: x86-64 2 MiB pages */
@@ -81,7 +83,7 @@ static int open_uffd(enum snap_uffd_open mode, GError **error)
     if (fd < 0 && mode != SNAP_UFFD_OPEN_SYSCALL)
         fd = open_uffd_device(&dev_err);
     if (fd < 0)
-        g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD,
+        g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED,
                     "on-demand restore needs userfaultfd, which is not available here "
                     "(userfaultfd(2): %s; /dev/userfaultfd: %s); use memory_restore_mode copy "
                     "or merge, or allow userfaultfd (sysctl vm.unprivileged_userfaultfd=1 or "
@@ -100,7 +102,7 @@ static int open_and_handshake(enum snap_uffd_open mode, bool huge, GError **erro
         return -1;
     struct uffdio_api api = { .api = UFFD_API };
     if (ioctl(fd, UFFDIO_API, &api) < 0) {
-        g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD, "userfaultfd API handshake failed: %s",
+        g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED, "userfaultfd API handshake failed: %s",
                     g_strerror(errno));
         close(fd);
         return -1;
@@ -110,7 +112,7 @@ static int open_and_handshake(enum snap_uffd_open mode, bool huge, GError **erro
     if (fd < 0)
         return -1;
     if (huge && !(api.features & UFFD_FEATURE_MISSING_HUGETLBFS)) {
-        g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD, "this kernel's userfaultfd cannot serve RAM on huge pages "
+        g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED, "this kernel's userfaultfd cannot serve RAM on huge pages "
                     "(no UFFD_FEATURE_MISSING_HUGETLBFS); use memory_restore_mode copy or merge");
         close(fd);
         return -1;
@@ -118,7 +120,7 @@ static int open_and_handshake(enum snap_uffd_open mode, bool huge, GError **erro
     uint64_t wanted = api.features & (huge ? UFFD_FEATURE_MISSING_HUGETLBFS : UFFD_FEATURE_MISSING_SHMEM);
     api = (struct uffdio_api){ .api = UFFD_API, .features = wanted };
     if (ioctl(fd, UFFDIO_API, &api) < 0) {
-        g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD, "userfaultfd API handshake failed: %s",
+        g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED, "userfaultfd API handshake failed: %s",
                     g_strerror(errno));
         close(fd);
         return -1;
@@ -133,7 +135,7 @@ static bool register_ram(struct snap_uffd *u, uint64_t size, GError **error)
         .mode = UFFDIO_REGISTER_MODE_MISSING,
     };
     if (ioctl(u->uffd, UFFDIO_REGISTER, &reg) < 0) {
-        g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD,
+        g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED,
                     "cannot register guest RAM with userfaultfd: %s", g_strerror(errno));
         return false;
     }
@@ -141,7 +143,7 @@ static bool register_ram(struct snap_uffd *u, uint64_t size, GError **error)
     bool huge = u->host_page > SNAP_PAGE_SIZE;
     uint64_t need = (1ull << _UFFDIO_COPY) | (huge ? 0 : 1ull << _UFFDIO_ZEROPAGE) | (1ull << _UFFDIO_WAKE);
     if ((reg.ioctls & need) != need) {
-        g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD,
+        g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED,
                     "userfaultfd on this RAM mapping does not offer COPY%s", huge ? "" : " and ZEROPAGE");
         return false;
     }
@@ -170,7 +172,7 @@ static bool ioctl_failed(const char *what, uint64_t offset, GError **error)
                     "cannot be read (truncated while in use, or its storage failed)", what, offset);
         return false;
     }
-    g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD,
+    g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED,
                 "userfaultfd %s at RAM offset 0x%" G_GINT64_MODIFIER "x failed: %s", what, offset,
                 g_strerror(errno));
     return false;
@@ -404,7 +406,7 @@ static void *handler_thread(void *arg)
         if (poll(fds, 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
-            report_failure(u, g_error_new(SNAP_ERROR, SNAP_ERROR_UFFD,
+            report_failure(u, g_error_new(SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED,
                                           "userfaultfd handler: poll failed: %s", g_strerror(errno)));
             break;
         }
@@ -423,7 +425,7 @@ static bool serve_everything(struct snap_uffd *u, bool count_prefetch, uint8_t *
     uint64_t nblocks = (u->npages + u->block_pages - 1) / u->block_pages;
     for (uint64_t b = 0; b < nblocks; b++) {
         if (should_stop(u)) {
-            g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD, "on-demand restore %s",
+            g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED, "on-demand restore %s",
                         __atomic_load_n(&u->failed, __ATOMIC_ACQUIRE) ? "has failed" : "was stopped");
             return false;
         }
@@ -487,7 +489,7 @@ static bool make_huge_buffers(struct snap_uffd *u, GError **error)
 {
     void *zeros = mmap(NULL, u->host_page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (zeros == MAP_FAILED) {
-        g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD, "cannot map a zero huge page: %s", g_strerror(errno));
+        g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED, "cannot map a zero huge page: %s", g_strerror(errno));
         return false;
     }
     u->zeros = zeros;
@@ -514,7 +516,7 @@ struct snap_uffd *snap_uffd_start(const struct snap_uffd_config *cfg, GError **e
     u->uffd = -1;
     u->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (u->wake_fd < 0) {
-        g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD, "cannot create an eventfd: %s",
+        g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED, "cannot create an eventfd: %s",
                     g_strerror(errno));
         snap_uffd_stop(u);
         return NULL;
@@ -530,7 +532,7 @@ struct snap_uffd *snap_uffd_start(const struct snap_uffd_config *cfg, GError **e
     }
     int rc = pthread_create(&u->handler, NULL, handler_thread, u);
     if (rc) {
-        g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD, "cannot start the userfaultfd handler: %s",
+        g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED, "cannot start the userfaultfd handler: %s",
                     g_strerror(rc));
         snap_uffd_stop(u);
         return NULL;
@@ -545,7 +547,7 @@ bool snap_uffd_start_prefetch(struct snap_uffd *u, GError **error)
         return true;
     int rc = pthread_create(&u->prefetcher, NULL, prefetch_thread, u);
     if (rc) {
-        g_set_error(error, SNAP_ERROR, SNAP_ERROR_UFFD, "cannot start the prefetch thread: %s",
+        g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED, "cannot start the prefetch thread: %s",
                     g_strerror(rc));
         return false;
     }

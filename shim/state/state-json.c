@@ -1,39 +1,15 @@
-/* state.json value helpers: see state-json.h. */
+/* Reading state.json's values back: see state-json.h. */
 #include "state/state-json.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-G_DEFINE_QUARK(vsnap-persist-error, persist_error)
-
-void state_add_blob(JsonBuilder *b, const char *name, const void *data, size_t len)
-{
-    g_autofree char *text = g_base64_encode(data, len);
-    json_builder_set_member_name(b, name);
-    json_builder_add_string_value(b, text);
-}
-
-void state_add_u64(JsonBuilder *b, const char *name, uint64_t value)
-{
-    char text[24];
-    g_snprintf(text, sizeof text, "0x%" G_GINT64_MODIFIER "x", value);
-    json_builder_set_member_name(b, name);
-    json_builder_add_string_value(b, text);
-}
-
-void state_add_string(JsonBuilder *b, const char *name, const char *value)
-{
-    json_builder_set_member_name(b, name);
-    if (value)
-        json_builder_add_string_value(b, value);
-    else
-        json_builder_add_null_value(b);
-}
+G_DEFINE_QUARK(vsnap-state-error, state_error)
 
 static bool invalid(GError **error, const char *what, const char *name, const char *problem)
 {
-    g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: %s: member \"%s\" %s", what,
+    g_set_error(error, STATE_ERROR, STATE_ERROR_INVALID, "state.json: %s: member \"%s\" %s", what,
                 name, problem);
     return false;
 }
@@ -101,12 +77,6 @@ bool state_get_u64(JsonObject *obj, const char *name, uint64_t *out, const char 
         return invalid(error, what, name, "is not an unsigned 64-bit number");
     *out = v;
     return true;
-}
-
-void state_add_uint(JsonBuilder *b, const char *name, uint64_t value)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_int_value(b, (gint64)value);
 }
 
 bool state_get_uint(JsonObject *obj, const char *name, uint64_t max, uint64_t *out, const char *what,

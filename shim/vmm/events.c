@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "json/vjson.h"
+
 
 struct events {
     int fd;          /* -1: a null monitor */
@@ -83,27 +85,20 @@ static char *format_event(const struct events *events, const char *source, const
     gint64 since_start_us = g_get_monotonic_time() - events->start_us;
 
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "timestamp");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "secs");
-    json_builder_add_int_value(b, since_start_us / G_USEC_PER_SEC);
-    json_builder_set_member_name(b, "nanos");
-    json_builder_add_int_value(b, (since_start_us % G_USEC_PER_SEC) * 1000);
-    json_builder_end_object(b);
-    json_builder_set_member_name(b, "source");
-    json_builder_add_string_value(b, source);
-    json_builder_set_member_name(b, "event");
-    json_builder_add_string_value(b, event);
-    json_builder_set_member_name(b, "properties");
+    vjson_object_begin(b, NULL);
+    vjson_object_begin(b, "timestamp");
+    vjson_int(b, "secs", since_start_us / G_USEC_PER_SEC);
+    vjson_int(b, "nanos", (since_start_us % G_USEC_PER_SEC) * 1000);
+    vjson_object_end(b);
+    vjson_str(b, "source", source);
+    vjson_str(b, "event", event);
     if (properties)
-        json_builder_add_value(b, properties);
+        vjson_node(b, "properties", properties);
     else
-        json_builder_add_null_value(b);
-    json_builder_end_object(b);
+        vjson_null(b, "properties");
+    vjson_object_end(b);
 
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    g_autofree char *text = json_to_string(root, FALSE);
+    g_autofree char *text = vjson_finish(b, false);
     return g_strconcat(text, "\n", NULL);
 }
 
@@ -147,17 +142,13 @@ void events_emit_strings(struct events *events, const char *source, const char *
     g_autoptr(JsonBuilder) b = json_builder_new();
     va_list ap;
 
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     va_start(ap, event);
     for (const char *key = va_arg(ap, const char *); key; key = va_arg(ap, const char *)) {
         const char *value = va_arg(ap, const char *);
-        json_builder_set_member_name(b, key);
-        if (value)
-            json_builder_add_string_value(b, value);
-        else
-            json_builder_add_null_value(b);
+        vjson_str(b, key, value);
     }
     va_end(ap);
-    json_builder_end_object(b);
+    vjson_object_end(b);
     events_emit(events, source, event, json_builder_get_root(b));
 }

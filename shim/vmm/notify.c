@@ -6,6 +6,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "json/vjson.h"
+
 #define NOTIFY_LINE_MAX 4096u
 #define NOTIFY_X_SYSTEMD_MAX 64u /* distinct X_SYSTEMD_* names kept */
 
@@ -137,31 +139,19 @@ static void take_line(struct notify_service *s, struct session *session, GString
 static char *build_ready_info(const struct notify_service *s, gint64 ready_ns)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "ready");
-    json_builder_add_boolean_value(b, TRUE);
-    json_builder_set_member_name(b, "generation");
-    json_builder_add_int_value(b, (gint64)s->generation);
-    json_builder_set_member_name(b, "boot_id");
-    json_builder_add_string_value(b, s->boot_id);
-    json_builder_set_member_name(b, "ready_ns");
-    json_builder_add_int_value(b, ready_ns);
-    json_builder_set_member_name(b, "port");
-    json_builder_add_int_value(b, s->handler.port);
-    json_builder_set_member_name(b, "source");
-    json_builder_add_string_value(b, "notify");
-    json_builder_set_member_name(b, "guest");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "READY");
-    json_builder_add_string_value(b, "1");
-    if (s->status) {
-        json_builder_set_member_name(b, "STATUS");
-        json_builder_add_string_value(b, s->status);
-    }
-    json_builder_end_object(b);
-    json_builder_end_object(b);
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    return json_to_string(root, FALSE);
+    vjson_object_begin(b, NULL);
+    vjson_bool(b, "ready", TRUE);
+    vjson_int(b, "generation", (gint64)s->generation);
+    vjson_str(b, "boot_id", s->boot_id);
+    vjson_int(b, "ready_ns", ready_ns);
+    vjson_int(b, "port", s->handler.port);
+    vjson_str(b, "source", "notify");
+    vjson_object_begin(b, "guest");
+    vjson_str(b, "READY", "1");
+    vjson_str_opt(b, "STATUS", s->status);
+    vjson_object_end(b);
+    vjson_object_end(b);
+    return vjson_finish(b, false);
 }
 
 /* The lines of a delivery are in: announce if one of them was READY=1. The
@@ -229,48 +219,35 @@ static void session_close(void *opaque, void *data)
 
 static gboolean add_tree_member(gpointer key, gpointer value, gpointer data)
 {
-    json_builder_set_member_name(data, key);
-    json_builder_add_string_value(data, value);
+    vjson_str(data, key, value);
     return FALSE;
 }
 
 /* The members shared by vm.info and the saved state, with the lock held. */
 static void add_members_locked(struct notify_service *s, JsonBuilder *b)
 {
-    json_builder_set_member_name(b, "ready");
-    json_builder_add_boolean_value(b, s->ready);
-    json_builder_set_member_name(b, "status");
-    if (s->status)
-        json_builder_add_string_value(b, s->status);
-    else
-        json_builder_add_null_value(b);
-    json_builder_set_member_name(b, "stopping");
-    json_builder_add_boolean_value(b, s->stopping);
-    json_builder_set_member_name(b, "exit_status");
+    vjson_bool(b, "ready", s->ready);
+    vjson_str(b, "status", s->status);
+    vjson_bool(b, "stopping", s->stopping);
     if (s->has_exit_status)
-        json_builder_add_int_value(b, s->exit_status);
+        vjson_int(b, "exit_status", s->exit_status);
     else
-        json_builder_add_null_value(b);
-    json_builder_set_member_name(b, "watchdog_count");
-    json_builder_add_int_value(b, (gint64)s->watchdog_count);
-    json_builder_set_member_name(b, "x_systemd");
-    json_builder_begin_object(b);
+        vjson_null(b, "exit_status");
+    vjson_int(b, "watchdog_count", (gint64)s->watchdog_count);
+    vjson_object_begin(b, "x_systemd");
     g_tree_foreach(s->x_systemd, add_tree_member, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 void notify_service_add_info(struct notify_service *s, JsonBuilder *b)
 {
     g_mutex_lock(&s->lock);
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "port");
-    json_builder_add_int_value(b, s->handler.port);
+    vjson_object_begin(b, NULL);
+    vjson_int(b, "port", s->handler.port);
     add_members_locked(s, b);
-    json_builder_set_member_name(b, "messages");
-    json_builder_add_int_value(b, (gint64)s->messages);
-    json_builder_set_member_name(b, "ignored_lines");
-    json_builder_add_int_value(b, (gint64)s->ignored_lines);
-    json_builder_end_object(b);
+    vjson_int(b, "messages", (gint64)s->messages);
+    vjson_int(b, "ignored_lines", (gint64)s->ignored_lines);
+    vjson_object_end(b);
     g_mutex_unlock(&s->lock);
 }
 
@@ -278,13 +255,11 @@ JsonNode *notify_service_save(struct notify_service *s)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_mutex_lock(&s->lock);
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "boot_id");
-    json_builder_add_string_value(b, s->boot_id);
-    json_builder_set_member_name(b, "generation");
-    json_builder_add_int_value(b, (gint64)s->generation);
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "boot_id", s->boot_id);
+    vjson_int(b, "generation", (gint64)s->generation);
     add_members_locked(s, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
     g_mutex_unlock(&s->lock);
     return json_builder_get_root(b);
 }

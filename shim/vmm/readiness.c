@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "json/bounded-json.h"
+#include "json/vjson.h"
 
 #define READY_ENTROPY_BYTES 32
 #define READY_LINE_MAX 4096u
@@ -112,26 +113,18 @@ static JsonObject *parse_announcement(const char *json, GError **error)
 static char *build_info(const struct readiness_service *s, JsonObject *guest, gint64 ready_ns)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "ready");
-    json_builder_add_boolean_value(b, TRUE);
-    json_builder_set_member_name(b, "generation");
-    json_builder_add_int_value(b, json_object_get_int_member(guest, "generation"));
-    json_builder_set_member_name(b, "boot_id");
-    json_builder_add_string_value(b, json_object_get_string_member(guest, "boot_id"));
-    json_builder_set_member_name(b, "ready_ns");
-    json_builder_add_int_value(b, ready_ns);
-    json_builder_set_member_name(b, "port");
-    json_builder_add_int_value(b, s->handler.port);
-    json_builder_set_member_name(b, "source");
-    json_builder_add_string_value(b, "agent");
-    json_builder_set_member_name(b, "guest");
+    vjson_object_begin(b, NULL);
+    vjson_bool(b, "ready", TRUE);
+    vjson_int(b, "generation", json_object_get_int_member(guest, "generation"));
+    vjson_str(b, "boot_id", json_object_get_string_member(guest, "boot_id"));
+    vjson_int(b, "ready_ns", ready_ns);
+    vjson_int(b, "port", s->handler.port);
+    vjson_str(b, "source", "agent");
     JsonNode *copy = json_node_new(JSON_NODE_OBJECT);
     json_node_set_object(copy, guest);
-    json_builder_add_value(b, copy);
-    json_builder_end_object(b);
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    return json_to_string(root, FALSE);
+    vjson_node(b, "guest", copy);
+    vjson_object_end(b);
+    return vjson_finish(b, false);
 }
 
 static void handle_ready(struct readiness_service *s, GByteArray *out, const char *json)

@@ -3,6 +3,8 @@
 
 #include <time.h>
 
+#include "json/vjson.h"
+
 static gint64 marks[TIMELINE_N_MARKS];
 
 static const char *const names[TIMELINE_N_MARKS] = {
@@ -23,13 +25,9 @@ void timeline_mark(enum timeline_mark mark)
 
 void timeline_add_info(JsonBuilder *b)
 {
-    json_builder_set_member_name(b, "timeline");
-    json_builder_begin_object(b);
-    for (int i = 0; i < TIMELINE_N_MARKS; i++) {
-        if (marks[i]) {
-            json_builder_set_member_name(b, names[i]);
-            json_builder_add_int_value(b, marks[i]);
-        }
-    }
-    json_builder_end_object(b);
+    vjson_object_begin(b, "timeline");
+    for (int i = 0; i < TIMELINE_N_MARKS; i++)
+        if (marks[i])
+            vjson_int(b, names[i], marks[i]);
+    vjson_object_end(b);
 }

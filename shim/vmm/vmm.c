@@ -9,6 +9,7 @@
 #include "devices/virtio-net.h"
 #include "devices/vmgenid.h"
 #include "json/bounded-json.h"
+#include "json/vjson.h"
 #include "core/vm.h"
 #include "notify.h"
 #include "vmm/readiness.h"
@@ -555,10 +556,9 @@ static JsonNode *vmm_state_for_snapshot(struct vmm *vmm)
     if (!vmm->config->vsock.present)
         return NULL;
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "notify");
-    json_builder_add_value(b, notify_service_save(&vmm->link->notify));
-    json_builder_end_object(b);
+    vjson_object_begin(b, NULL);
+    vjson_node(b, "notify", notify_service_save(&vmm->link->notify));
+    vjson_object_end(b);
     return json_builder_get_root(b);
 }
 
@@ -758,15 +758,6 @@ static void on_guest_ready(void *opaque, const char *info_json)
 
 /* ---- vm.info / vm.counters ------------------------------------------------------ */
 
-static void add_optional_string(JsonBuilder *b, const char *name, const char *value)
-{
-    json_builder_set_member_name(b, name);
-    if (value)
-        json_builder_add_string_value(b, value);
-    else
-        json_builder_add_null_value(b);
-}
-
 /* The guest's announcement is the readiness part of the "vsnap" object (vm.h):
  * {"ready": true, "boot_id": ..., "generation": ..., ...}; before it, just
  * "ready": false. */
@@ -775,8 +766,7 @@ static void add_ready_members(struct vmm *vmm, JsonBuilder *b)
     g_autoptr(JsonNode) info = vmm->ready_info ? parse_json_or_string(vmm->ready_info) : NULL;
 
     if (!info || !JSON_NODE_HOLDS_OBJECT(info)) {
-        json_builder_set_member_name(b, "ready");
-        json_builder_add_boolean_value(b, info != NULL);
+        vjson_bool(b, "ready", info != NULL);
         return;
     }
     JsonObjectIter iter;
@@ -784,8 +774,7 @@ static void add_ready_members(struct vmm *vmm, JsonBuilder *b)
     JsonNode *member;
     json_object_iter_init(&iter, json_node_get_object(info));
     while (json_object_iter_next(&iter, &name, &member)) {
-        json_builder_set_member_name(b, name);
-        json_builder_add_value(b, json_node_copy(member));
+        vjson_node(b, name, json_node_copy(member));
     }
 }
 
@@ -793,54 +782,46 @@ static void add_ready_members(struct vmm *vmm, JsonBuilder *b)
  * huge pages, whether the guest really gets 2 MiB mappings. */
 static void add_memory_info(struct vmm *vmm, JsonBuilder *b)
 {
-    json_builder_set_member_name(b, "ram_page_size");
-    json_builder_add_int_value(b, (gint64)memory_config_page_size(&vmm->config->memory));
+    vjson_int(b, "ram_page_size", (gint64)memory_config_page_size(&vmm->config->memory));
     struct vm_mapped_pages pages;
-    json_builder_set_member_name(b, "kvm_mapped_pages");
     if (!vmm->vm || !vm_kvm_mapped_pages(vmm->vm, &pages)) {
-        json_builder_add_null_value(b);
+        vjson_null(b, "kvm_mapped_pages");
         return;
     }
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "4k");
-    json_builder_add_int_value(b, (gint64)pages.pages_4k);
-    json_builder_set_member_name(b, "2m");
-    json_builder_add_int_value(b, (gint64)pages.pages_2m);
-    json_builder_set_member_name(b, "1g");
-    json_builder_add_int_value(b, (gint64)pages.pages_1g);
-    json_builder_end_object(b);
+    vjson_object_begin(b, "kvm_mapped_pages");
+    vjson_int(b, "4k", (gint64)pages.pages_4k);
+    vjson_int(b, "2m", (gint64)pages.pages_2m);
+    vjson_int(b, "1g", (gint64)pages.pages_1g);
+    vjson_object_end(b);
 }
 
 static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
 {
-    json_builder_set_member_name(b, "vsnap");
-    json_builder_begin_object(b);
-    add_optional_string(b, "last_stop_reason", vmm->last_stop_reason);
-    add_optional_string(b, "last_stop_origin", vmm->last_stop_origin);
-    add_optional_string(b, "last_stop_detail", vmm->last_stop_detail);
-    add_optional_string(b, "last_error", vmm->last_error);
-    json_builder_set_member_name(b, "boot_count");
-    json_builder_add_int_value(b, vmm->boot_count);
-    json_builder_set_member_name(b, "ram_resident_bytes");
-    json_builder_add_int_value(b, vmm->vm ? (gint64)vm_ram_resident_bytes(vmm->vm) : 0);
+    vjson_object_begin(b, "vsnap");
+    vjson_str(b, "last_stop_reason", vmm->last_stop_reason);
+    vjson_str(b, "last_stop_origin", vmm->last_stop_origin);
+    vjson_str(b, "last_stop_detail", vmm->last_stop_detail);
+    vjson_str(b, "last_error", vmm->last_error);
+    vjson_int(b, "boot_count", vmm->boot_count);
+    vjson_int(b, "ram_resident_bytes", vmm->vm ? (gint64)vm_ram_resident_bytes(vmm->vm) : 0);
     add_memory_info(vmm, b);
-    add_optional_string(b, "serial_pty", vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL);
-    add_optional_string(b, "console_pty", vmm->vm ? vm_console_pty_path(vmm->vm) : NULL);
+    vjson_str(b, "serial_pty", vmm->vm ? vm_serial_pty_path(vmm->vm) : NULL);
+    vjson_str(b, "console_pty", vmm->vm ? vm_console_pty_path(vmm->vm) : NULL);
     add_ready_members(vmm, b);
     timeline_add_info(b);
-    json_builder_set_member_name(b, "notify");
+    vjson_member(b, "notify");
     if (vmm->vm && vmm->config->vsock.present)
         notify_service_add_info(&vmm->link->notify, b);
     else
-        json_builder_add_null_value(b);
-    json_builder_set_member_name(b, "vmgenid");
+        vjson_null(b, NULL);
+    vjson_member(b, "vmgenid");
     if (vmm->vm)
         vmgenid_add_info(vm_vmgenid(vmm->vm), b);
     else
-        json_builder_add_null_value(b);
+        vjson_null(b, NULL);
     if (vmm->vm) /* snapshot id, restore mode, on-demand progress */
         persist_add_info(vmm->vm, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 static void set_pty_file(JsonNode *config, const char *device, const char *pty)
@@ -869,18 +850,14 @@ JsonNode *vmm_info(struct vmm *vmm, GError **error)
         return NULL;
 
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "config");
-    json_builder_add_value(b, config_with_pty(vmm));
-    json_builder_set_member_name(b, "state");
-    json_builder_add_string_value(b, vmm_state_to_string(vmm->state));
-    json_builder_set_member_name(b, "memory_actual_size");
-    json_builder_add_int_value(b, (gint64)vmm->config->memory.size);
-    json_builder_set_member_name(b, "device_tree");
-    json_builder_begin_object(b);
-    json_builder_end_object(b);
+    vjson_object_begin(b, NULL);
+    vjson_node(b, "config", config_with_pty(vmm));
+    vjson_str(b, "state", vmm_state_to_string(vmm->state));
+    vjson_int(b, "memory_actual_size", (gint64)vmm->config->memory.size);
+    vjson_object_begin(b, "device_tree");
+    vjson_object_end(b);
     add_vsnap_info(vmm, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
     return json_builder_get_root(b);
 }
 
@@ -890,8 +867,8 @@ JsonNode *vmm_counters(struct vmm *vmm, GError **error)
         return NULL;
 
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     vm_add_counters(vmm->vm, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
     return json_builder_get_root(b);
 }

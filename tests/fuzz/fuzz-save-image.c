@@ -20,6 +20,7 @@
 #include "snapshot/crc32c.h"
 #include "snapshot/directory.h"
 #include "snapshot/layer-write.h"
+#include "json/vjson.h"
 
 /* The header as save-image.h describes it (little-endian, 16 sections). */
 #define IMAGE_HEADER_AREA 4096u
@@ -72,9 +73,9 @@ static void write_snapshot_dir(const char *dir)
     struct snap_memory_record r = {.layer = SNAP_DIR_LAYER_FILE, .id = id,
                                    .ram_size = 8 * SNAP_PAGE_SIZE};
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     snap_state_add_record(b, &r);
-    json_builder_end_object(b);
+    vjson_object_end(b);
     g_autoptr(JsonNode) state = json_builder_get_root(b);
     g_autofree char *text = json_to_string(state, TRUE);
     if (!snap_dir_write_file(dir, SNAP_DIR_STATE_FILE, text, &error) ||

@@ -17,6 +17,7 @@
 #include "fuzz-common.h"
 #include "snapshot/directory.h"
 #include "snapshot/layer-write.h"
+#include "json/vjson.h"
 
 #define NDIRS 3
 #define RAM_PAGES 16u
@@ -39,9 +40,9 @@ static char *state_text(unsigned i)
         r.parent_url = parent_url;
     }
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     snap_state_add_record(b, &r);
-    json_builder_end_object(b);
+    vjson_object_end(b);
     g_autoptr(JsonNode) root_node = json_builder_get_root(b);
     return json_to_string(root_node, TRUE);
 }

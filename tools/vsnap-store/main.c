@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json/vjson.h"
+
 struct cli {
     struct store_options opts;
     char *config, *cache_dir, *cache_size_text, *range_size_text, *frame_size_text;
@@ -46,23 +48,8 @@ static void catch_stop_signals(void)
 
 static void print_json(JsonBuilder *b)
 {
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    g_autofree char *text = json_generator_to_data(gen, NULL);
+    g_autofree char *text = vjson_finish(b, false);
     printf("%s\n", text);
-}
-
-static void add_int(JsonBuilder *b, const char *name, gint64 v)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_int_value(b, v);
-}
-
-static void add_str(JsonBuilder *b, const char *name, const char *v)
-{
-    json_builder_set_member_name(b, name);
-    json_builder_add_string_value(b, v);
 }
 
 static bool read_optional(const char *path, char **text, GError **error)
@@ -85,13 +72,13 @@ static int cmd_push(struct cli *c, char **args, GError **error)
         return 1;
     if (c->json) {
         g_autoptr(JsonBuilder) b = json_builder_new();
-        json_builder_begin_object(b);
-        add_str(b, "id", r.id);
-        add_int(b, "bytes", (gint64)r.bytes_in);
-        add_int(b, "bytes_sent", (gint64)r.bytes_sent);
-        add_int(b, "objects_sent", r.objects_sent);
-        add_int(b, "objects_skipped", r.objects_skipped);
-        json_builder_end_object(b);
+        vjson_object_begin(b, NULL);
+        vjson_str(b, "id", r.id);
+        vjson_int(b, "bytes", (gint64)r.bytes_in);
+        vjson_int(b, "bytes_sent", (gint64)r.bytes_sent);
+        vjson_int(b, "objects_sent", r.objects_sent);
+        vjson_int(b, "objects_skipped", r.objects_skipped);
+        vjson_object_end(b);
         print_json(b);
     } else {
         printf("%s\n", r.id);
@@ -121,13 +108,13 @@ static int cmd_pull(struct cli *c, char **args, GError **error)
         return 1;
     if (c->json) {
         g_autoptr(JsonBuilder) b = json_builder_new();
-        json_builder_begin_object(b);
-        add_str(b, "id", id);
-        add_str(b, "dir", args[1]);
-        add_int(b, "bytes_received", (gint64)r.bytes_received);
-        add_int(b, "layers_fetched", r.layers_fetched);
-        add_int(b, "layers_cached", r.layers_cached);
-        json_builder_end_object(b);
+        vjson_object_begin(b, NULL);
+        vjson_str(b, "id", id);
+        vjson_str(b, "dir", args[1]);
+        vjson_int(b, "bytes_received", (gint64)r.bytes_received);
+        vjson_int(b, "layers_fetched", r.layers_fetched);
+        vjson_int(b, "layers_cached", r.layers_cached);
+        vjson_object_end(b);
         print_json(b);
     }
     return 0;
@@ -139,17 +126,17 @@ static int cmd_ls(struct cli *c, char **args, GError **error)
     if (!ids)
         return 1;
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_array(b);
+    vjson_array_begin(b, NULL);
     for (guint i = 0; i < ids->len; i++) {
         if (!c->json) {
             printf("%s\n", (char *)ids->pdata[i]);
             continue;
         }
-        json_builder_begin_object(b);
-        add_str(b, "id", ids->pdata[i]);
-        json_builder_end_object(b);
+        vjson_object_begin(b, NULL);
+        vjson_str(b, "id", ids->pdata[i]);
+        vjson_object_end(b);
     }
-    json_builder_end_array(b);
+    vjson_array_end(b);
     if (c->json)
         print_json(b);
     return 0;
@@ -162,11 +149,10 @@ static int cmd_verify(struct cli *c, char **args, GError **error)
         return 1;
     if (c->json) {
         g_autoptr(JsonBuilder) b = json_builder_new();
-        json_builder_begin_object(b);
-        add_str(b, "id", id);
-        json_builder_set_member_name(b, "ok");
-        json_builder_add_boolean_value(b, TRUE);
-        json_builder_end_object(b);
+        vjson_object_begin(b, NULL);
+        vjson_str(b, "id", id);
+        vjson_bool(b, "ok", TRUE);
+        vjson_object_end(b);
         print_json(b);
     } else {
         printf("%s: every object matches its digest\n", id);
@@ -177,7 +163,7 @@ static int cmd_verify(struct cli *c, char **args, GError **error)
 static void print_entries(struct cli *c, GArray *a)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_array(b);
+    vjson_array_begin(b, NULL);
     for (guint i = 0; i < a->len; i++) {
         struct store_cache_entry *e = &g_array_index(a, struct store_cache_entry, i);
         g_autoptr(GDateTime) t = g_date_time_new_from_unix_utc(e->used_ns / 1000000000);
@@ -187,16 +173,15 @@ static void print_entries(struct cli *c, GArray *a)
                    e->in_use ? " in-use" : "");
             continue;
         }
-        json_builder_begin_object(b);
-        add_str(b, "digest", e->digest);
-        add_int(b, "size", (gint64)e->size);
-        add_int(b, "disk_bytes", (gint64)e->disk_bytes);
-        add_str(b, "last_used", when);
-        json_builder_set_member_name(b, "in_use");
-        json_builder_add_boolean_value(b, e->in_use);
-        json_builder_end_object(b);
+        vjson_object_begin(b, NULL);
+        vjson_str(b, "digest", e->digest);
+        vjson_int(b, "size", (gint64)e->size);
+        vjson_int(b, "disk_bytes", (gint64)e->disk_bytes);
+        vjson_str(b, "last_used", when);
+        vjson_bool(b, "in_use", e->in_use);
+        vjson_object_end(b);
     }
-    json_builder_end_array(b);
+    vjson_array_end(b);
     if (c->json)
         print_json(b);
 }
@@ -223,11 +208,11 @@ static int cmd_cache(struct cli *c, char **args, GError **error)
         rc = ok && !e ? 0 : 1;
         if (rc == 0 && c->json) {
             g_autoptr(JsonBuilder) b = json_builder_new();
-            json_builder_begin_object(b);
-            add_int(b, "bytes", (gint64)bytes);
-            add_int(b, "limit", (gint64)c->cache_size);
-            add_str(b, "dir", store_cache_dir(cache));
-            json_builder_end_object(b);
+            vjson_object_begin(b, NULL);
+            vjson_int(b, "bytes", (gint64)bytes);
+            vjson_int(b, "limit", (gint64)c->cache_size);
+            vjson_str(b, "dir", store_cache_dir(cache));
+            vjson_object_end(b);
             print_json(b);
         } else if (rc == 0) {
             printf("%" G_GUINT64_FORMAT " bytes of %" G_GUINT64_FORMAT " in %s\n", bytes,

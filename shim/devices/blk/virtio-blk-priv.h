@@ -26,8 +26,6 @@
 /* Limits of one DISCARD or WRITE_ZEROES request. */
 #define BLK_MAX_DISCARD_SECTORS (1u << 22) /* 2 GiB per segment */
 #define BLK_MAX_DISCARD_SEG 16u
-/* Guest errors and I/O errors logged per disk; past that they are only counted. */
-#define BLK_ERRORS_LOGGED 20u
 /* Chains taken from a queue in one go, then done and handed back together. */
 #define BLK_BATCH 32u
 
@@ -73,9 +71,6 @@ struct virtio_blk {
     struct blk_request batch[BLK_BATCH]; /* I/O thread only */
     struct blk_counters counters;
 };
-
-/* virtio-blk.c: log what the guest did wrong, the first few times only. */
-void blk_log_guest_error(struct virtio_blk *dev, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 
 /* virtio-blk-req.c: do one request taken from q (I/O thread, transport lock
  * not held): check it, call the backend, write the status byte, and set

@@ -12,6 +12,8 @@
 
 #include "virtio-blk-priv.h"
 
+#include "devices/device-log.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
@@ -34,8 +36,8 @@ static uint8_t malformed(struct virtio_blk *dev, const char *fmt, ...)
     va_start(ap, fmt);
     g_autofree char *text = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    atomic_fetch_add(&dev->counters.guest_errors, 1);
-    blk_log_guest_error(dev, "%s", text);
+    device_log_limited(G_LOG_LEVEL_MESSAGE, atomic_fetch_add(&dev->counters.guest_errors, 1) + 1, "guest errors",
+                       "disk %s: guest error: %s", dev->id, text);
     return VIRTIO_BLK_S_IOERR;
 }
 
@@ -43,10 +45,9 @@ static uint8_t malformed(struct virtio_blk *dev, const char *fmt, ...)
  * warning, but a guest that retries must not flood the log either. */
 static uint8_t backend_failed(struct virtio_blk *dev, const char *what, uint64_t sector, int err)
 {
-    uint64_t n = atomic_fetch_add(&dev->counters.io_errors, 1) + 1;
-    if (n <= BLK_ERRORS_LOGGED)
-        g_warning("disk %s: %s at sector %" G_GUINT64_FORMAT " failed: %s%s", dev->id, what, sector,
-                  g_strerror(-err), n == BLK_ERRORS_LOGGED ? " (further I/O errors are only counted)" : "");
+    device_log_limited(G_LOG_LEVEL_WARNING, atomic_fetch_add(&dev->counters.io_errors, 1) + 1, "I/O errors",
+                       "disk %s: %s at sector %" G_GUINT64_FORMAT " failed: %s", dev->id, what, sector,
+                       g_strerror(-err));
     return VIRTIO_BLK_S_IOERR;
 }
 

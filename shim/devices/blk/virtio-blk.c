@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <gio/gio.h>
 #include <linux/virtio_ids.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -16,6 +15,7 @@
 
 #include "state/state-json.h"
 #include "sandbox/syscall-filter.h"
+#include "json/vjson.h"
 
 /* After a batch the thread keeps looking at the rings for this much of its
  * own CPU time (and at most POLL_WALL_MAX_US) before it turns notifications
@@ -27,19 +27,6 @@
 /* A disk that does not finish its requests within this is stuck (a hung
  * backend): pausing it fails instead of waiting for ever. */
 #define PAUSE_TIMEOUT_US (10 * G_USEC_PER_SEC)
-
-void blk_log_guest_error(struct virtio_blk *dev, const char *fmt, ...)
-{
-    uint64_t n = atomic_load(&dev->counters.guest_errors);
-    if (n > BLK_ERRORS_LOGGED)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *text = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_message("disk %s: guest error: %s%s", dev->id, text,
-              n == BLK_ERRORS_LOGGED ? " (further guest errors are only counted)" : "");
-}
 
 /* ---- transport callbacks (vCPU threads, transport lock held) ---- */
 
@@ -447,27 +434,25 @@ void virtio_blk_add_counters(struct virtio_blk *dev, JsonBuilder *b)
         {"io_errors", atomic_load(&c->io_errors)},     {"guest_errors", atomic_load(&c->guest_errors)},
         {"unsupported", atomic_load(&c->unsupported)}, {"sleeps", atomic_load(&c->sleeps)},
     };
-    json_builder_set_member_name(b, dev->id);
-    json_builder_begin_object(b);
+    vjson_object_begin(b, dev->id);
     for (unsigned i = 0; i < G_N_ELEMENTS(items); i++) {
-        json_builder_set_member_name(b, items[i].name);
-        json_builder_add_int_value(b, (gint64)items[i].value);
+        vjson_int(b, items[i].name, (gint64)items[i].value);
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 /* ---- snapshot state ---- */
 
 void virtio_blk_save_state(struct virtio_blk *dev, JsonBuilder *b)
 {
-    json_builder_begin_object(b);
-    state_add_string(b, "id", dev->id);
-    state_add_u64(b, "capacity", dev->capacity_sectors);
-    json_builder_set_member_name(b, "transport");
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "id", dev->id);
+    vjson_hex64(b, "capacity", dev->capacity_sectors);
+    vjson_member(b, "transport");
     g_mutex_lock(&dev->transport.lock);
     virtio_mmio_save_state(&dev->transport, b);
     g_mutex_unlock(&dev->transport.lock);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 bool virtio_blk_restore_state(struct virtio_blk *dev, JsonObject *obj, GError **error)
@@ -481,12 +466,12 @@ bool virtio_blk_restore_state(struct virtio_blk *dev, JsonObject *obj, GError **
     if (!transport)
         return false;
     if (strcmp(id, dev->id) != 0) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "the snapshot's disk %s is disk %s in the config",
+        g_set_error(error, STATE_ERROR, STATE_ERROR_INVALID, "the snapshot's disk %s is disk %s in the config",
                     id, dev->id);
         return false;
     }
     if (capacity != dev->capacity_sectors) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+        g_set_error(error, STATE_ERROR, STATE_ERROR_INVALID,
                     "disk %s: the guest saw %" G_GUINT64_FORMAT " sectors, %s now holds %" G_GUINT64_FORMAT,
                     dev->id, capacity, dev->backend->name, dev->capacity_sectors);
         return false;

@@ -12,6 +12,7 @@
 
 #include "platform/layout.h"
 #include "state/state-json.h"
+#include "json/vjson.h"
 
 /* One bus range covers all of boot.h's ports. */
 G_STATIC_ASSERT(ACPI_PM1A_EVT_PORT >= ACPI_PM_PORT_BASE);
@@ -217,13 +218,13 @@ bool acpi_pm_attach(struct acpi_pm *pm, struct bus *bus)
 void acpi_pm_save_state(struct acpi_pm *pm, JsonBuilder *b)
 {
     g_mutex_lock(&pm->lock);
-    json_builder_begin_object(b);
-    state_add_uint(b, "pm1_sts", pm->sts);
-    state_add_uint(b, "pm1_en", pm->en);
-    state_add_uint(b, "pm1_cnt", pm->cnt);
-    state_add_uint(b, "gpe0_sts", pm->gpe_sts);
-    state_add_uint(b, "gpe0_en", pm->gpe_en);
-    json_builder_end_object(b);
+    vjson_object_begin(b, NULL);
+    vjson_uint(b, "pm1_sts", pm->sts);
+    vjson_uint(b, "pm1_en", pm->en);
+    vjson_uint(b, "pm1_cnt", pm->cnt);
+    vjson_uint(b, "gpe0_sts", pm->gpe_sts);
+    vjson_uint(b, "gpe0_en", pm->gpe_en);
+    vjson_object_end(b);
     g_mutex_unlock(&pm->lock);
 }
 

@@ -9,6 +9,7 @@
 #include <glib.h>
 
 #include "state/state-json.h"
+#include "json/vjson.h"
 
 #define STATUS_OBF 0x01     /* output buffer full */
 #define STATUS_SYS 0x04     /* self test passed */
@@ -292,13 +293,13 @@ bool i8042_attach(struct i8042 *d, struct bus *bus)
 void i8042_save_state(struct i8042 *d, JsonBuilder *b)
 {
     g_mutex_lock(&d->lock);
-    json_builder_begin_object(b);
-    state_add_uint(b, "status", d->status);
-    state_add_uint(b, "ctr", d->ctr);
-    state_add_uint(b, "output_port", d->output_port);
-    state_add_uint(b, "pending_command", d->pending_command);
-    state_add_uint(b, "kbd_pending_param", d->kbd_pending_param);
-    state_add_uint(b, "outbuf", d->outbuf);
+    vjson_object_begin(b, NULL);
+    vjson_uint(b, "status", d->status);
+    vjson_uint(b, "ctr", d->ctr);
+    vjson_uint(b, "output_port", d->output_port);
+    vjson_uint(b, "pending_command", d->pending_command);
+    vjson_uint(b, "kbd_pending_param", d->kbd_pending_param);
+    vjson_uint(b, "outbuf", d->outbuf);
     /* The queue as pairs: byte, then 1 if it is for the aux port. */
     uint8_t queue[2 * QUEUE_SIZE];
     for (unsigned i = 0; i < d->qcount; i++) {
@@ -306,8 +307,8 @@ void i8042_save_state(struct i8042 *d, JsonBuilder *b)
         queue[2 * i] = q->value;
         queue[2 * i + 1] = q->aux;
     }
-    state_add_blob(b, "queue", queue, 2 * d->qcount);
-    json_builder_end_object(b);
+    vjson_base64(b, "queue", queue, 2 * d->qcount);
+    vjson_object_end(b);
     g_mutex_unlock(&d->lock);
 }
 
@@ -325,7 +326,7 @@ bool i8042_restore_state(struct i8042 *d, JsonObject *obj, GError **error)
         !state_get_blob_any(obj, "queue", &queue, &queue_len, "i8042", error))
         return false;
     if (queue_len % 2 || queue_len > 2 * QUEUE_SIZE) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: i8042: queue holds %zu bytes", queue_len);
+        g_set_error(error, STATE_ERROR, STATE_ERROR_INVALID, "state.json: i8042: queue holds %zu bytes", queue_len);
         return false;
     }
     g_mutex_lock(&d->lock);

@@ -12,6 +12,7 @@
 
 #include "devices/serial-backend.h"
 #include "state/state-json.h"
+#include "json/vjson.h"
 
 enum {
     REG_RBR_THR_DLL = 0,
@@ -336,16 +337,16 @@ static uint8_t *serial_reg(struct serial *s, unsigned i)
 void serial_save_state(struct serial *s, JsonBuilder *b)
 {
     g_mutex_lock(&s->lock);
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     for (unsigned i = 0; i < G_N_ELEMENTS(serial_regs); i++)
-        state_add_uint(b, serial_regs[i], *serial_reg(s, i));
-    state_add_uint(b, "overrun", s->overrun);
-    state_add_uint(b, "thr_empty_pending", s->thr_empty_pending);
+        vjson_uint(b, serial_regs[i], *serial_reg(s, i));
+    vjson_uint(b, "overrun", s->overrun);
+    vjson_uint(b, "thr_empty_pending", s->thr_empty_pending);
     uint8_t fifo[SERIAL_FIFO_SIZE];
     for (unsigned i = 0; i < s->rx_count; i++)
         fifo[i] = s->rx[(s->rx_head + i) % SERIAL_FIFO_SIZE];
-    state_add_blob(b, "rx_fifo", fifo, s->rx_count);
-    json_builder_end_object(b);
+    vjson_base64(b, "rx_fifo", fifo, s->rx_count);
+    vjson_object_end(b);
     g_mutex_unlock(&s->lock);
 }
 
@@ -363,7 +364,7 @@ bool serial_restore_state(struct serial *s, JsonObject *obj, GError **error)
         !state_get_blob_any(obj, "rx_fifo", &fifo, &fifo_len, "serial", error))
         return false;
     if (fifo_len > SERIAL_FIFO_SIZE) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "state.json: serial: rx_fifo holds %zu bytes", fifo_len);
+        g_set_error(error, STATE_ERROR, STATE_ERROR_INVALID, "state.json: serial: rx_fifo holds %zu bytes", fifo_len);
         return false;
     }
     g_mutex_lock(&s->lock);

@@ -8,6 +8,7 @@
 
 #include "platform/layout.h"
 #include "platform/memory.h"
+#include "json/vjson.h"
 
 #define VMGENID_SIZE 16
 
@@ -57,12 +58,9 @@ void vmgenid_add_info(struct vmgenid *dev, JsonBuilder *b)
     char hex[2 * VMGENID_SIZE + 1];
     for (unsigned i = 0; i < VMGENID_SIZE; i++)
         g_snprintf(hex + 2 * i, 3, "%02x", dev->id[i]);
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "id");
-    json_builder_add_string_value(b, hex);
-    json_builder_set_member_name(b, "address");
-    json_builder_add_int_value(b, (gint64)BOOT_VMGENID_ADDR);
-    json_builder_set_member_name(b, "generations");
-    json_builder_add_int_value(b, (gint64)dev->generations);
-    json_builder_end_object(b);
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "id", hex);
+    vjson_int(b, "address", (gint64)BOOT_VMGENID_ADDR);
+    vjson_int(b, "generations", (gint64)dev->generations);
+    vjson_object_end(b);
 }

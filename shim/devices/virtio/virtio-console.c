@@ -1,6 +1,7 @@
 /* virtio-console device model: one port, polled by a device thread for the
  * guest's output, fed by the serial backend's input thread. See
  * virtio-console.h. */
+#include "devices/device-log.h"
 #include "devices/virtio-console.h"
 
 #include <errno.h>
@@ -14,12 +15,12 @@
 #include "devices/serial-backend.h"
 #include "devices/virtio-mmio.h"
 #include "sandbox/syscall-filter.h"
+#include "json/vjson.h"
 
 #define QUEUE_RX 0 /* receiveq: host to guest */
 #define QUEUE_TX 1 /* transmitq: guest to host */
 #define NQUEUES 2
 #define QUEUE_SIZE 256
-#define GUEST_ERRORS_LOGGED 20
 
 struct virtio_console {
     struct virtio_mmio transport; /* its lock guards the queues and the counters */
@@ -29,12 +30,11 @@ struct virtio_console {
     uint64_t tx_bytes, rx_bytes, guest_errors;
 };
 
+/* Counted, and logged only at first (device-log.h): the guest can repeat it. */
 static void log_guest_error(struct virtio_console *dev, const GError *error)
 {
-    uint64_t n = ++dev->guest_errors;
-    if (n <= GUEST_ERRORS_LOGGED)
-        g_message("virtio-console: %s%s", error->message,
-                  n == GUEST_ERRORS_LOGGED ? " (further guest errors are only counted)" : "");
+    device_log_limited(G_LOG_LEVEL_MESSAGE, ++dev->guest_errors, "guest errors", "virtio-console: %s",
+                       error->message);
 }
 
 /* No F_SIZE, no MULTIPORT, no EMERG_WRITE: the configuration space says nothing. */
@@ -226,13 +226,10 @@ void virtio_console_add_counters(struct virtio_console *dev, JsonBuilder *b)
     g_mutex_lock(&dev->transport.lock);
     uint64_t tx = dev->tx_bytes, rx = dev->rx_bytes;
     g_mutex_unlock(&dev->transport.lock);
-    json_builder_set_member_name(b, "console");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "tx_bytes");
-    json_builder_add_int_value(b, (gint64)tx);
-    json_builder_set_member_name(b, "rx_bytes");
-    json_builder_add_int_value(b, (gint64)rx);
-    json_builder_end_object(b);
+    vjson_object_begin(b, "console");
+    vjson_int(b, "tx_bytes", (gint64)tx);
+    vjson_int(b, "rx_bytes", (gint64)rx);
+    vjson_object_end(b);
 }
 
 /* ---- snapshot state ---- */
@@ -249,10 +246,10 @@ void virtio_console_unquiesce(struct virtio_console *dev)
 
 void virtio_console_save_state(struct virtio_console *dev, JsonBuilder *b)
 {
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "transport");
+    vjson_object_begin(b, NULL);
+    vjson_member(b, "transport");
     virtio_mmio_save_state(&dev->transport, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 bool virtio_console_restore_state(struct virtio_console *dev, JsonObject *obj, GError **error)

@@ -13,6 +13,7 @@
 #include "config/vm-config.h"
 #include "platform/memory.h"
 #include "state/state-json.h"
+#include "json/vjson.h"
 
 #define VIRTIO_MMIO_MAGIC 0x74726976u /* "virt" */
 #define VIRTIO_MMIO_VERSION_MODERN 2u
@@ -349,31 +350,30 @@ char *virtio_mmio_cmdline_entry(const struct virtio_mmio *t)
 
 void virtio_mmio_save_state(const struct virtio_mmio *t, JsonBuilder *b)
 {
-    json_builder_begin_object(b);
-    state_add_uint(b, "status", t->status);
-    state_add_uint(b, "device_features_sel", t->device_features_sel);
-    state_add_uint(b, "driver_features_sel", t->driver_features_sel);
-    state_add_uint(b, "driver_features_lo", (uint32_t)t->driver_features);
-    state_add_uint(b, "driver_features_hi", (uint32_t)(t->driver_features >> 32));
-    state_add_uint(b, "queue_sel", t->queue_sel);
-    state_add_uint(b, "interrupt_status", t->interrupt_status);
-    state_add_uint(b, "config_generation", t->config_generation);
-    json_builder_set_member_name(b, "queues");
-    json_builder_begin_array(b);
+    vjson_object_begin(b, NULL);
+    vjson_uint(b, "status", t->status);
+    vjson_uint(b, "device_features_sel", t->device_features_sel);
+    vjson_uint(b, "driver_features_sel", t->driver_features_sel);
+    vjson_uint(b, "driver_features_lo", (uint32_t)t->driver_features);
+    vjson_uint(b, "driver_features_hi", (uint32_t)(t->driver_features >> 32));
+    vjson_uint(b, "queue_sel", t->queue_sel);
+    vjson_uint(b, "interrupt_status", t->interrupt_status);
+    vjson_uint(b, "config_generation", t->config_generation);
+    vjson_array_begin(b, "queues");
     for (unsigned i = 0; i < t->ops->nqueues; i++) {
         const struct virtq *q = &t->queues[i];
-        json_builder_begin_object(b);
-        state_add_uint(b, "size", q->size);
-        state_add_uint(b, "ready", q->ready);
-        state_add_uint(b, "desc_gpa", q->desc_gpa);
-        state_add_uint(b, "avail_gpa", q->avail_gpa);
-        state_add_uint(b, "used_gpa", q->used_gpa);
-        state_add_uint(b, "last_avail_idx", q->last_avail_idx);
-        state_add_uint(b, "used_idx", q->used_idx);
-        json_builder_end_object(b);
+        vjson_object_begin(b, NULL);
+        vjson_uint(b, "size", q->size);
+        vjson_uint(b, "ready", q->ready);
+        vjson_uint(b, "desc_gpa", q->desc_gpa);
+        vjson_uint(b, "avail_gpa", q->avail_gpa);
+        vjson_uint(b, "used_gpa", q->used_gpa);
+        vjson_uint(b, "last_avail_idx", q->last_avail_idx);
+        vjson_uint(b, "used_idx", q->used_idx);
+        vjson_object_end(b);
     }
-    json_builder_end_array(b);
-    json_builder_end_object(b);
+    vjson_array_end(b);
+    vjson_object_end(b);
 }
 
 static bool get_int(JsonObject *obj, const char *name, uint64_t max, uint64_t *out, GError **error)

@@ -2,6 +2,7 @@
  * receive, transmit and control queues, counters and snapshot state. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
+#include "devices/device-log.h"
 #include "devices/virtio-net.h"
 
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include "state/state-json.h"
 #include "devices/tap.h"
 #include "devices/virtio-mmio.h"
+#include "json/vjson.h"
 
 #define QUEUE_RX 0
 #define QUEUE_TX 1
@@ -33,7 +35,6 @@
 /* Frames moved per queue before looking at the others: the control queue
  * and the other direction are not starved by a flood. */
 #define BATCH 64u
-#define ERRORS_LOGGED 20u
 #define EVENT_TAP 100u
 #define EVENT_WAKE 101u
 
@@ -71,19 +72,11 @@ static bool negotiated(const struct virtio_net *dev, unsigned feature)
     return dev->transport.driver_features & (1ull << feature);
 }
 
-static void log_error(struct virtio_net *dev, atomic_uint_fast64_t *count, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-
-static void log_error(struct virtio_net *dev, atomic_uint_fast64_t *count, const char *fmt, ...)
-{
-    uint64_t n = atomic_fetch_add(count, 1) + 1;
-    if (n > ERRORS_LOGGED)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *text = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_message("net %s: %s%s", dev->id, text, n == ERRORS_LOGGED ? " (further ones are only counted)" : "");
-}
+/* Count one guest error and log it only at first (device-log.h): a guest can
+ * repeat it at will. */
+#define net_guest_error(dev, fmt, ...)                                                                 \
+    device_log_limited(G_LOG_LEVEL_MESSAGE, atomic_fetch_add(&(dev)->counters.guest_errors, 1) + 1,   \
+                       "guest errors", "net %s: " fmt, (dev)->id, ##__VA_ARGS__)
 
 static bool link_is_up(const struct virtio_net *dev)
 {
@@ -178,7 +171,8 @@ static void tap_error(struct virtio_net *dev, const char *what, int err)
         tap_lost(dev, what, err);
         return;
     }
-    log_error(dev, &dev->counters.tap_errors, "tap %s: %s: %s", dev->tap.name, what, g_strerror(err));
+    device_log_limited(G_LOG_LEVEL_MESSAGE, atomic_fetch_add(&dev->counters.tap_errors, 1) + 1, "tap errors",
+                       "net %s: tap %s: %s: %s", dev->id, dev->tap.name, what, g_strerror(err));
 }
 
 /* ---- receive: tap -> guest ---- */
@@ -198,8 +192,8 @@ static bool deliver_frame(struct virtio_net *dev, struct virtq *q)
     while (off < dev->rx_len) {
         g_autoptr(GError) error = NULL;
         if (taken == q->size) { /* more than the whole ring holds: it can never fit */
-            log_error(dev, &dev->counters.guest_errors, "receive buffers too small for a %zu-byte frame",
-                      dev->rx_len);
+            net_guest_error(dev, "receive buffers too small for a %zu-byte frame",
+                            dev->rx_len);
             atomic_fetch_add(&dev->counters.rx_dropped, 1);
             break;
         }
@@ -216,7 +210,7 @@ static bool deliver_frame(struct virtio_net *dev, struct virtq *q)
                           : !first_hdr && dev->chain.write[0].iov_len < TAP_VNET_HDR_LEN ? "a receive buffer shorter than the header"
                           : NULL;
         if (why) { /* handed back empty; before the frame's first buffer it goes to the next ones */
-            log_error(dev, &dev->counters.guest_errors, "receive queue: %s", why);
+            net_guest_error(dev, "receive queue: %s", why);
             heads[used] = dev->chain.head, lens[used++] = 0;
             if (!first_hdr)
                 continue;
@@ -225,8 +219,8 @@ static bool deliver_frame(struct virtio_net *dev, struct virtq *q)
         }
         size_t n = MIN(dev->chain.write_len, dev->rx_len - off);
         if (!merge && n < dev->rx_len) { /* too small and no merging: drop the frame */
-            log_error(dev, &dev->counters.guest_errors, "receive buffer of %zu bytes for a %zu-byte frame",
-                      dev->chain.write_len, dev->rx_len);
+            net_guest_error(dev, "receive buffer of %zu bytes for a %zu-byte frame",
+                            dev->chain.write_len, dev->rx_len);
             heads[used] = dev->chain.head, lens[used++] = 0;
             atomic_fetch_add(&dev->counters.rx_dropped, 1);
             off = dev->rx_len;
@@ -317,8 +311,8 @@ static void transmit_chain(struct virtio_net *dev, struct virtq *q)
 {
     const struct virtq_chain *c = &dev->chain;
     if (c->nwrite > 0 || c->read_len <= TAP_VNET_HDR_LEN || c->read_len > TAP_VNET_HDR_LEN + MAX_FRAME) {
-        log_error(dev, &dev->counters.guest_errors, "transmit chain of %zu readable and %zu writable bytes dropped",
-                  c->read_len, c->write_len);
+        net_guest_error(dev, "transmit chain of %zu readable and %zu writable bytes dropped",
+                        c->read_len, c->write_len);
         return;
     }
     if (!link_is_up(dev)) {
@@ -348,7 +342,7 @@ static void transmit_chain(struct virtio_net *dev, struct virtq *q)
     if (done < 0) {
         atomic_fetch_add(&dev->counters.tx_dropped, 1);
         if (errno == EINVAL) /* the kernel refused the header: csum_start or csum_offset past the frame */
-            log_error(dev, &dev->counters.guest_errors, "the tap refused a frame's checksum request");
+            net_guest_error(dev, "the tap refused a frame's checksum request");
         else if (errno != EAGAIN && errno != ENOBUFS)
             tap_error(dev, "write", errno);
         return;
@@ -367,7 +361,7 @@ static bool service_tx(struct virtio_net *dev)
         if (r == 0)
             break;
         if (r < 0)
-            log_error(dev, &dev->counters.guest_errors, "transmit queue: %s", error->message);
+            net_guest_error(dev, "transmit queue: %s", error->message);
         else
             transmit_chain(dev, q);
         virtq_push(q, dev->chain.head, 0);
@@ -392,7 +386,7 @@ static void service_ctrl(struct virtio_net *dev)
         uint8_t cmd[2] = { 0xff, 0xff };
         uint8_t ack = VIRTIO_NET_ERR;
         if (r < 0)
-            log_error(dev, &dev->counters.guest_errors, "control queue: %s", error->message);
+            net_guest_error(dev, "control queue: %s", error->message);
         else if (virtq_chain_read(&dev->chain, 0, cmd, 2) == 2 && cmd[0] == VIRTIO_NET_CTRL_ANNOUNCE &&
                  cmd[1] == VIRTIO_NET_CTRL_ANNOUNCE_ACK) {
             dev->announce = false;
@@ -617,15 +611,12 @@ void virtio_net_add_counters(struct virtio_net *dev, JsonBuilder *b)
     g_mutex_lock(&dev->transport.lock);
     bool up = link_is_up(dev);
     g_mutex_unlock(&dev->transport.lock);
-    json_builder_set_member_name(b, dev->id);
-    json_builder_begin_object(b);
+    vjson_object_begin(b, dev->id);
     for (unsigned i = 0; i < G_N_ELEMENTS(items); i++) {
-        json_builder_set_member_name(b, items[i].name);
-        json_builder_add_int_value(b, (gint64)items[i].value);
+        vjson_int(b, items[i].name, (gint64)items[i].value);
     }
-    json_builder_set_member_name(b, "link");
-    json_builder_add_int_value(b, up);
-    json_builder_end_object(b);
+    vjson_int(b, "link", up);
+    vjson_object_end(b);
 }
 
 /* ---- snapshot state ---- */
@@ -645,14 +636,14 @@ void virtio_net_save_state(struct virtio_net *dev, JsonBuilder *b)
 {
     g_autofree char *mac = g_strdup_printf("%02x:%02x:%02x:%02x:%02x:%02x", dev->mac[0], dev->mac[1], dev->mac[2],
                                            dev->mac[3], dev->mac[4], dev->mac[5]);
-    json_builder_begin_object(b);
-    state_add_string(b, "id", dev->id);
-    state_add_string(b, "mac", mac);
-    state_add_uint(b, "link_up", dev->link_up);
-    state_add_uint(b, "announce", dev->announce);
-    json_builder_set_member_name(b, "transport");
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "id", dev->id);
+    vjson_str(b, "mac", mac);
+    vjson_uint(b, "link_up", dev->link_up);
+    vjson_uint(b, "announce", dev->announce);
+    vjson_member(b, "transport");
     virtio_mmio_save_state(&dev->transport, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 bool virtio_net_restore_state(struct virtio_net *dev, JsonObject *obj, GError **error)
@@ -667,7 +658,7 @@ bool virtio_net_restore_state(struct virtio_net *dev, JsonObject *obj, GError **
     if (!transport)
         return false;
     if (strcmp(id, dev->id) != 0) {
-        g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_INVALID, "the snapshot's net %s is net %s in the config", id,
+        g_set_error(error, STATE_ERROR, STATE_ERROR_INVALID, "the snapshot's net %s is net %s in the config", id,
                     dev->id);
         return false;
     }

@@ -1,5 +1,6 @@
 /* virtio-rng device model: fills the guest's request buffers from the
  * entropy source, within the rate limit. See virtio-rng.h. */
+#include "devices/device-log.h"
 #include "devices/virtio-rng.h"
 
 #include <errno.h>
@@ -17,11 +18,11 @@
 #include "devices/token-bucket.h"
 #include "devices/virtio-mmio.h"
 #include "sandbox/syscall-filter.h"
+#include "json/vjson.h"
 
 #define QUEUE_REQUEST 0
 #define QUEUE_SIZE 256
 #define MAX_PER_REQUEST (64u * 1024u) /* bytes one buffer gets at most */
-#define GUEST_ERRORS_LOGGED 20
 
 struct virtio_rng {
     struct virtio_mmio transport; /* its lock guards the queue, the bucket and the counters */
@@ -39,13 +40,6 @@ static uint64_t monotonic_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void log_error(struct virtio_rng *dev, uint64_t *count, const char *message)
-{
-    uint64_t n = ++*count;
-    if (n <= GUEST_ERRORS_LOGGED)
-        g_message("virtio-rng: %s%s", message, n == GUEST_ERRORS_LOGGED ? " (further ones are only counted)" : "");
 }
 
 /* virtio-rng has no configuration space. */
@@ -102,7 +96,7 @@ static size_t fill_chain(struct virtio_rng *dev, struct virtq *q, const struct v
     } while (got < 0 && errno == EINTR);
     if (got <= 0) {
         g_autofree char *why = g_strdup_printf("reading %s: %s", dev->src, got < 0 ? g_strerror(errno) : "end of file");
-        log_error(dev, &dev->source_errors, why);
+        device_log_limited(G_LOG_LEVEL_MESSAGE, ++dev->source_errors, "source errors", "virtio-rng: %s", why);
         return 0;
     }
     virtq_chain_mark_written(q, chain, 0, (size_t)got);
@@ -132,7 +126,8 @@ static void process_requests(struct virtio_rng *dev)
             break;
         }
         if (got < 0)
-            log_error(dev, &dev->guest_errors, error->message);
+            device_log_limited(G_LOG_LEVEL_MESSAGE, ++dev->guest_errors, "guest errors", "virtio-rng: %s",
+                               error->message);
         size_t n = allowed ? fill_chain(dev, q, &chain, allowed) : 0;
         virtq_push(q, chain.head, (uint32_t)n);
         dev->rx_bytes += n;
@@ -247,13 +242,11 @@ void virtio_rng_add_counters(struct virtio_rng *dev, JsonBuilder *b)
     uint64_t counts[] = { dev->rx_bytes, dev->requests, dev->throttled, dev->guest_errors, dev->source_errors };
     g_mutex_unlock(&dev->transport.lock);
     static const char *const names[] = { "rx_bytes", "requests", "throttled", "guest_errors", "source_errors" };
-    json_builder_set_member_name(b, "rng");
-    json_builder_begin_object(b);
+    vjson_object_begin(b, "rng");
     for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
-        json_builder_set_member_name(b, names[i]);
-        json_builder_add_int_value(b, (gint64)counts[i]);
+        vjson_int(b, names[i], (gint64)counts[i]);
     }
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 /* ---- snapshot state ---- */
@@ -270,10 +263,10 @@ void virtio_rng_unquiesce(struct virtio_rng *dev)
 
 void virtio_rng_save_state(struct virtio_rng *dev, JsonBuilder *b)
 {
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "transport");
+    vjson_object_begin(b, NULL);
+    vjson_member(b, "transport");
     virtio_mmio_save_state(&dev->transport, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 bool virtio_rng_restore_state(struct virtio_rng *dev, JsonObject *obj, GError **error)

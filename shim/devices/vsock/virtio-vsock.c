@@ -4,7 +4,6 @@
 #include "devices/virtio-vsock.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <linux/virtio_ids.h>
 #include <gio/gio.h>
 #include <string.h>
@@ -15,10 +14,10 @@
 
 #include "devices/virtio-vsock-priv.h"
 #include "sandbox/syscall-filter.h"
+#include "json/vjson.h"
 
 #define TIMER_PERIOD_NS (100 * 1000 * 1000) /* deadline checks: 100 ms granularity */
 #define EPOLL_BATCH 64
-#define GUEST_ERRORS_LOGGED 20
 
 void vsock_epoll_set(struct virtio_vsock *dev, int fd, struct vsock_watch *watch,
                      uint32_t *current, uint32_t wanted)
@@ -40,19 +39,6 @@ void vsock_epoll_remove(struct virtio_vsock *dev, int fd, uint32_t *current)
     if (*current && epoll_ctl(dev->epoll_fd, EPOLL_CTL_DEL, fd, NULL) < 0)
         g_warning("virtio-vsock: epoll_ctl(DEL fd %d): %s", fd, g_strerror(errno));
     *current = 0;
-}
-
-void vsock_log_guest_error(struct virtio_vsock *dev, const char *fmt, ...)
-{
-    uint64_t n = ++dev->counters.guest_errors;
-    if (n > GUEST_ERRORS_LOGGED)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *text = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_message("virtio-vsock: %s%s", text,
-              n == GUEST_ERRORS_LOGGED ? " (further guest errors are only counted)" : "");
 }
 
 static void add_watch(struct virtio_vsock *dev, int fd, struct vsock_watch *watch,
@@ -342,8 +328,7 @@ void virtio_vsock_add_counters(struct virtio_vsock *dev, JsonBuilder *builder)
     struct vsock_counters c = dev->counters;
     guint open = g_hash_table_size(dev->conns);
     g_mutex_unlock(&dev->transport.lock);
-    json_builder_set_member_name(builder, "vsock");
-    json_builder_begin_object(builder);
+    vjson_object_begin(builder, "vsock");
     struct {
         const char *name;
         uint64_t value;
@@ -360,10 +345,9 @@ void virtio_vsock_add_counters(struct virtio_vsock *dev, JsonBuilder *builder)
         {"guest_errors", c.guest_errors},
     };
     for (unsigned i = 0; i < G_N_ELEMENTS(items); i++) {
-        json_builder_set_member_name(builder, items[i].name);
-        json_builder_add_int_value(builder, (gint64)items[i].value);
+        vjson_int(builder, items[i].name, (gint64)items[i].value);
     }
-    json_builder_end_object(builder);
+    vjson_object_end(builder);
 }
 
 void virtio_vsock_transport_reset(struct virtio_vsock *dev)
@@ -388,12 +372,11 @@ void virtio_vsock_unquiesce(struct virtio_vsock *dev)
 
 void virtio_vsock_save_state(struct virtio_vsock *dev, JsonBuilder *b)
 {
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "guest_cid");
-    json_builder_add_int_value(b, (gint64)dev->guest_cid);
-    json_builder_set_member_name(b, "transport");
+    vjson_object_begin(b, NULL);
+    vjson_int(b, "guest_cid", (gint64)dev->guest_cid);
+    vjson_member(b, "transport");
     virtio_mmio_save_state(&dev->transport, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
 }
 
 bool virtio_vsock_restore_state(struct virtio_vsock *dev, JsonObject *obj, GError **error)

@@ -5,6 +5,7 @@
  * records against layers; seals; writing and committing (0700/0600). */
 #include "snapshot/directory.h"
 #include "snapshot/layer-write.h"
+#include "json/vjson.h"
 
 #include <fcntl.h>
 #include <glib/gstdio.h>
@@ -63,36 +64,26 @@ static void write_layer(const char *dir, const snap_id *id, const snap_id *paren
 static void write_state(const char *dir, const struct snap_memory_record *memory)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     snap_state_add_record(b, memory);
-    json_builder_set_member_name(b, "kvm");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "clock");
-    json_builder_add_string_value(b, "0x123456789abcdef0");
-    json_builder_end_object(b);
-    json_builder_set_member_name(b, "vcpus");
-    json_builder_begin_array(b);
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "regs");
-    json_builder_add_string_value(b, "AAECAwQFBgc=");
-    json_builder_set_member_name(b, "msrs");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "0x10");
-    json_builder_add_string_value(b, "0x1");
-    json_builder_end_object(b);
-    json_builder_end_object(b);
-    json_builder_end_array(b);
-    json_builder_set_member_name(b, "devices");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "serial");
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "ier");
-    json_builder_add_int_value(b, 3);
-    json_builder_set_member_name(b, "loopback");
-    json_builder_add_boolean_value(b, FALSE);
-    json_builder_end_object(b);
-    json_builder_end_object(b);
-    json_builder_end_object(b);
+    vjson_object_begin(b, "kvm");
+    vjson_str(b, "clock", "0x123456789abcdef0");
+    vjson_object_end(b);
+    vjson_array_begin(b, "vcpus");
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "regs", "AAECAwQFBgc=");
+    vjson_object_begin(b, "msrs");
+    vjson_str(b, "0x10", "0x1");
+    vjson_object_end(b);
+    vjson_object_end(b);
+    vjson_array_end(b);
+    vjson_object_begin(b, "devices");
+    vjson_object_begin(b, "serial");
+    vjson_int(b, "ier", 3);
+    vjson_bool(b, "loopback", FALSE);
+    vjson_object_end(b);
+    vjson_object_end(b);
+    vjson_object_end(b);
     g_autoptr(JsonNode) root = json_builder_get_root(b);
     g_autoptr(GError) error = NULL;
     g_assert_true(snap_dir_write_state(dir, root, CONFIG_TEXT, &error));

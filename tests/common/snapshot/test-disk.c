@@ -7,6 +7,7 @@
 #include "snapshot/disk.h"
 #include "snapshot/layer-write.h"
 #include "snapshot/overlay.h"
+#include "json/vjson.h"
 
 #include <fcntl.h>
 #include <glib/gstdio.h>
@@ -51,9 +52,9 @@ static void write_state(const char *dir, const snap_id *memory_id, const struct 
 {
     struct snap_memory_record memory = { .layer = SNAP_DIR_LAYER_FILE, .id = *memory_id, .ram_size = 1 << 20 };
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     snap_state_add_record(b, &memory);
-    json_builder_end_object(b);
+    vjson_object_end(b);
     g_autoptr(JsonNode) root = json_builder_get_root(b);
     JsonObject *disk = json_object_new();
     json_object_set_string_member(disk, "id", "vda");
@@ -466,19 +467,15 @@ static void test_fold_resumed_after_crash(void)
      * writes it, garbage in a block the fold writes and one it does not. */
     g_autofree char *copy = copy_image(&f, "crashed.raw");
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "version");
-    json_builder_add_int_value(b, 1);
-    json_builder_set_member_name(b, "image");
-    json_builder_add_string_value(b, copy);
-    json_builder_set_member_name(b, "layers");
-    json_builder_begin_array(b);
+    vjson_object_begin(b, NULL);
+    vjson_int(b, "version", 1);
+    vjson_str(b, "image", copy);
+    vjson_array_begin(b, "layers");
     for (unsigned i = 0; i < c->nlayers; i++)
-        json_builder_add_string_value(b, c->paths[i]);
-    json_builder_end_array(b);
-    json_builder_set_member_name(b, "overlay");
-    json_builder_add_null_value(b);
-    json_builder_end_object(b);
+        vjson_str(b, NULL, c->paths[i]);
+    vjson_array_end(b);
+    vjson_null(b, "overlay");
+    vjson_object_end(b);
     g_autoptr(JsonNode) root = json_builder_get_root(b);
     g_autofree char *text = json_to_string(root, TRUE);
     g_autofree char *intent = g_strconcat(copy, SNAP_DISK_FOLD_SUFFIX, NULL);

@@ -8,6 +8,7 @@
 
 #include "conf-test.h"
 #include "conf/domain-conf.h"
+#include "json/vjson.h"
 
 static const char *schema_dir;
 static const char *examples_dir;
@@ -261,9 +262,9 @@ static void test_restore_overrides(void)
         "<interface type='bridge'><source bridge='br0'/><mac address='52:54:00:0b:00:02'/><mtu size='1400'/>"
         "</interface>");
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     domain_def_add_vm_net_overrides(b, def);
-    json_builder_end_object(b);
+    vjson_object_end(b);
     g_autoptr(JsonNode) root = json_builder_get_root(b);
     g_autofree char *json = json_to_string(root, FALSE);
     g_assert_cmpstr(json, ==, "{\"net\":[{\"id\":\"net0\",\"mac\":\"52:54:00:0b:00:02\",\"fds\":[-1]}]}");

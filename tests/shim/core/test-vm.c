@@ -15,6 +15,7 @@
 #include "config/vm-config.h"
 #include "platform/memory.h"
 #include "core/vm.h"
+#include "json/vjson.h"
 
 #define GUEST_LOAD_ADDR 0x200000ull
 #define GUEST_DATA_ADDR 0x300000ull /* the programs below write results here */
@@ -263,9 +264,9 @@ static void test_poweroff_and_serial(void)
     expect_stop(&t, VM_STOP_POWEROFF);
 
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     vm_add_counters(t.vm, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
     g_autoptr(JsonNode) root = json_builder_get_root(b);
     JsonObject *serial = json_object_get_object_member(json_node_get_object(root), "serial");
     g_assert_cmpint(json_object_get_int_member(serial, "tx_bytes"), ==, 2);

@@ -21,6 +21,7 @@
 #include "devices/virtio-blk.h"
 #include "devices/virtio-queue.h"
 #include "platform/memory.h"
+#include "json/vjson.h"
 
 #define RAM_SIZE (32ull << 20)
 #define QSIZE 16u
@@ -327,9 +328,9 @@ static void simple(struct rig *r, uint32_t type, uint64_t sector, uint32_t len, 
 static JsonObject *counters(struct rig *r, JsonNode **root)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
+    vjson_object_begin(b, NULL);
     virtio_blk_add_counters(r->dev, b);
-    json_builder_end_object(b);
+    vjson_object_end(b);
     *root = json_builder_get_root(b);
     return json_object_get_object_member(json_node_get_object(*root), "d0");
 }

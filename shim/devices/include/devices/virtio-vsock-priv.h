@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "config/vm-config.h"
+#include "devices/device-log.h"
 #include "devices/virtio-mmio.h"
 #include "devices/virtio-vsock.h"
 
@@ -159,9 +160,12 @@ void vsock_free_dead(struct virtio_vsock *dev);
 /* The handler serving port inside the shim, or NULL (then a guest connection
  * is dialled to the UNIX side). */
 const struct vsock_port_handler *vsock_port_handler_for(struct virtio_vsock *dev, uint32_t port);
-/* Log what a guest did wrong, but only the first few times: a guest must not
- * be able to flood the host's log. Counted in counters.guest_errors. */
-void vsock_log_guest_error(struct virtio_vsock *dev, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+/* Count what a guest did wrong in counters.guest_errors and log it only the
+ * first few times (devices/device-log.h): a guest must not be able to flood
+ * the host's log. Device-thread only, like the counters. */
+#define vsock_log_guest_error(dev, fmt, ...)                                                        \
+    device_log_limited(G_LOG_LEVEL_MESSAGE, ++(dev)->counters.guest_errors, "guest errors",         \
+                       "virtio-vsock: " fmt, ##__VA_ARGS__)
 
 /* virtio-vsock-rxtx.c */
 void vsock_process_tx(struct virtio_vsock *dev);

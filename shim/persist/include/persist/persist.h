@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "config/vm-config.h"
+#include "persist/persist-error.h"
 #include "ram-snapshot/restore-mode.h"
 #include "state/state-json.h"
 #include "core/vm.h"
@@ -89,8 +90,3 @@ JsonObject *persist_restored_vmm_state(struct vm *vm);
 
 /* Parse a file:// URL (or a plain absolute path) into a path. */
 char *persist_path_from_url(const char *url, const char *field, GError **error);
-
-/* An error of the snapshot library (SNAP_ERROR) as one of persist's: a bad
- * snapshot or argument is the request's fault (PERSIST_ERROR_INVALID),
- * anything else the host's (PERSIST_ERROR_FAILED). Other domains stay. */
-void persist_error_from_snap(GError **error);

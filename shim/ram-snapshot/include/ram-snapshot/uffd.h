@@ -29,6 +29,15 @@ enum snap_uffd_open {
     SNAP_UFFD_OPEN_DEVICE,       /* only /dev/userfaultfd (USERFAULTFD_IOC_NEW) */
 };
 
+/* userfaultfd unavailable or failed: the host's trouble, not the snapshot's
+ * (a bad layer under the server is still the snapshot library's SNAP_ERROR). */
+#define SNAP_UFFD_ERROR (snap_uffd_error_quark())
+GQuark snap_uffd_error_quark(void);
+
+enum snap_uffd_error_code {
+    SNAP_UFFD_ERROR_FAILED,
+};
+
 typedef void (*snap_uffd_error_fn)(void *opaque, const GError *error);
 
 struct snap_uffd_config {
@@ -56,7 +65,7 @@ struct snap_uffd_stats {
 
 struct snap_uffd;
 
-/* Register RAM and start the fault handler thread. Fails with SNAP_ERROR_UFFD
+/* Register RAM and start the fault handler thread. Fails with SNAP_UFFD_ERROR
  * and a clear message if userfaultfd is not available; there is no fallback. */
 struct snap_uffd *snap_uffd_start(const struct snap_uffd_config *config, GError **error);
 

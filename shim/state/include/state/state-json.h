@@ -1,6 +1,7 @@
-/* Small helpers for state.json: binary KVM structures as base64 strings,
- * 64-bit values as "0x..." strings (JSON numbers lose precision past 2^53),
- * and reading them back with errors that name the member.
+/* Reading state.json back: binary KVM structures as base64 strings, 64-bit
+ * values as "0x..." strings (JSON numbers lose precision past 2^53), with
+ * errors that name the member. They are written with json/vjson.h
+ * (vjson_base64, vjson_hex64, vjson_uint, vjson_str).
  */
 #pragma once
 
@@ -10,17 +11,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PERSIST_ERROR (persist_error_quark())
-GQuark persist_error_quark(void);
+/* state.json holds something this shim cannot take: a member missing, of the
+ * wrong type, out of range (raised here and by the devices restoring their
+ * state; persist answers it as the snapshot's fault, persist-error.h). */
+#define STATE_ERROR (state_error_quark())
+GQuark state_error_quark(void);
 
-enum persist_error_code {
-    PERSIST_ERROR_INVALID, /* the request or the snapshot on disk is wrong: 400 */
-    PERSIST_ERROR_FAILED,  /* KVM or the file system failed: 500 */
+enum state_error_code {
+    STATE_ERROR_INVALID,
 };
 
-void state_add_blob(JsonBuilder *b, const char *name, const void *data, size_t len);
-void state_add_u64(JsonBuilder *b, const char *name, uint64_t value);
-void state_add_string(JsonBuilder *b, const char *name, const char *value);
 
 /* Decode member `name` of obj into exactly len bytes. `what` names the object
  * in the error ("vCPU 1"). */
@@ -32,7 +32,6 @@ bool state_get_blob_any(JsonObject *obj, const char *name, uint8_t **data, size_
 bool state_get_u64(JsonObject *obj, const char *name, uint64_t *out, const char *what,
                    GError **error);
 /* A plain JSON integer in [0, max] (device registers). */
-void state_add_uint(JsonBuilder *b, const char *name, uint64_t value);
 bool state_get_uint(JsonObject *obj, const char *name, uint64_t max, uint64_t *out, const char *what,
                     GError **error);
 /* The member as an object, or NULL with an error. */
