@@ -7,6 +7,7 @@
 #include "blk-iov.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <gio/gio.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@ struct blk_overlay {
     struct blk_backend base; /* first */
     struct blk_backend *lower;
     struct snap_overlay *ov;
+    bool discard_unmap;      /* a DISCARD records its whole blocks as zeroes */
     uint8_t block[BLOCK];    /* a partial-block write's read-modify-write */
 };
 
@@ -140,15 +142,43 @@ static int overlay_flush(struct blk_backend *bk)
     return snap_overlay_sync(overlay_of(bk)->ov);
 }
 
-static int overlay_discard(struct blk_backend *bk, uint64_t offset, uint64_t len)
+/* Whole blocks [b, b + n) now read as zeros: written, with their data a
+ * hole in the overlay file (which a seal reads as zeros and keeps as a zero
+ * run). The blocks below stop showing through; nothing below is written. */
+static int record_zero_blocks(struct blk_overlay *o, uint64_t b, uint64_t n)
 {
-    (void)bk, (void)offset, (void)len;
-    return 0; /* a hint; the blocks below must keep showing through unchanged */
+    off_t at = (off_t)(o->ov->hdr.data_offset + b * BLOCK);
+    if (fallocate(o->ov->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, at, (off_t)(n * BLOCK)) != 0)
+        return -errno;
+    snap_overlay_mark(o->ov, b, n);
+    return 0;
 }
 
-static int overlay_write_zeroes(struct blk_backend *bk, uint64_t offset, uint64_t len, bool may_unmap)
+/* The whole blocks inside [offset, offset + len), as [*first, *first + *n). */
+static bool whole_blocks(const struct blk_overlay *o, uint64_t offset, uint64_t len, uint64_t *first, uint64_t *n)
 {
-    (void)may_unmap;
+    uint64_t end = MIN(offset + len, o->base.capacity);
+    *first = (offset + BLOCK - 1) / BLOCK;
+    /* The last block may be short of BLOCK at the end of the disk: still whole. */
+    uint64_t last = end == o->base.capacity ? (end + BLOCK - 1) / BLOCK : end / BLOCK;
+    *n = last > *first ? last - *first : 0;
+    return *n > 0;
+}
+
+static int overlay_discard(struct blk_backend *bk, uint64_t offset, uint64_t len)
+{
+    struct blk_overlay *o = overlay_of(bk);
+    uint64_t b, n;
+    /* A hint: without discard_unmap (and for partial blocks) the blocks
+     * below keep showing through unchanged. */
+    if (!o->discard_unmap || !whole_blocks(o, offset, len, &b, &n))
+        return 0;
+    int err = record_zero_blocks(o, b, n);
+    return err == -EOPNOTSUPP ? 0 : err;
+}
+
+static int write_zero_buffers(struct blk_backend *bk, uint64_t offset, uint64_t len)
+{
     static const uint8_t zeros[ZERO_CHUNK];
     for (uint64_t done = 0; done < len;) {
         struct iovec iov = { (void *)zeros, (size_t)MIN(ZERO_CHUNK, len - done) };
@@ -158,6 +188,20 @@ static int overlay_write_zeroes(struct blk_backend *bk, uint64_t offset, uint64_
         done += iov.iov_len;
     }
     return 0;
+}
+
+/* Whole blocks are recorded as zeros without writing data; the partial
+ * blocks at either end are written. */
+static int overlay_write_zeroes(struct blk_backend *bk, uint64_t offset, uint64_t len, bool may_unmap)
+{
+    (void)may_unmap; /* the overlay's zero blocks take no space either way */
+    struct blk_overlay *o = overlay_of(bk);
+    uint64_t b, n, end = offset + len;
+    if (!whole_blocks(o, offset, len, &b, &n) || record_zero_blocks(o, b, n) != 0)
+        return write_zero_buffers(bk, offset, len);
+    uint64_t head_end = MIN(b * BLOCK, end), tail = MIN((b + n) * BLOCK, end);
+    int err = head_end > offset ? write_zero_buffers(bk, offset, head_end - offset) : 0;
+    return err || tail >= end ? err : write_zero_buffers(bk, tail, end - tail);
 }
 
 static void overlay_close(struct blk_backend *bk)
@@ -231,5 +275,6 @@ struct blk_backend *blk_overlay_open(const struct blk_overlay_options *opts, str
     o->base.name = g_strdup(opts->image);
     o->lower = lower;
     o->ov = ov;
+    o->discard_unmap = opts->discard_unmap;
     return &o->base;
 }

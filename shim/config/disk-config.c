@@ -39,6 +39,7 @@ void disk_config_copy(struct disk_config *to, const struct disk_config *from)
     to->image_type = g_strdup(from->image_type);
     to->vsnap_chain = g_strdupv(from->vsnap_chain);
     to->vsnap_overlay = g_strdup(from->vsnap_overlay);
+    to->vsnap_detect_zeroes = g_strdup(from->vsnap_detect_zeroes);
 }
 
 void disk_config_clear(struct disk_config *disk)
@@ -49,6 +50,7 @@ void disk_config_clear(struct disk_config *disk)
     g_clear_pointer(&disk->image_type, g_free);
     g_clear_pointer(&disk->vsnap_chain, g_strfreev);
     g_clear_pointer(&disk->vsnap_overlay, g_free);
+    g_clear_pointer(&disk->vsnap_detect_zeroes, g_free);
 }
 
 void vm_config_add_disk(struct vm_config *cfg, const struct disk_config *disk)
@@ -143,6 +145,21 @@ static bool check_layers(const struct disk_config *d, unsigned i, GError **error
     return true;
 }
 
+/* libvirt's cache, discard and detect_zeroes as the vsnap_ fields carry them. */
+static bool check_write_policy(const struct disk_config *d, unsigned i, GError **error)
+{
+    static const char *const detect_zeroes[] = { "off", "on", "unmap", NULL };
+    if (d->vsnap_write_through && d->vsnap_ignore_flush)
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "vsnap_ignore_flush",
+                            "a disk that flushes after every write (vsnap_write_through) cannot ignore flushes");
+    if (d->vsnap_discard_unmap && !d->sparse)
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "vsnap_discard_unmap",
+                            "needs sparse: a disk that is not sparse offers no DISCARD");
+    if (d->vsnap_detect_zeroes && !g_strv_contains(detect_zeroes, d->vsnap_detect_zeroes))
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "vsnap_detect_zeroes", "must be 'off', 'on' or 'unmap'");
+    return true;
+}
+
 static bool check_disk(const struct vm_config *cfg, unsigned i, GError **error)
 {
     const struct disk_config *d = &cfg->disks[i];
@@ -172,7 +189,7 @@ static bool check_disk(const struct vm_config *cfg, unsigned i, GError **error)
                                                VSNAP_DISK_MAX_QUEUE_SIZE);
         return disk_invalid(error, SHIM_ERROR_INVALID, i, "queue_size", why);
     }
-    if (!check_layers(d, i, error))
+    if (!check_layers(d, i, error) || !check_write_policy(d, i, error))
         return false;
     if (d->image_type && strcmp(d->image_type, "Raw") != 0) {
         g_autofree char *why = g_strdup_printf("'%s' is not supported by vsnap: only Raw images "
@@ -322,5 +339,9 @@ void disk_config_add_json(JsonBuilder *b, const struct disk_config *disk)
     vjson_str(b, "image_type", "Raw");
     vjson_strv(b, "vsnap_chain", disk->vsnap_chain);
     vjson_str(b, "vsnap_overlay", disk->vsnap_overlay);
+    vjson_bool(b, "vsnap_write_through", disk->vsnap_write_through);
+    vjson_bool(b, "vsnap_ignore_flush", disk->vsnap_ignore_flush);
+    vjson_bool(b, "vsnap_discard_unmap", disk->vsnap_discard_unmap);
+    vjson_str(b, "vsnap_detect_zeroes", disk->vsnap_detect_zeroes);
     vjson_object_end(b);
 }

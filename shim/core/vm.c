@@ -292,7 +292,9 @@ static struct blk_backend *open_disk_backend(const struct disk_config *disk, GEr
         .nlayers = g_strv_length(disk->vsnap_chain),
     };
     struct blk_backend *lower = blk_chain_open(&chain, error);
-    struct blk_overlay_options overlay = { .path = disk->vsnap_overlay, .image = disk->path };
+    struct blk_overlay_options overlay = {
+        .path = disk->vsnap_overlay, .image = disk->path, .discard_unmap = disk->vsnap_discard_unmap,
+    };
     struct blk_backend *b = lower ? blk_overlay_open(&overlay, lower, error) : NULL;
     /* The guest was offered DISCARD by the disk's config when it was a raw
      * image; the overlay takes it as the hint it is. */

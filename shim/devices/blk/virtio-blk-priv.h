@@ -32,10 +32,21 @@
 struct blk_counters {
     atomic_uint_fast64_t read_ops, read_bytes, write_ops, write_bytes;
     atomic_uint_fast64_t flush_ops, discard_ops, write_zeroes_ops;
+    atomic_uint_fast64_t zero_writes;  /* OUT requests of zeros done as WRITE_ZEROES (detect_zeroes) */
+    atomic_uint_fast64_t store_flushes; /* flushes that reached the store (FLUSH, and writes under write_through) */
     atomic_uint_fast64_t io_errors;    /* the backend failed (ENOSPC, EIO, ...) */
     atomic_uint_fast64_t guest_errors; /* malformed chains and requests */
     atomic_uint_fast64_t unsupported;  /* request types we do not know */
     atomic_uint_fast64_t sleeps;       /* the I/O thread slept until notified (polling found nothing) */
+};
+
+/* What a write means besides its data (libvirt's <driver cache= detect_zeroes=>). */
+enum blk_detect_zeroes { BLK_DETECT_ZEROES_OFF, BLK_DETECT_ZEROES_ON, BLK_DETECT_ZEROES_UNMAP };
+
+struct blk_policy {
+    bool write_through;  /* every write is flushed before it completes */
+    bool ignore_flush;   /* FLUSH completes without touching the store */
+    enum blk_detect_zeroes detect_zeroes; /* an all-zero OUT goes to write_zeroes (may unmap with UNMAP) */
 };
 
 struct blk_request {
@@ -53,6 +64,7 @@ struct virtio_blk {
     uint8_t serial[VIRTIO_BLK_ID_BYTES]; /* GET_ID's answer, NUL padded */
     uint64_t capacity_sectors;
     struct virtio_blk_config config;     /* the config space, little-endian as x86 */
+    struct blk_policy policy;            /* set at creation, read by the I/O thread */
 
     /* Guarded by the transport lock: bumped at every device reset, so the
      * completion of a chain taken before a reset is not handed to the new

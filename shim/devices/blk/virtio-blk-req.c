@@ -89,6 +89,46 @@ static uint8_t do_read(struct virtio_blk *dev, struct virtq *q, const struct vir
     return VIRTIO_BLK_S_OK;
 }
 
+/* The store's flush, counted; every write that completed before it is durable. */
+static int flush_store(struct virtio_blk *dev)
+{
+    int err = blk_backend_flush(dev->backend);
+    if (!err)
+        atomic_fetch_add(&dev->counters.store_flushes, 1);
+    return err;
+}
+
+/* write_through: the write is durable before the guest hears of it. */
+static uint8_t written(struct virtio_blk *dev, const char *what, uint64_t sector)
+{
+    int err = dev->policy.write_through ? flush_store(dev) : 0;
+    return err ? backend_failed(dev, what, sector, err) : VIRTIO_BLK_S_OK;
+}
+
+static bool iov_all_zero(const struct iovec *iov, unsigned niov)
+{
+    for (unsigned i = 0; i < niov; i++) {
+        const uint8_t *p = iov[i].iov_base;
+        size_t len = iov[i].iov_len;
+        /* Compare the buffer with itself shifted by one: all bytes equal, and the first is zero. */
+        if (len && (p[0] != 0 || memcmp(p, p + 1, len - 1) != 0))
+            return false;
+    }
+    return true;
+}
+
+/* detect_zeroes: a write of zeros costs no data (and, with unmap on a disk
+ * that discards, may free the space). */
+static int write_data(struct virtio_blk *dev, uint64_t offset, const struct iovec *iov, unsigned niov, size_t len)
+{
+    enum blk_detect_zeroes dz = dev->policy.detect_zeroes;
+    if (dz == BLK_DETECT_ZEROES_OFF || !iov_all_zero(iov, niov))
+        return blk_backend_writev(dev->backend, offset, iov, niov);
+    atomic_fetch_add(&dev->counters.zero_writes, 1);
+    bool unmap = dz == BLK_DETECT_ZEROES_UNMAP && dev->backend->can_discard;
+    return blk_backend_write_zeroes(dev->backend, offset, len, unmap);
+}
+
 static uint8_t do_write(struct virtio_blk *dev, const struct virtq_chain *c, const struct blk_req_view *v)
 {
     if (v->data_out)
@@ -103,19 +143,21 @@ static uint8_t do_write(struct virtio_blk *dev, const struct virtq_chain *c, con
         return VIRTIO_BLK_S_OK;
     struct iovec iov[VIRTQ_MAX_CHAIN];
     unsigned n = virtq_chain_read_iov(c, HDR_SIZE, v->data_in, iov);
-    int err = blk_backend_writev(dev->backend, v->hdr.sector * BLK_SECTOR_SIZE, iov, n);
+    int err = write_data(dev, v->hdr.sector * BLK_SECTOR_SIZE, iov, n, v->data_in);
     if (err)
         return backend_failed(dev, "write", v->hdr.sector, err);
     atomic_fetch_add(&dev->counters.write_ops, 1);
     atomic_fetch_add(&dev->counters.write_bytes, v->data_in);
-    return VIRTIO_BLK_S_OK;
+    return written(dev, "write", v->hdr.sector);
 }
 
+/* ignore_flush (cache='unsafe'): the guest is told its data is safe when it
+ * is only in the host's page cache. */
 static uint8_t do_flush(struct virtio_blk *dev, const struct blk_req_view *v)
 {
     if (v->data_in || v->data_out)
         return malformed(dev, "FLUSH request with %zu + %zu data bytes", v->data_in, v->data_out);
-    int err = blk_backend_flush(dev->backend);
+    int err = dev->policy.ignore_flush ? 0 : flush_store(dev);
     if (err)
         return backend_failed(dev, "flush", 0, err);
     atomic_fetch_add(&dev->counters.flush_ops, 1);
@@ -174,7 +216,7 @@ static uint8_t do_ranges(struct virtio_blk *dev, const struct virtq_chain *c, co
         if (status != VIRTIO_BLK_S_OK)
             return status;
     }
-    return VIRTIO_BLK_S_OK;
+    return written(dev, what, v->hdr.sector);
 }
 
 static uint8_t dispatch(struct virtio_blk *dev, struct virtq *q, const struct virtq_chain *c,

@@ -329,6 +329,18 @@ static bool open_thread_fds(struct virtio_blk *dev, GError **error)
     return ok;
 }
 
+static struct blk_policy policy_for(const struct disk_config *cfg)
+{
+    const char *dz = cfg->vsnap_detect_zeroes;
+    return (struct blk_policy){
+        .write_through = cfg->vsnap_write_through,
+        .ignore_flush = cfg->vsnap_ignore_flush,
+        .detect_zeroes = !dz || g_str_equal(dz, "off") ? BLK_DETECT_ZEROES_OFF
+                         : g_str_equal(dz, "on")       ? BLK_DETECT_ZEROES_ON
+                                                       : BLK_DETECT_ZEROES_UNMAP,
+    };
+}
+
 struct virtio_blk *virtio_blk_new(const struct virtio_host *host, unsigned mmio_index,
                                   const struct disk_config *cfg, struct blk_backend *backend, GError **error)
 {
@@ -340,6 +352,7 @@ struct virtio_blk *virtio_blk_new(const struct virtio_host *host, unsigned mmio_
     g_cond_init(&dev->ctl_cond);
     dev->capacity_sectors = backend->capacity / BLK_SECTOR_SIZE;
     fill_serial(dev, cfg);
+    dev->policy = policy_for(cfg);
     dev->ops = (struct virtio_device_ops){
         .name = "virtio-blk",
         .device_id = VIRTIO_ID_BLOCK,
@@ -430,7 +443,8 @@ void virtio_blk_add_counters(struct virtio_blk *dev, JsonBuilder *b)
         {"read_ops", atomic_load(&c->read_ops)},       {"read_bytes", atomic_load(&c->read_bytes)},
         {"write_ops", atomic_load(&c->write_ops)},     {"write_bytes", atomic_load(&c->write_bytes)},
         {"flush_ops", atomic_load(&c->flush_ops)},     {"discard_ops", atomic_load(&c->discard_ops)},
-        {"write_zeroes_ops", atomic_load(&c->write_zeroes_ops)},
+        {"write_zeroes_ops", atomic_load(&c->write_zeroes_ops)}, {"zero_writes", atomic_load(&c->zero_writes)},
+        {"store_flushes", atomic_load(&c->store_flushes)},
         {"io_errors", atomic_load(&c->io_errors)},     {"guest_errors", atomic_load(&c->guest_errors)},
         {"unsupported", atomic_load(&c->unsupported)}, {"sleeps", atomic_load(&c->sleeps)},
     };

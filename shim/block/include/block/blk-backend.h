@@ -131,13 +131,16 @@ void blk_chain_layers_moved(struct blk_backend *b, const char *from, const char 
 struct blk_overlay_options {
     const char *path;           /* the overlay file: opened if it exists, else created empty */
     const char *image;          /* the base image, whose identity an existing overlay must match */
+    bool discard_unmap;         /* DISCARD records whole blocks as zeroes (libvirt's discard='unmap') */
 };
 
 /* A writable overlay over lower (a chain backend; taken, closed on failure
  * too). An existing overlay must have lower's capacity, name lower's top
  * layer and have been made over this image (errors name the file or image).
  * FLUSH: data fdatasync, bitmap, fdatasync. DISCARD is a no-op (the blocks below
- * must keep showing through); can_discard is the caller's to set. */
+ * keep showing through) unless discard_unmap: then its whole blocks are
+ * recorded as zeroes, their data a hole in the overlay file. WRITE_ZEROES
+ * records whole blocks so too. can_discard is the caller's to set. */
 struct blk_backend *blk_overlay_open(const struct blk_overlay_options *opts, struct blk_backend *lower,
                                      GError **error);
 /* The open overlay file of an overlay backend (NULL for another backend):

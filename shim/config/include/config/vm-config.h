@@ -128,6 +128,11 @@ struct disk_config {
     /* vsnap extensions: a disk on snapshot layers (docs/cloud-hypervisor-api.md). */
     char **vsnap_chain;  /* sealed disk layers over path, base first; NULL: path is written directly */
     char *vsnap_overlay; /* with vsnap_chain: the active overlay (created when missing) */
+    /* vsnap extensions: libvirt's <driver cache= discard= detect_zeroes=>. */
+    bool vsnap_write_through; /* FLUSH after every write (cache writethrough, directsync) */
+    bool vsnap_ignore_flush;  /* the guest's FLUSH does nothing (cache unsafe) */
+    bool vsnap_discard_unmap; /* with sparse: on layers a DISCARD records whole blocks as zeroes in the overlay */
+    char *vsnap_detect_zeroes; /* NULL or "off", "on" (an all-zero write is a WRITE_ZEROES), "unmap" (one that may unmap) */
 };
 
 /* One of Cloud Hypervisor's NetConfig: a virtio-net device on a tap. The tap
