@@ -32,6 +32,13 @@ static void domain_sysinfo_copy(struct domain_sysinfo *to, const struct domain_s
     to->oem_strings = g_strdupv(from->oem_strings);
 }
 
+const char *const domain_disk_cache_names[] = {
+    "", "default", "none", "writethrough", "writeback", "directsync", "unsafe", NULL,
+};
+const char *const domain_disk_io_names[] = { "", "native", "threads", "io_uring", NULL };
+const char *const domain_disk_discard_names[] = { "", "unmap", "ignore", NULL };
+const char *const domain_disk_detect_zeroes_names[] = { "", "off", "on", "unmap", NULL };
+
 static void domain_disk_clear(struct domain_disk *disk)
 {
     g_free(disk->target);

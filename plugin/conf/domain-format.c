@@ -203,16 +203,31 @@ static void format_backing_chain(GString *out, const struct domain_disk *disk)
         g_string_append_printf(out, "%*s</backingStore>\n", 6 + 2 * depth, "");
 }
 
+static void append_keyword(GString *out, const char *attribute, const char *const *names, int value)
+{
+    if (value)
+        g_string_append_printf(out, " %s='%s'", attribute, names[value]);
+}
+
+/* <driver>: the name as written, raw, and the modes that were given. */
+static void format_disk_driver(GString *out, const struct domain_disk *disk)
+{
+    g_string_append_printf(out, "      <driver name='%s' type='raw'",
+                           disk->driver == DOMAIN_DISK_DRIVER_QEMU ? "qemu" : "vsnap");
+    append_keyword(out, "cache", domain_disk_cache_names, disk->cache);
+    append_keyword(out, "io", domain_disk_io_names, disk->io);
+    append_keyword(out, "discard", domain_disk_discard_names, disk->discard);
+    append_keyword(out, "detect_zeroes", domain_disk_detect_zeroes_names, disk->detect_zeroes);
+    g_string_append(out, "/>\n");
+}
+
 /* Inactive XML is the user's definition (the image as <source>); live XML
  * shows the chain's top as <source> with the chain below it. */
 static void format_disk(GString *out, const struct domain_disk *disk, bool live)
 {
     bool top_is_block = disk->is_block && !(live && disk->chain);
-    g_string_append_printf(out,
-                           "    <disk type='%s' device='disk'>\n"
-                           "      <driver name='%s' type='raw'/>\n",
-                           top_is_block ? "block" : "file",
-                           disk->driver == DOMAIN_DISK_DRIVER_QEMU ? "qemu" : "vsnap");
+    g_string_append_printf(out, "    <disk type='%s' device='disk'>\n", top_is_block ? "block" : "file");
+    format_disk_driver(out, disk);
     format_disk_source(out, 0, live && disk->chain ? disk->chain[0] : disk->path, top_is_block);
     if (live)
         format_backing_chain(out, disk);
@@ -220,6 +235,10 @@ static void format_disk(GString *out, const struct domain_disk *disk, bool live)
     if (disk->readonly)
         g_string_append(out, "      <readonly/>\n");
     append_text_element(out, "      ", "serial", disk->serial);
+    if (disk->boot_order)
+        g_string_append_printf(out, "      <boot order='%u'/>\n", disk->boot_order);
+    if (disk->address_mmio)
+        g_string_append(out, "      <address type='virtio-mmio'/>\n");
     g_string_append(out, "    </disk>\n");
 }
 

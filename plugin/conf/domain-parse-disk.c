@@ -30,11 +30,13 @@ enum disk_child {
     DISK_READONLY,
     DISK_SHAREABLE,
     DISK_SERIAL,
+    DISK_BOOT,
+    DISK_ADDRESS,
     DISK_N_CHILDREN,
 };
 
 static const char *const disk_child_names[DISK_N_CHILDREN] = {
-    "target", "driver", "source", "backingStore", "readonly", "shareable", "serial",
+    "target", "driver", "source", "backingStore", "readonly", "shareable", "serial", "boot", "address",
 };
 
 static bool parse_storage_type(const xmlNode *node, bool *is_block, GError **error)
@@ -117,9 +119,47 @@ static bool check_format(const struct domain_disk *disk, const char *format, GEr
     return false;
 }
 
+/* One of <driver>'s keyword attributes: *value is its index in names (0
+ * when absent); anything else is refused listing what is accepted. */
+static bool parse_keyword(const struct domain_disk *disk, const xmlNode *node, const char *attribute,
+                          const char *const *names, int *value, GError **error)
+{
+    g_autofree char *text = conf_xml_prop(node, attribute);
+    *value = 0;
+    if (!text)
+        return true;
+    for (int i = 1; names[i]; i++)
+        if (strcmp(text, names[i]) == 0) {
+            *value = i;
+            return true;
+        }
+    g_autofree char *accepted = g_strjoinv("', '", (char **)names + 1);
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                "disk '%s': <driver %s='%s'> is not supported by vsnap: use '%s'", disk->target, attribute,
+                text, accepted);
+    return false;
+}
+
+/* cache, io, discard and detect_zeroes, as libvirt's QEMU driver takes them
+ * (their meanings: domain-vm-config.c). */
+static bool parse_driver_modes(struct domain_disk *disk, const xmlNode *node, GError **error)
+{
+    int cache, io, discard, detect_zeroes;
+    if (!parse_keyword(disk, node, "cache", domain_disk_cache_names, &cache, error) ||
+        !parse_keyword(disk, node, "io", domain_disk_io_names, &io, error) ||
+        !parse_keyword(disk, node, "discard", domain_disk_discard_names, &discard, error) ||
+        !parse_keyword(disk, node, "detect_zeroes", domain_disk_detect_zeroes_names, &detect_zeroes, error))
+        return false;
+    disk->cache = (enum domain_disk_cache)cache;
+    disk->io = (enum domain_disk_io)io;
+    disk->discard = (enum domain_disk_discard)discard;
+    disk->detect_zeroes = (enum domain_disk_detect_zeroes)detect_zeroes;
+    return true;
+}
+
 static bool parse_driver(struct domain_disk *disk, const xmlNode *node, GError **error)
 {
-    static const char *const attributes[] = {"name", "type", NULL};
+    static const char *const attributes[] = {"name", "type", "cache", "io", "discard", "detect_zeroes", NULL};
     disk->driver = DOMAIN_DISK_DRIVER_VSNAP;
     if (!node)
         return true;
@@ -135,7 +175,51 @@ static bool parse_driver(struct domain_disk *disk, const xmlNode *node, GError *
         return false;
     }
     g_autofree char *type = conf_xml_prop(node, "type");
-    return check_format(disk, type, error);
+    return check_format(disk, type, error) && parse_driver_modes(disk, node, error);
+}
+
+/* <boot order='N'/>: libvirt's per-device boot order. vsnap boots its one
+ * kernel (<os><kernel>), so the order only travels with the XML. */
+static bool parse_boot(struct domain_disk *disk, const xmlNode *node, GError **error)
+{
+    static const char *const attributes[] = {"order", NULL};
+    if (!node)
+        return true;
+    if (!conf_xml_check_attributes(node, attributes, error) || !conf_xml_check_no_children(node, error))
+        return false;
+    g_autofree char *order = conf_xml_prop(node, "order");
+    g_autofree char *what = g_strdup_printf("disk '%s' <boot order>", disk->target);
+    uint64_t value = 0;
+    if (!order) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR, "%s: the order attribute is missing", what);
+        return false;
+    }
+    if (!conf_parse_uint64(order, 1, G_MAXINT, what, &value, error))
+        return false;
+    disk->boot_order = (unsigned)value;
+    return true;
+}
+
+/* <address>: libvirt writes one for every device once it placed it. vsnap's
+ * devices sit on virtio-mmio, which libvirt's virtio-mmio address names
+ * without further attributes; any other bus is not there to place a disk on. */
+static bool parse_address(struct domain_disk *disk, const xmlNode *node, GError **error)
+{
+    if (!node)
+        return true;
+    g_autofree char *type = conf_xml_prop(node, "type");
+    if (!type || strcmp(type, "virtio-mmio") != 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "disk '%s': <address type='%s'> is not supported by vsnap: its machine has no %s bus, every "
+                    "virtio device sits on virtio-mmio; use <address type='virtio-mmio'/> or leave the address out",
+                    disk->target, type ? type : "", type ? type : "such");
+        return false;
+    }
+    static const char *const attributes[] = {"type", NULL};
+    if (!conf_xml_check_attributes(node, attributes, error) || !conf_xml_check_no_children(node, error))
+        return false;
+    disk->address_mmio = true;
+    return true;
 }
 
 /* <source file=.../> or <source dev=.../>: an absolute path. */
@@ -289,7 +373,7 @@ static bool refuse_shareable(const xmlNode *node, GError **error)
     return false;
 }
 
-/* Two disks never name the same target or the same image. */
+/* Two disks never name the same target or the same image, nor share a boot order. */
 static bool check_unique(const struct domain_def *def, const struct domain_disk *disk, GError **error)
 {
     for (size_t i = 0; i < def->n_disks; i++) {
@@ -300,6 +384,12 @@ static bool check_unique(const struct domain_def *def, const struct domain_disk 
             g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR,
                         "disk target '%s' is used twice (disks '%s' and '%s')", disk->target, other->path,
                         disk->path);
+            return false;
+        }
+        if (disk->boot_order && other->boot_order == disk->boot_order) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_ERROR,
+                        "boot order %u is used by two disks ('%s' and '%s')", disk->boot_order, other->target,
+                        disk->target);
             return false;
         }
         if (strcmp(other->path, disk->path) == 0) {
@@ -329,7 +419,8 @@ static bool parse_disk_children(struct domain_disk *disk, const xmlNode *const f
     if (found[DISK_BACKING_STORE] && !parse_backing_chain(disk, found[DISK_BACKING_STORE], error))
         return false;
     return parse_flag(found[DISK_READONLY], &disk->readonly, error) &&
-           parse_serial(disk, found[DISK_SERIAL], error);
+           parse_serial(disk, found[DISK_SERIAL], error) && parse_boot(disk, found[DISK_BOOT], error) &&
+           parse_address(disk, found[DISK_ADDRESS], error);
 }
 
 bool domain_parse_disk(struct domain_def *def, const xmlNode *node, GError **error)

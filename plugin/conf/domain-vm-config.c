@@ -90,6 +90,41 @@ static void add_vm_disk_chain(JsonBuilder *b, const struct domain_disk *disk)
     vjson_str(b, "vsnap_overlay", disk->chain[0]);
 }
 
+/* libvirt's <driver> modes as the shim's DiskConfig carries them:
+ *  cache none, directsync        O_DIRECT on the image (direct)
+ *  cache writethrough, directsync a flush after every write (vsnap_write_through)
+ *  cache unsafe                  the guest's FLUSH ignored (vsnap_ignore_flush)
+ *  cache writeback, default      the page cache, FLUSH honoured (as without cache=)
+ *  discard unmap                 holes punched in the image; on layers, the blocks recorded as
+ *                                zeroes in the active overlay (sparse, vsnap_discard_unmap)
+ *  discard ignore                no DISCARD offered, zeroes written out (sparse false)
+ *  no discard                    Cloud Hypervisor's default sparse: holes in the image, DISCARD on
+ *                                layers a no-op (vsnap before these modes; libvirt's default would be ignore)
+ *  detect_zeroes on, unmap       an all-zero write becomes a WRITE_ZEROES; unmap frees space only with
+ *                                discard='unmap', as libvirt's QEMU driver has it
+ *  io native, threads, io_uring  one backend (preadv/pwritev on the disk's thread) serves all three */
+static void add_vm_disk_modes(JsonBuilder *b, const struct domain_disk *disk)
+{
+    enum domain_disk_cache c = disk->cache;
+    if (c == DOMAIN_DISK_CACHE_NONE || c == DOMAIN_DISK_CACHE_DIRECTSYNC)
+        vjson_bool(b, "direct", true);
+    if (c == DOMAIN_DISK_CACHE_WRITETHROUGH || c == DOMAIN_DISK_CACHE_DIRECTSYNC)
+        vjson_bool(b, "vsnap_write_through", true);
+    if (c == DOMAIN_DISK_CACHE_UNSAFE)
+        vjson_bool(b, "vsnap_ignore_flush", true);
+    if (disk->discard == DOMAIN_DISK_DISCARD_IGNORE)
+        vjson_bool(b, "sparse", false);
+    if (disk->discard == DOMAIN_DISK_DISCARD_UNMAP) {
+        vjson_bool(b, "sparse", true);
+        vjson_bool(b, "vsnap_discard_unmap", true);
+    }
+    enum domain_disk_detect_zeroes dz = disk->detect_zeroes;
+    if (dz == DOMAIN_DISK_DETECT_ZEROES_UNMAP && disk->discard != DOMAIN_DISK_DISCARD_UNMAP)
+        dz = DOMAIN_DISK_DETECT_ZEROES_ON;
+    if (dz != DOMAIN_DISK_DETECT_ZEROES_ABSENT)
+        vjson_str(b, "vsnap_detect_zeroes", domain_disk_detect_zeroes_names[dz]);
+}
+
 static void add_vm_disk(JsonBuilder *b, const struct domain_disk *disk)
 {
     vjson_object_begin(b, NULL);
@@ -98,6 +133,7 @@ static void add_vm_disk(JsonBuilder *b, const struct domain_disk *disk)
     vjson_str(b, "id", disk->target);
     vjson_str_opt(b, "serial", disk->serial);
     vjson_str(b, "image_type", "Raw");
+    add_vm_disk_modes(b, disk);
     add_vm_disk_chain(b, disk);
     vjson_object_end(b);
 }

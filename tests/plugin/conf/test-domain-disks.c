@@ -244,6 +244,93 @@ static void test_copy(void)
     g_assert_cmpstr(a, ==, b);
 }
 
+/* libvirt-tck's disk (<driver name='qemu' type='raw' cache='none'/>) and
+ * every mode libvirt's QEMU driver takes: kept, shown back exactly, valid
+ * by libvirt's own schema, and turned into the shim's DiskConfig fields. */
+static const char *const driver_modes_xml =
+    "    <disk type='file' device='disk'>\n"
+    "      <driver name='qemu' type='raw' cache='none'/>\n"
+    "      <source file='/i/tck.img'/>\n"
+    "      <target dev='vda' bus='virtio'/>\n"
+    "      <boot order='1'/>\n"
+    "      <address type='virtio-mmio'/>\n"
+    "    </disk>\n"
+    "    <disk type='file' device='disk'>\n"
+    "      <driver name='vsnap' type='raw' cache='directsync' io='io_uring' discard='unmap' detect_zeroes='unmap'/>\n"
+    "      <source file='/i/b.img'/>\n"
+    "      <target dev='vdb' bus='virtio'/>\n"
+    "      <boot order='2'/>\n"
+    "    </disk>\n"
+    "    <disk type='file' device='disk'>\n"
+    "      <driver name='vsnap' type='raw' cache='unsafe' io='threads' discard='ignore' detect_zeroes='unmap'/>\n"
+    "      <source file='/i/c.img'/>\n"
+    "      <target dev='vdc' bus='virtio'/>\n"
+    "    </disk>\n"
+    "    <disk type='file' device='disk'>\n"
+    "      <driver name='vsnap' type='raw' cache='writethrough' io='native' detect_zeroes='on'/>\n"
+    "      <source file='/i/d.img'/>\n"
+    "      <target dev='vdd' bus='virtio'/>\n"
+    "    </disk>\n"
+    "    <disk type='file' device='disk'>\n"
+    "      <driver name='vsnap' type='raw' cache='default' detect_zeroes='off'/>\n"
+    "      <source file='/i/e.img'/>\n"
+    "      <target dev='vde' bus='virtio'/>\n"
+    "    </disk>\n"
+    "    <disk type='file' device='disk'>\n"
+    "      <driver name='vsnap' type='raw' cache='writeback'/>\n"
+    "      <source file='/i/f.img'/>\n"
+    "      <target dev='vdf' bus='virtio'/>\n"
+    "    </disk>\n";
+
+static void test_driver_modes(void)
+{
+    g_autoptr(domain_def) def = parse_devices(driver_modes_xml);
+    g_assert_cmpint(def->disks[0].cache, ==, DOMAIN_DISK_CACHE_NONE);
+    g_assert_cmpuint(def->disks[0].boot_order, ==, 1);
+    g_assert_true(def->disks[0].address_mmio);
+    g_assert_cmpint(def->disks[1].io, ==, DOMAIN_DISK_IO_URING);
+    for (int live = 0; live <= 1; live++) {
+        g_autofree char *xml = domain_def_format(def, live, live ? 3 : -1);
+        if (!live && !strstr(xml, driver_modes_xml))
+            g_error("driver modes not shown back as given:\n%s", xml);
+        if (have_libvirt_schemas())
+            conf_test_check_libvirt_schema(xml, "domain", "domain.rng");
+    }
+    g_autoptr(GError) error = NULL;
+    g_autofree char *json = domain_def_to_vm_config_json(def, NULL, NULL, &error);
+    g_assert_no_error(error);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_assert_true(json_parser_load_from_data(parser, json, -1, NULL));
+    JsonArray *disks = json_object_get_array_member(json_node_get_object(json_parser_get_root(parser)), "disks");
+    /* Per disk: direct, write_through, ignore_flush, sparse (-1: not sent), discard_unmap, detect_zeroes. */
+    static const struct {
+        int direct, write_through, ignore_flush, sparse, discard_unmap;
+        const char *detect_zeroes;
+    } expected[] = {
+        {1, -1, -1, -1, -1, NULL},   /* none */
+        {1, 1, -1, 1, 1, "unmap"},   /* directsync, discard unmap */
+        {-1, -1, 1, 0, -1, "on"},    /* unsafe; unmap without discard='unmap' is on, as libvirt has it */
+        {-1, 1, -1, -1, -1, "on"},   /* writethrough */
+        {-1, -1, -1, -1, -1, "off"}, /* default */
+        {-1, -1, -1, -1, -1, NULL},  /* writeback */
+    };
+    const char *const names[] = {"direct", "vsnap_write_through", "vsnap_ignore_flush", "sparse",
+                                 "vsnap_discard_unmap"};
+    for (guint i = 0; i < G_N_ELEMENTS(expected); i++) {
+        JsonObject *d = json_array_get_object_element(disks, i);
+        const int want[] = {expected[i].direct, expected[i].write_through, expected[i].ignore_flush,
+                            expected[i].sparse, expected[i].discard_unmap};
+        for (guint f = 0; f < G_N_ELEMENTS(names); f++) {
+            int got = json_object_has_member(d, names[f]) ? json_object_get_boolean_member(d, names[f]) : -1;
+            if (got != want[f])
+                g_error("disk %u: %s is %d, expected %d", i, names[f], got, want[f]);
+        }
+        const char *dz = json_object_has_member(d, "vsnap_detect_zeroes")
+                             ? json_object_get_string_member(d, "vsnap_detect_zeroes") : NULL;
+        g_assert_cmpstr(dz, ==, expected[i].detect_zeroes);
+    }
+}
+
 /* Refused as live XML, where a disk may have a chain (so as a definition too). */
 static void check_refusal(const char *devices, int code, const char *message_part)
 {
@@ -273,7 +360,12 @@ static void test_refusals(void)
         {DISK("<driver type='qcow2'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED, "image format 'qcow2' is not supported"},
         {DISK("<driver type='vmdk'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED, "image format 'vmdk'"},
         {DISK("<driver name='phy'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED, "<driver name='phy'>"},
-        {DISK("<driver name='vsnap' cache='none'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED, "cache='none'"},
+        {DISK("<driver name='vsnap' cache='bogus'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED,
+         "<driver cache='bogus'> is not supported by vsnap: use 'default', 'none', 'writethrough'"},
+        {DISK("<driver io='aio'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED, "use 'native', 'threads', 'io_uring'"},
+        {DISK("<driver discard='on'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED, "use 'unmap', 'ignore'"},
+        {DISK("<driver detect_zeroes='yes'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED, "use 'off', 'on', 'unmap'"},
+        {DISK("<driver error_policy='stop'/>" SRC TGT), VIR_ERR_CONFIG_UNSUPPORTED, "error_policy='stop'"},
         {"<disk type='file' device='cdrom'>" SRC TGT "</disk>", VIR_ERR_CONFIG_UNSUPPORTED, "<disk device='cdrom'>"},
         {"<disk type='file' device='floppy'>" SRC TGT "</disk>", VIR_ERR_CONFIG_UNSUPPORTED, "<disk device='floppy'>"},
         {"<disk type='block' device='lun'><source dev='/dev/sda'/>" TGT "</disk>", VIR_ERR_CONFIG_UNSUPPORTED, "device='lun'"},
@@ -298,8 +390,16 @@ static void test_refusals(void)
         {DISK("<source file='/i/a.img'><seclabel relabel='no'/></source>" TGT), VIR_ERR_CONFIG_UNSUPPORTED, "<seclabel> in <source>"},
         {DISK(SRC TGT "<shareable/>"), VIR_ERR_CONFIG_UNSUPPORTED, "<shareable/> disks are not supported"},
         {DISK(SRC TGT "<transient/>"), VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <transient> in <disk>"},
-        {DISK(SRC TGT "<boot order='1'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <boot> in <disk>"},
-        {DISK(SRC TGT "<address type='pci'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <address> in <disk>"},
+        {DISK(SRC TGT "<boot order='0'/>"), VIR_ERR_XML_DETAIL, "boot order"},
+        {DISK(SRC TGT "<boot/>"), VIR_ERR_XML_ERROR, "the order attribute is missing"},
+        {DISK(SRC TGT "<boot order='1' loadparm='x'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "loadparm='x'"},
+        {DISK(SRC TGT "<boot order='2'/>") DISK("<source file='/i/b.img'/><target dev='vdb'/><boot order='2'/>"),
+         VIR_ERR_XML_ERROR, "boot order 2 is used by two disks ('vda' and 'vdb')"},
+        {DISK(SRC TGT "<address type='pci' domain='0x0000' bus='0x00' slot='0x04' function='0x0'/>"),
+         VIR_ERR_CONFIG_UNSUPPORTED, "<address type='pci'> is not supported by vsnap: its machine has no pci bus"},
+        {DISK(SRC TGT "<address type='drive' controller='0' bus='0' target='0' unit='0'/>"),
+         VIR_ERR_CONFIG_UNSUPPORTED, "<address type='drive'>"},
+        {DISK(SRC TGT "<address type='virtio-mmio' slot='1'/>"), VIR_ERR_CONFIG_UNSUPPORTED, "slot='1'"},
         {DISK(SRC TGT "<iotune><total_bytes_sec>1</total_bytes_sec></iotune>"), VIR_ERR_CONFIG_UNSUPPORTED, "<iotune>"},
         {DISK(SRC TGT "<readonly/><readonly/>"), VIR_ERR_XML_ERROR, "<readonly> appears more than once"},
         {DISK(SRC SRC TGT), VIR_ERR_XML_ERROR, "<source> appears more than once"},
@@ -474,6 +574,7 @@ int main(int argc, char **argv)
     g_test_add_func("/conf/disks/chain-end-in-definition", test_chain_end_in_definition);
     g_test_add_func("/conf/disks/copy", test_copy);
     g_test_add_func("/conf/disks/refusals", test_refusals);
+    g_test_add_func("/conf/disks/driver-modes", test_driver_modes);
     g_test_add_func("/conf/disks/chain-limit", test_chain_limit);
     g_test_add_func("/conf/disks/vm-config", test_vm_config);
     g_test_add_func("/conf/disks/same-disks", test_same_disks);

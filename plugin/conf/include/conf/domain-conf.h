@@ -40,6 +40,25 @@ enum restore_mode { RESTORE_MODE_ONDEMAND, RESTORE_MODE_MERGE, RESTORE_MODE_COPY
  * virtio-blk on a raw image, and the name is kept as it was written. */
 enum domain_disk_driver { DOMAIN_DISK_DRIVER_VSNAP, DOMAIN_DISK_DRIVER_QEMU };
 
+/* The <driver> attributes libvirt's QEMU driver takes, each an index into
+ * its table of names (domain_disk_*_names, libvirt's spelling); 0 (ABSENT):
+ * not given, and not shown back. What each means is in domain-vm-config.c. */
+enum domain_disk_cache {
+    DOMAIN_DISK_CACHE_ABSENT, DOMAIN_DISK_CACHE_DEFAULT, DOMAIN_DISK_CACHE_NONE, DOMAIN_DISK_CACHE_WRITETHROUGH,
+    DOMAIN_DISK_CACHE_WRITEBACK, DOMAIN_DISK_CACHE_DIRECTSYNC, DOMAIN_DISK_CACHE_UNSAFE,
+};
+enum domain_disk_io { DOMAIN_DISK_IO_ABSENT, DOMAIN_DISK_IO_NATIVE, DOMAIN_DISK_IO_THREADS, DOMAIN_DISK_IO_URING };
+enum domain_disk_discard { DOMAIN_DISK_DISCARD_ABSENT, DOMAIN_DISK_DISCARD_UNMAP, DOMAIN_DISK_DISCARD_IGNORE };
+enum domain_disk_detect_zeroes {
+    DOMAIN_DISK_DETECT_ZEROES_ABSENT, DOMAIN_DISK_DETECT_ZEROES_OFF, DOMAIN_DISK_DETECT_ZEROES_ON,
+    DOMAIN_DISK_DETECT_ZEROES_UNMAP,
+};
+/* NULL-terminated, indexed by the enums above (entry 0 is "" for ABSENT). */
+extern const char *const domain_disk_cache_names[];
+extern const char *const domain_disk_io_names[];
+extern const char *const domain_disk_discard_names[];
+extern const char *const domain_disk_detect_zeroes_names[];
+
 /* One <disk type='file|block' device='disk'>, a virtio-blk device. */
 struct domain_disk {
     char *target;     /* <target dev='vdX'>: unique in the domain; the disk's "id" for the shim */
@@ -48,6 +67,12 @@ struct domain_disk {
     bool readonly;    /* <readonly/> */
     char *serial;     /* <serial>, NULL if absent; at most 20 bytes (virtio-blk's GET_ID) */
     enum domain_disk_driver driver;
+    enum domain_disk_cache cache;       /* <driver cache=> */
+    enum domain_disk_io io;             /* <driver io=>: kept, one backend serves all three */
+    enum domain_disk_discard discard;   /* <driver discard=> */
+    enum domain_disk_detect_zeroes detect_zeroes; /* <driver detect_zeroes=> */
+    unsigned boot_order;  /* <boot order=>, 0 if absent: kept for the XML (one kernel boots) */
+    bool address_mmio;    /* <address type='virtio-mmio'/>: kept (the only bus vsnap has) */
     /* Runtime, like a pty path: the layers the guest sees above path, top
      * first (chain[0] the active overlay, then sealed disk layers newest
      * first), NULL-terminated; NULL when the guest writes path itself. Live
