@@ -105,6 +105,25 @@ static void cmd_fill(char **args, struct blk_out *o)
     put_status(o, disk, status, true);
 }
 
+/* BLKFILLZ: zeros written as plain writes (OUT), not as WRITE_ZEROES: what a
+ * host's detect_zeroes is there to catch. */
+static void cmd_fill_zeros(char **args, struct blk_out *o)
+{
+    unsigned disk;
+    uint64_t off, len;
+    if (!region_args(args, o, &disk, &off, &len))
+        return;
+    uint64_t *words = (uint64_t *)blk_buffer();
+    for (uint64_t i = 0; i < BLK_BUFFER_BYTES / 8; i++)
+        words[i] = 0;
+    int status = BLK_S_OK;
+    for (uint64_t done = 0; done < len && status == BLK_S_OK; done += BLK_BUFFER_BYTES) {
+        uint64_t piece = len - done < BLK_BUFFER_BYTES ? len - done : BLK_BUFFER_BYTES;
+        status = blk_rw(disk, true, (off + done) / BLK_SECTOR, blk_buffer(), piece, FILL_CHUNK, FILL_DEPTH);
+    }
+    put_status(o, disk, status, true);
+}
+
 static void cmd_sum(char **args, struct blk_out *o)
 {
     unsigned disk;
@@ -297,7 +316,7 @@ static const struct blk_command table[] = {
     {"BLKINFO", 1, cmd_info},     {"BLKFILL", 4, cmd_fill},   {"BLKSUM", 3, cmd_sum},
     {"BLKFLUSH", 1, cmd_flush},   {"BLKID", 1, cmd_id},       {"BLKDISCARD", 3, cmd_discard},
     {"BLKZERO", 4, cmd_zero},     {"BLKBADPKT", 1, cmd_badpkt}, {"BLKBENCH", 7, cmd_bench},
-    {"BLKCOPY", 4, cmd_copy},
+    {"BLKCOPY", 4, cmd_copy},     {"BLKFILLZ", 3, cmd_fill_zeros},
 };
 
 const struct blk_command *blk_command_find(const char *name)

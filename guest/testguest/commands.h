@@ -35,6 +35,7 @@
  *   BLKINFO <n>                    -> BLK <n> <capacity in sectors> <ro: 0|1>
  *   BLKFILL <n> <off> <len> <seed> -> OK   write the pattern: word k of the region
  *                                          is mix(seed ^ k), as FILL
+ *   BLKFILLZ <n> <off> <len>       -> OK   write zeros with plain writes (OUT)
  *   BLKSUM <n> <off> <len>         -> SUM <16 hex>  FNV-1a of the bytes read back
  *   BLKCOPY <from> <to> <off> <len> -> OK <bytes written>  copy a region disk to
  *                                          disk, skipping blocks that read as

@@ -271,11 +271,18 @@ bool disk_config_check_image(const struct disk_config *disk, const char *field, 
         return image_failed(error, field, disk->path, "not a regular file or a block device");
     /* The base of a chain is only ever read. */
     bool read_only = disk->readonly || disk->vsnap_chain;
-    int fd = sandbox_open_kept(disk->path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    /* The flags the disk's backend opens it with (blk-raw.c): a confined
+     * shim keeps this open file, and its lock, for that open to reuse; any
+     * other flags would open a second file the kept one's lock refuses. */
+    int flags = (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | (disk->direct ? O_DIRECT : 0);
+    int fd = sandbox_open_kept(disk->path, flags);
     if (fd < 0) {
         int e = errno;
-        g_autofree char *why = g_strdup_printf("cannot open it for %s: %s",
-                                               read_only ? "reading" : "reading and writing", g_strerror(e));
+        g_autofree char *why =
+            e == EINVAL && disk->direct
+                ? g_strdup("its file system refuses O_DIRECT (direct=true: libvirt's cache='none' or 'directsync')")
+                : g_strdup_printf("cannot open it for %s: %s", read_only ? "reading" : "reading and writing",
+                                  g_strerror(e));
         return image_failed(error, field, disk->path, why);
     }
     /* Another VM's image is refused here, before anything is built; the
