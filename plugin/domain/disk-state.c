@@ -10,6 +10,7 @@
 
 #define CHAINS_FILE "chains"
 #define SAVED_PREFIX "saved-"
+#define KEPT_PREFIX "kept-"
 #define OVERLAY_SUFFIX ".overlay"
 
 char *disk_state_dir(const char *state_dir, const char *name)
@@ -152,6 +153,36 @@ char *disk_state_new_saved_dir(const char *dir)
     g_autofree char *id = g_uuid_string_random();
     g_autofree char *name = g_strconcat(SAVED_PREFIX, id, NULL);
     return g_build_filename(dir, name, NULL);
+}
+
+char *disk_state_kept_dir(const char *dir, const char *snapshot_dir)
+{
+    g_autofree char *base = g_path_get_basename(snapshot_dir);
+    g_autofree char *name = g_strconcat(KEPT_PREFIX, base, NULL);
+    return g_build_filename(dir, name, NULL);
+}
+
+GPtrArray *disk_state_list(const char *dir, bool kept)
+{
+    GPtrArray *dirs = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+    while (d && (name = g_dir_read_name(d)))
+        if (g_str_has_prefix(name, kept ? KEPT_PREFIX : SAVED_PREFIX))
+            g_ptr_array_add(dirs, g_build_filename(dir, name, NULL));
+    return dirs;
+}
+
+char *disk_state_kept_path(const char *dir, const char *layer)
+{
+    g_autofree char *from = g_path_get_dirname(layer);
+    g_autofree char *file = g_path_get_basename(layer);
+    g_autofree char *kept = disk_state_kept_dir(dir, from);
+    char *path = g_build_filename(kept, file, NULL);
+    if (g_file_test(path, G_FILE_TEST_EXISTS))
+        return path;
+    g_free(path);
+    return NULL;
 }
 
 static char *relocated(const char *path, const char *from, const char *to)

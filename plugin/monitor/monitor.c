@@ -183,6 +183,23 @@ bool monitor_vm_set_link(const char *api_socket, const char *id, bool up, GError
     return request(api_socket, "PUT", "vm.set-link", body, QUICK_TIMEOUT_MS, NULL, error);
 }
 
+bool monitor_vm_move_disk_layers(const char *api_socket, const char *from, const char *to, GError **error)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "from");
+    json_builder_add_string_value(b, from);
+    json_builder_set_member_name(b, "to");
+    if (to)
+        json_builder_add_string_value(b, to);
+    else
+        json_builder_add_null_value(b);
+    json_builder_end_object(b);
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autofree char *body = json_to_string(root, FALSE);
+    return request(api_socket, "PUT", "vm.move-disk-layers", body, QUICK_TIMEOUT_MS, NULL, error);
+}
+
 bool monitor_vm_boot(const char *api_socket, GError **error)
 {
     return request(api_socket, "PUT", "vm.boot", NULL, SLOW_TIMEOUT_MS, NULL, error);

@@ -86,6 +86,8 @@ bool recovery_finish_leftovers(struct vsnap_driver *drv, struct vsnap_domain *do
     /* Directories of snapshots the shim wrote and nobody recorded (a daemon
      * killed in a create), once no disk runs on them any more: at start a
      * running VM's disks may still sit on one, which a later revert ends. */
+    if (!snapshot_disks_finish_moves(drv, dom, error))
+        return false;
     g_autoptr(GPtrArray) in_use = snapshot_disks_in_use(drv, dom);
     snapshot_tree_remove_unfinished(tree, in_use);
     for (guint i = tree->entries->len; i-- > 0;) {
@@ -97,7 +99,10 @@ bool recovery_finish_leftovers(struct vsnap_driver *drv, struct vsnap_domain *do
         if (!snapshot_remove_one(drv, dom, tree, e, error))
             return false;
     }
-    return true;
+    /* A kept disk layer (a deleted snapshot's the disks ran on) is not a
+     * delete cut short: it stays while the disks run on it, and goes by a
+     * fold into what was taken on it since. */
+    return snapshot_disks_fold_kept(drv, dom, tree, error);
 }
 
 /* A revert the previous daemon did not finish: the old VM still runs (as

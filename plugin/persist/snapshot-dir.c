@@ -109,6 +109,18 @@ bool snapdir_remove_with_partials(const char *dir, GError **error)
            to_vir_error(local, error);
 }
 
+bool snapdir_disks_sit_on(const char *dir, const char *parent, bool *sits, GError **error)
+{
+    GError *local = NULL;
+    *sits = false;
+    g_autoptr(snap_dir) d = snap_dir_read(dir, &local);
+    g_autoptr(GPtrArray) parents = d ? snap_dir_disk_parent_dirs(d, &local) : NULL;
+    if (!parents)
+        return to_vir_error(local, error);
+    *sits = g_ptr_array_find_with_equal_func(parents, parent, g_str_equal, NULL);
+    return true;
+}
+
 bool snapdir_fold_disks_into_child(const char *inner, const char *child, GError **error)
 {
     GError *local = NULL;

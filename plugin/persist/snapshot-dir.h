@@ -41,6 +41,10 @@ bool snapdir_fold_into_child(const char *inner, const char *child, GError **erro
  * snap_dir_fold_disks_into_child, idempotent). */
 bool snapdir_fold_disks_into_child(const char *inner, const char *child, GError **error);
 
+/* Whether a disk layer of dir's snapshot was taken on one in parent (its
+ * record's parent_url). */
+bool snapdir_disks_sit_on(const char *dir, const char *parent, bool *sits, GError **error);
+
 /* Bytes written so far of a snapshot being written into dir. */
 guint64 snapdir_bytes(const char *dir);
 

@@ -1,11 +1,16 @@
 #include "snapshot-disks.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "domain/disk-state.h"
 #include "managed-image.h"
 #include "run/process.h"
 #include "snapshot-dir.h"
+#include "snapshot-tree.h"
 #include "domain/state.h"
 #include "util/test-hook.h"
 #include "util/virt-error.h"
@@ -129,8 +134,11 @@ static void find_users(const struct domain_def *def, const char *gone_dir, GPtrA
     }
 }
 
+/* keeps: the disks run on gone's layer with nothing above it; its
+ * directory becomes a kept part of their chains (snapshot_disks_keep_layer)
+ * once the snapshot's metadata is done with, instead of going. */
 static bool delete_disks(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,
-                         GPtrArray *child_dirs, bool last, bool check_only, GError **error)
+                         GPtrArray *child_dirs, bool last, bool check_only, bool *keeps, GError **error)
 {
     g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
     bool running = false;
@@ -147,16 +155,7 @@ static bool delete_disks(struct vsnap_driver *drv, struct vsnap_domain *dom, con
     if (has_managed && !has_dir(targets, managed))
         g_ptr_array_add(targets, g_strdup(managed));
     bool fold_back = used && last && !running && !has_managed;
-    if (on_top && !fold_back) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
-                    "the disks of domain '%s' run on the disk layer of this snapshot (%s), and nothing "
-                    "above it holds its blocks: take a new snapshot first (this one then folds into it)%s",
-                    dom->name, gone_dir,
-                    last ? ", or shut the domain off (deleting its last snapshot then folds the disks back "
-                           "into their images)"
-                         : "");
-        return false;
-    }
+    *keeps = on_top && !fold_back;
     if (check_only)
         return true;
     if (fold_back) {
@@ -168,22 +167,189 @@ static bool delete_disks(struct vsnap_driver *drv, struct vsnap_domain *dom, con
     for (guint i = 0; i < targets->len; i++)
         if (!snapdir_fold_disks_into_child(gone_dir, targets->pdata[i], error))
             return false;
+    /* A kept layer stays in the chains, under its new name. */
+    if (*keeps)
+        return true;
     if (running)
         return process_drop_disk_layers(dom, gone_dir, error);
     return disk_state_drop_layers(disk_dir, current, gone_dir, error);
 }
 
 bool snapshot_disks_check_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,
-                                 GError **error)
+                                 bool *keeps, GError **error)
 {
     g_autoptr(GPtrArray) none = g_ptr_array_new();
-    return delete_disks(drv, dom, gone_dir, none, true, true, error);
+    return delete_disks(drv, dom, gone_dir, none, true, true, keeps, error);
 }
 
 bool snapshot_disks_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,
-                           GPtrArray *child_dirs, bool last, GError **error)
+                           GPtrArray *child_dirs, bool last, bool *keeps, GError **error)
 {
-    return delete_disks(drv, dom, gone_dir, child_dirs, last, false, error);
+    return delete_disks(drv, dom, gone_dir, child_dirs, last, false, keeps, error);
+}
+
+/* ---- kept layers (disk-state.h: <disk dir>/kept-<id>) ---- */
+
+static bool refuse_errno(GError **error, const char *what, const char *path)
+{
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot %s %s: %s", what, path, g_strerror(errno));
+    return false;
+}
+
+/* The chains (the running VM's, told to its shim, or the record of a shut-off
+ * domain) name the layers in from by their place in to. */
+static bool relocate_chains(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *from, const char *to,
+                            GError **error)
+{
+    g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
+    bool running = false;
+    g_autoptr(domain_def) current = current_disks(dom, disk_dir, &running, error);
+    if (!current)
+        return false;
+    return running ? process_move_disk_layers(dom, from, to, error)
+                   : disk_state_relocate(disk_dir, current, from, to, error);
+}
+
+/* A rename is durable once both directories are. */
+static void sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+/* A kept directory is no snapshot: the files that made it one go. */
+static bool strip_snapshot_files(const char *kept, GError **error)
+{
+    for (const char *const *f = snapshot_entry_own_files; *f; f++) {
+        g_autofree char *path = g_build_filename(kept, *f, NULL);
+        if (g_unlink(path) != 0 && errno != ENOENT)
+            return refuse_errno(error, "remove", path);
+    }
+    return true;
+}
+
+bool snapshot_disks_keep_layer(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,
+                               GError **error)
+{
+    g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
+    g_autofree char *kept = disk_state_kept_dir(disk_dir, gone_dir);
+    if (!disk_state_make_dir(disk_dir, error))
+        return false;
+    test_hook("snapshot-keep-before-move");
+    /* The rename is the delete: the snapshot's metadata moves with it out of
+     * the domain's snapshots, and a crash after it finds the layer kept. */
+    if (g_file_test(gone_dir, G_FILE_TEST_IS_DIR) && g_rename(gone_dir, kept) != 0)
+        return refuse_errno(error, "move the kept disk layer's directory to", kept);
+    g_autofree char *snapshots = g_path_get_dirname(gone_dir);
+    sync_dir(snapshots);
+    sync_dir(disk_dir);
+    test_hook("snapshot-keep-moved");
+    return strip_snapshot_files(kept, error) && relocate_chains(drv, dom, gone_dir, kept, error);
+}
+
+/* A kept layer's move the shim or the record was not told of (a daemon
+ * killed right after the rename): told now. */
+bool snapshot_disks_finish_moves(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
+    GPtrArray *shim_layers = NULL;
+    if (!process_shim_disk_layers(dom, &shim_layers, error))
+        return false;
+    g_autoptr(GPtrArray) layers = shim_layers;
+    /* The shim's view, then the daemon's (the record of a shut-off domain). */
+    g_autoptr(GPtrArray) recorded = snapshot_disks_in_use(drv, dom);
+    for (guint i = 0; i < recorded->len; i++)
+        g_ptr_array_add(layers, g_strdup(recorded->pdata[i]));
+    for (guint i = 0; i < layers->len; i++) {
+        const char *layer = layers->pdata[i];
+        g_autofree char *kept_layer = g_file_test(layer, G_FILE_TEST_EXISTS) ? NULL
+                                                                              : disk_state_kept_path(disk_dir, layer);
+        if (!kept_layer)
+            continue;
+        g_autofree char *from = g_path_get_dirname(layer);
+        g_autofree char *to = g_path_get_dirname(kept_layer);
+        g_message("domain %s: its disks' chains name %s, kept as %s: following it", dom->name, from, to);
+        if (!relocate_chains(drv, dom, from, to, error))
+            return false;
+    }
+    g_autoptr(GPtrArray) kept = disk_state_list(disk_dir, true);
+    for (guint i = 0; i < kept->len; i++)
+        if (!strip_snapshot_files(kept->pdata[i], error))
+            return false;
+    return true;
+}
+
+/* Whether any of dirs' snapshots has a disk layer taken on one in kept. */
+static bool add_users(GPtrArray *dirs, const char *kept, GPtrArray *users, GError **error)
+{
+    for (guint i = 0; i < dirs->len; i++) {
+        bool sits = false;
+        if (!snapdir_disks_sit_on(dirs->pdata[i], kept, &sits, error))
+            return false;
+        if (sits)
+            g_ptr_array_add(users, g_strdup(dirs->pdata[i]));
+    }
+    return true;
+}
+
+/* Every directory whose disk layers were taken on kept's: snapshots, saves,
+ * the managed save image. */
+static GPtrArray *kept_users(struct vsnap_driver *drv, struct vsnap_domain *dom, struct snapshot_tree *tree,
+                             const char *kept, GError **error)
+{
+    g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
+    g_autoptr(GPtrArray) dirs = disk_state_list(disk_dir, false);
+    for (guint i = 0; i < tree->entries->len; i++)
+        g_ptr_array_add(dirs, g_strdup(((struct snapshot_entry *)tree->entries->pdata[i])->dir));
+    if (managed_image_exists(drv->paths.state_dir, dom->name))
+        g_ptr_array_add(dirs, managed_image_dir(drv->paths.state_dir, dom->name));
+    g_autoptr(GPtrArray) users = g_ptr_array_new_with_free_func(g_free);
+    return add_users(dirs, kept, users, error) ? g_steal_pointer(&users) : NULL;
+}
+
+/* One kept directory: folded into whatever was taken on it, out of the
+ * chains, removed; unless the disks still run on it. Each step can be
+ * redone, so a crash anywhere is finished by the next call. */
+static bool fold_kept(struct vsnap_driver *drv, struct vsnap_domain *dom, struct snapshot_tree *tree,
+                      const char *kept, GError **error)
+{
+    g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
+    bool running = false;
+    g_autoptr(domain_def) current = current_disks(dom, disk_dir, &running, error);
+    if (!current)
+        return false;
+    g_autoptr(GPtrArray) above = g_ptr_array_new_with_free_func(g_free);
+    bool on_top = false, used = false;
+    find_users(current, kept, above, &on_top, &used);
+    if (on_top)
+        return true;
+    g_autoptr(GPtrArray) users = kept_users(drv, dom, tree, kept, error);
+    if (!users)
+        return false;
+    for (guint i = 0; i < users->len; i++)
+        if (!snapdir_fold_disks_into_child(kept, users->pdata[i], error))
+            return false;
+    test_hook("snapshot-kept-folded");
+    if (used && !(running ? process_drop_disk_layers(dom, kept, error)
+                          : disk_state_drop_layers(disk_dir, current, kept, error)))
+        return false;
+    g_message("domain %s: the kept disk layers in %s are folded into %u snapshot(s) and go", dom->name, kept,
+              users->len);
+    return snapdir_remove(kept, error);
+}
+
+bool snapshot_disks_fold_kept(struct vsnap_driver *drv, struct vsnap_domain *dom, struct snapshot_tree *tree,
+                              GError **error)
+{
+    g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
+    g_autoptr(GPtrArray) kept = disk_state_list(disk_dir, true);
+    for (guint i = 0; i < kept->len; i++)
+        if (!fold_kept(drv, dom, tree, kept->pdata[i], error))
+            return false;
+    return true;
 }
 
 GPtrArray *snapshot_disks_in_use(struct vsnap_driver *drv, struct vsnap_domain *dom)

@@ -36,19 +36,42 @@ struct vsnap_domain;
  * child snapshots; last: it is the domain's only snapshot.
  * - Each child's disk layers taken on gone's take gone's blocks (and so does
  *   a save's or managed save's layer the domain's disks run on).
- * - The domain's disks must not run on gone's layer with nothing above it
- *   to fold it into (VIR_ERR_OPERATION_INVALID naming the snapshot), except
- *   for the last snapshot of a shut-off domain without a managed save
- *   image: then each disk's whole chain and overlay are folded back into its
- *   image, which afterwards holds exactly what the guest last wrote, and the
+ * - The last snapshot of a shut-off domain without a managed save image:
+ *   each disk's whole chain and overlay are folded back into its image,
+ *   which afterwards holds exactly what the guest last wrote, and the
  *   domain's disks write their images directly again.
- * - Gone's layers leave the domain's chains (live XML, disk record). */
+ * - Otherwise, when the domain's disks run on gone's layer with nothing
+ *   above it to fold it into (as QEMU lets an external snapshot's metadata
+ *   go while its overlay stays in use), *keeps: the caller finishes the
+ *   snapshot's metadata, then moves its directory into the domain's disk
+ *   directory with snapshot_disks_keep_layer.
+ * - Else gone's layers leave the domain's chains (live XML, disk record). */
 /* Every file the domain's disks run on now (chains and overlays of the
  * running VM, or the recorded ones). */
 GPtrArray *snapshot_disks_in_use(struct vsnap_driver *drv, struct vsnap_domain *dom);
 
-/* snapshot_disks_delete's refusal alone, changing nothing. */
+/* What snapshot_disks_delete would do (*keeps), changing nothing. */
 bool snapshot_disks_check_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,
-                                 GError **error);
+                                 bool *keeps, GError **error);
 bool snapshot_disks_delete(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,
-                           GPtrArray *child_dirs, bool last, GError **error);
+                           GPtrArray *child_dirs, bool last, bool *keeps, GError **error);
+
+/* The deleted snapshot's directory gone_dir becomes <disk dir>/kept-<id>
+ * (domain/disk-state.h): renamed there (the step that deletes the snapshot,
+ * whose metadata files go from it), then the chains follow: the running
+ * VM's shim is told (vm.move-disk-layers) and its live XML and the disk
+ * record name the new place. Redone from the start after a crash. */
+bool snapshot_disks_keep_layer(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,
+                               GError **error);
+/* Recovery: chains still naming a kept directory's old place (a daemon
+ * killed between the rename and telling the shim) follow it now. */
+bool snapshot_disks_finish_moves(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
+
+struct snapshot_tree;
+/* Kept directories the disks no longer run on directly are folded into
+ * every snapshot, save or managed save image whose disk layers were taken on
+ * them (snapdir_fold_disks_into_child), leave the chains and are removed; one
+ * no chain and nothing else uses just goes. After a snapshot is taken (its
+ * layer is then the one above), a revert, and in recovery. */
+bool snapshot_disks_fold_kept(struct vsnap_driver *drv, struct vsnap_domain *dom, struct snapshot_tree *tree,
+                              GError **error);

@@ -59,6 +59,21 @@ static bool check_learnt_delete(struct snapshot_tree *tree, struct snapshot_entr
     return true;
 }
 
+/* The disks' part first: the one refusal comes before anything changed. A
+ * delete that folds the disks back into their images (the last snapshot)
+ * or keeps the layer they run on is marked first, so that a crash in the
+ * middle is finished later (recovery.c). */
+static bool remove_disks(struct vsnap_driver *drv, struct vsnap_domain *dom, struct snapshot_tree *tree,
+                         struct snapshot_entry *gone, GPtrArray *kid_dirs, bool last, bool *keeps, GError **error)
+{
+    if (!gone->deleting && !snapshot_disks_check_delete(drv, dom, gone->dir, keeps, error))
+        return false;
+    if ((last || *keeps) && !gone->deleting && !snapshot_entry_mark_deleting(gone, error))
+        return false;
+    return snapshot_disks_delete(drv, dom, gone->dir, kid_dirs, last, keeps, error) &&
+           fold_into_layer_children(drv, dom, tree, gone, error);
+}
+
 bool snapshot_remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
                          struct snapshot_tree *tree, struct snapshot_entry *gone, GError **error)
 {
@@ -66,21 +81,14 @@ bool snapshot_remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
     g_autoptr(GPtrArray) kid_dirs = g_ptr_array_new();
     for (guint i = 0; i < kids->len; i++)
         g_ptr_array_add(kid_dirs, ((struct snapshot_entry *)kids->pdata[i])->dir);
-    /* Disks first: the one refusal comes before anything changed. The last
-     * snapshot's delete may fold the disks back into their images: marked
-     * first, so that a crash in the middle is finished later (recovery.c). */
     /* Entries being deleted do not count: gone itself may be one. */
     bool last = snapshot_tree_count_live(tree) == (gone->deleting ? 0u : 1u);
     if (!check_learnt_delete(tree, gone, error))
         return false;
     /* Learnt from another host and never imported: no VM ran from it, so
      * no disk runs on it, and it has no files to fold. */
-    bool files = import_is_local(gone);
-    if (files &&
-        ((last && !gone->deleting && !snapshot_disks_check_delete(drv, dom, gone->dir, error)) ||
-         (last && !gone->deleting && !snapshot_entry_mark_deleting(gone, error)) ||
-         !snapshot_disks_delete(drv, dom, gone->dir, kid_dirs, last, error) ||
-         !fold_into_layer_children(drv, dom, tree, gone, error))) {
+    bool files = import_is_local(gone), keeps = false;
+    if (files && !remove_disks(drv, dom, tree, gone, kid_dirs, last, &keeps, error)) {
         /* Their messages name the snapshot by its directory. */
         g_prefix_error(error, "cannot delete snapshot '%s': ", gone->name);
         return false;
@@ -100,6 +108,13 @@ bool snapshot_remove_one(struct vsnap_driver *drv, struct vsnap_domain *dom,
     if (g_strcmp0(lineage, gone->id) == 0 && !lineage_clear(dom, error))
         return false;
     push_drop(drv->pushes, tree->domain_uuid, gone->dir);
-    return snapshot_tree_remove(tree, gone, error);
+    if (!keeps)
+        return snapshot_tree_remove(tree, gone, error);
+    /* Its directory, metadata and all, leaves the snapshots in one rename. */
+    if (!snapshot_disks_keep_layer(drv, dom, gone->dir, error)) {
+        g_prefix_error(error, "snapshot '%s' is deleted, but its disk layer, which the disks run on: ", gone->name);
+        return false;
+    }
+    snapshot_tree_forget(tree, gone);
+    return true;
 }
-

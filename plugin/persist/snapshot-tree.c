@@ -283,6 +283,11 @@ bool snapshot_tree_remove(struct snapshot_tree *tree, struct snapshot_entry *e, 
     return true;
 }
 
+void snapshot_tree_forget(struct snapshot_tree *tree, struct snapshot_entry *e)
+{
+    g_ptr_array_remove(tree->entries, e);
+}
+
 static bool holds_any(const char *dir, GPtrArray *paths)
 {
     size_t len = strlen(dir);

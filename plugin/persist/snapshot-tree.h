@@ -96,6 +96,9 @@ bool snapshot_tree_remove(struct snapshot_tree *tree, struct snapshot_entry *ent
  * those holding one of the paths in in_use (may be NULL): a snapshot the
  * shim finished and a dead daemon never recorded may hold the disk layers
  * the domain's disks now run on. */
+/* Drop e from the tree only: its directory has gone elsewhere (a kept disk
+ * layer, snapshot-disks.h). */
+void snapshot_tree_forget(struct snapshot_tree *tree, struct snapshot_entry *e);
 void snapshot_tree_remove_unfinished(struct snapshot_tree *tree, GPtrArray *in_use);
 /* Remove the domain's whole snapshot directory. */
 bool snapshot_tree_remove_all(const char *state_dir, const char *domain, GError **error);

@@ -323,6 +323,9 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
     g_autoptr(GError) disk_error = NULL;
     if (!process_refresh_disks(dom, &disk_error))
         g_warning("domain %s: after snapshot '%s': %s", dom->name, e->name, disk_error->message);
+    /* A kept layer the disks ran on has the new snapshot's above it now. */
+    else if (!snapshot_disks_fold_kept(drv, dom, tree, &disk_error))
+        g_warning("domain %s: after snapshot '%s': %s", dom->name, e->name, disk_error->message);
     g_autoptr(GError) halt_error = NULL;
     /* The snapshot exists: a failed halt is reported, not undone. */
     if ((flags & VIR_DOMAIN_SNAPSHOT_CREATE_HALT) && !stop_for_snapshot(drv, dom, &halt_error))
@@ -681,7 +684,13 @@ static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
         revert_intent_remove(tree->dir);
         return false;
     }
-    return snapshot_revert_recorded(tree, dom, e, error);
+    if (!snapshot_revert_recorded(tree, dom, e, error))
+        return false;
+    /* The disks left the chain a kept layer was part of. */
+    g_autoptr(GError) kept_error = NULL;
+    if (!snapshot_disks_fold_kept(drv, dom, tree, &kept_error))
+        g_warning("domain %s: after the revert to '%s': %s", dom->name, e->name, kept_error->message);
+    return true;
 }
 
 bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,

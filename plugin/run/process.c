@@ -418,8 +418,22 @@ static void forget_disk_chains(struct domain_def *def)
         domain_disk_set_chain(&def->disks[i], NULL);
 }
 
+/* A layer the shim opened where it is not any more: folded into its child
+ * since (an inner snapshot deleted while the VM ran: the shim keeps the file
+ * open, the chain does without it; NULL), or in the kept-* place its
+ * deleted snapshot's directory moved to (disk-state.h) while the shim was
+ * not told yet (a daemon killed in between; recovery tells it). A layer
+ * missing for any other reason is refused by the shim's chain check at the
+ * next start, so leaving it out here hides nothing. */
+static char *present_layer(const char *disk_dir, const char *layer)
+{
+    if (g_file_test(layer, G_FILE_TEST_EXISTS))
+        return g_strdup(layer);
+    return disk_state_kept_path(disk_dir, layer);
+}
+
 /* domain_disk.chain (top first) from what vm.info says of each disk. */
-static void apply_disk_chains(struct domain_def *def, const struct vm_info *info)
+static void apply_disk_chains(struct domain_def *def, const struct vm_info *info, const char *disk_dir)
 {
     for (size_t i = 0; i < def->n_disks; i++) {
         struct domain_disk *disk = &def->disks[i];
@@ -432,17 +446,14 @@ static void apply_disk_chains(struct domain_def *def, const struct vm_info *info
             continue;
         }
         guint n = g_strv_length(c->layers), m = 1;
-        g_autofree const char **chain = g_new0(const char *, n + 2);
-        chain[0] = c->overlay;
-        /* A layer the shim opened may have been folded into its child since
-         * (an inner snapshot deleted while the VM ran: the shim keeps the
-         * file open, the chain does without it). A layer missing for any
-         * other reason is refused by the shim's chain check at the next
-         * start, so leaving it out here hides nothing. */
-        for (guint k = 0; k < n; k++)
-            if (g_file_test(c->layers[n - 1 - k], G_FILE_TEST_EXISTS))
-                chain[m++] = c->layers[n - 1 - k];
-        domain_disk_set_chain(disk, chain);
+        g_auto(GStrv) chain = g_new0(char *, n + 2);
+        chain[0] = g_strdup(c->overlay);
+        for (guint k = 0; k < n; k++) {
+            char *layer = present_layer(disk_dir, c->layers[n - 1 - k]);
+            if (layer)
+                chain[m++] = layer;
+        }
+        domain_disk_set_chain(disk, (const char *const *)chain);
     }
 }
 
@@ -464,7 +475,7 @@ static bool learn_disk_chains(struct domain_run *run, struct domain_def *live, G
     struct vm_info info = {0};
     if (!monitor_vm_info(run->api_socket, &info, error))
         return false;
-    apply_disk_chains(live, &info);
+    apply_disk_chains(live, &info, run->disk_dir);
     vm_info_clear(&info);
     return record_disks(run->disk_dir, live, error);
 }
@@ -483,7 +494,7 @@ bool process_refresh_disks(struct vsnap_domain *dom, GError **error)
     bool ok = monitor_vm_info(run->api_socket, &info, error);
     if (ok) {
         g_mutex_lock(&dom->lock);
-        apply_disk_chains(dom->def, &info);
+        apply_disk_chains(dom->def, &info, run->disk_dir);
         g_autoptr(domain_def) copy = domain_def_copy(dom->def);
         g_mutex_unlock(&dom->lock);
         g_autofree char *xml = domain_def_format(copy, true, -1);
@@ -494,7 +505,10 @@ bool process_refresh_disks(struct vsnap_domain *dom, GError **error)
     return ok;
 }
 
-bool process_drop_disk_layers(struct vsnap_domain *dom, const char *snapshot_dir, GError **error)
+/* The running VM's chains with the layers in from moved to to (NULL: left
+ * out), told to its shim first (vm.move-disk-layers: what it reopens at its
+ * next snapshot), then its live definition, status file and disk record. */
+static bool move_running_layers(struct vsnap_domain *dom, const char *from, const char *to, GError **error)
 {
     g_mutex_lock(&dom->lock);
     struct domain_run *run = dom->run ? domain_run_ref(dom->run) : NULL;
@@ -502,7 +516,9 @@ bool process_drop_disk_layers(struct vsnap_domain *dom, const char *snapshot_dir
     g_mutex_unlock(&dom->lock);
     if (!run)
         return true;
-    bool ok = disk_state_drop_layers(run->disk_dir, copy, snapshot_dir, error);
+    bool ok = monitor_vm_move_disk_layers(run->api_socket, from, to, error);
+    ok = ok && (to ? disk_state_relocate(run->disk_dir, copy, from, to, error)
+                   : disk_state_drop_layers(run->disk_dir, copy, from, error));
     if (ok) {
         g_mutex_lock(&dom->lock);
         for (size_t i = 0; i < MIN(copy->n_disks, dom->def->n_disks); i++)
@@ -511,6 +527,34 @@ bool process_drop_disk_layers(struct vsnap_domain *dom, const char *snapshot_dir
         g_autofree char *xml = domain_def_format(copy, true, -1);
         ok = atomic_file_write(run->xml_path, xml, error);
     }
+    domain_run_unref(run);
+    return ok;
+}
+
+bool process_drop_disk_layers(struct vsnap_domain *dom, const char *snapshot_dir, GError **error)
+{
+    return move_running_layers(dom, snapshot_dir, NULL, error);
+}
+
+bool process_move_disk_layers(struct vsnap_domain *dom, const char *from, const char *to, GError **error)
+{
+    return move_running_layers(dom, from, to, error);
+}
+
+bool process_shim_disk_layers(struct vsnap_domain *dom, GPtrArray **layers, GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    struct domain_run *run = dom->run ? domain_run_ref(dom->run) : NULL;
+    g_mutex_unlock(&dom->lock);
+    *layers = g_ptr_array_new_with_free_func(g_free);
+    if (!run)
+        return true;
+    struct vm_info info = {0};
+    bool ok = monitor_vm_info(run->api_socket, &info, error);
+    for (size_t i = 0; ok && i < info.n_disks; i++)
+        for (char **p = info.disks[i].layers; p && *p; p++)
+            g_ptr_array_add(*layers, g_strdup(*p));
+    vm_info_clear(&info);
     domain_run_unref(run);
     return ok;
 }
@@ -1000,7 +1044,7 @@ static void adopt_disk_chains(struct domain_run *run, struct domain_def *live, c
     if (live->n_disks == 0)
         return;
     g_autoptr(GError) error = NULL;
-    apply_disk_chains(live, info);
+    apply_disk_chains(live, info, run->disk_dir);
     g_autofree char *xml = domain_def_format(live, true, -1);
     if (!atomic_file_write(run->xml_path, xml, &error) || !record_disks(run->disk_dir, live, &error))
         g_warning("domain %s: %s", live->name, error->message);

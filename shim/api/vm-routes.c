@@ -1,6 +1,6 @@
 /* vm.create, the lifecycle actions (boot, pause, resume, shutdown, reboot,
  * delete, power-button), the disks and network interfaces (add-disk,
- * add-net, remove-device) and vsnap's vm.set-link. */
+ * add-net, remove-device) and vsnap's vm.set-link and vm.move-disk-layers. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
 #include "config/vm-config-json.h"
@@ -155,6 +155,46 @@ static void handle_set_link(struct api_request *req)
     reply_result(req, ok, error);
 }
 
+static bool is_string(JsonNode *node)
+{
+    return node && JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING;
+}
+
+/* vsnap's vm.move-disk-layers: {"from": "/dir", "to": "/dir" | null}; the
+ * answer is {"moved": <layers of the chains that were in from>}. */
+static void handle_move_disk_layers(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    const char *text;
+    gsize len;
+    if (!require_body(req, "vm.move-disk-layers", &text, &len))
+        return;
+    JsonNode *root = parse_config_body(req, parser, &error);
+    JsonObject *obj = root ? json_node_get_object(root) : NULL;
+    JsonNode *from = obj ? json_object_get_member(obj, "from") : NULL;
+    JsonNode *to = obj ? json_object_get_member(obj, "to") : NULL;
+    bool ok = obj != NULL;
+    if (ok && (!is_string(from) || !to || !(is_string(to) || JSON_NODE_HOLDS_NULL(to)) ||
+               json_object_get_size(obj) != 2)) {
+        g_set_error(&error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "vm.move-disk-layers takes {\"from\": \"<directory>\", \"to\": \"<directory>\" | null}");
+        ok = false;
+    }
+    unsigned moved = 0;
+    ok = ok && vmm_move_disk_layers(req->vmm, json_node_get_string(from),
+                                    JSON_NODE_HOLDS_NULL(to) ? NULL : json_node_get_string(to), &moved, &error);
+    invalid_from(&error);
+    if (!ok) {
+        reply_error(req, error);
+        return;
+    }
+    JsonNode *answer = json_node_new(JSON_NODE_OBJECT);
+    JsonObject *o = json_object_new();
+    json_object_set_int_member(o, "moved", moved);
+    json_node_take_object(answer, o);
+    reply_json(req, SOUP_STATUS_OK, answer);
+}
 
 static void handle_add_disk(struct api_request *req)
 {
@@ -247,6 +287,7 @@ const struct route vm_routes[] = {
     { "vm.add-disk", "PUT", true, handle_add_disk },
     { "vm.add-net", "PUT", true, handle_add_net },
     { "vm.set-link", "PUT", true, handle_set_link },
+    { "vm.move-disk-layers", "PUT", true, handle_move_disk_layers },
     { "vm.remove-device", "PUT", true, handle_remove_device },
     { 0 },
 };

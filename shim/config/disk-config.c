@@ -94,6 +94,57 @@ void vm_config_name_disks(struct vm_config *cfg)
     }
 }
 
+/* ---- layers that moved ---- */
+
+static bool in_dir(const char *path, const char *dir)
+{
+    size_t len = strlen(dir);
+    return strncmp(path, dir, len) == 0 && path[len] == '/';
+}
+
+/* The chain with its layers in from moved to to (NULL: left out). */
+static char **moved_chain(char **chain, const char *from, const char *to, unsigned *moved)
+{
+    GPtrArray *out = g_ptr_array_new();
+    for (char **p = chain; *p; p++) {
+        if (!in_dir(*p, from)) {
+            g_ptr_array_add(out, g_strdup(*p));
+            continue;
+        }
+        (*moved)++;
+        if (to)
+            g_ptr_array_add(out, g_strconcat(to, *p + strlen(from), NULL));
+    }
+    g_ptr_array_add(out, NULL);
+    return (char **)g_ptr_array_free(out, false);
+}
+
+bool vm_config_move_disk_layers(struct vm_config *cfg, const char *from, const char *to, unsigned *moved,
+                                GError **error)
+{
+    g_autoptr(GPtrArray) chains = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
+    *moved = 0;
+    for (unsigned i = 0; i < cfg->ndisks; i++) {
+        char **chain = cfg->disks[i].vsnap_chain;
+        g_ptr_array_add(chains, chain ? moved_chain(chain, from, to, moved) : NULL);
+        guint n = chain ? g_strv_length(chain) : 0;
+        /* The overlay names the top layer: it can move, never go. */
+        if (!to && n && in_dir(chain[n - 1], from)) {
+            g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                        "disk %s runs on its layer %s: the top layer of a chain cannot leave it", cfg->disks[i].id,
+                        chain[n - 1]);
+            return false;
+        }
+    }
+    for (unsigned i = 0; i < cfg->ndisks; i++) {
+        if (!cfg->disks[i].vsnap_chain)
+            continue;
+        g_strfreev(cfg->disks[i].vsnap_chain);
+        cfg->disks[i].vsnap_chain = g_steal_pointer(&chains->pdata[i]);
+    }
+    return true;
+}
+
 /* ---- value checks ---- */
 
 static bool disk_invalid(GError **error, int code, unsigned index, const char *field, const char *why)

@@ -733,6 +733,17 @@ struct virtio_blk *vm_disk(struct vm *vm, unsigned index)
     return index < vm->ndisks ? vm->disks[index] : NULL;
 }
 
+bool vm_disk_layers_moved(struct vm *vm, const char *from, const char *to, GError **error)
+{
+    for (unsigned i = 0; i < vm->ndisks; i++) {
+        if (!virtio_blk_pause(vm->disks[i], error))
+            return false;
+        blk_chain_layers_moved(virtio_blk_backend(vm->disks[i]), from, to);
+        virtio_blk_resume(vm->disks[i]);
+    }
+    return true;
+}
+
 unsigned vm_net_count(struct vm *vm)
 {
     return vm->nnets;

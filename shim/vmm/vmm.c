@@ -469,6 +469,24 @@ bool vmm_add_net(struct vmm *vmm, const struct net_config *net, GError **error)
     return true;
 }
 
+bool vmm_move_disk_layers(struct vmm *vmm, const char *from, const char *to, unsigned *moved, GError **error)
+{
+    if (!require_created(vmm, error))
+        return false;
+    if (from[0] != '/' || (to && to[0] != '/')) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "vm.move-disk-layers takes absolute directories");
+        return false;
+    }
+    g_autoptr(vm_config) cfg = vm_config_copy(vmm->config);
+    if (!vm_config_move_disk_layers(cfg, from, to, moved, error))
+        return false;
+    if (vmm->vm && to && !vm_disk_layers_moved(vmm->vm, from, to, error))
+        return false;
+    vm_config_free(vmm->config);
+    vmm->config = g_steal_pointer(&cfg);
+    return true;
+}
+
 bool vmm_set_link(struct vmm *vmm, const char *id, bool up, GError **error)
 {
     if (!require_state(vmm, "set a link", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))

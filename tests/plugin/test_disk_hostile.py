@@ -1,15 +1,19 @@
 """Disks against crashes and a hostile host, through real virsh: kill -9
 of the daemon at each step of a disk snapshot and in the middle of the fold
 back into the image, an image deleted or replaced under a shut-off domain,
-and the disks' fate when a domain ceases to exist (undefine, a transient
-domain's end): their images then hold what the guest last wrote."""
+the disks' fate when a domain ceases to exist (undefine, a transient
+domain's end): their images then hold what the guest last wrote; and kill -9
+while a delete keeps the layer the disks run on (test_disk_kept.py), and in
+the fold that later removes it."""
 
 import os
 import shutil
 import unittest
 
 from disktest import MIB, file_sum, make_image, pattern_sum, zero_sum
+from test_disk_kept import REGION_C, KeptLayerBase
 from test_disk_snapshots import REGION_A, REGION_B, DiskSnapshotBase, disk_domain_xml, sha256
+from vsnapd import wait_for
 
 
 class HostileTest(DiskSnapshotBase):
@@ -138,6 +142,69 @@ class HostileTest(DiskSnapshotBase):
         # Nothing of the domain is left: no chain, and no snapshots without a domain.
         for sub in ("disks", "snapshots"):
             self.assertFalse(os.path.exists(os.path.join(self.daemon.state, sub, "t")), sub)
+
+
+class KeptLayerCrashTest(KeptLayerBase):
+    """kill -9 of the daemon while a snapshot's delete keeps its layer, and in the fold that removes it."""
+
+    def restart_daemon(self, hook=None):
+        """Started again, and past its recovery: the socket accepts before
+        recovery ends, the "listening" line comes after it."""
+        if self.daemon.proc and self.daemon.proc.poll() is None:
+            self.daemon.proc.kill()
+        if self.daemon.proc:
+            self.daemon.proc.wait(timeout=20)
+        self.daemon.proc = None
+        started = self.daemon.log().count("listening on")
+        self.daemon.start(env={"VSNAPD_TEST_HOOK": hook} if hook else None)
+        wait_for(lambda: self.daemon.log().count("listening on") > started, timeout=60, what="the daemon's recovery")
+
+    def test_daemon_killed_during_the_move(self):
+        for step in ("snapshot-keep-before-move", "snapshot-keep-moved"):
+            with self.subTest(step=step):
+                name = "c-" + step.rsplit("-", 1)[1]
+                root = self.boot_with_two_snapshots(name)
+                base = sha256(root)
+                s1_dir = self.snapshot_dir(name, "s1")
+                self.restart_daemon(f"{step}:kill")
+                res = self.v("snapshot-delete", name, "s1", check=False)
+                self.assertNotEqual(res.returncode, 0)
+                self.restart_daemon()
+                # Before the move the entry was marked deleting: the next daemon
+                # finishes the delete. After it, the shim was not told yet: the
+                # next daemon's recovery tells it. Either way: kept, and followed.
+                self.expect_kept(name, s1_dir)
+                self.assertEqual(self.state(name).split()[0], "running")
+                self.expect_all(name)
+                self.v("snapshot-create-as", name, "s2")
+                self.assertEqual(self.kept_dirs(name), [])
+                self.v("snapshot-revert", name, "s0")
+                self.assertEqual(self.sums(name, [REGION_A, REGION_B]),
+                                 [pattern_sum(1, REGION_A[1]), zero_sum(REGION_B[1])])
+                self.v("snapshot-revert", name, "s2")
+                self.expect_all(name)
+                self.assertEqual(sha256(root), base)
+                self.v("destroy", name)
+
+    def test_daemon_killed_in_the_fold_that_removes_the_kept_layer(self):
+        root = self.boot_with_two_snapshots("f")
+        base = sha256(root)
+        self.v("snapshot-delete", "f", "s1")
+        self.assertEqual(len(self.kept_dirs("f")), 1)
+        self.restart_daemon("snapshot-kept-folded:kill")
+        self.v("snapshot-create-as", "f", "s2", check=False)
+        self.restart_daemon()
+        # Recovery finished the fold: the kept layer is gone, s2 holds its blocks.
+        self.assertEqual(self.kept_dirs("f"), [], self.daemon.log())
+        self.assertEqual(self.v("snapshot-list", "f", "--name").stdout.split(), ["s0", "s2"])
+        self.expect_all("f")
+        self.with_guest("f", lambda g: (g.fill(0, *REGION_A, 7), g.flush(0)))
+        self.v("snapshot-create-as", "f", "s3")
+        self.v("snapshot-revert", "f", "s2")
+        self.expect_all("f")
+        self.v("snapshot-revert", "f", "s0")
+        self.assertEqual(self.sums("f", [REGION_A, REGION_B]), [pattern_sum(1, REGION_A[1]), zero_sum(REGION_B[1])])
+        self.assertEqual(sha256(root), base)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,11 @@
  *   <state_dir>/disks/<name>/VDX-*.overlay  the shims' active overlays
  *   <state_dir>/disks/<name>/saved-*   save and managed save snapshot files
  *                                      whose disk layers chains use
+ *   <state_dir>/disks/<name>/kept-<id> a deleted snapshot's directory whose
+ *                                      disk layer the disks ran on: an unnamed
+ *                                      part of the chains, no snapshot's, until
+ *                                      a fold into the layer above removes it
+ *                                      (persist/snapshot-disks.c)
  *
  * Functions take no locks; callers hold the domain's job. */
 #pragma once
@@ -41,6 +46,17 @@ void disk_state_collect(const char *dir, const struct domain_def *def);
 /* A new <dir>/saved-<uuid> path (not created): where a save's or a managed
  * save's snapshot files live while a chain uses their disk layers. */
 char *disk_state_new_saved_dir(const char *dir);
+/* Where a deleted snapshot's directory snapshot_dir is kept while the disks
+ * run on its layer: <dir>/kept-<its base name> (a snapshot directory is
+ * named by the snapshot's id, so the name is the delete's own and a crash
+ * after the move finds it again). */
+char *disk_state_kept_dir(const char *dir, const char *snapshot_dir);
+/* The kept-* (kept) or saved-* directories in dir, as paths. */
+GPtrArray *disk_state_list(const char *dir, bool kept);
+/* For a layer path in a snapshot directory: the same file in that
+ * directory's kept-* place in dir when it is there (the snapshot was deleted
+ * and its layer kept), else NULL. */
+char *disk_state_kept_path(const char *dir, const char *layer);
 /* A snapshot directory the chains use moved from `from` to `to`: def's
  * chains and the record follow. */
 bool disk_state_relocate(const char *dir, struct domain_def *def, const char *from, const char *to,

@@ -48,6 +48,10 @@ bool monitor_vm_create(const char *api_socket, const char *vm_config_json, const
 /* vsnap's vm.set-link {"id": "net0", "up": false}: the guest sees its link
  * go down (or up). */
 bool monitor_vm_set_link(const char *api_socket, const char *id, bool up, GError **error);
+/* vm.move-disk-layers: the disk layers the running VM's chains have in
+ * directory from are in to now (the daemon renamed it), or (to NULL) were
+ * folded into the layers above them and leave the chains. */
+bool monitor_vm_move_disk_layers(const char *api_socket, const char *from, const char *to, GError **error);
 bool monitor_vm_boot(const char *api_socket, GError **error);
 bool monitor_vm_pause(const char *api_socket, GError **error);
 bool monitor_vm_resume(const char *api_socket, GError **error);

@@ -93,6 +93,14 @@ bool process_refresh_disks(struct vsnap_domain *dom, GError **error);
  * (folded into a child's): its live definition, status file and disk record
  * follow. Nothing when dom is not running. Call with dom->job held. */
 bool process_drop_disk_layers(struct vsnap_domain *dom, const char *snapshot_dir, GError **error);
+/* The directory from, whose disk layers the chains of dom's running VM use,
+ * was renamed to to: its shim is told (vm.move-disk-layers), then its live
+ * definition, status file and disk record follow. Nothing when dom is not
+ * running. Call with dom->job held. */
+bool process_move_disk_layers(struct vsnap_domain *dom, const char *from, const char *to, GError **error);
+/* The layer paths of dom's running VM's chains as its shim has them now
+ * (vm.info), missing files included; empty when not running. */
+bool process_shim_disk_layers(struct vsnap_domain *dom, GPtrArray **layers, GError **error);
 
 /* A transient domain that stopped for good (or an undefined one): its
  * disks go back to being their images (disk_state_release). False when a

@@ -198,6 +198,12 @@ const struct disk_config *vm_config_find_disk(const struct vm_config *cfg, const
 bool vm_config_ensure_work_dir(struct vm_config *cfg, GError **error);
 /* A fresh overlay path in the work directory for disk (ensured first). */
 char *vm_config_new_overlay_path(struct vm_config *cfg, const struct disk_config *disk, GError **error);
+/* vm.move-disk-layers: every vsnap_chain layer in directory from is in
+ * directory to now, or (to NULL) was folded into the layer above it and
+ * leaves the chain. Refused (SHIM_ERROR_INVALID, nothing changed) when a
+ * chain would lose every layer or its top one. *moved counts the layers. */
+bool vm_config_move_disk_layers(struct vm_config *cfg, const char *from, const char *to, unsigned *moved,
+                                GError **error);
 /* Give every disk with a vsnap_chain but no vsnap_overlay a fresh one. */
 bool vm_config_assign_overlays(struct vm_config *cfg, GError **error);
 /* A NetConfig with Cloud Hypervisor's defaults (num_queues 2, queue_size 256,

@@ -136,6 +136,10 @@ unsigned vm_disk_count(struct vm *vm);
  * (virtio_blk_replace_backend). */
 struct blk_backend *vm_open_disk_backend(const struct disk_config *disk, GError **error);
 struct virtio_blk *vm_disk(struct vm *vm, unsigned index);
+/* The layers of every disk's open chain that were in directory from are in
+ * directory to now (the daemon renamed it; the open descriptors still serve
+ * them): messages name them there. Each disk is paused for the change. */
+bool vm_disk_layers_moved(struct vm *vm, const char *from, const char *to, GError **error);
 /* The network interfaces, in config order (devices/virtio-net.h); by id. */
 unsigned vm_net_count(struct vm *vm);
 struct virtio_net *vm_net(struct vm *vm, unsigned index);

@@ -60,6 +60,13 @@ bool vmm_remove_device(struct vmm *vmm, const char *id, GError **error);
 /* vm.add-net, the same way (cold add: 405 while Running or Paused); the
  * config takes copies of net's descriptors. */
 bool vmm_add_net(struct vmm *vmm, const struct net_config *net, GError **error);
+/* vm.move-disk-layers (vsnap): the daemon moved (renamed) the directory
+ * from, holding disk layers the VM's chains use, to to; or, with to NULL,
+ * the layers in from were folded into the layers above them (and may be
+ * removed). The config (what vm.info shows, what the next snapshot reopens
+ * and names as parent) follows; the open chains keep their descriptors.
+ * *moved: how many layers of the chains were in from. */
+bool vmm_move_disk_layers(struct vmm *vmm, const char *from, const char *to, unsigned *moved, GError **error);
 /* vm.set-link (vsnap): the link of interface id as the guest sees it; only
  * while Running or Paused; an unknown id is 404. */
 bool vmm_set_link(struct vmm *vmm, const char *id, bool up, GError **error);
