@@ -105,6 +105,22 @@ static const char *const sanitizer_calls[] = {
     "ptrace", "wait4", "waitid", "clone", "getppid", "getdents",
 };
 
+/* A -Dtest_hooks build under the crash-point walk only (VSNAP_CRASH_CONTROL
+ * set: tests/lib/crashpoint.c preloaded): what the walk's wrappers of write
+ * and fsync call on every thread, the disks' I/O threads included. */
+static const char *const crashwalk_calls[] = {
+    "openat", "readlinkat", "flock", "ftruncate", "pread64", "pwrite64", "kill",
+};
+
+static bool under_crash_walk(void)
+{
+#if VSNAP_TEST_HOOKS
+    return getenv("VSNAP_CRASH_CONTROL") != NULL;
+#else
+    return false;
+#endif
+}
+
 /* ioctls by their type byte (_IOC_TYPE) */
 #define IOCTL_KVM 0xAE      /* KVM_* */
 #define IOCTL_UFFD 0xAA     /* UFFDIO_*, USERFAULTFD_IOC_NEW */
@@ -332,6 +348,8 @@ static bool load_list(enum sandbox_thread kind, enum sandbox_mode mode, GError *
         rc = add_calls(ctx, common_calls, G_N_ELEMENTS(common_calls));
     if (rc == 0)
         rc = add_calls(ctx, list->calls, list->n_calls);
+    if (rc == 0 && under_crash_walk())
+        rc = add_calls(ctx, crashwalk_calls, G_N_ELEMENTS(crashwalk_calls));
     if (rc == 0)
         rc = add_ioctls(ctx, list->ioctl_types, list->n_ioctl_types);
     if (rc == 0 && kind == SANDBOX_THREAD_MAIN)

@@ -20,8 +20,11 @@ import unittest
 import libvirt
 
 import test_kill
+from disktest import MIB, DiskGuest, disk_xml, make_image, pattern_sum, zero_sum
 from test_snapshots import REGION_A, REGION_B
 from vsnapd import needs_guest, wait_for
+
+DISK_REGIONS = ((0, MIB), (4 * MIB, MIB), (8 * MIB, MIB))
 
 PRELOAD = os.environ.get("VSNAP_CRASHPOINT_LIB", "")
 FULL = os.environ.get("VSNAP_CRASHWALK_FULL") == "1"
@@ -291,6 +294,57 @@ class CrashWalk(test_kill.CrashTestBase):
                 self.assertIn(self.sums(name), (ctx["now"], ctx["boot"]))
             self.assert_reverts(name, {"base": ctx["boot"]})
         self.walk("revert", self.prepare_with_base, act, check)
+
+    def disk_sums(self, name):
+        g = DiskGuest(self.vsock_path(name))
+        try:
+            return [g.sum(0, *r) for r in DISK_REGIONS]
+        finally:
+            g.close()
+
+    def disk_fill(self, name, region, seed):
+        g = DiskGuest(self.vsock_path(name))
+        try:
+            g.fill(0, *DISK_REGIONS[region], seed)
+            g.flush(0)
+        finally:
+            g.close()
+
+    def test_walk_snapshot_delete_kept(self):
+        """The delete of the snapshot the disks run on: its layer moves to the
+        domain's disk directory and the shim follows (snapshot-disks.h)."""
+        filled = [pattern_sum(i + 1, r[1]) for i, r in enumerate(DISK_REGIONS)]
+
+        def prepare(name):
+            disk = make_image(os.path.join(self.daemon.dir, name + ".img"), 16 * MIB)
+            self.define(name, memory_mib=64, extra_devices=disk_xml(disk, "vda"))
+            self.v("start", name)
+            self.guest(name).close()
+            self.disk_fill(name, 0, 1)
+            self.v("snapshot-create-as", name, "base")
+            self.disk_fill(name, 1, 2)
+            self.v("snapshot-create-as", name, "top")
+            self.disk_fill(name, 2, 3)
+            return {}
+
+        def act(name, ctx, check):
+            self.v("snapshot-delete", name, "top", check=check)
+
+        def check(name, ctx, killed):
+            state = self.running_or_crashed(name, killed)
+            snaps = self.snapshots(name)
+            self.assertTrue({"base"} <= snaps <= {"base", "top"}, snaps)
+            if state.startswith("running"):
+                self.assertEqual(self.disk_sums(name), filled)
+                # A snapshot on whatever the disks run on, which folds a kept layer away.
+                self.v("snapshot-create-as", name, "after")
+                kept = os.path.join(self.daemon.state, "disks", name)
+                self.assertEqual([e for e in os.listdir(kept) if e.startswith("kept-")], [])
+                self.v("snapshot-revert", name, "after")
+                self.assertEqual(self.disk_sums(name), filled)
+            self.v("snapshot-revert", name, "base")
+            self.assertEqual(self.disk_sums(name), [filled[0], zero_sum(MIB), zero_sum(MIB)])
+        self.walk("delete-kept", prepare, act, check)
 
     def image(self, name):
         return os.path.join(self.daemon.dir, name + ".save")
