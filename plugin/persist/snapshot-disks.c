@@ -11,6 +11,7 @@
 #include "run/process.h"
 #include "snapshot-dir.h"
 #include "snapshot-tree.h"
+#include "snapshot/directory.h"
 #include "domain/state.h"
 #include "util/test-hook.h"
 #include "util/virt-error.h"
@@ -220,15 +221,23 @@ static void sync_dir(const char *dir)
     }
 }
 
-/* A kept directory is no snapshot: the files that made it one go. */
+static bool remove_file(const char *dir, const char *name, GError **error)
+{
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    return g_unlink(path) == 0 || errno == ENOENT || refuse_errno(error, "remove", path);
+}
+
+/* A kept directory is no snapshot: the files that made it one go, and so
+ * does its memory (the snapshots whose memory was a diff on it took its
+ * pages before it was moved). state.json and config.json stay: they hold
+ * the disk records that chains resolve through. */
 static bool strip_snapshot_files(const char *kept, GError **error)
 {
-    for (const char *const *f = snapshot_entry_own_files; *f; f++) {
-        g_autofree char *path = g_build_filename(kept, *f, NULL);
-        if (g_unlink(path) != 0 && errno != ENOENT)
-            return refuse_errno(error, "remove", path);
-    }
-    return true;
+    for (const char *const *f = snapshot_entry_own_files; *f; f++)
+        if (!remove_file(kept, *f, error))
+            return false;
+    return remove_file(kept, SNAP_DIR_LAYER_FILE SNAP_DIR_SEAL_SUFFIX, error) &&
+           remove_file(kept, SNAP_DIR_LAYER_FILE, error);
 }
 
 bool snapshot_disks_keep_layer(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *gone_dir,

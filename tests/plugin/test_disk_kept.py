@@ -61,7 +61,8 @@ class KeptLayerBase(DiskSnapshotBase):
         self.assertFalse(os.path.exists(s1_dir))
         kept = self.kept_dirs(name)
         self.assertEqual([os.path.basename(k) for k in kept], ["kept-" + os.path.basename(s1_dir)])
-        self.assertFalse(os.path.exists(os.path.join(kept[0], "snapshot.ini")))
+        # No snapshot's files, no memory: state.json for the disk records, and the disk layer.
+        self.assertEqual(sorted(os.listdir(kept[0])), ["config.json", "disk-vda.layer", "state.json"])
         layer = os.path.join(kept[0], "disk-vda.layer")
         self.assertEqual(self.live_chain(name)[1], layer)
         self.assertIn(layer, self.shim_chain(name))
