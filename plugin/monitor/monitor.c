@@ -186,17 +186,11 @@ bool monitor_vm_set_link(const char *api_socket, const char *id, bool up, GError
 bool monitor_vm_move_disk_layers(const char *api_socket, const char *from, const char *to, GError **error)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "from");
-    json_builder_add_string_value(b, from);
-    json_builder_set_member_name(b, "to");
-    if (to)
-        json_builder_add_string_value(b, to);
-    else
-        json_builder_add_null_value(b);
-    json_builder_end_object(b);
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    g_autofree char *body = json_to_string(root, FALSE);
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "from", from);
+    vjson_str(b, "to", to); /* null: the layers left the chains */
+    vjson_object_end(b);
+    g_autofree char *body = vjson_finish(b, false);
     return request(api_socket, "PUT", "vm.move-disk-layers", body, QUICK_TIMEOUT_MS, NULL, error);
 }
 

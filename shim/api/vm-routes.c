@@ -6,6 +6,7 @@
 #include "config/vm-config-json.h"
 #include "routes.h"
 #include "json/bounded-json.h"
+#include "json/vjson.h"
 
 static bool require_body(struct api_request *req, const char *endpoint, const char **text, gsize *len)
 {
@@ -189,11 +190,11 @@ static void handle_move_disk_layers(struct api_request *req)
         reply_error(req, error);
         return;
     }
-    JsonNode *answer = json_node_new(JSON_NODE_OBJECT);
-    JsonObject *o = json_object_new();
-    json_object_set_int_member(o, "moved", moved);
-    json_node_take_object(answer, o);
-    reply_json(req, SOUP_STATUS_OK, answer);
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    vjson_object_begin(b, NULL);
+    vjson_uint(b, "moved", moved);
+    vjson_object_end(b);
+    reply_json(req, SOUP_STATUS_OK, json_builder_get_root(b));
 }
 
 static void handle_add_disk(struct api_request *req)
