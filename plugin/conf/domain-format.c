@@ -46,6 +46,8 @@ static void format_os(GString *out, const struct domain_def *def)
     append_text_element(out, "    ", "kernel", def->kernel);
     append_text_element(out, "    ", "initrd", def->initrd);
     append_text_element(out, "    ", "cmdline", def->cmdline);
+    if (def->boot_hd)
+        g_string_append(out, "    <boot dev='hd'/>\n");
     if (def->smbios_mode != DOMAIN_SMBIOS_DEFAULT)
         g_string_append_printf(out, "    <smbios mode='%s'/>\n", domain_smbios_mode_to_string(def->smbios_mode));
     g_string_append(out, "  </os>\n");

@@ -65,6 +65,26 @@ static bool parse_cmdline(struct domain_def *def, const xmlNode *node, GError **
     return true;
 }
 
+/* virt-manager's New VM wizard and virt-install write <boot dev='hd'/> for
+ * every imported disk. libvirt's QEMU driver keeps it beside a <kernel>,
+ * which boots first, so vsnap keeps it too; it promises nothing more. The
+ * other devices (cdrom, network, fd) name a boot vsnap has no device for. */
+static bool parse_boot(struct domain_def *def, const xmlNode *node, GError **error)
+{
+    static const char *const attributes[] = {"dev", NULL};
+    if (!conf_xml_check_attributes(node, attributes, error) || !conf_xml_check_no_children(node, error))
+        return false;
+    g_autofree char *dev = conf_xml_prop(node, "dev");
+    if (!dev || strcmp(dev, "hd") != 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "<boot dev='%s'> in <os> is not supported by vsnap: it boots the <kernel> "
+                    "(direct kernel boot); only dev='hd' is accepted, and kept", dev ? dev : "");
+        return false;
+    }
+    def->boot_hd = true;
+    return true;
+}
+
 bool domain_parse_os(struct domain_def *def, const xmlNode *os, GError **error)
 {
     static const struct domain_child_parser children[] = {
@@ -72,6 +92,7 @@ bool domain_parse_os(struct domain_def *def, const xmlNode *os, GError **error)
         {"kernel", parse_kernel, false},
         {"initrd", parse_initrd, false},
         {"cmdline", parse_cmdline, false},
+        {"boot", parse_boot, false},
         {"smbios", domain_parse_smbios, false},
     };
     uint32_t seen = 0;

@@ -190,6 +190,21 @@ static void test_round_trip_keeps_values(void)
     g_assert_nonnull(strstr(formatted, "<serial type='pty'>"));
 }
 
+/* virt-manager's wizard and virt-install write <boot dev='hd'/> beside the
+ * kernel; it is kept, in libvirt's order (after <cmdline>). */
+static void test_os_boot_hd_kept(void)
+{
+    const char *xml = "<domain type='kvm'><name>t</name><memory unit='MiB'>64</memory>"
+                      "<os><type>hvm</type><boot dev='hd'/><kernel>/k</kernel><cmdline>c</cmdline></os>"
+                      "</domain>";
+    g_autofree char *formatted = check_round_trip(xml);
+    g_assert_nonnull(strstr(formatted, "<cmdline>c</cmdline>\n    <boot dev='hd'/>\n  </os>"));
+    g_autofree char *plain_xml = domain_with("", "");
+    g_autoptr(domain_def) without = parse_ok(plain_xml);
+    g_autofree char *plain = domain_def_format(without, false, -1);
+    g_assert_null(strstr(plain, "<boot"));
+}
+
 static void test_live_details(void)
 {
     g_autofree char *xml = domain_with("", "<serial type='pty'/><console type='pty'/><vsock/>");
@@ -366,7 +381,8 @@ static void test_refusals_whole_document(void)
         {"<domain type='kvm'><name>x</name><memory>65536</memory><os><type machine='q35'>hvm</type><kernel>/k</kernel></os></domain>", VIR_ERR_CONFIG_UNSUPPORTED, "'q35'"},
         {"<domain type='kvm'><name>x</name><memory>65536</memory><os firmware='efi'><type>hvm</type><kernel>/k</kernel></os></domain>", VIR_ERR_CONFIG_UNSUPPORTED, "firmware='efi' on <os>"},
         {"<domain type='kvm'><name>x</name><memory>65536</memory><os><type>hvm</type><loader>/x</loader></os></domain>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <loader> in <os>"},
-        {"<domain type='kvm'><name>x</name><memory>65536</memory><os><type>hvm</type><boot dev='hd'/></os></domain>", VIR_ERR_CONFIG_UNSUPPORTED, "unsupported element <boot> in <os>"},
+        {"<domain type='kvm'><name>x</name><memory>65536</memory><os><type>hvm</type><kernel>/k</kernel><boot dev='cdrom'/></os></domain>", VIR_ERR_CONFIG_UNSUPPORTED, "<boot dev='cdrom'> in <os> is not supported by vsnap: it boots the <kernel>"},
+        {"<domain type='kvm'><name>x</name><memory>65536</memory><os><type>hvm</type><kernel>/k</kernel><boot dev='hd' order='1'/></os></domain>", VIR_ERR_CONFIG_UNSUPPORTED, "order='1'"},
         {"<domain type='kvm'><name>x</name><memory>65536</memory><os><type>hvm</type><kernel>vmlinux</kernel></os></domain>", VIR_ERR_XML_DETAIL, "absolute path"},
         {"<domain type='kvm'><name>x</name><memory unit='XB'>1</memory></domain>", VIR_ERR_XML_DETAIL, "unknown memory unit 'XB'"},
         {"<domain type='kvm'><name>x</name><memory unit='EiB'>100</memory></domain>", VIR_ERR_XML_DETAIL, "too large"},
@@ -693,6 +709,7 @@ int main(int argc, char **argv)
     g_test_add_func("/conf/domain/libvirt-schema", test_libvirt_schema);
     g_test_add_func("/conf/domain/variations-round-trip", test_variations_round_trip);
     g_test_add_func("/conf/domain/round-trip-keeps-values", test_round_trip_keeps_values);
+    g_test_add_func("/conf/domain/os-boot-hd-kept", test_os_boot_hd_kept);
     g_test_add_func("/conf/domain/live-details", test_live_details);
     g_test_add_func("/conf/domain/copy", test_copy);
     g_test_add_func("/conf/domain/refusals", test_refusals);

@@ -112,6 +112,7 @@ struct domain_def {
     unsigned vcpus;
     char *os_type;                /* "hvm" */
     char *kernel, *initrd, *cmdline;
+    bool boot_hd;                 /* <os><boot dev='hd'/>: kept, the kernel boots */
     enum domain_lifecycle_action on_poweroff, on_reboot, on_crash;
     struct {
         bool present;
