@@ -89,8 +89,15 @@ static bool parse_target(struct domain_disk *disk, const xmlNode *node, GError *
         return false;
     g_autofree char *bus = conf_xml_prop(node, "bus");
     if (bus && strcmp(bus, "virtio") != 0) {
+        /* Clients that do not know vsnap (virt-manager's New VM wizard,
+         * virt-install without bus=) write bus='ide' and dev='hda': name the
+         * disk as they named it, and what to change it to. */
+        g_autofree char *dev = conf_xml_prop(node, "dev");
+        g_autofree char *named = dev ? g_strdup_printf("dev='%s' ", dev) : g_strdup("");
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
-                    "<target bus='%s'> is not supported by vsnap: disks are virtio-blk, bus='virtio'", bus);
+                    "disk <target %sbus='%s'> is not supported by vsnap: its disks are virtio-blk only; "
+                    "set the disk's bus to virtio (bus='virtio'; virtio disks are named vda, vdb, ...)",
+                    named, bus);
         return false;
     }
     disk->target = conf_xml_prop(node, "dev");

@@ -81,7 +81,7 @@ class DisksTest(DaemonTest):
             (disk_xml(image, "vda").replace("device='disk'", "device='cdrom'"),
              libvirt.VIR_ERR_CONFIG_UNSUPPORTED, "<disk device='cdrom'>"),
             (disk_xml(image, "sda").replace("bus='virtio'", "bus='sata'"),
-             libvirt.VIR_ERR_CONFIG_UNSUPPORTED, "<target bus='sata'>"),
+             libvirt.VIR_ERR_CONFIG_UNSUPPORTED, "<target dev='sda' bus='sata'> is not supported by vsnap"),
             ("<disk type='network' device='disk'><source protocol='nbd' name='x'/>"
              "<target dev='vda'/></disk>",
              libvirt.VIR_ERR_CONFIG_UNSUPPORTED, "<disk type='network'>"),
