@@ -19,13 +19,20 @@
 # Everything started here is stopped and its temporary files removed; the
 # evidence (one screenshot per step, logs, RPC lists) stays in $OUT.
 #
-#   sudo ./scripts/virt-manager-smoke.sh
+# With the argument new-vm it runs tests/desktop/virt_manager_new_vm.py
+# instead: virt-manager's New VM wizard importing a disk image, against a
+# daemon of that script's own beside a libvirtd for the storage and network
+# drivers (in namespaces of its own: root only).
+#
+#   sudo ./scripts/virt-manager-smoke.sh [new-vm]
 #   env: BUILD (build dir, default build; built with scripts/setup.sh unless
 #        VSNAP_BUILT=1 says it is built already, as meson test does),
 #        OUT (default $BUILD/virt-manager-smoke)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+MODE=${1:-manage}
+case $MODE in manage | new-vm) ;; *) echo "usage: $0 [new-vm]" >&2; exit 2 ;; esac
 REMOTE_PROGRAM=536903814   # 0x20008086, libvirt's REMOTE_PROGRAM
 SKIP=77
 
@@ -59,7 +66,7 @@ ROOT=$PWD
 case $BUILD in /*) BUILD_DIR=$BUILD ;; *) BUILD_DIR=$ROOT/$BUILD ;; esac
 DAEMON=$BUILD_DIR/plugin/virtvsnapd
 GUEST=$BUILD_DIR/guest/testguest/vsnap-testguest
-OUT=${OUT:-$BUILD_DIR/virt-manager-smoke}
+case $MODE in manage) OUT=${OUT:-$BUILD_DIR/virt-manager-smoke} ;; new-vm) OUT=${OUT:-$BUILD_DIR/virt-manager-new-vm} ;; esac
 NAME='vmm-smoke'
 PRE_SNAPSHOT='from-virsh'
 t_ready=$(date +%s%3N)
@@ -92,20 +99,34 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' TERM INT
 
-"$DAEMON" --socket-dir "$WORK" --state-dir "$WORK/state" >"$WORK/daemon.log" 2>&1 &
-daemon_pid=$!
-deadline=$(( $(date +%s) + 20 ))
-until [ -S "$SOCK" ] && virsh_ version >/dev/null 2>&1; do
-  kill -0 "$daemon_pid" 2>/dev/null || { echo "virt-manager: virtvsnapd exited:" >&2; cat "$WORK/daemon.log" >&2; exit 1; }
-  [ "$(date +%s)" -lt "$deadline" ] || { echo "virt-manager: virtvsnapd never listened" >&2; exit 1; }
-  sleep 0.05
-done
-echo "virt-manager: virtvsnapd (pid $daemon_pid) listening on $SOCK"
+# In an X server and a D-Bus session of their own, with a private HOME,
+# config and cache: the run leaves no remembered connection or window state
+# behind (virt-manager's first-run test option keeps its settings in memory
+# too). The D-Bus session starts inside the X server's environment, so
+# the accessibility bus it starts knows the display (dogtail's clicks go
+# through it).
+run_ui() {
+  HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_CACHE_HOME=$WORK/home/.cache OUT=$OUT \
+    timeout -k 5 150 xvfb-run -a -s "-screen 0 1280x1024x24" -e "$OUT/xvfb.log" \
+      dbus-run-session -- /usr/bin/python3 "$@" \
+      2> >(grep -v "^dbus-daemon\|SpiRegistry daemon is running" >&2)
+}
 
-# The test guest with a pty serial console that prints a heartbeat, a vsock
-# device (its command port answers FILL / SUM), and an idle loop that spins
-# so that the CPU graph has a curve to draw.
-cat >"$WORK/$NAME.xml" <<XML
+run_manage() {
+  "$DAEMON" --socket-dir "$WORK" --state-dir "$WORK/state" >"$WORK/daemon.log" 2>&1 &
+  daemon_pid=$!
+  deadline=$(( $(date +%s) + 20 ))
+  until [ -S "$SOCK" ] && virsh_ version >/dev/null 2>&1; do
+    kill -0 "$daemon_pid" 2>/dev/null || { echo "virt-manager: virtvsnapd exited:" >&2; cat "$WORK/daemon.log" >&2; exit 1; }
+    [ "$(date +%s)" -lt "$deadline" ] || { echo "virt-manager: virtvsnapd never listened" >&2; exit 1; }
+    sleep 0.05
+  done
+  echo "virt-manager: virtvsnapd (pid $daemon_pid) listening on $SOCK"
+
+  # The test guest with a pty serial console that prints a heartbeat, a vsock
+  # device (its command port answers FILL / SUM), and an idle loop that spins
+  # so that the CPU graph has a curve to draw.
+  cat >"$WORK/$NAME.xml" <<XML
 <domain type='kvm'>
   <name>$NAME</name>
   <memory unit='MiB'>64</memory>
@@ -122,26 +143,35 @@ cat >"$WORK/$NAME.xml" <<XML
   </devices>
 </domain>
 XML
-virsh_ define "$WORK/$NAME.xml" >/dev/null
-virsh_ start "$NAME" >/dev/null
-virsh_ snapshot-create-as "$NAME" "$PRE_SNAPSHOT" "made by virsh" >/dev/null
-state=$(virsh_ domstate "$NAME")
-[ "$state" = running ] || { echo "virt-manager: $NAME is '$state' after start, not running" >&2; exit 1; }
-echo "virt-manager: domain $NAME running (test guest), snapshot $PRE_SNAPSHOT made by virsh"
+  virsh_ define "$WORK/$NAME.xml" >/dev/null
+  virsh_ start "$NAME" >/dev/null
+  virsh_ snapshot-create-as "$NAME" "$PRE_SNAPSHOT" "made by virsh" >/dev/null
+  state=$(virsh_ domstate "$NAME")
+  [ "$state" = running ] || { echo "virt-manager: $NAME is '$state' after start, not running" >&2; exit 1; }
+  echo "virt-manager: domain $NAME running (test guest), snapshot $PRE_SNAPSHOT made by virsh"
 
-t_vmm=$(date +%s%3N)
-# Private HOME, config and cache: the run leaves no remembered connection or
-# window state behind (virt-manager's first-run test option keeps its
-# settings in memory too).
-ui_rc=0
-HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_CACHE_HOME=$WORK/home/.cache \
-URI=$URI NAME=$NAME STATE=$WORK/state OUT=$OUT PRE_SNAPSHOT=$PRE_SNAPSHOT \
-  timeout -k 5 150 xvfb-run -a -s "-screen 0 1280x1024x24" -e "$OUT/xvfb.log" \
-    dbus-run-session -- /usr/bin/python3 "$ROOT/tests/desktop/virt_manager_ui.py" \
-    2> >(grep -v "^dbus-daemon\|SpiRegistry daemon is running" >&2) || ui_rc=$?
-vmm_ms=$(ms_since "$t_vmm")
-[ "$(virsh_ domstate "$NAME" 2>&1)" = running ] && echo "  ok    the domain still runs after virt-manager quit" ||
-  { echo "  FAIL  the domain does not run after virt-manager quit"; ui_rc=1; }
+  t_vmm=$(date +%s%3N)
+  ui_rc=0
+  URI=$URI NAME=$NAME STATE=$WORK/state PRE_SNAPSHOT=$PRE_SNAPSHOT \
+    run_ui "$ROOT/tests/desktop/virt_manager_ui.py" || ui_rc=$?
+  vmm_ms=$(ms_since "$t_vmm")
+  [ "$(virsh_ domstate "$NAME" 2>&1)" = running ] && echo "  ok    the domain still runs after virt-manager quit" ||
+    { echo "  FAIL  the domain does not run after virt-manager quit"; ui_rc=1; }
+}
+
+# The wizard's script starts its own daemon and the host's drivers; it
+# finds the programs as tests/plugin's helpers do.
+run_new_vm() {
+  t_vmm=$(date +%s%3N)
+  ui_rc=0
+  VIRTVSNAPD=$DAEMON VSNAP_SHIM=$BUILD_DIR/shim/vsnap-shim VSNAP_SCHEMA_DIR=$ROOT/xml \
+  VSNAP_TESTGUEST=$GUEST VSNAP_PATTERN=$BUILD_DIR/tests/lib/vsnap-pattern \
+    run_ui "$ROOT/tests/desktop/virt_manager_new_vm.py" || ui_rc=$?
+  vmm_ms=$(ms_since "$t_vmm")
+  if [ "$ui_rc" = $SKIP ]; then exit $SKIP; fi
+}
+
+case $MODE in manage) run_manage ;; new-vm) run_new_vm ;; esac
 
 # ---------------------------------------------------------------------------
 # RPC report: which procedures virt-manager called, which ones failed.

@@ -31,89 +31,24 @@ import subprocess
 import sys
 import time
 
-from dogtail.config import config
-
-# No log files of dogtail's own (they go to a fixed /tmp path), no check of
-# the desktop's accessibility setting (GTK 3 always exports its tree to the
-# session's AT-SPI bus), short delays: this runs in one private session.
-config.logDebugToFile = False
-config.logDebugToStdOut = False
-config.checkForA11y = False
-config.actionDelay = 0.1
-config.defaultDelay = 0.1
-config.typingDelay = 0.02
-config.searchBackoffDuration = 0.2
-config.searchCutoffCount = 25
-
-from dogtail import tree  # noqa: E402  (after the configuration)
-from dogtail.predicate import GenericPredicate  # noqa: E402
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import vmmui  # noqa: E402  (configures dogtail before anything imports its tree)
+from vmmui import (Abort, GenericPredicate, answer_yes, check, close_error_dialogs,  # noqa: E402
+                   error_dialogs, find, need, press, require, say, screenshot, wait_for)
 from vsnaptest import wait_command_port  # noqa: E402
 
 URI = os.environ["URI"]
 NAME = os.environ["NAME"]
 STATE = os.environ["STATE"]
-OUT = os.environ["OUT"]
+vmmui.OUT = OUT = os.environ["OUT"]
 PRE_SNAPSHOT = os.environ["PRE_SNAPSHOT"]
 MIB = 1 << 20
 REGION = (16 * MIB, 4 * MIB)   # guest RAM the test guest lets us write
 
-T0 = time.monotonic()
-failures = []
-shots = 0
-
-
-def say(text):
-    print(f"[{time.monotonic() - T0:5.1f}s] {text}", flush=True)
-
-
-def check(cond, what):
-    say(("ok    " if cond else "FAIL  ") + what)
-    if not cond:
-        failures.append(what)
-    return cond
-
-
-class Abort(Exception):
-    """A step whose failure leaves nothing sensible to do after it."""
-
-
-def require(cond, what):
-    """A condition the next steps need: silent when it holds."""
-    if not cond:
-        check(False, what)
-        raise Abort(what)
-
-
-def wait_for(predicate, timeout, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = predicate()
-        except Exception:   # a node that went away while we looked at it
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(interval)
-
-
-def screenshot(label):
-    global shots
-    shots += 1
-    path = os.path.join(OUT, f"{shots:02d}-{label}.png")
-    subprocess.run(["import", "-window", "root", path], check=False, timeout=20)
-    return path
-
 
 def virsh(*args, check_rc=True):
-    res = subprocess.run(["virsh", "-q", "-c", URI, *args], capture_output=True, text=True,
-                         timeout=60)
-    if check_rc and res.returncode != 0:
-        raise Abort(f"virsh {' '.join(args)}: {res.stderr.strip()}")
-    return res.stdout.strip()
+    return vmmui.virsh(URI, *args, check_rc=check_rc)
 
 
 def domstate():
@@ -136,70 +71,6 @@ def guest_sum(fill_seed=None):
         return answer[4:]
     finally:
         conn.close()
-
-
-# ---- the accessibility tree ----
-
-def find(parent, name=None, role=None, timeout=10):
-    """The first showing descendant with this name and role, or None."""
-    pred = GenericPredicate(name=name, roleName=role)
-    return wait_for(lambda: parent.findChild(pred, retry=False, requireResult=False,
-                                             showingOnly=True), timeout)
-
-
-def need(parent, name=None, role=None, timeout=10):
-    node = find(parent, name, role, timeout)
-    if node is None:
-        try:
-            seen = sorted({n.name for n in parent.findChildren(GenericPredicate(roleName=role))})
-        except Exception:
-            seen = []
-        require(False, f"virt-manager shows a {role} {name!r} in {parent.name!r} "
-                f"(its {role}s: {seen})")
-    return node
-
-
-def press(node):
-    """A real click: pointer events through XTest at the node's place. (Not
-    the accessible "click" action: a handler that runs a modal dialog, as
-    Force Off does, would hold that call until D-Bus gives up.)"""
-    node.click()
-
-
-def alerts(app):
-    """Message dialogs (errors and questions) now showing."""
-    return [w for w in app.children
-            if w.roleName in ("alert", "dialog") and w.showing]
-
-
-def error_dialogs(app):
-    """Error dialogs now showing, with their text; the question dialogs that
-    confirmations use are not errors."""
-    found = []
-    for w in alerts(app):
-        labels = [n.name for n in w.findChildren(GenericPredicate(roleName="label"))]
-        buttons = [n.name for n in w.findChildren(GenericPredicate(roleName="push button"))]
-        if "Yes" not in buttons:
-            found.append(f"{w.name}: {' / '.join(l for l in labels if l)}")
-    return found
-
-
-def answer_yes(app, what, timeout=10):
-    """virt-manager asks before some actions (force off, revert); say yes."""
-    dialog = wait_for(lambda: next((w for w in alerts(app)
-                                    if find(w, "Yes", "push button", timeout=0)), None),
-                      timeout)
-    require(dialog is not None, f"virt-manager asks before {what}")
-    press(need(dialog, "Yes", "push button"))
-
-
-def close_error_dialogs(app):
-    for w in alerts(app):
-        for label in ("Close", "OK"):
-            b = find(w, label, "push button", timeout=0)
-            if b:
-                press(b)
-                break
 
 
 # ---- screenshots ----
@@ -225,24 +96,6 @@ def non_background_rows(png, x, y, w, h):
 
 
 # ---- the steps ----
-
-def start_virt_manager():
-    env = dict(os.environ,
-               LIBVIRT_LOG_OUTPUTS=f"1:file:{OUT}/libvirt-client.log",
-               LIBVIRT_LOG_FILTERS="1:rpc.netclient 4:*")
-    log = open(os.path.join(OUT, "virt-manager.log"), "w")
-    # first-run: settings in memory (nothing remembered between runs);
-    # short-poll: statistics every 0.1 s instead of 3 s, so the graph fills.
-    proc = subprocess.Popen(["virt-manager", "--debug", "--no-fork",
-                             "--test-options=first-run,short-poll", "--connect", URI],
-                            env=env, stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT)
-    log.close()
-    app = wait_for(lambda: tree.root.application("virt-manager"), 60, interval=0.3)
-    check(app is not None, "virt-manager appeared on the accessibility bus")
-    require(app is not None, "virt-manager appeared")
-    return proc, app
-
 
 def domain_list(app):
     manager = need(app, "Virtual Machine Manager", "frame", timeout=30)
@@ -361,7 +214,7 @@ def serial_console(app, window):
 
 
 def main():
-    proc, app = start_virt_manager()
+    proc, app = vmmui.start_virt_manager(URI, short_poll=True)
     try:
         manager, _ = domain_list(app)
         toolbar_actions(app, manager)
@@ -374,17 +227,10 @@ def main():
         check(False, f"{type(e).__name__}: {e}")
     finally:
         screenshot("last")
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    with open(os.path.join(OUT, "virt-manager.log"), errors="replace") as f:
-        log = f.read()
-    check("error dialog message" not in log, "virt-manager's log has no error dialog")
-    say(f"{len(failures)} failed checks; screenshots in {OUT}")
-    return 1 if failures else 0
+        vmmui.stop_virt_manager(proc)
+    check(not vmmui.log_error_dialogs(), "virt-manager's log has no error dialog")
+    say(f"{len(vmmui.failures)} failed checks; screenshots in {OUT}")
+    return 1 if vmmui.failures else 0
 
 
 if __name__ == "__main__":
