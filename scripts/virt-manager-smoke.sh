@@ -27,7 +27,7 @@
 #   sudo ./scripts/virt-manager-smoke.sh [new-vm]
 #   env: BUILD (build dir, default build; built with scripts/setup.sh unless
 #        VSNAP_BUILT=1 says it is built already, as meson test does),
-#        OUT (default $BUILD/virt-manager-smoke)
+#        OUT (default $BUILD/virt-manager-smoke, with new-vm $BUILD/virt-manager-new-vm)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

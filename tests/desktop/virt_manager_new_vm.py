@@ -245,18 +245,21 @@ def customize(app, host, wizard):
     direct_kernel_boot(app, window)
     add_vsock(app, window)
     press(need(window, "Begin Installation", "push button"))
-    running = wait_for(lambda: host.virsh("domstate", NAME, check_rc=False) == "running", 30)
+    # Until the domain runs or an error dialog says why it does not.
+    wait_for(lambda: error_dialogs(app) or host.virsh("domstate", NAME, check_rc=False) == "running", 30)
     errors = error_dialogs(app)
+    running = host.virsh("domstate", NAME, check_rc=False) == "running"
     screenshot("began")
     check(not errors, "Begin Installation: no error dialog" + (f" ({errors})" if errors else ""))
-    check(running, f"Begin Installation: virsh domstate {NAME} says running")
-    require(running, f"{NAME} runs")
+    if not check(running, f"Begin Installation: virsh domstate {NAME} says running"):
+        raise Abort(f"{NAME} does not run")
 
 
 def guest_reads_the_image(host):
     live = host.virsh("dumpxml", NAME)
     for want in (f"<source file='{host.image}'", "<target dev='vda' bus='virtio'/>",
-                 "<model type='virtio'/>", f"<kernel>{TESTGUEST}</kernel>",
+                 "<model type='virtio'/>", f"<source network='{hostdrivers.NETWORK}' portid='",
+                 f"<kernel>{TESTGUEST}</kernel>",
                  f"<cmdline>{KERNEL_ARGS}</cmdline>"):
         check(want in live, f"the live XML has {want}")
     guest = DiskGuest(os.path.join(host.drivers.daemon.state, "run", NAME, "vsock.sock"), timeout=30)
