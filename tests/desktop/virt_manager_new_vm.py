@@ -31,6 +31,7 @@ One screenshot per step in OUT. Run by scripts/virt-manager-smoke.sh new-vm
            the programs under test (as meson gives them to tests/plugin)
 """
 
+import glob
 import os
 import sys
 import time
@@ -72,6 +73,15 @@ class Host:
 
     def defined(self):
         return self.virsh("list", "--all", "--name").split()
+
+    def criticals(self):
+        """GLib criticals and warnings in the daemon's log and its shims' logs."""
+        logs = [self.drivers.daemon.log()]
+        for path in glob.glob(os.path.join(self.drivers.daemon.state, "log", "*.log")):
+            with open(path, errors="replace") as f:
+                logs.append(f.read())
+        return [line for log in logs for line in log.splitlines()
+                if "CRITICAL **" in line or "WARNING **" in line]
 
     def close(self):
         for name in self.defined():
@@ -303,7 +313,9 @@ def main():
         screenshot("last")
         if proc:
             vmmui.stop_virt_manager(proc)
+        criticals = host.criticals()
         host.close()
+    check(not criticals, f"no GLib critical or warning in the daemon's and shims' logs ({criticals[:3]})")
     shown = vmmui.log_error_dialogs()
     check(len(shown) == 1, f"virt-manager showed one error dialog, the refusal ({len(shown)})")
     say(f"{len(vmmui.failures)} failed checks; screenshots in {OUT}")
