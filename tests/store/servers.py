@@ -90,7 +90,8 @@ events {{ worker_connections 512; }}
 http {{
     log_format store '$request_method $uri $status $body_bytes_sent "$http_range" $connection';
     log_format tls '$request_method $uri $status $body_bytes_sent "$http_range" $connection '
-                   '$ssl_session_reused $ssl_protocol $server_protocol';
+                   '$ssl_session_reused $ssl_protocol $server_protocol $connection_requests $msec '
+                   '$connection_time';
     access_log {d}/access.log store;
     client_body_temp_path {d}/tmp/body;
     proxy_temp_path {d}/tmp/proxy;
@@ -240,8 +241,10 @@ class Nginx:
     def tls_access_lines(self):
         """The TLS server's: [method, path, status, bytes, "range",
         connection, session ("r": resumed, "." a full handshake),
-        TLS protocol, HTTP protocol] per request."""
-        return self._lines("tls-access.log", 4)
+        TLS protocol, HTTP protocol, the request's number on its
+        connection (1: the first), when it was logged, how long its
+        connection had been open then (both in seconds)] per request."""
+        return self._lines("tls-access.log", 7)
 
     def _lines(self, name, tail):
         path = os.path.join(self.dir, name)
