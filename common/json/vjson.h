@@ -7,7 +7,7 @@
  * virJSONValueObjectAdd ("s:kernel", "S:cmdline"), but as typed C
  * functions rather than a format string, so the compiler checks each value
  * against its member's type (the build refuses an integer where a string
- * goes: tests/common/json/meson.build shows it).
+ * goes: tests/common/meson.build shows it).
  *
  * Every call adds to the builder's current container: with a name, a member
  * of the current object; with name NULL, the next element of the current

@@ -1,8 +1,8 @@
 /* The product's limits: the largest machine vsnap runs, in one place.
  *
- * The shim refuses a VM beyond them (config/vm-config.c, core/vm.c), the
+ * The shim refuses a VM beyond them (shim/config/vm-config.c, shim/core/vm.c), the
  * daemon refuses a definition beyond them at define time rather than at start
- * (conf/domain-parse.c) and reports them in its capabilities, and the format
+ * (plugin/conf/domain-parse.c) and reports them in its capabilities, and the format
  * library refuses a layer describing more (snapshot/layer.h). Header only:
  * every program and library may include it.
  */

@@ -18,7 +18,7 @@
 #define XEN_ELFNOTE_PHYS32_ENTRY 18
 #define HVM_START_MAGIC 0x336ec578
 
-/* struct hvm_start_info (xen/include/public/arch-x86/hvm/start_info.h) */
+/* struct hvm_start_info (Xen's xen/include/public/arch-x86/hvm/start_info.h) */
 #define SI_MAGIC 0
 #define SI_VERSION 4
 #define SI_CMDLINE_PADDR 24

@@ -318,7 +318,7 @@ static struct domain_def *parse_string(const char *xml, const char *schema_dir, 
     if (!parse_root(def, root, error) || !domain_parse_children(def, root, domain_elements, G_N_ELEMENTS(domain_elements), &seen, error) ||
         !finish(def, seen, error))
         return NULL;
-    if (!conf_xml_validate(doc, schema_dir, "domain.rng", error))
+    if (!conf_xml_validate(doc, schema_dir, CONF_DOMAIN_SCHEMA, error))
         return NULL;
     return g_steal_pointer(&def);
 }

@@ -369,7 +369,7 @@ struct snapshot_def *snapshot_def_parse_string(const char *xml, const char *sche
     }
     g_autoptr(snapshot_def) def = g_new0(struct snapshot_def, 1);
     struct snapshot_parse p = {.def = def, .schema_dir = schema_dir};
-    if (!parse_root(&p, root, error) || !conf_xml_validate(doc, schema_dir, "snapshot.rng", error))
+    if (!parse_root(&p, root, error) || !conf_xml_validate(doc, schema_dir, CONF_SNAPSHOT_SCHEMA, error))
         return NULL;
     /* libvirt's defaults: created now, named after that second. */
     if (!p.time_seen)

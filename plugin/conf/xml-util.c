@@ -2,17 +2,9 @@
 
 #include <errno.h>
 #include <libxml/parser.h>
-#include <libxml/relaxng.h>
 #include <libxml/xmlerror.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* libxml2 2.12 made the structured error argument const. */
-#if LIBXML_VERSION >= 21200
-typedef const xmlError *conf_xml_error_ptr;
-#else
-typedef xmlError *conf_xml_error_ptr;
-#endif
 
 static char *strip_newline(const char *message)
 {
@@ -54,63 +46,6 @@ xmlDoc *conf_xml_read(const char *xml, const char *what, GError **error)
     }
     xmlFreeParserCtxt(ctxt);
     return doc;
-}
-
-/* Keeps the first error only: later ones are usually consequences of it. */
-static void keep_first_error(void *data, conf_xml_error_ptr err)
-{
-    char **first = data;
-    if (*first || !err)
-        return;
-    g_autofree char *msg = strip_newline(err->message);
-    const xmlNode *node = err->node;
-    long line = node ? xmlGetLineNo(node) : err->line;
-    if (node && node->type == XML_ELEMENT_NODE) {
-        g_autofree char *name = conf_xml_display_name(node);
-        *first = g_strdup_printf("line %ld, element %s: %s", line, name, msg);
-    } else if (line > 0) {
-        *first = g_strdup_printf("line %ld: %s", line, msg);
-    } else {
-        *first = g_strdup(msg);
-    }
-}
-
-bool conf_xml_validate(xmlDoc *doc, const char *schema_dir, const char *schema_name, GError **error)
-{
-    if (!schema_dir) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "no schema directory given");
-        return false;
-    }
-    g_autofree char *path = g_build_filename(schema_dir, schema_name, NULL);
-    g_autofree char *schema_error = NULL;
-    g_autofree char *invalid = NULL;
-    bool ok = false;
-
-    if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INTERNAL_ERROR, "schema %s is missing", path);
-        return false;
-    }
-    xmlRelaxNGParserCtxt *pctxt = xmlRelaxNGNewParserCtxt(path);
-    xmlRelaxNGSetParserStructuredErrors(pctxt, keep_first_error, &schema_error);
-    xmlRelaxNG *schema = xmlRelaxNGParse(pctxt);
-    xmlRelaxNGFreeParserCtxt(pctxt);
-    if (!schema) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INTERNAL_ERROR, "cannot load schema %s: %s",
-                    path, schema_error ? schema_error : "unreadable");
-        return false;
-    }
-    xmlRelaxNGValidCtxt *vctxt = xmlRelaxNGNewValidCtxt(schema);
-    xmlRelaxNGSetValidStructuredErrors(vctxt, keep_first_error, &invalid);
-    int rc = xmlRelaxNGValidateDoc(vctxt, doc);
-    if (rc == 0)
-        ok = true;
-    else
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_DETAIL,
-                    "XML does not match schema %s: %s", schema_name,
-                    invalid ? invalid : "validation failed");
-    xmlRelaxNGFreeValidCtxt(vctxt);
-    xmlRelaxNGFree(schema);
-    return ok;
 }
 
 bool conf_xml_is_element(const xmlNode *node)

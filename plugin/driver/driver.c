@@ -10,6 +10,7 @@
 
 #include "util/atomic-file.h"
 #include "conf/capabilities.h"
+#include "conf/xml-util.h"
 #include "domain/disk-state.h"
 #include "host/host-storage.h"
 #include "host/network-port.h"
@@ -77,6 +78,10 @@ static void end_transient(struct vsnap_driver *drv, struct vsnap_domain *dom);
 
 struct vsnap_driver *driver_new(const struct driver_paths *paths, GError **error)
 {
+    /* Before any client thread: the schemas are parsed once, here, and
+     * every define validates against them (conf/xml-util.h). */
+    if (!conf_xml_load_schemas(paths->schema_dir, error))
+        return NULL;
     const char *dirs[] = {paths->state_dir, paths->run_dir, paths->log_dir};
     for (size_t i = 0; i < G_N_ELEMENTS(dirs); i++) {
         if (g_mkdir_with_parents(dirs[i], 0700) < 0) {

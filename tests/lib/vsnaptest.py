@@ -268,7 +268,7 @@ def wait_command_port(path, timeout=20, connect_timeout=5, conn_class=None):
         time.sleep(0.05)
 
 
-# --- memory layers (shim/snapshot/layer.h, format version 1) -------------------
+# --- memory layers (common/snapshot/layer.h, format version 1) ------------------
 
 LAYER_MAGIC = b"VSNAPLYR"
 LAYER_PAGE = 4096

@@ -10,6 +10,7 @@ address (10.77-79.x.x) exists only inside them."""
 
 import ctypes
 import os
+import shlex
 import signal
 import socket
 import struct
@@ -253,22 +254,56 @@ def daemon_in(ns_prefix, extra=()):
 LIBVIRT_DIRS = ("/run/libvirt", "/etc/libvirt", "/var/lib/libvirt", "/var/log/libvirt", "/var/cache/libvirt")
 
 
+def mount_point_commands(path, scratch, covered):
+    """Shell commands, for a private mount namespace, that make the folder
+    path there when the host has none (Debian 12's libvirt-daemon, without
+    its recommends, makes no /var/lib/libvirt), and leave the host as it
+    was: the nearest folder above that exists gets a tmpfs of its own in
+    the namespace, with each of its entries bound back from the host's (a
+    symbolic link copied), and path is made in that tmpfs. covered: the
+    folders given a tmpfs so far (one each)."""
+    if os.path.isdir(path):
+        return []
+    parent = os.path.dirname(path)
+    while not os.path.isdir(parent):
+        parent = os.path.dirname(parent)
+    q = shlex.quote
+    if parent in covered:
+        return [f"mkdir -p {q(path)}"]
+    covered.add(parent)
+    host = os.path.join(scratch, "host" + parent.replace("/", "-"))
+    os.makedirs(host)
+    mode = oct(os.stat(parent).st_mode & 0o7777)[2:]
+    cmds = [f"mount --rbind {q(parent)} {q(host)}", f"mount -t tmpfs -o mode={mode} vsnap-netd {q(parent)}"]
+    for name in sorted(os.listdir(parent)):
+        src, dst = os.path.join(host, name), os.path.join(parent, name)
+        if os.path.islink(os.path.join(parent, name)):
+            cmds.append(f"cp -P {q(src)} {q(dst)}")
+        elif os.path.isdir(os.path.join(parent, name)):
+            cmds.append(f"mkdir {q(dst)} && mount --rbind {q(src)} {q(dst)}")
+        else:
+            cmds.append(f"touch {q(dst)} && mount --bind {q(src)} {q(dst)}")
+    return cmds + [f"mkdir -p {q(path)}"]
+
+
 class NetworkDaemon:
     """libvirt's network driver (virtnetworkd where libvirt's drivers are
     split, libvirtd on Debian 12, whose libvirt-daemon holds the network
     driver) inside namespace ns and a mount namespace of its own, where
     libvirt's directories are private and empty: no configured network
     (libvirt's default NAT network is not there), nothing of the host's
-    libvirt seen or touched. Its socket is <dir>/run/libvirt-sock. Debian
+    libvirt seen or touched, not even made where the host has none. Its
+    socket is <dir>/run/libvirt-sock. Debian
     12's libvirtd runs the storage driver too (storage_uri; empty, no pool
     defined), where the drivers are split virtnetworkd does not."""
 
     def __init__(self, ns):
         self.dir = tempfile.mkdtemp(prefix="vsnapd-netdrv-")
-        binds = []
+        binds, covered = [], set()
         for d in LIBVIRT_DIRS:
             private = os.path.join(self.dir, d.strip("/").replace("/", "-"))
             os.makedirs(private)
+            binds += mount_point_commands(d, self.dir, covered)
             binds.append(f"mount --bind {private} {d}")
         os.makedirs(os.path.join(self.dir, "run-libvirt", "network"), exist_ok=True)
         os.makedirs(os.path.join(self.dir, "var-lib-libvirt", "dnsmasq"), exist_ok=True)

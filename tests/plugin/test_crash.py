@@ -29,7 +29,7 @@ STEP_TIMEOUT_S = 30          # any one virsh command
 
 
 def save_image_section(path, name):
-    """Byte offset of section `name` in a save image (plugin/save-image.h)."""
+    """Byte offset of section `name` in a save image (plugin/persist/include/persist/save-image.h)."""
     with open(path, "rb") as f:
         header = f.read(4096)
     assert header[:8] == b"VSNAPSAV", f"{path} is not a save image"

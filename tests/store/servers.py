@@ -32,6 +32,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -90,7 +91,8 @@ events {{ worker_connections 512; }}
 http {{
     log_format store '$request_method $uri $status $body_bytes_sent "$http_range" $connection';
     log_format tls '$request_method $uri $status $body_bytes_sent "$http_range" $connection '
-                   '$ssl_session_reused $ssl_protocol $server_protocol';
+                   '$ssl_session_reused $ssl_protocol $server_protocol $connection_requests $msec '
+                   '$connection_time $remote_port';
     access_log {d}/access.log store;
     client_body_temp_path {d}/tmp/body;
     proxy_temp_path {d}/tmp/proxy;
@@ -240,8 +242,11 @@ class Nginx:
     def tls_access_lines(self):
         """The TLS server's: [method, path, status, bytes, "range",
         connection, session ("r": resumed, "." a full handshake),
-        TLS protocol, HTTP protocol] per request."""
-        return self._lines("tls-access.log", 4)
+        TLS protocol, HTTP protocol, the request's number on its
+        connection (1: the first), when it was logged, how long its
+        connection had been open then (both in seconds), the client's
+        port] per request."""
+        return self._lines("tls-access.log", 8)
 
     def _lines(self, name, tail):
         path = os.path.join(self.dir, name)
@@ -301,8 +306,12 @@ class ConnectionCounter:
             except OSError:
                 client.close()
                 continue
+            self._relaying(client, upstream)
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _relaying(self, client, upstream):
+        """A connection is about to be relayed (nothing read from it yet)."""
 
     @property
     def endpoint(self):
@@ -311,6 +320,60 @@ class ConnectionCounter:
     def close(self):
         self.closed = True
         self.sock.close()
+
+
+def offers_a_session(hello):
+    """True if a TLS ClientHello record offers a session to resume (a
+    pre_shared_key extension, RFC 8446 4.2.11), None if it is not one."""
+    try:
+        if hello[0] != 22 or hello[5] != 1:
+            return None
+        p = 5 + 4 + 2 + 32                             # headers, version, random
+        p += 1 + hello[p]                              # session id
+        p += 2 + struct.unpack(">H", hello[p:p + 2])[0]  # cipher suites
+        p += 1 + hello[p]                              # compression methods
+        end = p + 2 + struct.unpack(">H", hello[p:p + 2])[0]
+        p += 2
+        while p + 4 <= end:
+            kind, size = struct.unpack(">HH", hello[p:p + 4])
+            if kind == 41:
+                return True
+            p += 4 + size
+        return False
+    except (IndexError, struct.error):
+        return None
+
+
+class TlsHelloRelay(ConnectionCounter):
+    """A ConnectionCounter that reads each client's TLS ClientHello on its
+    way (it is sent in the clear): offered[port] says whether it offered a
+    session to resume, port being the relay's own towards the server
+    (nginx's $remote_port). Whether a client offers a session is its own
+    choice; whether a server takes an offered one is what the server log
+    shows."""
+
+    def __init__(self, upstream_port):
+        self.offered = {}
+        super().__init__(upstream_port)
+
+    def _relaying(self, client, upstream):
+        client.settimeout(10)
+        hello = b""
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                hello = client.recv(1 << 16, socket.MSG_PEEK)
+                if not hello or (len(hello) >= 5 and len(hello) >= 5 + struct.unpack(">H", hello[3:5])[0]):
+                    break
+                time.sleep(0.001)
+        except OSError:
+            pass
+        client.settimeout(None)
+        self.offered[upstream.getsockname()[1]] = offers_a_session(hello)
+
+    @property
+    def tls_endpoint(self):
+        return f"https://127.0.0.1:{self.port}"
 
 
 class StallingProxy:

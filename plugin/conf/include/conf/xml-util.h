@@ -16,9 +16,19 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(xmlDoc, xmlFreeDoc)
  * with libxml2's line and column on malformed input. */
 xmlDoc *conf_xml_read(const char *xml, const char *what, GError **error);
 
+/* The schemas in a schema directory (xml/ in the source tree). */
+#define CONF_DOMAIN_SCHEMA "domain.rng"
+#define CONF_SNAPSHOT_SCHEMA "snapshot.rng"
+
 /* Validate against schema_dir/schema_name. VIR_ERR_XML_DETAIL naming the line
- * on failure, VIR_ERR_INTERNAL_ERROR if the schema itself cannot be loaded. */
+ * on failure, VIR_ERR_INTERNAL_ERROR if the schema itself cannot be loaded.
+ * Safe from any number of threads at once: each schema is parsed once per
+ * process and kept (xml-schema.c says why). */
 bool conf_xml_validate(xmlDoc *doc, const char *schema_dir, const char *schema_name, GError **error);
+/* Parse the domain and snapshot schemas of schema_dir now (the daemon at
+ * start), so that a missing or broken one stops the start rather than every
+ * define. VIR_ERR_INTERNAL_ERROR naming the file. */
+bool conf_xml_load_schemas(const char *schema_dir, GError **error);
 
 bool conf_xml_is_element(const xmlNode *node);
 /* True if node is an element called name with no namespace. */

@@ -4,8 +4,8 @@
  * ADDR) points at. A new id is written on every restore, so two clones of one
  * snapshot, and a guest restored twice, each see a different one; then GPE 0
  * tells the guest (\_GPE._E00 notifies VGEN), and Linux 5.18 and later
- * reseed their RNG from it (drivers/virt/vmgenid.c), so a restored VM never
- * continues its snapshot's random state.
+ * reseed their RNG from it (Linux's drivers/virt/vmgenid.c), so a restored
+ * VM never continues its snapshot's random state.
  *
  * Writing into guest RAM goes through the host's mark_dirty, as a virtio
  * device's writes do: a diff snapshot must carry the new id.
