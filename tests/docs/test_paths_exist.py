@@ -32,6 +32,9 @@ import os
 import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkout import SKIP, is_checkout  # noqa: E402
 import tokenize
 
 PROSE = (".md", ".scd")
@@ -158,11 +161,8 @@ def ignored(root, word):
 
 def main():
     root = sys.argv[1]
-    inside = subprocess.run(["git", "-C", root, "rev-parse", "--is-inside-work-tree"],
-                            capture_output=True, text=True)
-    if inside.returncode != 0 or inside.stdout.strip() != "true":
-        print(f"{root} is not a git checkout: nothing to check")
-        return 77
+    if not is_checkout(root):
+        return SKIP
     files = tracked_files(root)
     exts, folders = known_extensions(files), folder_names(files)
     include_dirs = ["common"] + sorted({p.split("/include/")[0] + "/include" for p in files if "/include/" in p})

@@ -7,8 +7,12 @@ reference notes or the KVM probe's findings (git grep over the checkout).
 usage: test_self_contained.py <source root>
 """
 
+import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checkout import SKIP, is_checkout  # noqa: E402
 
 # Built from parts, so that this file does not match itself.
 FORBIDDEN = ["shared" + "/reference", "FINDINGS" + ".md", "../" + "shared", "kvm" + "-probe"]
@@ -16,11 +20,8 @@ FORBIDDEN = ["shared" + "/reference", "FINDINGS" + ".md", "../" + "shared", "kvm
 
 def main():
     root = sys.argv[1]
-    inside = subprocess.run(["git", "-C", root, "rev-parse", "--is-inside-work-tree"],
-                            capture_output=True, text=True)
-    if inside.returncode != 0 or inside.stdout.strip() != "true":
-        print(f"{root} is not a git checkout: nothing to check")
-        return 77
+    if not is_checkout(root):
+        return SKIP
     argv = ["git", "-C", root, "grep", "-n", "-I", "-F"]
     for pattern in FORBIDDEN:
         argv += ["-e", pattern]
