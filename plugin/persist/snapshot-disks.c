@@ -264,6 +264,12 @@ bool snapshot_disks_keep_layer(struct vsnap_driver *drv, struct vsnap_domain *do
 bool snapshot_disks_finish_moves(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
 {
     g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
+    /* Only a rename already made can have been missed: without a kept
+     * directory there is nothing to tell, and the shim is not asked (every
+     * job of the domain comes here, before it is seen as running). */
+    g_autoptr(GPtrArray) kept = disk_state_list(disk_dir, true);
+    if (kept->len == 0)
+        return true;
     GPtrArray *shim_layers = NULL;
     if (!process_shim_disk_layers(dom, &shim_layers, error))
         return false;
@@ -284,7 +290,6 @@ bool snapshot_disks_finish_moves(struct vsnap_driver *drv, struct vsnap_domain *
         if (!relocate_chains(drv, dom, from, to, error))
             return false;
     }
-    g_autoptr(GPtrArray) kept = disk_state_list(disk_dir, true);
     for (guint i = 0; i < kept->len; i++)
         if (!strip_snapshot_files(kept->pdata[i], error))
             return false;
