@@ -7,6 +7,7 @@
  *   PUT vm.restore  {"source_url": "file:///dir", "prefault": false, "resume": false,
  *                    "memory_restore_mode": "copy" | "ondemand" | "merge",
  *                    "ondemand_block_size": 65536, "prefetch": false,
+ *                    "ondemand_readahead": true,
  *                    "config_overrides": {"vsock": {"socket"}, "serial": {...}, "console": {...},
  *                                         "payload": {"kernel", "initramfs", "cmdline"}, "rng": {"src"},
  *                                         "disks": [{"id", "path", "readonly"}],
@@ -86,10 +87,10 @@ static bool get_string(JsonObject *obj, const char *name, bool required, const c
     return true;
 }
 
-static bool get_bool(JsonObject *obj, const char *name, bool *out, GError **error)
+static bool get_bool_default(JsonObject *obj, const char *name, bool absent, bool *out, GError **error)
 {
     JsonNode *node = json_object_get_member(obj, name);
-    *out = false;
+    *out = absent;
     if (!node || JSON_NODE_HOLDS_NULL(node))
         return true;
     if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_BOOLEAN) {
@@ -98,6 +99,11 @@ static bool get_bool(JsonObject *obj, const char *name, bool *out, GError **erro
     }
     *out = json_node_get_boolean(node);
     return true;
+}
+
+static bool get_bool(JsonObject *obj, const char *name, bool *out, GError **error)
+{
+    return get_bool_default(obj, name, false, out, error);
 }
 
 /* ---- vm.snapshot ---- */
@@ -237,15 +243,19 @@ static bool parse_block_size(JsonObject *obj, uint64_t *out, GError **error)
 static bool parse_restore(JsonObject *obj, struct restore_body *out, GError **error)
 {
     static const char *const known[] = { "source_url", "prefault", "resume", "memory_restore_mode",
-                                         "ondemand_block_size", "prefetch", "config_overrides", "net_fds", NULL };
+                                         "ondemand_block_size", "prefetch", "ondemand_readahead",
+                                         "config_overrides", "net_fds", NULL };
     const char *mode = NULL;
+    bool readahead = true;
     if (!check_members(obj, "vm.restore", known, error) ||
         !get_string(obj, "source_url", true, &out->req.source_url, error) ||
         !get_string(obj, "memory_restore_mode", false, &mode, error) ||
         !get_bool(obj, "prefault", &out->req.prefault, error) || !get_bool(obj, "resume", &out->resume, error) ||
         !get_bool(obj, "prefetch", &out->req.prefetch, error) ||
+        !get_bool_default(obj, "ondemand_readahead", true, &readahead, error) ||
         !parse_block_size(obj, &out->req.block_size, error))
         return false;
+    out->req.no_readahead = !readahead;
     g_autoptr(GError) local = NULL;
     if (!snap_restore_mode_parse(mode, &out->req.mode, &local)) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "field \"memory_restore_mode\": %s", local->message);

@@ -366,7 +366,8 @@ static bool start_on_demand(struct persist_vm *p, const struct persist_restore_r
     struct guest_memory *mem = vm_memory(p->vm);
     struct snap_uffd_config config = {
         .chain = p->served, .host = mem->host, .size = mem->size, .page_size = mem->page_size,
-        .block_size = req->block_size, .on_error = on_demand_failed, .opaque = p,
+        .block_size = req->block_size, .readahead = !req->no_readahead,
+        .on_error = on_demand_failed, .opaque = p,
     };
     g_autoptr(GError) local = NULL;
     p->uffd = snap_uffd_start(&config, &local);

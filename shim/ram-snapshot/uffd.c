@@ -9,7 +9,18 @@
  * ZEROPAGE). A huge page the chain has as one run of one layer is copied
  * straight from the layer, an all-zero one from a zero mapping; one made of
  * several runs is put together first in the serving thread's own 2 MiB
- * buffer. The served bitmap stays in 4 KiB pages, as the chain is. */
+ * buffer. The served bitmap stays in 4 KiB pages, as the chain is.
+ *
+ * Readahead (config.readahead): a fault costs far more than the copy it
+ * waits for (two thread wake-ups; ~165 us on a nested host, docs/host-limits.md),
+ * and a guest reading its working set back reads it in order. So after each
+ * fault the handler, while no other fault waits, serves the blocks after the
+ * faulting one: a window that doubles while faults keep landing in or at the
+ * end of the last window, and starts small again after a jump. It runs on
+ * the handler thread, between faults, so a real fault never waits behind
+ * more than one block. Unlike prefetch it serves zero pages too: they cost
+ * a page of memory each on memfd RAM, at most a window (16 MiB) past what
+ * the guest touched. */
 #include "ram-snapshot/uffd.h"
 #include "sandbox/syscall-filter.h"
 #include "snapshot/mapped-read.h"
@@ -32,13 +43,17 @@ G_DEFINE_QUARK(vsnap-uffd-error-quark, snap_uffd_error)
 #define MAX_BLOCK_SIZE (2u << 20)
 #define HUGE_PAGE_SIZE (2u << 20)   /* hugetlbfs RAM: x86-64 2 MiB pages */
 #define MSGS_PER_READ 32
+#define READAHEAD_FIRST (256u << 10)  /* the first window after a jump */
+#define READAHEAD_MAX (16u << 20)     /* the window stops doubling here */
 
 struct snap_uffd {
     struct snap_chain *chain;
     uint8_t *host;
     uint64_t npages;
     uint64_t block_pages;
+    uint64_t nblocks;
     uint64_t host_page;        /* bytes of one page of the RAM mapping: 4 KiB, or 2 MiB */
+    bool readahead;
     uint8_t *bounce[2];        /* huge pages only: the handler's and the prefetcher's */
     const uint8_t *zeros;      /* huge pages only: host_page bytes that read as zero */
     int uffd;
@@ -179,10 +194,12 @@ static bool ioctl_failed(const char *what, uint64_t offset, GError **error)
 }
 
 /* UFFDIO_COPY (src != NULL) or UFFDIO_ZEROPAGE over [off, off + len). Pages that
- * exist already (EEXIST: the other thread won the race) are skipped. */
-static bool fill_range(struct snap_uffd *u, uint64_t off, uint64_t len, const uint8_t *src,
+ * exist already (EEXIST: the other thread won the race) are skipped and
+ * counted in *skipped (4 KiB pages). */
+static bool fill_range(struct snap_uffd *u, uint64_t off, uint64_t len, const uint8_t *src, uint64_t *skipped,
                        GError **error)
 {
+    *skipped = 0;
     while (len) {
         int64_t done;
         int rc;
@@ -199,14 +216,31 @@ static bool fill_range(struct snap_uffd *u, uint64_t off, uint64_t len, const ui
             return true;
         if (errno != EEXIST && errno != EAGAIN)
             return ioctl_failed(src ? "COPY" : "ZEROPAGE", off, error);
+        if (done <= 0 && errno == EEXIST) { /* the first page exists: skip it */
+            done = (int64_t)u->host_page;
+            *skipped += u->host_page / SNAP_PAGE_SIZE;
+        }
         if (done <= 0)
-            done = errno == EEXIST ? (int64_t)u->host_page : 0; /* the first page exists: skip it */
+            done = 0;
         off += (uint64_t)done;
         len -= (uint64_t)done;
         if (src)
             src += done;
     }
     return true;
+}
+
+/* Count n pages as served by counter before they are filled, and take back
+ * those another thread had filled: a thread the copy wakes (a vCPU done
+ * reading RAM) then never sees a count short of what it read. */
+static bool fill_counted(struct snap_uffd *u, uint64_t *counter, uint64_t off, uint64_t n, const uint8_t *src,
+                         GError **error)
+{
+    uint64_t skipped = 0;
+    __atomic_fetch_add(counter, n, __ATOMIC_RELAXED);
+    bool ok = fill_range(u, off, n * SNAP_PAGE_SIZE, src, &skipped, error);
+    __atomic_fetch_sub(counter, ok ? MIN(skipped, n) : n, __ATOMIC_RELAXED);
+    return ok;
 }
 
 static bool page_has_data(struct snap_uffd *u, uint64_t p)
@@ -239,10 +273,10 @@ static bool serve_pages(struct snap_uffd *u, uint64_t first, uint64_t end, bool 
                 return false;
             src = snap_layer_data_page(c->layers[layer], dp);
         }
-        if (!fill_range(u, p * SNAP_PAGE_SIZE, n * SNAP_PAGE_SIZE, src, error))
+        uint64_t *counter = src ? &u->stats.pages_copied : &u->stats.pages_zeroed;
+        if (!fill_counted(u, counter, p * SNAP_PAGE_SIZE, n, src, error))
             return false;
         mark_served(u, p, n);
-        __atomic_fetch_add(src ? &u->stats.pages_copied : &u->stats.pages_zeroed, n, __ATOMIC_RELAXED);
         p += n;
     }
     return true;
@@ -300,13 +334,21 @@ static bool serve_huge_pages(struct snap_uffd *u, uint64_t first, uint64_t end, 
     for (uint64_t p = first; p < end; p += n) {
         if (page_served(u, p) || (data_only && !range_has_data(u, p, n)))
             continue;
-        uint64_t data = 0;
+        uint64_t data = 0, skipped = 0;
         const uint8_t *src = huge_page_source(u, p, n, buf, &data, error);
-        if (!src || !fill_range(u, p * SNAP_PAGE_SIZE, u->host_page, src, error))
+        if (!src)
             return false;
-        mark_served(u, p, n);
+        /* Counted first, as fill_counted does; one huge page is filled whole or skipped whole. */
         __atomic_fetch_add(&u->stats.pages_copied, data, __ATOMIC_RELAXED);
         __atomic_fetch_add(&u->stats.pages_zeroed, n - data, __ATOMIC_RELAXED);
+        bool ok = fill_range(u, p * SNAP_PAGE_SIZE, u->host_page, src, &skipped, error);
+        if (!ok || skipped) {
+            __atomic_fetch_sub(&u->stats.pages_copied, data, __ATOMIC_RELAXED);
+            __atomic_fetch_sub(&u->stats.pages_zeroed, n - data, __ATOMIC_RELAXED);
+        }
+        if (!ok)
+            return false;
+        mark_served(u, p, n);
     }
     return true;
 }
@@ -365,7 +407,53 @@ static bool should_stop(struct snap_uffd *u)
 
 /* ---- the threads ---- */
 
-static void handle_fault(struct snap_uffd *u, uint64_t address)
+/* The handler's readahead (its thread's own state): blocks [next, end)
+ * are still to be read ahead. */
+struct readahead {
+    uint64_t next, end;
+    uint64_t window;       /* blocks of the window set up last */
+    uint64_t last_fault;   /* block of the last fault */
+    uint64_t last_end;     /* end of the window set up last */
+    bool started;
+};
+
+static uint64_t blocks_in(struct snap_uffd *u, uint64_t bytes)
+{
+    return MAX(1, bytes / (u->block_pages * SNAP_PAGE_SIZE));
+}
+
+/* A fault after the last one, in or just past its window, continues a
+ * stream: the window doubles. Anything else starts a new stream. */
+static void readahead_after_fault(struct snap_uffd *u, struct readahead *ra, uint64_t block)
+{
+    bool stream = ra->started && block > ra->last_fault && block <= ra->last_end;
+    ra->window = stream ? MIN(ra->window * 2, blocks_in(u, READAHEAD_MAX)) : blocks_in(u, READAHEAD_FIRST);
+    ra->started = true;
+    ra->last_fault = block;
+    ra->next = block + 1;
+    ra->end = MIN(block + 1 + ra->window, u->nblocks);
+    ra->last_end = ra->end;
+}
+
+/* One block of the window, zero pages included (the guest is expected to
+ * read them next, and each would cost a fault). A block that fails its
+ * check is left alone: it is the guest's business only if the guest
+ * touches it, and that fault reports it. */
+static void readahead_step(struct snap_uffd *u, struct readahead *ra)
+{
+    uint64_t block = ra->next++;
+    if (page_served(u, block * u->block_pages))
+        return; /* a fault served it whole (or prefetch its data pages: a zero page left costs a fault) */
+    GError *err = NULL;
+    if (serve_block(u, block, false, u->bounce[0], &err)) {
+        __atomic_fetch_add(&u->stats.blocks_read_ahead, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    g_error_free(err);
+    ra->next = ra->end;
+}
+
+static void handle_fault(struct snap_uffd *u, struct readahead *ra, uint64_t address)
 {
     uint64_t off = address - (uintptr_t)u->host;
     uint64_t page = off / SNAP_PAGE_SIZE;
@@ -382,9 +470,11 @@ static void handle_fault(struct snap_uffd *u, uint64_t address)
     uint64_t start = off - off % u->host_page;
     struct uffdio_range wake = { .start = (uintptr_t)u->host + start, .len = u->host_page };
     ioctl(u->uffd, UFFDIO_WAKE, &wake);
+    if (u->readahead)
+        readahead_after_fault(u, ra, page / u->block_pages);
 }
 
-static void read_faults(struct snap_uffd *u)
+static void read_faults(struct snap_uffd *u, struct readahead *ra)
 {
     struct uffd_msg msgs[MSGS_PER_READ];
     for (;;) {
@@ -393,17 +483,21 @@ static void read_faults(struct snap_uffd *u)
             return; /* EAGAIN: drained */
         for (ssize_t i = 0; i < n / (ssize_t)sizeof msgs[0]; i++)
             if (msgs[i].event == UFFD_EVENT_PAGEFAULT)
-                handle_fault(u, msgs[i].arg.pagefault.address);
+                handle_fault(u, ra, msgs[i].arg.pagefault.address);
     }
 }
 
+/* Waits for faults; with readahead to do, only looks (poll timeout 0) and
+ * serves one block of it when no fault is waiting. */
 static void *handler_thread(void *arg)
 {
     struct snap_uffd *u = arg;
     sandbox_seccomp_enter_thread(SANDBOX_THREAD_UFFD);
     struct pollfd fds[2] = { { .fd = u->uffd, .events = POLLIN }, { .fd = u->wake_fd, .events = POLLIN } };
+    struct readahead ra = { 0 };
     while (!__atomic_load_n(&u->stopping, __ATOMIC_ACQUIRE)) {
-        if (poll(fds, 2, -1) < 0) {
+        bool ahead = ra.next < ra.end && !__atomic_load_n(&u->failed, __ATOMIC_ACQUIRE);
+        if (poll(fds, 2, ahead ? 0 : -1) < 0) {
             if (errno == EINTR)
                 continue;
             report_failure(u, g_error_new(SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED,
@@ -413,17 +507,18 @@ static void *handler_thread(void *arg)
         if (fds[1].revents)
             break;
         if (fds[0].revents & POLLIN)
-            read_faults(u);
+            read_faults(u, &ra);
         else if (fds[0].revents & (POLLERR | POLLHUP))
             break;
+        else if (ahead)
+            readahead_step(u, &ra);
     }
     return NULL;
 }
 
 static bool serve_everything(struct snap_uffd *u, bool count_prefetch, uint8_t *buf, GError **error)
 {
-    uint64_t nblocks = (u->npages + u->block_pages - 1) / u->block_pages;
-    for (uint64_t b = 0; b < nblocks; b++) {
+    for (uint64_t b = 0; b < u->nblocks; b++) {
         if (should_stop(u)) {
             g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED, "on-demand restore %s",
                         __atomic_load_n(&u->failed, __ATOMIC_ACQUIRE) ? "has failed" : "was stopped");
@@ -509,6 +604,8 @@ struct snap_uffd *snap_uffd_start(const struct snap_uffd_config *cfg, GError **e
     u->host = cfg->host;
     u->npages = cfg->size / SNAP_PAGE_SIZE;
     u->block_pages = block_size / SNAP_PAGE_SIZE;
+    u->nblocks = (u->npages + u->block_pages - 1) / u->block_pages;
+    u->readahead = cfg->readahead;
     u->host_page = host_page;
     u->on_error = cfg->on_error;
     u->opaque = cfg->opaque;
@@ -574,6 +671,7 @@ void snap_uffd_get_stats(struct snap_uffd *u, struct snap_uffd_stats *st)
     st->pages_copied = __atomic_load_n(&u->stats.pages_copied, __ATOMIC_RELAXED);
     st->pages_zeroed = __atomic_load_n(&u->stats.pages_zeroed, __ATOMIC_RELAXED);
     st->blocks_prefetched = __atomic_load_n(&u->stats.blocks_prefetched, __ATOMIC_RELAXED);
+    st->blocks_read_ahead = __atomic_load_n(&u->stats.blocks_read_ahead, __ATOMIC_RELAXED);
     st->prefetch_done = __atomic_load_n(&u->stats.prefetch_done, __ATOMIC_ACQUIRE);
     st->complete = __atomic_load_n(&u->stats.complete, __ATOMIC_ACQUIRE);
     st->failed = __atomic_load_n(&u->failed, __ATOMIC_ACQUIRE);

@@ -22,19 +22,25 @@ struct restored {
     struct snap_uffd *u;
 };
 
-static void restore_start(struct restored *r, uint64_t block, bool memfd, snap_uffd_error_fn cb,
-                          void *opaque, enum snap_uffd_open mode)
+static void restore_start_ra(struct restored *r, uint64_t block, bool memfd, snap_uffd_error_fn cb,
+                             void *opaque, enum snap_uffd_open mode, bool readahead)
 {
     r->chain = test_open_chain(scenario.paths, 3);
     r->fd = -1;
     r->ram = test_ram_new(RAM, memfd ? &r->fd : NULL);
     struct snap_uffd_config cfg = { .chain = r->chain, .host = r->ram, .size = RAM,
-                                    .block_size = block, .on_error = cb, .opaque = opaque,
-                                    .open_mode = mode };
+                                    .block_size = block, .readahead = readahead, .on_error = cb,
+                                    .opaque = opaque, .open_mode = mode };
     g_autoptr(GError) error = NULL;
     r->u = snap_uffd_start(&cfg, &error);
     g_assert_no_error(error);
     g_assert_nonnull(r->u);
+}
+
+static void restore_start(struct restored *r, uint64_t block, bool memfd, snap_uffd_error_fn cb,
+                          void *opaque, enum snap_uffd_open mode)
+{
+    restore_start_ra(r, block, memfd, cb, opaque, mode, false);
 }
 
 static void restore_end(struct restored *r)
@@ -168,9 +174,9 @@ static void *read_backwards(void *arg)
 
 static void test_prefetch_races_faults(void)
 {
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < 4; round++) {
         struct restored r;
-        restore_start(&r, 4 << 10, false, NULL, NULL, SNAP_UFFD_OPEN_AUTO);
+        restore_start_ra(&r, 4 << 10, false, NULL, NULL, SNAP_UFFD_OPEN_AUTO, round % 2);
         struct reader rd = { .ram = r.ram };
         pthread_t t;
         pthread_create(&t, NULL, read_backwards, &rd);
@@ -199,6 +205,27 @@ static void test_fill_all(void)
 }
 
 /* ---- a corrupt block: the callback fires, the toucher never gets data ---- */
+
+/* A private copy of the scenario in dir with one flipped byte in d1's data
+ * block 0, which holds RAM pages 500..515 (still topmost at d2). */
+static void copy_with_bad_block(const char *dir, char *paths[3])
+{
+    for (int i = 0; i < 3; i++) {
+        paths[i] = g_build_filename(dir, strrchr(scenario.paths[i], '/') + 1, NULL);
+        g_autofree char *data = NULL;
+        gsize len;
+        g_assert_true(g_file_get_contents(scenario.paths[i], &data, &len, NULL));
+        g_assert_true(g_file_set_contents(paths[i], data, len, NULL));
+    }
+    test_flip_byte(paths[1], SNAP_LAYER_DATA_OFFSET + 3 * TEST_PAGE + 9);
+}
+
+static void remove_copy(const char *dir, char *paths[3])
+{
+    test_rmtree(dir);
+    for (int i = 0; i < 3; i++)
+        g_free(paths[i]);
+}
 
 struct failure {
     GMutex lock;
@@ -244,18 +271,9 @@ static void *touch_page(void *arg)
 
 static void test_corrupt_block(void)
 {
-    /* Private copy of the scenario with one flipped byte in d1's data block 0,
-     * which holds RAM pages 500..515 (still topmost at d2). */
     g_autofree char *dir = test_tmpdir();
     char *paths[3];
-    for (int i = 0; i < 3; i++) {
-        paths[i] = g_build_filename(dir, strrchr(scenario.paths[i], '/') + 1, NULL);
-        g_autofree char *data = NULL;
-        gsize len;
-        g_assert_true(g_file_get_contents(scenario.paths[i], &data, &len, NULL));
-        g_assert_true(g_file_set_contents(paths[i], data, len, NULL));
-    }
-    test_flip_byte(paths[1], SNAP_LAYER_DATA_OFFSET + 3 * TEST_PAGE + 9);
+    copy_with_bad_block(dir, paths);
     struct sigaction sa = { .sa_handler = escape_handler };
     sigaction(SIGUSR1, &sa, NULL);
 
@@ -307,9 +325,7 @@ static void test_corrupt_block(void)
     test_ram_free(ram, RAM, -1);
     snap_chain_free(chain);
     g_free(f.message);
-    test_rmtree(dir);
-    for (int i = 0; i < 3; i++)
-        g_free(paths[i]);
+    remove_copy(dir, paths);
 }
 
 /* fill_all meets the bad block on its caller's thread: it returns the error
@@ -318,14 +334,7 @@ static void test_corrupt_block_fill_all(void)
 {
     g_autofree char *dir = test_tmpdir();
     char *paths[3];
-    for (int i = 0; i < 3; i++) {
-        paths[i] = g_build_filename(dir, strrchr(scenario.paths[i], '/') + 1, NULL);
-        g_autofree char *data = NULL;
-        gsize len;
-        g_assert_true(g_file_get_contents(scenario.paths[i], &data, &len, NULL));
-        g_assert_true(g_file_set_contents(paths[i], data, len, NULL));
-    }
-    test_flip_byte(paths[1], SNAP_LAYER_DATA_OFFSET + 3 * TEST_PAGE + 9);
+    copy_with_bad_block(dir, paths);
     struct failure f = { 0 };
     g_mutex_init(&f.lock);
     g_cond_init(&f.cond);
@@ -347,9 +356,110 @@ static void test_corrupt_block_fill_all(void)
     g_assert_cmpint(f.calls, ==, 0);
     test_ram_free(ram, RAM, -1);
     snap_chain_free(chain);
-    test_rmtree(dir);
-    for (int i = 0; i < 3; i++)
-        g_free(paths[i]);
+    remove_copy(dir, paths);
+}
+
+/* ---- readahead ---- */
+
+/* A reader like a vCPU on a shadow-paging host: each first touch of a page
+ * costs it some microseconds, so a handler reading ahead stays in front. */
+static void *read_slowly_in_order(void *arg)
+{
+    struct reader *rd = arg;
+    rd->equal = true;
+    for (uint64_t p = 0; p < RAM / TEST_PAGE; p++) {
+        gint64 until = g_get_monotonic_time() + 10;
+        if (memcmp(rd->ram + p * TEST_PAGE, scenario.expected[2] + p * TEST_PAGE, TEST_PAGE))
+            rd->equal = false;
+        while (g_get_monotonic_time() < until)
+            ;
+    }
+    return NULL;
+}
+
+static struct snap_uffd_stats read_in_order(bool readahead)
+{
+    struct restored r;
+    restore_start_ra(&r, 64 << 10, true, NULL, NULL, SNAP_UFFD_OPEN_AUTO, readahead);
+    struct reader rd = { .ram = r.ram };
+    pthread_t t;
+    pthread_create(&t, NULL, read_slowly_in_order, &rd);
+    pthread_join(t, NULL);
+    g_assert_true(rd.equal);
+    test_assert_ram_equal(r.ram, scenario.expected[2], RAM, "read in order");
+    struct snap_uffd_stats st;
+    snap_uffd_get_stats(r.u, &st);
+    g_test_message("readahead %d: %" G_GUINT64_FORMAT " faults, %" G_GUINT64_FORMAT " blocks read ahead, %"
+                   G_GUINT64_FORMAT " + %" G_GUINT64_FORMAT " pages", readahead, st.faults, st.blocks_read_ahead,
+                   st.pages_copied, st.pages_zeroed);
+    g_assert_false(st.failed);
+    restore_end(&r);
+    return st;
+}
+
+/* Reading RAM in order takes a fault per 64 KiB block without readahead and
+ * a handful with it: the window doubles up to 16 MiB. */
+static void test_readahead_in_order(void)
+{
+    struct snap_uffd_stats off = read_in_order(false), on = read_in_order(true);
+    g_assert_cmpuint(off.faults, ==, RAM / (64 << 10));
+    g_assert_cmpuint(off.blocks_read_ahead, ==, 0);
+    g_assert_cmpuint(on.faults, <=, off.faults / 16);
+    g_assert_cmpuint(on.blocks_read_ahead, >=, RAM / (64 << 10) / 2);
+    g_assert_cmpuint(on.pages_copied + on.pages_zeroed, <=, RAM / TEST_PAGE);
+}
+
+/* Readahead meets a bad block the guest has not touched: nothing is
+ * reported and the block stays unmapped; touching it then is reported as
+ * without readahead. */
+static void test_readahead_leaves_a_bad_block_to_its_fault(void)
+{
+    g_autofree char *dir = test_tmpdir();
+    char *paths[3];
+    copy_with_bad_block(dir, paths);
+    struct failure f = { 0 };
+    g_mutex_init(&f.lock);
+    g_cond_init(&f.cond);
+    struct snap_chain *chain = test_open_chain(paths, 3);
+    uint8_t *ram = test_ram_new(RAM, NULL);
+    struct snap_uffd_config cfg = { .chain = chain, .host = ram, .size = RAM, .block_size = 4 << 10,
+                                    .readahead = true, .on_error = on_error, .opaque = &f };
+    g_autoptr(GError) error = NULL;
+    struct snap_uffd *u = snap_uffd_start(&cfg, &error);
+    g_assert_no_error(error);
+    /* page 499 is good; the window after it starts with the bad block (500..515) */
+    g_assert_cmpmem(ram + 499 * TEST_PAGE, TEST_PAGE, scenario.expected[2] + 499 * TEST_PAGE, TEST_PAGE);
+    g_usleep(100000);
+    unsigned char vec = 1;
+    mincore(ram + 503 * TEST_PAGE, TEST_PAGE, &vec);
+    g_assert_cmpint(vec & 1, ==, 0);
+    g_assert_cmpint(f.calls, ==, 0);
+    struct snap_uffd_stats st;
+    snap_uffd_get_stats(u, &st);
+    g_assert_false(st.failed);
+    struct sigaction sa = { .sa_handler = escape_handler };
+    sigaction(SIGUSR1, &sa, NULL);
+    struct toucher t = { .page = ram + 503 * TEST_PAGE };
+    pthread_t th;
+    pthread_create(&th, NULL, touch_page, &t);
+    g_mutex_lock(&f.lock);
+    gint64 deadline = g_get_monotonic_time() + 10 * G_TIME_SPAN_SECOND;
+    while (!f.calls)
+        g_assert_true(g_cond_wait_until(&f.cond, &f.lock, deadline));
+    g_mutex_unlock(&f.lock);
+    g_assert_nonnull(strstr(f.message, "checksum"));
+    while (t.got_data == 0) {
+        pthread_kill(th, SIGUSR1);
+        g_usleep(1000);
+    }
+    pthread_join(th, NULL);
+    g_assert_cmpint(t.got_data, ==, 2);
+    snap_uffd_stop(u);
+    g_assert_cmpint(f.calls, ==, 1);
+    test_ram_free(ram, RAM, -1);
+    snap_chain_free(chain);
+    g_free(f.message);
+    remove_copy(dir, paths);
 }
 
 static void test_bad_config(void)
@@ -383,6 +493,8 @@ int main(int argc, char **argv)
     g_test_add_func("/snapshot/uffd/fill-all", test_fill_all);
     g_test_add_func("/snapshot/uffd/corrupt-block", test_corrupt_block);
     g_test_add_func("/snapshot/uffd/corrupt-block-fill-all", test_corrupt_block_fill_all);
+    g_test_add_func("/snapshot/uffd/readahead-in-order", test_readahead_in_order);
+    g_test_add_func("/snapshot/uffd/readahead-bad-block", test_readahead_leaves_a_bad_block_to_its_fault);
     g_test_add_func("/snapshot/uffd/bad-config", test_bad_config);
     int rc = g_test_run();
     test_scenario_free(&scenario);

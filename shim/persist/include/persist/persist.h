@@ -57,6 +57,7 @@ struct persist_restore_request {
     bool prefault;             /* bring every page in before the vCPUs run */
     uint64_t block_size;       /* on demand: fault block, 0 = default (64 KiB) */
     bool prefetch;             /* on demand: background prefetch once running */
+    bool no_readahead;         /* on demand: no readahead after faults (ram-snapshot/uffd.h) */
     JsonObject *config_overrides; /* NULL or {vsock: {socket}, serial: {...}, console: {...},
                                    *          vsnap_work_dir: "/abs/dir" (the disks' new overlays),
                                    *          net: [...], disks: [{id, path, readonly}],
@@ -80,7 +81,7 @@ struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *over
  * name), how the VM was restored, and the on-demand server's progress:
  *   {"layer_id": "..."|null, "restore_mode": "ondemand"|...|null,
  *    "ondemand": {"faults", "pages_copied", "pages_zeroed", "blocks_prefetched",
- *                 "prefetch_done", "complete", "failed"}|null} */
+ *                 "blocks_read_ahead", "prefetch_done", "complete", "failed"}|null} */
 void persist_add_info(struct vm *vm, JsonBuilder *b);
 /* vm.info's vsnap.clock comes with it: see persist/clock.h. */
 

@@ -48,6 +48,8 @@ struct snap_uffd_config {
                                 * page at a time, from layers that are still in 4 KiB pages) */
     uint64_t block_size;       /* power of two, 4 KiB .. 2 MiB, at least page_size; 0 means 64 KiB (or
                                 * page_size if larger) */
+    bool readahead;            /* after each fault, serve the blocks after it while no fault waits
+                                * (a window that grows while faults go on in order) */
     snap_uffd_error_fn on_error;
     void *opaque;
     enum snap_uffd_open open_mode;
@@ -58,6 +60,7 @@ struct snap_uffd_stats {
     uint64_t pages_copied;     /* pages served with UFFDIO_COPY */
     uint64_t pages_zeroed;     /* pages served with UFFDIO_ZEROPAGE */
     uint64_t blocks_prefetched;
+    uint64_t blocks_read_ahead; /* blocks the handler served after a fault, before they were touched */
     bool prefetch_done;        /* the prefetch thread has finished */
     bool complete;             /* every page holding snapshot data is served */
     bool failed;               /* a block failed (on_error was called) */
