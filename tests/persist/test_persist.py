@@ -157,6 +157,8 @@ def case_chain(workdir, mode):
                 check(got == chain.expected[name], f"{mode} restore of {name}: {got} != {chain.expected[name]}")
                 if "prefetch" in extra.get(name, {}):
                     wait_prefetched(dst)
+                if mode == "ondemand" and name == "d2":
+                    check_readahead(workdir, dst, chain.paths["d2"], chain.expected["d2"])
                 if name == "d2":
                     # A full snapshot of the restored VM (on demand: every page
                     # is brought in first) restores to the same content.
@@ -178,6 +180,20 @@ def case_chain(workdir, mode):
             check(got == chain.expected["d2"], f"full snapshot of a {mode} restore: {got} != {chain.expected['d2']}")
     finally:
         chain.close()
+
+
+def check_readahead(workdir, dst, snap, expected):
+    """Reading RAM back in order after an on-demand restore: with readahead
+    (the default) the handler serves blocks before they are touched, and the
+    guest takes fewer faults than the same restore without it."""
+    on = dst.ok("GET", "vm.info")["vsnap"]["snapshot"]["ondemand"]
+    with restored(workdir, "no-readahead", snap, "ondemand", ondemand_readahead=False) as plain:
+        got = sums(connect(plain))
+        check(got == expected, f"on-demand restore without readahead: {got} != {expected}")
+        off = plain.ok("GET", "vm.info")["vsnap"]["snapshot"]["ondemand"]
+    print(f"readahead on: {on}\nreadahead off: {off}")
+    check(on["blocks_read_ahead"] > 0 and off["blocks_read_ahead"] == 0, f"blocks read ahead: {on} / {off}")
+    check(on["faults"] * 2 < off["faults"], f"faults with readahead {on['faults']}, without {off['faults']}")
 
 
 def wait_prefetched(shim, timeout_s=30):
@@ -458,6 +474,8 @@ def case_bad_input(workdir):
                                                 "unknown mode"),
                            ({"source_url": "file://" + base, "ondemand_block_size": 3000,
                              "memory_restore_mode": "ondemand"}, "bad block size"),
+                           ({"source_url": "file://" + base, "ondemand_readahead": "yes",
+                             "memory_restore_mode": "ondemand"}, "readahead not a boolean"),
                            ({"source_url": "file://" + base, "config_overrides": {"memory": {"size": 1}}},
                             "override of memory"),
                            ({"source_url": "file://" + base, "net_fds": [3]}, "unknown field")):
