@@ -206,27 +206,6 @@ static void test_fill_all(void)
 
 /* ---- a corrupt block: the callback fires, the toucher never gets data ---- */
 
-/* A private copy of the scenario in dir with one flipped byte in d1's data
- * block 0, which holds RAM pages 500..515 (still topmost at d2). */
-static void copy_with_bad_block(const char *dir, char *paths[3])
-{
-    for (int i = 0; i < 3; i++) {
-        paths[i] = g_build_filename(dir, strrchr(scenario.paths[i], '/') + 1, NULL);
-        g_autofree char *data = NULL;
-        gsize len;
-        g_assert_true(g_file_get_contents(scenario.paths[i], &data, &len, NULL));
-        g_assert_true(g_file_set_contents(paths[i], data, len, NULL));
-    }
-    test_flip_byte(paths[1], SNAP_LAYER_DATA_OFFSET + 3 * TEST_PAGE + 9);
-}
-
-static void remove_copy(const char *dir, char *paths[3])
-{
-    test_rmtree(dir);
-    for (int i = 0; i < 3; i++)
-        g_free(paths[i]);
-}
-
 struct failure {
     GMutex lock;
     GCond cond;
@@ -242,6 +221,52 @@ static void on_error(void *opaque, const GError *error)
     f->message = g_strdup(error->message);
     g_cond_signal(&f->cond);
     g_mutex_unlock(&f->lock);
+}
+
+/* A server on a private copy of the scenario with one flipped byte in d1's
+ * data block 0, which holds RAM pages 500..515 (still topmost at d2); 4 KiB
+ * fault blocks. */
+struct bad_restore {
+    char *dir;
+    char *paths[3];
+    struct failure f;
+    struct snap_chain *chain;
+    uint8_t *ram;
+    struct snap_uffd *u;
+};
+
+static void bad_restore_start(struct bad_restore *b, bool readahead)
+{
+    *b = (struct bad_restore){ .dir = test_tmpdir() };
+    for (int i = 0; i < 3; i++) {
+        b->paths[i] = g_build_filename(b->dir, strrchr(scenario.paths[i], '/') + 1, NULL);
+        g_autofree char *data = NULL;
+        gsize len;
+        g_assert_true(g_file_get_contents(scenario.paths[i], &data, &len, NULL));
+        g_assert_true(g_file_set_contents(b->paths[i], data, len, NULL));
+    }
+    test_flip_byte(b->paths[1], SNAP_LAYER_DATA_OFFSET + 3 * TEST_PAGE + 9);
+    g_mutex_init(&b->f.lock);
+    g_cond_init(&b->f.cond);
+    b->chain = test_open_chain(b->paths, 3);
+    b->ram = test_ram_new(RAM, NULL);
+    struct snap_uffd_config cfg = { .chain = b->chain, .host = b->ram, .size = RAM, .block_size = 4 << 10,
+                                    .readahead = readahead, .on_error = on_error, .opaque = &b->f };
+    g_autoptr(GError) error = NULL;
+    b->u = snap_uffd_start(&cfg, &error);
+    g_assert_no_error(error);
+}
+
+static void bad_restore_end(struct bad_restore *b)
+{
+    snap_uffd_stop(b->u);
+    test_ram_free(b->ram, RAM, -1);
+    snap_chain_free(b->chain);
+    g_free(b->f.message);
+    test_rmtree(b->dir);
+    g_free(b->dir);
+    for (int i = 0; i < 3; i++)
+        g_free(b->paths[i]);
 }
 
 static __thread sigjmp_buf toucher_escape;
@@ -269,38 +294,23 @@ static void *touch_page(void *arg)
     return NULL;
 }
 
-static void test_corrupt_block(void)
+/* A thread touches the bad page: the callback names the layer and the
+ * checksum, the thread is never handed data and never mapped the page. */
+static void touch_bad_page(struct bad_restore *b)
 {
-    g_autofree char *dir = test_tmpdir();
-    char *paths[3];
-    copy_with_bad_block(dir, paths);
     struct sigaction sa = { .sa_handler = escape_handler };
     sigaction(SIGUSR1, &sa, NULL);
-
-    struct failure f = { 0 };
-    g_mutex_init(&f.lock);
-    g_cond_init(&f.cond);
-    struct snap_chain *chain = test_open_chain(paths, 3);
-    uint8_t *ram = test_ram_new(RAM, NULL);
-    struct snap_uffd_config cfg = { .chain = chain, .host = ram, .size = RAM,
-                                    .block_size = 4 << 10, .on_error = on_error, .opaque = &f };
-    g_autoptr(GError) error = NULL;
-    struct snap_uffd *u = snap_uffd_start(&cfg, &error);
-    g_assert_no_error(error);
-    /* a good page first: served */
-    g_assert_cmpmem(ram + 3000 * TEST_PAGE, TEST_PAGE, scenario.expected[2] + 3000 * TEST_PAGE, TEST_PAGE);
-
-    struct toucher t = { .page = ram + 503 * TEST_PAGE };
+    struct toucher t = { .page = b->ram + 503 * TEST_PAGE };
     pthread_t th;
     pthread_create(&th, NULL, touch_page, &t);
-    g_mutex_lock(&f.lock);
+    g_mutex_lock(&b->f.lock);
     gint64 deadline = g_get_monotonic_time() + 10 * G_TIME_SPAN_SECOND;
-    while (!f.calls)
-        g_assert_true(g_cond_wait_until(&f.cond, &f.lock, deadline));
-    g_mutex_unlock(&f.lock);
-    g_test_message("callback: %s", f.message);
-    g_assert_nonnull(strstr(f.message, paths[1]));
-    g_assert_nonnull(strstr(f.message, "checksum"));
+    while (!b->f.calls)
+        g_assert_true(g_cond_wait_until(&b->f.cond, &b->f.lock, deadline));
+    g_mutex_unlock(&b->f.lock);
+    g_test_message("callback: %s", b->f.message);
+    g_assert_nonnull(strstr(b->f.message, b->paths[1]));
+    g_assert_nonnull(strstr(b->f.message, "checksum"));
     g_usleep(50000);
     g_assert_cmpint(t.got_data, ==, 0); /* still blocked: never handed bad data */
     /* only a signal whose handler never returns releases it (a returning
@@ -312,51 +322,44 @@ static void test_corrupt_block(void)
     pthread_join(th, NULL);
     g_assert_cmpint(t.got_data, ==, 2);
     unsigned char vec = 0;
-    mincore(ram + 503 * TEST_PAGE, TEST_PAGE, &vec);
+    mincore(b->ram + 503 * TEST_PAGE, TEST_PAGE, &vec);
     g_assert_cmpint(vec & 1, ==, 0); /* the bad page was never mapped */
+}
+
+static void test_corrupt_block(void)
+{
+    struct bad_restore b;
+    bad_restore_start(&b, false);
+    /* a good page first: served */
+    g_assert_cmpmem(b.ram + 3000 * TEST_PAGE, TEST_PAGE, scenario.expected[2] + 3000 * TEST_PAGE, TEST_PAGE);
+    touch_bad_page(&b);
     /* after a failure, fill_all refuses too */
-    g_assert_false(snap_uffd_fill_all(u, &error));
+    g_autoptr(GError) error = NULL;
+    g_assert_false(snap_uffd_fill_all(b.u, &error));
     g_assert_nonnull(error);
     struct snap_uffd_stats st;
-    snap_uffd_get_stats(u, &st);
+    snap_uffd_get_stats(b.u, &st);
     g_assert_true(st.failed);
-    snap_uffd_stop(u);
-    g_assert_cmpint(f.calls, ==, 1);
-    test_ram_free(ram, RAM, -1);
-    snap_chain_free(chain);
-    g_free(f.message);
-    remove_copy(dir, paths);
+    g_assert_cmpint(b.f.calls, ==, 1);
+    bad_restore_end(&b);
 }
 
 /* fill_all meets the bad block on its caller's thread: it returns the error
  * and serving stops, but on_error (for server threads) is not called. */
 static void test_corrupt_block_fill_all(void)
 {
-    g_autofree char *dir = test_tmpdir();
-    char *paths[3];
-    copy_with_bad_block(dir, paths);
-    struct failure f = { 0 };
-    g_mutex_init(&f.lock);
-    g_cond_init(&f.cond);
-    struct snap_chain *chain = test_open_chain(paths, 3);
-    uint8_t *ram = test_ram_new(RAM, NULL);
-    struct snap_uffd_config cfg = { .chain = chain, .host = ram, .size = RAM,
-                                    .block_size = 4 << 10, .on_error = on_error, .opaque = &f };
+    struct bad_restore b;
+    bad_restore_start(&b, false);
     g_autoptr(GError) error = NULL;
-    struct snap_uffd *u = snap_uffd_start(&cfg, &error);
-    g_assert_no_error(error);
-    g_assert_false(snap_uffd_fill_all(u, &error));
+    g_assert_false(snap_uffd_fill_all(b.u, &error));
     g_assert_error(error, SNAP_ERROR, SNAP_ERROR_CHECKSUM);
-    g_assert_nonnull(strstr(error->message, paths[1]));
+    g_assert_nonnull(strstr(error->message, b.paths[1]));
     struct snap_uffd_stats st;
-    snap_uffd_get_stats(u, &st);
+    snap_uffd_get_stats(b.u, &st);
     g_assert_true(st.failed);
     g_assert_false(st.complete);
-    snap_uffd_stop(u);
-    g_assert_cmpint(f.calls, ==, 0);
-    test_ram_free(ram, RAM, -1);
-    snap_chain_free(chain);
-    remove_copy(dir, paths);
+    g_assert_cmpint(b.f.calls, ==, 0);
+    bad_restore_end(&b);
 }
 
 /* ---- readahead ---- */
@@ -414,52 +417,22 @@ static void test_readahead_in_order(void)
  * without readahead. */
 static void test_readahead_leaves_a_bad_block_to_its_fault(void)
 {
-    g_autofree char *dir = test_tmpdir();
-    char *paths[3];
-    copy_with_bad_block(dir, paths);
-    struct failure f = { 0 };
-    g_mutex_init(&f.lock);
-    g_cond_init(&f.cond);
-    struct snap_chain *chain = test_open_chain(paths, 3);
-    uint8_t *ram = test_ram_new(RAM, NULL);
-    struct snap_uffd_config cfg = { .chain = chain, .host = ram, .size = RAM, .block_size = 4 << 10,
-                                    .readahead = true, .on_error = on_error, .opaque = &f };
-    g_autoptr(GError) error = NULL;
-    struct snap_uffd *u = snap_uffd_start(&cfg, &error);
-    g_assert_no_error(error);
-    /* page 499 is good; the window after it starts with the bad block (500..515) */
-    g_assert_cmpmem(ram + 499 * TEST_PAGE, TEST_PAGE, scenario.expected[2] + 499 * TEST_PAGE, TEST_PAGE);
+    struct bad_restore b;
+    bad_restore_start(&b, true);
+    /* page 496 is good; the window after it reads 497..499 and meets the bad block (500..515) */
+    g_assert_cmpmem(b.ram + 496 * TEST_PAGE, TEST_PAGE, scenario.expected[2] + 496 * TEST_PAGE, TEST_PAGE);
     g_usleep(100000);
     unsigned char vec = 1;
-    mincore(ram + 503 * TEST_PAGE, TEST_PAGE, &vec);
+    mincore(b.ram + 503 * TEST_PAGE, TEST_PAGE, &vec);
     g_assert_cmpint(vec & 1, ==, 0);
-    g_assert_cmpint(f.calls, ==, 0);
+    g_assert_cmpint(b.f.calls, ==, 0);
     struct snap_uffd_stats st;
-    snap_uffd_get_stats(u, &st);
+    snap_uffd_get_stats(b.u, &st);
     g_assert_false(st.failed);
-    struct sigaction sa = { .sa_handler = escape_handler };
-    sigaction(SIGUSR1, &sa, NULL);
-    struct toucher t = { .page = ram + 503 * TEST_PAGE };
-    pthread_t th;
-    pthread_create(&th, NULL, touch_page, &t);
-    g_mutex_lock(&f.lock);
-    gint64 deadline = g_get_monotonic_time() + 10 * G_TIME_SPAN_SECOND;
-    while (!f.calls)
-        g_assert_true(g_cond_wait_until(&f.cond, &f.lock, deadline));
-    g_mutex_unlock(&f.lock);
-    g_assert_nonnull(strstr(f.message, "checksum"));
-    while (t.got_data == 0) {
-        pthread_kill(th, SIGUSR1);
-        g_usleep(1000);
-    }
-    pthread_join(th, NULL);
-    g_assert_cmpint(t.got_data, ==, 2);
-    snap_uffd_stop(u);
-    g_assert_cmpint(f.calls, ==, 1);
-    test_ram_free(ram, RAM, -1);
-    snap_chain_free(chain);
-    g_free(f.message);
-    remove_copy(dir, paths);
+    g_assert_cmpuint(st.blocks_read_ahead, ==, 3);
+    touch_bad_page(&b);
+    g_assert_cmpint(b.f.calls, ==, 1);
+    bad_restore_end(&b);
 }
 
 static void test_bad_config(void)
