@@ -12,6 +12,8 @@ PACKAGES=(
   curl socat cpio busybox-static
   # the disk benchmark's host side (tests/bench/bench-blk.py)
   fio
+  # tests/plugin/test_disk_modes.py counts a shim's fdatasync calls (strace -c)
+  strace
   # guest/mkimage.sh: a Debian root file system for stock guests (tests/boot)
   debootstrap e2fsprogs
   # man pages; the Debian package and its test (tests/package: build, lintian,
