@@ -9,6 +9,7 @@ Nothing routes out: no namespace here is linked to the host's, and every
 address (10.77-79.x.x) exists only inside them."""
 
 import ctypes
+import glob
 import os
 import shlex
 import signal
@@ -286,6 +287,25 @@ def mount_point_commands(path, scratch, covered):
     return cmds + [f"mkdir -p {q(path)}"]
 
 
+def drivers_but_qemu(scratch):
+    """A folder (in scratch) of links to libvirt's connection drivers, all
+    but QEMU's, for libvirtd's LIBVIRT_DRIVER_DIR. Debian 12's libvirtd
+    loads every driver there is, and its QEMU driver stops the daemon when
+    the user libvirt-qemu does not exist, whatever qemu.conf says: that user
+    comes with libvirt-daemon-system, which setup.sh does not install (it
+    would run a libvirtd of the system's). This daemon runs no QEMU."""
+    found = (glob.glob("/usr/lib/*/libvirt/connection-driver") +
+             glob.glob("/usr/lib*/libvirt/connection-driver"))
+    if not found:
+        raise Fail("libvirt's connection drivers (libvirt/connection-driver) are not installed")
+    links = os.path.join(scratch, "connection-driver")
+    os.makedirs(links)
+    for name in os.listdir(found[0]):
+        if name != "libvirt_driver_qemu.so":
+            os.symlink(os.path.join(found[0], name), os.path.join(links, name))
+    return links
+
+
 class NetworkDaemon:
     """libvirt's network driver (virtnetworkd where libvirt's drivers are
     split, libvirtd on Debian 12, whose libvirt-daemon holds the network
@@ -313,10 +333,12 @@ class NetworkDaemon:
             raise Fail("neither virtnetworkd nor libvirtd is installed")
         script = " && ".join(["mount --make-rprivate /"] + binds +
                              [f"exec {binary} -p /run/libvirt/{os.path.basename(binary)}.pid"])
+        env = dict(os.environ, LIBVIRT_DRIVER_DIR=drivers_but_qemu(self.dir))
         self.log_path = os.path.join(self.dir, "daemon.log")
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(["ip", "netns", "exec", ns.name, "unshare", "-m", "sh", "-c", script],
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         env=env)
         sock = "virtnetworkd-sock" if binary.endswith("virtnetworkd") else "libvirt-sock"
         self.socket = os.path.join(self.dir, "run-libvirt", sock)
         self.uri = f"network:///system?socket={self.socket}"
