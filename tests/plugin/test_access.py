@@ -2,7 +2,6 @@
 read-only socket for anyone, and session mode for a normal user."""
 
 import os
-import pwd
 import shutil
 import signal
 import socket
@@ -14,16 +13,9 @@ import unittest
 
 import libvirt
 
+from nobody import NOBODY, ReadableCopy, as_nobody
 from vsnapd import VIRTVSNAPD, SCHEMA_DIR, DaemonTest, RawClient, decode_error, domain_xml, \
     wait_for, xdr_string
-
-NOBODY = pwd.getpwnam("nobody")
-
-
-def as_nobody():
-    os.setgid(NOBODY.pw_gid)
-    os.setgroups([])
-    os.setuid(NOBODY.pw_uid)
 
 
 RAW_CLIENT = r"""
@@ -44,10 +36,15 @@ print("define", status, decode_error(body)[0] if status else 0)
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root to switch to nobody")
 class AccessTest(DaemonTest):
+    def setUp(self):
+        super().setUp()
+        self.readable = ReadableCopy()
+        self.addCleanup(self.readable.close)
+
     def run_as_nobody(self, socket_path):
-        here = os.path.dirname(os.path.abspath(__file__))
-        res = subprocess.run(["/usr/bin/python3", "-c", RAW_CLIENT, here, socket_path],
-                             preexec_fn=as_nobody, capture_output=True, text=True, timeout=30)
+        res = subprocess.run(["/usr/bin/python3", "-c", RAW_CLIENT, self.readable.helpers(),
+                              socket_path],
+                             preexec_fn=as_nobody(), capture_output=True, text=True, timeout=30)
         self.assertEqual(res.returncode, 0, res.stderr)
         return res.stdout.split("\n")
 
@@ -78,6 +75,11 @@ class SessionTest(unittest.TestCase):
         self.env.pop("XDG_DATA_HOME", None)
         self.env.pop("XDG_CONFIG_HOME", None)
         self.proc = None
+        # nobody runs the daemon: a copy it can reach, wherever the build is.
+        readable = ReadableCopy()
+        self.addCleanup(readable.close)
+        self.virtvsnapd = readable.copy(VIRTVSNAPD)
+        self.schema_dir = readable.copy(SCHEMA_DIR) if SCHEMA_DIR else None
 
     def tearDown(self):
         if self.proc and self.proc.poll() is None:
@@ -87,14 +89,25 @@ class SessionTest(unittest.TestCase):
 
     def virsh(self, *args):
         return subprocess.run(["virsh", "-q", "-c", "vsnap:///session"] + list(args),
-                              preexec_fn=as_nobody, env=self.env, capture_output=True,
+                              preexec_fn=as_nobody(), env=self.env, capture_output=True,
                               text=True, timeout=30)
 
+    def write_session_config(self, text):
+        """nobody's ~/.config/vsnap/virtvsnapd.conf."""
+        path = self.home
+        for name in (".config", "vsnap"):
+            path = os.path.join(path, name)
+            os.mkdir(path, 0o700)
+            os.chown(path, NOBODY.pw_uid, NOBODY.pw_gid)
+        with open(os.path.join(path, "virtvsnapd.conf"), "w") as f:
+            f.write(text)
+        os.chown(f.name, NOBODY.pw_uid, NOBODY.pw_gid)
+
     def test_session_daemon(self):
-        argv = [VIRTVSNAPD, "--timeout", "2"]
-        if SCHEMA_DIR:
-            argv += ["--schema-dir", SCHEMA_DIR]
-        self.proc = subprocess.Popen(argv, preexec_fn=as_nobody, env=self.env,
+        argv = [self.virtvsnapd, "--timeout", "2"]
+        if self.schema_dir:
+            argv += ["--schema-dir", self.schema_dir]
+        self.proc = subprocess.Popen(argv, preexec_fn=as_nobody(), env=self.env,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         sock = os.path.join(self.runtime, "libvirt", "virtvsnapd-sock")
         wait_for(lambda: os.path.exists(sock) or self.proc.poll() is not None, what="socket")
@@ -116,9 +129,11 @@ class SessionTest(unittest.TestCase):
     def test_client_spawns_the_daemon(self):
         # In direct mode libvirt's client starts the session daemon itself
         # ($VIRTD_PATH/virtvsnapd --timeout=120) when nobody listens.
-        env = dict(self.env, VIRTD_PATH=os.path.dirname(VIRTVSNAPD))
+        env = dict(self.env, VIRTD_PATH=os.path.dirname(self.virtvsnapd))
+        if self.schema_dir:   # the copy is outside the build tree: it needs telling
+            self.write_session_config(f"[daemon]\nschema_dir = {self.schema_dir}\n")
         res = subprocess.run(["virsh", "-q", "-c", "vsnap:///session?mode=direct", "list", "--all"],
-                             preexec_fn=as_nobody, env=env, capture_output=True, text=True,
+                             preexec_fn=as_nobody(), env=env, capture_output=True, text=True,
                              timeout=30)
         self.assertEqual(res.returncode, 0, res.stderr)
         sock = os.path.join(self.runtime, "libvirt", "virtvsnapd-sock-ro")

@@ -5,8 +5,6 @@ threads and CPU stay bounded (virtvsnapd.conf's limits, rpc/server.c)."""
 
 import json
 import os
-import pwd
-import resource
 import socket
 import stat
 import struct
@@ -16,32 +14,21 @@ import threading
 import time
 import unittest
 
+from nobody import ReadableCopy, as_nobody
 from vsnapd import (CALL, REMOTE_PROGRAM, DaemonTest, RawClient, decode_error, wait_for,
                     xdr_string)
 
-NOBODY = pwd.getpwnam("nobody")
-HERE = os.path.dirname(os.path.abspath(__file__))
 SAVE_IMAGE_GET_XML_DESC = 235
 CONNECT_GET_VERSION = 4
 # The defaults of virtvsnapd.conf.
 MAX_CLIENTS, RESERVED_RW = 1024, 16
 
 
-def as_nobody(nofile=None):
-    def switch():
-        if nofile:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        os.setgid(NOBODY.pw_gid)
-        os.setgroups([])
-        os.setuid(NOBODY.pw_uid)
-    return switch
-
-
-def run_as_nobody(code, *args, nofile=None, timeout=50):
-    """Run python code as nobody with the test helpers importable; its stdout
-    is one JSON document."""
+def run_as_nobody(helpers, code, *args, nofile=None, timeout=50):
+    """Run python code as nobody with the test helpers (copies in the folder
+    helpers) importable; its stdout is one JSON document."""
     res = subprocess.run(["/usr/bin/python3", "-c", "import sys; sys.path.insert(0, sys.argv[1])\n"
-                          + code, HERE, *args], preexec_fn=as_nobody(nofile),
+                          + code, helpers, *args], preexec_fn=as_nobody(nofile),
                          capture_output=True, text=True, timeout=timeout)
     if res.returncode != 0:
         raise AssertionError(f"the script as nobody failed:\n{res.stderr}")
@@ -110,6 +97,12 @@ sys.stdin.read()      # hold everything until the test is done
 
 
 class LimitsTest(DaemonTest):
+    def setUp(self):
+        super().setUp()
+        readable = ReadableCopy()
+        self.addCleanup(readable.close)
+        self.helpers = readable.helpers()
+
     def root_can_list(self, timeout=10):
         t0 = time.monotonic()
         try:
@@ -128,7 +121,7 @@ class LimitsTest(DaemonTest):
         os.mkfifo(fifo, 0o666)
         replies = []
         caller = threading.Thread(target=lambda: replies.extend(run_as_nobody(
-            DUMPXML_CONCURRENTLY, self.daemon.sock_ro, fifo, "40")))
+            self.helpers, DUMPXML_CONCURRENTLY, self.daemon.sock_ro, fifo, "40")))
         try:
             os.chmod(self.daemon.dir, 0o755)
             caller.start()
@@ -168,7 +161,8 @@ class LimitsTest(DaemonTest):
             got = {}
             for name, path in (("secret", secret), ("missing", os.path.join(private, "none")),
                                ("public", public)):
-                got[name] = run_as_nobody(DUMPXML_CONCURRENTLY, self.daemon.sock_ro, path, "1")[0]
+                got[name] = run_as_nobody(self.helpers, DUMPXML_CONCURRENTLY, self.daemon.sock_ro,
+                                          path, "1")[0]
             # Nobody learns neither the content nor whether the file exists.
             self.assertIn("Permission denied", got["secret"])
             self.assertIn("Permission denied", got["missing"])
@@ -197,7 +191,7 @@ class LimitsTest(DaemonTest):
         os.chmod(self.daemon.dir, 0o755)
         holder = subprocess.Popen(
             ["/usr/bin/python3", "-c", "import sys; sys.path.insert(0, sys.argv[1])\n" +
-             HOLD_CONNECTIONS, HERE, self.daemon.sock_ro, "1100", "50"],
+             HOLD_CONNECTIONS, self.helpers, self.daemon.sock_ro, "1100", "50"],
             preexec_fn=as_nobody(nofile=4096), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             text=True)
         try:
