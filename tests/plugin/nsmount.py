@@ -47,9 +47,18 @@ def call(rc, what):
 
 
 def enter(pid):
+    """Into pid's mount namespace and its root. setns puts this process at
+    the namespace's root, which is the shim's jail only when the shim's
+    pivot_root made it so: from a chroot the jail sits below that root (at
+    the chroot's path), so the shim's own root is entered too."""
+    root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY)
     fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
     call(libc.setns(fd, CLONE_NEWNS), f"setns into the mount namespace of {pid}")
     os.close(fd)
+    os.fchdir(root)
+    os.chroot(".")
+    os.chdir("/")
+    os.close(root)
 
 
 def read_only(path):

@@ -8,6 +8,7 @@ daemon says so. confine=false in the configuration file turns it off."""
 import os
 import pwd
 import re
+import stat
 import subprocess
 import tempfile
 import time
@@ -70,6 +71,28 @@ def mount_points(pid):
     """pid's mount points, as it sees them (inside its jail)."""
     with open(f"/proc/{pid}/mountinfo") as f:
         return [line.split()[4] for line in f]
+
+
+def inode(st):
+    return st.st_dev, st.st_ino
+
+
+def pty_slaves_held(pid):
+    """The pty slaves (the files of the host's devpts but its ptmx) pid has
+    open, by device and inode, not by the path /proc/PID/fd names: that is
+    the file's path in the shim's mount namespace, which from a chroot at
+    /srv/x (where the shim's pivot_root left its jail) reads
+    /srv/x/dev/pts/0."""
+    devpts, ptmx = os.stat("/dev/pts").st_dev, os.stat("/dev/pts/ptmx").st_rdev
+    held = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:   # closed meanwhile
+            continue
+        if st.st_dev == devpts and stat.S_ISCHR(st.st_mode) and st.st_rdev != ptmx:
+            held.add(inode(st))
+    return held
 
 
 def tuned_xml(name, memtune="", cputune="", **kw):
@@ -219,9 +242,7 @@ class ConfineTest(DaemonTest):
             watcher.wait_for_line("event 'reboot' for domain 'p'", after=first + 1)
             self.assertTrue(self.state("p").startswith("running"), self.state("p"))
             self.assertEqual(self.daemon.shim_pids()["p"], pid)
-            held = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
-            self.assertIn(pty[0], held)
-            self.assertEqual([p for p in held if p.startswith("/dev/pts/") and p[9:].isdigit()], [pty[0]])
+            self.assertEqual(pty_slaves_held(pid), {inode(os.stat(pty[0]))})
             self.assertEqual(os.stat(pty[0]).st_uid, 0)
             self.daemon.virsh("destroy", "p")
         finally:
