@@ -362,8 +362,9 @@ class NetworkDaemon:
 
     def enter_prefix(self):
         """A command prefix that runs a program in this daemon's mount and
-        network namespaces (where network:///system reaches it)."""
-        return ("nsenter", "-t", str(self.proc.pid), "-m", "-n")
+        network namespaces (where network:///system reaches it), at its
+        root: the mount namespace's own root is another from a chroot."""
+        return ("nsenter", "-t", str(self.proc.pid), "-m", "-n", "-r")
 
     def close(self):
         if self.proc.poll() is None:
