@@ -90,6 +90,10 @@ static bool apply_word(const struct word *w, struct options *opts)
         return parse_number(w, &opts->seed);
     if (key_is(w, "delay_ms"))
         return parse_number(w, &opts->delay_ms);
+    if (key_is(w, "gen_mib"))
+        return parse_number(w, &opts->gen_mib);
+    if (key_is(w, "gen_mbps"))
+        return parse_number(w, &opts->gen_mbps);
     if (key_is(w, "heartbeat_ms"))
         return parse_number(w, &opts->heartbeat_ms);
     if (key_is(w, "idle_spin"))

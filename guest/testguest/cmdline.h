@@ -9,6 +9,8 @@ struct options {
     uint64_t fill_mib;       /* vsnap.fill_mib: MiB to fill from 16 MiB up */
     uint64_t seed;           /* vsnap.seed: pattern seed */
     uint64_t delay_ms;       /* vsnap.delay_ms: busy time before "ready" */
+    uint64_t gen_mib;        /* vsnap.gen_mib: MiB after the filled region the idle loop keeps rewriting (gen.h) */
+    uint64_t gen_mbps;       /* vsnap.gen_mbps: cap on that rewrite, MB/s (0: none) */
     uint64_t heartbeat_ms;   /* vsnap.heartbeat_ms: print "tick N" this often when idle (0: never) */
     bool idle_spin;          /* vsnap.idle_spin=1: busy idle loop instead of HLT with the LAPIC timer */
     bool halt_after_ready;   /* vsnap.halt_after_ready=1: power off after "ready" */

@@ -8,6 +8,7 @@
 #include "acpi.h"
 #include "blk-commands.h"
 #include "boot_params.h"
+#include "gen.h"
 #include "io.h"
 #include "layout.h"
 #include "libc.h"
@@ -305,6 +306,21 @@ static void cmd_vmgenid(struct client *c, char **args)
     reply(c, text);
 }
 
+/* vsnap.gen_mib's consistency check and the idle loop's stall (gen.h). */
+static void cmd_gencheck(struct client *c, char **args)
+{
+    char text[64];
+    gen_check(text);
+    reply(c, text);
+}
+
+static void cmd_stall(struct client *c, char **args)
+{
+    char text[64];
+    gen_stall(text);
+    reply(c, text);
+}
+
 /* In notify mode: what systemd sends when it shuts down (notify.h). */
 static void cmd_notifystop(struct client *c, char **args)
 {
@@ -319,6 +335,7 @@ static const struct command commands[] = {
     {"BADPKT", 0, cmd_badpkt}, {"NOTIFYSTOP", 0, cmd_notifystop},
     {"RNG", 1, cmd_rng},     {"VMGENID", 0, cmd_vmgenid},
     {"NETINFO", 0, cmd_netinfo}, {"NETBADPKT", 0, cmd_netbadpkt},
+    {"GENCHECK", 0, cmd_gencheck}, {"STALL", 0, cmd_stall},
 };
 
 static bool same(const char *a, const char *b)

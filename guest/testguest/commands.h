@@ -29,6 +29,11 @@
  *   NETBADPKT                 -> OK <n>   n malformed transmit chains and
  *                                          receive buffers given to the
  *                                          virtio-net device
+ *   GENCHECK                  -> GEN <generation> <page> ok|bad   the
+ *                                          vsnap.gen_mib region against its
+ *                                          cursor (gen.h)
+ *   STALL                     -> STALL <us>   the idle loop's largest gap
+ *                                          since the last STALL (gen.h)
  *
  * Disks (virtio-blk, blk-commands.c; disk n counts from 0 in the shim's config
  * order; offsets and lengths are bytes, multiples of 512):

@@ -12,6 +12,7 @@
 #include "cmdline.h"
 #include "consoledrv.h"
 #include "cpl0.h"
+#include "gen.h"
 #include "io.h"
 #include "layout.h"
 #include "netdrv.h"
@@ -96,12 +97,29 @@ static void net_idle(const struct clock *clock, uint64_t ms)
     }
 }
 
+/* With vsnap.gen_mib the loop never sleeps: every iteration polls the
+ * rings once and rewrites the pages due (gen.h), for POWER_BUTTON_POLL_MS. */
+static void gen_busy(const struct clock *clock)
+{
+    uint64_t end = rdtsc() + clock_ms_to_ticks(clock, POWER_BUTTON_POLL_MS);
+    while (rdtsc() < end) {
+        if (vsock_service_active())
+            vsock_service_poll();
+        else if (net_active())
+            net_poll();
+        gen_step();
+    }
+}
+
 static void __attribute__((noreturn)) idle(const struct guest *g)
 {
     uint64_t next_tick = rdtsc() + clock_ms_to_ticks(&g->clock, g->opts.heartbeat_ms);
     uint64_t ticks = 0;
     for (;;) {
-        if (vsock_service_active()) /* vsock: poll the rings while idle (the network's too) */
+        gen_step();
+        if (gen_active())
+            gen_busy(&g->clock);
+        else if (vsock_service_active()) /* vsock: poll the rings while idle (the network's too) */
             vsock_service_idle(&g->clock, POWER_BUTTON_POLL_MS);
         else if (net_active())
             net_idle(&g->clock, POWER_BUTTON_POLL_MS);
@@ -132,7 +150,8 @@ void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info)
     vsock_service_init(boot_params, g.clock.tsc_khz); /* vsock: no-op without the device */
     blk_init(boot_params_cmdline(boot_params), g.clock.tsc_khz); /* disks, for the command port */
     net_init(boot_params_cmdline(boot_params), g.clock.tsc_khz); /* up before "ready" */
-    if (!fill_region(&g, &sum))
+    if (!fill_region(&g, &sum) ||
+        !gen_init(boot_params, GUEST_FILL_BASE + g.opts.fill_mib * MIB, g.opts.gen_mib, g.opts.gen_mbps, &g.clock))
         power_off(&g);
     if (vsock_service_active()) /* vsock: refuse early connections while busy, as a kernel would */
         vsock_service_busy_wait(&g.clock, g.opts.delay_ms);
