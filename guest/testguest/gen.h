@@ -6,7 +6,9 @@
  * of one instant, restored, shows pages [0, page) at the cursor's generation
  * and [page, N) at the one before; one that mixed instants does not.
  *
- *   GENCHECK -> GEN <generation> <page> ok|bad
+ *   GENCHECK -> GEN <generation> <page> ok|bad   bad also once the writer
+ *               found a page it was about to stamp not at the generation
+ *               before (a restore mixed instants, and the scan came too late)
  *   STALL    -> STALL <us>   the largest gap between two iterations of the
  *                            idle loop since the last STALL (its first call:
  *                            since the loop started)

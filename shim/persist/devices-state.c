@@ -40,6 +40,12 @@ bool devices_quiesce(struct vm *vm, GError **error)
 
 void devices_unquiesce(struct vm *vm)
 {
+    devices_unquiesce_all_but_disks(vm);
+    devices_unquiesce_disks(vm);
+}
+
+void devices_unquiesce_all_but_disks(struct vm *vm)
+{
     for (unsigned i = 0; i < vm_net_count(vm); i++)
         virtio_net_unquiesce(vm_net(vm, i));
     if (vm_console(vm))
@@ -48,6 +54,10 @@ void devices_unquiesce(struct vm *vm)
         virtio_vsock_unquiesce(vm_vsock(vm));
     if (vm_rng(vm))
         virtio_rng_unquiesce(vm_rng(vm));
+}
+
+void devices_unquiesce_disks(struct vm *vm)
+{
     for (unsigned i = 0; i < vm_disk_count(vm); i++)
         virtio_blk_resume(vm_disk(vm, i));
 }

@@ -14,6 +14,10 @@ struct vm;
  * in flight) while a snapshot is taken; false if a disk did not go idle. */
 bool devices_quiesce(struct vm *vm, GError **error);
 void devices_unquiesce(struct vm *vm);
+/* devices_unquiesce in two steps (a live snapshot: every device but the
+ * disks runs on with the vCPUs, the disks once the snapshot is committed). */
+void devices_unquiesce_all_but_disks(struct vm *vm);
+void devices_unquiesce_disks(struct vm *vm);
 /* Member "devices"; between quiesce and unquiesce. */
 void devices_state_save(struct vm *vm, JsonBuilder *b);
 bool devices_state_restore(struct vm *vm, JsonObject *root, GError **error);

@@ -14,6 +14,7 @@
 #include "devices-state.h"
 #include "disk-layers.h"
 #include "vm-persist.h"
+#include "snapshot-internal.h"
 #include "ram-snapshot/save.h"
 #include "snapshot/directory.h"
 #include "core/vm.h"
@@ -72,7 +73,7 @@ static bool check_parent(struct persist_vm *p, const char *parent_url, snap_id *
     return false;
 }
 
-static JsonNode *build_state_json(struct vm *vm, const struct persist_snapshot_request *req, const snap_id *id,
+JsonNode *snapshot_state_json(struct vm *vm, const struct persist_snapshot_request *req, const snap_id *id,
                                   const snap_id *parent, GError **error)
 {
     struct snap_memory_record memory = {
@@ -92,7 +93,7 @@ static JsonNode *build_state_json(struct vm *vm, const struct persist_snapshot_r
     return ok ? json_builder_get_root(b) : NULL;
 }
 
-static char *build_config_json(const struct vm_config *cfg)
+char *snapshot_config_json(const struct vm_config *cfg)
 {
     g_autoptr(JsonNode) root = vm_config_to_json(cfg);
     return json_to_string(root, TRUE);
@@ -115,10 +116,10 @@ static bool write_snapshot(struct vm *vm, struct vm_config *cfg, const struct pe
                            const char *tmp, const char *dest, const uint64_t *dirty, const snap_id *id,
                            const snap_id *parent, struct snap_save_stats *stats, GError **error)
 {
-    g_autoptr(JsonNode) state = build_state_json(vm, req, id, parent, error);
+    g_autoptr(JsonNode) state = snapshot_state_json(vm, req, id, parent, error);
     if (!state)
         return false;
-    g_autofree char *config = build_config_json(cfg);
+    g_autofree char *config = snapshot_config_json(cfg);
     struct disk_layers *disks = disk_layers_seal(vm, cfg, tmp, error);
     if (!disks)
         return false;
@@ -134,7 +135,7 @@ static bool write_snapshot(struct vm *vm, struct vm_config *cfg, const struct pe
     return true;
 }
 
-static char *make_temp_dir(const char *dest, GError **error)
+char *snapshot_partial_dir(const char *dest, GError **error)
 {
     char *tmp = snap_dir_create_partial(dest, error);
     if (!tmp) {
@@ -145,7 +146,7 @@ static char *make_temp_dir(const char *dest, GError **error)
 }
 
 /* A failed snapshot leaves nothing behind; if even that fails, say so. */
-static void remove_temp_dir(const char *tmp)
+void snapshot_remove_partial(const char *tmp)
 {
     g_autoptr(GError) local = NULL;
     if (!snap_dir_remove(tmp, &local))
@@ -159,7 +160,7 @@ static bool take_snapshot(struct vm *vm, struct vm_config *cfg, const struct per
     struct persist_vm *p = persist_vm_get(vm);
     snap_id id;
     snap_id_random(&id);
-    g_autofree char *tmp = make_temp_dir(dest, error);
+    g_autofree char *tmp = snapshot_partial_dir(dest, error);
     if (!tmp)
         return false;
     uint64_t *dirty = persist_dirty_collect(p, error);
@@ -172,27 +173,34 @@ static bool take_snapshot(struct vm *vm, struct vm_config *cfg, const struct per
     if (dirty)
         persist_dirty_settle(p, dirty, ok);
     if (!ok) {
-        remove_temp_dir(tmp);
+        snapshot_remove_partial(tmp);
         return false;
     }
+    snapshot_note_taken(p, req, dest, &id, &stats, result);
+    return true;
+}
+
+void snapshot_note_taken(struct persist_vm *p, const struct persist_snapshot_request *req, const char *dest,
+                         const snap_id *id, const struct snap_save_stats *stats,
+                         struct persist_snapshot_result *result)
+{
     if (!req->diff) {
         g_autofree char *layer = g_build_filename(dest, SNAP_DIR_LAYER_FILE, NULL);
-        persist_note_full(p, layer, &id);
+        persist_note_full(p, layer, id);
     }
-    p->last_id = id;
+    p->last_id = *id;
     p->has_layer = true;
     if (result) {
-        snap_id_to_string(&id, result->id);
-        result->data_pages = stats.data_pages;
-        result->file_bytes = stats.file_bytes;
-        result->elapsed_ns = stats.elapsed_ns;
+        snap_id_to_string(id, result->id);
+        result->data_pages = stats->data_pages;
+        result->file_bytes = stats->file_bytes;
+        result->elapsed_ns = stats->elapsed_ns;
     }
-    return true;
 }
 
 /* Everything about the request that can be checked before the VM is touched;
  * parent gets the diff's parent id. */
-static bool check_request(struct vm *vm, const struct persist_snapshot_request *req, snap_id *parent,
+bool snapshot_check_request(struct vm *vm, const struct persist_snapshot_request *req, snap_id *parent,
                           GError **error)
 {
     g_autofree char *dest = persist_path_from_url(req->destination_url, "destination_url", error);
@@ -211,14 +219,14 @@ static bool check_request(struct vm *vm, const struct persist_snapshot_request *
 bool persist_snapshot_check(struct vm *vm, const struct persist_snapshot_request *req, GError **error)
 {
     snap_id parent = { 0 };
-    return check_request(vm, req, &parent, error);
+    return snapshot_check_request(vm, req, &parent, error);
 }
 
 bool persist_snapshot(struct vm *vm, struct vm_config *cfg, const struct persist_snapshot_request *req,
                       struct persist_snapshot_result *result, GError **error)
 {
     snap_id parent = { 0 };
-    if (!check_request(vm, req, &parent, error))
+    if (!snapshot_check_request(vm, req, &parent, error))
         return false;
     g_autofree char *dest = persist_path_from_url(req->destination_url, "destination_url", error);
     if (!dest)

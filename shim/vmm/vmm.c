@@ -587,9 +587,15 @@ bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_CREATED, "no VM: create or restore one first");
         return false;
     }
-    if (vmm->state != VMM_STATE_PAUSED) {
+    if (!req->live && vmm->state != VMM_STATE_PAUSED) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "cannot snapshot: the VM is %s (pause it first)",
                     vmm_state_to_string(vmm->state));
+        return false;
+    }
+    if (req->live && vmm->state != VMM_STATE_RUNNING) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE,
+                    "cannot take a live snapshot: the VM is %s (a live snapshot is of a running VM; "
+                    "without \"live\" a paused one is snapshotted)", vmm_state_to_string(vmm->state));
         return false;
     }
     struct persist_snapshot_result local_result = { 0 };
@@ -604,12 +610,18 @@ bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
     struct persist_snapshot_request with_vmm = *req;
     g_autoptr(JsonNode) vmm_state = vmm_state_for_snapshot(vmm);
     with_vmm.vmm_state = vmm_state;
-    if (!persist_snapshot(vmm->vm, vmm->config, &with_vmm, result, error)) {
+    bool ok = req->live ? persist_snapshot_live(vmm->vm, vmm->config, &with_vmm, result, error)
+                        : persist_snapshot(vmm->vm, vmm->config, &with_vmm, result, error);
+    if (!ok) {
         to_shim_error(error);
         return false;
     }
     g_info("snapshot %s: %" G_GUINT64_FORMAT " pages, %" G_GUINT64_FORMAT " bytes in %.3f ms", result->id,
            result->data_pages, result->file_bytes, result->elapsed_ns / 1e6);
+    if (req->live)
+        g_info("snapshot %s was live: %u passes, %" G_GUINT64_FORMAT " pages copied, %" G_GUINT64_FORMAT
+               " of them in a stop of %" G_GUINT64_FORMAT " us", result->id, result->passes, result->copied_pages,
+               result->final_pages, result->pause_us);
     events_emit_strings(vmm->events, "vm", "snapshotted", "id", result->id, NULL);
     return true;
 }

@@ -33,6 +33,7 @@ struct persist_snapshot_request {
     bool diff;
     const char *parent_url;      /* diff: the VM's last snapshot */
     JsonNode *vmm_state;         /* NULL, or an object the VMM keeps in state.json as "vmm" */
+    bool live;                   /* the VM runs: persist_snapshot_live */
 };
 
 struct persist_snapshot_result {
@@ -40,6 +41,11 @@ struct persist_snapshot_result {
     uint64_t data_pages;
     uint64_t file_bytes;
     uint64_t elapsed_ns;
+    /* persist_snapshot_live: */
+    uint64_t pause_us;    /* the vCPUs' stop, measured around it */
+    unsigned passes;      /* copies of dirty pages while the guest ran (the first: all of the layer's) */
+    uint64_t copied_pages;/* pages copied into the scratch image, all passes and the stop */
+    uint64_t final_pages; /* of those, copied with the vCPUs stopped */
 };
 
 /* Check the request alone (destination, parent) without touching the VM:
@@ -50,6 +56,24 @@ bool persist_snapshot_check(struct vm *vm, const struct persist_snapshot_request
  * disks name their new chain and overlay (vsnap_chain, vsnap_overlay). */
 bool persist_snapshot(struct vm *vm, struct vm_config *cfg, const struct persist_snapshot_request *req,
                       struct persist_snapshot_result *result, GError **error);
+
+/* The same snapshot of a running VM (a vsnap extension), which keeps running
+ * while its RAM is written: the pages are copied into a scratch image beside
+ * the destination, then again those the dirty log shows rewritten meanwhile,
+ * until few are left (PERSIST_LIVE_PAGE_BUDGET) or after
+ * PERSIST_LIVE_MAX_PASSES passes or PERSIST_LIVE_MAX_MS; then the vCPUs stop
+ * (vm_pause, every device quiesced) for the rest, the vCPU and device state,
+ * and run on. The disks stay paused (their requests wait; the vCPUs do not)
+ * until their layers are sealed, the memory layer is written from the scratch
+ * image and the directory is committed, when they move onto their new
+ * overlays. So the snapshot is the VM at the instant of the stop, a layer like
+ * any other. On failure nothing is left, the VM runs, its dirty pages go
+ * into the next snapshot. */
+#define PERSIST_LIVE_PAGE_BUDGET 1024u /* 4 MiB: about 1-2 ms of copying with the vCPUs stopped */
+#define PERSIST_LIVE_MAX_PASSES 8u
+#define PERSIST_LIVE_MAX_MS 3000u
+bool persist_snapshot_live(struct vm *vm, struct vm_config *cfg, const struct persist_snapshot_request *req,
+                           struct persist_snapshot_result *result, GError **error);
 
 struct persist_restore_request {
     const char *source_url;

@@ -1,0 +1,154 @@
+/* The live snapshot's scratch image (scratch.h). */
+#include "ram-snapshot/scratch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ram-snapshot/dirty-bitmap.h"
+#include "snapshot/layer.h"
+
+#define MINCORE_CHUNK_PAGES (1u << 16)
+
+struct snap_scratch {
+    int fd;
+    uint64_t size;
+    uint8_t *map;
+    char *dir;
+};
+
+static bool io_failed(GError **error, int err, const char *what, const char *dir)
+{
+    g_set_error(error, SNAP_ERROR, err == ENOSPC || err == EDQUOT ? SNAP_ERROR_NO_SPACE : SNAP_ERROR_IO,
+                "live snapshot: %s in %s: %s", what, dir, g_strerror(err));
+    return false;
+}
+
+struct snap_scratch *snap_scratch_new(const char *dir, uint64_t ram_size, GError **error)
+{
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        io_failed(error, errno, "cannot create the scratch image", dir);
+        return NULL;
+    }
+    if (ftruncate(fd, (off_t)ram_size) < 0) {
+        int e = errno;
+        close(fd);
+        io_failed(error, e, "cannot size the scratch image", dir);
+        return NULL;
+    }
+    struct snap_scratch *s = g_new0(struct snap_scratch, 1);
+    s->fd = fd;
+    s->size = ram_size;
+    s->dir = g_strdup(dir);
+    return s;
+}
+
+void snap_scratch_free(struct snap_scratch *s)
+{
+    if (!s)
+        return;
+    if (s->map)
+        munmap(s->map, s->size);
+    close(s->fd);
+    g_free(s->dir);
+    g_free(s);
+}
+
+static bool copy_run(struct snap_scratch *s, const struct snap_ram *ram, uint64_t first, uint64_t n, GError **error)
+{
+    uint64_t off = first * SNAP_PAGE_SIZE, len = n * SNAP_PAGE_SIZE;
+    while (len > 0) {
+        ssize_t w = pwrite(s->fd, ram->host + off, len, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return io_failed(error, w < 0 ? errno : ENOSPC, "cannot write the scratch image", s->dir);
+        off += (uint64_t)w;
+        len -= (uint64_t)w;
+    }
+    return true;
+}
+
+bool snap_scratch_copy(struct snap_scratch *s, const struct snap_ram *ram, const uint64_t *bitmap, uint64_t *pages,
+                       GError **error)
+{
+    uint64_t npages = ram->size / SNAP_PAGE_SIZE, copied = 0;
+    for (uint64_t p = 0; p < npages;) {
+        if (p % 64 == 0 && bitmap[p / 64] == 0) {
+            p += 64;
+            continue;
+        }
+        if (!snap_dirty_bitmap_test(bitmap, p)) {
+            p++;
+            continue;
+        }
+        uint64_t q = p + 1;
+        while (q < npages && snap_dirty_bitmap_test(bitmap, q))
+            q++;
+        if (!copy_run(s, ram, p, q - p, error))
+            return false;
+        copied += q - p;
+        p = q;
+    }
+    if (pages)
+        *pages = copied;
+    return true;
+}
+
+static void set_range(uint64_t *bitmap, uint64_t first, uint64_t end)
+{
+    for (uint64_t p = first; p < end; p++)
+        bitmap[p / 64] |= 1ull << (p % 64);
+}
+
+static bool populated_by_file(const struct snap_ram *ram, uint64_t *bitmap, GError **error)
+{
+    off_t pos = 0;
+    while ((uint64_t)pos < ram->size) {
+        off_t data = lseek(ram->fd, pos, SEEK_DATA);
+        if (data < 0 && errno == ENXIO)
+            return true;
+        off_t hole = data < 0 ? -1 : lseek(ram->fd, data, SEEK_HOLE);
+        if (data < 0 || hole < 0)
+            return io_failed(error, errno, "cannot find populated guest memory (lseek)", "guest RAM");
+        uint64_t end = MIN(ram->size, ((uint64_t)hole + SNAP_PAGE_SIZE - 1) & ~(uint64_t)(SNAP_PAGE_SIZE - 1));
+        set_range(bitmap, (uint64_t)data / SNAP_PAGE_SIZE, end / SNAP_PAGE_SIZE);
+        pos = (off_t)end;
+    }
+    return true;
+}
+
+static bool populated_by_mincore(const struct snap_ram *ram, uint64_t *bitmap, GError **error)
+{
+    uint64_t npages = ram->size / SNAP_PAGE_SIZE;
+    g_autofree unsigned char *vec = g_malloc(MINCORE_CHUNK_PAGES);
+    for (uint64_t base = 0; base < npages; base += MINCORE_CHUNK_PAGES) {
+        uint64_t n = MIN((uint64_t)MINCORE_CHUNK_PAGES, npages - base);
+        if (mincore((void *)(ram->host + base * SNAP_PAGE_SIZE), n * SNAP_PAGE_SIZE, vec) < 0)
+            return io_failed(error, errno, "cannot find populated guest memory (mincore)", "guest RAM");
+        for (uint64_t i = 0; i < n; i++)
+            if (vec[i] & 1)
+                bitmap[(base + i) / 64] |= 1ull << ((base + i) % 64);
+    }
+    return true;
+}
+
+bool snap_ram_populated(const struct snap_ram *ram, uint64_t *bitmap, GError **error)
+{
+    bool by_file = ram->fd >= 0 && ram->page_size <= SNAP_PAGE_SIZE;
+    return by_file ? populated_by_file(ram, bitmap, error) : populated_by_mincore(ram, bitmap, error);
+}
+
+bool snap_scratch_ram(struct snap_scratch *s, struct snap_ram *out, GError **error)
+{
+    if (!s->map) {
+        void *m = mmap(NULL, s->size, PROT_READ, MAP_SHARED, s->fd, 0);
+        if (m == MAP_FAILED)
+            return io_failed(error, errno, "cannot map the scratch image", s->dir);
+        s->map = m;
+    }
+    *out = (struct snap_ram){ .host = s->map, .size = s->size, .fd = s->fd, .page_size = SNAP_PAGE_SIZE };
+    return true;
+}
