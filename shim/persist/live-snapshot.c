@@ -94,6 +94,7 @@ static bool precopy(struct live *l, uint64_t **rest, GError **error)
         if (!d)
             return false;
         uint64_t n = snap_dirty_bitmap_count(d, l->ram.size);
+        g_info("live snapshot: %" G_GUINT64_FORMAT " pages rewritten during pass %u", n, l->result->passes);
         if (n <= PERSIST_LIVE_PAGE_BUDGET || l->result->passes >= PERSIST_LIVE_MAX_PASSES ||
             g_get_monotonic_time() >= deadline) {
             *rest = g_steal_pointer(&d);

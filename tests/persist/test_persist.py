@@ -910,7 +910,140 @@ def case_hugepages_short(workdir):
                 connect(dst).close()
 
 
+# --- live snapshots (vm.snapshot "live": true of a running VM) ----------------
+
+LIVE_CMDLINE = "vsnap.fill_mib=64 vsnap.seed=7 vsnap.gen_mib=32 vsnap.heartbeat_ms=100"
+
+
+def live_snapshot(shim, dest, parent=None):
+    """A live snapshot: 200 with its pause (us), or Fail."""
+    body = {"destination_url": "file://" + dest, "live": True}
+    if parent:
+        body.update(mode="diff", parent_url="file://" + parent)
+    status, reply = shim.api("PUT", "vm.snapshot", body)
+    if status != 200 or not isinstance(reply, dict) or "pause_us" not in reply:
+        raise Fail(f"{shim.name}: live vm.snapshot -> {status} {reply}" + shim.describe())
+    print(f"live snapshot {os.path.basename(dest)}: {reply}")
+    return reply
+
+
+def gencheck(conn, what):
+    """GENCHECK: (generation, page); fails unless the region is whole."""
+    words = conn.cmd("GENCHECK").split()
+    check(len(words) == 4 and words[0] == "GEN", f"{what}: GENCHECK answered {words}")
+    check(words[3] == "ok", f"{what}: the gen_mib region is not one instant: {' '.join(words)}")
+    return int(words[1]), int(words[2])
+
+
+def nonlive_pause_us(shim, dest):
+    """The vCPUs' stop of a snapshot of a paused VM: at least its vm.snapshot call."""
+    shim.ok("PUT", "vm.pause")
+    t0 = time.monotonic()
+    status, reply = shim.snapshot(dest)
+    elapsed = time.monotonic() - t0
+    shim.ok("PUT", "vm.resume")
+    check(status == 204, f"non-live snapshot -> {status} {reply}")
+    return int(elapsed * 1e6)
+
+
+def check_live_restore(workdir, name, snapshot, mode, fill_sum):
+    with restored(workdir, name, snapshot, mode) as dst:
+        conn = connect(dst)
+        gen, page = gencheck(conn, f"{os.path.basename(snapshot)} restored ({mode})")
+        check(gen > 1, f"{name}: the writer never finished a pass before the snapshot (generation {gen})")
+        check(conn.sum(FILL_BASE, 64 * MIB) == fill_sum, f"{name}: the filled region differs")
+        time.sleep(0.2)
+        gencheck(conn, f"{os.path.basename(snapshot)} restored ({mode}), its writer on")
+        conn.close()
+
+
+def case_live(workdir):
+    """A guest rewriting 32 MiB as fast as it can: a live full snapshot and a
+    live diff on it are each one instant (GENCHECK ok restored by copy, on
+    demand and merged), with a stop shorter than the same VM's non-live one."""
+    fill_sum = host_sum(7, 64 * MIB)
+    with ApiShim(SHIM, workdir=workdir, name="src") as src:
+        src.boot(GUEST, LIVE_CMDLINE)
+        conn = connect(src)
+        gencheck(conn, "source")
+        nonlive = nonlive_pause_us(src, os.path.join(workdir, "nonlive"))
+        conn.cmd("STALL")
+        full = os.path.join(workdir, "lfull")
+        reply = live_snapshot(src, full)
+        stall = int(conn.cmd("STALL").split()[1])
+        print(f"non-live stop {nonlive} us, live pause_us {reply['pause_us']}, guest STALL {stall} us")
+        check(0 < reply["pause_us"] < nonlive, f"live pause {reply['pause_us']} us, non-live {nonlive} us")
+        check(src.state() == "Running", "the VM does not run after a live snapshot")
+        gencheck(conn, "source after the live snapshot")
+        conn.ok(f"FILL {FILL_BASE:#x} {4 * MIB:#x} 9")      # the diff must carry this
+        diff = os.path.join(workdir, "ldiff")
+        live_snapshot(src, diff, full)
+        check(src.state() == "Running", "the VM does not run after a live diff")
+        status, reply = src.api("PUT", "vm.snapshot", {"destination_url": "file://" + full + "x", "live": True,
+                                                       "mode": "diff", "parent_url": "file://" + full})
+        check(status == 400 and "last snapshot" in error_message(reply), f"live diff on an old parent: {status} {reply}")
+        src.ok("PUT", "vm.pause")
+        status, reply = src.api("PUT", "vm.snapshot", {"destination_url": "file://" + full + "y", "live": True})
+        check(status == 405, f"live snapshot of a paused VM: {status} {reply}")
+        src.ok("PUT", "vm.resume")
+        conn.close()
+    for mode in ("copy", "ondemand"):
+        check_live_restore(workdir, f"full-{mode}", full, mode, fill_sum)
+    expected = subprocess.run([PATTERN, "9", str(4 * MIB)], check=True, capture_output=True, text=True).stdout.strip()
+    for mode in MODES:
+        with restored(workdir, f"diff-{mode}", diff, mode) as dst:
+            conn = connect(dst)
+            gencheck(conn, f"live diff restored ({mode})")
+            check(conn.sum(FILL_BASE, 4 * MIB) == expected, f"live diff ({mode}) lost the FILL before it")
+            conn.close()
+
+
+def case_live_fail(workdir):
+    """A live snapshot that fails mid-way (no room for the scratch image; room
+    for it but not for the layer, after the stop) answers 500, leaves nothing,
+    and the VM runs on, whole; a later live diff still holds every page."""
+    mnt = os.path.join(workdir, "small")
+    os.makedirs(mnt)
+    with ApiShim(SHIM, workdir=workdir, name="src") as src:
+        src.boot(GUEST, LIVE_CMDLINE)
+        conn = connect(src)
+        base = os.path.join(workdir, "base")
+        live_snapshot(src, base)
+        conn.ok(f"FILL {FILL_BASE:#x} {32 * MIB:#x} 9")
+        for size in ("24m", "100m"):
+            if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", mnt]).returncode != 0:
+                print("cannot mount a tmpfs here (not root?)")
+                sys.exit(77)
+            try:
+                for body in ({"destination_url": "file://" + os.path.join(mnt, "full"), "live": True},
+                             {"destination_url": "file://" + os.path.join(mnt, "diff"), "live": True,
+                              "mode": "diff", "parent_url": "file://" + base}):
+                    status, reply = src.api("PUT", "vm.snapshot", body)
+                    print(f"tmpfs {size}, {body.get('mode', 'full')}: {status} {error_message(reply)}")
+                    check(status == 500 and "space" in error_message(reply), f"live onto a full fs: {status} {reply}")
+                    check(os.listdir(mnt) == [], f"left on the full fs: {os.listdir(mnt)}")
+                    check(src.state() == "Running", "the VM does not run after a failed live snapshot")
+                    gencheck(conn, "source after a failed live snapshot")
+            finally:
+                subprocess.run(["umount", mnt])
+        src.wait_tick_above(src.ticks()[-1])
+        d1 = os.path.join(workdir, "d1")
+        live_snapshot(src, d1, base)
+        check(sorted(os.listdir(workdir)).count("base") == 1, "the earlier snapshot is gone")
+        conn.close()
+    expected = subprocess.run([PATTERN, "9", str(32 * MIB)], check=True, capture_output=True, text=True).stdout.strip()
+    for snap in (base, d1):
+        with restored(workdir, "dst", snap, "copy") as dst:
+            conn = connect(dst)
+            gencheck(conn, f"{os.path.basename(snap)} after failed tries")
+            if snap == d1:
+                check(conn.sum(FILL_BASE, 32 * MIB) == expected, "the diff after failed tries lost pages")
+            conn.close()
+
+
 CASES = {
+    "live": case_live,
+    "live_fail": case_live_fail,
     "hugepages_copy": lambda d: case_hugepages(d, "copy"),
     "hugepages_merge": lambda d: case_hugepages(d, "merge"),
     "hugepages_ondemand": lambda d: case_hugepages(d, "ondemand"),
