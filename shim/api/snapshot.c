@@ -4,7 +4,8 @@
  *
  *   PUT vm.snapshot {"destination_url": "file:///dir",
  *                    "mode": "full" | "diff", "parent_url": "file:///parent",
- *                    "live": false}   (true: of a running VM; answers 200 {"pause_us", ...})
+ *                    "live": false,   (true: of a running VM; answers 200 {"pause_us", ...})
+ *                    "live_scratch": "memory" | "destination"}
  *   PUT vm.restore  {"source_url": "file:///dir", "prefault": false, "resume": false,
  *                    "memory_restore_mode": "copy" | "ondemand" | "merge",
  *                    "ondemand_block_size": 65536, "prefetch": false,
@@ -109,11 +110,29 @@ static bool get_bool(JsonObject *obj, const char *name, bool *out, GError **erro
 
 /* ---- vm.snapshot ---- */
 
+/* "live_scratch": where a live snapshot copies RAM before it writes the
+ * layer: "memory" (the default) or "destination" (beside the layer). */
+static bool parse_scratch(const char *scratch, struct persist_snapshot_request *out, GError **error)
+{
+    if (scratch && !out->live) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "field \"live_scratch\" is for \"live\": true");
+        return false;
+    }
+    if (scratch && g_strcmp0(scratch, "memory") && g_strcmp0(scratch, "destination")) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "field \"live_scratch\" must be \"memory\" or \"destination\", not \"%s\"", scratch);
+        return false;
+    }
+    out->scratch_on_disk = !g_strcmp0(scratch, "destination");
+    return true;
+}
+
 static bool parse_snapshot(JsonObject *obj, struct persist_snapshot_request *out, GError **error)
 {
-    static const char *const known[] = { "destination_url", "mode", "parent_url", "live", NULL };
-    const char *mode = NULL;
+    static const char *const known[] = { "destination_url", "mode", "parent_url", "live", "live_scratch", NULL };
+    const char *mode = NULL, *scratch = NULL;
     if (!check_members(obj, "vm.snapshot", known, error) || !get_bool(obj, "live", &out->live, error) ||
+        !get_string(obj, "live_scratch", false, &scratch, error) || !parse_scratch(scratch, out, error) ||
         !get_string(obj, "destination_url", true, &out->destination_url, error) ||
         !get_string(obj, "mode", false, &mode, error) ||
         !get_string(obj, "parent_url", false, &out->parent_url, error))

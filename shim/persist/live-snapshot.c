@@ -177,7 +177,8 @@ static bool take_live(struct live *l, struct vm_config *cfg, const char *tmp, co
                       const snap_id *parent, GError **error)
 {
     g_autofree uint64_t *rest = NULL;
-    if (!(l->scratch = snap_scratch_new(tmp, l->ram.size, error)) || !precopy(l, &rest, error)) {
+    l->scratch = snap_scratch_new(l->req->scratch_on_disk ? tmp : NULL, l->ram.size, error);
+    if (!l->scratch || !precopy(l, &rest, error)) {
         persist_error_adopt(error);
         return false;
     }

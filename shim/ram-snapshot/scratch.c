@@ -27,7 +27,9 @@ static bool io_failed(GError **error, int err, const char *what, const char *dir
 
 struct snap_scratch *snap_scratch_new(const char *dir, uint64_t ram_size, GError **error)
 {
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    int fd = dir ? open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : memfd_create("vsnap-live-scratch", MFD_CLOEXEC);
+    if (!dir)
+        dir = "memory";
     if (fd < 0) {
         io_failed(error, errno, "cannot create the scratch image", dir);
         return NULL;

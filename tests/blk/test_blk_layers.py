@@ -62,8 +62,8 @@ class Model:
         return Model(workdir, name, base=self, size=self.size)
 
 
-def config(vm, disks, work_dir=None, memory_mib=128):
-    cfg = {"payload": {"kernel": GUEST, "cmdline": ""}, "memory": {"size": memory_mib * MIB},
+def config(vm, disks, work_dir=None, memory_mib=128, cmdline=""):
+    cfg = {"payload": {"kernel": GUEST, "cmdline": cmdline}, "memory": {"size": memory_mib * MIB},
            "cpus": {"boot_vcpus": 1, "max_vcpus": 1}, "serial": {"mode": "File", "file": vm.serial_path},
            "console": {"mode": "Off"}, "vsock": {"cid": 3, "socket": vm.vsock_path}, "disks": disks}
     if work_dir:
@@ -71,8 +71,8 @@ def config(vm, disks, work_dir=None, memory_mib=128):
     return cfg
 
 
-def boot(vm, disks, work_dir=None, memory_mib=128):
-    vm.ok("PUT", "vm.create", config(vm, disks, work_dir, memory_mib))
+def boot(vm, disks, work_dir=None, memory_mib=128, cmdline=""):
+    vm.ok("PUT", "vm.create", config(vm, disks, work_dir, memory_mib, cmdline))
     vm.ok("PUT", "vm.boot")
     return connect(vm)
 
@@ -531,7 +531,89 @@ def case_locks(workdir):
     created(workdir, "after-kill", [{"path": img}])
 
 
+def live_snapshot(vm, dest, parent=None):
+    body = {"destination_url": "file://" + dest, "live": True}
+    if parent:
+        body.update(mode="diff", parent_url="file://" + parent)
+    status, reply = vm.api("PUT", "vm.snapshot", body)
+    check(status == 200 and "pause_us" in reply, f"live vm.snapshot {dest}: {status} {reply}" + vm.describe())
+    return reply
+
+
+def gencheck(conn, what):
+    reply = conn.cmd("GENCHECK")
+    check(reply.startswith("GEN ") and reply.endswith(" ok"), f"{what}: GENCHECK -> {reply}")
+
+
+def case_live(workdir):
+    """Live snapshots of a VM with a disk, its guest rewriting memory: a full
+    and a diff, then one that fails after the stop (its destination full);
+    each disk layer holds the disk at the instant of the stop, a write in
+    flight across the snapshot completes, the failed one leaves the disk on
+    its overlay, and every snapshot restores (copy, on demand) with disk and
+    memory whole."""
+    img = image(workdir, "disk.img", SIZE)
+    work = os.path.join(workdir, "work")
+    s1, s2, s3 = (os.path.join(workdir, n) for n in ("s1", "s2", "s3"))
+    live = Model(workdir, "live")
+    with ApiShim(SHIM, workdir=workdir, name="src") as vm:
+        conn = boot(vm, [{"path": img, "id": "vda"}], work, cmdline="vsnap.gen_mib=16")
+        write(conn, live, 0, 8 * MIB, 1)
+        live_snapshot(vm, s1)
+        m1 = live.copy(workdir, "s1")
+        write(conn, live, 4 * MIB, 8 * MIB, 2)
+        live_snapshot(vm, s2, s1)
+        m2 = live.copy(workdir, "s2")
+        # A fill running on a second connection while a live snapshot is taken:
+        # its requests wait out the disks' pause and complete.
+        filler = Conn(vm.vsock_path)
+        done = {}
+        t = threading.Thread(target=lambda: done.update(reply=filler.cmd(f"BLKFILL 0 {16 * MIB:#x} {8 * MIB:#x} 3")))
+        t.start()
+        mnt = os.path.join(workdir, "small")
+        os.makedirs(mnt)
+        check(subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt]).returncode == 0, "no tmpfs")
+        try:
+            status, reply = vm.api("PUT", "vm.snapshot", {"destination_url": "file://" + mnt + "/x", "live": True,
+                                                         "mode": "diff", "parent_url": "file://" + s2})
+            check(status == 500 and os.listdir(mnt) == [], f"live diff onto a full fs: {status} {reply}")
+        finally:
+            subprocess.run(["umount", mnt])
+        t.join(30)
+        filler.close()
+        check(done.get("reply") == "OK", f"BLKFILL across a failed live snapshot: {done}")
+        live.fill(16 * MIB, 8 * MIB, 3)
+        check_disk(conn, live, "after the failed live snapshot")
+        m3 = live.copy(workdir, "s3")
+        # And across one that succeeds: the fill straddles its instant (so s3
+        # is checked below 24 MiB only), and none of it may be lost.
+        filler = Conn(vm.vsock_path)
+        t = threading.Thread(target=lambda: done.update(reply=filler.cmd(f"BLKFILL 0 {24 * MIB:#x} {8 * MIB:#x} 5")))
+        done.clear()
+        t.start()
+        time.sleep(0.05)
+        live_snapshot(vm, s3, s2)
+        t.join(30)
+        filler.close()
+        check(done.get("reply") == "OK", f"BLKFILL across a live snapshot: {done}")
+        live.fill(24 * MIB, 8 * MIB, 5)
+        write(conn, live, 0, MIB, 4)
+        check_disk(conn, live, "after s3")
+        conn.close()
+    for mode in ("copy", "ondemand"):
+        for snap, model, upto in ((s1, m1, SIZE), (s2, m2, SIZE), (s3, m3, 24 * MIB)):
+            vm, conn = restored(workdir, f"r-{mode}", snap, mode, work)
+            try:
+                got, want = guest_sum(conn, 0, 0, upto), file_sum(model.path, 0, upto)
+                check(got == want, f"{mode} revert to live {os.path.basename(snap)}: the disk differs")
+                gencheck(conn, f"{mode} revert to live {os.path.basename(snap)}")
+            finally:
+                conn.close()
+                vm.close()
+
+
 CASES = {
+    "live": case_live,
     "locks": case_locks,
     "contents": case_contents,
     "layer_path": case_layer_path,

@@ -996,12 +996,24 @@ def case_live(workdir):
             gencheck(conn, f"live diff restored ({mode})")
             check(conn.sum(FILL_BASE, 4 * MIB) == expected, f"live diff ({mode}) lost the FILL before it")
             conn.close()
+    # Of a VM restored on demand, still being served: a live diff on the
+    # snapshot it came from, and a live full (which brings every page in first).
+    again = {name: os.path.join(workdir, name) for name in ("od-diff", "od-full")}
+    with restored(workdir, "od", full, "ondemand") as od:
+        conn = connect(od)
+        live_snapshot(od, again["od-diff"], full)
+        live_snapshot(od, again["od-full"])
+        gencheck(conn, "the VM restored on demand, after its live snapshots")
+        conn.close()
+    for name, snapshot in again.items():
+        check_live_restore(workdir, name + "-copy", snapshot, "copy", fill_sum)
 
 
 def case_live_fail(workdir):
-    """A live snapshot that fails mid-way (no room for the scratch image; room
-    for it but not for the layer, after the stop) answers 500, leaves nothing,
-    and the VM runs on, whole; a later live diff still holds every page."""
+    """A live snapshot that fails mid-way (no room for the scratch image, while
+    the guest runs; no room for the layer, after the stop) answers 500, leaves
+    nothing, and the VM runs on, whole; a later live diff still holds every
+    page. A bad body is refused before anything starts."""
     mnt = os.path.join(workdir, "small")
     os.makedirs(mnt)
     with ApiShim(SHIM, workdir=workdir, name="src") as src:
@@ -1010,16 +1022,20 @@ def case_live_fail(workdir):
         base = os.path.join(workdir, "base")
         live_snapshot(src, base)
         conn.ok(f"FILL {FILL_BASE:#x} {32 * MIB:#x} 9")
-        for size in ("24m", "100m"):
+        # The scratch image beside the layer fills a small fs while the guest
+        # runs (before the stop); one in memory leaves the layer to fail, after it.
+        for size, scratch in (("24m", "destination"), ("24m", "memory"), ("100m", "destination")):
             if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", mnt]).returncode != 0:
                 print("cannot mount a tmpfs here (not root?)")
                 sys.exit(77)
             try:
-                for body in ({"destination_url": "file://" + os.path.join(mnt, "full"), "live": True},
-                             {"destination_url": "file://" + os.path.join(mnt, "diff"), "live": True,
+                for body in ({"destination_url": "file://" + os.path.join(mnt, "full")},
+                             {"destination_url": "file://" + os.path.join(mnt, "diff"),
                               "mode": "diff", "parent_url": "file://" + base}):
+                    body.update(live=True, live_scratch=scratch)
                     status, reply = src.api("PUT", "vm.snapshot", body)
-                    print(f"tmpfs {size}, {body.get('mode', 'full')}: {status} {error_message(reply)}")
+                    print(f"tmpfs {size}, scratch in {scratch}, {body.get('mode', 'full')}: {status} "
+                          f"{error_message(reply)}")
                     check(status == 500 and "space" in error_message(reply), f"live onto a full fs: {status} {reply}")
                     check(os.listdir(mnt) == [], f"left on the full fs: {os.listdir(mnt)}")
                     check(src.state() == "Running", "the VM does not run after a failed live snapshot")
@@ -1027,6 +1043,12 @@ def case_live_fail(workdir):
             finally:
                 subprocess.run(["umount", mnt])
         src.wait_tick_above(src.ticks()[-1])
+        for body, needle in (({"live": "yes"}, "true or false"), ({"live": True, "live_scratch": "disk"}, "memory"),
+                             ({"live_scratch": "memory"}, "is for")):
+            body["destination_url"] = "file://" + os.path.join(workdir, "refused")
+            status, reply = src.api("PUT", "vm.snapshot", body)
+            check(status == 400 and needle in error_message(reply), f"vm.snapshot {body}: {status} {reply}")
+        check(not os.path.exists(os.path.join(workdir, "refused")), "a refused snapshot left its destination")
         d1 = os.path.join(workdir, "d1")
         live_snapshot(src, d1, base)
         check(sorted(os.listdir(workdir)).count("base") == 1, "the earlier snapshot is gone")

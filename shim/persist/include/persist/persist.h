@@ -34,6 +34,7 @@ struct persist_snapshot_request {
     const char *parent_url;      /* diff: the VM's last snapshot */
     JsonNode *vmm_state;         /* NULL, or an object the VMM keeps in state.json as "vmm" */
     bool live;                   /* the VM runs: persist_snapshot_live */
+    bool scratch_on_disk;        /* live: the scratch image beside the layer, not in memory */
 };
 
 struct persist_snapshot_result {
@@ -58,8 +59,8 @@ bool persist_snapshot(struct vm *vm, struct vm_config *cfg, const struct persist
                       struct persist_snapshot_result *result, GError **error);
 
 /* The same snapshot of a running VM (a vsnap extension), which keeps running
- * while its RAM is written: the pages are copied into a scratch image beside
- * the destination, then again those the dirty log shows rewritten meanwhile,
+ * while its RAM is written: the pages are copied into a scratch image (in
+ * memory, or with scratch_on_disk in the partial directory), then again those the dirty log shows rewritten meanwhile,
  * until few are left (PERSIST_LIVE_PAGE_BUDGET) or after
  * PERSIST_LIVE_MAX_PASSES passes or PERSIST_LIVE_MAX_MS; then the vCPUs stop
  * (vm_pause, every device quiesced) for the rest, the vCPU and device state,

@@ -4,8 +4,8 @@
  * copied again overwriting its older copy. Once the last pass (with the
  * vCPUs stopped) is in, it holds RAM at that one instant, and the layer is
  * written from it (snap_save_full / snap_save_diff on snap_scratch_ram)
- * while the guest runs on. It has no name (O_TMPFILE), so it is gone with
- * its descriptor, also when the process dies. */
+ * while the guest runs on. It has no name (a memfd, or O_TMPFILE), so it is
+ * gone with its descriptor, also when the process dies. */
 #pragma once
 
 #include <glib.h>
@@ -16,8 +16,9 @@
 
 struct snap_scratch;
 
-/* In directory dir (the partial snapshot directory, so the same file
- * system); errors SNAP_ERROR_IO / SNAP_ERROR_NO_SPACE name dir. */
+/* In memory (dir NULL: a memfd, so the copies never wait for a disk) or in
+ * directory dir (the partial snapshot directory: the same file system as the
+ * layer); errors SNAP_ERROR_IO / SNAP_ERROR_NO_SPACE name where. */
 struct snap_scratch *snap_scratch_new(const char *dir, uint64_t ram_size, GError **error);
 void snap_scratch_free(struct snap_scratch *s);
 
