@@ -86,7 +86,8 @@ static bool first_pass(struct live *l, GError **error)
  * the pages left for it in *rest. */
 static bool precopy(struct live *l, uint64_t **rest, GError **error)
 {
-    gint64 deadline = g_get_monotonic_time() + PERSIST_LIVE_MAX_MS * G_TIME_SPAN_MILLISECOND;
+    gint64 start = g_get_monotonic_time(), pass_start = start;
+    gint64 deadline = start + PERSIST_LIVE_MAX_MS * G_TIME_SPAN_MILLISECOND;
     if (!first_pass(l, error))
         return false;
     for (;;) {
@@ -94,7 +95,10 @@ static bool precopy(struct live *l, uint64_t **rest, GError **error)
         if (!d)
             return false;
         uint64_t n = snap_dirty_bitmap_count(d, l->ram.size);
-        g_info("live snapshot: %" G_GUINT64_FORMAT " pages rewritten during pass %u", n, l->result->passes);
+        gint64 now = g_get_monotonic_time();
+        g_info("live snapshot: %" G_GUINT64_FORMAT " pages rewritten during pass %u (%.1f ms)", n,
+               l->result->passes, (now - pass_start) / 1e3);
+        pass_start = now;
         if (n <= PERSIST_LIVE_PAGE_BUDGET || l->result->passes >= PERSIST_LIVE_MAX_PASSES ||
             g_get_monotonic_time() >= deadline) {
             *rest = g_steal_pointer(&d);
