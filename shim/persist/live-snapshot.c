@@ -86,10 +86,12 @@ static bool first_pass(struct live *l, GError **error)
  * the pages left for it in *rest. */
 static bool precopy(struct live *l, uint64_t **rest, GError **error)
 {
-    gint64 start = g_get_monotonic_time(), pass_start = start;
-    gint64 deadline = start + PERSIST_LIVE_MAX_MS * G_TIME_SPAN_MILLISECOND;
+    gint64 pass_start = g_get_monotonic_time();
     if (!first_pass(l, error))
         return false;
+    /* From the end of the first pass, which takes what RAM takes: the time
+     * the rewritten pages have to converge in. */
+    gint64 deadline = g_get_monotonic_time() + PERSIST_LIVE_MAX_MS * G_TIME_SPAN_MILLISECOND;
     for (;;) {
         g_autofree uint64_t *d = take_dirty(l, error);
         if (!d)

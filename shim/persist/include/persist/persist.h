@@ -62,7 +62,7 @@ bool persist_snapshot(struct vm *vm, struct vm_config *cfg, const struct persist
  * while its RAM is written: the pages are copied into a scratch image (in
  * memory, or with scratch_on_disk in the partial directory), then again those the dirty log shows rewritten meanwhile,
  * until few are left (PERSIST_LIVE_PAGE_BUDGET) or after
- * PERSIST_LIVE_MAX_PASSES passes or PERSIST_LIVE_MAX_MS; then the vCPUs stop
+ * PERSIST_LIVE_MAX_PASSES passes or PERSIST_LIVE_MAX_MS past the first; then the vCPUs stop
  * (vm_pause, every device quiesced) for the rest, the vCPU and device state,
  * and run on. The disks stay paused (their requests wait; the vCPUs do not)
  * until their layers are sealed, the memory layer is written from the scratch
