@@ -26,7 +26,12 @@
   ready        through the shim's store URLs: vm.restore (on demand) from
                the nginx store to the guest's READY on a cache miss and on a
                cache hit, for the same snapshot; and on a hit with a 256 MiB
-               and with the 2 GiB disk: t(2 GiB)/t(256 MiB) <= 1.2
+               and with the 2 GiB disk: t(2 GiB)/t(256 MiB) <= 1.2. A miss
+               is --repeat rounds, each into a fresh cache and followed by
+               a curl | zstd -d and a local restore (in the row, not the
+               target's reference: see targets()); the shim's
+               log says how long the import took (miss_import_s), the rest
+               of a miss is the restore and the guest's way to READY
 
 How the disk layer gets real blocks: the VM has two disks, vda an empty raw
 image of the disk's size and vdb the Debian image (read-only). After a first
@@ -52,7 +57,9 @@ it (and over the unstreamed single), each "cannot" when the CPU ceiling
 above is lower; t(2 GiB)/t(256 MiB) <= 1.2 for a revert on a cache hit; a
 cache hit to READY <= 1.2x a local on-demand restore of the same snapshot
 (file://, timed the same way, interleaved with the hits); a cache miss to
-READY <= 1.2x (curl | zstd -d of the same objects + that local restore).
+READY <= 1.2x (curl | zstd -d of the same objects + that local restore),
+the miss the median of --repeat misses (one sample on a shared machine is
+noise).
 VSNAP_BENCH_SMOKE=1: a 256 MiB VM, a 64 MiB made-up image instead of the
 Debian one (no debootstrap), one round, nothing judged.
 
@@ -62,6 +69,7 @@ usage: bench-store.py STORE SHIM GUEST RESULTS.jsonl [--image-cache DIR] ...
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -111,6 +119,13 @@ def smoke_image(cache_dir, size_mib):
             f.seek(off * 4)
             f.write(os.urandom(MIB // 2) + bytes(range(256)) * (MIB // 512))
     return path
+
+
+def imported_seconds(log):
+    """How long the shim's import of a store URL took, from its log line
+    ("imported URL into DIR: ... from the cache, S s"); None without one."""
+    m = re.search(r"^.* info: imported .* from the cache, ([0-9.]+) s$", log, re.M)
+    return float(m.group(1)) if m else None
 
 
 def server_cpu(pid):
@@ -312,7 +327,9 @@ class Bench:
             if status != 204:
                 raise SystemExit(f"restore {url}: {status} {reply}" + vm.describe())
             vm.wait_ready(60)
-            return time.monotonic() - t0
+            took = time.monotonic() - t0
+            self.import_s = imported_seconds(vm.read(vm.log_path))
+            return took
 
     def local_ready(self, name):
         """vm.restore (on demand) of the same snapshot from its local
@@ -382,21 +399,29 @@ class Bench:
             self.row(what="pull", case=k, seconds=round(v, 3), mib_per_s=round(data / MIB / v, 1),
                      cpu_s=round(cpu[k], 3), nginx_cpu_s=round(server[k], 3),
                      samples=[round(w, 3) for w, _, _ in samples[k]])
-        # through the shim: a miss, then hits on the same cache
-        cache = self.fresh("shim-cache")
-        ready = {"miss": self.ready("disk2g", cache)}
+        # through the shim: misses, each into a fresh cache and beside its
+        # references (curl | zstd -d, a local restore), then hits on the
+        # last miss's cache
+        ready = {k: [] for k in ("miss", "miss_import", "miss_curl_zstd", "miss_local2g",
+                                 "disk256m", "disk2g", "local2g")}
+        cache = None
+        for _ in range(a.repeat):
+            if cache:
+                shutil.rmtree(cache)
+            cache = self.fresh("shim-cache")
+            ready["miss"].append(self.ready("disk2g", cache))
+            ready["miss_import"].append(self.import_s)
+            ready["miss_curl_zstd"].append(self.curl_zstd(free, True)[0])
+            ready["miss_local2g"].append(self.local_ready("disk2g"))
         self.ready("disk256m", cache)   # warm the cache for the 256 MiB disk too
-        ready.update(disk256m=[], disk2g=[], local2g=[])
         for _ in range(a.repeat):   # interleaved with the local reference
             for name in ("disk256m", "disk2g"):
                 ready[name].append(self.ready(name, cache))
             ready["local2g"].append(self.local_ready("disk2g"))
-        hit_2g, hit_256m = statistics.median(ready["disk2g"]), statistics.median(ready["disk256m"])
-        local_2g = statistics.median(ready["local2g"])
+        med = {k: statistics.median(v) for k, v in ready.items() if None not in v}
+        hit_2g, hit_256m, local_2g = med["disk2g"], med["disk256m"], med["local2g"]
         self.row(what="restore_ready", via="shim vm.restore from the nginx store URL, ondemand",
-                 miss_s=round(ready["miss"], 3), hit_2g_s=[round(x, 3) for x in ready["disk2g"]],
-                 hit_256m_s=[round(x, 3) for x in ready["disk256m"]],
-                 local_2g_s=[round(x, 3) for x in ready["local2g"]])
+                 **{f"{k}_s": [round(x, 3) if x is not None else None for x in v] for k, v in ready.items()})
         # The CPU bound without the limit: the parallel pull's CPU seconds and
         # nginx's spread over every core.
         cores = os.cpu_count() or 1
@@ -421,18 +446,19 @@ class Bench:
                            streamed_over_download_then_decompress=round(
                                t["free_download_then_zstd"] / t["free_parallel"], 2),
                            cache_hit_over_miss=round(t["free_parallel"] / t["cache_hit"], 2),
-                           ready_miss_over_hit=round(ready["miss"] / hit_2g, 2),
+                           ready_miss_over_hit=round(med["miss"] / hit_2g, 2),
                            hit_ready_2g_over_256m=round(hit_2g / hit_256m, 2),
                            cores=cores, free_single_cores_busy=round(busy("free_single"), 2),
                            free_parallel_cores_busy=round(busy("free_parallel"), 2),
                            free_ceiling_over_single=round(
                                t["free_single"] / ((cpu["free_parallel"] + server["free_parallel"]) / cores), 2),
-                           local_ready_2g_s=round(local_2g, 3),
-                           targets=self.targets(t, cpu, server, ready["miss"], hit_2g, hit_256m, local_2g))
+                           local_ready_2g_s=round(local_2g, 3), miss_ready_2g_s=round(med["miss"], 3),
+                           miss_import_s=round(med["miss_import"], 3) if "miss_import" in med else None,
+                           targets=self.targets(t, cpu, server, med, hit_2g, hit_256m, local_2g))
         summary["target_status"] = summary_status(summary["targets"])
         return summary
 
-    def targets(self, t, cpu, server, miss, hit_2g, hit_256m, local_2g):
+    def targets(self, t, cpu, server, med, hit_2g, hit_256m, local_2g):
         """The issue's targets against references of this run. A parallel
         pull cannot beat the single one by more than its CPU time spread over
         every core allows (the decompression and nginx share this host's
@@ -450,7 +476,11 @@ class Bench:
                                     f"{server[parallel]:.2f}) spread over every core allow at most {top:.2f}x"
                                     if top < limit else None))
 
-        curl = t["free_curl_zstd"]
+        # The reference stays the pull rounds' curl | zstd -d (5 samples) and
+        # the hits' local restores: the same-round samples (miss_curl_zstd,
+        # miss_local2g) ran slower here, right after a VM, and would lend
+        # the miss a looser limit.
+        miss, curl = med["miss"], t["free_curl_zstd"]
         return [
             speedup("limited_parallel_over_single", "limited_single", "limited_parallel", 3.0),
             speedup("free_parallel_over_single", "free_single", "free_parallel", 1.5),
@@ -462,7 +492,8 @@ class Bench:
                     "s"),
             at_most("cache_miss_ready_2g", miss, 1.2 * (curl + local_2g),
                     f"1.2 x (curl | zstd -d of the same objects = {curl:.3f} s + the local on-demand restore "
-                    f"to READY = {local_2g:.3f} s)", "s"),
+                    f"to READY = {local_2g:.3f} s); the median of {self.args.repeat} misses, each into a fresh "
+                    f"cache", "s"),
         ]
 
     def close(self):
