@@ -16,7 +16,10 @@
  * and a guest reading its working set back reads it in order. So after each
  * fault the handler, while no other fault waits, serves the blocks after the
  * faulting one: a window that doubles while faults keep landing in or at the
- * end of the last window, and starts small again after a jump. It runs on
+ * end of the last window, and starts small again after a jump; after a
+ * jump it first serves the snapshot data of the aligned 2 MiB around the
+ * fault (a guest's code, stack and tables lie close together, and each
+ * scattered first touch costs a whole fault). It runs on
  * the handler thread, between faults, so a real fault never waits behind
  * more than one block. Unlike prefetch it serves zero pages too: they cost
  * a page of memory each on memfd RAM, at most a window (16 MiB) past what
@@ -44,6 +47,7 @@ G_DEFINE_QUARK(vsnap-uffd-error-quark, snap_uffd_error)
 #define HUGE_PAGE_SIZE (2u << 20)   /* hugetlbfs RAM: x86-64 2 MiB pages */
 #define MSGS_PER_READ 32
 #define READAHEAD_FIRST (256u << 10)  /* the first window after a jump */
+#define READAHEAD_AROUND (2u << 20)   /* after a jump: the data of the aligned 2 MiB around the fault */
 #define READAHEAD_MAX (16u << 20)     /* the window stops doubling here */
 
 struct snap_uffd {
@@ -379,6 +383,24 @@ static bool block_data_served(struct snap_uffd *u, uint64_t block)
     return true;
 }
 
+/* Every page of the block is served already. */
+static bool block_served(struct snap_uffd *u, uint64_t block)
+{
+    uint64_t first = block * u->block_pages, end = MIN(first + u->block_pages, u->npages);
+    for (uint64_t p = first; p < end;) {
+        if (p % 64 == 0 && end - p >= 64) {
+            if (__atomic_load_n(&u->served[p / 64], __ATOMIC_ACQUIRE) != ~0ull)
+                return false;
+            p += 64;
+            continue;
+        }
+        if (!page_served(u, p))
+            return false;
+        p++;
+    }
+    return true;
+}
+
 /* The first failure stops all serving; true for the caller that set it. */
 static bool mark_failed(struct snap_uffd *u)
 {
@@ -408,12 +430,17 @@ static bool should_stop(struct snap_uffd *u)
 /* ---- the threads ---- */
 
 /* The handler's readahead (its thread's own state): blocks [next, end)
- * are still to be read ahead. */
-struct readahead {
+ * of each range are still to be served, around's first. */
+struct ra_range {
     uint64_t next, end;
-    uint64_t window;       /* blocks of the window set up last */
-    uint64_t last_fault;   /* block of the last fault */
-    uint64_t last_end;     /* end of the window set up last */
+};
+
+struct readahead {
+    struct ra_range around;  /* after a jump: data pages only */
+    struct ra_range ahead;   /* the window after the fault: every page */
+    uint64_t window;         /* blocks of the window set up last */
+    uint64_t last_fault;     /* block of the last fault */
+    uint64_t last_end;       /* end of the window set up last */
     bool started;
 };
 
@@ -422,35 +449,45 @@ static uint64_t blocks_in(struct snap_uffd *u, uint64_t bytes)
     return MAX(1, bytes / (u->block_pages * SNAP_PAGE_SIZE));
 }
 
+static bool readahead_pending(const struct readahead *ra)
+{
+    return ra->around.next < ra->around.end || ra->ahead.next < ra->ahead.end;
+}
+
 /* A fault after the last one, in or just past its window, continues a
- * stream: the window doubles. Anything else starts a new stream. */
+ * stream: the window doubles. Anything else starts a new stream, and the
+ * data around the fault comes first. */
 static void readahead_after_fault(struct snap_uffd *u, struct readahead *ra, uint64_t block)
 {
     bool stream = ra->started && block > ra->last_fault && block <= ra->last_end;
     ra->window = stream ? MIN(ra->window * 2, blocks_in(u, READAHEAD_MAX)) : blocks_in(u, READAHEAD_FIRST);
     ra->started = true;
     ra->last_fault = block;
-    ra->next = block + 1;
-    ra->end = MIN(block + 1 + ra->window, u->nblocks);
-    ra->last_end = ra->end;
+    ra->ahead = (struct ra_range){ block + 1, MIN(block + 1 + ra->window, u->nblocks) };
+    uint64_t n = blocks_in(u, READAHEAD_AROUND), first = block - block % n;
+    ra->around = stream ? (struct ra_range){ 0, 0 } : (struct ra_range){ first, MIN(first + n, u->nblocks) };
+    /* a guest reading on past what around served continues the stream */
+    ra->last_end = MAX(ra->ahead.end, ra->around.end);
 }
 
-/* One block of the window, zero pages included (the guest is expected to
- * read them next, and each would cost a fault). A block that fails its
- * check is left alone: it is the guest's business only if the guest
- * touches it, and that fault reports it. */
+/* One block: around's (its data pages), else ahead's (zero pages included:
+ * the guest is expected to read them next, and each would cost a fault). A
+ * block that fails its check ends its range: it is the guest's business
+ * only if the guest touches it, and that fault reports it. */
 static void readahead_step(struct snap_uffd *u, struct readahead *ra)
 {
-    uint64_t block = ra->next++;
-    if (page_served(u, block * u->block_pages))
-        return; /* a fault served it whole (or prefetch its data pages: a zero page left costs a fault) */
+    bool around = ra->around.next < ra->around.end;
+    struct ra_range *r = around ? &ra->around : &ra->ahead;
+    uint64_t block = r->next++;
+    if (around ? block_data_served(u, block) : block_served(u, block))
+        return;
     GError *err = NULL;
-    if (serve_block(u, block, false, u->bounce[0], &err)) {
+    if (serve_block(u, block, around, u->bounce[0], &err)) {
         __atomic_fetch_add(&u->stats.blocks_read_ahead, 1, __ATOMIC_RELAXED);
         return;
     }
     g_error_free(err);
-    ra->next = ra->end;
+    r->next = r->end;
 }
 
 static void handle_fault(struct snap_uffd *u, struct readahead *ra, uint64_t address)
@@ -496,7 +533,7 @@ static void *handler_thread(void *arg)
     struct pollfd fds[2] = { { .fd = u->uffd, .events = POLLIN }, { .fd = u->wake_fd, .events = POLLIN } };
     struct readahead ra = { 0 };
     while (!__atomic_load_n(&u->stopping, __ATOMIC_ACQUIRE)) {
-        bool ahead = ra.next < ra.end && !__atomic_load_n(&u->failed, __ATOMIC_ACQUIRE);
+        bool ahead = readahead_pending(&ra) && !__atomic_load_n(&u->failed, __ATOMIC_ACQUIRE);
         if (poll(fds, 2, ahead ? 0 : -1) < 0) {
             if (errno == EINTR)
                 continue;
