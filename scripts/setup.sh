@@ -9,6 +9,8 @@ PACKAGES=(
   libglib2.0-dev libjson-glib-dev libsoup-3.0-dev libcurl4-openssl-dev libssl-dev
   libxml2-dev libxml2-utils libzstd-dev zstd xz-utils libtirpc-dev libseccomp-dev
   libvirt-dev libvirt-clients python3-libvirt
+  # <driver io='io_uring'/>: a disk's io_uring (shim/block/blk-uring.c)
+  liburing-dev
   curl socat cpio busybox-static
   # the disk benchmark's host side (tests/bench/bench-blk.py)
   fio

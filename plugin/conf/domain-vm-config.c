@@ -102,7 +102,9 @@ static void add_vm_disk_chain(JsonBuilder *b, const struct domain_disk *disk)
  *                                layers a no-op (vsnap before these modes; libvirt's default would be ignore)
  *  detect_zeroes on, unmap       an all-zero write becomes a WRITE_ZEROES; unmap frees space only with
  *                                discard='unmap', as libvirt's QEMU driver has it
- *  io native, threads, io_uring  one backend (preadv/pwritev on the disk's thread) serves all three */
+ *  io native, threads            one transfer at a time (preadv/pwritev on the disk's thread)
+ *  io io_uring                   the guest's queued reads and writes in flight together on an io_uring
+ *                                (vsnap_io; the shim falls back to one at a time without one) */
 static void add_vm_disk_modes(JsonBuilder *b, const struct domain_disk *disk)
 {
     enum domain_disk_cache c = disk->cache;
@@ -123,6 +125,8 @@ static void add_vm_disk_modes(JsonBuilder *b, const struct domain_disk *disk)
         dz = DOMAIN_DISK_DETECT_ZEROES_ON;
     if (dz != DOMAIN_DISK_DETECT_ZEROES_ABSENT)
         vjson_str(b, "vsnap_detect_zeroes", domain_disk_detect_zeroes_names[dz]);
+    if (disk->io == DOMAIN_DISK_IO_URING)
+        vjson_str(b, "vsnap_io", "io_uring");
 }
 
 static void add_vm_disk(JsonBuilder *b, const struct domain_disk *disk)

@@ -238,7 +238,7 @@ static void set_image_type(const struct option_list *opts, struct disk_config *o
 bool cli_parse_disk(const char *spec, struct disk_config *out, GError **error)
 {
     static const char *const keys[] = { "path", "readonly", "direct", "sparse", "id", "serial",
-                                        "num_queues", "queue_size", "image_type", NULL };
+                                        "num_queues", "queue_size", "image_type", "vsnap_io", NULL };
     g_autoptr(option_list) opts = option_list_parse("--disk", spec, keys, error);
     uint64_t queues = out->num_queues, size = out->queue_size;
 
@@ -255,6 +255,7 @@ bool cli_parse_disk(const char *spec, struct disk_config *out, GError **error)
     get_string(opts, "path", &out->path);
     get_string(opts, "id", &out->id);
     get_string(opts, "serial", &out->serial);
+    get_string(opts, "vsnap_io", &out->vsnap_io);
     set_image_type(opts, out);
     out->num_queues = (uint32_t)queues;
     out->queue_size = (uint32_t)size;

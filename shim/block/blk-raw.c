@@ -202,6 +202,16 @@ static int raw_write_zeroes(struct blk_backend *b, uint64_t offset, uint64_t len
     return write_zero_buffers(r, offset, len);
 }
 
+/* A ring may do what transfer_all does in one call: any buffered transfer,
+ * an O_DIRECT one when the guest's buffers are aligned. */
+static int raw_ring_fd(struct blk_backend *b, uint64_t offset, const struct iovec *iov, unsigned niov, bool write)
+{
+    struct blk_raw *r = raw_of(b);
+    if (write && r->base.readonly)
+        return -1;
+    return r->direct && !dio_aligned(r, offset, iov, niov) ? -1 : r->fd;
+}
+
 static void raw_close(struct blk_backend *b)
 {
     struct blk_raw *r = raw_of(b);
@@ -218,6 +228,7 @@ static const struct blk_backend_ops raw_ops = {
     .flush = raw_flush,
     .discard = raw_discard,
     .write_zeroes = raw_write_zeroes,
+    .ring_fd = raw_ring_fd,
     .close = raw_close,
 };
 

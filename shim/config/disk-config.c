@@ -40,6 +40,7 @@ void disk_config_copy(struct disk_config *to, const struct disk_config *from)
     to->vsnap_chain = g_strdupv(from->vsnap_chain);
     to->vsnap_overlay = g_strdup(from->vsnap_overlay);
     to->vsnap_detect_zeroes = g_strdup(from->vsnap_detect_zeroes);
+    to->vsnap_io = g_strdup(from->vsnap_io);
 }
 
 void disk_config_clear(struct disk_config *disk)
@@ -51,6 +52,7 @@ void disk_config_clear(struct disk_config *disk)
     g_clear_pointer(&disk->vsnap_chain, g_strfreev);
     g_clear_pointer(&disk->vsnap_overlay, g_free);
     g_clear_pointer(&disk->vsnap_detect_zeroes, g_free);
+    g_clear_pointer(&disk->vsnap_io, g_free);
 }
 
 void vm_config_add_disk(struct vm_config *cfg, const struct disk_config *disk)
@@ -200,6 +202,7 @@ static bool check_layers(const struct disk_config *d, unsigned i, GError **error
 static bool check_write_policy(const struct disk_config *d, unsigned i, GError **error)
 {
     static const char *const detect_zeroes[] = { "off", "on", "unmap", NULL };
+    static const char *const io_modes[] = { "threads", "native", "io_uring", NULL };
     if (d->vsnap_write_through && d->vsnap_ignore_flush)
         return disk_invalid(error, SHIM_ERROR_INVALID, i, "vsnap_ignore_flush",
                             "a disk that flushes after every write (vsnap_write_through) cannot ignore flushes");
@@ -208,6 +211,8 @@ static bool check_write_policy(const struct disk_config *d, unsigned i, GError *
                             "needs sparse: a disk that is not sparse offers no DISCARD");
     if (d->vsnap_detect_zeroes && !g_strv_contains(detect_zeroes, d->vsnap_detect_zeroes))
         return disk_invalid(error, SHIM_ERROR_INVALID, i, "vsnap_detect_zeroes", "must be 'off', 'on' or 'unmap'");
+    if (d->vsnap_io && !g_strv_contains(io_modes, d->vsnap_io))
+        return disk_invalid(error, SHIM_ERROR_INVALID, i, "vsnap_io", "must be 'threads', 'native' or 'io_uring'");
     return true;
 }
 
@@ -401,5 +406,6 @@ void disk_config_add_json(JsonBuilder *b, const struct disk_config *disk)
     vjson_bool(b, "vsnap_ignore_flush", disk->vsnap_ignore_flush);
     vjson_bool(b, "vsnap_discard_unmap", disk->vsnap_discard_unmap);
     vjson_str(b, "vsnap_detect_zeroes", disk->vsnap_detect_zeroes);
+    vjson_str(b, "vsnap_io", disk->vsnap_io);
     vjson_object_end(b);
 }

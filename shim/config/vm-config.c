@@ -288,6 +288,7 @@ static const struct field disk_fields[] = {
     DISK("vsnap_ignore_flush", FIELD_BOOL, vsnap_ignore_flush),
     DISK("vsnap_discard_unmap", FIELD_BOOL, vsnap_discard_unmap),
     DISK("vsnap_detect_zeroes", FIELD_STRING, vsnap_detect_zeroes),
+    DISK("vsnap_io", FIELD_STRING, vsnap_io),
     UNSUPPORTED("iommu"), UNSUPPORTED("vhost_user"), UNSUPPORTED("vhost_socket"),
     UNSUPPORTED("rate_limiter_config"), UNSUPPORTED("pci_segment"), UNSUPPORTED("pci_device_id"),
     UNSUPPORTED("rate_limit_group"), UNSUPPORTED("queue_affinity"), UNSUPPORTED("backing_files"),

@@ -40,11 +40,13 @@ static const char *const vcpu_calls[] = {
 };
 
 /* A virtio-blk I/O thread: vectored I/O between the image and guest RAM,
- * flush, discard and write-zeroes; its ioctls are the block layer's. */
+ * flush, discard and write-zeroes; its ioctls are the block layer's. With
+ * io='io_uring' it submits and reaps on a ring the main thread set up,
+ * restricted to READV and WRITEV (block/blk-uring.h). */
 static const char *const disk_calls[] = {
     "pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2",
     "fsync", "fdatasync", "fallocate", "sync_file_range",
-    "epoll_wait", "epoll_pwait", "epoll_ctl", "getrusage",
+    "epoll_wait", "epoll_pwait", "epoll_ctl", "getrusage", "io_uring_enter",
 };
 
 /* vsock, console, rng and serial input: epoll over eventfds, timers and
@@ -92,6 +94,9 @@ static const char *const main_calls[] = {
     "getrlimit", "prlimit64", "getpriority", "membarrier",
     /* on-demand restores of an unconfined shim; libseccomp itself */
     "userfaultfd", "seccomp",
+    /* a disk's ring (io='io_uring'): set up, restricted and enabled here,
+     * then used by the disk's thread; every thread's filter is below this one */
+    "io_uring_setup", "io_uring_register", "io_uring_enter",
 };
 
 /* A sanitizer build only: LeakSanitizer's check at exit stops the world

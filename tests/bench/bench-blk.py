@@ -7,7 +7,10 @@ host, on the same image file, in one run:
                        8 in flight
 
 The guest side is BLKBENCH on the test guest's command port (its own TSC
-clock, from the first submit to the last completion). The host side is fio
+clock, from the first submit to the last completion), on two disks of one
+VM, each on its own copy of the image: disk 0 with the default io (one
+transfer at a time on the disk's thread), disk 1 with vsnap_io io_uring
+(<driver io='io_uring'/>: the queued requests in flight together). The host side is fio
 on the image the shim serves, with the same block size, queue depth, span
 and byte count, twice: the psync engine (one synchronous preadv/pwritev at a
 time, what the shim's I/O thread does) and io_uring at the queue depth, each
@@ -78,9 +81,9 @@ def fio(path, rw, bs, depth, nbytes, span, engine, direct):
     return side["bw_bytes"]
 
 
-def guest_bench(conn, img, op, bs, depth, count, span):
+def guest_bench(conn, disk, img, op, bs, depth, count, span):
     settle(img)
-    reply = conn.cmd(f"BLKBENCH 0 {op} 0 {span:#x} {bs} {depth} {count}")
+    reply = conn.cmd(f"BLKBENCH {disk} {op} 0 {span:#x} {bs} {depth} {count}")
     parts = reply.split()
     if len(parts) != 4 or parts[0] != "BENCH":
         raise RuntimeError(f"BLKBENCH {op}: {reply}")
@@ -88,47 +91,60 @@ def guest_bench(conn, img, op, bs, depth, count, span):
     return nbytes / (usec / 1e6)
 
 
-def run_mode(args, workdir, direct):
-    img = os.path.join(workdir, "bench.img")
-    span = args.span_mib * MIB
-    # A written image (not holes): reads then read data.
+def prefill(img, span):
+    """A written image (not holes): reads then read data."""
     subprocess.run(["fio", "--name=prefill", f"--filename={img}", "--rw=write", "--bs=1M", f"--size={span}",
                     "--ioengine=psync", "--end_fsync=1", "--output-format=terse"], check=True, capture_output=True)
+
+
+def run_mode(args, workdir, direct):
+    img, ring_img = os.path.join(workdir, "bench.img"), os.path.join(workdir, "bench-uring.img")
+    span = args.span_mib * MIB
+    prefill(img, span)
+    prefill(ring_img, span)
     vsock = os.path.join(workdir, "bench.vsock")
-    disk = f"path={img}" + (",direct=on" if direct else "")
+    disks = []
+    for path, io in ((img, ""), (ring_img, ",vsnap_io=io_uring")):
+        disks += ["--disk", f"path={path}" + (",direct=on" if direct else "") + io]
     rows = []
     with Shim(args.shim, args.guest, memory="256M", workdir=workdir,
-              extra_args=["--vsock", f"cid=3,socket={vsock}", "--disk", disk]) as vm:
+              extra_args=["--vsock", f"cid=3,socket={vsock}"] + disks) as vm:
         conn = wait_command_port(vsock, timeout=30)
         conn.sock.settimeout(600)  # a slow random run on a busy host takes a while
         try:
             for name, op, rw, bs, depth, count in WORKLOADS:
                 count = count // 10 if smoke() else count
                 nbytes = bs * count
-                guest, psync, uring = [], [], []
-                for _ in range(args.runs):  # interleaved: a load change hits all three alike
-                    guest.append(guest_bench(conn, img, op, bs, depth, count, span))
+                guest, guest_ring, psync, uring = [], [], [], []
+                for _ in range(args.runs):  # interleaved: a load change hits all four alike
+                    guest.append(guest_bench(conn, 0, img, op, bs, depth, count, span))
+                    guest_ring.append(guest_bench(conn, 1, ring_img, op, bs, depth, count, span))
                     psync.append(fio(img, rw, bs, depth, nbytes, span, "psync", direct))
                     uring.append(fio(img, rw, bs, depth, nbytes, span, "io_uring", direct))
-                g, p, u = (statistics.median(x) for x in (guest, psync, uring))
+                g, gr, p, u = (statistics.median(x) for x in (guest, guest_ring, psync, uring))
                 host = max(p, u)
                 row = {"benchmark": "blk", "workload": name, "direct": direct, "block_size": bs,
                        "queue_depth": depth, "bytes": nbytes, "runs": args.runs,
-                       "guest_mb_s": round(g / 1e6, 1), "host_psync_mb_s": round(p / 1e6, 1),
+                       "guest_mb_s": round(g / 1e6, 1), "guest_io_uring_mb_s": round(gr / 1e6, 1),
+                       "guest_io_uring_over_guest": round(gr / g, 3), "guest_io_uring_over_host": round(gr / host, 3),
+                       "host_psync_mb_s": round(p / 1e6, 1),
                        "host_io_uring_mb_s": round(u / 1e6, 1), "guest_iops": round(g / bs),
                        "host_iops": round(host / bs), "guest_over_host": round(g / host, 3),
                        "io_uring_over_psync": round(u / p, 3),
                        "samples_mb_s": {"guest": [round(x / 1e6, 1) for x in guest],
+                                        "guest_io_uring": [round(x / 1e6, 1) for x in guest_ring],
                                         "psync": [round(x / 1e6, 1) for x in psync],
                                         "io_uring": [round(x / 1e6, 1) for x in uring]},
                        "host": os.uname().nodename, "time": time.time()}
                 rows.append(row)
                 print(f"{'direct' if direct else 'cached'} {name:14s} guest {g / 1e6:8.1f} MB/s "
-                      f"({g / bs:8.0f} IOPS)  fio psync {p / 1e6:8.1f}  io_uring {u / 1e6:8.1f} MB/s  "
-                      f"guest/host {g / host:5.2f}", flush=True)
+                      f"({g / bs:8.0f} IOPS)  guest io_uring {gr / 1e6:8.1f}  fio psync {p / 1e6:8.1f}  "
+                      f"io_uring {u / 1e6:8.1f} MB/s  guest/host {g / host:5.2f}  io_uring/threads {gr / g:5.2f}",
+                      flush=True)
         finally:
             conn.close()
     os.unlink(img)
+    os.unlink(ring_img)
     return rows
 
 
@@ -157,6 +173,8 @@ def main():
     summary = {"benchmark": "blk", "summary": True, "guest_over_host": ratios,
                "io_uring_over_psync": {f"{'direct' if r['direct'] else 'cached'}_{r['workload']}":
                                        r["io_uring_over_psync"] for r in rows},
+               "guest_io_uring_over_guest": {f"{'direct' if r['direct'] else 'cached'}_{r['workload']}":
+                                             r["guest_io_uring_over_guest"] for r in rows},
                "host": os.uname().nodename, "time": time.time()}
     summary["targets"] = [
         at_least(f"{'direct' if r['direct'] else 'cached'}_{r['workload']}_guest_over_host", r["guest_over_host"], 0.5,

@@ -24,9 +24,10 @@ TICK_LINE = re.compile(r"vsnap-testguest: tick (\d+)")
 
 class ApiShim:
     """vsnap-shim with an API socket and an event monitor file, no VM yet.
-    Killed (by its pid) and its directory removed on close()."""
+    Killed (by its pid) and its directory removed on close(). wrapper: a
+    command line the shim's is appended to (vsnap-deny-syscall ...)."""
 
-    def __init__(self, shim_path, workdir=None, name="shim", args=(), env=None):
+    def __init__(self, shim_path, workdir=None, name="shim", args=(), env=None, wrapper=()):
         self.own_dir = workdir is None
         self.dir = workdir or tempfile.mkdtemp(prefix="vsnap-persist-")
         self.name = name
@@ -36,7 +37,7 @@ class ApiShim:
         self.serial_path = os.path.join(self.dir, f"{name}.serial")
         self.vsock_path = os.path.join(self.dir, f"{name}.vsock")
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([shim_path, "-v", "--api-socket", f"path={self.sock}",
+        self.proc = subprocess.Popen(list(wrapper) + [shim_path, "-v", "--api-socket", f"path={self.sock}",
                                       "--event-monitor", f"path={self.events_path}"] + list(args),
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                      env=env)

@@ -2,6 +2,7 @@
  *   virtio-blk.c       the device: config space, lifecycle, the I/O thread,
  *                      pausing, counters, snapshot state
  *   virtio-blk-req.c   one request: checking the chain, doing it, the status
+ *   virtio-blk-ring.c  io='io_uring': a queue's reads and writes in flight together
  *
  * Locking: the transport lock (dev->transport.lock) guards the transport and
  * the queues, as for every virtio device; the I/O thread holds it only to take
@@ -17,6 +18,7 @@
 #include <stdint.h>
 
 #include "block/blk-backend.h"
+#include "block/blk-uring.h"
 #include "devices/virtio-blk.h"
 #include "devices/virtio-mmio.h"
 
@@ -38,6 +40,8 @@ struct blk_counters {
     atomic_uint_fast64_t guest_errors; /* malformed chains and requests */
     atomic_uint_fast64_t unsupported;  /* request types we do not know */
     atomic_uint_fast64_t sleeps;       /* the I/O thread slept until notified (polling found nothing) */
+    atomic_uint_fast64_t ring_transfers; /* reads and writes done through the io_uring */
+    atomic_uint_fast64_t ring_max_in_flight; /* the most of them in flight at once */
 };
 
 /* What a write means besides its data (libvirt's <driver cache= detect_zeroes=>). */
@@ -54,6 +58,12 @@ struct blk_request {
     bool malformed;    /* virtq_pop refused the chain */
     char *why;         /* ... and why (g_free) */
     uint32_t used_len; /* what goes into the used ring */
+    uint64_t generation; /* dev->generation when the chain was taken */
+    /* A read or write in the ring (blk_request_start): */
+    bool ring_write;
+    uint64_t sector;
+    size_t len;
+    struct iovec iov[VIRTQ_MAX_CHAIN]; /* the kernel reads it until the transfer is reaped */
 };
 
 struct virtio_blk {
@@ -81,6 +91,9 @@ struct virtio_blk {
     bool stop;                  /* ctl_lock */
 
     struct blk_request batch[BLK_BATCH]; /* I/O thread only */
+    struct blk_uring *ring;              /* io='io_uring' and the kernel has it; else NULL */
+    unsigned free_slots[BLK_BATCH];      /* with a ring: batch entries not in use (I/O thread only) */
+    unsigned nfree;
     struct blk_counters counters;
 };
 
@@ -88,3 +101,19 @@ struct virtio_blk {
  * not held): check it, call the backend, write the status byte, and set
  * req->used_len. */
 void blk_request_execute(struct virtio_blk *dev, struct virtq *q, struct blk_request *req);
+/* A well-formed IN or OUT the ring can do: started in dev->ring, true
+ * (blk_request_finish answers it when reaped). false: nothing done, the
+ * request is blk_request_execute's. */
+bool blk_request_start(struct virtio_blk *dev, struct blk_request *req);
+/* The ring's answer err (0 or a negative errno) for a started request:
+ * the status byte and req->used_len, as blk_request_execute would. */
+void blk_request_finish(struct virtio_blk *dev, struct virtq *q, struct blk_request *req, int err);
+
+/* virtio-blk.c, for virtio-blk-ring.c: */
+struct virtq *blk_queue(struct virtio_blk *dev, unsigned i);
+bool blk_queue_live(struct virtio_blk *dev, unsigned i);
+/* Hand one finished chain back and tell the driver (takes the transport lock). */
+void blk_complete(struct virtio_blk *dev, unsigned i, struct blk_request *req);
+
+/* virtio-blk-ring.c: service queue i through dev->ring; whether there was anything. */
+bool blk_service_queue_ring(struct virtio_blk *dev, unsigned i);

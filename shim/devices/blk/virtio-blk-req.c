@@ -267,3 +267,69 @@ void blk_request_execute(struct virtio_blk *dev, struct virtq *q, struct blk_req
     virtq_chain_write(q, c, c->write_len - 1, &status, 1);
     req->used_len = written + 1;
 }
+
+/* ---- through the ring (io='io_uring') ---- */
+
+/* Only what needs nothing but the transfer: anything to report (a bad
+ * request, a read-only disk), and an all-zero write under detect_zeroes,
+ * stays blk_request_execute's. */
+static bool ring_can_take(struct virtio_blk *dev, const struct virtq_chain *c, const struct virtio_blk_outhdr *hdr,
+                          bool *write, size_t *len)
+{
+    size_t data_in = c->read_len - HDR_SIZE, data_out = c->write_len - 1;
+    *write = hdr->type == VIRTIO_BLK_T_OUT;
+    if (hdr->type == VIRTIO_BLK_T_IN)
+        *len = data_in == 0 ? data_out : 0;
+    else if (*write)
+        *len = data_out == 0 && !dev->backend->readonly ? data_in : 0;
+    else
+        return false;
+    return *len && *len % BLK_SECTOR_SIZE == 0 && in_capacity(dev, hdr->sector, *len);
+}
+
+bool blk_request_start(struct virtio_blk *dev, struct blk_request *req)
+{
+    const struct virtq_chain *c = &req->chain;
+    if (req->malformed || c->write_len == 0 || c->read_len < HDR_SIZE)
+        return false;
+    struct virtio_blk_outhdr hdr;
+    virtq_chain_read(c, 0, &hdr, HDR_SIZE);
+    bool write;
+    size_t len;
+    if (!ring_can_take(dev, c, &hdr, &write, &len))
+        return false;
+    unsigned n = write ? virtq_chain_read_iov(c, HDR_SIZE, len, req->iov) : virtq_chain_write_iov(c, 0, len, req->iov);
+    if (write && dev->policy.detect_zeroes != BLK_DETECT_ZEROES_OFF && iov_all_zero(req->iov, n))
+        return false;
+    if (!blk_uring_start(dev->ring, dev->backend, hdr.sector * BLK_SECTOR_SIZE, req->iov, n, write, req))
+        return false;
+    req->ring_write = write;
+    req->sector = hdr.sector;
+    req->len = len;
+    return true;
+}
+
+void blk_request_finish(struct virtio_blk *dev, struct virtq *q, struct blk_request *req, int err)
+{
+    const struct virtq_chain *c = &req->chain;
+    const char *what = req->ring_write ? "write" : "read";
+    uint32_t data = 0;
+    uint8_t status;
+    if (!req->ring_write) /* whatever the kernel put there, even on failure, is a write into RAM */
+        virtq_chain_mark_written(q, c, 0, req->len);
+    if (err) {
+        status = backend_failed(dev, what, req->sector, err);
+    } else if (req->ring_write) {
+        atomic_fetch_add(&dev->counters.write_ops, 1);
+        atomic_fetch_add(&dev->counters.write_bytes, req->len);
+        status = written(dev, what, req->sector);
+    } else {
+        atomic_fetch_add(&dev->counters.read_ops, 1);
+        atomic_fetch_add(&dev->counters.read_bytes, req->len);
+        data = (uint32_t)req->len;
+        status = VIRTIO_BLK_S_OK;
+    }
+    atomic_fetch_add(&dev->counters.ring_transfers, 1);
+    virtq_chain_write(q, c, c->write_len - 1, &status, 1);
+    req->used_len = data + 1;
+}

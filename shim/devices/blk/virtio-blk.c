@@ -59,23 +59,23 @@ static void device_reset(void *opaque)
 
 /* ---- the I/O thread ---- */
 
-static struct virtq *queue(struct virtio_blk *dev, unsigned i)
+struct virtq *blk_queue(struct virtio_blk *dev, unsigned i)
 {
     return &dev->transport.queues[i];
 }
 
-static bool queue_live(struct virtio_blk *dev, unsigned i)
+bool blk_queue_live(struct virtio_blk *dev, unsigned i)
 {
-    return virtio_mmio_is_active(&dev->transport) && queue(dev, i)->ready;
+    return virtio_mmio_is_active(&dev->transport) && blk_queue(dev, i)->ready;
 }
 
 /* Hand one finished chain back, and tell the driver. A reset since the chain
  * was taken gave the driver new rings: the chain is not theirs any more. */
-static void complete(struct virtio_blk *dev, unsigned i, uint64_t generation, struct blk_request *req)
+void blk_complete(struct virtio_blk *dev, unsigned i, struct blk_request *req)
 {
-    struct virtq *q = queue(dev, i);
+    struct virtq *q = blk_queue(dev, i);
     g_mutex_lock(&dev->transport.lock);
-    if (generation == dev->generation && queue_live(dev, i)) {
+    if (req->generation == dev->generation && blk_queue_live(dev, i)) {
         virtq_push(q, req->chain.head, req->used_len);
         virtio_mmio_signal_used(&dev->transport, q);
     }
@@ -89,11 +89,13 @@ static void complete(struct virtio_blk *dev, unsigned i, uint64_t generation, st
  * anything. */
 static bool service_queue(struct virtio_blk *dev, unsigned i)
 {
-    struct virtq *q = queue(dev, i);
+    if (dev->ring)
+        return blk_service_queue_ring(dev, i);
+    struct virtq *q = blk_queue(dev, i);
     unsigned n = 0;
     g_mutex_lock(&dev->transport.lock);
     uint64_t generation = dev->generation;
-    if (queue_live(dev, i)) {
+    if (blk_queue_live(dev, i)) {
         virtq_set_notify_wanted(q, false); /* we are looking anyway */
         for (; n < BLK_BATCH; n++) {
             struct blk_request *req = &dev->batch[n];
@@ -103,12 +105,13 @@ static bool service_queue(struct virtio_blk *dev, unsigned i)
                 break;
             req->malformed = r < 0;
             req->why = r < 0 ? g_strdup(error->message) : NULL;
+            req->generation = generation;
         }
     }
     g_mutex_unlock(&dev->transport.lock);
     for (unsigned k = 0; k < n; k++) {
         blk_request_execute(dev, q, &dev->batch[k]);
-        complete(dev, i, generation, &dev->batch[k]);
+        blk_complete(dev, i, &dev->batch[k]);
     }
     return n > 0;
 }
@@ -128,11 +131,11 @@ static bool arm_notifications(struct virtio_blk *dev)
     bool pending = false;
     g_mutex_lock(&dev->transport.lock);
     for (unsigned i = 0; i < dev->ops.nqueues; i++) {
-        if (!queue_live(dev, i))
+        if (!blk_queue_live(dev, i))
             continue;
-        virtq_set_notify_wanted(queue(dev, i), true);
+        virtq_set_notify_wanted(blk_queue(dev, i), true);
         __atomic_thread_fence(__ATOMIC_SEQ_CST); /* flag store before the index load */
-        pending |= virtq_has_available(queue(dev, i));
+        pending |= virtq_has_available(blk_queue(dev, i));
     }
     g_mutex_unlock(&dev->transport.lock);
     return pending;
@@ -143,7 +146,7 @@ static bool any_available(struct virtio_blk *dev)
     bool pending = false;
     g_mutex_lock(&dev->transport.lock);
     for (unsigned i = 0; i < dev->ops.nqueues && !pending; i++)
-        pending = queue_live(dev, i) && virtq_has_available(queue(dev, i));
+        pending = blk_queue_live(dev, i) && virtq_has_available(blk_queue(dev, i));
     g_mutex_unlock(&dev->transport.lock);
     return pending;
 }
@@ -341,6 +344,21 @@ static struct blk_policy policy_for(const struct disk_config *cfg)
     };
 }
 
+/* io='io_uring': a ring for the batch, or one line saying why the disk does
+ * one transfer at a time as with any other io (never a failed VM). */
+static void setup_ring(struct virtio_blk *dev, const struct disk_config *cfg)
+{
+    for (unsigned k = 0; k < BLK_BATCH; k++)
+        dev->free_slots[k] = BLK_BATCH - 1 - k;
+    dev->nfree = BLK_BATCH;
+    if (!cfg->vsnap_io || !g_str_equal(cfg->vsnap_io, "io_uring"))
+        return;
+    g_autoptr(GError) error = NULL;
+    dev->ring = blk_uring_new(BLK_BATCH, &error);
+    if (!dev->ring)
+        g_message("disk %s: io_uring: %s; its requests are done one at a time", dev->id, error->message);
+}
+
 struct virtio_blk *virtio_blk_new(const struct virtio_host *host, unsigned mmio_index,
                                   const struct disk_config *cfg, struct blk_backend *backend, GError **error)
 {
@@ -364,6 +382,7 @@ struct virtio_blk *virtio_blk_new(const struct virtio_host *host, unsigned mmio_
         .reset = device_reset,
     };
     fill_config(dev);
+    setup_ring(dev, cfg);
     bool transport = virtio_mmio_init(&dev->transport, host, mmio_index, &dev->ops, dev, error);
     if (!transport || !open_thread_fds(dev, error)) {
         if (!transport) { /* virtio_blk_free releases a transport that was set up */
@@ -396,6 +415,7 @@ void virtio_blk_free(struct virtio_blk *dev)
         wake_thread(dev);
         g_thread_join(dev->thread);
     }
+    blk_uring_free(dev->ring);
     close_fd(&dev->epoll_fd);
     close_fd(&dev->wake_fd);
     if (dev->transport.ops)
@@ -447,6 +467,8 @@ void virtio_blk_add_counters(struct virtio_blk *dev, JsonBuilder *b)
         {"store_flushes", atomic_load(&c->store_flushes)},
         {"io_errors", atomic_load(&c->io_errors)},     {"guest_errors", atomic_load(&c->guest_errors)},
         {"unsupported", atomic_load(&c->unsupported)}, {"sleeps", atomic_load(&c->sleeps)},
+        {"ring_transfers", atomic_load(&c->ring_transfers)},
+        {"ring_max_in_flight", atomic_load(&c->ring_max_in_flight)},
     };
     vjson_object_begin(b, dev->id);
     for (unsigned i = 0; i < G_N_ELEMENTS(items); i++) {

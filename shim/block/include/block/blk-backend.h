@@ -36,6 +36,11 @@ struct blk_backend_ops {
     int (*flush)(struct blk_backend *b);
     int (*discard)(struct blk_backend *b, uint64_t offset, uint64_t len);
     int (*write_zeroes)(struct blk_backend *b, uint64_t offset, uint64_t len, bool may_unmap);
+    /* Optional (blk-uring.h): the descriptor a plain preadv/pwritev of
+     * [offset, offset + the iov's length) at the same offset reads or
+     * writes, for a ring to do the transfer; -1 when the range needs this
+     * backend's own op (layers, a bounce buffer). NULL: always -1. */
+    int (*ring_fd)(struct blk_backend *b, uint64_t offset, const struct iovec *iov, unsigned niov, bool write);
     /* Release everything; b is freed. */
     void (*close)(struct blk_backend *b);
 };

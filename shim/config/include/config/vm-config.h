@@ -132,6 +132,7 @@ struct disk_config {
     bool vsnap_write_through; /* FLUSH after every write (cache writethrough, directsync) */
     bool vsnap_ignore_flush;  /* the guest's FLUSH does nothing (cache unsafe) */
     bool vsnap_discard_unmap; /* with sparse: on layers a DISCARD records whole blocks as zeroes in the overlay */
+    char *vsnap_io;           /* NULL or "threads", "native" (one transfer at a time), "io_uring" (the queued ones in flight together) */
     char *vsnap_detect_zeroes; /* NULL or "off", "on" (an all-zero write is a WRITE_ZEROES), "unmap" (one that may unmap) */
 };
 
