@@ -202,12 +202,16 @@ static int raw_write_zeroes(struct blk_backend *b, uint64_t offset, uint64_t len
     return write_zero_buffers(r, offset, len);
 }
 
-/* A ring may do what transfer_all does in one call: any buffered transfer,
- * an O_DIRECT one when the guest's buffers are aligned. */
+/* A ring may do what transfer_all does in one call: an O_DIRECT transfer
+ * when the guest's buffers are aligned, and a read through the page cache
+ * (a miss waits on the page, not on a worker). Not a write into the page
+ * cache: ext4 hands each to one of the ring's kernel workers, a wakeup for
+ * a memory copy the disk's thread does at once (cached randwrite at depth
+ * 8: 43.6 MB/s through the ring, 70.7 without). */
 static int raw_ring_fd(struct blk_backend *b, uint64_t offset, const struct iovec *iov, unsigned niov, bool write)
 {
     struct blk_raw *r = raw_of(b);
-    if (write && r->base.readonly)
+    if (write && (r->base.readonly || !r->direct))
         return -1;
     return r->direct && !dio_aligned(r, offset, iov, niov) ? -1 : r->fd;
 }

@@ -73,9 +73,13 @@ static void note_in_flight(struct virtio_blk *dev)
         ;
 }
 
-static void start_or_do(struct virtio_blk *dev, unsigned i, struct blk_request *req)
+/* alone: the only request there is. Done on the thread: the ring gains
+ * nothing without a second, and its kernel worker (a transfer that would
+ * block is handed to one) costs a wakeup on a busy host (direct randread at
+ * depth 1: 10 MB/s through the ring, 17.7 without). */
+static void start_or_do(struct virtio_blk *dev, unsigned i, struct blk_request *req, bool alone)
 {
-    if (blk_request_start(dev, req))
+    if (!alone && blk_request_start(dev, req))
         return;
     drain(dev, i);
     blk_request_execute(dev, blk_queue(dev, i), req);
@@ -89,8 +93,9 @@ bool blk_service_queue_ring(struct virtio_blk *dev, unsigned i)
         unsigned taken[BLK_BATCH];
         unsigned n = total < TAKE_MAX ? take_chains(dev, i, taken) : 0;
         total += n;
+        bool alone = n == 1 && blk_uring_busy(dev->ring) == 0;
         for (unsigned k = 0; k < n; k++)
-            start_or_do(dev, i, &dev->batch[taken[k]]);
+            start_or_do(dev, i, &dev->batch[taken[k]], alone);
         note_in_flight(dev);
         if (blk_uring_busy(dev->ring) == 0 && n == 0)
             break;

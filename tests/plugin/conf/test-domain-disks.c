@@ -328,6 +328,9 @@ static void test_driver_modes(void)
         const char *dz = json_object_has_member(d, "vsnap_detect_zeroes")
                              ? json_object_get_string_member(d, "vsnap_detect_zeroes") : NULL;
         g_assert_cmpstr(dz, ==, expected[i].detect_zeroes);
+        /* io='io_uring' (disk 1) reaches the shim; native and threads are its default */
+        const char *io = json_object_has_member(d, "vsnap_io") ? json_object_get_string_member(d, "vsnap_io") : NULL;
+        g_assert_cmpstr(io, ==, i == 1 ? "io_uring" : NULL);
     }
 }
 
