@@ -129,6 +129,21 @@ class DiskModesTest(DaemonTest):
         self.assertEqual(g.sum(0, 512, 3 * 4096 + 512), pattern_sum(9, 3 * 4096 + 512))
         self.assertEqual(file_sum(image, 512, 3 * 4096 + 512), pattern_sum(9, 3 * 4096 + 512))
 
+    def test_io_uring_reaches_the_ring_in_the_confined_shim(self):
+        """<driver io='io_uring'/>: the daemon's confined shim gets a ring
+        past its seccomp lists (the ring's own restrictions), and fills of
+        several requests in flight land."""
+        image = self.image("ring.img")
+        g = self.start("ring", [(image, "vda", driver("cache='none' io='io_uring'"))])
+        disk = ET.fromstring(self.v("dumpxml", "ring").stdout).find("devices/disk")
+        self.assertEqual(disk.find("driver").get("io"), "io_uring")
+        g.fill(0, 0, 8 * MIB, 4)
+        self.assertEqual(g.sum(0, 0, 8 * MIB), pattern_sum(4, 8 * MIB))
+        self.assertEqual(file_sum(image, 0, 8 * MIB), pattern_sum(4, 8 * MIB))
+        c = self.counters("ring")
+        self.assertGreater(c["ring_transfers"], 0, c)
+        self.assertGreaterEqual(c["ring_max_in_flight"], 2, c)
+
     def test_default_cache_is_not_o_direct(self):
         image = self.image("plain.img")
         self.start("plain", [(image, "vda")])
