@@ -68,7 +68,7 @@ struct domain_disk {
     char *serial;     /* <serial>, NULL if absent; at most 20 bytes (virtio-blk's GET_ID) */
     enum domain_disk_driver driver;
     enum domain_disk_cache cache;       /* <driver cache=> */
-    enum domain_disk_io io;             /* <driver io=>: kept, one backend serves all three */
+    enum domain_disk_io io;             /* <driver io=>: io_uring is the shim's vsnap_io, native and threads its default */
     enum domain_disk_discard discard;   /* <driver discard=> */
     enum domain_disk_detect_zeroes detect_zeroes; /* <driver detect_zeroes=> */
     unsigned boot_order;  /* <boot order=>, 0 if absent: kept for the XML (one kernel boots) */
