@@ -6,6 +6,8 @@
  *                    "mode": "full" | "diff", "parent_url": "file:///parent",
  *                    "live": false,   (true: of a running VM; answers 200 {"pause_us", ...})
  *                    "live_scratch": "memory" | "destination"}
+ *   PUT vm.cancel-snapshot   (a live snapshot under way ends at its next step:
+ *                    its vm.snapshot answers 409; 204 here, 405 without one)
  *   PUT vm.restore  {"source_url": "file:///dir", "prefault": false, "resume": false,
  *                    "memory_restore_mode": "copy" | "ondemand" | "merge",
  *                    "ondemand_block_size": 65536, "prefetch": false,
@@ -241,6 +243,64 @@ static void reply_live(struct api_request *req, const struct persist_snapshot_re
     reply_json(req, 200, json_builder_get_root(b));
 }
 
+/* A live snapshot's request waits (paused) for the job's end; a client that
+ * hangs up meanwhile cancels it, as nobody would learn its result. */
+struct live_wait {
+    struct vmm *vmm;
+    struct api_store *store;
+    SoupServerMessage *msg; /* NULL once the client is gone */
+    gulong gone_id;
+};
+
+static void live_client_gone(SoupServerMessage *msg, gpointer data)
+{
+    struct live_wait *wait = data;
+    g_signal_handler_disconnect(wait->msg, wait->gone_id);
+    g_clear_object(&wait->msg);
+    g_message("vm.snapshot: the client of the live snapshot hung up: cancelling it");
+    vmm_cancel_snapshot(wait->vmm, NULL);
+}
+
+static void live_done(bool ok, const struct persist_snapshot_result *result, const GError *error, void *data)
+{
+    struct live_wait *wait = data;
+    if (ok && wait->store)
+        api_store_keep_pulled(wait->store);
+    if (wait->msg) {
+        g_signal_handler_disconnect(wait->msg, wait->gone_id);
+        struct api_request req = { .vmm = wait->vmm, .msg = wait->msg };
+        if (ok)
+            reply_live(&req, result);
+        else
+            reply_error(&req, error);
+        soup_server_message_unpause(wait->msg);
+        g_object_unref(wait->msg);
+    }
+    g_free(wait);
+}
+
+static void start_live(struct api_request *req, const struct persist_snapshot_request *sreq)
+{
+    g_autoptr(GError) error = NULL;
+    struct live_wait *wait = g_new0(struct live_wait, 1);
+    wait->vmm = req->vmm;
+    wait->store = req->store;
+    if (!vmm_snapshot_live(req->vmm, sreq, live_done, wait, &error)) {
+        g_free(wait);
+        return reply_error(req, error);
+    }
+    wait->msg = g_object_ref(req->msg);
+    wait->gone_id = g_signal_connect(req->msg, "disconnected", G_CALLBACK(live_client_gone), wait);
+    soup_server_message_pause(req->msg);
+}
+
+static void handle_cancel_snapshot(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    bool ok = vmm_cancel_snapshot(req->vmm, &error);
+    reply_result(req, ok, error);
+}
+
 static void handle_snapshot(struct api_request *req)
 {
     g_autoptr(GError) error = NULL;
@@ -255,12 +315,11 @@ static void handle_snapshot(struct api_request *req)
     }
     if (api_store_is_store_url(sreq.destination_url))
         return snapshot_to_store(req, &sreq);
-    struct persist_snapshot_result result = { 0 };
-    bool ok = vmm_snapshot(req->vmm, &sreq, &result, &error);
+    if (sreq.live)
+        return start_live(req, &sreq);
+    bool ok = vmm_snapshot(req->vmm, &sreq, NULL, &error);
     if (ok && req->store)
         api_store_keep_pulled(req->store);
-    if (ok && sreq.live)
-        return reply_live(req, &result);
     reply_result(req, ok, error);
 }
 
@@ -447,5 +506,6 @@ static void handle_restore(struct api_request *req)
 const struct route snapshot_routes[] = {
     { "vm.snapshot", "PUT", true, handle_snapshot },
     { "vm.restore", "PUT", true, handle_restore },
+    { "vm.cancel-snapshot", "PUT", false, handle_cancel_snapshot },
     { 0 },
 };

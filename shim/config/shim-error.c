@@ -14,6 +14,8 @@ unsigned shim_error_http_status(const GError *error)
     case SHIM_ERROR_NOT_FOUND:
         return 404;
     case SHIM_ERROR_CONFLICT:
+    case SHIM_ERROR_CANCELLED:
+    case SHIM_ERROR_BUSY:
         return 409;
     case SHIM_ERROR_WRONG_STATE:
         return 405;

@@ -1,32 +1,17 @@
 /* vm.snapshot of a running VM, "live": true (persist.h, README.md "Live
- * snapshots"). Pre-copy into a scratch image with KVM's dirty log, a short
- * stop for the rest, then the layer written from the scratch image while the
- * guest runs on. */
+ * snapshots"): the steps. Pre-copy into a scratch image with KVM's dirty log,
+ * a short stop for the rest, then the layer written from the scratch image
+ * while the guest runs on. live-job.c says which thread runs which step. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
-#include "persist/persist.h"
+#include "live-internal.h"
 
 #include <string.h>
 
 #include "devices-state.h"
-#include "disk-layers.h"
 #include "platform/memory.h"
 #include "ram-snapshot/dirty-bitmap.h"
-#include "ram-snapshot/scratch.h"
-#include "snapshot-internal.h"
 #include "snapshot/directory.h"
-
-struct live {
-    struct vm *vm;
-    struct persist_vm *p;
-    const struct persist_snapshot_request *req;
-    struct snap_ram ram;        /* guest RAM */
-    struct snap_scratch *scratch;
-    uint64_t words;
-    uint64_t *in_layer;         /* pages copied into the scratch image: what the layer holds */
-    uint64_t *collected;        /* every bit taken from the dirty log: the next snapshot's if this one fails */
-    struct persist_snapshot_result *result;
-};
 
 static void or_into(uint64_t *to, const uint64_t *from, uint64_t words)
 {
@@ -42,7 +27,7 @@ static uint64_t *take_dirty(struct live *l, GError **error)
     uint64_t *d = persist_dirty_collect(l->p, error);
     if (!d)
         return NULL;
-    if (l->req->diff) {
+    if (l->req.diff) {
         g_autofree uint64_t *copied = g_new(uint64_t, l->words);
         for (uint64_t w = 0; w < l->words; w++) {
             copied[w] = d[w] & l->in_layer[w];
@@ -55,13 +40,27 @@ static uint64_t *take_dirty(struct live *l, GError **error)
     return d;
 }
 
-static bool copy_pages(struct live *l, const uint64_t *pages, GError **error)
+/* Copy pages into the scratch image; while the guest runs, in steps, each
+ * published (vm.info) and each a point where a cancel ends the job. */
+static bool copy_pages(struct live *l, const uint64_t *pages, bool in_steps, GError **error)
 {
-    uint64_t n = 0;
-    if (!snap_scratch_copy(l->scratch, &l->ram, pages, &n, error))
-        return false;
+    uint64_t npages = l->ram.size / SNAP_PAGE_SIZE, step = in_steps ? LIVE_STEP_PAGES : npages;
+    struct live_progress *pr = &l->progress;
+    pr->pass_total = snap_dirty_bitmap_count(pages, l->ram.size);
+    pr->pass_copied = 0;
+    for (uint64_t first = 0; first < npages; first += step) {
+        uint64_t n = 0;
+        if (in_steps && !live_go_on(l, error))
+            return false;
+        if (!snap_scratch_copy_range(l->scratch, &l->ram, pages, first, first + step, &n, error))
+            return false;
+        l->result.copied_pages += n;
+        pr->pass_copied += n;
+        pr->copied = l->result.copied_pages;
+        if (in_steps)
+            live_report(l);
+    }
     or_into(l->in_layer, pages, l->words);
-    l->result->copied_pages += n;
     return true;
 }
 
@@ -73,18 +72,18 @@ static bool first_pass(struct live *l, GError **error)
     g_autofree uint64_t *d = take_dirty(l, error);
     if (!d)
         return false;
-    if (!l->req->diff) {
+    if (!l->req.diff) {
         memset(d, 0, l->words * sizeof *d);
         if (!snap_ram_populated(&l->ram, d, error))
             return false;
     }
-    l->result->passes = 1;
-    return copy_pages(l, d, error);
+    l->result.passes = l->progress.pass = 1;
+    return copy_pages(l, d, true, error);
 }
 
 /* Copy what was rewritten meanwhile until the rest fits the stop; returns
  * the pages left for it in *rest. */
-static bool precopy(struct live *l, uint64_t **rest, GError **error)
+bool live_precopy(struct live *l, uint64_t **rest, GError **error)
 {
     gint64 pass_start = g_get_monotonic_time();
     if (!first_pass(l, error))
@@ -93,45 +92,45 @@ static bool precopy(struct live *l, uint64_t **rest, GError **error)
      * the rewritten pages have to converge in. */
     gint64 deadline = g_get_monotonic_time() + PERSIST_LIVE_MAX_MS * G_TIME_SPAN_MILLISECOND;
     for (;;) {
+        if (!live_go_on(l, error))
+            return false;
         g_autofree uint64_t *d = take_dirty(l, error);
         if (!d)
             return false;
         uint64_t n = snap_dirty_bitmap_count(d, l->ram.size);
         gint64 now = g_get_monotonic_time();
         g_info("live snapshot: %" G_GUINT64_FORMAT " pages rewritten during pass %u (%.1f ms)", n,
-               l->result->passes, (now - pass_start) / 1e3);
+               l->result.passes, (now - pass_start) / 1e3);
+        l->progress.dirty_pages_per_s = now > pass_start ? n * G_USEC_PER_SEC / (uint64_t)(now - pass_start) : 0;
         pass_start = now;
-        if (n <= PERSIST_LIVE_PAGE_BUDGET || l->result->passes >= PERSIST_LIVE_MAX_PASSES ||
-            g_get_monotonic_time() >= deadline) {
+        if (n <= PERSIST_LIVE_PAGE_BUDGET || l->result.passes >= PERSIST_LIVE_MAX_PASSES || now >= deadline) {
             *rest = g_steal_pointer(&d);
             return true;
         }
-        if (!copy_pages(l, d, error))
+        l->result.passes = ++l->progress.pass;
+        if (!copy_pages(l, d, true, error))
             return false;
-        l->result->passes++;
     }
 }
 
 /* With the vCPUs stopped and the devices quiesced: the rest of RAM into the
  * scratch image and the vCPU and device state, all of one instant. */
-static JsonNode *at_the_stop(struct live *l, uint64_t *rest, const snap_id *id, const snap_id *parent,
-                             GError **error)
+static JsonNode *at_the_stop(struct live *l, uint64_t *rest, GError **error)
 {
     g_autofree uint64_t *d = take_dirty(l, error);
     if (!d)
         return NULL;
     or_into(rest, d, l->words);
-    uint64_t before = l->result->copied_pages;
-    if (!copy_pages(l, rest, error))
+    uint64_t before = l->result.copied_pages;
+    if (!copy_pages(l, rest, false, error))
         return NULL;
-    l->result->final_pages = l->result->copied_pages - before;
-    return snapshot_state_json(l->vm, l->req, id, parent, error);
+    l->result.final_pages = l->result.copied_pages - before;
+    return snapshot_state_json(l->vm, &l->req, &l->id, &l->parent, error);
 }
 
 /* Stop the vCPUs and every device, take the instant, let all but the disks
- * go on. On success the disks are still paused (devices_unquiesce_disks). */
-static JsonNode *stop_and_take(struct live *l, uint64_t *rest, const snap_id *id, const snap_id *parent,
-                               GError **error)
+ * go on. On success the disks are still paused (until live_end). */
+JsonNode *live_stop_and_take(struct live *l, uint64_t *rest, GError **error)
 {
     gint64 t0 = g_get_monotonic_time();
     if (!vm_pause(l->vm, error)) {
@@ -139,7 +138,7 @@ static JsonNode *stop_and_take(struct live *l, uint64_t *rest, const snap_id *id
         return NULL;
     }
     bool quiesced = devices_quiesce(l->vm, error); /* a failure leaves nothing quiesced */
-    JsonNode *state = quiesced ? at_the_stop(l, rest, id, parent, error) : NULL;
+    JsonNode *state = quiesced ? at_the_stop(l, rest, error) : NULL;
     if (state)
         devices_unquiesce_all_but_disks(l->vm);
     else if (quiesced)
@@ -147,88 +146,100 @@ static JsonNode *stop_and_take(struct live *l, uint64_t *rest, const snap_id *id
     g_autoptr(GError) resume = NULL;
     if (!vm_resume(l->vm, &resume))
         g_warning("live snapshot: the VM did not run on after its stop: %s", resume->message);
-    l->result->pause_us = (uint64_t)(g_get_monotonic_time() - t0);
+    l->result.pause_us = (uint64_t)(g_get_monotonic_time() - t0);
+    l->stopped = state != NULL;
     if (!state)
         persist_error_adopt(error);
     return state;
 }
 
 /* The disks (paused) sealed, the layer written from the scratch image, the
- * directory committed, the disks moved onto their new overlays. */
-static bool write_after_stop(struct live *l, struct vm_config *cfg, JsonNode *state, const char *tmp,
-                             const char *dest, const snap_id *id, const snap_id *parent,
-                             struct snap_save_stats *stats, GError **error)
+ * directory committed unless the job was cancelled meanwhile (the writer
+ * itself is not cut short: a cancel ends the job after it). */
+bool live_write(struct live *l, JsonNode *state, GError **error)
 {
-    struct disk_layers *disks = disk_layers_seal(l->vm, cfg, tmp, error);
-    if (!disks)
+    if (!live_go_on(l, error))
         return false;
-    disk_layers_add_records(disks, state);
-    g_autofree char *config = snapshot_config_json(cfg);
-    g_autofree char *layer = g_build_filename(tmp, SNAP_DIR_LAYER_FILE, NULL);
+    l->disks = disk_layers_seal(l->vm, l->cfg, l->tmp, error);
+    if (!l->disks)
+        return false;
+    disk_layers_add_records(l->disks, state);
+    g_autofree char *config = snapshot_config_json(l->cfg);
+    g_autofree char *layer = g_build_filename(l->tmp, SNAP_DIR_LAYER_FILE, NULL);
+    struct snap_save_stats stats = { 0 };
     struct snap_ram image;
     bool ok = snap_scratch_ram(l->scratch, &image, error) &&
-              (l->req->diff ? snap_save_diff(layer, &image, l->in_layer, id, parent, stats, error)
-                            : snap_save_full(layer, &image, id, stats, error)) &&
-              snap_dir_write_state(tmp, state, config, error) && snap_dir_commit(tmp, dest, error);
+              (l->req.diff ? snap_save_diff(layer, &image, l->in_layer, &l->id, &l->parent, &stats, error)
+                           : snap_save_full(layer, &image, &l->id, &stats, error)) &&
+              snap_dir_write_state(l->tmp, state, config, error) && live_go_on(l, error) &&
+              snap_dir_commit(l->tmp, l->dest, error);
     if (!ok) {
-        disk_layers_abort(disks);
+        g_clear_pointer(&l->disks, disk_layers_abort);
         persist_error_adopt(error);
         return false;
     }
-    disk_layers_switch(disks, l->vm, cfg, dest);
+    l->result.data_pages = stats.data_pages;
+    l->result.file_bytes = stats.file_bytes;
+    l->result.elapsed_ns = stats.elapsed_ns;
     return true;
 }
 
-static bool take_live(struct live *l, struct vm_config *cfg, const char *tmp, const char *dest, const snap_id *id,
-                      const snap_id *parent, GError **error)
+bool live_prepare(struct live *l, struct vm *vm, struct vm_config *cfg, const struct persist_snapshot_request *req,
+                  GError **error)
 {
-    g_autofree uint64_t *rest = NULL;
-    l->scratch = snap_scratch_new(l->req->scratch_on_disk ? tmp : NULL, l->ram.size, error);
-    if (!l->scratch || !precopy(l, &rest, error)) {
-        persist_error_adopt(error);
+    if (!snapshot_check_request(vm, req, &l->parent, error))
         return false;
-    }
-    g_autoptr(JsonNode) state = stop_and_take(l, rest, id, parent, error);
-    if (!state)
+    l->dest = persist_path_from_url(req->destination_url, "destination_url", error);
+    l->tmp = l->dest ? snapshot_partial_dir(l->dest, error) : NULL;
+    if (!l->tmp)
         return false;
-    struct snap_save_stats stats = { 0 };
-    bool ok = write_after_stop(l, cfg, state, tmp, dest, id, parent, &stats, error);
-    devices_unquiesce_disks(l->vm);
-    if (ok) {
-        if (l->req->diff)
-            persist_note_diff(l->p, l->in_layer);
-        snapshot_note_taken(l->p, l->req, dest, id, &stats, l->result);
-    }
-    return ok;
-}
-
-bool persist_snapshot_live(struct vm *vm, struct vm_config *cfg, const struct persist_snapshot_request *req,
-                           struct persist_snapshot_result *result, GError **error)
-{
-    snap_id parent = { 0 }, id;
-    if (!snapshot_check_request(vm, req, &parent, error))
-        return false;
-    g_autofree char *dest = persist_path_from_url(req->destination_url, "destination_url", error);
-    g_autofree char *tmp = dest ? snapshot_partial_dir(dest, error) : NULL;
-    if (!tmp)
-        return false;
-    struct persist_snapshot_result local = { 0 };
     const struct guest_memory *mem = vm_memory(vm);
-    struct live l = {
-        .vm = vm, .p = persist_vm_get(vm), .req = req, .result = result ? result : &local,
-        .ram = { mem->host, mem->size, mem->fd, mem->page_size }, .words = snap_dirty_bitmap_words(mem->size),
-    };
-    l.in_layer = snap_dirty_bitmap_new(mem->size);
-    l.collected = snap_dirty_bitmap_new(mem->size);
+    l->vm = vm;
+    l->cfg = cfg;
+    l->p = persist_vm_get(vm);
+    l->req = *req;
+    l->req.destination_url = g_strdup(req->destination_url);
+    l->req.parent_url = g_strdup(req->parent_url);
+    l->req.vmm_state = req->vmm_state ? json_node_copy(req->vmm_state) : NULL;
+    l->ram = (struct snap_ram){ mem->host, mem->size, mem->fd, mem->page_size };
+    l->words = snap_dirty_bitmap_words(mem->size);
+    l->in_layer = snap_dirty_bitmap_new(mem->size);
+    l->collected = snap_dirty_bitmap_new(mem->size);
     /* RAM restored on demand is only complete once every page is in. */
     if (!req->diff)
-        persist_vm_fill_all(l.p);
-    snap_id_random(&id);
-    bool ok = take_live(&l, cfg, tmp, dest, &id, &parent, error);
-    persist_dirty_settle(l.p, l.collected, ok);
-    snap_scratch_free(l.scratch);
-    g_free(l.in_layer);
-    if (!ok)
-        snapshot_remove_partial(tmp);
-    return ok;
+        persist_vm_fill_all(l->p);
+    snap_id_random(&l->id);
+    l->scratch = snap_scratch_new(req->scratch_on_disk ? l->tmp : NULL, l->ram.size, error);
+    if (!l->scratch)
+        persist_error_adopt(error);
+    return l->scratch != NULL;
+}
+
+/* The job's end, ok or not, on the owner: the disks onto their new layers
+ * (or left on theirs) and let go, the VM's record of its last snapshot, the
+ * log's bits kept for the next one if this one failed; nothing partial. */
+void live_end(struct live *l, bool ok)
+{
+    if (ok)
+        disk_layers_switch(g_steal_pointer(&l->disks), l->vm, l->cfg, l->dest);
+    if (l->stopped)
+        devices_unquiesce_disks(l->vm);
+    if (ok) {
+        if (l->req.diff)
+            persist_note_diff(l->p, l->in_layer);
+        struct snap_save_stats stats = { .data_pages = l->result.data_pages, .file_bytes = l->result.file_bytes,
+                                         .elapsed_ns = l->result.elapsed_ns };
+        snapshot_note_taken(l->p, &l->req, l->dest, &l->id, &stats, &l->result);
+    }
+    if (l->collected)
+        persist_dirty_settle(l->p, g_steal_pointer(&l->collected), ok);
+    if (!ok && l->tmp)
+        snapshot_remove_partial(l->tmp);
+    g_clear_pointer(&l->scratch, snap_scratch_free);
+    g_clear_pointer(&l->in_layer, g_free);
+    g_clear_pointer(&l->dest, g_free);
+    g_clear_pointer(&l->tmp, g_free);
+    g_free((char *)l->req.destination_url);
+    g_free((char *)l->req.parent_url);
+    g_clear_pointer(&l->req.vmm_state, json_node_unref);
 }

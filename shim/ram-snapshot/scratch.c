@@ -73,11 +73,12 @@ static bool copy_run(struct snap_scratch *s, const struct snap_ram *ram, uint64_
     return true;
 }
 
-bool snap_scratch_copy(struct snap_scratch *s, const struct snap_ram *ram, const uint64_t *bitmap, uint64_t *pages,
-                       GError **error)
+bool snap_scratch_copy_range(struct snap_scratch *s, const struct snap_ram *ram, const uint64_t *bitmap,
+                             uint64_t first, uint64_t end, uint64_t *pages, GError **error)
 {
-    uint64_t npages = ram->size / SNAP_PAGE_SIZE, copied = 0;
-    for (uint64_t p = 0; p < npages;) {
+    uint64_t copied = 0;
+    end = MIN(end, ram->size / SNAP_PAGE_SIZE);
+    for (uint64_t p = first; p < end;) {
         if (p % 64 == 0 && bitmap[p / 64] == 0) {
             p += 64;
             continue;
@@ -87,7 +88,7 @@ bool snap_scratch_copy(struct snap_scratch *s, const struct snap_ram *ram, const
             continue;
         }
         uint64_t q = p + 1;
-        while (q < npages && snap_dirty_bitmap_test(bitmap, q))
+        while (q < end && snap_dirty_bitmap_test(bitmap, q))
             q++;
         if (!copy_run(s, ram, p, q - p, error))
             return false;
@@ -97,6 +98,12 @@ bool snap_scratch_copy(struct snap_scratch *s, const struct snap_ram *ram, const
     if (pages)
         *pages = copied;
     return true;
+}
+
+bool snap_scratch_copy(struct snap_scratch *s, const struct snap_ram *ram, const uint64_t *bitmap, uint64_t *pages,
+                       GError **error)
+{
+    return snap_scratch_copy_range(s, ram, bitmap, 0, ram->size / SNAP_PAGE_SIZE, pages, error);
 }
 
 static void set_range(uint64_t *bitmap, uint64_t first, uint64_t end)

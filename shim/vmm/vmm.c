@@ -56,6 +56,11 @@ struct vmm {
     char *ready_info;
     GArray *ready_watches;    /* struct ready_watch */
     guint next_watch_id;
+
+    /* A live snapshot under way: the VM changes only through it until its end. */
+    struct persist_live_job *live_job;
+    vmm_live_done_func live_done;
+    void *live_data;
 };
 
 /* ---- construction --------------------------------------------------------- */
@@ -225,6 +230,9 @@ static void drop_vm(struct vmm *vmm, struct vm *vm, struct vm_link *link, const 
  * callback already queued for the main thread sees a newer generation. */
 static void teardown_vm(struct vmm *vmm)
 {
+    /* A live snapshot reads the VM's RAM on its thread: it ends first. */
+    if (vmm->live_job)
+        persist_live_end_now(vmm->live_job);
     if (!vmm->vm)
         return;
     vm_free(vmm->vm);
@@ -300,6 +308,18 @@ static bool require_state(struct vmm *vmm, const char *action, GError **error, i
     return false;
 }
 
+/* While a live snapshot runs only vm.info, vm.counters, vm.set-link and
+ * vm.cancel-snapshot are served: the rest would change the VM under it. */
+static bool require_no_live_job(struct vmm *vmm, const char *action, GError **error)
+{
+    if (!vmm->live_job)
+        return true;
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_BUSY,
+                "cannot %s: a live snapshot is under way (it ends on its own, or PUT vm.cancel-snapshot ends it)",
+                action);
+    return false;
+}
+
 /* ---- API actions ------------------------------------------------------------- */
 
 bool vmm_create(struct vmm *vmm, struct vm_config *cfg, GError **error)
@@ -335,6 +355,8 @@ bool vmm_boot(struct vmm *vmm, GError **error)
 
 bool vmm_pause(struct vmm *vmm, GError **error)
 {
+    if (!require_no_live_job(vmm, "pause", error))
+        return false;
     if (!require_state(vmm, "pause", error, 1, VMM_STATE_RUNNING))
         return false;
     emit(vmm, "pausing");
@@ -349,6 +371,8 @@ bool vmm_pause(struct vmm *vmm, GError **error)
 
 bool vmm_resume(struct vmm *vmm, GError **error)
 {
+    if (!require_no_live_job(vmm, "resume", error))
+        return false;
     if (!require_state(vmm, "resume", error, 1, VMM_STATE_PAUSED))
         return false;
     emit(vmm, "resuming");
@@ -381,6 +405,8 @@ static void shut_down(struct vmm *vmm)
 
 bool vmm_shutdown_vm(struct vmm *vmm, GError **error)
 {
+    if (!require_no_live_job(vmm, "shut down", error))
+        return false;
     if (!require_state(vmm, "shut down", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
         return false;
     record_stop(vmm, "shutdown", "api", NULL);
@@ -405,6 +431,8 @@ static bool reboot_vm(struct vmm *vmm, GError **error)
 
 bool vmm_reboot(struct vmm *vmm, GError **error)
 {
+    if (!require_no_live_job(vmm, "reboot", error))
+        return false;
     if (!require_state(vmm, "reboot", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
         return false;
     record_stop(vmm, "reboot", "api", NULL);
@@ -471,6 +499,8 @@ bool vmm_add_net(struct vmm *vmm, const struct net_config *net, GError **error)
 
 bool vmm_move_disk_layers(struct vmm *vmm, const char *from, const char *to, unsigned *moved, GError **error)
 {
+    if (!require_no_live_job(vmm, "move disk layers", error))
+        return false;
     if (!require_created(vmm, error))
         return false;
     if (from[0] != '/' || (to && to[0] != '/')) {
@@ -522,6 +552,8 @@ bool vmm_remove_device(struct vmm *vmm, const char *id, GError **error)
 /* As Cloud Hypervisor: deleting when there is no VM succeeds. */
 bool vmm_delete(struct vmm *vmm, GError **error)
 {
+    if (!require_no_live_job(vmm, "delete the VM", error))
+        return false;
     if (vmm->state == VMM_STATE_NOT_CREATED)
         return true;
     if (vmm->vm) {
@@ -536,6 +568,8 @@ bool vmm_delete(struct vmm *vmm, GError **error)
 
 bool vmm_power_button(struct vmm *vmm, GError **error)
 {
+    if (!require_no_live_job(vmm, "press the power button", error))
+        return false;
     if (!require_state(vmm, "press the power button", error, 1, VMM_STATE_RUNNING))
         return false;
     vm_power_button(vmm->vm);
@@ -580,13 +614,15 @@ static JsonNode *vmm_state_for_snapshot(struct vmm *vmm)
     return json_builder_get_root(b);
 }
 
-bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
-                  struct persist_snapshot_result *result, GError **error)
+/* What a snapshot request must meet before anything starts. */
+static bool check_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req, GError **error)
 {
     if (vmm->state == VMM_STATE_NOT_CREATED) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_CREATED, "no VM: create or restore one first");
         return false;
     }
+    if (!require_no_live_job(vmm, "snapshot", error))
+        return false;
     if (!req->live && vmm->state != VMM_STATE_PAUSED) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "cannot snapshot: the VM is %s (pause it first)",
                     vmm_state_to_string(vmm->state));
@@ -598,24 +634,17 @@ bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
                     "without \"live\" a paused one is snapshotted)", vmm_state_to_string(vmm->state));
         return false;
     }
-    struct persist_snapshot_result local_result = { 0 };
-    if (!result)
-        result = &local_result;
     /* As Cloud Hypervisor: "snapshotting" only for a request that will be tried. */
     if (!persist_snapshot_check(vmm->vm, req, error)) {
         to_shim_error(error);
         return false;
     }
-    emit(vmm, "snapshotting");
-    struct persist_snapshot_request with_vmm = *req;
-    g_autoptr(JsonNode) vmm_state = vmm_state_for_snapshot(vmm);
-    with_vmm.vmm_state = vmm_state;
-    bool ok = req->live ? persist_snapshot_live(vmm->vm, vmm->config, &with_vmm, result, error)
-                        : persist_snapshot(vmm->vm, vmm->config, &with_vmm, result, error);
-    if (!ok) {
-        to_shim_error(error);
-        return false;
-    }
+    return true;
+}
+
+static void note_snapshotted(struct vmm *vmm, const struct persist_snapshot_request *req,
+                             const struct persist_snapshot_result *result)
+{
     g_info("snapshot %s: %" G_GUINT64_FORMAT " pages, %" G_GUINT64_FORMAT " bytes in %.3f ms", result->id,
            result->data_pages, result->file_bytes, result->elapsed_ns / 1e6);
     if (req->live)
@@ -623,6 +652,83 @@ bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
                " of them in a stop of %" G_GUINT64_FORMAT " us", result->id, result->passes, result->copied_pages,
                result->final_pages, result->pause_us);
     events_emit_strings(vmm->events, "vm", "snapshotted", "id", result->id, NULL);
+}
+
+bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
+                  struct persist_snapshot_result *result, GError **error)
+{
+    if (req->live) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "a live snapshot is taken with vmm_snapshot_live");
+        return false;
+    }
+    if (!check_snapshot(vmm, req, error))
+        return false;
+    struct persist_snapshot_result local_result = { 0 };
+    if (!result)
+        result = &local_result;
+    emit(vmm, "snapshotting");
+    struct persist_snapshot_request with_vmm = *req;
+    g_autoptr(JsonNode) vmm_state = vmm_state_for_snapshot(vmm);
+    with_vmm.vmm_state = vmm_state;
+    if (!persist_snapshot(vmm->vm, vmm->config, &with_vmm, result, error)) {
+        to_shim_error(error);
+        return false;
+    }
+    note_snapshotted(vmm, req, result);
+    return true;
+}
+
+static void live_snapshot_done(bool ok, const struct persist_snapshot_result *result, const GError *error,
+                               void *data)
+{
+    struct vmm *vmm = data;
+    vmm_live_done_func done = vmm->live_done;
+    void *done_data = vmm->live_data;
+    vmm->live_job = NULL;
+    vmm->live_done = NULL;
+    vmm->live_data = NULL;
+    struct persist_snapshot_request req = { .live = true };
+    if (ok)
+        note_snapshotted(vmm, &req, result);
+    g_autoptr(GError) shim_error = error ? g_error_copy(error) : NULL;
+    if (shim_error && shim_error->domain == PERSIST_ERROR && shim_error->code == PERSIST_ERROR_CANCELLED) {
+        GError *cancelled = g_error_new_literal(SHIM_ERROR, SHIM_ERROR_CANCELLED, shim_error->message);
+        g_clear_error(&shim_error);
+        shim_error = cancelled;
+    }
+    to_shim_error(&shim_error);
+    events_emit_strings(vmm->events, "vm", ok ? "live-snapshot-completed" : "live-snapshot-failed", "detail",
+                        ok ? result->id : shim_error->message, NULL);
+    done(ok, result, shim_error, done_data);
+}
+
+bool vmm_snapshot_live(struct vmm *vmm, const struct persist_snapshot_request *req, vmm_live_done_func done,
+                       void *data, GError **error)
+{
+    if (!check_snapshot(vmm, req, error))
+        return false;
+    emit(vmm, "snapshotting");
+    struct persist_snapshot_request with_vmm = *req;
+    g_autoptr(JsonNode) vmm_state = vmm_state_for_snapshot(vmm);
+    with_vmm.vmm_state = vmm_state;
+    vmm->live_job = persist_live_start(vmm->vm, vmm->config, &with_vmm, live_snapshot_done, vmm, error);
+    if (!vmm->live_job) {
+        to_shim_error(error);
+        return false;
+    }
+    vmm->live_done = done;
+    vmm->live_data = data;
+    return true;
+}
+
+bool vmm_cancel_snapshot(struct vmm *vmm, GError **error)
+{
+    if (!vmm->live_job) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "no live snapshot is under way");
+        return false;
+    }
+    g_message("live snapshot: cancel requested through the API");
+    persist_live_cancel(vmm->live_job);
     return true;
 }
 
@@ -851,6 +957,11 @@ static void add_vsnap_info(struct vmm *vmm, JsonBuilder *b)
         vjson_null(b, NULL);
     if (vmm->vm) /* snapshot id, restore mode, on-demand progress */
         persist_add_info(vmm->vm, b);
+    vjson_member(b, "snapshot_job");
+    if (vmm->live_job)
+        persist_live_add_info(vmm->live_job, b);
+    else
+        vjson_null(b, NULL);
     vjson_object_end(b);
 }
 

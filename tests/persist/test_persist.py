@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 SHIM, GUEST, PATTERN, CASE = sys.argv[1:5]
@@ -1063,8 +1064,100 @@ def case_live_fail(workdir):
             conn.close()
 
 
+class LiveInBackground:
+    """A live vm.snapshot on a thread of its own: its answer, and when it came."""
+
+    def __init__(self, shim, dest, **extra):
+        self.status = self.reply = self.done_at = None
+        body = {"destination_url": "file://" + dest, "live": True, **extra}
+        self.thread = threading.Thread(target=self._run, args=(shim, body), daemon=True)
+        self.thread.start()
+
+    def _run(self, shim, body):
+        self.status, self.reply = shim.api("PUT", "vm.snapshot", body, timeout=120)
+        self.done_at = time.monotonic()
+
+    def join(self, timeout_s=60):
+        self.thread.join(timeout_s)
+        check(not self.thread.is_alive(), "the live vm.snapshot did not answer")
+        return self.status, self.reply
+
+
+def timed_info(shim):
+    t0 = time.monotonic()
+    info = shim.ok("GET", "vm.info")
+    return info, time.monotonic() - t0
+
+
+def wait_job(shim, until, what, timeout_s=30):
+    """vm.info's vsnap.snapshot_job once until(job) holds; the slowest answer."""
+    deadline, slowest = time.monotonic() + timeout_s, 0
+    while time.monotonic() < deadline:
+        info, took = timed_info(shim)
+        slowest = max(slowest, took)
+        job = info["vsnap"]["snapshot_job"]
+        if job is not None and until(job):
+            return job, slowest
+        time.sleep(0.02)
+    raise Fail(f"{shim.name}: no snapshot job {what} in {timeout_s} s: {info['vsnap']['snapshot_job']}")
+
+
+def case_live_cancel(workdir):
+    """While a live snapshot of a VM with 1.5 GiB to copy runs, the API
+    answers: vm.info at once, with the job's progress; vm.pause refused
+    (409); vm.cancel-snapshot ends it at its next step: vm.snapshot answers
+    409, the VM runs, nothing is left, and a later live diff on the earlier
+    snapshot still holds every page written before the cancel."""
+    with ApiShim(SHIM, workdir=workdir, name="src") as src:
+        src.boot(GUEST, "vsnap.fill_mib=1536 vsnap.seed=7 vsnap.gen_mib=32 vsnap.heartbeat_ms=100",
+                 memory_mib=2048)
+        conn = connect(src)
+        gencheck(conn, "source")
+        status, reply = src.api("PUT", "vm.cancel-snapshot")
+        check(status == 405 and "no live snapshot" in error_message(reply), f"cancel without a job: {status} {reply}")
+        check(timed_info(src)[0]["vsnap"]["snapshot_job"] is None, "a snapshot job before any")
+        base = os.path.join(workdir, "base")
+        job = LiveInBackground(src, base)
+        seen, slowest = wait_job(src, lambda j: j["phase"] == "precopy" and j["pass_pages_copied"] > 0, "copying")
+        print(f"during the first live snapshot: {seen}; vm.info's slowest answer {slowest * 1e3:.1f} ms")
+        check(seen["ram_pages"] == 2048 * MIB // 4096 and seen["pass_pages_total"] >= 1536 * MIB // 4096,
+              f"the first pass copies the populated RAM: {seen}")
+        status, reply = job.join()
+        check(status == 200, f"the live snapshot under vm.info's polling: {status} {reply}")
+        conn.ok(f"FILL {FILL_BASE:#x} {32 * MIB:#x} 9")  # the diff after the cancel must carry this
+        cancelled = os.path.join(workdir, "cancelled")
+        job = LiveInBackground(src, cancelled)
+        seen, slowest = wait_job(src, lambda j: j["pass_pages_copied"] > 16 * MIB // 4096, "half-way")
+        status, reply = src.api("PUT", "vm.pause")
+        check(status == 409 and "live snapshot is under way" in error_message(reply), f"pause: {status} {reply}")
+        t0 = time.monotonic()
+        src.ok("PUT", "vm.cancel-snapshot")
+        status, reply = job.join()
+        took_ms = (job.done_at - t0) * 1e3
+        print(f"cancelled at {seen}: vm.snapshot answered {status} {took_ms:.1f} ms after the cancel; "
+              f"vm.info's slowest answer {slowest * 1e3:.1f} ms")
+        check(status == 409 and "cancelled" in error_message(reply), f"the cancelled snapshot: {status} {reply}")
+        check(took_ms < 1000, f"the cancel took {took_ms:.0f} ms")
+        check(slowest < 1.0, f"vm.info took {slowest:.1f} s during a live snapshot")
+        info = src.ok("GET", "vm.info")
+        check(info["state"] == "Running" and info["vsnap"]["snapshot_job"] is None, f"after the cancel: {info}")
+        left = [n for n in os.listdir(workdir) if n.startswith("cancelled") or n.startswith(".cancelled")]
+        check(left == [], f"the cancelled snapshot left {left}")
+        gencheck(conn, "source after the cancel")
+        diff = os.path.join(workdir, "diff")
+        live_snapshot(src, diff, base)
+        conn.close()
+    expected = subprocess.run([PATTERN, "9", str(32 * MIB)], check=True, capture_output=True, text=True).stdout.strip()
+    with restored(workdir, "dst", diff, "copy") as dst:
+        conn = connect(dst)
+        gencheck(conn, "the diff after a cancelled snapshot")
+        check(conn.sum(FILL_BASE, 32 * MIB) == expected, "the diff after a cancelled snapshot lost pages")
+        conn.close()
+
+
 CASES = {
     "live": case_live,
+    "live_cancel": case_live_cancel,
     "live_fail": case_live_fail,
     "hugepages_copy": lambda d: case_hugepages(d, "copy"),
     "hugepages_merge": lambda d: case_hugepages(d, "merge"),

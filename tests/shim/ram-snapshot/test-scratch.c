@@ -105,6 +105,39 @@ static void test_bad_directory(void)
     g_assert_nonnull(strstr(error->message, "/nonexistent-vsnap-dir"));
 }
 
+/* A range copies its pages only: a run across either end is cut there, and
+ * steps that cover RAM copy what one whole copy does. */
+static void test_copy_range(void)
+{
+    int fd = -1;
+    uint8_t *ram = test_ram_new(RAM_SIZE, &fd);
+    test_fill(ram, 4000, 200, 6);
+    struct snap_ram r = { .host = ram, .size = RAM_SIZE, .fd = fd };
+    g_autoptr(GError) error = NULL;
+    struct snap_scratch *s = snap_scratch_new(NULL, RAM_SIZE, &error);
+    g_assert_no_error(error);
+    g_autofree uint64_t *pages = test_bitmap_new(RAM_SIZE);
+    test_bitmap_set(pages, 4000, 200);
+    uint64_t copied = 0;
+    g_assert_true(snap_scratch_copy_range(s, &r, pages, 4096, 4150, &copied, &error));
+    g_assert_cmpuint(copied, ==, 54);
+    struct snap_ram image;
+    g_assert_true(snap_scratch_ram(s, &image, &error));
+    g_assert_true(memcmp(image.host + 4096 * TEST_PAGE, ram + 4096 * TEST_PAGE, 54 * TEST_PAGE) == 0);
+    static const uint8_t zero[TEST_PAGE];
+    g_assert_true(memcmp(image.host + 4095 * TEST_PAGE, zero, TEST_PAGE) == 0);
+    g_assert_true(memcmp(image.host + 4150 * TEST_PAGE, zero, TEST_PAGE) == 0);
+    uint64_t total = 0;
+    for (uint64_t first = 0; first < NPAGES; first += 4096) {
+        g_assert_true(snap_scratch_copy_range(s, &r, pages, first, first + 4096, &copied, &error));
+        total += copied;
+    }
+    g_assert_cmpuint(total, ==, 200);
+    g_assert_true(memcmp(image.host + 4000 * TEST_PAGE, ram + 4000 * TEST_PAGE, 200 * TEST_PAGE) == 0);
+    snap_scratch_free(s);
+    test_ram_free(ram, RAM_SIZE, fd);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -112,5 +145,6 @@ int main(int argc, char **argv)
     g_test_add_func("/snapshot/scratch/last-copy-wins-directory", test_in_directory);
     g_test_add_func("/snapshot/scratch/populated-anonymous", test_populated_anonymous);
     g_test_add_func("/snapshot/scratch/bad-directory", test_bad_directory);
+    g_test_add_func("/snapshot/scratch/copy-range", test_copy_range);
     return g_test_run();
 }

@@ -16,6 +16,8 @@ enum shim_error_code {
     SHIM_ERROR_NOT_FOUND,    /* 404: no device with that id */
     SHIM_ERROR_CONFLICT,     /* 409: a device with that id exists already */
     SHIM_ERROR_FAILED,       /* 500: building or running the VM failed */
+    SHIM_ERROR_CANCELLED,    /* 409: a live snapshot ended by vm.cancel-snapshot */
+    SHIM_ERROR_BUSY,         /* 409: a live snapshot is under way */
     SHIM_ERROR_TIMEOUT,      /* 504: a server the request needs (a snapshot store) did not finish in time */
 };
 

@@ -10,6 +10,7 @@ GQuark persist_error_quark(void);
 enum persist_error_code {
     PERSIST_ERROR_INVALID, /* the request or the snapshot on disk is wrong: 400 */
     PERSIST_ERROR_FAILED,  /* KVM or the file system failed: 500 */
+    PERSIST_ERROR_CANCELLED, /* a live snapshot ended by persist_live_cancel */
 };
 
 /* An error of a layer below as one of persist's: the snapshot library's

@@ -68,13 +68,33 @@ bool persist_snapshot(struct vm *vm, struct vm_config *cfg, const struct persist
  * until their layers are sealed, the memory layer is written from the scratch
  * image and the directory is committed, when they move onto their new
  * overlays. So the snapshot is the VM at the instant of the stop, a layer like
- * any other. On failure nothing is left, the VM runs, its dirty pages go
- * into the next snapshot. */
+ * any other. On failure or cancel nothing is left, the VM runs, its dirty
+ * pages go into the next snapshot.
+ *
+ * It runs as a job: persist_live_start checks the request and returns at
+ * once; the passes and the layer's write run on a thread of their own, the
+ * stop and the end on the calling thread's main context (the VM's owner),
+ * which must keep running and must not change the VM meanwhile (no pause,
+ * resume, teardown: persist_live_end_now first). done is called there, once,
+ * with the job's result (error PERSIST_ERROR_CANCELLED after a cancel); the
+ * job is gone after it. */
 #define PERSIST_LIVE_PAGE_BUDGET 1024u /* 4 MiB: about 1-2 ms of copying with the vCPUs stopped */
 #define PERSIST_LIVE_MAX_PASSES 8u
 #define PERSIST_LIVE_MAX_MS 3000u
-bool persist_snapshot_live(struct vm *vm, struct vm_config *cfg, const struct persist_snapshot_request *req,
-                           struct persist_snapshot_result *result, GError **error);
+struct persist_live_job;
+typedef void (*persist_live_done_func)(bool ok, const struct persist_snapshot_result *result, const GError *error,
+                                       void *data);
+struct persist_live_job *persist_live_start(struct vm *vm, struct vm_config *cfg,
+                                            const struct persist_snapshot_request *req,
+                                            persist_live_done_func done, void *data, GError **error);
+/* End the job at its next step (a step of a pass: 16 MiB; the stop, if
+ * begun, completes; a layer being written is finished, then dropped). */
+void persist_live_cancel(struct persist_live_job *job);
+/* Cancel, and wait for the end here (done is called before it returns). */
+void persist_live_end_now(struct persist_live_job *job);
+/* vm.info's vsnap.snapshot_job: {phase, pass, pages copied of the pass's,
+ * copied_pages, ram_pages, dirty_pages_per_s, elapsed_ms, cancelling}. */
+void persist_live_add_info(struct persist_live_job *job, JsonBuilder *b);
 
 struct persist_restore_request {
     const char *source_url;

@@ -26,6 +26,10 @@ void snap_scratch_free(struct snap_scratch *s);
  * scratch image; *pages (may be NULL) gets how many. */
 bool snap_scratch_copy(struct snap_scratch *s, const struct snap_ram *ram, const uint64_t *bitmap, uint64_t *pages,
                        GError **error);
+/* The same for the pages from first up to end (exclusive) only: a pass
+ * copied in steps, so that it can stop between two. */
+bool snap_scratch_copy_range(struct snap_scratch *s, const struct snap_ram *ram, const uint64_t *bitmap,
+                             uint64_t first, uint64_t end, uint64_t *pages, GError **error);
 
 /* Set in bitmap the pages of ram that are populated (pages never touched
  * are holes of its memfd, or not resident: mincore), without touching them. */
