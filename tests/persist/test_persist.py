@@ -1155,8 +1155,40 @@ def case_live_cancel(workdir):
         conn.close()
 
 
+def case_live_teardown(workdir):
+    """A guest that powers off during a live snapshot, and a vmm.shutdown
+    during one, end it first: vm.snapshot answers 409 (the poweroff), the VM
+    is Shutdown, the shim exits cleanly, nothing is left."""
+    cmdline = "vsnap.fill_mib=1536 vsnap.seed=7 vsnap.heartbeat_ms=100"
+    with ApiShim(SHIM, workdir=workdir, name="halt") as src:
+        src.boot(GUEST, cmdline, memory_mib=2048)
+        conn = connect(src)
+        job = LiveInBackground(src, os.path.join(workdir, "halted"))
+        wait_job(src, lambda j: j["pass_pages_copied"] > 0, "copying")
+        check(conn.cmd("HALT") == "OK", "HALT")
+        status, reply = job.join()
+        print(f"the guest powered off during a live snapshot: {status} {reply}")
+        check(status == 409 and "cancelled" in error_message(reply), f"vm.snapshot: {status} {reply}")
+        check(src.state() == "Shutdown", "the VM is not Shutdown after its poweroff")
+        conn.close()
+    with ApiShim(SHIM, workdir=workdir, name="exit") as src:
+        src.boot(GUEST, cmdline, memory_mib=2048)
+        connect(src).close()  # the guest has filled its RAM
+        job = LiveInBackground(src, os.path.join(workdir, "exited"))
+        wait_job(src, lambda j: j["pass_pages_copied"] > 0, "copying")
+        t0 = time.monotonic()
+        src.api("PUT", "vmm.shutdown", timeout=10)
+        code = src.proc.wait(timeout=10)
+        print(f"vmm.shutdown during a live snapshot: exit {code} after {(time.monotonic() - t0) * 1e3:.0f} ms")
+        check(code == 0, f"the shim exited {code}" + src.describe())
+        job.thread.join(10)
+    left = [n for n in os.listdir(workdir) if "halted" in n or "exited" in n]
+    check(left == [], f"left behind: {left}")
+
+
 CASES = {
     "live": case_live,
+    "live_teardown": case_live_teardown,
     "live_cancel": case_live_cancel,
     "live_fail": case_live_fail,
     "hugepages_copy": lambda d: case_hugepages(d, "copy"),
