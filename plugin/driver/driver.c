@@ -840,7 +840,12 @@ bool driver_abort_job(struct vsnap_driver *drv, struct vsnap_domain *dom, unsign
      * domjobinfo shows: the domain's own (a snapshot or save in the VMM),
      * else a revert's import, else a background push. */
     struct domain_job job = {0};
-    if (domain_job_get(dom, &job)) {
+    bool have = domain_job_get(dom, &job);
+    if (have && job.live) { /* a live snapshot: the shim cancels it */
+        domain_job_clear(&job);
+        return domain_job_cancel_live(dom, error);
+    }
+    if (have) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
                     "cannot abort the %s job of %s: it runs in the VMM and ends on its own "
                     "(virsh destroy stops the domain)", job_name(job.operation), dom->name);

@@ -250,6 +250,36 @@ bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
     return ok;
 }
 
+bool monitor_vm_snapshot_live(const char *api_socket, const char *destination_url,
+                              const char *parent_url, uint64_t ram_bytes, bool *refused,
+                              bool *cancelled, GError **error)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "destination_url", destination_url);
+    vjson_bool(b, "live", true);
+    if (parent_url) {
+        vjson_str(b, "mode", "diff");
+        vjson_str(b, "parent_url", parent_url);
+    }
+    vjson_object_end(b);
+    g_autofree char *body = vjson_finish(b, false);
+    long status = 0;
+    /* The passes and the layer's write take what a paused snapshot takes,
+     * and more (the guest competes): ram_timeout_ms's margin covers it. */
+    bool ok = request_status(api_socket, "PUT", "vm.snapshot", body, ram_timeout_ms(ram_bytes),
+                             NULL, &status, error);
+    *cancelled = status == 409;
+    if (refused)
+        *refused = status >= 400 && status < 500 && status != 409;
+    return ok;
+}
+
+bool monitor_vm_cancel_snapshot(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.cancel-snapshot", NULL, QUICK_TIMEOUT_MS, NULL, error);
+}
+
 /* Every host path and tap of the restored VM is the live definition's (a
  * snapshot from a store supplies none). Of the vsock device only the socket
  * is the host's business; the CID and the rest are the guest's and come
@@ -380,6 +410,32 @@ bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **erro
         info->serial_pty = g_strdup(pty);
     }
     read_disk_chains(obj, info);
+    return true;
+}
+
+static uint64_t member_u64(JsonObject *obj, const char *name)
+{
+    gint64 v = json_object_get_int_member_with_default(obj, name, 0);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+bool monitor_vm_snapshot_job(const char *api_socket, struct monitor_snapshot_job *job, GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *obj = get_object(api_socket, "vm.info", parser, error);
+    JsonNode *vsnap = obj ? json_object_get_member(obj, "vsnap") : NULL;
+    JsonNode *node = vsnap && JSON_NODE_HOLDS_OBJECT(vsnap)
+                         ? json_object_get_member(json_node_get_object(vsnap), "snapshot_job") : NULL;
+    if (!node || !JSON_NODE_HOLDS_OBJECT(node))
+        return false;
+    JsonObject *o = json_node_get_object(node);
+    *job = (struct monitor_snapshot_job){
+        .ram_pages = member_u64(o, "ram_pages"), .copied_pages = member_u64(o, "copied_pages"),
+        .pass_pages_total = member_u64(o, "pass_pages_total"),
+        .pass_pages_copied = member_u64(o, "pass_pages_copied"),
+        .dirty_pages_per_s = member_u64(o, "dirty_pages_per_s"), .pass = (unsigned)member_u64(o, "pass"),
+    };
+    g_strlcpy(job->phase, json_object_get_string_member_with_default(o, "phase", ""), sizeof job->phase);
     return true;
 }
 

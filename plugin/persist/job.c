@@ -7,6 +7,7 @@
 #include <libvirt/libvirt.h>
 
 #include "util/atomic-file.h"
+#include "monitor/monitor.h"
 #include "run/process.h"
 #include "snapshot-dir.h"
 #include "util/virt-error.h"
@@ -27,6 +28,7 @@ static bool job_write(struct vsnap_domain *dom, const struct domain_job *job, GE
     g_key_file_set_uint64(kf, "job", "processed", job->processed);
     g_key_file_set_string(kf, "job", "watch_dir", job->watch_dir ? job->watch_dir : "");
     g_key_file_set_boolean(kf, "job", "resume", job->resume);
+    g_key_file_set_boolean(kf, "job", "live", job->live);
     g_key_file_set_integer(kf, "job", "state", job->state);
     g_key_file_set_integer(kf, "job", "reason", job->reason);
     g_key_file_set_string(kf, "job", "leftover", job->leftover ? job->leftover : "");
@@ -104,6 +106,7 @@ bool domain_job_get(struct vsnap_domain *dom, struct domain_job *job)
     job->processed = g_key_file_get_uint64(kf, "job", "processed", NULL);
     job->watch_dir = g_key_file_get_string(kf, "job", "watch_dir", NULL);
     job->resume = g_key_file_get_boolean(kf, "job", "resume", NULL);
+    job->live = g_key_file_get_boolean(kf, "job", "live", NULL);
     job->state = g_key_file_get_integer(kf, "job", "state", NULL);
     job->reason = g_key_file_get_integer(kf, "job", "reason", NULL);
     job->leftover = g_key_file_get_string(kf, "job", "leftover", NULL);
@@ -113,7 +116,7 @@ bool domain_job_get(struct vsnap_domain *dom, struct domain_job *job)
     if (job->product && !*job->product)
         g_clear_pointer(&job->product, g_free);
     job->product_was = g_key_file_get_string(kf, "job", "product_was", NULL);
-    if (job->watch_dir && *job->watch_dir)
+    if (job->watch_dir && *job->watch_dir && !job->live)
         job->processed = MIN(job->total, snapdir_bytes(job->watch_dir));
     return true;
 }
@@ -132,4 +135,27 @@ bool domain_job_made_product(const struct domain_job *job)
         return false;
     g_autofree char *now = product_identity(job->product);
     return !g_str_equal(now, "absent") && g_strcmp0(now, job->product_was) != 0;
+}
+
+bool domain_job_cancel_live(struct vsnap_domain *dom, GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    char *api = dom->run ? g_strdup(dom->run->api_socket) : NULL;
+    g_mutex_unlock(&dom->lock);
+    g_autofree char *api_socket = api;
+    if (!api_socket) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+        return false;
+    }
+    if (!monitor_vm_cancel_snapshot(api_socket, error))
+        return false;
+    /* The snapshot's own thread ends the job once the shim answered it. */
+    struct domain_job job = {0};
+    gint64 deadline = g_get_monotonic_time() + JOB_CANCEL_WAIT_S * G_USEC_PER_SEC;
+    while (domain_job_get(dom, &job) && g_get_monotonic_time() < deadline) {
+        domain_job_clear(&job);
+        g_usleep(10 * 1000);
+    }
+    domain_job_clear(&job);
+    return true;
 }

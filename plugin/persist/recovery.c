@@ -67,6 +67,7 @@ static void finish_job(struct vsnap_driver *drv, struct vsnap_domain *dom)
               operation_name(job.operation),
               made        ? "it had made its product, finishing it"
               : job.resume ? "resuming the VM it paused"
+              : job.live   ? "it was live: the shim cancelled it when its client went, the VM ran on"
                            : "the VM was paused before it");
     if (job.resume && !made)
         resume_after(dom, &job);

@@ -673,6 +673,7 @@ static void transfer_job(struct vsnap_driver *drv, struct vsnap_domain *dom, boo
         .elapsed_ms = info.elapsed_ms, .total = info.total,
         .processed = MIN(info.processed, info.total), .error = g_steal_pointer(&info.error),
     };
+    out->remaining = out->total - out->processed;
 }
 
 void save_job_completed(struct vsnap_driver *drv, struct vsnap_domain *dom,
@@ -681,6 +682,31 @@ void save_job_completed(struct vsnap_driver *drv, struct vsnap_domain *dom,
     memset(out, 0, sizeof(*out));
     out->type = VIR_DOMAIN_JOB_NONE;
     transfer_job(drv, dom, true, out);
+}
+
+/* A live snapshot's figures are the shim's: RAM copied over every pass
+ * (more than RAM once pages are copied again), what the pass still copies,
+ * the pass, the guest's dirty rate. A shim that does not answer leaves the
+ * job's own (nothing processed). */
+static void live_job_info(struct vsnap_domain *dom, struct save_job_info *out)
+{
+    g_mutex_lock(&dom->lock);
+    g_autofree char *api = dom->run ? g_strdup(dom->run->api_socket) : NULL;
+    g_mutex_unlock(&dom->lock);
+    struct monitor_snapshot_job live;
+    g_autoptr(GError) error = NULL;
+    if (!api || !monitor_vm_snapshot_job(api, &live, &error)) {
+        if (error)
+            g_message("domain %s: no progress of its live snapshot: %s", dom->name, error->message);
+        return;
+    }
+    const guint64 page = 4096;
+    out->total = live.ram_pages * page;
+    out->processed = live.copied_pages * page;
+    out->remaining = (live.pass_pages_total - MIN(live.pass_pages_copied, live.pass_pages_total)) * page;
+    out->iteration = live.pass;
+    out->dirty_rate = live.dirty_pages_per_s;
+    out->page_size = page;
 }
 
 void save_job_info(struct vsnap_driver *drv, struct vsnap_domain *dom, struct save_job_info *out)
@@ -697,5 +723,8 @@ void save_job_info(struct vsnap_driver *drv, struct vsnap_domain *dom, struct sa
     out->elapsed_ms = (guint64)(g_get_monotonic_time() - job.started_us) / 1000;
     out->total = job.total;
     out->processed = MIN(job.processed, job.total);
+    out->remaining = out->total - out->processed;
+    if (job.live)
+        live_job_info(dom, out);
     domain_job_clear(&job);
 }

@@ -53,6 +53,46 @@ static bool snapshot_paused(struct vsnap_domain *dom, const char *api, uint64_t 
     return snapdir_seal(dir, error);
 }
 
+/* The shim pre-copies and stops the VM itself; a cancel is no refusal. */
+static bool snapshot_live(struct vsnap_domain *dom, const char *api, uint64_t ram_bytes,
+                          const char *dir, const char *parent_dir, bool *refused, GError **error)
+{
+    if (!give_to_shim(dir, error))
+        return false;
+    g_autofree char *url = snapdir_url(dir);
+    g_autofree char *parent_url = parent_dir ? snapdir_url(parent_dir) : NULL;
+    bool cancelled = false;
+    g_autoptr(GError) local = NULL;
+    test_hook("snapshot-live");
+    if (!monitor_vm_snapshot_live(api, url, parent_url, ram_bytes, refused, &cancelled, &local)) {
+        if (cancelled) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_ABORTED,
+                        "operation aborted: the live snapshot of %s was cancelled (domjobabort)", dom->name);
+            return false;
+        }
+        process_kill_if_stuck(dom, local);
+        g_propagate_error(error, g_steal_pointer(&local));
+        return false;
+    }
+    test_hook("snapshot-written");
+    return snapdir_seal(dir, error);
+}
+
+static bool take_live(struct vsnap_domain *dom, const char *dir, const char *parent_dir,
+                      bool *refused, GError **error)
+{
+    int state;
+    uint64_t ram_bytes;
+    g_autofree char *api = api_socket(dom, &state, &ram_bytes);
+    if (!api) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+        return false;
+    }
+    if (state != VIR_DOMAIN_RUNNING) /* paused already: nothing to keep running */
+        return snapshot_paused(dom, api, ram_bytes, dir, parent_dir, refused, error);
+    return snapshot_live(dom, api, ram_bytes, dir, parent_dir, refused, error);
+}
+
 static bool take(struct vsnap_domain *dom, const char *dir, const char *parent_dir,
                  bool *refused, GError **error)
 {
@@ -102,8 +142,11 @@ static bool empty_dir(const char *dir, GError **error)
     return true;
 }
 
-bool vmsnap_take_diff_or_full(struct vsnap_domain *dom, const char *dir, const char *base_dir,
-                              bool *is_diff, GError **error)
+typedef bool (*take_func)(struct vsnap_domain *dom, const char *dir, const char *parent_dir, bool *refused,
+                          GError **error);
+
+static bool diff_or_full(struct vsnap_domain *dom, const char *dir, const char *base_dir, take_func take,
+                         bool *is_diff, GError **error)
 {
     *is_diff = false;
     if (base_dir) {
@@ -126,5 +169,17 @@ bool vmsnap_take_diff_or_full(struct vsnap_domain *dom, const char *dir, const c
         if (!empty_dir(dir, error))
             return false;
     }
-    return vmsnap_take(dom, dir, NULL, error);
+    return take(dom, dir, NULL, NULL, error);
+}
+
+bool vmsnap_take_diff_or_full(struct vsnap_domain *dom, const char *dir, const char *base_dir,
+                              bool *is_diff, GError **error)
+{
+    return diff_or_full(dom, dir, base_dir, take, is_diff, error);
+}
+
+bool vmsnap_take_live_diff_or_full(struct vsnap_domain *dom, const char *dir, const char *base_dir,
+                                   bool *is_diff, GError **error)
+{
+    return diff_or_full(dom, dir, base_dir, take_live, is_diff, error);
 }

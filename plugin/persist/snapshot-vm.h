@@ -1,6 +1,6 @@
 /* Taking a snapshot of the running VM: pause (if running), vm.snapshot into
  * a directory, seal the layer, resume (if it was running, also after a
- * failure). Snapshots, saves and managed saves all take theirs here.
+ * failure); or live, without the pause. Snapshots, saves and managed saves all take theirs here.
  * Errors are VSNAP_VIR_ERROR GErrors. */
 #pragma once
 
@@ -20,3 +20,10 @@ bool vmsnap_take(struct vsnap_domain *dom, const char *dir, const char *parent_d
  * as it is. *is_diff says which was taken. */
 bool vmsnap_take_diff_or_full(struct vsnap_domain *dom, const char *dir, const char *base_dir,
                               bool *is_diff, GError **error);
+/* The same, live when the VM runs (snapshot-create --live): the VM is not
+ * paused; the shim pre-copies its RAM while it runs and stops it only for
+ * the rest (vm.snapshot "live": true). A paused VM is snapshotted as it is.
+ * A cancel (vm.cancel-snapshot, domjobabort) fails it with
+ * VIR_ERR_OPERATION_ABORTED, never followed by a full snapshot. */
+bool vmsnap_take_live_diff_or_full(struct vsnap_domain *dom, const char *dir, const char *base_dir,
+                                   bool *is_diff, GError **error);

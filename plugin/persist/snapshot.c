@@ -150,10 +150,10 @@ static bool check_create_flags(unsigned flags, GError **error)
         return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
                       "vsnap cannot quiesce guest file systems: a snapshot holds the disks exactly as "
                       "the paused guest's memory left them");
-    if (flags & VIR_DOMAIN_SNAPSHOT_CREATE_LIVE)
-        return refuse(error, VIR_ERR_ARGUMENT_UNSUPPORTED,
-                      "vsnap pauses the VM while it writes a snapshot; --live is not supported");
+    if ((flags & VIR_DOMAIN_SNAPSHOT_CREATE_LIVE) && (flags & VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE))
+        return refuse(error, VIR_ERR_INVALID_ARG, "'live' applies to a new snapshot, not a redefinition");
     unsigned known = VIR_DOMAIN_SNAPSHOT_CREATE_HALT | VIR_DOMAIN_SNAPSHOT_CREATE_ATOMIC |
+                     VIR_DOMAIN_SNAPSHOT_CREATE_LIVE |
                      VIR_DOMAIN_SNAPSHOT_CREATE_VALIDATE | VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE |
                      VIR_DOMAIN_SNAPSHOT_CREATE_CURRENT;
     if (flags & ~known) {
@@ -190,10 +190,12 @@ static struct snapshot_def *parse_request(struct vsnap_driver *drv, struct vsnap
 }
 
 static bool take_layers(struct vsnap_domain *dom, struct snapshot_entry *e,
-                        struct snapshot_entry *base, GError **error)
+                        struct snapshot_entry *base, bool live, GError **error)
 {
     bool is_diff = false;
-    if (!vmsnap_take_diff_or_full(dom, e->dir, base ? base->dir : NULL, &is_diff, error))
+    const char *base_dir = base ? base->dir : NULL;
+    if (!(live ? vmsnap_take_live_diff_or_full(dom, e->dir, base_dir, &is_diff, error)
+               : vmsnap_take_diff_or_full(dom, e->dir, base_dir, &is_diff, error)))
         return false;
     e->full = !is_diff;
     e->layer_parent = is_diff ? g_strdup(base->id) : NULL;
@@ -296,15 +298,19 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
     struct snapshot_entry *e = snapshot_tree_new_entry(tree, error);
     if (!e)
         return NULL;
+    /* --live of a running domain: the shim keeps it running (domjobinfo
+     * asks the shim for the passes; domjobabort cancels there). */
+    bool live = (flags & VIR_DOMAIN_SNAPSHOT_CREATE_LIVE) && state == SNAPSHOT_STATE_RUNNING;
     g_mutex_lock(&dom->lock);
     struct domain_job job = {
         .operation = VIR_DOMAIN_JOB_OPERATION_SNAPSHOT, .total = dom->def->memory_kib * 1024,
-        .watch_dir = e->dir, .resume = state == SNAPSHOT_STATE_RUNNING,
+        .watch_dir = e->dir, .resume = state == SNAPSHOT_STATE_RUNNING && !live, .live = live,
     };
     g_mutex_unlock(&dom->lock);
     /* Recorded before the VM is paused: a daemon that dies meanwhile leaves
-     * the next one what it needs to resume it (persist/recovery.c). */
-    bool taken = domain_job_begin(dom, &job, error) && take_layers(dom, e, base, error);
+     * the next one what it needs to resume it (persist/recovery.c). A live
+     * snapshot never pauses it: a shim whose client died cancels it. */
+    bool taken = domain_job_begin(dom, &job, error) && take_layers(dom, e, base, live, error);
     domain_job_end(dom);
     test_hook("snapshot-taken");
     /* With a store, "push pending" is on disk before the snapshot is

@@ -502,10 +502,10 @@ static bool do_job_info(struct rpc_call *call, struct wire_domain_only *a, struc
     r->values[0] = job.elapsed_ms;
     r->values[2] = job.total;                  /* data */
     r->values[3] = job.processed;
-    r->values[4] = job.total - job.processed;
+    r->values[4] = job.remaining;
     r->values[5] = job.total;                  /* memory */
     r->values[6] = job.processed;
-    r->values[7] = job.total - job.processed;
+    r->values[7] = job.remaining;
     return true;
 }
 
@@ -528,16 +528,21 @@ static bool do_job_stats(struct rpc_call *call, struct wire_domain_flags *a, str
     r->type = job.type;
     if (job.type == VIR_DOMAIN_JOB_NONE)
         return true;
-    struct wire_typed_param *p = calloc(9, sizeof(*p));
+    struct wire_typed_param *p = calloc(12, sizeof(*p));
     unsigned n = 0;
     wire_param_int(&p[n++], VIR_DOMAIN_JOB_OPERATION, job.operation);
     wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_TIME_ELAPSED, job.elapsed_ms);
     wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_DATA_TOTAL, job.total);
     wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_DATA_PROCESSED, job.processed);
-    wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_DATA_REMAINING, job.total - job.processed);
+    wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_DATA_REMAINING, job.remaining);
     wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_MEMORY_TOTAL, job.total);
     wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_MEMORY_PROCESSED, job.processed);
-    wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_MEMORY_REMAINING, job.total - job.processed);
+    wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_MEMORY_REMAINING, job.remaining);
+    if (job.iteration) { /* a live snapshot: its pass and the guest's dirty rate */
+        wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_MEMORY_ITERATION, job.iteration);
+        wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_MEMORY_DIRTY_RATE, job.dirty_rate);
+        wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_MEMORY_PAGE_SIZE, job.page_size);
+    }
     if (job.error)
         wire_param_string(&p[n++], VIR_DOMAIN_JOB_ERRMSG, job.error);
     g_free(job.error);

@@ -70,6 +70,24 @@ bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **erro
 bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
                          const char *parent_url, uint64_t ram_bytes, bool *refused,
                          GError **error);
+/* The same of the running VM, live (vsnap's "live": true): the shim answers
+ * once it is written, with the guest running all along but for a short
+ * stop. *refused as above, but a cancel (409: vm.cancel-snapshot) is not a
+ * refusal; *cancelled says it was one. */
+bool monitor_vm_snapshot_live(const char *api_socket, const char *destination_url,
+                              const char *parent_url, uint64_t ram_bytes, bool *refused,
+                              bool *cancelled, GError **error);
+/* vm.cancel-snapshot: the live snapshot under way ends at its next step. */
+bool monitor_vm_cancel_snapshot(const char *api_socket, GError **error);
+/* vm.info's vsnap.snapshot_job, the live snapshot under way (false, no
+ * error, when none runs). */
+struct monitor_snapshot_job {
+    uint64_t ram_pages, copied_pages, pass_pages_total, pass_pages_copied;
+    uint64_t dirty_pages_per_s;
+    unsigned pass;
+    char phase[16];
+};
+bool monitor_vm_snapshot_job(const char *api_socket, struct monitor_snapshot_job *job, GError **error);
 
 /* vm.restore into a new shim. Its config_overrides give the snapshot's VM
  * every host path of this run: the vsock socket, the serial port and

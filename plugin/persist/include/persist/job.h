@@ -24,6 +24,7 @@ struct domain_job {
     guint64 total, processed;
     char *watch_dir;
     bool resume;             /* the job pauses a running VM, which must run again */
+    bool live;               /* a live snapshot: the shim runs it (progress, cancel) */
     int state, reason;       /* the domain's state and reason when the job began */
     char *leftover;          /* a file or directory the job writes, NULL if none */
     /* What the job makes under its final name (a save file, a managed-save
@@ -44,6 +45,11 @@ bool domain_job_begin(struct vsnap_domain *dom, const struct domain_job *job, GE
 void domain_job_progress(struct vsnap_domain *dom, guint64 total, guint64 processed,
                          const char *watch_dir);
 void domain_job_end(struct vsnap_domain *dom);
+/* domjobabort of a live snapshot: vm.cancel-snapshot, then wait (at most
+ * JOB_CANCEL_WAIT_S) for the job to end. False with an error when the job
+ * is no live snapshot or the shim refused. */
+#define JOB_CANCEL_WAIT_S 10
+bool domain_job_cancel_live(struct vsnap_domain *dom, GError **error);
 /* Whether the job made its product: a file exists under the product's name
  * and is not the one that was there when the job began. */
 bool domain_job_made_product(const struct domain_job *job);

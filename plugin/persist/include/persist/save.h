@@ -64,7 +64,12 @@ struct save_job_info {
     int operation;              /* VIR_DOMAIN_JOB_OPERATION_* */
     guint64 elapsed_ms;
     guint64 total, processed;   /* bytes */
+    guint64 remaining;          /* bytes: total - processed, or a live snapshot's pass's rest */
     char *error;                /* a failed job's (g_free it) */
+    /* A live snapshot (the shim's vm.info): its pass and the guest's dirty
+     * rate (pages of page_size a second); iteration 0 for other jobs. */
+    unsigned iteration;
+    guint64 dirty_rate, page_size;
 };
 /* The job under way: a save or snapshot, else a background push. */
 void save_job_info(struct vsnap_driver *drv, struct vsnap_domain *dom, struct save_job_info *out);
