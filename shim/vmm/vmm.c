@@ -697,8 +697,6 @@ static void live_snapshot_done(bool ok, const struct persist_snapshot_result *re
         shim_error = cancelled;
     }
     to_shim_error(&shim_error);
-    events_emit_strings(vmm->events, "vm", ok ? "live-snapshot-completed" : "live-snapshot-failed", "detail",
-                        ok ? result->id : shim_error->message, NULL);
     done(ok, result, shim_error, done_data);
 }
 
