@@ -19,6 +19,7 @@ struct persist_live_job {
     GThread *thread;
     gint cancel;                 /* atomic */
     gint64 started_us;
+    gint64 cancelled_us;         /* the owner's: when the cancel came */
     persist_live_done_func done;
     void *done_data;
 
@@ -154,8 +155,9 @@ static void finish(struct persist_live_job *job)
     live_end(&job->l, job->ok);
     if (!job->ok && job->error && job->error->domain == PERSIST_ERROR &&
         job->error->code == PERSIST_ERROR_CANCELLED)
-        g_message("live snapshot cancelled after %.1f ms (pass %u): the VM runs on, nothing was kept",
-                  (g_get_monotonic_time() - job->started_us) / 1e3, job->l.progress.pass);
+        g_message("live snapshot cancelled %.1f ms after its start (pass %u), its end %.1f ms after the cancel: "
+                  "the VM runs on, nothing was kept", (g_get_monotonic_time() - job->started_us) / 1e3,
+                  job->l.progress.pass, (g_get_monotonic_time() - job->cancelled_us) / 1e3);
     job->done(job->ok, &job->l.result, job->error, job->done_data);
     g_clear_error(&job->error);
     g_mutex_clear(&job->lock);
@@ -198,6 +200,8 @@ struct persist_live_job *persist_live_start(struct vm *vm, struct vm_config *cfg
 
 void persist_live_cancel(struct persist_live_job *job)
 {
+    if (!job->cancelled_us)
+        job->cancelled_us = g_get_monotonic_time();
     g_atomic_int_set(&job->cancel, 1);
     g_mutex_lock(&job->lock);
     g_cond_broadcast(&job->changed);

@@ -13,6 +13,7 @@ restore is checked against exactly what the guest held at that instant.
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -1138,12 +1139,27 @@ def case_live_cancel(workdir):
               f"vm.info's slowest answer {slowest * 1e3:.1f} ms")
         check(status == 409 and "cancelled" in error_message(reply), f"the cancelled snapshot: {status} {reply}")
         check(took_ms < 1000, f"the cancel took {took_ms:.0f} ms")
+        ended = re.search(r"its end ([0-9.]+) ms after the cancel", src.read(src.log_path))
+        check(ended is not None, "the shim did not log the cancelled job's end" + src.describe())
+        print(f"the shim ended the job {ended.group(1)} ms after the cancel")
+        check(float(ended.group(1)) < 500, f"the job ended {ended.group(1)} ms after its cancel")
         check(slowest < 1.0, f"vm.info took {slowest:.1f} s during a live snapshot")
         info = src.ok("GET", "vm.info")
         check(info["state"] == "Running" and info["vsnap"]["snapshot_job"] is None, f"after the cancel: {info}")
         left = [n for n in os.listdir(workdir) if n.startswith("cancelled") or n.startswith(".cancelled")]
         check(left == [], f"the cancelled snapshot left {left}")
         gencheck(conn, "source after the cancel")
+        # After the stop, while the layer is written: the writer finishes, the
+        # layer is dropped, the disks (paused since the stop) go on.
+        job = LiveInBackground(src, cancelled)
+        seen, _ = wait_job(src, lambda j: j["phase"] == "writing", "writing")
+        src.ok("PUT", "vm.cancel-snapshot")
+        status, reply = job.join()
+        print(f"cancelled while writing ({seen}): {status} {reply}")
+        check(status == 409 and "cancelled" in error_message(reply), f"cancelled while writing: {status} {reply}")
+        left = [n for n in os.listdir(workdir) if n.startswith("cancelled") or n.startswith(".cancelled")]
+        check(left == [] and src.state() == "Running", f"after a cancel while writing: {left} {src.state()}")
+        gencheck(conn, "source after a cancel while writing")
         diff = os.path.join(workdir, "diff")
         live_snapshot(src, diff, base)
         conn.close()
