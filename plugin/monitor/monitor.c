@@ -229,19 +229,27 @@ bool monitor_vmm_shutdown(const char *api_socket, GError **error)
     return request(api_socket, "PUT", "vmm.shutdown", NULL, QUICK_TIMEOUT_MS, NULL, error);
 }
 
-bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
-                         const char *parent_url, uint64_t ram_bytes, bool *refused,
-                         GError **error)
+/* vm.snapshot's body: a full layer, or a diff on parent_url; live or paused. */
+static char *snapshot_body(const char *destination_url, const char *parent_url, bool live)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     vjson_object_begin(b, NULL);
     vjson_str(b, "destination_url", destination_url);
+    if (live)
+        vjson_bool(b, "live", true);
     if (parent_url) {
         vjson_str(b, "mode", "diff");
         vjson_str(b, "parent_url", parent_url);
     }
     vjson_object_end(b);
-    g_autofree char *body = vjson_finish(b, false);
+    return vjson_finish(b, false);
+}
+
+bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
+                         const char *parent_url, uint64_t ram_bytes, bool *refused,
+                         GError **error)
+{
+    g_autofree char *body = snapshot_body(destination_url, parent_url, false);
     long status = 0;
     bool ok = request_status(api_socket, "PUT", "vm.snapshot", body, ram_timeout_ms(ram_bytes),
                              NULL, &status, error);
@@ -254,16 +262,7 @@ bool monitor_vm_snapshot_live(const char *api_socket, const char *destination_ur
                               const char *parent_url, uint64_t ram_bytes, bool *refused,
                               bool *cancelled, GError **error)
 {
-    g_autoptr(JsonBuilder) b = json_builder_new();
-    vjson_object_begin(b, NULL);
-    vjson_str(b, "destination_url", destination_url);
-    vjson_bool(b, "live", true);
-    if (parent_url) {
-        vjson_str(b, "mode", "diff");
-        vjson_str(b, "parent_url", parent_url);
-    }
-    vjson_object_end(b);
-    g_autofree char *body = vjson_finish(b, false);
+    g_autofree char *body = snapshot_body(destination_url, parent_url, true);
     long status = 0;
     /* The passes and the layer's write take what a paused snapshot takes,
      * and more (the guest competes): ram_timeout_ms's margin covers it. */

@@ -78,16 +78,24 @@ static bool snapshot_live(struct vsnap_domain *dom, const char *api, uint64_t ra
     return snapdir_seal(dir, error);
 }
 
+/* The running domain's API socket, its state and RAM size; NULL (error set)
+ * when it has no shim. */
+static char *running_api(struct vsnap_domain *dom, int *state, uint64_t *ram_bytes, GError **error)
+{
+    char *api = api_socket(dom, state, ram_bytes);
+    if (!api)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+    return api;
+}
+
 static bool take_live(struct vsnap_domain *dom, const char *dir, const char *parent_dir,
                       bool *refused, GError **error)
 {
     int state;
     uint64_t ram_bytes;
-    g_autofree char *api = api_socket(dom, &state, &ram_bytes);
-    if (!api) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+    g_autofree char *api = running_api(dom, &state, &ram_bytes, error);
+    if (!api)
         return false;
-    }
     if (state != VIR_DOMAIN_RUNNING) /* paused already: nothing to keep running */
         return snapshot_paused(dom, api, ram_bytes, dir, parent_dir, refused, error);
     return snapshot_live(dom, api, ram_bytes, dir, parent_dir, refused, error);
@@ -98,11 +106,9 @@ static bool take(struct vsnap_domain *dom, const char *dir, const char *parent_d
 {
     int state;
     uint64_t ram_bytes;
-    g_autofree char *api = api_socket(dom, &state, &ram_bytes);
-    if (!api) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+    g_autofree char *api = running_api(dom, &state, &ram_bytes, error);
+    if (!api)
         return false;
-    }
     bool was_running = state == VIR_DOMAIN_RUNNING;
     if (was_running && !monitor_vm_pause(api, error)) {
         process_kill_if_stuck(dom, error ? *error : NULL);
