@@ -2,6 +2,7 @@
  * dirty (diff) pages; runs of non-zero pages are handed to the writer as one
  * pointer into guest RAM, so nothing is copied on the way except by write(). */
 #include "ram-snapshot/save.h"
+#include "ram-snapshot/dirty-bitmap.h"
 
 #include "snapshot/layer-write.h"
 
@@ -12,7 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MINCORE_CHUNK_PAGES (1u << 16)
 
 static uint64_t now_ns(void)
 {
@@ -50,57 +50,22 @@ static bool store_pages(struct snap_layer_writer *w, const struct snap_ram *ram,
     return true;
 }
 
-/* Populated ranges of a file-backed RAM: SEEK_DATA / SEEK_HOLE. */
-static bool scan_file(struct snap_layer_writer *w, const struct snap_ram *ram,
-                      struct snap_save_stats *st, GError **error)
-{
-    off_t pos = 0;
-    while ((uint64_t)pos < ram->size) {
-        off_t data = lseek(ram->fd, pos, SEEK_DATA);
-        if (data < 0 && errno == ENXIO)
-            return true;
-        off_t hole = data < 0 ? -1 : lseek(ram->fd, data, SEEK_HOLE);
-        if (data < 0 || hole < 0) {
-            g_set_error(error, SNAP_ERROR, SNAP_ERROR_IO,
-                        "cannot find populated guest memory (lseek): %s", g_strerror(errno));
-            return false;
-        }
-        uint64_t first = (uint64_t)data / SNAP_PAGE_SIZE;
-        uint64_t end = MIN(ram->size, ((uint64_t)hole + SNAP_PAGE_SIZE - 1) & ~(uint64_t)(SNAP_PAGE_SIZE - 1));
-        if (end <= (uint64_t)data)
-            return true;
-        if (!store_pages(w, ram, first, end / SNAP_PAGE_SIZE - first, st, error))
-            return false;
-        pos = (off_t)end;
-    }
-    return true;
-}
-
-/* Populated pages of anonymous or hugetlbfs RAM: mincore(), chunk by chunk. */
-static bool scan_mapped(struct snap_layer_writer *w, const struct snap_ram *ram,
-                           struct snap_save_stats *st, GError **error)
+/* Every run of pages set in bitmap (bit p of word p / 64 is RAM page p). */
+static bool store_bitmap(struct snap_layer_writer *w, const struct snap_ram *ram, const uint64_t *bitmap,
+                         struct snap_save_stats *st, GError **error)
 {
     uint64_t npages = ram->size / SNAP_PAGE_SIZE;
-    g_autofree unsigned char *vec = g_malloc(MINCORE_CHUNK_PAGES);
-    for (uint64_t base = 0; base < npages; base += MINCORE_CHUNK_PAGES) {
-        uint64_t n = MIN((uint64_t)MINCORE_CHUNK_PAGES, npages - base);
-        if (mincore((void *)(ram->host + base * SNAP_PAGE_SIZE), n * SNAP_PAGE_SIZE, vec) < 0) {
-            g_set_error(error, SNAP_ERROR, SNAP_ERROR_IO,
-                        "cannot find populated guest memory (mincore): %s", g_strerror(errno));
+    for (uint64_t p = 0; p < npages;) {
+        if (!(bitmap[p / 64] >> (p % 64) & 1)) {
+            p = (p % 64 == 0 && bitmap[p / 64] == 0) ? p + 64 : p + 1;
+            continue;
+        }
+        uint64_t q = p + 1;
+        while (q < npages && (bitmap[q / 64] >> (q % 64) & 1))
+            q++;
+        if (!store_pages(w, ram, p, q - p, st, error))
             return false;
-        }
-        for (uint64_t i = 0; i < n;) {
-            if (!(vec[i] & 1)) {
-                i++;
-                continue;
-            }
-            uint64_t j = i + 1;
-            while (j < n && (vec[j] & 1))
-                j++;
-            if (!store_pages(w, ram, base + i, j - i, st, error))
-                return false;
-            i = j;
-        }
+        p = q;
     }
     return true;
 }
@@ -142,8 +107,8 @@ bool snap_save_full(const char *path, const struct snap_ram *ram, const snap_id 
     struct snap_layer_writer *w = snap_layer_writer_new(path, ram->size, id, NULL, error);
     if (!w)
         return false;
-    bool by_file = ram->fd >= 0 && ram->page_size <= SNAP_PAGE_SIZE;
-    bool ok = by_file ? scan_file(w, ram, st, error) : scan_mapped(w, ram, st, error);
+    g_autofree uint64_t *populated = snap_dirty_bitmap_new(ram->size);
+    bool ok = snap_ram_populated(ram, populated, error) && store_bitmap(w, ram, populated, st, error);
     return finish(w, ok, path, st, t0, error);
 }
 
@@ -164,18 +129,5 @@ bool snap_save_diff(const char *path, const struct snap_ram *ram, const uint64_t
     struct snap_layer_writer *w = snap_layer_writer_new(path, ram->size, id, parent, error);
     if (!w)
         return false;
-    uint64_t npages = ram->size / SNAP_PAGE_SIZE;
-    bool ok = true;
-    for (uint64_t p = 0; ok && p < npages;) {
-        if (!(dirty[p / 64] >> (p % 64) & 1)) {
-            p = (p % 64 == 0 && dirty[p / 64] == 0) ? p + 64 : p + 1;
-            continue;
-        }
-        uint64_t q = p + 1;
-        while (q < npages && (dirty[q / 64] >> (q % 64) & 1))
-            q++;
-        ok = store_pages(w, ram, p, q - p, st, error);
-        p = q;
-    }
-    return finish(w, ok, path, st, t0, error);
+    return finish(w, store_bitmap(w, ram, dirty, st, error), path, st, t0, error);
 }

@@ -9,7 +9,6 @@
 #include "ram-snapshot/dirty-bitmap.h"
 #include "snapshot/layer.h"
 
-#define MINCORE_CHUNK_PAGES (1u << 16)
 
 struct snap_scratch {
     int fd;
@@ -104,50 +103,6 @@ bool snap_scratch_copy(struct snap_scratch *s, const struct snap_ram *ram, const
                        GError **error)
 {
     return snap_scratch_copy_range(s, ram, bitmap, 0, ram->size / SNAP_PAGE_SIZE, pages, error);
-}
-
-static void set_range(uint64_t *bitmap, uint64_t first, uint64_t end)
-{
-    for (uint64_t p = first; p < end; p++)
-        bitmap[p / 64] |= 1ull << (p % 64);
-}
-
-static bool populated_by_file(const struct snap_ram *ram, uint64_t *bitmap, GError **error)
-{
-    off_t pos = 0;
-    while ((uint64_t)pos < ram->size) {
-        off_t data = lseek(ram->fd, pos, SEEK_DATA);
-        if (data < 0 && errno == ENXIO)
-            return true;
-        off_t hole = data < 0 ? -1 : lseek(ram->fd, data, SEEK_HOLE);
-        if (data < 0 || hole < 0)
-            return io_failed(error, errno, "cannot find populated guest memory (lseek)", "guest RAM");
-        uint64_t end = MIN(ram->size, ((uint64_t)hole + SNAP_PAGE_SIZE - 1) & ~(uint64_t)(SNAP_PAGE_SIZE - 1));
-        set_range(bitmap, (uint64_t)data / SNAP_PAGE_SIZE, end / SNAP_PAGE_SIZE);
-        pos = (off_t)end;
-    }
-    return true;
-}
-
-static bool populated_by_mincore(const struct snap_ram *ram, uint64_t *bitmap, GError **error)
-{
-    uint64_t npages = ram->size / SNAP_PAGE_SIZE;
-    g_autofree unsigned char *vec = g_malloc(MINCORE_CHUNK_PAGES);
-    for (uint64_t base = 0; base < npages; base += MINCORE_CHUNK_PAGES) {
-        uint64_t n = MIN((uint64_t)MINCORE_CHUNK_PAGES, npages - base);
-        if (mincore((void *)(ram->host + base * SNAP_PAGE_SIZE), n * SNAP_PAGE_SIZE, vec) < 0)
-            return io_failed(error, errno, "cannot find populated guest memory (mincore)", "guest RAM");
-        for (uint64_t i = 0; i < n; i++)
-            if (vec[i] & 1)
-                bitmap[(base + i) / 64] |= 1ull << ((base + i) % 64);
-    }
-    return true;
-}
-
-bool snap_ram_populated(const struct snap_ram *ram, uint64_t *bitmap, GError **error)
-{
-    bool by_file = ram->fd >= 0 && ram->page_size <= SNAP_PAGE_SIZE;
-    return by_file ? populated_by_file(ram, bitmap, error) : populated_by_mincore(ram, bitmap, error);
 }
 
 bool snap_scratch_ram(struct snap_scratch *s, struct snap_ram *out, GError **error)

@@ -14,6 +14,11 @@ struct snap_ram {
                           * every page as data: populated pages are found with mincore() instead) */
 };
 
+/* Set in bitmap (bit p of word p / 64 is RAM page p) the pages of ram that
+ * are populated (pages never touched are holes of its memfd, or not
+ * resident: mincore), without touching them (populated.c). */
+bool snap_ram_populated(const struct snap_ram *ram, uint64_t *bitmap, GError **error);
+
 struct snap_save_stats {
     uint64_t data_pages;   /* pages stored */
     uint64_t zero_pages;   /* candidate pages found zero (not stored, or a zero run in a diff) */

@@ -31,9 +31,6 @@ bool snap_scratch_copy(struct snap_scratch *s, const struct snap_ram *ram, const
 bool snap_scratch_copy_range(struct snap_scratch *s, const struct snap_ram *ram, const uint64_t *bitmap,
                              uint64_t first, uint64_t end, uint64_t *pages, GError **error);
 
-/* Set in bitmap the pages of ram that are populated (pages never touched
- * are holes of its memfd, or not resident: mincore), without touching them. */
-bool snap_ram_populated(const struct snap_ram *ram, uint64_t *bitmap, GError **error);
 
 /* The scratch image as RAM to write a layer from (mapped read-only on the
  * first call; valid until snap_scratch_free). */
