@@ -235,6 +235,7 @@ static void add_ondemand_stats(struct snap_uffd *u, JsonBuilder *b)
     vjson_uint(b, "faults", st.faults);
     vjson_uint(b, "pages_copied", st.pages_copied);
     vjson_uint(b, "pages_zeroed", st.pages_zeroed);
+    vjson_uint(b, "pages_unregistered", st.pages_unregistered);
     vjson_uint(b, "blocks_prefetched", st.blocks_prefetched);
     vjson_uint(b, "blocks_read_ahead", st.blocks_read_ahead);
     vjson_bool(b, "prefetch_done", st.prefetch_done);

@@ -11,6 +11,10 @@
  * several runs is put together first in the serving thread's own 2 MiB
  * buffer. The served bitmap stays in 4 KiB pages, as the chain is.
  *
+ * The chain's longer zero runs are not registered at all (uffd-holes.h):
+ * the guest's first touch there is a fresh zero page from the kernel, as in
+ * a booted VM, instead of a fault round trip; they count as served.
+ *
  * Readahead (config.readahead): a fault costs far more than the copy it
  * waits for (two thread wake-ups; ~165 us on a nested host, docs/host-limits.md),
  * and a guest reading its working set back reads it in order. So after each
@@ -25,6 +29,7 @@
  * a page of memory each on memfd RAM, at most a window (16 MiB) past what
  * the guest touched. */
 #include "ram-snapshot/uffd.h"
+#include "uffd-holes.h"
 #include "sandbox/syscall-filter.h"
 #include "snapshot/mapped-read.h"
 
@@ -147,10 +152,21 @@ static int open_and_handshake(enum snap_uffd_open mode, bool huge, GError **erro
     return fd;
 }
 
-static bool register_ram(struct snap_uffd *u, uint64_t size, GError **error)
+static bool page_served(struct snap_uffd *u, uint64_t p)
+{
+    return __atomic_load_n(&u->served[p / 64], __ATOMIC_ACQUIRE) >> (p % 64) & 1;
+}
+
+static void mark_served(struct snap_uffd *u, uint64_t first, uint64_t n)
+{
+    for (uint64_t p = first; p < first + n; p++)
+        __atomic_fetch_or(&u->served[p / 64], 1ull << (p % 64), __ATOMIC_RELEASE);
+}
+
+static bool register_range(struct snap_uffd *u, uint64_t off, uint64_t len, GError **error)
 {
     struct uffdio_register reg = {
-        .range = { .start = (uintptr_t)u->host, .len = size },
+        .range = { .start = (uintptr_t)u->host + off, .len = len },
         .mode = UFFDIO_REGISTER_MODE_MISSING,
     };
     if (ioctl(u->uffd, UFFDIO_REGISTER, &reg) < 0) {
@@ -169,18 +185,28 @@ static bool register_ram(struct snap_uffd *u, uint64_t size, GError **error)
     return true;
 }
 
+/* RAM but the chain's longer zero runs (uffd-holes.h), which count as
+ * served: nothing ever fills them, and a first touch there costs what a
+ * fresh page costs instead of a fault round trip. */
+static bool register_ram(struct snap_uffd *u, GError **error)
+{
+    g_autoptr(GArray) holes = uffd_holes_find(u->chain, u->npages, u->host_page / SNAP_PAGE_SIZE);
+    uint64_t at = 0;
+    for (guint i = 0; i <= holes->len; i++) {
+        struct uffd_hole end = { u->npages, 0 };
+        struct uffd_hole *h = i < holes->len ? &g_array_index(holes, struct uffd_hole, i) : &end;
+        if (h->first > at && !register_range(u, at * SNAP_PAGE_SIZE, (h->first - at) * SNAP_PAGE_SIZE, error))
+            return false;
+        if (h->n) {
+            mark_served(u, h->first, h->n);
+            u->stats.pages_unregistered += h->n;
+        }
+        at = h->first + h->n;
+    }
+    return true;
+}
+
 /* ---- serving pages ---- */
-
-static bool page_served(struct snap_uffd *u, uint64_t p)
-{
-    return __atomic_load_n(&u->served[p / 64], __ATOMIC_ACQUIRE) >> (p % 64) & 1;
-}
-
-static void mark_served(struct snap_uffd *u, uint64_t first, uint64_t n)
-{
-    for (uint64_t p = first; p < first + n; p++)
-        __atomic_fetch_or(&u->served[p / 64], 1ull << (p % 64), __ATOMIC_RELEASE);
-}
 
 static bool ioctl_failed(const char *what, uint64_t offset, GError **error)
 {
@@ -660,7 +686,7 @@ struct snap_uffd *snap_uffd_start(const struct snap_uffd_config *cfg, GError **e
         return NULL;
     }
     u->uffd = open_and_handshake(cfg->open_mode, host_page > SNAP_PAGE_SIZE, error);
-    if (u->uffd < 0 || !register_ram(u, cfg->size, error)) {
+    if (u->uffd < 0 || !register_ram(u, error)) {
         snap_uffd_stop(u);
         return NULL;
     }
@@ -709,6 +735,7 @@ void snap_uffd_get_stats(struct snap_uffd *u, struct snap_uffd_stats *st)
     st->pages_zeroed = __atomic_load_n(&u->stats.pages_zeroed, __ATOMIC_RELAXED);
     st->blocks_prefetched = __atomic_load_n(&u->stats.blocks_prefetched, __ATOMIC_RELAXED);
     st->blocks_read_ahead = __atomic_load_n(&u->stats.blocks_read_ahead, __ATOMIC_RELAXED);
+    st->pages_unregistered = u->stats.pages_unregistered; /* set before the threads start */
     st->prefetch_done = __atomic_load_n(&u->stats.prefetch_done, __ATOMIC_ACQUIRE);
     st->complete = __atomic_load_n(&u->stats.complete, __ATOMIC_ACQUIRE);
     st->failed = __atomic_load_n(&u->failed, __ATOMIC_ACQUIRE);

@@ -79,7 +79,7 @@ static uint64_t check_block_size(uint64_t block, bool memfd)
     g_test_message("block %" G_GUINT64_FORMAT " KiB: %" G_GUINT64_FORMAT " faults, %" G_GUINT64_FORMAT
                    " pages copied, %" G_GUINT64_FORMAT " zero", block >> 10, st.faults,
                    st.pages_copied, st.pages_zeroed);
-    g_assert_cmpuint(st.pages_copied + st.pages_zeroed, ==, RAM / TEST_PAGE);
+    g_assert_cmpuint(st.pages_copied + st.pages_zeroed + st.pages_unregistered, ==, RAM / TEST_PAGE);
     g_assert_cmpuint(st.faults, <=, RAM / block);
     g_assert_false(st.failed);
     restore_end(&r);
@@ -93,7 +93,7 @@ static void test_block_sizes(void)
     uint64_t f2m = check_block_size(2 << 20, false);
     g_assert_cmpuint(f4k, >, f64k);
     g_assert_cmpuint(f64k, >, f2m);
-    g_assert_cmpuint(f2m, ==, RAM / (2 << 20));
+    g_assert_cmpuint(f2m, <=, RAM / (2 << 20)); /* only blocks holding data fault: zero runs are unregistered */
 }
 
 static void test_memfd_ram(void)
@@ -362,6 +362,38 @@ static void test_corrupt_block_fill_all(void)
     bad_restore_end(&b);
 }
 
+/* A long zero run of the chain is never registered: touching it costs no
+ * fault and reads zero; a data page still faults and is served. */
+static void test_zero_runs_unregistered(void)
+{
+    struct restored r;
+    restore_start(&r, 64 << 10, true, NULL, NULL, SNAP_UFFD_OPEN_AUTO);
+    uint64_t zero = UINT64_MAX, data = UINT64_MAX;
+    for (uint64_t p = 8; p + 8 < RAM / TEST_PAGE && (zero == UINT64_MAX || data == UINT64_MAX); p++) {
+        bool all_zero = true;
+        for (uint64_t q = p - 8; q < p + 8; q++)
+            all_zero = all_zero && !snap_chain_page_has_data(r.chain, q);
+        if (all_zero && zero == UINT64_MAX)
+            zero = p;
+        if (snap_chain_page_has_data(r.chain, p) && data == UINT64_MAX)
+            data = p;
+    }
+    g_assert_cmpuint(zero, !=, UINT64_MAX);
+    g_assert_cmpuint(data, !=, UINT64_MAX);
+    struct snap_uffd_stats st;
+    snap_uffd_get_stats(r.u, &st);
+    g_assert_cmpuint(st.pages_unregistered, >, 0);
+    static const uint8_t zeros[TEST_PAGE];
+    g_assert_cmpmem(r.ram + zero * TEST_PAGE, TEST_PAGE, zeros, TEST_PAGE);
+    snap_uffd_get_stats(r.u, &st);
+    g_assert_cmpuint(st.faults, ==, 0);
+    g_assert_cmpmem(r.ram + data * TEST_PAGE, TEST_PAGE, scenario.expected[2] + data * TEST_PAGE, TEST_PAGE);
+    snap_uffd_get_stats(r.u, &st);
+    g_assert_cmpuint(st.faults, ==, 1);
+    test_assert_ram_equal(r.ram, scenario.expected[2], RAM, "zero runs unregistered");
+    restore_end(&r);
+}
+
 /* ---- readahead ---- */
 
 /* A reader like a vCPU on a shadow-paging host: each first touch of a page
@@ -400,15 +432,15 @@ static struct snap_uffd_stats read_in_order(bool readahead)
     return st;
 }
 
-/* Reading RAM in order takes a fault per 64 KiB block without readahead and
- * a handful with it: the window doubles up to 16 MiB. */
+/* Reading RAM in order takes a fault per 64 KiB block holding data without
+ * readahead and a handful with it: the window doubles up to 16 MiB. */
 static void test_readahead_in_order(void)
 {
     struct snap_uffd_stats off = read_in_order(false), on = read_in_order(true);
-    g_assert_cmpuint(off.faults, ==, RAM / (64 << 10));
+    g_assert_cmpuint(off.faults, >=, 100); /* a fault per 64 KiB block holding data */
     g_assert_cmpuint(off.blocks_read_ahead, ==, 0);
-    g_assert_cmpuint(on.faults, <=, off.faults / 16);
-    g_assert_cmpuint(on.blocks_read_ahead, >=, RAM / (64 << 10) / 2);
+    g_assert_cmpuint(on.faults, <=, off.faults / 8);
+    g_assert_cmpuint(on.blocks_read_ahead, >=, off.faults / 2);
     g_assert_cmpuint(on.pages_copied + on.pages_zeroed, <=, RAM / TEST_PAGE);
 }
 
@@ -501,6 +533,7 @@ int main(int argc, char **argv)
     g_test_add_func("/snapshot/uffd/fill-all", test_fill_all);
     g_test_add_func("/snapshot/uffd/corrupt-block", test_corrupt_block);
     g_test_add_func("/snapshot/uffd/corrupt-block-fill-all", test_corrupt_block_fill_all);
+    g_test_add_func("/snapshot/uffd/zero-runs-unregistered", test_zero_runs_unregistered);
     g_test_add_func("/snapshot/uffd/readahead-in-order", test_readahead_in_order);
     g_test_add_func("/snapshot/uffd/readahead-around-a-jump", test_readahead_around_a_jump);
     g_test_add_func("/snapshot/uffd/readahead-bad-block", test_readahead_leaves_a_bad_block_to_its_fault);

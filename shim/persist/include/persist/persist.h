@@ -125,7 +125,7 @@ struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *over
 /* vm.info's vsnap.snapshot member: the id RAM matches (the parent a diff must
  * name), how the VM was restored, and the on-demand server's progress:
  *   {"layer_id": "..."|null, "restore_mode": "ondemand"|...|null,
- *    "ondemand": {"faults", "pages_copied", "pages_zeroed", "blocks_prefetched",
+ *    "ondemand": {"faults", "pages_copied", "pages_zeroed", "pages_unregistered", "blocks_prefetched",
  *                 "blocks_read_ahead", "prefetch_done", "complete", "failed"}|null} */
 void persist_add_info(struct vm *vm, JsonBuilder *b);
 /* vm.info's vsnap.clock comes with it: see persist/clock.h. */

@@ -61,6 +61,7 @@ struct snap_uffd_stats {
     uint64_t pages_zeroed;     /* pages served with UFFDIO_ZEROPAGE */
     uint64_t blocks_prefetched;
     uint64_t blocks_read_ahead; /* blocks the handler served after a fault, before they were touched */
+    uint64_t pages_unregistered; /* zero pages never registered: the kernel's fresh pages at first touch */
     bool prefetch_done;        /* the prefetch thread has finished */
     bool complete;             /* every page holding snapshot data is served */
     bool failed;               /* a block failed (on_error was called) */
