@@ -407,8 +407,9 @@ static bool serve_block(struct snap_uffd *u, uint64_t block, bool data_only, uin
     return serve_pages(u, first, end, data_only, error);
 }
 
-/* Every page of the block that holds snapshot data is served already. */
-static bool block_data_served(struct snap_uffd *u, uint64_t block)
+/* Every page of the block is served already; with data_only, every page
+ * that holds snapshot data. */
+static bool block_served(struct snap_uffd *u, uint64_t block, bool data_only)
 {
     uint64_t first = block * u->block_pages, end = MIN(first + u->block_pages, u->npages);
     for (uint64_t p = first; p < end;) {
@@ -417,25 +418,7 @@ static bool block_data_served(struct snap_uffd *u, uint64_t block)
             p += 64;
             continue;
         }
-        if (!page_served(u, p) && page_has_data(u, p))
-            return false;
-        p++;
-    }
-    return true;
-}
-
-/* Every page of the block is served already. */
-static bool block_served(struct snap_uffd *u, uint64_t block)
-{
-    uint64_t first = block * u->block_pages, end = MIN(first + u->block_pages, u->npages);
-    for (uint64_t p = first; p < end;) {
-        if (p % 64 == 0 && end - p >= 64) {
-            if (__atomic_load_n(&u->served[p / 64], __ATOMIC_ACQUIRE) != ~0ull)
-                return false;
-            p += 64;
-            continue;
-        }
-        if (!page_served(u, p))
+        if (!page_served(u, p) && (!data_only || page_has_data(u, p)))
             return false;
         p++;
     }
@@ -481,7 +464,6 @@ struct readahead {
     struct ra_range ahead;   /* the window after the fault: every page */
     uint64_t window;         /* blocks of the window set up last */
     uint64_t last_fault;     /* block of the last fault */
-    uint64_t last_end;       /* end of the window set up last */
     bool started;
 };
 
@@ -500,15 +482,14 @@ static bool readahead_pending(const struct readahead *ra)
  * data around the fault comes first. */
 static void readahead_after_fault(struct snap_uffd *u, struct readahead *ra, uint64_t block)
 {
-    bool stream = ra->started && block > ra->last_fault && block <= ra->last_end;
+    /* past what the last fault's ranges served (around's too), the stream goes on */
+    bool stream = ra->started && block > ra->last_fault && block <= MAX(ra->ahead.end, ra->around.end);
     ra->window = stream ? MIN(ra->window * 2, blocks_in(u, READAHEAD_MAX)) : blocks_in(u, READAHEAD_FIRST);
     ra->started = true;
     ra->last_fault = block;
     ra->ahead = (struct ra_range){ block + 1, MIN(block + 1 + ra->window, u->nblocks) };
     uint64_t n = blocks_in(u, READAHEAD_AROUND), first = block - block % n;
     ra->around = stream ? (struct ra_range){ 0, 0 } : (struct ra_range){ first, MIN(first + n, u->nblocks) };
-    /* a guest reading on past what around served continues the stream */
-    ra->last_end = MAX(ra->ahead.end, ra->around.end);
 }
 
 /* One block: around's (its data pages), else ahead's (zero pages included:
@@ -520,7 +501,7 @@ static void readahead_step(struct snap_uffd *u, struct readahead *ra)
     bool around = ra->around.next < ra->around.end;
     struct ra_range *r = around ? &ra->around : &ra->ahead;
     uint64_t block = r->next++;
-    if (around ? block_data_served(u, block) : block_served(u, block))
+    if (block_served(u, block, around))
         return;
     GError *err = NULL;
     if (serve_block(u, block, around, u->bounce[0], &err)) {
@@ -602,7 +583,7 @@ static bool serve_everything(struct snap_uffd *u, bool count_prefetch, uint8_t *
                         __atomic_load_n(&u->failed, __ATOMIC_ACQUIRE) ? "has failed" : "was stopped");
             return false;
         }
-        if (block_data_served(u, b))
+        if (block_served(u, b, true))
             continue;
         if (!serve_block(u, b, true, buf, error))
             return false;
