@@ -372,6 +372,8 @@ void vsock_process_event(struct virtio_vsock *dev)
         struct virtio_vsock_event event = {.id = VIRTIO_VSOCK_EVENT_TRANSPORT_RESET};
         written = (uint32_t)virtq_chain_write(evq, &chain, 0, &event, sizeof event);
         dev->event_pending = false;
+        gint64 asked = __atomic_load_n(&dev->reset_requested_us, __ATOMIC_RELAXED);
+        dev->counters.reset_delivery_us = (uint64_t)MAX(0, g_get_monotonic_time() - asked);
     }
     virtq_push(evq, chain.head, written);
     virtio_mmio_signal_used(&dev->transport, evq);

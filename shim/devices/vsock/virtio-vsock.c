@@ -124,12 +124,37 @@ static void handle_timer(struct virtio_vsock *dev)
     vsock_process_rx(dev);
 }
 
+/* The device thread's half of virtio_vsock_transport_reset, first thing
+ * after it wakes (a host connection accepted after the request survives) and
+ * again on the request's own eventfd: a request made while the thread was
+ * already awake, after that first look, must not wait for another wake-up. */
+static void reset_if_requested(struct virtio_vsock *dev)
+{
+    if (!__atomic_exchange_n(&dev->reset_requested, false, __ATOMIC_ACQ_REL))
+        return;
+    drop_all_connections(dev);
+    dev->event_pending = true;
+    if (virtio_mmio_is_active(&dev->transport))
+        vsock_process_event(dev);
+}
+
+static void handle_reset_request(struct virtio_vsock *dev)
+{
+    uint64_t count;
+    if (read(dev->reset_fd, &count, sizeof count) < 0 && errno != EAGAIN)
+        g_warning("virtio-vsock: reset eventfd: %s", g_strerror(errno));
+    reset_if_requested(dev);
+}
+
 /* One epoll event; returns false when the thread must stop. */
 static bool dispatch(struct virtio_vsock *dev, struct vsock_watch *watch, uint32_t events)
 {
     switch (watch->kind) {
     case WATCH_STOP:
         return false;
+    case WATCH_RESET:
+        handle_reset_request(dev);
+        break;
     case WATCH_NOTIFY:
         handle_notify(dev, watch->index);
         break;
@@ -153,18 +178,6 @@ static bool dispatch(struct virtio_vsock *dev, struct vsock_watch *watch, uint32
         break;
     }
     return true;
-}
-
-/* The device thread's half of virtio_vsock_transport_reset, first thing
- * after it wakes: a host connection accepted after the request survives. */
-static void reset_if_requested(struct virtio_vsock *dev)
-{
-    if (!__atomic_exchange_n(&dev->reset_requested, false, __ATOMIC_ACQ_REL))
-        return;
-    drop_all_connections(dev);
-    dev->event_pending = true;
-    if (virtio_mmio_is_active(&dev->transport))
-        vsock_process_event(dev);
 }
 
 static gpointer device_thread(gpointer data)
@@ -196,8 +209,9 @@ static bool open_loop_fds(struct virtio_vsock *dev, GError **error)
 {
     dev->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     dev->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    dev->reset_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     dev->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (dev->epoll_fd < 0 || dev->stop_fd < 0 || dev->timer_fd < 0) {
+    if (dev->epoll_fd < 0 || dev->stop_fd < 0 || dev->reset_fd < 0 || dev->timer_fd < 0) {
         g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
                     "virtio-vsock: cannot create its event loop: %s", g_strerror(errno));
         return false;
@@ -208,6 +222,7 @@ static bool open_loop_fds(struct virtio_vsock *dev, GError **error)
     };
     timerfd_settime(dev->timer_fd, 0, &period, NULL);
     add_watch(dev, dev->stop_fd, &dev->stop_watch, WATCH_STOP, 0);
+    add_watch(dev, dev->reset_fd, &dev->reset_watch, WATCH_RESET, 0);
     add_watch(dev, dev->timer_fd, &dev->timer_watch, WATCH_TIMER, 0);
     for (unsigned i = 0; i < VSOCK_NQUEUES; i++)
         add_watch(dev, dev->transport.notify_fd[i], &dev->notify_watch[i], WATCH_NOTIFY, i);
@@ -238,7 +253,7 @@ struct virtio_vsock *virtio_vsock_new(const struct virtio_host *host, unsigned m
     dev->guest_cid = cfg->cid;
     dev->handlers = g_ptr_array_new();
     dev->socket_path = g_strdup(cfg->socket);
-    dev->epoll_fd = dev->listen_fd = dev->stop_fd = dev->timer_fd = -1;
+    dev->epoll_fd = dev->listen_fd = dev->stop_fd = dev->reset_fd = dev->timer_fd = -1;
     dev->conns = g_hash_table_new(g_int64_hash, g_int64_equal);
     g_queue_init(&dev->ctrl_queue);
     g_queue_init(&dev->rx_ready);
@@ -285,6 +300,7 @@ void virtio_vsock_free(struct virtio_vsock *dev)
     vsock_unix_close_listener(dev);
     close_fd(&dev->timer_fd);
     close_fd(&dev->stop_fd);
+    close_fd(&dev->reset_fd);
     close_fd(&dev->epoll_fd);
     virtio_mmio_release(&dev->transport);
     g_hash_table_destroy(dev->conns);
@@ -343,6 +359,7 @@ void virtio_vsock_add_counters(struct virtio_vsock *dev, JsonBuilder *builder)
         {"resets", c.resets},
         {"local_connections", c.local_connections},
         {"guest_errors", c.guest_errors},
+        {"reset_delivery_us", c.reset_delivery_us},
     };
     for (unsigned i = 0; i < G_N_ELEMENTS(items); i++) {
         vjson_int(builder, items[i].name, (gint64)items[i].value);
@@ -352,10 +369,15 @@ void virtio_vsock_add_counters(struct virtio_vsock *dev, JsonBuilder *builder)
 
 void virtio_vsock_transport_reset(struct virtio_vsock *dev)
 {
+    __atomic_store_n(&dev->reset_requested_us, g_get_monotonic_time(), __ATOMIC_RELAXED);
     __atomic_store_n(&dev->reset_requested, true, __ATOMIC_RELEASE);
-    uint64_t one = 1; /* wakes the device thread like a guest notification */
-    if (write(dev->transport.notify_fd[VSOCK_QUEUE_EVENT], &one, sizeof one) < 0)
-        g_warning("virtio-vsock: notify eventfd: %s", g_strerror(errno));
+    /* Its own eventfd, not the event queue's notification: the device thread
+     * reads (consumes) that one while handling the guest's kicks, which could
+     * swallow this wake-up and leave the event to the next timer tick (100 ms
+     * later: about every second restore announced READY that late). */
+    uint64_t one = 1;
+    if (write(dev->reset_fd, &one, sizeof one) < 0)
+        g_warning("virtio-vsock: reset eventfd: %s", g_strerror(errno));
 }
 
 /* ---- snapshot state ---- */

@@ -52,6 +52,7 @@ enum vsock_watch_kind {
     WATCH_LISTENER,
     WATCH_NOTIFY,    /* a queue eventfd; index in the watch */
     WATCH_STOP,
+    WATCH_RESET,     /* virtio_vsock_transport_reset's own eventfd */
     WATCH_TIMER,
     WATCH_HANDSHAKE, /* accepted UNIX client before its CONNECT line */
     WATCH_CONN,
@@ -124,6 +125,7 @@ struct vsock_counters {
     uint64_t connections_host, connections_guest, resets;
     uint64_t local_connections; /* to ports the shim serves itself */
     uint64_t guest_errors; /* malformed packets or buffers from the guest */
+    uint64_t reset_delivery_us; /* the last reset: request to the event in the guest's queue */
 };
 
 struct virtio_vsock {
@@ -133,8 +135,8 @@ struct virtio_vsock {
     char *socket_path;
     bool socket_bound; /* we created socket_path and unlink it */
 
-    int epoll_fd, listen_fd, stop_fd, timer_fd;
-    struct vsock_watch listen_watch, stop_watch, timer_watch;
+    int epoll_fd, listen_fd, stop_fd, reset_fd, timer_fd;
+    struct vsock_watch listen_watch, stop_watch, reset_watch, timer_watch;
     struct vsock_watch notify_watch[VSOCK_NQUEUES];
     GThread *thread;
 
@@ -145,6 +147,7 @@ struct virtio_vsock {
     uint32_t next_local_port;
     bool event_pending;     /* a TRANSPORT_RESET event waits for a buffer */
     bool reset_requested;   /* atomic: virtio_vsock_transport_reset was called */
+    gint64 reset_requested_us; /* atomic: when (monotonic), for counters.reset_delivery_us */
     /* Destroyed connections and handshakes: a later event of the same epoll
      * batch may still point at them, so they are freed after the batch. */
     GSList *dead_conns, *dead_handshakes;
