@@ -8,8 +8,10 @@
 #include "acpi.h"
 #include "blk-commands.h"
 #include "boot_params.h"
+#include "cpl0.h"
 #include "gen.h"
 #include "io.h"
+#include "keyboard.h"
 #include "layout.h"
 #include "libc.h"
 #include "netdrv.h"
@@ -321,6 +323,22 @@ static void cmd_stall(struct client *c, char **args)
     reply(c, text);
 }
 
+/* "NMI <count>": the NMIs taken since boot (virsh inject-nmi). */
+static void cmd_nmi(struct client *c, char **args)
+{
+    char text[32] = "NMI ";
+    format_dec(cpl0_nmi_count, text + 4);
+    reply(c, text);
+}
+
+/* "KEYS xx xx ...": the scan codes read since the last KEYS (virsh send-key). */
+static void cmd_keys(struct client *c, char **args)
+{
+    static char text[5 + 3 * KEYBOARD_KEPT + 1];
+    keyboard_take(text);
+    reply(c, text);
+}
+
 /* In notify mode: what systemd sends when it shuts down (notify.h). */
 static void cmd_notifystop(struct client *c, char **args)
 {
@@ -336,6 +354,7 @@ static const struct command commands[] = {
     {"RNG", 1, cmd_rng},     {"VMGENID", 0, cmd_vmgenid},
     {"NETINFO", 0, cmd_netinfo}, {"NETBADPKT", 0, cmd_netbadpkt},
     {"GENCHECK", 0, cmd_gencheck}, {"STALL", 0, cmd_stall},
+    {"NMI", 0, cmd_nmi},     {"KEYS", 0, cmd_keys},
 };
 
 static bool same(const char *a, const char *b)

@@ -34,6 +34,9 @@
  *                                          cursor (gen.h)
  *   STALL                     -> STALL <us>   the idle loop's largest gap
  *                                          since the last STALL (gen.h)
+ *   NMI                       -> NMI <count>  NMIs taken since boot (vector 2)
+ *   KEYS                      -> KEYS[ xx ...]  the i8042 scan code bytes read
+ *                                          since the last KEYS, in hex (keyboard.h)
  *
  * Disks (virtio-blk, blk-commands.c; disk n counts from 0 in the shim's config
  * order; offsets and lengths are bytes, multiples of 512):

@@ -52,6 +52,7 @@
 #define LAPIC_TIMER_VECTOR 0x20   /* isr.S lapic_timer_isr */
 #define LAPIC_SPURIOUS_VECTOR 0xff
 #define VECTOR_INVALID_OPCODE 6   /* also cpl0_halt's entry, see cpl0.h */
+#define VECTOR_NMI 2               /* counted: cpl0_nmi_count */
 
 struct page_tables {
     uint64_t pml4[PT_ENTRIES];
@@ -102,9 +103,11 @@ struct cpl0_state {
 static struct cpl0_state cpl0 __attribute__((section(".bss.cpl0")));
 
 /* Stubs in isr.S, ISR_STUB_SIZE bytes apart, one per vector, and the handlers
- * that replace three of them. */
+ * that replace four of them. */
 extern const char isr_stubs[];
-extern const char lapic_timer_isr[], spurious_isr[], invalid_opcode_isr[];
+extern const char lapic_timer_isr[], spurious_isr[], invalid_opcode_isr[], nmi_isr[];
+
+volatile uint64_t cpl0_nmi_count;
 /* Top of the stack exceptions run on (RSP0), from the linker script. */
 extern char kernel_stack_top[];
 
@@ -180,6 +183,7 @@ static void setup_idt(void)
     set_gate(LAPIC_TIMER_VECTOR, lapic_timer_isr, 0);
     set_gate(LAPIC_SPURIOUS_VECTOR, spurious_isr, 0);
     set_gate(VECTOR_INVALID_OPCODE, invalid_opcode_isr, 0);
+    set_gate(VECTOR_NMI, nmi_isr, 0);
 
     struct descriptor_pointer idtr = { sizeof(cpl0.idt) - 1, (uint64_t)cpl0.idt };
     __asm__ volatile("lidt %0" : : "m"(idtr) : "memory");

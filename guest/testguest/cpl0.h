@@ -32,6 +32,10 @@ const struct cpl0_info *cpl0_setup(const uint8_t *boot_params);
  * mode, where STI faults. Exceptions from CPL3 do reach the IDT normally. */
 void cpl0_halt(uint32_t lapic_count);
 
+/* NMIs taken (isr.S counts them at CPL0; CPL3 reads it: every page is a
+ * user page). */
+extern volatile uint64_t cpl0_nmi_count;
+
 /* What isr.S pushes for every vector, lowest address first. */
 struct trap_frame {
     uint64_t vector;

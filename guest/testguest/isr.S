@@ -2,7 +2,7 @@
  * compute each address. Each pushes an error code (0 where the CPU pushes none)
  * and the vector number, then calls cpl0_exception with a struct trap_frame.
  * Interrupts are only enabled inside cpl0_halt, and the vectors expected there
- * (LAPIC timer, spurious) and #UD have their own handlers below; anything else
+ * (LAPIC timer, spurious), the NMI and #UD have their own handlers below; anything else
  * that arrives is a fault.
  */
 #include "layout.h"
@@ -32,6 +32,13 @@ lapic_timer_isr:
     movabsq $0xfee000b0, %rax       /* LAPIC EOI */
     movl $0, (%rax)
     popq %rax
+    iretq
+
+/* NMI (virsh inject-nmi): counted for the command port's NMI, then back to
+ * whatever ran, a cpl0_halt's hlt included. On its own stack (IST 1). */
+    .globl nmi_isr
+nmi_isr:
+    incq cpl0_nmi_count(%rip)
     iretq
 
 /* The LAPIC's spurious vector needs no EOI. */

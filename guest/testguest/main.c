@@ -14,6 +14,7 @@
 #include "cpl0.h"
 #include "gen.h"
 #include "io.h"
+#include "keyboard.h"
 #include "layout.h"
 #include "netdrv.h"
 #include "pattern.h"
@@ -129,6 +130,7 @@ static void __attribute__((noreturn)) idle(const struct guest *g)
             serial_log("power button, powering off");
             power_off(g);
         }
+        keyboard_poll();
         heartbeat(g, &next_tick, &ticks);
     }
 }
@@ -150,6 +152,7 @@ void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info)
     vsock_service_init(boot_params, g.clock.tsc_khz); /* vsock: no-op without the device */
     blk_init(boot_params_cmdline(boot_params), g.clock.tsc_khz); /* disks, for the command port */
     net_init(boot_params_cmdline(boot_params), g.clock.tsc_khz); /* up before "ready" */
+    keyboard_init(); /* polled: KEYS on the command port */
     if (!fill_region(&g, &sum) ||
         !gen_init(boot_params, GUEST_FILL_BASE + g.opts.fill_mib * MIB, g.opts.gen_mib, g.opts.gen_mbps, &g.clock))
         power_off(&g);

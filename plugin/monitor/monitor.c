@@ -219,6 +219,24 @@ bool monitor_vm_reboot(const char *api_socket, GError **error)
     return request(api_socket, "PUT", "vm.reboot", NULL, SLOW_TIMEOUT_MS, NULL, error);
 }
 
+bool monitor_vm_nmi(const char *api_socket, GError **error)
+{
+    return request(api_socket, "PUT", "vm.nmi", NULL, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_send_scancodes(const char *api_socket, const uint8_t *codes, size_t n, GError **error)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    vjson_object_begin(b, NULL);
+    vjson_array_begin(b, "scancodes");
+    for (size_t i = 0; i < n; i++)
+        json_builder_add_int_value(b, codes[i]);
+    vjson_array_end(b);
+    vjson_object_end(b);
+    g_autofree char *body = vjson_finish(b, false);
+    return request(api_socket, "PUT", "vm.send-scancodes", body, QUICK_TIMEOUT_MS, NULL, error);
+}
+
 bool monitor_vm_shutdown(const char *api_socket, GError **error)
 {
     return request(api_socket, "PUT", "vm.shutdown", NULL, QUICK_TIMEOUT_MS, NULL, error);

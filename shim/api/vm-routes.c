@@ -1,5 +1,5 @@
 /* vm.create, the lifecycle actions (boot, pause, resume, shutdown, reboot,
- * delete, power-button), the disks and network interfaces (add-disk,
+ * delete, power-button, nmi), vsnap's vm.send-scancodes, the disks and network interfaces (add-disk,
  * add-net, remove-device) and vsnap's vm.set-link and vm.move-disk-layers. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
@@ -263,6 +263,44 @@ ACTION_HANDLER(handle_resume, vmm_resume)
 ACTION_HANDLER(handle_shutdown, vmm_shutdown_vm)
 ACTION_HANDLER(handle_reboot, vmm_reboot)
 ACTION_HANDLER(handle_power_button, vmm_power_button)
+ACTION_HANDLER(handle_nmi, vmm_nmi)
+
+/* The "scancodes" of vsnap's vm.send-scancodes: 1 to VMM_SCANCODES_MAX bytes. */
+static unsigned parse_scancodes(JsonObject *obj, uint8_t *codes, GError **error)
+{
+    JsonNode *node = obj ? json_object_get_member(obj, "scancodes") : NULL;
+    JsonArray *list = node && JSON_NODE_HOLDS_ARRAY(node) ? json_node_get_array(node) : NULL;
+    unsigned n = list ? json_array_get_length(list) : 0;
+    bool ok = list && json_object_get_size(obj) == 1 && n > 0 && n <= VMM_SCANCODES_MAX;
+    for (unsigned i = 0; ok && i < n; i++) {
+        JsonNode *e = json_array_get_element(list, i);
+        ok = JSON_NODE_HOLDS_VALUE(e) && json_node_get_value_type(e) == G_TYPE_INT64 &&
+             json_node_get_int(e) >= 0 && json_node_get_int(e) <= 0xff;
+        if (ok)
+            codes[i] = (uint8_t)json_node_get_int(e);
+    }
+    if (ok)
+        return n;
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                "vm.send-scancodes takes {\"scancodes\": [1 to %u bytes of scan code set 1]}", VMM_SCANCODES_MAX);
+    return 0;
+}
+
+static void handle_send_scancodes(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    const char *text;
+    gsize len;
+    if (!require_body(req, "vm.send-scancodes", &text, &len))
+        return;
+    JsonNode *root = parse_config_body(req, parser, &error);
+    uint8_t codes[VMM_SCANCODES_MAX];
+    unsigned n = root ? parse_scancodes(json_node_get_object(root), codes, &error) : 0;
+    bool ok = n > 0 && vmm_send_scancodes(req->vmm, codes, n, &error);
+    invalid_from(&error);
+    reply_result(req, ok, error);
+}
 
 /* The VM is gone: the snapshot directories its restore pulled from a store
  * go with it (store-refs.h). vm.shutdown keeps them: vm.boot starts the
@@ -285,6 +323,8 @@ const struct route vm_routes[] = {
     { "vm.reboot", "PUT", false, handle_reboot },
     { "vm.delete", "PUT", false, handle_delete },
     { "vm.power-button", "PUT", false, handle_power_button },
+    { "vm.nmi", "PUT", false, handle_nmi },
+    { "vm.send-scancodes", "PUT", true, handle_send_scancodes },
     { "vm.add-disk", "PUT", true, handle_add_disk },
     { "vm.add-net", "PUT", true, handle_add_net },
     { "vm.set-link", "PUT", true, handle_set_link },

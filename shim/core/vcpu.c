@@ -362,8 +362,20 @@ static bool wait_until_runnable(struct vcpu *v)
     return runnable;
 }
 
+/* An NMI asked for while this vCPU ran (vm_inject_nmi), injected before it
+ * enters the guest again. A kick that came after the check makes KVM_RUN
+ * return at once (immediate_exit), so the next round sees it. */
+static void inject_pending_nmi(struct vcpu *v)
+{
+    if (!atomic_exchange(&v->nmi_pending, false))
+        return;
+    if (ioctl(v->fd, KVM_NMI, 0) < 0)
+        g_warning("vCPU %u: KVM_NMI failed: %s", v->index, g_strerror(errno));
+}
+
 static void run_once(struct vcpu *v)
 {
+    inject_pending_nmi(v);
     int rc = ioctl(v->fd, KVM_RUN, 0);
     if (rc < 0) {
         int e = errno;

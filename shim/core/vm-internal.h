@@ -38,6 +38,10 @@ struct vcpu {
     bool parked;
     bool halted;          /* HLT with interrupts off: this vCPU will never run again */
     bool needs_completion; /* the last exit was I/O that KVM_RUN must still complete */
+    /* vm_inject_nmi on a running vCPU: the vCPU thread makes the KVM_NMI
+     * ioctl itself before its next KVM_RUN (vcpu ioctls wait for KVM_RUN to
+     * return, so the caller's thread would block until the next exit). */
+    atomic_bool nmi_pending;
     atomic_uint_fast64_t exits[VCPU_EXIT_KINDS];
 };
 

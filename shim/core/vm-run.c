@@ -5,7 +5,9 @@
  * vm->state and every vCPU's parked flag change only under vm->run_lock;
  * vm->run_cond is broadcast on every change.
  */
+#include <errno.h>
 #include <gio/gio.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "vm-internal.h"
@@ -130,6 +132,32 @@ bool vm_resume(struct vm *vm, GError **error)
                     vm->state == VM_RUN_GUEST_STOPPED ? "the guest has stopped" : "it is not running");
     }
     g_mutex_unlock(&vm->run_lock);
+    return ok;
+}
+
+bool vm_inject_nmi(struct vm *vm, GError **error)
+{
+    struct vcpu *v = &vm->vcpus[0];
+    g_mutex_lock(&vm->run_lock);
+    enum vm_run_state state = vm->state;
+    bool ok = state != VM_RUN_GUEST_STOPPED && state != VM_RUN_QUIT;
+    int err = 0;
+    if (ok && state == VM_RUN_RUNNING && v->thread_started) {
+        atomic_store(&v->nmi_pending, true);
+        /* An NMI ends even a halt with interrupts off. */
+        v->halted = false;
+        vcpu_kick(v);
+        g_cond_broadcast(&vm->run_cond);
+    } else if (ok && ioctl(v->fd, KVM_NMI, 0) < 0) {
+        /* Parked or not started: nothing is in KVM_RUN, the ioctl is ours. */
+        err = errno;
+        ok = false;
+    }
+    g_mutex_unlock(&vm->run_lock);
+    if (!ok && err)
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(err), "KVM_NMI on vCPU 0: %s", g_strerror(err));
+    else if (!ok)
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "the guest has stopped: no vCPU can take an NMI");
     return ok;
 }
 

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 
 #include "config/vm-config-json.h"
+#include "devices/i8042.h"
 #include "devices/virtio-net.h"
 #include "devices/vmgenid.h"
 #include "json/bounded-json.h"
@@ -564,6 +565,35 @@ bool vmm_delete(struct vmm *vmm, GError **error)
     vmm->state = VMM_STATE_NOT_CREATED;
     emit(vmm, "deleted");
     return true;
+}
+
+/* An NMI or keys while a live snapshot copies RAM would be fine for the
+ * guest, but the snapshot's vCPU state is taken at its end: keep them out of
+ * it as every other change is. */
+bool vmm_nmi(struct vmm *vmm, GError **error)
+{
+    if (!require_no_live_job(vmm, "inject an NMI", error) ||
+        !require_state(vmm, "inject an NMI", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
+        return false;
+    g_autoptr(GError) local = NULL;
+    if (vm_inject_nmi(vmm->vm, &local))
+        return true;
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_FAILED, "%s", local->message);
+    return false;
+}
+
+G_STATIC_ASSERT(VMM_SCANCODES_MAX == I8042_QUEUE_BYTES);
+
+bool vmm_send_scancodes(struct vmm *vmm, const uint8_t *codes, unsigned n, GError **error)
+{
+    if (!require_no_live_job(vmm, "send keys", error) ||
+        !require_state(vmm, "send keys", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
+        return false;
+    g_autoptr(GError) local = NULL;
+    if (i8042_send_scancodes(vm_i8042(vmm->vm), codes, n, &local))
+        return true;
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_BUSY, "%s", local->message);
+    return false;
 }
 
 bool vmm_power_button(struct vmm *vmm, GError **error)

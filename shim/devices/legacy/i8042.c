@@ -6,7 +6,7 @@
  */
 #include "devices/i8042.h"
 
-#include <glib.h>
+#include <gio/gio.h>
 
 #include "state/state-json.h"
 #include "json/vjson.h"
@@ -41,7 +41,8 @@
 
 #define OUTPUT_PORT_RESET_LINE 0x01 /* active low: 0 resets the CPU */
 #define KBD_ACK 0xfa
-#define QUEUE_SIZE 16
+/* Room for a whole virsh send-key (16 keys, extended ones two bytes each). */
+#define QUEUE_SIZE I8042_QUEUE_BYTES
 
 struct queued_byte {
     uint8_t value;
@@ -190,6 +191,29 @@ static bool controller_command_locked(struct i8042 *d, uint8_t command)
         return true;
     }
     return false;
+}
+
+static const char *refuse_scancodes_locked(const struct i8042 *d, unsigned n)
+{
+    if (!(d->ctr & CTR_XLATE))
+        return "the guest turned the i8042's scan code translation off (it reads set 2; this keyboard sends set 1)";
+    if (d->ctr & CTR_KBD_DISABLE)
+        return "the guest disabled the keyboard (i8042 command 0xad)";
+    if (n > QUEUE_SIZE - d->qcount)
+        return "the i8042's output buffer is full: the guest has not read the keys sent before";
+    return NULL;
+}
+
+bool i8042_send_scancodes(struct i8042 *d, const uint8_t *codes, unsigned n, GError **error)
+{
+    g_mutex_lock(&d->lock);
+    const char *refusal = refuse_scancodes_locked(d, n);
+    for (unsigned i = 0; !refusal && i < n; i++)
+        queue_byte_locked(d, codes[i], false);
+    g_mutex_unlock(&d->lock);
+    if (refusal)
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_BUSY, "%s (%u scan code bytes not sent)", refusal, n);
+    return refusal == NULL;
 }
 
 uint8_t i8042_read(struct i8042 *d, uint16_t port)

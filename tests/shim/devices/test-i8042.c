@@ -1,6 +1,7 @@
 /* i8042: what Linux's probe sends, the keyboard's answers, IRQ 1, and the
  * two ways to pulse the reset line. */
 #include <glib.h>
+#include <string.h>
 
 #include "devices/i8042.h"
 
@@ -109,11 +110,47 @@ static void test_reset_commands(void)
     i8042_free(d);
 }
 
+/* Keys from the API (vm.send-scancodes) come out of 0x60 in order, each
+ * raising IRQ 1; a batch the buffer cannot hold, or one the guest cannot read
+ * as set 1, is refused whole. */
+static void test_send_scancodes(void)
+{
+    struct watch w;
+    struct i8042 *d = new_i8042(&w);
+    GError *error = NULL;
+    const uint8_t keys[] = { 0x1e, 0x9e, 0xe0, 0x48 };
+    g_assert_true(i8042_send_scancodes(d, keys, sizeof(keys), &error));
+    g_assert_cmpuint(w.kbd_rises, ==, 1); /* one byte in the output buffer at a time */
+    for (unsigned i = 0; i < sizeof(keys); i++)
+        g_assert_cmphex(read_reply(d), ==, keys[i]);
+    g_assert_cmpuint(w.kbd_rises, ==, sizeof(keys));
+    g_assert_cmphex(i8042_read(d, I8042_COMMAND_PORT) & STATUS_OBF, ==, 0);
+
+    uint8_t many[I8042_QUEUE_BYTES + 1] = { 0 };
+    /* The output buffer holds one more byte than the queue behind it. */
+    g_assert_true(i8042_send_scancodes(d, many, I8042_QUEUE_BYTES, &error));
+    g_assert_false(i8042_send_scancodes(d, many, 2, &error));
+    g_assert_nonnull(strstr(error->message, "full"));
+    g_clear_error(&error);
+    for (unsigned i = 0; i < I8042_QUEUE_BYTES; i++)
+        (void)read_reply(d);
+    g_assert_cmphex(i8042_read(d, I8042_COMMAND_PORT) & STATUS_OBF, ==, 0);
+
+    i8042_write(d, I8042_COMMAND_PORT, 0x60); /* write CTR: translation off */
+    i8042_write(d, I8042_DATA_PORT, 0x01);
+    g_assert_false(i8042_send_scancodes(d, keys, 1, &error));
+    g_assert_nonnull(strstr(error->message, "translation"));
+    g_clear_error(&error);
+    g_assert_cmphex(i8042_read(d, I8042_COMMAND_PORT) & STATUS_OBF, ==, 0);
+    i8042_free(d);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/i8042/linux-probe", test_linux_probe);
     g_test_add_func("/i8042/keyboard-identify-with-irq", test_keyboard_identify_with_irq);
     g_test_add_func("/i8042/reset-commands", test_reset_commands);
+    g_test_add_func("/i8042/send-scancodes", test_send_scancodes);
     return g_test_run();
 }

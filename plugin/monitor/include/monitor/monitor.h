@@ -57,6 +57,12 @@ bool monitor_vm_pause(const char *api_socket, GError **error);
 bool monitor_vm_resume(const char *api_socket, GError **error);
 bool monitor_vm_power_button(const char *api_socket, GError **error);
 bool monitor_vm_reboot(const char *api_socket, GError **error);
+/* Cloud Hypervisor's vm.nmi: an NMI on vCPU 0. */
+bool monitor_vm_nmi(const char *api_socket, GError **error);
+/* vsnap's vm.send-scancodes {"scancodes": [...]}: n (1 to 64) bytes of scan
+ * code set 1 typed on the i8042's keyboard; refused (409) while the guest has
+ * not read what came before, or turned the keyboard or translation off. */
+bool monitor_vm_send_scancodes(const char *api_socket, const uint8_t *codes, size_t n, GError **error);
 bool monitor_vm_shutdown(const char *api_socket, GError **error);
 bool monitor_vmm_shutdown(const char *api_socket, GError **error);
 bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **error);

@@ -81,6 +81,12 @@ bool vm_start_paused(struct vm *vm, GError **error);
 bool vm_pause(struct vm *vm, GError **error);
 bool vm_resume(struct vm *vm, GError **error);
 
+/* A non-maskable interrupt on vCPU 0 (KVM_NMI), as a front panel's NMI
+ * button or a BMC gives one. A running vCPU takes it before its next guest
+ * instruction; a paused VM's is pending in vCPU 0's state (snapshots keep
+ * it) until the VM runs. Fails only when the VM cannot run any more. */
+bool vm_inject_nmi(struct vm *vm, GError **error);
+
 /* ACPI power button: set PM1a PWRBTN_STS, raise the SCI. */
 void vm_power_button(struct vm *vm);
 

@@ -11,6 +11,7 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "config/shim-error.h"
 #include "config/vm-config.h"
@@ -48,6 +49,13 @@ bool vmm_shutdown_vm(struct vmm *vmm, GError **error);
 bool vmm_reboot(struct vmm *vmm, GError **error);
 bool vmm_delete(struct vmm *vmm, GError **error);
 bool vmm_power_button(struct vmm *vmm, GError **error);
+/* vm.nmi (Cloud Hypervisor's): an NMI on vCPU 0, Running or Paused (taken
+ * when it runs). */
+bool vmm_nmi(struct vmm *vmm, GError **error);
+/* vsnap's vm.send-scancodes: set-1 scan code bytes typed on the i8042's
+ * keyboard (devices/i8042.h); 409 when the guest cannot take them now. */
+#define VMM_SCANCODES_MAX 64 /* the i8042's buffer (I8042_QUEUE_BYTES) */
+bool vmm_send_scancodes(struct vmm *vmm, const uint8_t *codes, unsigned n, GError **error);
 /* Tear the VM down and ask for the process to exit. */
 void vmm_request_exit(struct vmm *vmm);
 
