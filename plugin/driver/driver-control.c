@@ -5,7 +5,7 @@
 #include <libvirt/libvirt.h>
 
 #include "domain/domain.h"
-#include "keycodes.h"
+#include "driver/keycodes.h"
 #include "monitor/monitor.h"
 #include "run/process.h"
 #include "util/virt-error.h"

@@ -2,7 +2,7 @@
  * mapped to a "qnum": the set-1 code of the key, with bit 7 standing for the
  * 0xe0 prefix of the extended keys (the numbering QEMU and libvirt's keymaps
  * call qnum), then to bytes. */
-#include "keycodes.h"
+#include "driver/keycodes.h"
 
 #include <libvirt/libvirt.h>
 
