@@ -131,9 +131,7 @@ static bool parse_vsnap(struct domain_def *def, const xmlNode *vsnap, GError **e
     return true;
 }
 
-/* Serialize node on its own, with the namespace declarations it uses (copied
- * into a new document, libxml2 declares them on the copy's root). */
-static char *serialize_standalone(const xmlNode *node)
+char *domain_metadata_serialize(const xmlNode *node)
 {
     g_autoptr(xmlDoc) doc = xmlNewDoc((const xmlChar *)"1.0");
     xmlNode *copy = xmlDocCopyNode((xmlNode *)node, doc, 1);
@@ -154,7 +152,7 @@ static bool keep_foreign(struct domain_def *def, const xmlNode *node, GString *f
                     "metadata element <%s> must be in an XML namespace", (const char *)node->name);
         return false;
     }
-    g_autofree char *text = serialize_standalone(node);
+    g_autofree char *text = domain_metadata_serialize(node);
     if (!text) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_NO_MEMORY, "cannot copy metadata element");
         return false;

@@ -43,6 +43,10 @@ bool domain_parse_interface(struct domain_def *def, const xmlNode *node, GError 
 /* Free what a struct domain_net holds (not the struct). */
 void domain_net_clear(struct domain_net *net);
 bool domain_parse_metadata(struct domain_def *def, const xmlNode *metadata, GError **error);
+/* Serialize node on its own, with the namespace declarations it uses (copied
+ * into a new document, libxml2 declares them on the copy's root): one element
+ * of domain_def.foreign_metadata. */
+char *domain_metadata_serialize(const xmlNode *node);
 bool domain_parse_sysinfo(struct domain_def *def, const xmlNode *sysinfo, GError **error);
 bool domain_parse_smbios(struct domain_def *def, const xmlNode *smbios, GError **error);
 bool domain_parse_memtune(struct domain_def *def, const xmlNode *memtune, GError **error);

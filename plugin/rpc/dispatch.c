@@ -22,6 +22,7 @@ const struct proc_table rpc_proc_tables[] = {
     {"block", rpc_block_procs, &rpc_block_procs_count},
     {"control", rpc_control_procs, &rpc_control_procs_count},
     {"node", rpc_node_procs, &rpc_node_procs_count},
+    {"config", rpc_config_procs, &rpc_config_procs_count},
     {"network", rpc_network_procs, &rpc_network_procs_count},
     {"events", rpc_event_procs, &rpc_event_procs_count},
     {"snapshot", rpc_snapshot_procs, &rpc_snapshot_procs_count},

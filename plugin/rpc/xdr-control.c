@@ -1,5 +1,5 @@
 /* Control procedures: virDomainReset, virDomainInjectNMI, virDomainSendKey
- * (driver-control.h). */
+ * (driver-control.h), and virDomainScreenshot, refused naming why. */
 #include <libvirt/libvirt.h>
 #include <stdlib.h>
 
@@ -52,6 +52,27 @@ static bool do_send_key(struct rpc_call *call, struct send_key_args *a, struct r
                                   a->keycodes.len, a->flags, error);
 }
 
+struct screenshot_args {
+    struct wire_domain dom;
+    uint32_t screen, flags;
+};
+static bool_t xdr_screenshot_args(XDR *x, struct screenshot_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_u_int(x, &a->screen) && xdr_u_int(x, &a->flags);
+}
+
+/* Refused before any stream data: the client's stream ends with the error. */
+static bool do_screenshot(struct rpc_call *call, struct screenshot_args *a, struct wire_string_value *r,
+                          GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    if (dom)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_UNSUPPORTED,
+                    "domain '%s' has no display device to take a screenshot of: vsnap microVMs have no "
+                    "graphics (their console is the serial port: virsh console)", dom->name);
+    return false;
+}
+
 #define P RPC_PROC
 const struct proc_entry rpc_control_procs[] = {
     P(PROC_DOMAIN_RESET, struct wire_domain_flags, xdr_wire_domain_flags, struct rpc_void, xdr_rpc_void,
@@ -60,5 +81,7 @@ const struct proc_entry rpc_control_procs[] = {
       do_inject_nmi, PROC_WRITE),
     P(PROC_DOMAIN_SEND_KEY, struct send_key_args, xdr_send_key_args, struct rpc_void, xdr_rpc_void,
       do_send_key, PROC_WRITE),
+    P(PROC_DOMAIN_SCREENSHOT, struct screenshot_args, xdr_screenshot_args, struct wire_string_value,
+      xdr_wire_opt_string_value, do_screenshot, 0),
 };
 const size_t rpc_control_procs_count = G_N_ELEMENTS(rpc_control_procs);

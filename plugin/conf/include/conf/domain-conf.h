@@ -200,6 +200,17 @@ struct domain_def *domain_def_parse_string(const char *xml, const char *schema_d
  * both, so live dumpxml output of a domain without snapshots defines. */
 struct domain_def *domain_def_parse_live_string(const char *xml, const char *schema_dir, GError **error);
 
+/* virsh desc and metadata (virDomainGetMetadata, virDomainSetMetadata;
+ * type is VIR_DOMAIN_METADATA_DESCRIPTION, _TITLE or _ELEMENT): the
+ * <description>, the <title> or the <metadata> element in namespace uri.
+ * Get: VIR_ERR_NO_DOMAIN_METADATA when there is none (as libvirt). Set:
+ * metadata NULL or "" removes it; an element (XML text) is put in namespace
+ * uri with prefix key, replacing the one there was; vsnap's own namespace
+ * is the domain's configuration, refused here (define changes it). */
+char *domain_def_get_metadata(const struct domain_def *def, int type, const char *uri, GError **error);
+bool domain_def_set_metadata(struct domain_def *def, int type, const char *metadata, const char *key,
+                             const char *uri, GError **error);
+
 /* Format back. Round-trip stable: parse(format(def)) == def. When live is true,
  * runtime details (id, pty paths, vsock cid) are included. */
 char *domain_def_format(const struct domain_def *def, bool live, int id);

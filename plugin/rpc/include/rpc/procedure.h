@@ -1,6 +1,6 @@
 /* What a procedure family implements, and all it knows of dispatch: each
  * family (xdr-connect.c, xdr-domain.c, xdr-block.c, xdr-events.c,
- * xdr-snapshot.c, xdr-network.c, xdr-control.c, xdr-node.c) exports
+ * xdr-snapshot.c, xdr-network.c, xdr-control.c, xdr-config.c, xdr-node.c) exports
  * a table of entries: argument and return types with their XDR filters, the
  * handler, and whether the call changes state (refused on read-only
  * connections). dispatch.c looks calls up in these tables and runs them. */
@@ -63,6 +63,8 @@ extern const struct proc_entry rpc_connect_procs[];
 extern const size_t rpc_connect_procs_count;
 extern const struct proc_entry rpc_domain_procs[];
 extern const size_t rpc_domain_procs_count;
+extern const struct proc_entry rpc_config_procs[];
+extern const size_t rpc_config_procs_count;
 extern const struct proc_entry rpc_node_procs[];
 extern const size_t rpc_node_procs_count;
 extern const struct proc_entry rpc_control_procs[];
