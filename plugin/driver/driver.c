@@ -821,6 +821,7 @@ static const char *job_name(int operation)
     switch (operation) {
     case VIR_DOMAIN_JOB_OPERATION_SNAPSHOT: return "snapshot";
     case VIR_DOMAIN_JOB_OPERATION_SAVE: return "save";
+    case VIR_DOMAIN_JOB_OPERATION_DUMP: return "dump";
     default: return "current";
     }
 }

@@ -219,6 +219,11 @@ bool monitor_vm_reboot(const char *api_socket, GError **error)
     return request(api_socket, "PUT", "vm.reboot", NULL, SLOW_TIMEOUT_MS, NULL, error);
 }
 
+bool monitor_vm_coredump(const char *api_socket, int fd, uint64_t ram_bytes, GError **error)
+{
+    return request_fds(api_socket, "vm.coredump", "{}", &fd, 1, ram_timeout_ms(ram_bytes), NULL, error);
+}
+
 bool monitor_vm_nmi(const char *api_socket, GError **error)
 {
     return request(api_socket, "PUT", "vm.nmi", NULL, QUICK_TIMEOUT_MS, NULL, error);

@@ -25,6 +25,7 @@ static const char *operation_name(int operation)
     switch (operation) {
     case VIR_DOMAIN_JOB_OPERATION_SNAPSHOT: return "snapshot";
     case VIR_DOMAIN_JOB_OPERATION_SAVE: return "save";
+    case VIR_DOMAIN_JOB_OPERATION_DUMP: return "dump";
     default: return "job";
     }
 }

@@ -1,11 +1,13 @@
 /* Control procedures: virDomainReset, virDomainInjectNMI, virDomainSendKey
- * (driver-control.h), and virDomainScreenshot, refused naming why. */
+ * (driver-control.h), virDomainCoreDump and virDomainCoreDumpWithFormat
+ * (persist/dump.h), and virDomainScreenshot, refused naming why. */
 #include <libvirt/libvirt.h>
 #include <stdlib.h>
 
 #include "rpc/procedure.h"
 #include "driver/driver.h"
 #include "driver/driver-control.h"
+#include "persist/dump.h"
 #include "util/virt-error.h"
 
 struct send_key_args {
@@ -52,6 +54,40 @@ static bool do_send_key(struct rpc_call *call, struct send_key_args *a, struct r
                                   a->keycodes.len, a->flags, error);
 }
 
+struct core_dump_args {
+    struct wire_domain dom;
+    char *to;
+    uint32_t flags;
+};
+static bool_t xdr_core_dump_args(XDR *x, struct core_dump_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_wire_string(x, &a->to) && xdr_u_int(x, &a->flags);
+}
+
+struct core_dump_format_args {
+    struct wire_domain dom;
+    char *to;
+    uint32_t format, flags;
+};
+static bool_t xdr_core_dump_format_args(XDR *x, struct core_dump_format_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_wire_string(x, &a->to) && xdr_u_int(x, &a->format) &&
+           xdr_u_int(x, &a->flags);
+}
+
+static bool do_core_dump(struct rpc_call *call, struct core_dump_args *a, struct rpc_void *r, GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && dump_memory(call->driver, dom, a->to, VIR_DOMAIN_CORE_DUMP_FORMAT_RAW, a->flags, error);
+}
+
+static bool do_core_dump_format(struct rpc_call *call, struct core_dump_format_args *a, struct rpc_void *r,
+                                GError **error)
+{
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && dump_memory(call->driver, dom, a->to, a->format, a->flags, error);
+}
+
 struct screenshot_args {
     struct wire_domain dom;
     uint32_t screen, flags;
@@ -81,6 +117,10 @@ const struct proc_entry rpc_control_procs[] = {
       do_inject_nmi, PROC_WRITE),
     P(PROC_DOMAIN_SEND_KEY, struct send_key_args, xdr_send_key_args, struct rpc_void, xdr_rpc_void,
       do_send_key, PROC_WRITE),
+    P(PROC_DOMAIN_CORE_DUMP, struct core_dump_args, xdr_core_dump_args, struct rpc_void, xdr_rpc_void,
+      do_core_dump, PROC_WRITE),
+    P(PROC_DOMAIN_CORE_DUMP_WITH_FORMAT, struct core_dump_format_args, xdr_core_dump_format_args,
+      struct rpc_void, xdr_rpc_void, do_core_dump_format, PROC_WRITE),
     P(PROC_DOMAIN_SCREENSHOT, struct screenshot_args, xdr_screenshot_args, struct wire_string_value,
       xdr_wire_opt_string_value, do_screenshot, 0),
 };

@@ -3,6 +3,10 @@
  * add-net, remove-device) and vsnap's vm.set-link and vm.move-disk-layers. */
 #define G_LOG_DOMAIN "vsnap-shim"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "config/vm-config-json.h"
 #include "routes.h"
 #include "json/bounded-json.h"
@@ -314,6 +318,45 @@ static void handle_delete(struct api_request *req)
     reply_result(req, ok, error);
 }
 
+/* Cloud Hypervisor's {"destination_url": "file:///path"} (the shim creates
+ * the file), or vsnap's {} with the file's descriptor sent with the request
+ * (a confined shim cannot open the caller's path; the daemon opens it). */
+static int coredump_target(struct api_request *req, GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    bool has_body = g_bytes_get_size(req->body) > 0;
+    JsonNode *root = has_body ? parse_config_body(req, parser, error) : NULL;
+    if (has_body && !root)
+        return -1;
+    JsonObject *obj = root ? json_node_get_object(root) : NULL;
+    JsonNode *url = obj ? json_object_get_member(obj, "destination_url") : NULL;
+    unsigned members = obj ? json_object_get_size(obj) : 0;
+    if (members == 0 && req->nfds == 1)
+        return dup(req->fds[0]);
+    if (!is_string(url) || members != 1 || req->nfds != 0 ||
+        !g_str_has_prefix(json_node_get_string(url), "file://")) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "vm.coredump takes {\"destination_url\": \"file:///path\"}, or {} with the file's descriptor");
+        return -1;
+    }
+    const char *path = json_node_get_string(url) + strlen("file://");
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "cannot create %s: %s", path, g_strerror(errno));
+    return fd;
+}
+
+static void handle_coredump(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    int fd = coredump_target(req, &error);
+    bool ok = fd >= 0 && vmm_coredump(req->vmm, fd, &error);
+    if (fd >= 0)
+        close(fd);
+    invalid_from(&error);
+    reply_result(req, ok, error);
+}
+
 const struct route vm_routes[] = {
     { "vm.create", "PUT", true, handle_create },
     { "vm.boot", "PUT", false, handle_boot },
@@ -324,6 +367,7 @@ const struct route vm_routes[] = {
     { "vm.delete", "PUT", false, handle_delete },
     { "vm.power-button", "PUT", false, handle_power_button },
     { "vm.nmi", "PUT", false, handle_nmi },
+    { "vm.coredump", "PUT", true, handle_coredump },
     { "vm.send-scancodes", "PUT", true, handle_send_scancodes },
     { "vm.add-disk", "PUT", true, handle_add_disk },
     { "vm.add-net", "PUT", true, handle_add_net },

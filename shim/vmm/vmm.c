@@ -12,6 +12,7 @@
 #include "json/bounded-json.h"
 #include "json/vjson.h"
 #include "core/vm.h"
+#include "persist/coredump.h"
 #include "notify.h"
 #include "vmm/readiness.h"
 #include "vmm/timeline.h"
@@ -594,6 +595,31 @@ bool vmm_send_scancodes(struct vmm *vmm, const uint8_t *codes, unsigned n, GErro
         return true;
     g_set_error(error, SHIM_ERROR, SHIM_ERROR_BUSY, "%s", local->message);
     return false;
+}
+
+/* A running VM is dumped live: its vCPUs stop only while their registers
+ * are read (core's pause, not the API's: no event, no state change). */
+bool vmm_coredump(struct vmm *vmm, int fd, GError **error)
+{
+    if (!require_no_live_job(vmm, "write a core dump", error) ||
+        !require_state(vmm, "write a core dump", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
+        return false;
+    bool running = vmm->state == VMM_STATE_RUNNING;
+    g_autoptr(GError) local = NULL;
+    if (running && !vm_pause(vmm->vm, &local)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_FAILED, "cannot stop the vCPUs for the core dump: %s",
+                    local->message);
+        return false;
+    }
+    struct coredump *dump = persist_coredump_begin(vmm->vm, &local);
+    g_autoptr(GError) resume_error = NULL;
+    if (running && !vm_resume(vmm->vm, &resume_error))
+        g_warning("the VM did not resume after its core dump's register read: %s", resume_error->message);
+    bool ok = dump && persist_coredump_write(dump, fd, &local);
+    persist_coredump_free(dump);
+    if (!ok)
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_FAILED, "%s", local->message);
+    return ok;
 }
 
 bool vmm_power_button(struct vmm *vmm, GError **error)

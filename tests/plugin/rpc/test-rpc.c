@@ -169,7 +169,7 @@ static void test_refusals(void)
     struct pair p;
     pair_open(&p);
     expect_refusal(&p, 777, VIR_ERR_NO_SUPPORT, "procedure 777 is not supported");
-    expect_refusal(&p, PROC_DOMAIN_CORE_DUMP, VIR_ERR_NO_SUPPORT, "virDomainCoreDump");
+    expect_refusal(&p, PROC_DOMAIN_ATTACH_DEVICE, VIR_ERR_NO_SUPPORT, "virDomainAttachDevice");
     const struct {
         int proc;
         const char *text;

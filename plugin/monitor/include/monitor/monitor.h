@@ -57,6 +57,11 @@ bool monitor_vm_pause(const char *api_socket, GError **error);
 bool monitor_vm_resume(const char *api_socket, GError **error);
 bool monitor_vm_power_button(const char *api_socket, GError **error);
 bool monitor_vm_reboot(const char *api_socket, GError **error);
+/* Cloud Hypervisor's vm.coredump, with the file's descriptor sent with it
+ * (vsnap: the body {} and one descriptor): the VM's ELF core, written and
+ * synced by the shim. Paused, or running for a live dump. More time the more
+ * RAM (ram_bytes), as vm.snapshot. */
+bool monitor_vm_coredump(const char *api_socket, int fd, uint64_t ram_bytes, GError **error);
 /* Cloud Hypervisor's vm.nmi: an NMI on vCPU 0. */
 bool monitor_vm_nmi(const char *api_socket, GError **error);
 /* vsnap's vm.send-scancodes {"scancodes": [...]}: n (1 to 64) bytes of scan

@@ -49,6 +49,10 @@ bool vmm_shutdown_vm(struct vmm *vmm, GError **error);
 bool vmm_reboot(struct vmm *vmm, GError **error);
 bool vmm_delete(struct vmm *vmm, GError **error);
 bool vmm_power_button(struct vmm *vmm, GError **error);
+/* vm.coredump (Cloud Hypervisor's): guest memory and the vCPUs' registers
+ * as an ELF core file written to fd (persist/coredump.h). Paused, or
+ * (vsnap) Running: a live dump, the vCPUs stopped only to read registers. */
+bool vmm_coredump(struct vmm *vmm, int fd, GError **error);
 /* vm.nmi (Cloud Hypervisor's): an NMI on vCPU 0, Running or Paused (taken
  * when it runs). */
 bool vmm_nmi(struct vmm *vmm, GError **error);
