@@ -152,6 +152,44 @@ class Lifecycle(unittest.TestCase):
                   for e in self.events.events]
         self.assertEqual(stamps, sorted(stamps))
 
+    def test_coredump_nmi_and_scancodes(self):
+        """vm.coredump (Cloud Hypervisor's file:// form) of a running VM is
+        live: no pause or resume event; vm.nmi and vsnap's vm.send-scancodes
+        answer 204, and their bad bodies 400."""
+        s = self.shim
+        s.expect("PUT", "vm.create", 204, body=self.config(SPIN))
+        s.expect("PUT", "vm.boot", 204)
+        wait_serial(self.serial, BOOTED)
+        core = os.path.join(self.dir, "vm.core")
+        s.expect("PUT", "vm.coredump", 204, body={"destination_url": "file://" + core})
+        with open(core, "rb") as f:
+            head = f.read(20)
+        self.assertEqual((head[:4], head[16]), (b"\x7fELF", 4))   # ET_CORE
+        self.assertEqual(self.info()["state"], "Running")
+        s.expect("PUT", "vm.coredump", 400, body={"destination_url": "file://" + core}, contains="exists")
+        for body in ({}, {"destination_url": "http://x/y"}, {"destination_url": "file:///x", "more": 1}):
+            with self.subTest(body=body):
+                s.expect("PUT", "vm.coredump", 400, body=body, contains="vm.coredump takes")
+        s.expect("PUT", "vm.nmi", 204)
+        s.expect("PUT", "vm.send-scancodes", 204, body={"scancodes": [0x1e, 0x9e]})
+        for body in ({"scancodes": []}, {"scancodes": [256]}, {"scancodes": ["a"]}, {"scancodes": [1] * 65},
+                     {"scancodes": [1], "more": 1}, {"codes": [1]}):
+            with self.subTest(body=body):
+                s.expect("PUT", "vm.send-scancodes", 400, body=body, contains="vm.send-scancodes takes")
+        s.expect("PUT", "vm.pause", 204)
+        s.expect("PUT", "vm.nmi", 204)    # pending until the VM runs
+        os.unlink(core)
+        s.expect("PUT", "vm.coredump", 204, body={"destination_url": "file://" + core})
+        s.expect("PUT", "vm.resume", 204)
+        s.expect("PUT", "vm.shutdown", 204)
+        for endpoint, body in (("vm.nmi", None), ("vm.send-scancodes", {"scancodes": [1]}),
+                               ("vm.coredump", {"destination_url": "file://" + core + "2"})):
+            with self.subTest(endpoint=endpoint):
+                s.expect("PUT", endpoint, 405, body=body, contains="Shutdown")
+        self.events.wait_for("vm", "shutdown")
+        vm_events = [e for src, e in self.events.names() if src == "vm"]
+        self.assertEqual(vm_events, ["booting", "booted", "pausing", "paused", "resuming", "resumed", "shutdown"])
+
     def test_guest_reset_reboots_from_same_config(self):
         s = self.shim
         s.expect("PUT", "vm.create", 204, body=self.config("vsnap.reboot_after_ready=1"))

@@ -16,7 +16,7 @@ from apishim import ApiShim, UnixHTTPConnection, error_message
 
 SHIM = sys.argv[1]
 
-ACTIONS = ["vm.boot", "vm.pause", "vm.resume", "vm.shutdown", "vm.reboot", "vm.power-button"]
+ACTIONS = ["vm.boot", "vm.pause", "vm.resume", "vm.shutdown", "vm.reboot", "vm.power-button", "vm.nmi"]
 GETS = ["vm.info", "vm.counters"]
 
 

@@ -80,7 +80,7 @@ class DumpTest(DaemonTest):
         wait_command_port(os.path.join(self.daemon.state, "run", "d", "vsock.sock"), timeout=60,
                           connect_timeout=30).close()
 
-    def check_core(self, path, vcpus=2):
+    def check_core(self, path, vcpus=2, memory=64 * MIB):
         e_type, machine, phdrs, notes = read_core(path)
         self.assertEqual(e_type, ET_CORE)
         self.assertEqual(machine, 62)    # EM_X86_64
@@ -90,7 +90,7 @@ class DumpTest(DaemonTest):
         self.assertGreaterEqual(rip, 1 * MIB, "vCPU 0's rip is in the guest image (loaded at 1 MiB)")
         loads = [p for p in phdrs[1:] if p["type"] == PT_LOAD]
         self.assertEqual(len(loads), len(phdrs) - 1)
-        self.assertEqual(sum(p["memsz"] for p in loads), 64 * MIB)
+        self.assertEqual(sum(p["memsz"] for p in loads), memory)
         ram = next(p for p in loads if p["paddr"] <= FILL_BASE < p["paddr"] + p["filesz"])
         self.assertEqual(ram["paddr"], 0)
         offset = ram["offset"] + FILL_BASE - ram["paddr"]
@@ -177,6 +177,20 @@ class DumpTest(DaemonTest):
             self.assertFalse(os.path.exists(path))
         self.assertEqual(os.listdir(ro), [])
         self.assertEqual(self.state("d"), "running (booted)")
+
+    def test_ram_above_4g_is_its_own_load_segment(self):
+        # 4 GiB of RAM: 3 GiB below the 32-bit MMIO hole, the rest from 4 GiB.
+        self.v("destroy", "d")
+        self.v("undefine", "d")
+        self.define("d", vcpus=1, memory_mib=4096, cmdline=f"vsnap.fill_mib={FILL_MIB} vsnap.seed={SEED}")
+        self.v("start", "d")
+        self.wait_ready()
+        path = os.path.join(self.daemon.dir, "big.core")
+        self.v("dump", "d", path, "--memory-only")
+        self.check_core(path, vcpus=1, memory=4096 * MIB)
+        loads = [(p["paddr"], p["memsz"]) for p in read_core(path)[2][1:]]
+        self.assertEqual(loads, [(0, 3072 * MIB), (4096 * MIB, 1024 * MIB)])
+        self.assertLess(os.stat(path).st_blocks * 512, 64 * MIB)
 
     def test_crash_after_dump(self):
         self.wait_ready()
