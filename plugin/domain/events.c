@@ -17,6 +17,7 @@ struct event_queue {
 static void event_free(struct domain_event *ev)
 {
     g_free(ev->name);
+    g_free(ev->text);
     g_free(ev);
 }
 
@@ -69,7 +70,8 @@ void event_queue_set_sink(struct event_queue *q, domain_event_sink sink, void *d
     g_mutex_unlock(&q->lock);
 }
 
-static void push(struct event_queue *q, struct vsnap_domain *dom, int event_id, int a, int b)
+static void push_text(struct event_queue *q, struct vsnap_domain *dom, int event_id, int a, int b,
+                      const char *text)
 {
     struct domain_event *ev = g_new0(struct domain_event, 1);
     ev->event_id = event_id;
@@ -78,7 +80,13 @@ static void push(struct event_queue *q, struct vsnap_domain *dom, int event_id, 
     ev->id = dom->id;
     ev->a = a;
     ev->b = b;
+    ev->text = g_strdup(text);
     g_async_queue_push(q->queue, ev);
+}
+
+static void push(struct event_queue *q, struct vsnap_domain *dom, int event_id, int a, int b)
+{
+    push_text(q, dom, event_id, a, b, NULL);
 }
 
 void event_queue_lifecycle(struct event_queue *q, struct vsnap_domain *dom, int event,
@@ -95,4 +103,9 @@ void event_queue_reboot(struct event_queue *q, struct vsnap_domain *dom)
 void event_queue_agent(struct event_queue *q, struct vsnap_domain *dom, int state, int reason)
 {
     push(q, dom, VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE, state, reason);
+}
+
+void event_queue_metadata(struct event_queue *q, struct vsnap_domain *dom, int type, const char *uri)
+{
+    push_text(q, dom, VIR_DOMAIN_EVENT_ID_METADATA_CHANGE, type, 0, uri);
 }

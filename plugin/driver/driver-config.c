@@ -7,6 +7,7 @@
 
 #include "conf/domain-conf.h"
 #include "domain/domain.h"
+#include "domain/events.h"
 #include "domain/state.h"
 #include "limits/vsnap-limits.h"
 #include "driver/driver.h"
@@ -154,7 +155,12 @@ bool driver_set_metadata(struct vsnap_driver *drv, struct vsnap_domain *dom, int
                          const char *key, const char *uri, unsigned flags, GError **error)
 {
     const struct metadata_change m = {type, metadata, key, uri};
-    return change_definition(drv, dom, "metadata", flags, 0, apply_metadata, &m, error);
+    if (!change_definition(drv, dom, "metadata", flags, 0, apply_metadata, &m, error))
+        return false;
+    g_mutex_lock(&dom->lock);
+    event_queue_metadata(drv->events, dom, type, type == VIR_DOMAIN_METADATA_ELEMENT ? uri : NULL);
+    g_mutex_unlock(&dom->lock);
+    return true;
 }
 
 /* ---- vCPUs ---- */

@@ -49,6 +49,18 @@ static bool_t xdr_reboot_msg(XDR *x, struct reboot_msg *m)
     return xdr_int(x, &m->callback_id) && xdr_wire_domain(x, &m->dom);
 }
 
+struct metadata_msg {
+    int32_t callback_id;
+    struct wire_domain dom;
+    int32_t type;
+    char *nsuri;
+};
+static bool_t xdr_metadata_msg(XDR *x, struct metadata_msg *m)
+{
+    return xdr_int(x, &m->callback_id) && xdr_wire_domain(x, &m->dom) && xdr_int(x, &m->type) &&
+           xdr_wire_opt_string(x, &m->nsuri);
+}
+
 /* Agent lifecycle has the same shape as lifecycle: id, dom, state, reason. */
 #define xdr_agent_msg xdr_lifecycle_msg
 
@@ -81,6 +93,13 @@ static void send_event(struct registration *r, const struct domain_event *ev)
         hdr.proc = PROC_DOMAIN_EVENT_CALLBACK_AGENT_LIFECYCLE;
         rpc_client_send(r->client, &hdr, XDR_PROC(xdr_agent_msg), &msg);
         break;
+    case VIR_DOMAIN_EVENT_ID_METADATA_CHANGE: {
+        struct metadata_msg metadata = {.callback_id = r->callback_id, .dom = msg.dom, .type = ev->a,
+                                        .nsuri = ev->text};
+        hdr.proc = PROC_DOMAIN_EVENT_CALLBACK_METADATA_CHANGE;
+        rpc_client_send(r->client, &hdr, XDR_PROC(xdr_metadata_msg), &metadata);
+        break;
+    }
     }
 }
 

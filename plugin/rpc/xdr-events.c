@@ -6,8 +6,8 @@
 #include "event-registry.h"
 #include "util/virt-error.h"
 
-/* Event ids a client may register. Only lifecycle, reboot and agent
- * lifecycle ever fire; accepting the others lets `virsh event --all` and
+/* Event ids a client may register. Only lifecycle, reboot, agent
+ * lifecycle and metadata change ever fire; accepting the others lets `virsh event --all` and
  * virt-manager register them all as they do with any driver. */
 #define EVENT_ID_LIMIT 64
 

@@ -5,10 +5,22 @@ between the live and the persistent definition as libvirt's QEMU driver
 splits them, and in a snapshot's XML; setvcpus --config changes the next
 boot and --live is refused naming why, as is a screenshot."""
 
+import threading
 import unittest
 import xml.etree.ElementTree as ET
 
 import libvirt
+
+
+
+def run_event_loop():
+    while True:
+        libvirt.virEventRunDefaultImpl()
+
+
+# libvirt's event loop for python callbacks, on a thread, before any connection.
+libvirt.virEventRegisterDefaultImpl()
+threading.Thread(target=run_event_loop, daemon=True).start()
 
 from vsnapd import DaemonTest, needs_guest
 
@@ -48,6 +60,25 @@ class MetadataTest(DaemonTest):
         self.assertEqual(e.get_error_code(), libvirt.VIR_ERR_NO_DOMAIN_METADATA)
         e = self.error_of(lambda: dom.setMetadata(TITLE, "two\nlines", None, None, 0))
         self.assertEqual(e.get_error_code(), libvirt.VIR_ERR_INVALID_ARG)
+
+    def test_metadata_change_events(self):
+        self.define("ev")
+        conn = self.daemon.connect()
+        seen = []
+        done = threading.Event()
+
+        def on_change(conn, dom, mtype, nsuri, opaque):
+            seen.append((dom.name(), mtype, nsuri))
+            if len(seen) == 2:
+                done.set()
+
+        cb = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_METADATA_CHANGE, on_change, None)
+        dom = conn.lookupByName("ev")
+        dom.setMetadata(TITLE, "t", None, None, 0)
+        dom.setMetadata(ELEMENT, "<x/>", "k", URI, 0)
+        self.assertTrue(done.wait(10), f"events seen: {seen}")
+        self.assertEqual(seen, [("ev", TITLE, None), ("ev", ELEMENT, URI)])
+        conn.domainEventDeregisterAny(cb)
 
     def test_elements_by_namespace(self):
         self.define("e")

@@ -11,7 +11,8 @@ struct domain_event {
     char *name;
     unsigned char uuid[16];
     int id;
-    int a, b;                  /* lifecycle: event, detail; agent: state, reason */
+    int a, b;                  /* lifecycle: event, detail; agent: state, reason; metadata: type */
+    char *text;                /* metadata: the element's namespace URI, or NULL */
 };
 
 typedef void (*domain_event_sink)(void *data, const struct domain_event *ev);
@@ -30,3 +31,5 @@ void event_queue_lifecycle(struct event_queue *queue, struct vsnap_domain *dom, 
 void event_queue_reboot(struct event_queue *queue, struct vsnap_domain *dom);
 void event_queue_agent(struct event_queue *queue, struct vsnap_domain *dom, int state,
                        int reason);
+/* virsh desc / metadata changed it (type: VIR_DOMAIN_METADATA_*; uri for an element). */
+void event_queue_metadata(struct event_queue *queue, struct vsnap_domain *dom, int type, const char *uri);
