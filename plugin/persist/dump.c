@@ -11,6 +11,7 @@
 #include "monitor/monitor.h"
 #include "persist/job.h"
 #include "run/process.h"
+#include "util/test-hook.h"
 #include "util/virt-error.h"
 
 static bool refuse(GError **error, int code, const char *text)
@@ -150,8 +151,10 @@ static bool dump_paused_or_live(struct vsnap_domain *dom, const char *api, int f
 {
     if (pause && !shim_ok(dom, monitor_vm_pause(api, error), error))
         return false;
-    if (pause)
+    if (pause) {
         set_state(dom, VIR_DOMAIN_PAUSED, VIR_DOMAIN_PAUSED_DUMP);
+        test_hook("dump-paused");
+    }
     bool ok = shim_ok(dom, monitor_vm_coredump(api, fd, ram_bytes(dom), error), error);
     g_autoptr(GError) resume_error = NULL;
     if (pause && !shim_ok(dom, monitor_vm_resume(api, &resume_error), &resume_error)) {

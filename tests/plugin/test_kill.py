@@ -144,6 +144,24 @@ class CrashTest(CrashTestBase):
         self.v("start", "c2")
         self.assertEqual(self.sums("c2"), sums)
 
+    def test_killed_during_a_dump(self):
+        """A dump's job resumes the VM it paused; its unnamed file went with
+        the daemon that held it."""
+        self.start_guest("c5")
+        pid = self.daemon.shim_pids()["c5"]
+        sums = self.sums("c5")
+        target = os.path.join(self.daemon.dir, "c5.core")
+        self.restart(hook="dump-paused:kill")
+        res = self.v("dump", "c5", target, "--memory-only", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.daemon.proc.wait(timeout=20)
+        self.restart()
+        self.assert_as_before("c5", sums, pid)
+        self.assertFalse(os.path.exists(target))
+        self.assertEqual([n for n in os.listdir(self.daemon.dir) if "dump" in n or n.endswith(".core")], [])
+        self.v("dump", "c5", target, "--memory-only")   # and a real one still works
+        self.assertTrue(os.path.exists(target))
+
     def test_killed_during_start(self):
         self.define("c3")
         for step in ("start-spawned", "start-launched"):
