@@ -37,7 +37,7 @@ static bool pick(struct vsnap_domain *dom, unsigned flags, unsigned extra, bool 
     }
     if (*config && !persistent) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
-                    "cannot change the persistent definition of a transient domain");
+                    "transient domains do not have any persistent config");
         return false;
     }
     return true;

@@ -195,10 +195,11 @@ static bool dump_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, cons
         .operation = VIR_DOMAIN_JOB_OPERATION_DUMP, .total = ram_bytes(dom), .resume = pause,
         .leftover = file.hidden,
     };
-    bool ok = domain_job_begin(dom, &job, error);
-    ok = ok && dump_paused_or_live(dom, api, file.fd, pause, error);
+    bool begun = domain_job_begin(dom, &job, error);
+    bool ok = begun && dump_paused_or_live(dom, api, file.fd, pause, error);
     ok = finish_dump_file(&file, ok, ok ? error : NULL) && ok;
-    domain_job_end(dom);
+    if (begun)
+        domain_job_end(dom);
     if (ok && (flags & VIR_DUMP_RESET))
         ok = shim_ok(dom, monitor_vm_reboot(api, error), error);
     if (ok && (flags & VIR_DUMP_CRASH))

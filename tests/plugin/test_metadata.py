@@ -143,6 +143,21 @@ class MetadataTest(DaemonTest):
         self.v("undefine", "l", "--snapshots-metadata")
 
     @needs_guest
+    def test_transient_domain_has_only_a_live_definition(self):
+        path = self.define("t")
+        self.v("undefine", "t")
+        self.v("create", path)
+        dom = self.daemon.connect().lookupByName("t")
+        dom.setMetadata(DESC, "live", None, None, 0)
+        self.assertEqual(dom.metadata(DESC, None, 0), "live")
+        for flags in (CONFIG, LIVE | CONFIG):
+            e = self.error_of(lambda: dom.setMetadata(DESC, "x", None, None, flags))
+            self.assertEqual(e.get_error_code(), libvirt.VIR_ERR_OPERATION_INVALID)
+        e = self.error_of(lambda: dom.setVcpusFlags(2, CONFIG))
+        self.assertEqual(e.get_error_code(), libvirt.VIR_ERR_OPERATION_INVALID)
+        self.v("destroy", "t")
+
+    @needs_guest
     def test_setvcpus_config_changes_next_boot(self):
         self.define("c")
         self.v("setvcpus", "c", "2", "--config")
