@@ -4,7 +4,8 @@
 # a private virtvsnapd. tests/desktop/virt_manager_ui.py does the clicking
 # and the checks: the domain list (state, CPU graph), Pause / Resume / Shut
 # Down / Run / Force Off from the toolbar (checked with virsh domstate), the
-# details window (every hardware entry, no error dialog), the snapshots view
+# details window (every hardware entry, no error dialog; the Overview's title and
+# description applied, checked with virsh desc), the snapshots view
 # (lists, creates, reverts: checked with the guest's memory checksum) and the
 # serial console view.
 #

@@ -21,6 +21,8 @@ Checks, each printed as "ok" or "FAIL" (exit 1 on any failure):
     change what `virsh domstate` reports;
   - the details window shows Overview, CPUs, Memory, Serial 1, the vsock
     device and every other hardware entry (disks, NICs) without an error;
+  - a title and description typed into the Overview and applied are what
+    `virsh desc` reports, live and in the persistent definition;
   - the snapshots view lists the virsh snapshot, creates one and reverts to
     it: the guest's memory checksum (SUM on its command port) is back;
   - the serial console view shows the guest's heartbeat lines.
@@ -35,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import vmmui  # noqa: E402  (configures dogtail before anything imports its tree)
 from vmmui import (Abort, GenericPredicate, answer_yes, check, close_error_dialogs,  # noqa: E402
-                   error_dialogs, find, need, press, require, say, screenshot, wait_for)
+                   error_dialogs, find, need, press, require, say, screenshot, type_into, wait_for)
 from vsnaptest import wait_command_port  # noqa: E402
 
 URI = os.environ["URI"]
@@ -170,6 +172,28 @@ def details(app, manager):
     return window
 
 
+def overview_metadata(app, window):
+    """The Overview's title and description, applied: virt-manager redefines
+    the domain and sets both live (virDomainSetMetadata, live and config)."""
+    hw = need(window, "hw-list", "table")
+    press(need(hw, "Overview", "table cell"))
+    title = need(window, "Title:", "label").labelee
+    description = need(window, "Description:", "label").labelee
+    require(title is not None and description is not None, "the Title: and Description: labels name their fields")
+    type_into(title, "vsnap web")
+    type_into(description, "set in virt-manager")
+    press(need(window, "config-apply", "push button"))
+    for scope in ("--live", "--config"):
+        got = wait_for(lambda: virsh("desc", NAME, "--title", scope, check_rc=False) == "vsnap web", 10)
+        check(got, f"Overview Apply: virsh desc --title {scope} says 'vsnap web'")
+        got = wait_for(lambda: virsh("desc", NAME, scope, check_rc=False) == "set in virt-manager", 10)
+        check(got, f"Overview Apply: virsh desc {scope} says 'set in virt-manager'")
+    errors = error_dialogs(app)
+    check(not errors, "no error dialog after Overview Apply" + (f": {errors}" if errors else ""))
+    close_error_dialogs(app)
+    screenshot("overview-metadata")
+
+
 def snapshots(app, window):
     press(need(window, "Snapshots", "radio button"))
     listing = need(window, "snapshot-list", "table")
@@ -219,6 +243,7 @@ def main():
         manager, _ = domain_list(app)
         toolbar_actions(app, manager)
         window = details(app, manager)
+        overview_metadata(app, window)
         snapshots(app, window)
         serial_console(app, window)
     except Abort:
