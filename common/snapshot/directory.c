@@ -2,6 +2,7 @@
  * partial directory, durable files, commit, progress, removal (see
  * directory.h). */
 #include "snapshot/directory.h"
+#include "snapshot/workset.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -88,7 +89,7 @@ bool snap_dir_is_snapshot_file(const char *name)
 {
     static const char *const own[] = {
         SNAP_DIR_CONFIG_FILE, SNAP_DIR_STATE_FILE, SNAP_DIR_LAYER_FILE,
-        SNAP_DIR_LAYER_FILE SNAP_DIR_SEAL_SUFFIX, SNAP_DIR_STORE_ORIGIN_FILE,
+        SNAP_DIR_LAYER_FILE SNAP_DIR_SEAL_SUFFIX, SNAP_DIR_STORE_ORIGIN_FILE, SNAP_DIR_WORKSET_FILE,
     };
     /* disk-<id>.layer (snapshot/disk.h) and its temporary names. */
     if (g_str_has_prefix(name, "disk-") && strstr(name, ".layer"))

@@ -86,6 +86,8 @@ static bool apply_word(const struct word *w, struct options *opts)
         return true;
     if (key_is(w, "fill_mib"))
         return parse_number(w, &opts->fill_mib);
+    if (key_is(w, "ws_mib"))
+        return parse_number(w, &opts->ws_mib);
     if (key_is(w, "seed"))
         return parse_number(w, &opts->seed);
     if (key_is(w, "delay_ms"))

@@ -8,6 +8,8 @@
 struct options {
     uint64_t fill_mib;       /* vsnap.fill_mib: MiB to fill from 16 MiB up */
     uint64_t seed;           /* vsnap.seed: pattern seed */
+    uint64_t ws_mib;         /* vsnap.ws_mib: after a restore, read back only this much of the filled
+                              * region, 64 KiB pieces in a fixed scattered order (0: all, in order) */
     uint64_t delay_ms;       /* vsnap.delay_ms: busy time before "ready" */
     uint64_t gen_mib;        /* vsnap.gen_mib: MiB after the filled region the idle loop keeps rewriting (gen.h) */
     uint64_t gen_mbps;       /* vsnap.gen_mbps: cap on that rewrite, MB/s (0: none) */

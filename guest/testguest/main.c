@@ -160,9 +160,10 @@ void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info)
         vsock_service_busy_wait(&g.clock, g.opts.delay_ms);
     else
         clock_busy_wait_ms(&g.clock, g.opts.delay_ms);
-    /* vsock: READY goes out before the (slow) serial line. The filled region is
-     * the guest's working set: after a restore it is read back before READY. */
-    vsock_service_ready((const void *)(uintptr_t)GUEST_FILL_BASE, g.opts.fill_mib * MIB);
+    /* vsock: READY goes out before the (slow) serial line. The filled region
+     * (or vsnap.ws_mib of it) is the guest's working set: after a restore it
+     * is read back before READY. */
+    vsock_service_ready((const void *)(uintptr_t)GUEST_FILL_BASE, g.opts.fill_mib * MIB, g.opts.ws_mib * MIB);
 
     serial_puts("vsnap-testguest: ready sum=");
     serial_put_hex64(sum);

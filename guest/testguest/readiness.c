@@ -104,13 +104,42 @@ static void read_ack(struct readiness *r)
     }
 }
 
+#define PIECE (64u << 10)
+
+static uint8_t touch_range(const struct readiness *r, uint64_t off, uint64_t len)
+{
+    uint8_t sink = 0;
+    for (uint64_t end = off + len; off < end; off += 4096)
+        sink ^= r->working_set[off];
+    return sink;
+}
+
+/* A step through the pieces that visits each once: a prime not dividing
+ * their count. */
+static uint64_t scatter_stride(uint64_t pieces)
+{
+    static const uint64_t primes[] = { 7919, 7927, 7933 };
+    for (unsigned i = 0; i < sizeof primes / sizeof primes[0]; i++)
+        if (pieces % primes[i])
+            return primes[i] % pieces ? primes[i] % pieces : 1;
+    return 1;
+}
+
 /* One read per page: on an on-demand restore each first touch is what brings
- * the page back, so this is the guest's working set coming home. */
+ * the page back, so this is the guest's working set coming home. With
+ * working_set_touch, only that much of it, 64 KiB pieces in a fixed
+ * scattered order that readahead cannot guess (and a record can). */
 static void touch_working_set(const struct readiness *r)
 {
     uint8_t sink = 0;
-    for (uint64_t off = 0; off < r->working_set_len; off += 4096)
-        sink ^= r->working_set[off];
+    uint64_t pieces = r->working_set_len / PIECE, want = r->working_set_touch / PIECE;
+    if (!want || !pieces) {
+        sink ^= touch_range(r, 0, r->working_set_len);
+    } else {
+        uint64_t stride = scatter_stride(pieces);
+        for (uint64_t k = 0; k < want && k < pieces; k++)
+            sink ^= touch_range(r, (k * stride) % pieces * PIECE, PIECE);
+    }
     (void)sink;
 }
 

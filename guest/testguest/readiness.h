@@ -21,6 +21,7 @@ struct readiness {
     unsigned reply_len;
     const volatile uint8_t *working_set; /* read back after a transport reset */
     uint64_t working_set_len;
+    uint64_t working_set_touch; /* 0: all of it in order; else this much, scattered (readiness.c) */
 };
 
 void readiness_start(struct readiness *r, uint32_t port, uint64_t tsc_khz, uint64_t boot_id);

@@ -87,7 +87,7 @@ bool vsock_service_active(void)
     return service.active;
 }
 
-void vsock_service_ready(const void *working_set, uint64_t len)
+void vsock_service_ready(const void *working_set, uint64_t len, uint64_t touch)
 {
     if (!service.active)
         return;
@@ -99,6 +99,7 @@ void vsock_service_ready(const void *working_set, uint64_t len)
         readiness_start(&service.readiness, service.ready_port, service.tsc_khz, boot_id);
         service.readiness.working_set = working_set;
         service.readiness.working_set_len = len;
+        service.readiness.working_set_touch = touch < len ? touch : 0;
     }
     commands_start(service.cmd_port, service.boot_params);
     vsock_poll();

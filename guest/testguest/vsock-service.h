@@ -17,7 +17,7 @@ bool vsock_service_active(void);
  * [working_set, +len) is read back (every page) after each transport reset,
  * before READY goes out again: a restored guest's agent needs its working set
  * before it can serve, and that is what restore benchmarks must include. */
-void vsock_service_ready(const void *working_set, uint64_t len);
+void vsock_service_ready(const void *working_set, uint64_t len, uint64_t touch);
 /* Busy for ms milliseconds (the guest's start-up work), still taking what
  * the device delivers, as a guest kernel would: a connection to a port that
  * nobody listens on yet is refused at once rather than left hanging. */

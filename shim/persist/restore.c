@@ -361,7 +361,8 @@ static void on_demand_failed(void *opaque, const GError *error)
     vm_report_fatal(p->vm, detail);
 }
 
-static bool start_on_demand(struct persist_vm *p, const struct persist_restore_request *req, GError **error)
+static bool start_on_demand(struct persist_vm *p, const struct persist_restore_request *req, const char *dir,
+                            GError **error)
 {
     struct guest_memory *mem = vm_memory(p->vm);
     struct snap_uffd_config config = {
@@ -369,10 +370,15 @@ static bool start_on_demand(struct persist_vm *p, const struct persist_restore_r
         .block_size = req->block_size, .readahead = !req->no_readahead,
         .on_error = on_demand_failed, .opaque = p,
     };
+    /* Only a guest that can announce READY says when its working set is in. */
+    if (!req->no_workset && !req->prefault && vm_vsock(p->vm))
+        persist_workset_prepare(&p->ws, dir, &p->last_id, &config);
     g_autoptr(GError) local = NULL;
     p->uffd = snap_uffd_start(&config, &local);
     if (!p->uffd)
         return snap_failed(error, local, "restore on demand");
+    if (p->ws.dir)
+        persist_workset_started(&p->ws, p->uffd);
     /* Nothing runs yet that could wait on a page: a bad block here is an
      * error of the restore, and the VM is freed. */
     if (req->prefault && !snap_uffd_fill_all(p->uffd, &local))
@@ -393,7 +399,7 @@ static bool prefault_ram(struct vm *vm, GError **error)
 /* ---- the VM ---- */
 
 static struct vm *build_vm(const struct vm_config *cfg, const struct vm_callbacks *cb, struct snap_chain **chain,
-                           const snap_id *top_id, const struct persist_restore_request *req, GError **error)
+                           const struct snap_dir *top, const struct persist_restore_request *req, GError **error)
 {
     struct guest_memory ram = { .fd = -1 };
     if (!prepare_ram(*chain, req->mode, memory_config_page_size(&cfg->memory), &ram, error))
@@ -409,14 +415,14 @@ static struct vm *build_vm(const struct vm_config *cfg, const struct vm_callback
     struct persist_vm *p = persist_vm_get(vm);
     p->restored = true;
     p->restore_mode = req->mode;
-    p->last_id = *top_id;
+    p->last_id = top->memory.id;
     p->has_layer = true;
     /* Later diffs leave out pages that still hold the chain's content; the
      * on-demand server reads it (the other modes are done with it). */
     persist_set_reference(p, *chain);
     if (req->mode == SNAP_RESTORE_ONDEMAND)
         p->served = g_steal_pointer(chain);
-    bool ok = req->mode == SNAP_RESTORE_ONDEMAND ? start_on_demand(p, req, error)
+    bool ok = req->mode == SNAP_RESTORE_ONDEMAND ? start_on_demand(p, req, top->path, error)
                                                  : !req->prefault || prefault_ram(vm, error);
     if (!ok) {
         vm_free(vm);
@@ -443,7 +449,7 @@ struct vm *persist_restore(const struct persist_restore_request *req, const stru
         !disk_layers_for_restore(top, cfg, work_dir, error))
         return NULL;
     struct snap_chain *chain = open_chain(top, cfg->memory.size, error);
-    struct vm *vm = chain ? build_vm(cfg, cb, &chain, &top->memory.id, req, error) : NULL;
+    struct vm *vm = chain ? build_vm(cfg, cb, &chain, top, req, error) : NULL;
     snap_chain_free(chain); /* NULL if the on-demand server took it */
     if (!vm) {
         disk_layers_discard_overlays(cfg);

@@ -27,6 +27,7 @@ static void persist_vm_release(void *opaque)
     /* Every thread that touches RAM has stopped (vm_free: vCPUs, then
      * devices): none can be waiting on a fault, so the server can go before
      * RAM is unmapped. */
+    persist_workset_clear(&p->ws);
     snap_uffd_stop(p->uffd);
     snap_chain_free(p->served);
     clear_reference(p);
@@ -219,6 +220,7 @@ void persist_note_full(struct persist_vm *p, const char *layer_path, const snap_
     /* The server is complete (persist_vm_fill_all ran before the full
      * snapshot), so it and its chain may go while the VM runs on: nothing
      * of the snapshot restored stays open. */
+    persist_workset_clear(&p->ws);
     g_clear_pointer(&p->uffd, snap_uffd_stop);
     g_clear_pointer(&p->served, snap_chain_free);
     new_reference(p);
@@ -227,10 +229,10 @@ void persist_note_full(struct persist_vm *p, const char *layer_path, const snap_
 
 /* ---- vm.info ---- */
 
-static void add_ondemand_stats(struct snap_uffd *u, JsonBuilder *b)
+static void add_ondemand_stats(struct persist_vm *p, JsonBuilder *b)
 {
     struct snap_uffd_stats st;
-    snap_uffd_get_stats(u, &st);
+    snap_uffd_get_stats(p->uffd, &st);
     vjson_object_begin(b, NULL);
     vjson_uint(b, "faults", st.faults);
     vjson_uint(b, "pages_copied", st.pages_copied);
@@ -241,6 +243,7 @@ static void add_ondemand_stats(struct snap_uffd *u, JsonBuilder *b)
     vjson_bool(b, "prefetch_done", st.prefetch_done);
     vjson_bool(b, "complete", st.complete);
     vjson_bool(b, "failed", st.failed);
+    persist_workset_add_info(&p->ws, &st, b);
     vjson_object_end(b);
 }
 
@@ -255,7 +258,7 @@ void persist_add_info(struct vm *vm, JsonBuilder *b)
     vjson_str(b, "restore_mode", p && p->restored ? snap_restore_mode_name(p->restore_mode) : NULL);
     vjson_member(b, "ondemand");
     if (p && p->uffd)
-        add_ondemand_stats(p->uffd, b);
+        add_ondemand_stats(p, b);
     else
         vjson_null(b, NULL);
     vjson_object_end(b);
@@ -266,4 +269,11 @@ JsonObject *persist_restored_vmm_state(struct vm *vm)
 {
     struct persist_vm *p = vm_get_persist_state(vm);
     return p && p->vmm_state ? json_node_get_object(p->vmm_state) : NULL;
+}
+
+void persist_guest_ready(struct vm *vm)
+{
+    struct persist_vm *p = vm_get_persist_state(vm);
+    if (p && p->uffd)
+        persist_workset_ready(&p->ws, p->uffd);
 }

@@ -24,6 +24,7 @@
 #include "ram-snapshot/restore-mode.h"
 #include "ram-snapshot/uffd.h"
 #include "snapshot/chain.h"
+#include "workset-record.h"
 
 struct vm;
 
@@ -39,6 +40,7 @@ struct persist_vm {
     JsonNode *vmm_state;         /* restored: state.json's "vmm" object, or NULL */
     struct snap_uffd *uffd;   /* on demand: the server, reading `served` */
     struct snap_chain *served;
+    struct persist_workset ws; /* on demand: the working set recorded or served */
 
     /* The reference: a chain whose content RAM had at one instant (the chain
      * restored, or the last full snapshot), and the pages put in diffs since

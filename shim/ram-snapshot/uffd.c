@@ -30,6 +30,7 @@
  * the guest touched. */
 #include "ram-snapshot/uffd.h"
 #include "uffd-holes.h"
+#include "uffd-internal.h"
 #include "sandbox/syscall-filter.h"
 #include "snapshot/mapped-read.h"
 
@@ -55,27 +56,6 @@ G_DEFINE_QUARK(vsnap-uffd-error-quark, snap_uffd_error)
 #define READAHEAD_AROUND (2u << 20)   /* after a jump: the data of the aligned 2 MiB around the fault */
 #define READAHEAD_MAX (16u << 20)     /* the window stops doubling here */
 
-struct snap_uffd {
-    struct snap_chain *chain;
-    uint8_t *host;
-    uint64_t npages;
-    uint64_t block_pages;
-    uint64_t nblocks;
-    uint64_t host_page;        /* bytes of one page of the RAM mapping: 4 KiB, or 2 MiB */
-    bool readahead;
-    uint8_t *bounce[2];        /* huge pages only: the handler's and the prefetcher's */
-    const uint8_t *zeros;      /* huge pages only: host_page bytes that read as zero */
-    int uffd;
-    int wake_fd;               /* eventfd: tells the threads to stop */
-    uint64_t *served;          /* bit per page */
-    snap_uffd_error_fn on_error;
-    void *opaque;
-    pthread_t handler, prefetcher;
-    bool handler_running, prefetch_running;
-    int stopping;              /* atomic */
-    int failed;                /* atomic: set once, on_error called by the setter */
-    struct snap_uffd_stats stats; /* counters updated atomically */
-};
 
 /* ---- opening userfaultfd ---- */
 
@@ -295,7 +275,7 @@ static bool page_has_data(struct snap_uffd *u, uint64_t p)
 
 /* Serve the pages of [first, end) not served yet, each from its own layer;
  * with data_only, leave zero pages alone (see prefetch_thread). */
-static bool serve_pages(struct snap_uffd *u, uint64_t first, uint64_t end, bool data_only,
+bool uffd_serve_pages(struct snap_uffd *u, uint64_t first, uint64_t end, bool data_only,
                         GError **error)
 {
     struct snap_chain *c = u->chain;
@@ -372,7 +352,7 @@ static const uint8_t *huge_page_source(struct snap_uffd *u, uint64_t first, uint
 
 /* Serve the huge pages of [first, end) not served yet; with data_only,
  * leave those that hold no data at all alone. */
-static bool serve_huge_pages(struct snap_uffd *u, uint64_t first, uint64_t end, bool data_only, uint8_t *buf,
+bool uffd_serve_huge_pages(struct snap_uffd *u, uint64_t first, uint64_t end, bool data_only, uint8_t *buf,
                              GError **error)
 {
     uint64_t n = u->host_page / SNAP_PAGE_SIZE;
@@ -399,17 +379,17 @@ static bool serve_huge_pages(struct snap_uffd *u, uint64_t first, uint64_t end, 
 }
 
 /* buf: the calling thread's host_page bytes (huge pages only). */
-static bool serve_block(struct snap_uffd *u, uint64_t block, bool data_only, uint8_t *buf, GError **error)
+bool uffd_serve_block(struct snap_uffd *u, uint64_t block, bool data_only, uint8_t *buf, GError **error)
 {
     uint64_t first = block * u->block_pages, end = MIN(first + u->block_pages, u->npages);
     if (u->host_page > SNAP_PAGE_SIZE)
-        return serve_huge_pages(u, first, end, data_only, buf, error);
-    return serve_pages(u, first, end, data_only, error);
+        return uffd_serve_huge_pages(u, first, end, data_only, buf, error);
+    return uffd_serve_pages(u, first, end, data_only, error);
 }
 
 /* Every page of the block is served already; with data_only, every page
  * that holds snapshot data. */
-static bool block_served(struct snap_uffd *u, uint64_t block, bool data_only)
+bool uffd_block_served(struct snap_uffd *u, uint64_t block, bool data_only)
 {
     uint64_t first = block * u->block_pages, end = MIN(first + u->block_pages, u->npages);
     for (uint64_t p = first; p < end;) {
@@ -434,7 +414,7 @@ static bool mark_failed(struct snap_uffd *u)
 }
 
 /* A server thread met a bad block: the first one reports it, once. */
-static void report_failure(struct snap_uffd *u, GError *err)
+void uffd_report_failure(struct snap_uffd *u, GError *err)
 {
     if (mark_failed(u)) {
         if (u->on_error)
@@ -445,7 +425,7 @@ static void report_failure(struct snap_uffd *u, GError *err)
     g_error_free(err);
 }
 
-static bool should_stop(struct snap_uffd *u)
+bool uffd_should_stop(struct snap_uffd *u)
 {
     return __atomic_load_n(&u->stopping, __ATOMIC_ACQUIRE) ||
            __atomic_load_n(&u->failed, __ATOMIC_ACQUIRE);
@@ -501,10 +481,10 @@ static void readahead_step(struct snap_uffd *u, struct readahead *ra)
     bool around = ra->around.next < ra->around.end;
     struct ra_range *r = around ? &ra->around : &ra->ahead;
     uint64_t block = r->next++;
-    if (block_served(u, block, around))
+    if (uffd_block_served(u, block, around))
         return;
     GError *err = NULL;
-    if (serve_block(u, block, around, u->bounce[0], &err)) {
+    if (uffd_serve_block(u, block, around, u->bounce[0], &err)) {
         __atomic_fetch_add(&u->stats.blocks_read_ahead, 1, __ATOMIC_RELAXED);
         return;
     }
@@ -520,8 +500,8 @@ static void handle_fault(struct snap_uffd *u, struct readahead *ra, uint64_t add
         return; /* after a failure faults are left unanswered, never served */
     __atomic_fetch_add(&u->stats.faults, 1, __ATOMIC_RELAXED);
     GError *err = NULL;
-    if (!serve_block(u, page / u->block_pages, false, u->bounce[0], &err)) {
-        report_failure(u, err);
+    if (!uffd_serve_block(u, page / u->block_pages, false, u->bounce[0], &err)) {
+        uffd_report_failure(u, err);
         return;
     }
     /* The page may have been filled by the other thread just before this fault
@@ -529,7 +509,8 @@ static void handle_fault(struct snap_uffd *u, struct readahead *ra, uint64_t add
     uint64_t start = off - off % u->host_page;
     struct uffdio_range wake = { .start = (uintptr_t)u->host + start, .len = u->host_page };
     ioctl(u->uffd, UFFDIO_WAKE, &wake);
-    if (u->readahead)
+    uffd_workset_note_fault(u, page / u->block_pages);
+    if (u->readahead && !uffd_workset_recording(u))
         readahead_after_fault(u, ra, page / u->block_pages);
 }
 
@@ -559,7 +540,7 @@ static void *handler_thread(void *arg)
         if (poll(fds, 2, ahead ? 0 : -1) < 0) {
             if (errno == EINTR)
                 continue;
-            report_failure(u, g_error_new(SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED,
+            uffd_report_failure(u, g_error_new(SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED,
                                           "userfaultfd handler: poll failed: %s", g_strerror(errno)));
             break;
         }
@@ -578,14 +559,14 @@ static void *handler_thread(void *arg)
 static bool serve_everything(struct snap_uffd *u, bool count_prefetch, uint8_t *buf, GError **error)
 {
     for (uint64_t b = 0; b < u->nblocks; b++) {
-        if (should_stop(u)) {
+        if (uffd_should_stop(u)) {
             g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED, "on-demand restore %s",
                         __atomic_load_n(&u->failed, __ATOMIC_ACQUIRE) ? "has failed" : "was stopped");
             return false;
         }
-        if (block_served(u, b, true))
+        if (uffd_block_served(u, b, true))
             continue;
-        if (!serve_block(u, b, true, buf, error))
+        if (!uffd_serve_block(u, b, true, buf, error))
             return false;
         if (count_prefetch)
             __atomic_fetch_add(&u->stats.blocks_prefetched, 1, __ATOMIC_RELAXED);
@@ -606,10 +587,10 @@ static void *prefetch_thread(void *arg)
         __atomic_store_n(&u->stats.prefetch_done, true, __ATOMIC_RELEASE);
         __atomic_store_n(&u->stats.complete, true, __ATOMIC_RELEASE);
     }
-    else if (should_stop(u))
+    else if (uffd_should_stop(u))
         g_clear_error(&err); /* stopped, or someone else reported the failure */
     else
-        report_failure(u, err);
+        uffd_report_failure(u, err);
     return NULL;
 }
 
@@ -670,6 +651,7 @@ struct snap_uffd *snap_uffd_start(const struct snap_uffd_config *cfg, GError **e
     u->opaque = cfg->opaque;
     u->served = g_new0(uint64_t, (u->npages + 63) / 64);
     u->uffd = -1;
+    uffd_workset_init(u, cfg);
     u->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (u->wake_fd < 0) {
         g_set_error(error, SNAP_UFFD_ERROR, SNAP_UFFD_ERROR_FAILED, "cannot create an eventfd: %s",
@@ -694,6 +676,10 @@ struct snap_uffd *snap_uffd_start(const struct snap_uffd_config *cfg, GError **e
         return NULL;
     }
     u->handler_running = true;
+    if (!uffd_workset_start_thread(u, error)) {
+        snap_uffd_stop(u);
+        return NULL;
+    }
     return u;
 }
 
@@ -732,6 +718,10 @@ void snap_uffd_get_stats(struct snap_uffd *u, struct snap_uffd_stats *st)
     st->blocks_prefetched = __atomic_load_n(&u->stats.blocks_prefetched, __ATOMIC_RELAXED);
     st->blocks_read_ahead = __atomic_load_n(&u->stats.blocks_read_ahead, __ATOMIC_RELAXED);
     st->pages_unregistered = u->stats.pages_unregistered; /* set before the threads start */
+    st->prefetch_hits = __atomic_load_n(&u->stats.prefetch_hits, __ATOMIC_RELAXED);
+    st->prefetch_misses = __atomic_load_n(&u->stats.prefetch_misses, __ATOMIC_RELAXED);
+    st->workset_blocks = u->stats.workset_blocks; /* set before the threads start */
+    st->workset_done = __atomic_load_n(&u->stats.workset_done, __ATOMIC_ACQUIRE);
     st->prefetch_done = __atomic_load_n(&u->stats.prefetch_done, __ATOMIC_ACQUIRE);
     st->complete = __atomic_load_n(&u->stats.complete, __ATOMIC_ACQUIRE);
     st->failed = __atomic_load_n(&u->failed, __ATOMIC_ACQUIRE);
@@ -749,6 +739,8 @@ void snap_uffd_stop(struct snap_uffd *u)
     }
     if (u->prefetch_running)
         pthread_join(u->prefetcher, NULL);
+    if (u->ws.running)
+        pthread_join(u->ws.thread, NULL);
     if (u->handler_running)
         pthread_join(u->handler, NULL);
     if (u->uffd >= 0)
@@ -760,5 +752,6 @@ void snap_uffd_stop(struct snap_uffd *u)
     for (unsigned i = 0; i < G_N_ELEMENTS(u->bounce); i++)
         g_free(u->bounce[i]);
     g_free(u->served);
+    uffd_workset_release(u);
     g_free(u);
 }

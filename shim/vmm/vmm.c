@@ -930,6 +930,7 @@ static gboolean handle_guest_ready(gpointer data)
     g_free(vmm->ready_info);
     vmm->ready_info = g_strdup(ready->info_json ? ready->info_json : "{}");
     events_emit(vmm->events, "guest", "ready", parse_json_or_string(vmm->ready_info));
+    persist_guest_ready(vmm->vm);
     notify_ready_watches(vmm, vmm->ready_info);
     return G_SOURCE_REMOVE;
 }

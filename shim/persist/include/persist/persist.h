@@ -103,6 +103,7 @@ struct persist_restore_request {
     uint64_t block_size;       /* on demand: fault block, 0 = default (64 KiB) */
     bool prefetch;             /* on demand: background prefetch once running */
     bool no_readahead;         /* on demand: no readahead after faults (ram-snapshot/uffd.h) */
+    bool no_workset;           /* on demand: neither record nor serve a working set (workset-record.h) */
     JsonObject *config_overrides; /* NULL or {vsock: {socket}, serial: {...}, console: {...},
                                    *          vsnap_work_dir: "/abs/dir" (the disks' new overlays),
                                    *          net: [...], disks: [{id, path, readonly}],
@@ -126,8 +127,15 @@ struct vm_config *persist_config_with_overrides(JsonNode *root, JsonObject *over
  * name), how the VM was restored, and the on-demand server's progress:
  *   {"layer_id": "..."|null, "restore_mode": "ondemand"|...|null,
  *    "ondemand": {"faults", "pages_copied", "pages_zeroed", "pages_unregistered", "blocks_prefetched",
- *                 "blocks_read_ahead", "prefetch_done", "complete", "failed"}|null} */
+ *                 "blocks_read_ahead", "prefetch_done", "complete", "failed",
+ *                 "prefetch_hits", "prefetch_misses", "workset_blocks", "workset_ms",
+ *                 "record": "none"|"recorded"|"used"|"refreshed", "record_error"?}|null} */
 void persist_add_info(struct vm *vm, JsonBuilder *b);
+
+/* The guest announced READY (the VMM's readiness service): a VM restored on
+ * demand keeps the working set it touched until now (plus a grace period)
+ * with its snapshot, for the next restore to fetch first. */
+void persist_guest_ready(struct vm *vm);
 /* vm.info's vsnap.clock comes with it: see persist/clock.h. */
 
 /* A restored VM: the "vmm" object its snapshot's state.json held (the

@@ -22,6 +22,7 @@
 #pragma once
 
 #include "snapshot/chain.h"
+#include "snapshot/workset.h"
 
 enum snap_uffd_open {
     SNAP_UFFD_OPEN_AUTO = 0,     /* userfaultfd(2), then /dev/userfaultfd */
@@ -50,6 +51,10 @@ struct snap_uffd_config {
                                 * page_size if larger) */
     bool readahead;            /* after each fault, serve the blocks after it while no fault waits
                                 * (a window that grows while faults go on in order) */
+    bool record;               /* record the guest's first touches (faults) until snap_uffd_end_record;
+                                * readahead waits till then, so that every first touch is a fault */
+    const struct snap_workset *workset; /* NULL, or a recorded working set to serve from the start, in
+                                * its order, racing the vCPUs (copied: need not outlive the call) */
     snap_uffd_error_fn on_error;
     void *opaque;
     enum snap_uffd_open open_mode;
@@ -62,6 +67,10 @@ struct snap_uffd_stats {
     uint64_t blocks_prefetched;
     uint64_t blocks_read_ahead; /* blocks the handler served after a fault, before they were touched */
     uint64_t pages_unregistered; /* zero pages never registered: the kernel's fresh pages at first touch */
+    uint64_t prefetch_hits;    /* blocks of the workset served before the guest asked for them */
+    uint64_t prefetch_misses;  /* blocks the guest touched first that the workset does not hold */
+    uint64_t workset_blocks;   /* blocks of the workset given */
+    bool workset_done;         /* every block of the workset is served */
     bool prefetch_done;        /* the prefetch thread has finished */
     bool complete;             /* every page holding snapshot data is served */
     bool failed;               /* a block failed (on_error was called) */
@@ -85,6 +94,11 @@ bool snap_uffd_start_prefetch(struct snap_uffd *u, GError **error);
 bool snap_uffd_fill_all(struct snap_uffd *u, GError **error);
 
 void snap_uffd_get_stats(struct snap_uffd *u, struct snap_uffd_stats *stats);
+
+/* End the recording (config.record): readahead starts, and the first touches
+ * seen so far come back as a workset of layer_id (caller frees), in the order
+ * the guest made them, each a whole fault block. NULL if not recording. */
+struct snap_workset *snap_uffd_end_record(struct snap_uffd *u, const snap_id *layer_id);
 
 /* Stop the threads (eventfd wake-up, join), unregister, close. NULL is fine. */
 void snap_uffd_stop(struct snap_uffd *u);
