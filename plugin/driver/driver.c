@@ -627,6 +627,13 @@ static char *api_socket_of(struct vsnap_domain *dom)
     return path;
 }
 
+bool driver_ondemand_stats(struct vsnap_driver *drv, struct vsnap_domain *dom, struct monitor_ondemand *out)
+{
+    (void)drv;
+    g_autofree char *api_socket = api_socket_of(dom);
+    return api_socket && monitor_vm_ondemand(api_socket, out, NULL);
+}
+
 /* process_set_state_locked under the domain lock. */
 static void set_state(struct vsnap_driver *drv, struct vsnap_domain *dom, int state, int reason,
                       int event, int detail)

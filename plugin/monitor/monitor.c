@@ -461,6 +461,33 @@ bool monitor_vm_snapshot_job(const char *api_socket, struct monitor_snapshot_job
     return true;
 }
 
+/* obj.name.name2 as an object, or NULL. */
+static JsonObject *member_object(JsonObject *obj, const char *name)
+{
+    JsonNode *node = obj ? json_object_get_member(obj, name) : NULL;
+    return node && JSON_NODE_HOLDS_OBJECT(node) ? json_node_get_object(node) : NULL;
+}
+
+bool monitor_vm_ondemand(const char *api_socket, struct monitor_ondemand *od, GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *obj = get_object(api_socket, "vm.info", parser, error);
+    JsonObject *o = member_object(member_object(member_object(obj, "vsnap"), "snapshot"), "ondemand");
+    if (!o)
+        return false;
+    JsonNode *ms = json_object_get_member(o, "workset_ms");
+    *od = (struct monitor_ondemand){
+        .faults = member_u64(o, "faults"), .pages_copied = member_u64(o, "pages_copied"),
+        .blocks_read_ahead = member_u64(o, "blocks_read_ahead"),
+        .blocks_prefetched = member_u64(o, "blocks_prefetched"),
+        .prefetch_hits = member_u64(o, "prefetch_hits"), .prefetch_misses = member_u64(o, "prefetch_misses"),
+        .workset_blocks = member_u64(o, "workset_blocks"),
+        .workset_ms = ms && JSON_NODE_HOLDS_VALUE(ms) ? (int64_t)member_u64(o, "workset_ms") : -1,
+    };
+    g_strlcpy(od->record, json_object_get_string_member_with_default(o, "record", "none"), sizeof od->record);
+    return true;
+}
+
 static uint64_t counter(JsonObject *disk, const char *name)
 {
     gint64 v = json_object_get_int_member_with_default(disk, name, 0);

@@ -703,8 +703,6 @@ static unsigned fill_block_stats(struct wire_typed_param *p, const struct block_
     return n;
 }
 
-/* state.*, cpu.time, balloon.*, vcpu.*, block.* as libvirt names them, plus vsnap.ready and
- * vsnap.generation (readiness pushed by the guest; VM starts so far). */
 /* net.count and net.<i>.name, rx.*, tx.* as libvirt names them. */
 static unsigned fill_net_stats(struct wire_typed_param *p, GArray *nets)
 {
@@ -731,11 +729,33 @@ static unsigned fill_net_stats(struct wire_typed_param *p, GArray *nets)
     return n;
 }
 
+#define ONDEMAND_PARAMS 8
+
+/* vsnap.ondemand.*: the on-demand server of a domain restored that way. */
+static unsigned fill_ondemand_stats(struct wire_typed_param *p, const struct monitor_ondemand *od)
+{
+    unsigned n = 0;
+    wire_param_ullong(&p[n++], "vsnap.ondemand.faults", od->faults);
+    wire_param_ullong(&p[n++], "vsnap.ondemand.pages_copied", od->pages_copied);
+    wire_param_ullong(&p[n++], "vsnap.ondemand.blocks_read_ahead", od->blocks_read_ahead);
+    wire_param_ullong(&p[n++], "vsnap.ondemand.prefetch_hits", od->prefetch_hits);
+    wire_param_ullong(&p[n++], "vsnap.ondemand.prefetch_misses", od->prefetch_misses);
+    wire_param_ullong(&p[n++], "vsnap.ondemand.workset_blocks", od->workset_blocks);
+    if (od->workset_ms >= 0)
+        wire_param_ullong(&p[n++], "vsnap.ondemand.workset_ms", (uint64_t)od->workset_ms);
+    wire_param_string(&p[n++], "vsnap.ondemand.record", od->record);
+    return n;
+}
+
+/* state.*, cpu.time, balloon.*, vcpu.*, block.* as libvirt names them, plus vsnap.ready and
+ * vsnap.generation (readiness pushed by the guest; VM starts so far) and, restored on
+ * demand, vsnap.ondemand.* (the server's faults, prefetch and working-set record). */
 static void fill_stats(struct stats_record *rec, const struct domain_summary *s, unsigned stats,
-                       const struct block_stats *blocks, size_t n_disks, GArray *nets)
+                       const struct block_stats *blocks, size_t n_disks, GArray *nets,
+                       const struct monitor_ondemand *od)
 {
     bool all = stats == 0;
-    struct wire_typed_param *p = calloc(12 + 1 + n_disks * BLOCK_PARAMS_PER_DISK +
+    struct wire_typed_param *p = calloc(12 + 1 + ONDEMAND_PARAMS + n_disks * BLOCK_PARAMS_PER_DISK +
                                             (nets ? 1 + 9 * nets->len : 0),
                                         sizeof(*p));
     unsigned n = 0;
@@ -744,6 +764,8 @@ static void fill_stats(struct stats_record *rec, const struct domain_summary *s,
         wire_param_int(&p[n++], "state.reason", s->reason);
         wire_param_bool(&p[n++], "vsnap.ready", s->ready);
         wire_param_ullong(&p[n++], "vsnap.generation", s->generation);
+        if (od)
+            n += fill_ondemand_stats(&p[n], od);
     }
     if (all || (stats & VIR_DOMAIN_STATS_CPU_TOTAL))
         wire_param_ullong(&p[n++], "cpu.time", s->cpu_time_ns);
@@ -792,7 +814,10 @@ static bool do_all_domain_stats(struct rpc_call *call, struct stats_args *a, str
         g_autoptr(GArray) nets = a->stats == 0 || (a->stats & VIR_DOMAIN_STATS_INTERFACE)
                                      ? driver_interfaces_stats(call->driver, doms->pdata[i])
                                      : NULL;
-        fill_stats(&r->records[i], &s, a->stats, blocks, n_disks, nets);
+        struct monitor_ondemand od;
+        bool has_od = (a->stats == 0 || (a->stats & VIR_DOMAIN_STATS_STATE)) &&
+                      driver_ondemand_stats(call->driver, doms->pdata[i], &od);
+        fill_stats(&r->records[i], &s, a->stats, blocks, n_disks, nets, has_od ? &od : NULL);
         for (size_t d = 0; d < n_disks; d++)
             block_stats_clear(&blocks[d]);
         g_free(blocks);

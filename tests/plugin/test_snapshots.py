@@ -488,6 +488,35 @@ class RestoreModeTest(SnapshotTestBase):
         self.assertEqual(self.shim_restore_mode("rm2"), "ondemand")
 
 
+    def ondemand_stats(self, name):
+        """domstats' vsnap.ondemand.* once the record of the last revert is
+        settled (it is kept 200 ms after READY)."""
+        wait_for(lambda: "vsnap.ready=yes" in self.v("domstats", "--state", name).stdout, what="readiness")
+        time.sleep(0.5)
+        out = self.v("domstats", "--state", name).stdout
+        return dict(line.strip().split("=", 1) for line in out.splitlines() if "vsnap.ondemand." in line)
+
+    def test_ondemand_revert_records_and_serves_the_working_set(self):
+        """The first on-demand revert to a snapshot records what the guest
+        touched (its confined shim writes it into the snapshot's directory),
+        the next one serves it first; domstats shows both."""
+        uid = "3c8e1f4a-2b6d-4e0f-9a17-6d5c4b3a2918"
+        self.redefine("ws1", uid, "ondemand")
+        self.v("start", "ws1")
+        want = self.sums("ws1")
+        self.v("snapshot-create-as", "ws1", "s0")
+        self.v("snapshot-revert", "ws1", "s0")
+        first = self.ondemand_stats("ws1")
+        self.assertEqual(first.get("vsnap.ondemand.record"), "recorded", first)
+        self.assertEqual(self.sums("ws1"), want)
+        self.v("snapshot-revert", "ws1", "s0")
+        again = self.ondemand_stats("ws1")
+        self.assertEqual(again.get("vsnap.ondemand.record"), "used", again)
+        self.assertGreater(int(again["vsnap.ondemand.prefetch_hits"]), 0, again)
+        self.assertLess(int(again["vsnap.ondemand.faults"]), int(first["vsnap.ondemand.faults"]), (first, again))
+        self.assertEqual(self.sums("ws1"), want)
+
+
 class UndefineTest(SnapshotTestBase):
     def test_unreadable_snapshot_metadata_refuses_undefine(self):
         self.start_guest("ud1")

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "domain/state.h"
+#include "monitor/monitor.h"
 
 /* What virsh/python need to know about a domain in one consistent read. */
 struct domain_summary {
@@ -49,6 +50,9 @@ bool driver_save_config(struct vsnap_driver *drv, const struct domain_def *def, 
 
 void driver_summary(struct vsnap_driver *drv, struct vsnap_domain *dom,
                     struct domain_summary *out);
+/* The on-demand server's statistics of a running domain restored on demand
+ * (its shim's vm.info); false when it has none or they cannot be read. */
+bool driver_ondemand_stats(struct vsnap_driver *drv, struct vsnap_domain *dom, struct monitor_ondemand *out);
 /* Domains matching VIR_CONNECT_LIST_DOMAINS_* flags (0 = all). */
 GPtrArray *driver_list(struct vsnap_driver *drv, unsigned flags);
 

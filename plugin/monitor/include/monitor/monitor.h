@@ -100,6 +100,16 @@ struct monitor_snapshot_job {
 };
 bool monitor_vm_snapshot_job(const char *api_socket, struct monitor_snapshot_job *job, GError **error);
 
+/* vm.info's vsnap.snapshot.ondemand: the on-demand server of a VM restored
+ * that way (false, no error, when there is none). */
+struct monitor_ondemand {
+    uint64_t faults, pages_copied, blocks_read_ahead, blocks_prefetched;
+    uint64_t prefetch_hits, prefetch_misses, workset_blocks;
+    int64_t workset_ms;  /* -1: READY not seen yet */
+    char record[16];     /* none, recorded, used, refreshed */
+};
+bool monitor_vm_ondemand(const char *api_socket, struct monitor_ondemand *od, GError **error);
+
 /* vm.restore into a new shim. Its config_overrides give the snapshot's VM
  * every host path of this run: the vsock socket, the serial port and
  * console, the kernel and initramfs, the rng's source and the disks' images
