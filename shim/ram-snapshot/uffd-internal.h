@@ -16,8 +16,11 @@ struct uffd_workset {
     int recording;            /* atomic: faults are first touches to record */
     GArray *touched;          /* uint64_t blocks, first-touch order */
     uint64_t *touched_bits;   /* bit per block */
-    uint64_t *record_bits;    /* the record in use, bit per block; NULL: none (read-only once running) */
-    GArray *record_runs;      /* struct snap_workset_run (pages), first-touch order */
+    /* The record in use (read-only once the threads run): its blocks in
+     * first-touch order, and each block's place there + 1 (0: not in it). */
+    GArray *order;            /* uint64_t blocks; NULL: no record */
+    uint32_t *place;
+    uint64_t jump;            /* atomic: the guest faulted at order[jump - ahead]: serve from here on */
     pthread_t thread;
     bool running;
 };

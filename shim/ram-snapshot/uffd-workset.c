@@ -3,9 +3,10 @@
  *
  * While recording, readahead waits, so every block the guest touches first
  * is a fault the handler sees, in order. A record given at start is served
- * by a thread of its own before the vCPUs run and racing them, a megabyte of
- * consecutive recorded pages per call; a fault on a block the record does
- * not hold is a miss. The record only orders reads: every page still comes
+ * by a thread of its own before the vCPUs run and racing them, up to a
+ * megabyte of consecutive recorded blocks per call; when the guest overtakes
+ * it, it jumps ahead of the guest. A fault on a block the record does not
+ * hold is a miss. The record only orders reads: every page still comes
  * from the chain, through the same checks as a fault's. */
 #include "uffd-internal.h"
 
@@ -13,7 +14,7 @@
 
 #include <string.h>
 
-#define WORKSET_BATCH_PAGES 256u /* 1 MiB of consecutive recorded pages per serve */
+#define WORKSET_BATCH_PAGES 256u /* 1 MiB of consecutive recorded blocks per serve */
 
 static bool bit_get(const uint64_t *bits, uint64_t i)
 {
@@ -25,24 +26,25 @@ static void bit_set(uint64_t *bits, uint64_t i)
     bits[i / 64] |= 1ull << (i % 64);
 }
 
-/* The record's runs, and its blocks as bits for the handler's miss count. */
+/* The record's blocks, each once, in first-touch order. */
 static void take_workset(struct snap_uffd *u, const struct snap_workset *ws)
 {
     struct uffd_workset *w = &u->ws;
-    w->record_bits = g_new0(uint64_t, (u->nblocks + 63) / 64);
-    w->record_runs = g_array_new(FALSE, FALSE, sizeof(struct snap_workset_run));
+    w->order = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    w->place = g_new0(uint32_t, u->nblocks);
     for (guint i = 0; i < ws->runs->len; i++) {
         struct snap_workset_run r = g_array_index(ws->runs, struct snap_workset_run, i);
         if (r.first >= u->npages)
             continue;
-        r.pages = MIN(r.pages, u->npages - r.first);
-        g_array_append_val(w->record_runs, r);
-        for (uint64_t b = r.first / u->block_pages; b <= (r.first + r.pages - 1) / u->block_pages; b++) {
-            if (!bit_get(w->record_bits, b))
-                u->stats.workset_blocks++;
-            bit_set(w->record_bits, b);
+        uint64_t last = (MIN(r.first + r.pages, u->npages) - 1) / u->block_pages;
+        for (uint64_t b = r.first / u->block_pages; b <= last; b++) {
+            if (w->place[b])
+                continue;
+            g_array_append_val(w->order, b);
+            w->place[b] = w->order->len;
         }
     }
+    u->stats.workset_blocks = w->order->len;
 }
 
 void uffd_workset_init(struct snap_uffd *u, const struct snap_uffd_config *cfg)
@@ -63,16 +65,27 @@ bool uffd_workset_recording(struct snap_uffd *u)
     return __atomic_load_n(&u->ws.recording, __ATOMIC_ACQUIRE);
 }
 
+/* The guest overtook the workset thread (a fault on a recorded block not
+ * served yet): the thread jumps ahead of it, instead of serving the blocks
+ * the guest is about to fault on anyway one step behind it. */
+#define JUMP_AHEAD 16
+
 void uffd_workset_note_fault(struct snap_uffd *u, uint64_t block)
 {
     struct uffd_workset *w = &u->ws;
+    if (w->place && w->place[block]) {
+        uint64_t to = w->place[block] + JUMP_AHEAD, now = __atomic_load_n(&w->jump, __ATOMIC_RELAXED);
+        while (to > now && !__atomic_compare_exchange_n(&w->jump, &now, to, true, __ATOMIC_RELAXED,
+                                                        __ATOMIC_RELAXED))
+            ;
+    }
     if (!uffd_workset_recording(u))
         return;
     g_mutex_lock(&w->lock);
     if (w->touched && !bit_get(w->touched_bits, block)) {
         bit_set(w->touched_bits, block);
         g_array_append_val(w->touched, block);
-        if (w->record_bits && !bit_get(w->record_bits, block))
+        if (w->place && !w->place[block])
             __atomic_fetch_add(&u->stats.prefetch_misses, 1, __ATOMIC_RELAXED);
     }
     g_mutex_unlock(&w->lock);
@@ -93,61 +106,73 @@ struct snap_workset *snap_uffd_end_record(struct snap_uffd *u, const snap_id *la
     return ws;
 }
 
-/* Blocks of [first, end) not served yet: what this serve brings before the
- * guest asks (a block the guest is faulting on right now counts too). */
-static uint64_t blocks_unserved(struct snap_uffd *u, uint64_t first, uint64_t end)
+/* Serve the consecutive blocks [first, first + n): every page, zero pages
+ * too (the guest touched them last time, and each would cost a fault). */
+static bool serve_blocks(struct snap_uffd *u, uint64_t first, uint64_t n, GError **error)
 {
-    uint64_t n = 0;
-    for (uint64_t b = first / u->block_pages; b <= (end - 1) / u->block_pages; b++)
-        n += !uffd_block_served(u, b, false);
+    uint64_t hits = 0;
+    for (uint64_t b = first; b < first + n; b++)
+        hits += !uffd_block_served(u, b, false);
+    if (!hits)
+        return true;
+    __atomic_fetch_add(&u->stats.prefetch_hits, hits, __ATOMIC_RELAXED);
+    uint64_t p = first * u->block_pages, end = MIN((first + n) * u->block_pages, u->npages);
+    if (u->host_page > SNAP_PAGE_SIZE)
+        return uffd_serve_huge_pages(u, p, end, false, u->bounce[2], error);
+    return uffd_serve_pages(u, p, end, false, error);
+}
+
+/* Consecutive blocks of the order from i on, at most a batch. */
+static uint64_t batch_at(struct snap_uffd *u, GArray *order, guint i)
+{
+    uint64_t first = g_array_index(order, uint64_t, i), n = 1;
+    while (i + n < order->len && n < MAX(1, WORKSET_BATCH_PAGES / u->block_pages) &&
+           g_array_index(order, uint64_t, i + n) == first + n)
+        n++;
     return n;
 }
 
-/* Every page of the run, zero pages too: the guest touched them last time,
- * and each would cost a fault. */
-static bool serve_run(struct snap_uffd *u, const struct snap_workset_run *r, GError **error)
+/* One pass over the order; with jumps, it skips ahead of the guest. */
+static bool serve_order(struct snap_uffd *u, bool jumps, GError **error)
 {
-    for (uint64_t p = r->first; p < r->first + r->pages;) {
+    GArray *order = u->ws.order;
+    for (guint i = 0; i < order->len;) {
         if (uffd_should_stop(u))
             return false;
-        uint64_t end = MIN(p + WORKSET_BATCH_PAGES, r->first + r->pages);
-        if (u->host_page > SNAP_PAGE_SIZE) { /* whole huge pages */
-            uint64_t hp = u->host_page / SNAP_PAGE_SIZE;
-            p -= p % hp;
-            end = MIN(u->npages, (end + hp - 1) / hp * hp);
+        uint64_t jump = jumps ? __atomic_load_n(&u->ws.jump, __ATOMIC_RELAXED) : 0;
+        if (jump > i) {
+            i = (guint)MIN(jump, order->len);
+            continue;
         }
-        __atomic_fetch_add(&u->stats.prefetch_hits, blocks_unserved(u, p, end), __ATOMIC_RELAXED);
-        bool ok = u->host_page > SNAP_PAGE_SIZE ? uffd_serve_huge_pages(u, p, end, false, u->bounce[2], error)
-                                                : uffd_serve_pages(u, p, end, false, error);
-        if (!ok)
+        uint64_t n = batch_at(u, order, i);
+        if (!serve_blocks(u, g_array_index(order, uint64_t, i), n, error))
             return false;
-        p = end;
+        i += (guint)n;
     }
     return true;
 }
 
+/* The record in order, jumping ahead where the guest overtook; then once
+ * more for what the jumps left behind. */
 static void *workset_thread(void *arg)
 {
     struct snap_uffd *u = arg;
     sandbox_seccomp_enter_thread(SANDBOX_THREAD_UFFD);
-    GArray *runs = u->ws.record_runs;
     GError *err = NULL;
-    for (guint i = 0; i < runs->len; i++) {
-        if (!serve_run(u, &g_array_index(runs, struct snap_workset_run, i), &err)) {
-            if (err && !uffd_should_stop(u))
-                uffd_report_failure(u, err);
-            else
-                g_clear_error(&err);
-            return NULL;
-        }
+    if (serve_order(u, true, &err) && serve_order(u, false, &err)) {
+        __atomic_store_n(&u->stats.workset_done, true, __ATOMIC_RELEASE);
+        return NULL;
     }
-    __atomic_store_n(&u->stats.workset_done, true, __ATOMIC_RELEASE);
+    if (err && !uffd_should_stop(u))
+        uffd_report_failure(u, err);
+    else
+        g_clear_error(&err);
     return NULL;
 }
 
 bool uffd_workset_start_thread(struct snap_uffd *u, GError **error)
 {
-    if (!u->ws.record_runs)
+    if (!u->ws.order)
         return true;
     int rc = pthread_create(&u->ws.thread, NULL, workset_thread, u);
     if (rc) {
@@ -164,9 +189,9 @@ void uffd_workset_release(struct snap_uffd *u)
     struct uffd_workset *w = &u->ws;
     if (w->touched)
         g_array_unref(w->touched);
-    if (w->record_runs)
-        g_array_unref(w->record_runs);
+    if (w->order)
+        g_array_unref(w->order);
     g_free(w->touched_bits);
-    g_free(w->record_bits);
+    g_free(w->place);
     g_mutex_clear(&w->lock);
 }

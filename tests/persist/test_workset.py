@@ -18,6 +18,7 @@ import tempfile
 import time
 
 SHIM, GUEST, PATTERN, CASE = sys.argv[1:5]
+STORE = os.environ.get("VSNAP_STORE", "vsnap-store")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from persisttest import ApiShim, Fail, FILL_BASE, MIB, check, connect  # noqa: E402
 
@@ -200,7 +201,23 @@ def case_killed(workdir):
     check(stats["record"] == "recorded", f"the next restore records: {stats}")
 
 
+def case_store_carries_it(workdir):
+    """A push carries the record; a restore of the pulled snapshot serves it."""
+    snap = make_snapshot(workdir)
+    restore(workdir, snap, "first")
+    store = os.path.join(workdir, "store")
+    common = ["--cache-dir", os.path.join(workdir, "cache"), "-q"]
+    snap_id = subprocess.run([STORE] + common + ["push", snap, "file://" + store], capture_output=True,
+                             text=True, check=True).stdout.split()[-1]
+    pulled = os.path.join(workdir, "pulled")
+    subprocess.run([STORE] + common + ["pull", f"file://{store}/{snap_id}", pulled], check=True)
+    check(read_record(pulled) == read_record(snap), "the pulled snapshot's record is the pushed one")
+    stats, _ = restore(workdir, pulled, "from-store", kernel=GUEST)
+    check(stats["record"] == "used" and stats["prefetch_hits"] > 0, f"the pulled record serves: {stats}")
+
+
 CASES = {
+    "store_carries_it": case_store_carries_it,
     "record_and_use": case_record_and_use,
     "bad_records": case_bad_records,
     "refresh": case_refresh,
