@@ -110,13 +110,20 @@ def make_chain(args, workdir, ram_mib):
         src.close()
 
 
+def restore_body(dst, source, mode, body_extra):
+    """vm.restore of source into the new shim dst, resumed, with its own
+    serial file and vsock socket."""
+    body = {"source_url": "file://" + source, "memory_restore_mode": mode, "resume": True,
+            "config_overrides": {"serial": {"mode": "File", "file": dst.serial_path},
+                                 "vsock": {"socket": dst.vsock_path}}}
+    body.update(body_extra)
+    return body
+
+
 def restore_once(args, workdir, source, mode, body_extra):
     dst = ApiShim(args.shim, workdir=workdir, name=f"dst-{mode}")
     try:
-        body = {"source_url": "file://" + source, "memory_restore_mode": mode, "resume": True,
-                "config_overrides": {"serial": {"mode": "File", "file": dst.serial_path},
-                                     "vsock": {"socket": dst.vsock_path}}}
-        body.update(body_extra)
+        body = restore_body(dst, source, mode, body_extra)
         t0 = time.monotonic()
         must(dst, "PUT", "vm.restore", body)
         t1 = time.monotonic()

@@ -31,7 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "persist"))
-from persisttest import ApiShim, MIB  # noqa: E402
+from persisttest import ApiShim  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 from vsnaptest import append_jsonl  # noqa: E402
 sys.path.insert(0, HERE)
@@ -65,10 +65,7 @@ def make_snapshot(args, workdir):
 def restore_once(args, workdir, snap, body_extra, mode="ondemand"):
     dst = ApiShim(args.shim, workdir=workdir, name="dst")
     try:
-        body = {"source_url": "file://" + snap, "memory_restore_mode": mode, "resume": True,
-                "config_overrides": {"serial": {"mode": "File", "file": dst.serial_path},
-                                     "vsock": {"socket": dst.vsock_path}}}
-        body.update(body_extra)
+        body = bench_snapshot.restore_body(dst, snap, mode, body_extra)
         t0 = time.monotonic()
         must(dst, "PUT", "vm.restore", body)
         t1 = time.monotonic()

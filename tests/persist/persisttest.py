@@ -22,6 +22,21 @@ FILL_BASE = 16 * MIB
 TICK_LINE = re.compile(r"vsnap-testguest: tick (\d+)")
 
 
+def run_case(cases, case, prefix):
+    """Run cases[case](workdir) in a fresh work directory, removed after:
+    the exit status of a test script (0 ok, 1 failed)."""
+    workdir = tempfile.mkdtemp(prefix=f"{prefix}-{case}-")
+    try:
+        cases[case](workdir)
+    except Fail as e:
+        print(f"FAIL {case}: {e}")
+        return 1
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"ok {case}")
+    return 0
+
+
 class ApiShim:
     """vsnap-shim with an API socket and an event monitor file, no VM yet.
     Killed (by its pid) and its directory removed on close(). wrapper: a

@@ -16,14 +16,13 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 SHIM, GUEST, PATTERN, CASE = sys.argv[1:5]
 COMPACT = os.environ.get("VSNAP_COMPACT", "vsnap-compact")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from persisttest import ApiShim, Conn, Fail, FILL_BASE, MIB, check, connect  # noqa: E402
+from persisttest import ApiShim, Conn, Fail, FILL_BASE, MIB, check, connect, run_case  # noqa: E402
 from vsnaptest import (LAYER_DATA_OFFSET, CurlError, HugePages, curl_api, error_message,  # noqa: E402
                        flip_byte, hugepages_available, layer_page_offset, write_state_json)
 
@@ -1244,16 +1243,7 @@ def main():
     if CASE.startswith("hugepages") and not HugePages.can_reserve():
         print(f"SKIP {CASE}: huge pages need root and a default huge page size of 2 MiB")
         return 77
-    workdir = tempfile.mkdtemp(prefix=f"vsnap-persist-{CASE}-")
-    try:
-        CASES[CASE](workdir)
-    except Fail as e:
-        print(f"FAIL {CASE}: {e}")
-        return 1
-    finally:
-        subprocess.run(["rm", "-rf", workdir])
-    print(f"ok {CASE}")
-    return 0
+    return run_case(CASES, CASE, "vsnap-persist")
 
 
 if __name__ == "__main__":

@@ -11,16 +11,14 @@ guest's whole filled region must sum to what the host computes.
 """
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 SHIM, GUEST, PATTERN, CASE = sys.argv[1:5]
 STORE = os.environ.get("VSNAP_STORE", "vsnap-store")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from persisttest import ApiShim, Fail, FILL_BASE, MIB, check, connect  # noqa: E402
+from persisttest import ApiShim, FILL_BASE, MIB, check, connect, run_case  # noqa: E402
 
 FILL_MIB, WS_MIB, RAM_MIB = 64, 16, 512
 BLOCK_PAGES = 16  # 64 KiB fault blocks
@@ -226,16 +224,7 @@ CASES = {
 
 
 def main():
-    workdir = tempfile.mkdtemp(prefix=f"vsnap-workset-{CASE}-")
-    try:
-        CASES[CASE](workdir)
-    except Fail as e:
-        print(f"FAIL {CASE}: {e}")
-        return 1
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    print(f"ok {CASE}")
-    return 0
+    return run_case(CASES, CASE, "vsnap-workset")
 
 
 if __name__ == "__main__":
