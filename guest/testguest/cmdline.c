@@ -98,6 +98,8 @@ static bool apply_word(const struct word *w, struct options *opts)
         return parse_number(w, &opts->gen_mbps);
     if (key_is(w, "heartbeat_ms"))
         return parse_number(w, &opts->heartbeat_ms);
+    if (key_is(w, "fill_clean"))
+        return parse_flag(w, &opts->fill_clean);
     if (key_is(w, "idle_spin"))
         return parse_flag(w, &opts->idle_spin);
     if (key_is(w, "halt_after_ready"))

@@ -15,6 +15,8 @@ struct options {
     uint64_t gen_mbps;       /* vsnap.gen_mbps: cap on that rewrite, MB/s (0: none) */
     uint64_t heartbeat_ms;   /* vsnap.heartbeat_ms: print "tick N" this often when idle (0: never) */
     bool idle_spin;          /* vsnap.idle_spin=1: busy idle loop instead of HLT with the LAPIC timer */
+    bool fill_clean;         /* vsnap.fill_clean=1: once filled, the region's page-table entries are made
+                              * clean (not accessed, not dirty: cpl0_clean_pages) */
     bool halt_after_ready;   /* vsnap.halt_after_ready=1: power off after "ready" */
     bool reboot_after_ready; /* vsnap.reboot_after_ready=1: reset after "ready" */
     bool fault_after_ready;  /* vsnap.fault_after_ready=1: read unmapped memory after "ready" (tests the IDT) */

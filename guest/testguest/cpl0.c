@@ -21,6 +21,8 @@
 #define PTE_USER (1ull << 2)
 #define PTE_PWT (1ull << 3)
 #define PTE_PCD (1ull << 4)
+#define PTE_ACCESSED (1ull << 5)
+#define PTE_DIRTY (1ull << 6)
 #define PTE_HUGE (1ull << 7)
 #define PTE_TABLE (PTE_PRESENT | PTE_WRITE | PTE_USER)
 #define PTE_RAM_2M (PTE_PRESENT | PTE_WRITE | PTE_USER | PTE_HUGE)
@@ -196,6 +198,15 @@ static void map_range(uint64_t start, uint64_t end, uint64_t flags)
         end = limit;
     for (uint64_t addr = start & ~(PAGE_2M - 1); addr < end; addr += PAGE_2M)
         cpl0.pt.pd[addr / GIB][addr % GIB / PAGE_2M] = addr | flags;
+}
+
+void cpl0_clean_pages(uint64_t start, uint64_t end)
+{
+    uint64_t limit = (uint64_t)PT_MAX_GIB * GIB;
+    for (uint64_t addr = start & ~(PAGE_2M - 1); addr < end && addr < limit; addr += PAGE_2M) {
+        volatile uint64_t *pde = &cpl0.pt.pd[addr / GIB][addr % GIB / PAGE_2M];
+        *pde &= ~(PTE_ACCESSED | PTE_DIRTY);
+    }
 }
 
 /* Highest GiB (exclusive) any e820 entry or the MMIO window touches. */

@@ -36,6 +36,15 @@ void cpl0_halt(uint32_t lapic_count);
  * user page). */
 extern volatile uint64_t cpl0_nmi_count;
 
+/* From CPL3 (the page tables are user pages): clear the accessed and dirty
+ * bits of the 2 MiB pages over [start, end). On a shadow-paging host, KVM
+ * maps a page writable at the guest's first read when the guest's entry says
+ * dirty, which makes a read of a shared (private file) mapping a copy; with
+ * the bits clear, a restored clone's reads stay reads to the host. The
+ * guest's own TLB may keep the old bits, which only this guest could see:
+ * KVM's shadow entries are rebuilt from the tables it writes here. */
+void cpl0_clean_pages(uint64_t start, uint64_t end);
+
 /* What isr.S pushes for every vector, lowest address first. */
 struct trap_frame {
     uint64_t vector;

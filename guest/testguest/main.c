@@ -156,6 +156,8 @@ void testguest_main(const uint8_t *boot_params, const struct cpl0_info *info)
     if (!fill_region(&g, &sum) ||
         !gen_init(boot_params, GUEST_FILL_BASE + g.opts.fill_mib * MIB, g.opts.gen_mib, g.opts.gen_mbps, &g.clock))
         power_off(&g);
+    if (g.opts.fill_clean)
+        cpl0_clean_pages(GUEST_FILL_BASE, GUEST_FILL_BASE + g.opts.fill_mib * MIB);
     if (vsock_service_active()) /* vsock: refuse early connections while busy, as a kernel would */
         vsock_service_busy_wait(&g.clock, g.opts.delay_ms);
     else

@@ -209,6 +209,8 @@ const char *restore_mode_to_string(enum restore_mode mode)
         return "merge";
     case RESTORE_MODE_COPY:
         return "copy";
+    case RESTORE_MODE_SHARED:
+        return "shared";
     }
     return "unknown";
 }

@@ -21,14 +21,14 @@ static bool parse_restore(struct domain_def *def, const xmlNode *node, GError **
     if (!conf_xml_check_attributes(node, attributes, error) || !conf_xml_check_no_children(node, error))
         return false;
     g_autofree char *mode = conf_xml_prop(node, "mode");
-    for (int m = RESTORE_MODE_ONDEMAND; m <= RESTORE_MODE_COPY; m++) {
+    for (int m = RESTORE_MODE_ONDEMAND; m <= RESTORE_MODE_SHARED; m++) {
         if (mode && strcmp(mode, restore_mode_to_string(m)) == 0) {
             def->vsnap.restore_mode = m;
             return true;
         }
     }
     g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_DETAIL,
-                "<vsnap:restore mode='%s'> must be 'ondemand', 'merge' or 'copy'", mode ? mode : "");
+                "<vsnap:restore mode='%s'> must be 'ondemand', 'merge', 'copy' or 'shared'", mode ? mode : "");
     return false;
 }
 

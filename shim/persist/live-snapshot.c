@@ -201,7 +201,7 @@ bool live_prepare(struct live *l, struct vm *vm, struct vm_config *cfg, const st
     l->req.destination_url = g_strdup(req->destination_url);
     l->req.parent_url = g_strdup(req->parent_url);
     l->req.vmm_state = req->vmm_state ? json_node_copy(req->vmm_state) : NULL;
-    l->ram = (struct snap_ram){ mem->host, mem->size, mem->fd, mem->page_size };
+    l->ram = (struct snap_ram){ mem->host, mem->size, mem->fd, mem->page_size, mem->private_file };
     l->words = snap_dirty_bitmap_words(mem->size);
     l->in_layer = snap_dirty_bitmap_new(mem->size);
     l->collected = snap_dirty_bitmap_new(mem->size);

@@ -315,19 +315,44 @@ static struct snap_chain *open_chain(const struct snap_dir *top, uint64_t ram_si
 
 static bool snap_failed(GError **error, GError *local, const char *what)
 {
-    int code = local->domain == SNAP_ERROR && local->code != SNAP_ERROR_IO
-                   ? PERSIST_ERROR_INVALID : PERSIST_ERROR_FAILED;
+    /* The snapshot's fault (400), or the host's: I/O, no space, busy (500). */
+    int code = local->domain == SNAP_ERROR && snap_error_is_bad_input(local) ? PERSIST_ERROR_INVALID
+                                                                            : PERSIST_ERROR_FAILED;
     g_set_error(error, PERSIST_ERROR, code, "%s: %s", what, local->message);
     return false;
 }
 
-/* RAM for the VM before it exists: filled (copy, merge) or fresh (on
- * demand), on the host pages the config asks for. Huge pages are merged in
- * place: the merged image cannot be a tmpfs file (ram-snapshot/restore.h). */
-static bool prepare_ram(struct snap_chain *chain, enum snap_restore_mode mode, uint64_t page_size,
-                        struct guest_memory *ram, GError **error)
+/* shared: a private mapping of the snapshot's one image (ram-snapshot/restore.h). */
+static bool share_ram(struct snap_chain *chain, const struct snap_dir *top, uint64_t page_size,
+                      struct guest_memory *ram, GError **error)
 {
     g_autoptr(GError) local = NULL;
+    if (page_size != GUEST_PAGE_SIZE) {
+        g_set_error_literal(error, PERSIST_ERROR, PERSIST_ERROR_INVALID,
+                            "memory_restore_mode \"shared\" needs RAM on 4 KiB pages: a private mapping of the "
+                            "snapshot's image cannot be on huge pages");
+        return false;
+    }
+    struct snap_merged_ram shared;
+    if (!snap_restore_shared(chain, top->path, &top->memory.id, &shared, &local))
+        return snap_failed(error, local, "restore by sharing");
+    if (!guest_memory_adopt_private(ram, shared.host, shared.size, shared.fd, error)) {
+        snap_merged_ram_release(&shared);
+        return false;
+    }
+    return true;
+}
+
+/* RAM for the VM before it exists: filled (copy, merge), fresh (on demand)
+ * or mapped from the snapshot's image (shared), on the host pages the config
+ * asks for. Huge pages are merged in place: the merged image cannot be a
+ * tmpfs file (ram-snapshot/restore.h). */
+static bool prepare_ram(struct snap_chain *chain, const struct snap_dir *top, enum snap_restore_mode mode,
+                        uint64_t page_size, struct guest_memory *ram, GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    if (mode == SNAP_RESTORE_SHARED)
+        return share_ram(chain, top, page_size, ram, error);
     if (mode == SNAP_RESTORE_MERGE && page_size == GUEST_PAGE_SIZE) {
         struct snap_merged_ram merged;
         if (!snap_restore_merge(chain, NULL, &merged, &local))
@@ -389,7 +414,9 @@ static bool start_on_demand(struct persist_vm *p, const struct persist_restore_r
 static bool prefault_ram(struct vm *vm, GError **error)
 {
     struct guest_memory *mem = vm_memory(vm);
-    if (madvise(mem->host, mem->size, MADV_POPULATE_WRITE) == 0)
+    /* Shared RAM is read in, not written: writing would copy every page. */
+    int advice = mem->private_file ? MADV_POPULATE_READ : MADV_POPULATE_WRITE;
+    if (madvise(mem->host, mem->size, advice) == 0)
         return true;
     int e = errno;
     g_set_error(error, PERSIST_ERROR, PERSIST_ERROR_FAILED, "prefaulting restored RAM: %s", g_strerror(e));
@@ -402,7 +429,7 @@ static struct vm *build_vm(const struct vm_config *cfg, const struct vm_callback
                            const struct snap_dir *top, const struct persist_restore_request *req, GError **error)
 {
     struct guest_memory ram = { .fd = -1 };
-    if (!prepare_ram(*chain, req->mode, memory_config_page_size(&cfg->memory), &ram, error))
+    if (!prepare_ram(*chain, top, req->mode, memory_config_page_size(&cfg->memory), &ram, error))
         return NULL;
     /* Prefaulting is done here per mode; vm_new must not populate RAM that
      * userfaultfd is about to manage. */

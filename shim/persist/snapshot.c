@@ -105,7 +105,7 @@ static bool write_layer(struct vm *vm, const char *dir, const struct persist_sna
 {
     g_autofree char *path = g_build_filename(dir, SNAP_DIR_LAYER_FILE, NULL);
     const struct guest_memory *mem = vm_memory(vm);
-    struct snap_ram ram = { mem->host, mem->size, mem->fd, mem->page_size };
+    struct snap_ram ram = { mem->host, mem->size, mem->fd, mem->page_size, mem->private_file };
     return req->diff ? snap_save_diff(path, &ram, dirty, id, parent, stats, error)
                      : snap_save_full(path, &ram, id, stats, error);
 }

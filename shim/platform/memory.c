@@ -152,6 +152,14 @@ bool guest_memory_adopt(struct guest_memory *mem, uint8_t *host, uint64_t size, 
     return true;
 }
 
+bool guest_memory_adopt_private(struct guest_memory *mem, uint8_t *host, uint64_t size, int fd, GError **error)
+{
+    if (!guest_memory_adopt(mem, host, size, fd, error))
+        return false;
+    mem->private_file = true;
+    return true;
+}
+
 void guest_memory_release(struct guest_memory *mem)
 {
     if (mem->host)

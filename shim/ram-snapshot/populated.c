@@ -62,5 +62,7 @@ static bool populated_by_mincore(const struct snap_ram *ram, uint64_t *bitmap, G
 bool snap_ram_populated(const struct snap_ram *ram, uint64_t *bitmap, GError **error)
 {
     bool by_file = ram->fd >= 0 && ram->page_size <= SNAP_PAGE_SIZE;
+    if (ram->private_file)
+        return populated_by_file(ram, bitmap, error) && populated_by_mincore(ram, bitmap, error);
     return by_file ? populated_by_file(ram, bitmap, error) : populated_by_mincore(ram, bitmap, error);
 }

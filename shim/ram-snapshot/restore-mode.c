@@ -8,6 +8,7 @@ static const char *const mode_names[] = {
     [SNAP_RESTORE_COPY] = "copy",
     [SNAP_RESTORE_MERGE] = "merge",
     [SNAP_RESTORE_ONDEMAND] = "ondemand",
+    [SNAP_RESTORE_SHARED] = "shared",
 };
 
 bool snap_restore_mode_parse(const char *text, enum snap_restore_mode *mode, GError **error)
@@ -22,7 +23,7 @@ bool snap_restore_mode_parse(const char *text, enum snap_restore_mode *mode, GEr
             return true;
         }
     g_set_error(error, SNAP_ERROR, SNAP_ERROR_INVALID,
-                "memory_restore_mode \"%s\" is not supported (use copy, merge or ondemand)", text);
+                "memory_restore_mode \"%s\" is not supported (use copy, merge, ondemand or shared)", text);
     return false;
 }
 

@@ -517,6 +517,27 @@ class RestoreModeTest(SnapshotTestBase):
         self.assertEqual(self.sums("ws1"), want)
 
 
+    def test_shared_revert_maps_one_image_of_the_snapshot(self):
+        """mode='shared': each revert maps the snapshot's one image (built by
+        the first); the memory is the snapshot's; deleting the snapshot takes
+        the image with it."""
+        uid = "5d2b7e90-41c3-4a8f-b6e1-0c9d8f7a6b54"
+        self.redefine("sh1", uid, "shared")
+        self.v("start", "sh1")
+        want = self.sums("sh1")
+        self.v("snapshot-create-as", "sh1", "s0")
+        snap_dir = self.snapshot_dirs("sh1")["s0"][0]
+        for _ in range(2):
+            self.v("snapshot-revert", "sh1", "s0")
+            self.assertEqual(self.shim_restore_mode("sh1"), "shared")
+            self.assertEqual(self.sums("sh1"), want)
+        images = [n for n in os.listdir(snap_dir) if n.startswith(".memory-image-")]
+        self.assertEqual(len(images), 1, os.listdir(snap_dir))
+        self.v("destroy", "sh1")
+        self.v("snapshot-delete", "sh1", "s0")
+        self.assertFalse(os.path.exists(snap_dir), "the snapshot's directory, image included, is gone")
+
+
 class UndefineTest(SnapshotTestBase):
     def test_unreadable_snapshot_metadata_refuses_undefine(self):
         self.start_guest("ud1")

@@ -33,7 +33,7 @@ struct domain_chr {
     char *path;   /* FILE: the file; PTY: the pty path once running (runtime only) */
 };
 
-enum restore_mode { RESTORE_MODE_ONDEMAND, RESTORE_MODE_MERGE, RESTORE_MODE_COPY };
+enum restore_mode { RESTORE_MODE_ONDEMAND, RESTORE_MODE_MERGE, RESTORE_MODE_COPY, RESTORE_MODE_SHARED };
 
 /* <driver name>: vsnap's own name, or 'qemu' as definitions written for QEMU
  * (and virt-manager) say. Both mean the same thing here, the shim's

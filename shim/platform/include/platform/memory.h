@@ -29,6 +29,7 @@ struct guest_memory {
     uint64_t size;
     uint64_t page_size; /* the host pages behind it: GUEST_PAGE_SIZE, or GUEST_HUGE_PAGE_SIZE (hugetlbfs) */
     int fd;         /* backing memfd or /dev/shm file, or -1 for anonymous */
+    bool private_file; /* host is a private (copy-on-write) mapping of fd, which is read-only */
     unsigned nregions;
     struct guest_region regions[2];
 };
@@ -45,6 +46,8 @@ void guest_memory_release(struct guest_memory *mem);
 /* Take over a mapping made elsewhere (a restore's merged RAM image):
  * host is size bytes, fd backs it or is -1; released like RAM of init. */
 bool guest_memory_adopt(struct guest_memory *mem, uint8_t *host, uint64_t size, int fd, GError **error);
+/* The same for a private mapping of fd (a restore by sharing). */
+bool guest_memory_adopt_private(struct guest_memory *mem, uint8_t *host, uint64_t size, int fd, GError **error);
 
 /* Host pointer for [gpa, gpa + len) if it lies inside one RAM region, else NULL. */
 void *guest_memory_ptr(const struct guest_memory *mem, uint64_t gpa, uint64_t len);

@@ -1,5 +1,5 @@
 /* memory_restore_mode of vm.restore: Cloud Hypervisor's "copy" and "ondemand",
- * plus vsnap's "merge" (the published full-image baseline). */
+ * plus vsnap's "merge" (the published full-image baseline) and "shared". */
 #pragma once
 
 #include <glib.h>
@@ -9,6 +9,7 @@ enum snap_restore_mode {
     SNAP_RESTORE_COPY,     /* snap_restore_copy() */
     SNAP_RESTORE_MERGE,    /* snap_restore_merge() */
     SNAP_RESTORE_ONDEMAND, /* snap_uffd_start() */
+    SNAP_RESTORE_SHARED,   /* snap_restore_shared(): clones share what they only read */
 };
 
 /* NULL means the default, copy (as in Cloud Hypervisor). Unknown text: false

@@ -27,3 +27,12 @@ bool snap_restore_merge(struct snap_chain *chain, const char *dir, struct snap_m
  * whose hugetlbfs file takes no write(2) and cannot live in /dev/shm. */
 bool snap_restore_merge_into(struct snap_chain *chain, uint8_t *dest, uint64_t size, GError **error);
 void snap_merged_ram_release(struct snap_merged_ram *ram);
+
+/* shared (vsnap's): RAM is a private, copy-on-write mapping (MAP_PRIVATE) of
+ * one sparse image of the chain in dir (the snapshot's directory, as
+ * .memory-image-<top layer id>-<boot id>), built by the first such restore on
+ * this host and boot and reused by the next ones, so that VMs restored from
+ * one snapshot share the host pages they only read. fd is the image, opened
+ * read-only: the RAM's own pages are not in it (restore-shared.c). */
+bool snap_restore_shared(struct snap_chain *chain, const char *dir, const snap_id *top,
+                         struct snap_merged_ram *out, GError **error);

@@ -12,6 +12,8 @@ struct snap_ram {
     int fd;              /* memfd / shm file backing host, or -1 for anonymous memory */
     uint64_t page_size;  /* the host pages behind it: 0 or 4096, or 2 MiB (hugetlbfs, whose SEEK_DATA sees
                           * every page as data: populated pages are found with mincore() instead) */
+    bool private_file;   /* a private mapping of fd (restore by sharing): the file's data, and the
+                          * mapping's own pages that mincore() finds */
 };
 
 /* Set in bitmap (bit p of word p / 64 is RAM page p) the pages of ram that
