@@ -31,19 +31,10 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "persist"))
-from persisttest import ApiShim  # noqa: E402
-sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from vsnaptest import append_jsonl  # noqa: E402
 sys.path.insert(0, HERE)
+from shimbench import ApiShim, must, restore_body, workset_snapshot  # noqa: E402
 from targets import at_least, at_most, smoke, summary_status  # noqa: E402
-import importlib.util  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("bench_workset", os.path.join(HERE, "bench-workset.py"))
-bench_workset = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench_workset)
-bench_snapshot = bench_workset.bench_snapshot
-must = bench_snapshot.must
+from vsnaptest import append_jsonl  # noqa: E402
 
 
 RAM_NAMES = (".memory-image-", "vsnap-guest-ram")  # a shared clone's RAM mapping, an on-demand one's memfd
@@ -68,7 +59,7 @@ def ram_smaps(pid):
 
 def restore_to_ready(dst, snap, mode, extra=None):
     """vm.restore -> the guest's READY, ms (the shim stays up)."""
-    body = bench_snapshot.restore_body(dst, snap, mode, extra or {})
+    body = restore_body(dst, snap, mode, extra or {})
     t0 = time.monotonic()
     must(dst, "PUT", "vm.restore", body)
     must(dst, "GET", "vm.wait-ready?timeout_ms=300000")
@@ -138,7 +129,7 @@ def main():
         args.runs, args.clones, args.ram_mib, args.fill_mib, args.ws_mib = 1, 4, 512, 64, 16
     workdir = tempfile.mkdtemp(prefix="vsnap-bench-fanout-", dir="/var/tmp")
     try:
-        snap = bench_workset.make_snapshot(args, workdir)
+        snap = workset_snapshot(args, workdir)
         build, _ = single(argparse.Namespace(**{**vars(args), "runs": 1}), workdir, snap, "shared")
         one, alone = single(args, workdir, snap, "shared")
         shared = fan_out(args, workdir, snap, "shared")

@@ -37,30 +37,15 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "persist"))
-from persisttest import ApiShim, Conn, FILL_BASE, MIB  # noqa: E402
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from vsnaptest import append_jsonl, http_unix  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shimbench import must, restore_body  # noqa: E402
+from persisttest import ApiShim, Conn, FILL_BASE, MIB  # noqa: E402
+from vsnaptest import append_jsonl  # noqa: E402
 from targets import at_least, at_most, smoke, summary_status, touch_target  # noqa: E402
 
 MODES = ("copy", "merge", "ondemand")
 WORKSET = 64 * MIB
 REWRITE = 16 * MIB
-
-
-def http(sock_path, method, endpoint, body=None, timeout=120):
-    """A request to /api/v1/<endpoint> without curl (its start-up would dominate
-    millisecond timings). Returns (status, parsed body or None)."""
-    status, text = http_unix(sock_path, method, f"/api/v1/{endpoint}", body, timeout)
-    return status, (json.loads(text) if text.strip() else None)
-
-
-def must(shim, method, endpoint, body=None):
-    status, reply = http(shim.sock, method, endpoint, body)
-    if status not in (200, 204):
-        raise RuntimeError(f"{endpoint} -> {status} {reply}" + shim.describe())
-    return reply
 
 
 def timed_snapshot(shim, dest, parent=None):
@@ -108,16 +93,6 @@ def make_chain(args, workdir, ram_mib):
                       "fresh_touch_ms": fresh_ms}, sizes
     finally:
         src.close()
-
-
-def restore_body(dst, source, mode, body_extra):
-    """vm.restore of source into the new shim dst, resumed, with its own
-    serial file and vsock socket."""
-    body = {"source_url": "file://" + source, "memory_restore_mode": mode, "resume": True,
-            "config_overrides": {"serial": {"mode": "File", "file": dst.serial_path},
-                                 "vsock": {"socket": dst.vsock_path}}}
-    body.update(body_extra)
-    return body
 
 
 def restore_once(args, workdir, source, mode, body_extra):

@@ -30,42 +30,20 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "persist"))
-from persisttest import ApiShim  # noqa: E402
-sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from vsnaptest import append_jsonl  # noqa: E402
 sys.path.insert(0, HERE)
+from shimbench import ApiShim, must, restore_body, workset_snapshot  # noqa: E402
 from targets import at_least, at_most, smoke, summary_status  # noqa: E402
-import importlib.util  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("bench_snapshot", os.path.join(HERE, "bench-snapshot.py"))
-bench_snapshot = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench_snapshot)
-must = bench_snapshot.must
+from vsnaptest import append_jsonl  # noqa: E402
 
 PLAIN = {"ondemand_block_size": 64 * 1024, "prefetch": False, "ondemand_readahead": False,
          "ondemand_workset": False}
 VARIANTS = [("plain", PLAIN), ("readahead", {"ondemand_workset": False})]
 
 
-def make_snapshot(args, workdir):
-    src = ApiShim(args.shim, workdir=workdir, name="src")
-    try:
-        src.boot(args.guest, f"vsnap.fill_mib={args.fill_mib} vsnap.ws_mib={args.ws_mib} vsnap.seed=7",
-                 memory_mib=args.ram_mib)
-        src.wait_ready(600)
-        snap = os.path.join(workdir, "snap")
-        must(src, "PUT", "vm.pause")
-        must(src, "PUT", "vm.snapshot", {"destination_url": "file://" + snap})
-        return snap
-    finally:
-        src.close()
-
-
 def restore_once(args, workdir, snap, body_extra, mode="ondemand"):
     dst = ApiShim(args.shim, workdir=workdir, name="dst")
     try:
-        body = bench_snapshot.restore_body(dst, snap, mode, body_extra)
+        body = restore_body(dst, snap, mode, body_extra)
         t0 = time.monotonic()
         must(dst, "PUT", "vm.restore", body)
         t1 = time.monotonic()
@@ -132,7 +110,7 @@ def main():
         args.runs, args.ram_mib, args.fill_mib, args.ws_mib = 1, 512, 64, 16
     workdir = tempfile.mkdtemp(prefix="vsnap-bench-workset-", dir="/var/tmp")
     try:
-        snap = make_snapshot(args, workdir)
+        snap = workset_snapshot(args, workdir)
         table = {name: measure(args, workdir, snap, name, extra, args.runs) for name, extra in VARIANTS}
         table["recording"] = measure(args, workdir, snap, "recording", {}, 1)
         table["recorded"] = measure(args, workdir, snap, "recorded", {}, args.runs)
