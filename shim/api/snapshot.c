@@ -229,7 +229,8 @@ static void snapshot_to_store(struct api_request *req, struct persist_snapshot_r
 }
 
 /* A live snapshot answers 200 {"pause_us", "passes", "copied_pages",
- * "final_pages"} (a vsnap extension; Cloud Hypervisor's 204 stays for the
+ * "final_pages", "first_pass_pages", "data_pages", "file_bytes",
+ * "forced_stop"} (a vsnap extension; Cloud Hypervisor's 204 stays for the
  * others). */
 static void reply_live(struct api_request *req, const struct persist_snapshot_result *r)
 {
@@ -239,6 +240,13 @@ static void reply_live(struct api_request *req, const struct persist_snapshot_re
     vjson_int(b, "passes", r->passes);
     vjson_int(b, "copied_pages", (gint64)r->copied_pages);
     vjson_int(b, "final_pages", (gint64)r->final_pages);
+    vjson_int(b, "first_pass_pages", (gint64)r->first_pass_pages);
+    vjson_int(b, "data_pages", (gint64)r->data_pages);
+    vjson_int(b, "file_bytes", (gint64)r->file_bytes);
+    if (r->forced_stop)
+        vjson_str(b, "forced_stop", r->forced_stop);
+    else
+        vjson_null(b, "forced_stop");
     vjson_object_end(b);
     reply_json(req, 200, json_builder_get_root(b));
 }

@@ -78,7 +78,10 @@ static bool first_pass(struct live *l, GError **error)
             return false;
     }
     l->result.passes = l->progress.pass = 1;
-    return copy_pages(l, d, true, error);
+    if (!copy_pages(l, d, true, error))
+        return false;
+    l->result.first_pass_pages = l->result.copied_pages;
+    return true;
 }
 
 /* Copy what was rewritten meanwhile until the rest fits the stop; returns
@@ -90,7 +93,8 @@ bool live_precopy(struct live *l, uint64_t **rest, GError **error)
         return false;
     /* From the end of the first pass, which takes what RAM takes: the time
      * the rewritten pages have to converge in. */
-    gint64 deadline = g_get_monotonic_time() + PERSIST_LIVE_MAX_MS * G_TIME_SPAN_MILLISECOND;
+    gint64 first_end = g_get_monotonic_time();
+    gint64 deadline = first_end + PERSIST_LIVE_MAX_MS * G_TIME_SPAN_MILLISECOND;
     for (;;) {
         if (!live_go_on(l, error))
             return false;
@@ -103,7 +107,13 @@ bool live_precopy(struct live *l, uint64_t **rest, GError **error)
                l->result.passes, (now - pass_start) / 1e3);
         l->progress.dirty_pages_per_s = now > pass_start ? n * G_USEC_PER_SEC / (uint64_t)(now - pass_start) : 0;
         pass_start = now;
-        if (n <= PERSIST_LIVE_PAGE_BUDGET || l->result.passes >= PERSIST_LIVE_MAX_PASSES || now >= deadline) {
+        if (n > PERSIST_LIVE_PAGE_BUDGET && (l->result.passes >= PERSIST_LIVE_MAX_PASSES || now >= deadline))
+            l->result.forced_stop = l->result.passes >= PERSIST_LIVE_MAX_PASSES ? "passes" : "time";
+        if (n <= PERSIST_LIVE_PAGE_BUDGET || l->result.forced_stop) {
+            if (l->result.forced_stop)
+                g_message("live snapshot: not converging (%" G_GUINT64_FORMAT " pages left after %u passes, "
+                          "%.1f s): a forced stop for them (limit: %s)", n, l->result.passes,
+                          (now - first_end) / 1e6, l->result.forced_stop);
             *rest = g_steal_pointer(&d);
             return true;
         }

@@ -47,6 +47,11 @@ struct persist_snapshot_result {
     unsigned passes;      /* copies of dirty pages while the guest ran (the first: all of the layer's) */
     uint64_t copied_pages;/* pages copied into the scratch image, all passes and the stop */
     uint64_t final_pages; /* of those, copied with the vCPUs stopped */
+    uint64_t first_pass_pages; /* of those, the first pass's (the rest: pages the guest rewrote meanwhile) */
+    /* NULL when the rest fit the stop's budget; else why the stop came
+     * anyway, with more left: "passes" (PERSIST_LIVE_MAX_PASSES) or "time"
+     * (PERSIST_LIVE_MAX_MS): a guest dirtying faster than the copy. */
+    const char *forced_stop;
 };
 
 /* Check the request alone (destination, parent) without touching the VM:
