@@ -49,6 +49,7 @@ void vsnap_domain_unref(struct vsnap_domain *dom)
     domain_def_free(dom->def);
     domain_def_free(dom->next_def);
     g_free(dom->name);
+    g_free(dom->completed);
     g_mutex_clear(&dom->lock);
     domain_job_lock_clear(&dom->job);
     g_cond_clear(&dom->changed);

@@ -70,14 +70,20 @@ void event_queue_set_sink(struct event_queue *q, domain_event_sink sink, void *d
     g_mutex_unlock(&q->lock);
 }
 
-static void push_text(struct event_queue *q, struct vsnap_domain *dom, int event_id, int a, int b,
-                      const char *text)
+static struct domain_event *event_new(struct vsnap_domain *dom, int event_id)
 {
     struct domain_event *ev = g_new0(struct domain_event, 1);
     ev->event_id = event_id;
     ev->name = g_strdup(dom->name);
     memcpy(ev->uuid, dom->uuid, 16);
     ev->id = dom->id;
+    return ev;
+}
+
+static void push_text(struct event_queue *q, struct vsnap_domain *dom, int event_id, int a, int b,
+                      const char *text)
+{
+    struct domain_event *ev = event_new(dom, event_id);
     ev->a = a;
     ev->b = b;
     ev->text = g_strdup(text);
@@ -108,4 +114,12 @@ void event_queue_agent(struct event_queue *q, struct vsnap_domain *dom, int stat
 void event_queue_metadata(struct event_queue *q, struct vsnap_domain *dom, int type, const char *uri)
 {
     push_text(q, dom, VIR_DOMAIN_EVENT_ID_METADATA_CHANGE, type, 0, uri);
+}
+
+void event_queue_job_completed(struct event_queue *q, struct vsnap_domain *dom,
+                               const struct domain_job_stats *job)
+{
+    struct domain_event *ev = event_new(dom, VIR_DOMAIN_EVENT_ID_JOB_COMPLETED);
+    ev->job = *job;
+    g_async_queue_push(q->queue, ev);
 }

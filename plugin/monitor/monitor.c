@@ -281,19 +281,43 @@ bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
     return ok;
 }
 
+static uint64_t member_u64(JsonObject *obj, const char *name);
+
+static void parse_live_result(const GString *answer, struct monitor_live_result *r)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    *r = (struct monitor_live_result){0};
+    if (!json_parser_load_from_data(parser, answer->str, (gssize)answer->len, NULL))
+        return;
+    JsonNode *root = json_parser_get_root(parser);
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root))
+        return;
+    JsonObject *o = json_node_get_object(root);
+    r->pause_us = member_u64(o, "pause_us");
+    r->copied_pages = member_u64(o, "copied_pages");
+    r->final_pages = member_u64(o, "final_pages");
+    r->passes = (unsigned)member_u64(o, "passes");
+    JsonNode *forced = json_object_get_member(o, "forced_stop");
+    if (forced && JSON_NODE_HOLDS_VALUE(forced) && json_node_get_value_type(forced) == G_TYPE_STRING)
+        g_strlcpy(r->forced_stop, json_node_get_string(forced), sizeof r->forced_stop);
+}
+
 bool monitor_vm_snapshot_live(const char *api_socket, const char *destination_url,
                               const char *parent_url, uint64_t ram_bytes, bool *refused,
-                              bool *cancelled, GError **error)
+                              bool *cancelled, struct monitor_live_result *result, GError **error)
 {
     g_autofree char *body = snapshot_body(destination_url, parent_url, true);
+    g_autoptr(GString) answer = g_string_new(NULL);
     long status = 0;
     /* The passes and the layer's write take what a paused snapshot takes,
      * and more (the guest competes): ram_timeout_ms's margin covers it. */
     bool ok = request_status(api_socket, "PUT", "vm.snapshot", body, ram_timeout_ms(ram_bytes),
-                             NULL, &status, error);
+                             answer, &status, error);
     *cancelled = status == 409;
     if (refused)
         *refused = status >= 400 && status < 500 && status != 409;
+    if (ok)
+        parse_live_result(answer, result);
     return ok;
 }
 

@@ -6,6 +6,7 @@
 
 #include <libvirt/libvirt.h>
 
+#include "domain/events.h"
 #include "util/atomic-file.h"
 #include "monitor/monitor.h"
 #include "run/process.h"
@@ -158,4 +159,14 @@ bool domain_job_cancel_live(struct vsnap_domain *dom, GError **error)
     }
     domain_job_clear(&job);
     return true;
+}
+
+void domain_job_completed(struct event_queue *events, struct vsnap_domain *dom, struct domain_job_stats *stats)
+{
+    stats->ended_us = g_get_monotonic_time();
+    g_mutex_lock(&dom->lock);
+    g_free(dom->completed);
+    dom->completed = g_memdup2(stats, sizeof *stats);
+    event_queue_job_completed(events, dom, stats);
+    g_mutex_unlock(&dom->lock);
 }

@@ -7,6 +7,7 @@
 
 #include "util/caller.h"
 #include "domain/disk-state.h"
+#include "domain/events.h"
 #include "run/jail.h"
 #include "persist/job.h"
 #include "lineage.h"
@@ -645,8 +646,8 @@ bool save_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, uns
  * at a revert (persist/pull-job.h), when no job of the domain's own runs:
  * the one under way (a pull first: the revert waits for it), or
  * (completed) the one of the two that ended last. */
-static void transfer_job(struct vsnap_driver *drv, struct vsnap_domain *dom, bool completed,
-                         struct save_job_info *out)
+static gint64 transfer_job(struct vsnap_driver *drv, struct vsnap_domain *dom, bool completed,
+                           struct save_job_info *out)
 {
     char uuid[37];
     uuid_format(dom->uuid, uuid);
@@ -665,7 +666,7 @@ static void transfer_job(struct vsnap_driver *drv, struct vsnap_domain *dom, boo
         have = have || push_current(drv->pushes, uuid, &info);
     }
     if (!have)
-        return;
+        return 0;
     *out = (struct save_job_info){
         .type = info.type,
         .operation = pulled ? VIR_DOMAIN_JOB_OPERATION_SNAPSHOT_REVERT
@@ -674,14 +675,36 @@ static void transfer_job(struct vsnap_driver *drv, struct vsnap_domain *dom, boo
         .processed = MIN(info.processed, info.total), .error = g_steal_pointer(&info.error),
     };
     out->remaining = out->total - out->processed;
+    return info.ended_us;
 }
 
-void save_job_completed(struct vsnap_driver *drv, struct vsnap_domain *dom,
+/* The domain's own last completed job (persist/job.h), if it ended after
+ * the transfer in out; kept unless keep is false, as libvirt does. */
+static void own_completed(struct vsnap_domain *dom, gint64 transfer_ended_us, bool keep, struct save_job_info *out)
+{
+    g_mutex_lock(&dom->lock);
+    struct domain_job_stats *c = dom->completed;
+    if (c && (out->type == VIR_DOMAIN_JOB_NONE || c->ended_us > transfer_ended_us)) {
+        g_free(out->error);
+        *out = (struct save_job_info){
+            .type = VIR_DOMAIN_JOB_COMPLETED, .operation = c->operation, .elapsed_ms = c->elapsed_ms,
+            .total = c->total, .processed = c->processed, .remaining = c->remaining,
+            .iteration = (unsigned)c->iteration, .dirty_rate = c->dirty_rate, .page_size = c->page_size,
+            .downtime_ms = c->downtime_ms, .has_downtime = true,
+        };
+        if (!keep)
+            g_clear_pointer(&dom->completed, g_free);
+    }
+    g_mutex_unlock(&dom->lock);
+}
+
+void save_job_completed(struct vsnap_driver *drv, struct vsnap_domain *dom, bool keep,
                         struct save_job_info *out)
 {
     memset(out, 0, sizeof(*out));
     out->type = VIR_DOMAIN_JOB_NONE;
-    transfer_job(drv, dom, true, out);
+    gint64 ended_us = transfer_job(drv, dom, true, out);
+    own_completed(dom, ended_us, keep, out);
 }
 
 /* A live snapshot's figures are the shim's: RAM copied over every pass

@@ -55,7 +55,8 @@ static bool snapshot_paused(struct vsnap_domain *dom, const char *api, uint64_t 
 
 /* The shim pre-copies and stops the VM itself; a cancel is no refusal. */
 static bool snapshot_live(struct vsnap_domain *dom, const char *api, uint64_t ram_bytes,
-                          const char *dir, const char *parent_dir, bool *refused, GError **error)
+                          const char *dir, const char *parent_dir, bool *refused,
+                          struct monitor_live_result *result, GError **error)
 {
     if (!give_to_shim(dir, error))
         return false;
@@ -64,7 +65,7 @@ static bool snapshot_live(struct vsnap_domain *dom, const char *api, uint64_t ra
     bool cancelled = false;
     g_autoptr(GError) local = NULL;
     test_hook("snapshot-live");
-    if (!monitor_vm_snapshot_live(api, url, parent_url, ram_bytes, refused, &cancelled, &local)) {
+    if (!monitor_vm_snapshot_live(api, url, parent_url, ram_bytes, refused, &cancelled, result, &local)) {
         if (cancelled) {
             g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_ABORTED,
                         "operation aborted: the live snapshot of %s was cancelled (domjobabort)", dom->name);
@@ -89,7 +90,7 @@ static char *running_api(struct vsnap_domain *dom, int *state, uint64_t *ram_byt
 }
 
 static bool take_live(struct vsnap_domain *dom, const char *dir, const char *parent_dir,
-                      bool *refused, GError **error)
+                      bool *refused, struct monitor_live_result *result, GError **error)
 {
     int state;
     uint64_t ram_bytes;
@@ -98,12 +99,13 @@ static bool take_live(struct vsnap_domain *dom, const char *dir, const char *par
         return false;
     if (state != VIR_DOMAIN_RUNNING) /* paused already: nothing to keep running */
         return snapshot_paused(dom, api, ram_bytes, dir, parent_dir, refused, error);
-    return snapshot_live(dom, api, ram_bytes, dir, parent_dir, refused, error);
+    return snapshot_live(dom, api, ram_bytes, dir, parent_dir, refused, result, error);
 }
 
 static bool take(struct vsnap_domain *dom, const char *dir, const char *parent_dir,
-                 bool *refused, GError **error)
+                 bool *refused, struct monitor_live_result *result, GError **error)
 {
+    (void)result; /* a paused snapshot has no live figures */
     int state;
     uint64_t ram_bytes;
     g_autofree char *api = running_api(dom, &state, &ram_bytes, error);
@@ -132,7 +134,7 @@ static bool take(struct vsnap_domain *dom, const char *dir, const char *parent_d
 bool vmsnap_take(struct vsnap_domain *dom, const char *dir, const char *parent_dir,
                  GError **error)
 {
-    return take(dom, dir, parent_dir, NULL, error);
+    return take(dom, dir, parent_dir, NULL, NULL, error);
 }
 
 /* What a refused diff left in dir goes; dir is empty again for a full one. */
@@ -149,16 +151,16 @@ static bool empty_dir(const char *dir, GError **error)
 }
 
 typedef bool (*take_func)(struct vsnap_domain *dom, const char *dir, const char *parent_dir, bool *refused,
-                          GError **error);
+                          struct monitor_live_result *result, GError **error);
 
 static bool diff_or_full(struct vsnap_domain *dom, const char *dir, const char *base_dir, take_func take,
-                         bool *is_diff, GError **error)
+                         bool *is_diff, struct monitor_live_result *result, GError **error)
 {
     *is_diff = false;
     if (base_dir) {
         g_autoptr(GError) diff_error = NULL;
         bool refused = false;
-        if (take(dom, dir, base_dir, &refused, &diff_error)) {
+        if (take(dom, dir, base_dir, &refused, result, &diff_error)) {
             *is_diff = true;
             return true;
         }
@@ -175,17 +177,18 @@ static bool diff_or_full(struct vsnap_domain *dom, const char *dir, const char *
         if (!empty_dir(dir, error))
             return false;
     }
-    return take(dom, dir, NULL, NULL, error);
+    return take(dom, dir, NULL, NULL, result, error);
 }
 
 bool vmsnap_take_diff_or_full(struct vsnap_domain *dom, const char *dir, const char *base_dir,
                               bool *is_diff, GError **error)
 {
-    return diff_or_full(dom, dir, base_dir, take, is_diff, error);
+    return diff_or_full(dom, dir, base_dir, take, is_diff, NULL, error);
 }
 
 bool vmsnap_take_live_diff_or_full(struct vsnap_domain *dom, const char *dir, const char *base_dir,
-                                   bool *is_diff, GError **error)
+                                   bool *is_diff, struct monitor_live_result *result, GError **error)
 {
-    return diff_or_full(dom, dir, base_dir, take_live, is_diff, error);
+    *result = (struct monitor_live_result){0};
+    return diff_or_full(dom, dir, base_dir, take_live, is_diff, result, error);
 }

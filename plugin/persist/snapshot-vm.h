@@ -9,6 +9,8 @@
 
 #include "domain/domain.h"
 
+struct monitor_live_result;
+
 /* A full snapshot into dir, or with parent_dir a diff on the snapshot there. */
 bool vmsnap_take(struct vsnap_domain *dom, const char *dir, const char *parent_dir,
                  GError **error);
@@ -24,6 +26,7 @@ bool vmsnap_take_diff_or_full(struct vsnap_domain *dom, const char *dir, const c
  * paused; the shim pre-copies its RAM while it runs and stops it only for
  * the rest (vm.snapshot "live": true). A paused VM is snapshotted as it is.
  * A cancel (vm.cancel-snapshot, domjobabort) fails it with
- * VIR_ERR_OPERATION_ABORTED, never followed by a full snapshot. */
+ * VIR_ERR_OPERATION_ABORTED, never followed by a full snapshot. *result:
+ * the shim's figures of a live one (all zero when the VM was paused). */
 bool vmsnap_take_live_diff_or_full(struct vsnap_domain *dom, const char *dir, const char *base_dir,
-                                   bool *is_diff, GError **error);
+                                   bool *is_diff, struct monitor_live_result *result, GError **error);

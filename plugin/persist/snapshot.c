@@ -18,6 +18,8 @@
 #include "snapshot-revert.h"
 #include "snapshot-tree.h"
 #include "snapshot-vm.h"
+#include "domain/events.h"
+#include "monitor/monitor.h"
 #include "util/test-hook.h"
 #include "util/virt-error.h"
 
@@ -190,11 +192,12 @@ static struct snapshot_def *parse_request(struct vsnap_driver *drv, struct vsnap
 }
 
 static bool take_layers(struct vsnap_domain *dom, struct snapshot_entry *e,
-                        struct snapshot_entry *base, bool live, GError **error)
+                        struct snapshot_entry *base, bool live, struct monitor_live_result *result,
+                        GError **error)
 {
     bool is_diff = false;
     const char *base_dir = base ? base->dir : NULL;
-    if (!(live ? vmsnap_take_live_diff_or_full(dom, e->dir, base_dir, &is_diff, error)
+    if (!(live ? vmsnap_take_live_diff_or_full(dom, e->dir, base_dir, &is_diff, result, error)
                : vmsnap_take_diff_or_full(dom, e->dir, base_dir, &is_diff, error)))
         return false;
     e->full = !is_diff;
@@ -202,6 +205,26 @@ static bool take_layers(struct vsnap_domain *dom, struct snapshot_entry *e,
     /* Recorded, so a revert knows the directory still holds this snapshot. */
     e->memory_id = snapdir_layer_id(e->dir, error);
     return e->memory_id != NULL;
+}
+
+/* A live snapshot that is recorded: its figures for domjobinfo --completed
+ * and the job-completed event (libvirt's QEMU driver sends one for its live
+ * external snapshot). The downtime is the shim's stop, rounded up to ms. */
+static void live_completed(struct vsnap_driver *drv, struct vsnap_domain *dom, guint64 ram_bytes,
+                           gint64 began_us, const struct monitor_live_result *r)
+{
+    const guint64 page = 4096;
+    struct domain_job_stats stats = {
+        .operation = VIR_DOMAIN_JOB_OPERATION_SNAPSHOT,
+        .elapsed_ms = (guint64)(g_get_monotonic_time() - began_us) / 1000,
+        .downtime_ms = (r->pause_us + 999) / 1000,
+        .total = ram_bytes, .processed = r->copied_pages * page, .remaining = 0,
+        .iteration = r->passes, .page_size = page,
+    };
+    if (r->forced_stop[0])
+        g_message("domain %s: its live snapshot did not converge: the stop came after the %s limit, "
+                  "with %" G_GUINT64_FORMAT " pages left for it", dom->name, r->forced_stop, r->final_pages);
+    domain_job_completed(drv->events, dom, &stats);
 }
 
 static bool record(struct vsnap_driver *drv, struct vsnap_domain *dom, struct snapshot_tree *tree,
@@ -310,7 +333,9 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
     /* Recorded before the VM is paused: a daemon that dies meanwhile leaves
      * the next one what it needs to resume it (persist/recovery.c). A live
      * snapshot never pauses it: a shim whose client died cancels it. */
-    bool taken = domain_job_begin(dom, &job, error) && take_layers(dom, e, base, live, error);
+    gint64 began_us = g_get_monotonic_time();
+    struct monitor_live_result result = {0};
+    bool taken = domain_job_begin(dom, &job, error) && take_layers(dom, e, base, live, &result, error);
     domain_job_end(dom);
     test_hook("snapshot-taken");
     /* With a store, "push pending" is on disk before the snapshot is
@@ -322,6 +347,8 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
         discard_new_snapshot(dom, e);
         return NULL;
     }
+    if (live)
+        live_completed(drv, dom, job.total, began_us, &result);
     if (e->store_url)
         queue_pending(drv, dom, tree);
     lineage_set(dom, e->id);

@@ -3,6 +3,7 @@
 #include <libvirt/libvirt.h>
 #include <string.h>
 
+#include "job-params.h"
 #include "rpc/client.h"
 #include "domain/state.h"
 
@@ -64,6 +65,32 @@ static bool_t xdr_metadata_msg(XDR *x, struct metadata_msg *m)
 /* Agent lifecycle has the same shape as lifecycle: id, dom, state, reason. */
 #define xdr_agent_msg xdr_lifecycle_msg
 
+/* remote_domain_event_callback_job_completed_msg: id, dom, the job's typed
+ * parameters. */
+struct job_completed_msg {
+    int32_t callback_id;
+    struct wire_domain dom;
+    struct wire_typed_param_list params;
+};
+static bool_t xdr_job_completed_msg(XDR *x, struct job_completed_msg *m)
+{
+    return xdr_int(x, &m->callback_id) && xdr_wire_domain(x, &m->dom) &&
+           xdr_array(x, (char **)&m->params.val, &m->params.len, JOB_PARAMS_MAX,
+                     sizeof(struct wire_typed_param), XDR_PROC(xdr_wire_typed_param));
+}
+
+static void send_job_completed(struct registration *r, struct wire_header *hdr, const struct domain_event *ev,
+                               const struct wire_domain *dom)
+{
+    struct wire_typed_param params[JOB_PARAMS_MAX] = {0};
+    struct job_completed_msg msg = {.callback_id = r->callback_id, .dom = *dom};
+    msg.params.val = params;
+    msg.params.len = job_params_fill(&ev->job, params);
+    hdr->proc = PROC_DOMAIN_EVENT_CALLBACK_JOB_COMPLETED;
+    rpc_client_send(r->client, hdr, XDR_PROC(xdr_job_completed_msg), &msg);
+    job_params_free(params, msg.params.len);
+}
+
 /* ---- delivery ---- */
 
 static void send_event(struct registration *r, const struct domain_event *ev)
@@ -100,6 +127,9 @@ static void send_event(struct registration *r, const struct domain_event *ev)
         rpc_client_send(r->client, &hdr, XDR_PROC(xdr_metadata_msg), &metadata);
         break;
     }
+    case VIR_DOMAIN_EVENT_ID_JOB_COMPLETED:
+        send_job_completed(r, &hdr, ev, &msg.dom);
+        break;
     }
 }
 

@@ -522,16 +522,18 @@ static bool do_job_stats(struct rpc_call *call, struct wire_domain_flags *a, str
     }
     struct save_job_info job;
     if (a->flags & VIR_DOMAIN_JOB_STATS_COMPLETED)
-        save_job_completed(call->driver, dom, &job);
+        save_job_completed(call->driver, dom, a->flags & VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED, &job);
     else
         save_job_info(call->driver, dom, &job);
     r->type = job.type;
     if (job.type == VIR_DOMAIN_JOB_NONE)
         return true;
-    struct wire_typed_param *p = calloc(12, sizeof(*p));
+    struct wire_typed_param *p = calloc(16, sizeof(*p)); /* at most 13 */
     unsigned n = 0;
     wire_param_int(&p[n++], VIR_DOMAIN_JOB_OPERATION, job.operation);
     wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_TIME_ELAPSED, job.elapsed_ms);
+    if (job.has_downtime)
+        wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_DOWNTIME, job.downtime_ms);
     wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_DATA_TOTAL, job.total);
     wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_DATA_PROCESSED, job.processed);
     wire_param_ullong(&p[n++], VIR_DOMAIN_JOB_DATA_REMAINING, job.remaining);

@@ -12,9 +12,12 @@ import threading
 import time
 import unittest
 
+import libvirt
+
+from test_events import EventLoop
 from test_kill import CrashTestBase
 from test_snapshots import REGION_A
-from vsnapd import domain_xml, wait_for
+from vsnapd import VirshEvents, domain_xml, wait_for
 
 LIVE_CMDLINE = "vsnap.fill_mib=768 vsnap.seed=3 vsnap.gen_mib=32"
 MEMORY_MIB = 1024
@@ -190,6 +193,71 @@ class LiveSnapshotTest(CrashTestBase):
         self.assertEqual(self.leftovers("l4"), [])
         self.check_revert("l4", "base", at_base)
         self.gencheck("l4", "reverted after the shim's kill")
+
+    def test_job_completed_event_as_qemu_sends_it(self):
+        """A live snapshot's end is the job-completed event with its typed
+        parameters (python3-libvirt's event loop and `virsh event --all`), as
+        libvirt's QEMU driver sends for its live external snapshot; domjobinfo
+        --completed shows the same once (unless --keep-completed). An aborted
+        one sends none."""
+        EventLoop.ensure()
+        self.start_live_guest("l5")
+        conn = self.daemon.connect()
+        got = []
+        cb = conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_JOB_COMPLETED,
+                                         lambda c, d, params, o: got.append((d.name(), params)), None)
+        watcher = VirshEvents(self.daemon, "--all")
+        try:
+            watcher.wait_registered(lambda attempt: self.probe_lifecycle(attempt))
+            self.v("snapshot-create-as", "l5", "s1", "--live")
+            wait_for(lambda: got, what="the job-completed event")
+            name, params = got[0]
+            print(f"job-completed of a live snapshot: {params}")
+            self.assertEqual(name, "l5")
+            self.assertEqual(params["operation"], libvirt.VIR_DOMAIN_JOB_OPERATION_SNAPSHOT)
+            self.assertEqual(params["memory_total"], MEMORY_MIB << 20)
+            self.assertGreaterEqual(params["memory_processed"], 768 << 20)  # the fill, at least once
+            self.assertEqual(params["memory_remaining"], 0)
+            self.assertGreaterEqual(params["memory_iteration"], 1)
+            self.assertEqual(params["memory_page_size"], 4096)
+            self.assertLess(params["downtime"], params["time_elapsed"])
+            self.assertIn("downtime", params)
+            watcher.wait_for_line("event 'job-completed' for domain 'l5'")
+            done = self.dom("l5").jobStats(libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED |
+                                           libvirt.VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED)
+            self.assertEqual(done["type"], libvirt.VIR_DOMAIN_JOB_COMPLETED, done)
+            self.assertEqual(done["downtime"], params["downtime"])
+            self.assertIn("Total downtime", self.v("domjobinfo", "l5", "--completed").stdout)
+            self.assertEqual(jobinfo(lambda *a, **k: self.v(*a, "--completed", **k), "l5").get("Job type"),
+                             "None", "domjobinfo --completed shows a completed job once")
+            # An aborted one sends no event.
+            create = Background(self.v, "snapshot-create-as", "l5", "aborted", "--live")
+            self.wait_copying("l5")
+            self.v("domjobabort", "l5")
+            self.assertNotEqual(create.join().returncode, 0)
+            self.v("snapshot-create-as", "l5", "s2", "--live")
+            wait_for(lambda: len(got) == 2, what="the second job-completed event")
+            time.sleep(0.2)
+            self.assertEqual(len(got), 2, got)
+        finally:
+            conn.domainEventDeregisterAny(cb)
+            conn.close()
+            out = watcher.stop()
+        self.assertEqual(out.count("event 'job-completed' for domain 'l5'"), 2, out)
+        self.assertIn("memory_iteration:", out)
+
+    def probe_lifecycle(self, attempt):
+        """An event for VirshEvents.wait_registered: a probe domain defined."""
+        path = os.path.join(self.daemon.dir, f"probe{attempt}.xml")
+        with open(path, "w") as f:
+            f.write(domain_xml(f"probe{attempt}", uuid="7c0e2a1b-5d4f-4a3e-9b8c-%012x" % attempt))
+        self.v("define", path)
+        return f"for domain 'probe{attempt}': Defined Added"
+
+    def dom(self, name):
+        conn = self.daemon.connect()
+        self.addCleanup(conn.close)
+        return conn.lookupByName(name)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #include "domain/domain-job-lock.h"
 
 struct domain_run;
+struct domain_job_stats;
 
 struct vsnap_domain {
     gint refs;
@@ -36,6 +37,7 @@ struct vsnap_domain {
     int reason;                  /* the matching virDomain*Reason */
     uint64_t generation;         /* counts VM starts (boots and reboots) */
     struct domain_run *run;      /* the shim when active, else NULL */
+    struct domain_job_stats *completed; /* the last job that completed (domjobinfo --completed), or NULL */
 };
 
 struct vsnap_domain *vsnap_domain_new(struct domain_def *def);   /* takes def */

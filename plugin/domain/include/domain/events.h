@@ -6,6 +6,19 @@
 
 #include <glib.h>
 
+/* A job's figures when it completed, as libvirt's QEMU driver gives them in
+ * its job-completed event and domjobinfo --completed (bytes, ms). */
+struct domain_job_stats {
+    int operation;             /* VIR_DOMAIN_JOB_OPERATION_* */
+    guint64 elapsed_ms;
+    guint64 downtime_ms;       /* the guest's stop */
+    guint64 total, processed, remaining;
+    /* A live snapshot's: its passes, the guest's dirty rate (pages a
+     * second) and the page size; 0 for other jobs. */
+    guint64 iteration, dirty_rate, page_size;
+    gint64 ended_us;           /* monotonic */
+};
+
 struct domain_event {
     int event_id;              /* VIR_DOMAIN_EVENT_ID_* */
     char *name;
@@ -13,6 +26,7 @@ struct domain_event {
     int id;
     int a, b;                  /* lifecycle: event, detail; agent: state, reason; metadata: type */
     char *text;                /* metadata: the element's namespace URI, or NULL */
+    struct domain_job_stats job; /* job completed */
 };
 
 typedef void (*domain_event_sink)(void *data, const struct domain_event *ev);
@@ -33,3 +47,5 @@ void event_queue_agent(struct event_queue *queue, struct vsnap_domain *dom, int 
                        int reason);
 /* virsh desc / metadata changed it (type: VIR_DOMAIN_METADATA_*; uri for an element). */
 void event_queue_metadata(struct event_queue *queue, struct vsnap_domain *dom, int type, const char *uri);
+void event_queue_job_completed(struct event_queue *queue, struct vsnap_domain *dom,
+                               const struct domain_job_stats *job);

@@ -84,10 +84,16 @@ bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
 /* The same of the running VM, live (vsnap's "live": true): the shim answers
  * once it is written, with the guest running all along but for a short
  * stop. *refused as above, but a cancel (409: vm.cancel-snapshot) is not a
- * refusal; *cancelled says it was one. */
+ * refusal; *cancelled says it was one. *result: the shim's figures (zero
+ * where its answer has none). */
+struct monitor_live_result {
+    uint64_t pause_us, copied_pages, final_pages;
+    unsigned passes;
+    char forced_stop[16];       /* "passes" or "time" when the stop was forced, else "" */
+};
 bool monitor_vm_snapshot_live(const char *api_socket, const char *destination_url,
                               const char *parent_url, uint64_t ram_bytes, bool *refused,
-                              bool *cancelled, GError **error);
+                              bool *cancelled, struct monitor_live_result *result, GError **error);
 /* vm.cancel-snapshot: the live snapshot under way ends at its next step. */
 bool monitor_vm_cancel_snapshot(const char *api_socket, GError **error);
 /* vm.info's vsnap.snapshot_job, the live snapshot under way (false, no

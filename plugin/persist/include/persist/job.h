@@ -53,6 +53,13 @@ bool domain_job_cancel_live(struct vsnap_domain *dom, GError **error);
 /* Whether the job made its product: a file exists under the product's name
  * and is not the one that was there when the job began. */
 bool domain_job_made_product(const struct domain_job *job);
+/* A job of the domain's own that completed: kept for domjobinfo
+ * --completed and sent as the job-completed event (domain/events.h), as
+ * libvirt's QEMU driver does for a snapshot or a save. stats->ended_us is
+ * set here. */
+struct event_queue;
+struct domain_job_stats;
+void domain_job_completed(struct event_queue *events, struct vsnap_domain *dom, struct domain_job_stats *stats);
 /* The job under way; false when none. */
 bool domain_job_get(struct vsnap_domain *dom, struct domain_job *job);
 void domain_job_clear(struct domain_job *job);

@@ -70,10 +70,16 @@ struct save_job_info {
      * rate (pages of page_size a second); iteration 0 for other jobs. */
     unsigned iteration;
     guint64 dirty_rate, page_size;
+    /* A completed job of the domain's own: the guest's stop. */
+    bool has_downtime;
+    guint64 downtime_ms;
 };
 /* The job under way: a save or snapshot, else a background push. */
 void save_job_info(struct vsnap_driver *drv, struct vsnap_domain *dom, struct save_job_info *out);
-/* domjobinfo --completed: the last background push that ended (vsnap keeps
- * no other completed jobs), type VIR_DOMAIN_JOB_NONE when none. */
-void save_job_completed(struct vsnap_driver *drv, struct vsnap_domain *dom,
+/* domjobinfo --completed: of the last background push that ended and the
+ * domain's own last completed job (a live snapshot: persist/job.h), the
+ * later; type VIR_DOMAIN_JOB_NONE when none. The domain's own is forgotten
+ * once read unless keep (VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED), as libvirt's
+ * QEMU driver does. */
+void save_job_completed(struct vsnap_driver *drv, struct vsnap_domain *dom, bool keep,
                         struct save_job_info *out);
