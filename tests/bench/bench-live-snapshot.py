@@ -19,7 +19,9 @@ of --runs:
                     one today: the guest is stopped all along)
   nonlive_total_ms  its vm.snapshot alone
   dirtied_bytes     what the guest rewrote during the live snapshot (its
-                    GENCHECK cursor before and after: pages stamped x 4 KiB)
+                    GENCHECK cursor before and after: pages stamped x 4 KiB);
+                    dirty_mbps that over the call, idle_dirty_mbps the
+                    writer's rate over the window without a snapshot
   recopied_per_dirtied  pages copied again after the first pass (the price
                     of the guest running on) per page the guest rewrote
   written_per_dirtied   every byte the live snapshot wrote (the scratch
@@ -39,8 +41,9 @@ same guest (plus a 64 MiB raw disk for the --diskspec):
 
 Through virtvsnapd and virsh, at 512 MiB and 8 GiB: cancel latency, the
 wall time of virDomainAbortJob (domjobabort) of a `snapshot-create-as
---live` of a guest that never converges (vsnap.gen_mib=256 at full speed),
-sent in its second pass, until the domain runs with no job and no snapshot.
+--live` of a guest with 512 MiB filled (256 at 512 MiB) rewriting 64 MiB
+as fast as it can, sent once the shim has copied 64 MiB, until the domain
+runs with no job and no snapshot.
 
 Targets (tests/bench/targets.py): live pause <= 5 ms at 8 GiB and 100 MB/s;
 live pause at 8 GiB over 512 MiB (100 MB/s) <= 1.2; at every size and rate
@@ -79,7 +82,8 @@ from targets import at_most, smoke, summary_status  # noqa: E402
 FILL_MIB = 64
 GEN_MIB = 64
 PAGE = 4096
-CANCEL_GEN_MIB = 256
+CANCEL_FILL_MIB = 512
+CANCEL_AFTER_MIB = 64
 HEARTBEAT_MS = 5
 PAUSE_TARGET_MS = 5
 STALL_SLACK_US = 10_000
@@ -99,10 +103,11 @@ def load_qemu_helpers():
     return mod
 
 
-def cmdline(rate, gen_mib=GEN_MIB):
-    line = f"vsnap.fill_mib={FILL_MIB} vsnap.seed=7 vsnap.heartbeat_ms={HEARTBEAT_MS}"
+def cmdline(rate, fill_mib=FILL_MIB):
+    """The test guest's: rate None rewrites GEN_MIB as fast as it can, 0 not at all."""
+    line = f"vsnap.fill_mib={fill_mib} vsnap.seed=7 vsnap.heartbeat_ms={HEARTBEAT_MS}"
     if rate is None or rate > 0:
-        line += f" vsnap.gen_mib={gen_mib} vsnap.gen_mbps={rate or 0}"
+        line += f" vsnap.gen_mib={GEN_MIB} vsnap.gen_mbps={rate or 0}"
     return line
 
 
@@ -145,9 +150,13 @@ def live_once(shim, conn, dest, rate):
     window = time.monotonic() - t0
     dirtied = (cursor(conn, gen_pages) - before) * PAGE if rate else 0
     # The reference: the same guest, an equal window, no snapshot.
+    before_idle = cursor(conn, gen_pages) if rate else 0
     stall_us(conn)
+    t2 = time.monotonic()
     time.sleep(window)
     idle = stall_us(conn)
+    idle_dirtied = (cursor(conn, gen_pages) - before_idle) * PAGE if rate else 0
+    idle_mbps = idle_dirtied / 1e6 / (time.monotonic() - t2)
     shutil.rmtree(dest)
     written = reply["copied_pages"] * PAGE + reply["file_bytes"]
     recopied = (reply["copied_pages"] - reply["first_pass_pages"]) * PAGE
@@ -155,7 +164,7 @@ def live_once(shim, conn, dest, rate):
             "live_stall_us": stall, "idle_stall_us": idle, "passes": reply["passes"],
             "final_pages": reply["final_pages"], "forced_stop": reply["forced_stop"] is not None,
             "dirtied_bytes": dirtied, "written_bytes": written, "recopied_bytes": recopied,
-            "dirty_mbps": dirtied / 1e6 / ((t1 - t0) or 1)}
+            "dirty_mbps": dirtied / 1e6 / ((t1 - t0) or 1), "idle_dirty_mbps": idle_mbps}
 
 
 def nonlive_once(shim, dest):
@@ -201,7 +210,8 @@ def bench_shim(args, workdir, ram, rate):
         f"{med['live_total_ms']:7.1f} ms (passes {med['passes']:.0f}, forced {med['forced_stops']}), "
         f"stall {med['live_stall_us'] / 1e3:6.2f} ms vs idle {med['idle_stall_us'] / 1e3:6.2f} ms; "
         f"non-live pause {med['nonlive_pause_ms']:7.1f} ms total {med['nonlive_total_ms']:7.1f} ms; "
-        f"dirtied {med['dirtied_bytes'] / MIB:.1f} MiB ({med['dirty_mbps']:.0f} MB/s)")
+        f"dirtied {med['dirtied_bytes'] / MIB:.1f} MiB ({med['dirty_mbps']:.0f} MB/s; "
+        f"{med['idle_dirty_mbps']:.0f} MB/s without a snapshot)")
     return med
 
 
@@ -337,37 +347,44 @@ def cancel_domain_xml(name, guest, ram):
   <name>{name}</name>
   <memory unit='MiB'>{ram}</memory>
   <vcpu>1</vcpu>
-  <os><type>hvm</type><kernel>{guest}</kernel><cmdline>{cmdline(None, CANCEL_GEN_MIB)}</cmdline></os>
+  <os><type>hvm</type><kernel>{guest}</kernel><cmdline>{cmdline(None, fill_mib=min(CANCEL_FILL_MIB, ram // 2))}</cmdline></os>
   <devices><vsock model='virtio'><cid auto='yes'/></vsock></devices>
 </domain>
 """
 
 
-def wait_copying(dom, until, timeout=60):
-    """The job's stats once it is a live snapshot and until(stats) holds."""
-    import libvirt
+def shim_job(api_sock):
+    """The shim's own view of the live snapshot (vm.info's vsnap.snapshot_job)."""
+    status, body = http_unix(api_sock, "GET", "/api/v1/vm.info")
+    return json.loads(body)["vsnap"]["snapshot_job"] if status == 200 else None
+
+
+def wait_copying(api_sock, timeout=60):
+    """The job once the shim has copied CANCEL_AFTER_MIB of its passes, while
+    the guest runs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        stats = dom.jobStats()
-        if stats.get("type") == libvirt.VIR_DOMAIN_JOB_BOUNDED and until(stats):
-            return stats
-        if stats.get("type") == libvirt.VIR_DOMAIN_JOB_NONE and dom.snapshotNum() > 0:
-            raise RuntimeError("it completed")
+        job = shim_job(api_sock)
+        if job and job["phase"] == "precopy" and job["copied_pages"] * PAGE >= CANCEL_AFTER_MIB * MIB:
+            return job
+        if job and job["phase"] != "precopy":
+            raise RuntimeError(f"it left the passes ({job['phase']})")
         time.sleep(0.002)
-    raise RuntimeError("the live snapshot never showed in domjobinfo")
+    raise RuntimeError(f"not {CANCEL_AFTER_MIB} MiB copied")
 
 
 def cancel_once(daemon, dom, name, n, tries=5):
     """ms from virDomainAbortJob to the domain running with no job, the
-    abort sent in the second pass (the guest never converges: the passes go
-    on up to the shim's limit). A snapshot that ended before the abort came
-    is deleted and taken again."""
+    abort sent while the shim copies (after CANCEL_AFTER_MIB of the fill and
+    the writer's region). A snapshot that got past its passes before the
+    abort is let end (or deleted) and taken again."""
     import libvirt
+    api_sock = os.path.join(daemon.state, "run", name, "api.sock")
     for _ in range(tries):
         create = subprocess.Popen(["virsh", "-q", "-c", daemon.uri, "snapshot-create-as", name, f"c{n}", "--live"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            wait_copying(dom, lambda s: s.get("memory_iteration", 0) >= 2)
+            wait_copying(api_sock)
             t0 = time.monotonic()
             dom.abortJob()
             while dom.jobStats().get("type") != libvirt.VIR_DOMAIN_JOB_NONE:
@@ -376,7 +393,7 @@ def cancel_once(daemon, dom, name, n, tries=5):
             state = dom.state()[0]
         except (libvirt.libvirtError, RuntimeError) as e:
             create.communicate(timeout=120)
-            log(f"    the live snapshot ended before its abort ({e}); again")
+            log(f"    the live snapshot got past its passes before the abort ({e}); again")
             daemon.virsh("snapshot-delete", name, f"c{n}", check=False)
             continue
         _, err = create.communicate(timeout=120)
@@ -384,7 +401,7 @@ def cancel_once(daemon, dom, name, n, tries=5):
             raise RuntimeError(f"after domjobabort: state {state}, snapshot-create-as {create.returncode} "
                                f"{err.strip()}, {dom.snapshotNum()} snapshots")
         return took
-    raise RuntimeError(f"the live snapshot ended before its abort {tries} times")
+    raise RuntimeError(f"the live snapshot got past its passes before the abort {tries} times")
 
 
 def bench_cancel(args, sizes):
