@@ -5,7 +5,8 @@
  *   PUT vm.snapshot {"destination_url": "file:///dir",
  *                    "mode": "full" | "diff", "parent_url": "file:///parent",
  *                    "live": false,   (true: of a running VM; answers 200 {"pause_us", ...})
- *                    "live_scratch": "memory" | "destination"}
+ *                    "live_scratch": "memory" | "destination",
+ *                    "live_max_passes": 1..64, "live_max_ms": 1..600000}
  *   PUT vm.cancel-snapshot   (a live snapshot under way ends at its next step:
  *                    its vm.snapshot answers 409; 204 here, 405 without one)
  *   PUT vm.restore  {"source_url": "file:///dir", "prefault": false, "resume": false,
@@ -129,12 +130,34 @@ static bool parse_scratch(const char *scratch, struct persist_snapshot_request *
     return true;
 }
 
+/* "live_max_passes" (1..64), "live_max_ms" (1..600000): when a live
+ * snapshot whose guest outruns the copy stops anyway (a forced stop). */
+static bool get_limit(JsonObject *obj, const char *name, bool live, gint64 max, unsigned *out, GError **error)
+{
+    JsonNode *node = json_object_get_member(obj, name);
+    *out = 0;
+    if (!node)
+        return true;
+    bool is_int = JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_INT64;
+    gint64 v = is_int ? json_node_get_int(node) : 0;
+    if (!live || v < 1 || v > max) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "field \"%s\" is for \"live\": true, from 1 to %" G_GINT64_FORMAT,
+                    name, max);
+        return false;
+    }
+    *out = (unsigned)v;
+    return true;
+}
+
 static bool parse_snapshot(JsonObject *obj, struct persist_snapshot_request *out, GError **error)
 {
-    static const char *const known[] = { "destination_url", "mode", "parent_url", "live", "live_scratch", NULL };
+    static const char *const known[] = { "destination_url", "mode", "parent_url", "live", "live_scratch",
+                                         "live_max_passes", "live_max_ms", NULL };
     const char *mode = NULL, *scratch = NULL;
     if (!check_members(obj, "vm.snapshot", known, error) || !get_bool(obj, "live", &out->live, error) ||
         !get_string(obj, "live_scratch", false, &scratch, error) || !parse_scratch(scratch, out, error) ||
+        !get_limit(obj, "live_max_passes", out->live, 64, &out->max_passes, error) ||
+        !get_limit(obj, "live_max_ms", out->live, 600000, &out->max_ms, error) ||
         !get_string(obj, "destination_url", true, &out->destination_url, error) ||
         !get_string(obj, "mode", false, &mode, error) ||
         !get_string(obj, "parent_url", false, &out->parent_url, error))
@@ -254,6 +277,7 @@ static void reply_live(struct api_request *req, const struct persist_snapshot_re
 /* A live snapshot's request waits (paused) for the job's end; a client that
  * hangs up meanwhile cancels it, as nobody would learn its result. */
 struct live_wait {
+    bool live;              /* else of the paused VM: Cloud Hypervisor's 204 */
     struct vmm *vmm;
     struct api_store *store;
     SoupServerMessage *msg; /* NULL once the client is gone */
@@ -277,10 +301,10 @@ static void live_done(bool ok, const struct persist_snapshot_result *result, con
     if (wait->msg) {
         g_signal_handler_disconnect(wait->msg, wait->gone_id);
         struct api_request req = { .vmm = wait->vmm, .msg = wait->msg };
-        if (ok)
+        if (ok && wait->live)
             reply_live(&req, result);
         else
-            reply_error(&req, error);
+            reply_result(&req, ok, error);
         soup_server_message_unpause(wait->msg);
         g_object_unref(wait->msg);
     }
@@ -291,6 +315,7 @@ static void start_live(struct api_request *req, const struct persist_snapshot_re
 {
     g_autoptr(GError) error = NULL;
     struct live_wait *wait = g_new0(struct live_wait, 1);
+    wait->live = sreq->live;
     wait->vmm = req->vmm;
     wait->store = req->store;
     if (!vmm_snapshot_live(req->vmm, sreq, live_done, wait, &error)) {
@@ -323,12 +348,9 @@ static void handle_snapshot(struct api_request *req)
     }
     if (api_store_is_store_url(sreq.destination_url))
         return snapshot_to_store(req, &sreq);
-    if (sreq.live)
-        return start_live(req, &sreq);
-    bool ok = vmm_snapshot(req->vmm, &sreq, NULL, &error);
-    if (ok && req->store)
-        api_store_keep_pulled(req->store);
-    reply_result(req, ok, error);
+    /* Live or not, a snapshot to a file runs as a job: the API answers and
+     * vm.cancel-snapshot ends it meanwhile. */
+    start_live(req, &sreq);
 }
 
 /* ---- vm.restore ---- */

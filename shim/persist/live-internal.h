@@ -27,9 +27,15 @@ struct live_progress {
     uint64_t pass_total;        /* pages this pass copies */
     uint64_t copied;            /* pages copied, every pass */
     uint64_t dirty_pages_per_s; /* the guest's rewrites during the last pass */
+    uint64_t written_pages;     /* pages of the layer's candidates read so far (phase writing) */
 };
 
 struct live {
+    /* A snapshot of a paused VM (no "live"), run as the same job so the API
+     * answers and a cancel ends it meanwhile: no passes and no scratch
+     * image, every device quiesced from the stop to the end, the layer
+     * written straight from guest RAM. */
+    bool paused;
     struct vm *vm;
     struct vm_config *cfg;
     struct persist_vm *p;

@@ -121,7 +121,7 @@ static gpointer run_job(gpointer data)
     struct persist_live_job *job = data;
     g_autofree uint64_t *rest = NULL;
     g_autoptr(JsonNode) state = NULL;
-    job->ok = live_precopy(&job->l, &rest, &job->error);
+    job->ok = job->l.paused || live_precopy(&job->l, &rest, &job->error);
     if (job->ok) {
         job->rest = rest;
         state = ask_for_stop(job, &job->error);
@@ -155,8 +155,9 @@ static void finish(struct persist_live_job *job)
     live_end(&job->l, job->ok);
     if (!job->ok && job->error && job->error->domain == PERSIST_ERROR &&
         job->error->code == PERSIST_ERROR_CANCELLED)
-        g_message("live snapshot cancelled %.1f ms after its start (pass %u), its end %.1f ms after the cancel: "
-                  "the VM runs on, nothing was kept", (g_get_monotonic_time() - job->started_us) / 1e3,
+        g_message("%s snapshot cancelled %.1f ms after its start (pass %u), its end %.1f ms after the cancel: "
+                  "the VM runs on, nothing was kept", job->l.paused ? "paused" : "live",
+                  (g_get_monotonic_time() - job->started_us) / 1e3,
                   job->l.progress.pass, (g_get_monotonic_time() - job->cancelled_us) / 1e3);
     job->done(job->ok, &job->l.result, job->error, job->done_data);
     g_clear_error(&job->error);
@@ -236,6 +237,8 @@ void persist_live_add_info(struct persist_live_job *job, JsonBuilder *b)
     vjson_str(b, "phase", phase_name(p.phase));
     vjson_bool(b, "cancelling", g_atomic_int_get(&job->cancel));
     vjson_bool(b, "diff", job->l.req.diff);
+    vjson_bool(b, "live", !job->l.paused);
+    vjson_int(b, "written_pages", (gint64)p.written_pages);
     vjson_int(b, "elapsed_ms", (g_get_monotonic_time() - job->started_us) / 1000);
     vjson_int(b, "pass", p.pass);
     vjson_int(b, "pass_pages_copied", (gint64)p.pass_copied);

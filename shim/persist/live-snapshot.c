@@ -94,7 +94,9 @@ bool live_precopy(struct live *l, uint64_t **rest, GError **error)
     /* From the end of the first pass, which takes what RAM takes: the time
      * the rewritten pages have to converge in. */
     gint64 first_end = g_get_monotonic_time();
-    gint64 deadline = first_end + PERSIST_LIVE_MAX_MS * G_TIME_SPAN_MILLISECOND;
+    unsigned max_passes = l->req.max_passes ? l->req.max_passes : PERSIST_LIVE_MAX_PASSES;
+    unsigned max_ms = l->req.max_ms ? l->req.max_ms : PERSIST_LIVE_MAX_MS;
+    gint64 deadline = first_end + max_ms * G_TIME_SPAN_MILLISECOND;
     for (;;) {
         if (!live_go_on(l, error))
             return false;
@@ -107,8 +109,8 @@ bool live_precopy(struct live *l, uint64_t **rest, GError **error)
                l->result.passes, (now - pass_start) / 1e3);
         l->progress.dirty_pages_per_s = now > pass_start ? n * G_USEC_PER_SEC / (uint64_t)(now - pass_start) : 0;
         pass_start = now;
-        if (n > PERSIST_LIVE_PAGE_BUDGET && (l->result.passes >= PERSIST_LIVE_MAX_PASSES || now >= deadline))
-            l->result.forced_stop = l->result.passes >= PERSIST_LIVE_MAX_PASSES ? "passes" : "time";
+        if (n > PERSIST_LIVE_PAGE_BUDGET && (l->result.passes >= max_passes || now >= deadline))
+            l->result.forced_stop = l->result.passes >= max_passes ? "passes" : "time";
         if (n <= PERSIST_LIVE_PAGE_BUDGET || l->result.forced_stop) {
             if (l->result.forced_stop)
                 g_message("live snapshot: not converging (%" G_GUINT64_FORMAT " pages left after %u passes, "
@@ -138,10 +140,32 @@ static JsonNode *at_the_stop(struct live *l, uint64_t *rest, GError **error)
     return snapshot_state_json(l->vm, &l->req, &l->id, &l->parent, error);
 }
 
+/* A paused VM: every device quiesced (until live_end), the log taken (a
+ * diff's pages), the vCPU and device state. */
+static JsonNode *take_paused(struct live *l, GError **error)
+{
+    if (!devices_quiesce(l->vm, error)) {
+        persist_error_adopt(error);
+        return NULL;
+    }
+    g_autofree uint64_t *d = take_dirty(l, error);
+    JsonNode *state = d ? snapshot_state_json(l->vm, &l->req, &l->id, &l->parent, error) : NULL;
+    if (!state) {
+        devices_unquiesce(l->vm);
+        persist_error_adopt(error);
+        return NULL;
+    }
+    or_into(l->in_layer, d, l->words);
+    l->stopped = true;
+    return state;
+}
+
 /* Stop the vCPUs and every device, take the instant, let all but the disks
  * go on. On success the disks are still paused (until live_end). */
 JsonNode *live_stop_and_take(struct live *l, uint64_t *rest, GError **error)
 {
+    if (l->paused)
+        return take_paused(l, error);
     gint64 t0 = g_get_monotonic_time();
     if (!vm_pause(l->vm, error)) {
         persist_error_adopt(error);
@@ -163,9 +187,29 @@ JsonNode *live_stop_and_take(struct live *l, uint64_t *rest, GError **error)
     return state;
 }
 
+static bool write_step(void *data, uint64_t pages_read, GError **error)
+{
+    struct live *l = data;
+    l->progress.written_pages = pages_read;
+    live_report(l);
+    return live_go_on(l, error);
+}
+
+/* The layer from the scratch image (from guest RAM, paused), in steps a
+ * cancel ends. */
+static bool write_layer(struct live *l, const char *layer, struct snap_save_stats *stats, GError **error)
+{
+    struct snap_ram image = l->ram;
+    if (!l->paused && !snap_scratch_ram(l->scratch, &image, error))
+        return false;
+    struct snap_save_steps steps = { write_step, l };
+    return l->req.diff ? snap_save_diff_steps(layer, &image, l->in_layer, &l->id, &l->parent, &steps, stats, error)
+                       : snap_save_full_steps(layer, &image, &l->id, &steps, stats, error);
+}
+
 /* The disks (paused) sealed, the layer written from the scratch image, the
- * directory committed unless the job was cancelled meanwhile (the writer
- * itself is not cut short: a cancel ends the job after it). */
+ * directory committed unless the job was cancelled meanwhile (a cancel ends
+ * the layer's write at its next 16 MiB step). */
 bool live_write(struct live *l, JsonNode *state, GError **error)
 {
     if (!live_go_on(l, error))
@@ -177,10 +221,7 @@ bool live_write(struct live *l, JsonNode *state, GError **error)
     g_autofree char *config = snapshot_config_json(l->cfg);
     g_autofree char *layer = g_build_filename(l->tmp, SNAP_DIR_LAYER_FILE, NULL);
     struct snap_save_stats stats = { 0 };
-    struct snap_ram image;
-    bool ok = snap_scratch_ram(l->scratch, &image, error) &&
-              (l->req.diff ? snap_save_diff(layer, &image, l->in_layer, &l->id, &l->parent, &stats, error)
-                           : snap_save_full(layer, &image, &l->id, &stats, error)) &&
+    bool ok = write_layer(l, layer, &stats, error) &&
               snap_dir_write_state(l->tmp, state, config, error) && live_go_on(l, error) &&
               snap_dir_commit(l->tmp, l->dest, error);
     if (!ok) {
@@ -219,6 +260,9 @@ bool live_prepare(struct live *l, struct vm *vm, struct vm_config *cfg, const st
     if (!req->diff)
         persist_vm_fill_all(l->p);
     snap_id_random(&l->id);
+    l->paused = !req->live;
+    if (l->paused)
+        return true;
     l->scratch = snap_scratch_new(req->scratch_on_disk ? l->tmp : NULL, l->ram.size, error);
     if (!l->scratch)
         persist_error_adopt(error);
@@ -232,7 +276,9 @@ void live_end(struct live *l, bool ok)
 {
     if (ok)
         disk_layers_switch(g_steal_pointer(&l->disks), l->vm, l->cfg, l->dest);
-    if (l->stopped)
+    if (l->stopped && l->paused)
+        devices_unquiesce(l->vm);
+    else if (l->stopped)
         devices_unquiesce_disks(l->vm);
     if (ok) {
         if (l->req.diff)

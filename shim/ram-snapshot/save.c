@@ -50,20 +50,31 @@ static bool store_pages(struct snap_layer_writer *w, const struct snap_ram *ram,
     return true;
 }
 
-/* Every run of pages set in bitmap (bit p of word p / 64 is RAM page p). */
-static bool store_bitmap(struct snap_layer_writer *w, const struct snap_ram *ram, const uint64_t *bitmap,
-                         struct snap_save_stats *st, GError **error)
+/* A step's end: steps->go_on once another SNAP_SAVE_STEP_PAGES were read. */
+static bool step_done(const struct snap_save_steps *steps, const struct snap_save_stats *st, uint64_t *next,
+                      GError **error)
 {
-    uint64_t npages = ram->size / SNAP_PAGE_SIZE;
+    if (!steps || st->scanned_pages < *next)
+        return true;
+    *next = st->scanned_pages + SNAP_SAVE_STEP_PAGES;
+    return steps->go_on(steps->data, st->scanned_pages, error);
+}
+
+/* Every run of pages set in bitmap (bit p of word p / 64 is RAM page p),
+ * a run at most a step long. */
+static bool store_bitmap(struct snap_layer_writer *w, const struct snap_ram *ram, const uint64_t *bitmap,
+                         const struct snap_save_steps *steps, struct snap_save_stats *st, GError **error)
+{
+    uint64_t npages = ram->size / SNAP_PAGE_SIZE, next = SNAP_SAVE_STEP_PAGES;
     for (uint64_t p = 0; p < npages;) {
         if (!(bitmap[p / 64] >> (p % 64) & 1)) {
             p = (p % 64 == 0 && bitmap[p / 64] == 0) ? p + 64 : p + 1;
             continue;
         }
         uint64_t q = p + 1;
-        while (q < npages && (bitmap[q / 64] >> (q % 64) & 1))
+        while (q < npages && q - p < SNAP_SAVE_STEP_PAGES && (bitmap[q / 64] >> (q % 64) & 1))
             q++;
-        if (!store_pages(w, ram, p, q - p, st, error))
+        if (!store_pages(w, ram, p, q - p, st, error) || !step_done(steps, st, &next, error))
             return false;
         p = q;
     }
@@ -99,6 +110,12 @@ static bool finish(struct snap_layer_writer *w, bool ok, const char *path,
 bool snap_save_full(const char *path, const struct snap_ram *ram, const snap_id *id,
                     struct snap_save_stats *stats, GError **error)
 {
+    return snap_save_full_steps(path, ram, id, NULL, stats, error);
+}
+
+bool snap_save_full_steps(const char *path, const struct snap_ram *ram, const snap_id *id,
+                          const struct snap_save_steps *steps, struct snap_save_stats *stats, GError **error)
+{
     struct snap_save_stats local = { 0 }, *st = stats ? stats : &local;
     memset(st, 0, sizeof *st);
     uint64_t t0 = now_ns();
@@ -108,13 +125,20 @@ bool snap_save_full(const char *path, const struct snap_ram *ram, const snap_id 
     if (!w)
         return false;
     g_autofree uint64_t *populated = snap_dirty_bitmap_new(ram->size);
-    bool ok = snap_ram_populated(ram, populated, error) && store_bitmap(w, ram, populated, st, error);
+    bool ok = snap_ram_populated(ram, populated, error) && store_bitmap(w, ram, populated, steps, st, error);
     return finish(w, ok, path, st, t0, error);
 }
 
 bool snap_save_diff(const char *path, const struct snap_ram *ram, const uint64_t *dirty,
                     const snap_id *id, const snap_id *parent, struct snap_save_stats *stats,
                     GError **error)
+{
+    return snap_save_diff_steps(path, ram, dirty, id, parent, NULL, stats, error);
+}
+
+bool snap_save_diff_steps(const char *path, const struct snap_ram *ram, const uint64_t *dirty,
+                          const snap_id *id, const snap_id *parent, const struct snap_save_steps *steps,
+                          struct snap_save_stats *stats, GError **error)
 {
     struct snap_save_stats local = { 0 }, *st = stats ? stats : &local;
     memset(st, 0, sizeof *st);
@@ -129,5 +153,5 @@ bool snap_save_diff(const char *path, const struct snap_ram *ram, const uint64_t
     struct snap_layer_writer *w = snap_layer_writer_new(path, ram->size, id, parent, error);
     if (!w)
         return false;
-    return finish(w, store_bitmap(w, ram, dirty, st, error), path, st, t0, error);
+    return finish(w, store_bitmap(w, ram, dirty, steps, st, error), path, st, t0, error);
 }

@@ -61,6 +61,7 @@ struct vmm {
 
     /* A live snapshot under way: the VM changes only through it until its end. */
     struct persist_live_job *live_job;
+    bool live_job_live;          /* the job's snapshot is live (else: of the paused VM) */
     vmm_live_done_func live_done;
     void *live_data;
 };
@@ -743,7 +744,7 @@ static void live_snapshot_done(bool ok, const struct persist_snapshot_result *re
     vmm->live_job = NULL;
     vmm->live_done = NULL;
     vmm->live_data = NULL;
-    struct persist_snapshot_request req = { .live = true };
+    struct persist_snapshot_request req = { .live = vmm->live_job_live };
     if (ok)
         note_snapshotted(vmm, &req, result);
     g_autoptr(GError) shim_error = error ? g_error_copy(error) : NULL;
@@ -770,6 +771,7 @@ bool vmm_snapshot_live(struct vmm *vmm, const struct persist_snapshot_request *r
         to_shim_error(error);
         return false;
     }
+    vmm->live_job_live = req->live;
     vmm->live_done = done;
     vmm->live_data = data;
     return true;
@@ -778,10 +780,10 @@ bool vmm_snapshot_live(struct vmm *vmm, const struct persist_snapshot_request *r
 bool vmm_cancel_snapshot(struct vmm *vmm, GError **error)
 {
     if (!vmm->live_job) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "no live snapshot is under way");
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "no live snapshot is under way, nor any other");
         return false;
     }
-    g_message("live snapshot: cancel requested through the API");
+    g_message("%s snapshot: cancel requested through the API", vmm->live_job_live ? "live" : "paused");
     persist_live_cancel(vmm->live_job);
     return true;
 }

@@ -922,9 +922,9 @@ def case_hugepages_short(workdir):
 LIVE_CMDLINE = "vsnap.fill_mib=64 vsnap.seed=7 vsnap.gen_mib=32 vsnap.heartbeat_ms=100"
 
 
-def live_snapshot(shim, dest, parent=None):
+def live_snapshot(shim, dest, parent=None, **extra):
     """A live snapshot: 200 with its pause (us), or Fail."""
-    body = {"destination_url": "file://" + dest, "live": True}
+    body = {"destination_url": "file://" + dest, "live": True, **extra}
     if parent:
         body.update(mode="diff", parent_url="file://" + parent)
     status, reply = shim.api("PUT", "vm.snapshot", body)
@@ -1176,6 +1176,79 @@ def case_live_cancel(workdir):
         conn.close()
 
 
+def case_live_forced(workdir):
+    """A guest rewriting 256 MiB as fast as it can outruns the copy of one
+    pass (live_max_passes 1): the rest, more than the stop's budget, is
+    copied in a forced stop, which the answer names (forced_stop "passes")
+    and the log explains; the snapshot is still one instant. Limits out of
+    range, or without "live", are refused."""
+    with ApiShim(SHIM, workdir=workdir, name="src") as src:
+        src.boot(GUEST, "vsnap.fill_mib=64 vsnap.seed=7 vsnap.gen_mib=256", memory_mib=1024)
+        conn = connect(src)
+        snap = os.path.join(workdir, "forced")
+        for body in ({"live": True, "live_max_passes": 0}, {"live": True, "live_max_ms": "1"},
+                     {"live_max_passes": 2}):
+            body["destination_url"] = "file://" + snap
+            status, reply = src.api("PUT", "vm.snapshot", body)
+            check(status == 400 and "from 1 to" in error_message(reply), f"vm.snapshot {body}: {status} {reply}")
+        reply = live_snapshot(src, snap, live_max_passes=1)
+        check(reply["forced_stop"] == "passes" and reply["passes"] == 1, f"a guest outrunning the copy: {reply}")
+        check(reply["final_pages"] > 1024, f"the forced stop copied {reply['final_pages']} pages")
+        check(reply["first_pass_pages"] <= reply["copied_pages"], f"first pass: {reply}")
+        check(reply["data_pages"] > 0 and reply["file_bytes"] > reply["data_pages"] * 4096, f"the layer: {reply}")
+        found = re.search(r"not converging \(([0-9]+) pages left after ([0-9]+) passes", src.read(src.log_path))
+        check(found is not None, "the shim did not log the forced stop" + src.describe())
+        gencheck(conn, "source after a forced stop")
+        conn.close()
+    with restored(workdir, "dst", snap, "copy") as dst:
+        conn = connect(dst)
+        gencheck(conn, "the forced stop's snapshot restored")
+        conn.close()
+
+
+def case_paused_cancel(workdir):
+    """vm.snapshot of a paused VM (no "live") runs as a job too: vm.info
+    answers meanwhile (the job, live false, its written pages), vm.resume is
+    refused (409), vm.cancel-snapshot ends it at its next 16 MiB step: 409
+    cancelled, the VM still paused, nothing left; the next diff on the
+    earlier snapshot holds every page."""
+    with ApiShim(SHIM, workdir=workdir, name="src") as src:
+        src.boot(GUEST, "vsnap.fill_mib=1536 vsnap.seed=7 vsnap.heartbeat_ms=100", memory_mib=2048)
+        conn = connect(src)
+        base = os.path.join(workdir, "base")
+        src.snapshot_paused(base)
+        conn.ok(f"FILL {FILL_BASE:#x} {32 * MIB:#x} 9")
+        src.ok("PUT", "vm.pause")
+        cancelled = os.path.join(workdir, "cancelled")
+        job = LiveInBackground(src, cancelled, live=False)
+        seen, slowest = wait_job(src, lambda j: j["written_pages"] >= 16 * MIB // 4096, "writing")
+        check(seen["live"] is False and seen["phase"] == "writing", f"the paused job: {seen}")
+        status, reply = src.api("PUT", "vm.resume")
+        check(status == 409 and "under way" in error_message(reply), f"resume during it: {status} {reply}")
+        t0 = time.monotonic()
+        src.ok("PUT", "vm.cancel-snapshot")
+        status, reply = job.join()
+        took_ms = (job.done_at - t0) * 1e3
+        print(f"paused snapshot cancelled at {seen['written_pages']} pages written: {status} {took_ms:.1f} ms after; "
+              f"vm.info's slowest answer {slowest * 1e3:.1f} ms")
+        check(status == 409 and "cancelled" in error_message(reply), f"the cancelled snapshot: {status} {reply}")
+        check(took_ms < 1000, f"the cancel took {took_ms:.0f} ms")
+        check(src.state() == "Paused", f"after the cancel the VM is {src.state()}")
+        left = [n for n in os.listdir(workdir) if n.startswith("cancelled") or n.startswith(".cancelled")]
+        check(left == [], f"the cancelled snapshot left {left}")
+        diff = os.path.join(workdir, "diff")
+        status, reply = src.api("PUT", "vm.snapshot", {"destination_url": "file://" + diff, "mode": "diff",
+                                                       "parent_url": "file://" + base})
+        check(status == 204, f"a paused diff after the cancel: {status} {reply}")
+        src.ok("PUT", "vm.resume")
+        conn.close()
+    expected = subprocess.run([PATTERN, "9", str(32 * MIB)], check=True, capture_output=True, text=True).stdout.strip()
+    with restored(workdir, "dst", diff, "copy") as dst:
+        conn = connect(dst)
+        check(conn.sum(FILL_BASE, 32 * MIB) == expected, "the diff after a cancelled snapshot lost pages")
+        conn.close()
+
+
 def case_live_teardown(workdir):
     """A guest that powers off during a live snapshot, and a vmm.shutdown
     during one, end it first: vm.snapshot answers 409 (the poweroff), the VM
@@ -1209,7 +1282,7 @@ def case_live_teardown(workdir):
 
 CASES = {
     "live": case_live,
-    "live_teardown": case_live_teardown,
+    "live_teardown": case_live_teardown, "live_forced": case_live_forced, "paused_cancel": case_paused_cancel,
     "live_cancel": case_live_cancel,
     "live_fail": case_live_fail,
     "hugepages_copy": lambda d: case_hugepages(d, "copy"),

@@ -35,6 +35,8 @@ struct persist_snapshot_request {
     JsonNode *vmm_state;         /* NULL, or an object the VMM keeps in state.json as "vmm" */
     bool live;                   /* the VM runs: persist_snapshot_live */
     bool scratch_on_disk;        /* live: the scratch image beside the layer, not in memory */
+    unsigned max_passes;         /* live: the passes' limit, 0 for PERSIST_LIVE_MAX_PASSES */
+    unsigned max_ms;             /* live: their time limit past the first, 0 for PERSIST_LIVE_MAX_MS */
 };
 
 struct persist_snapshot_result {
@@ -67,7 +69,8 @@ bool persist_snapshot(struct vm *vm, struct vm_config *cfg, const struct persist
  * while its RAM is written: the pages are copied into a scratch image (in
  * memory, or with scratch_on_disk in the partial directory), then again those the dirty log shows rewritten meanwhile,
  * until few are left (PERSIST_LIVE_PAGE_BUDGET) or after
- * PERSIST_LIVE_MAX_PASSES passes or PERSIST_LIVE_MAX_MS past the first; then the vCPUs stop
+ * PERSIST_LIVE_MAX_PASSES passes or PERSIST_LIVE_MAX_MS past the first (or the
+ * request's max_passes, max_ms: a forced stop, result->forced_stop); then the vCPUs stop
  * (vm_pause, every device quiesced) for the rest, the vCPU and device state,
  * and run on. The disks stay paused (their requests wait; the vCPUs do not)
  * until their layers are sealed, the memory layer is written from the scratch

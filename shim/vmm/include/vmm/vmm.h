@@ -91,8 +91,10 @@ JsonNode *vmm_counters(struct vmm *vmm, GError **error);
  * snapshotting/snapshotted (with the new layer's id). result may be NULL. */
 bool vmm_snapshot(struct vmm *vmm, const struct persist_snapshot_request *req,
                   struct persist_snapshot_result *result, GError **error);
-/* A live snapshot ("live": true, the VM Running): checks the request and
- * starts the job (persist_live_start), which ends later: done is called
+/* A live snapshot ("live": true, the VM Running), or one of a Paused VM
+ * without "live" taken as a job (vm.snapshot to a file:// destination: so
+ * the API answers and vm.cancel-snapshot ends it meanwhile): checks the
+ * request and starts the job (persist_live_start), which ends later: done is called
  * once, on the main loop, with its result or its error (SHIM_ERROR_CANCELLED
  * after vmm_cancel_snapshot; others as vmm_snapshot's). Until then the VM
  * is not paused, resumed, rebooted, shut down or deleted through the API
@@ -102,7 +104,7 @@ typedef void (*vmm_live_done_func)(bool ok, const struct persist_snapshot_result
                                    void *data);
 bool vmm_snapshot_live(struct vmm *vmm, const struct persist_snapshot_request *req, vmm_live_done_func done,
                        void *data, GError **error);
-/* PUT vm.cancel-snapshot: the live snapshot ends at its next step (done
+/* PUT vm.cancel-snapshot: the snapshot job ends at its next step (done
  * reports it); SHIM_ERROR_WRONG_STATE without one. */
 bool vmm_cancel_snapshot(struct vmm *vmm, GError **error);
 /* vm.restore: only without a VM (405 otherwise). Emits restoring/restored; the
