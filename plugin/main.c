@@ -20,6 +20,7 @@
 
 #include "domain/domain-job-lock.h"
 #include "driver/driver.h"
+#include "monitor/monitor.h"
 #include "plugin-config.h"
 #include "rpc/server.h"
 #include "vsnap-config.h"
@@ -166,6 +167,31 @@ static bool apply_job_wait(GKeyFile *kf, GError **error)
     return true;
 }
 
+/* live_snapshot_max_passes (1-64), live_snapshot_max_ms (1-600000): when a
+ * live snapshot of a guest that outruns the copy stops anyway (the shim's
+ * defaults, 8 passes and 3 s, when absent). */
+static bool apply_live_limits(GKeyFile *kf, GError **error)
+{
+    static const struct { const char *key; gint64 max; } keys[] = {
+        { "live_snapshot_max_passes", 64 }, { "live_snapshot_max_ms", 600000 } };
+    unsigned v[2] = { 0, 0 };
+    for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
+        if (!g_key_file_has_key(kf, "daemon", keys[i].key, NULL))
+            continue;
+        GError *local = NULL;
+        gint64 n = g_key_file_get_int64(kf, "daemon", keys[i].key, &local);
+        if (local || n < 1 || n > keys[i].max) {
+            g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+                        "%s must be a number from 1 to %" G_GINT64_FORMAT, keys[i].key, keys[i].max);
+            g_clear_error(&local);
+            return false;
+        }
+        v[i] = (unsigned)n;
+    }
+    monitor_set_live_limits(v[0], v[1]);
+    return true;
+}
+
 /* [store] and [s3]: the store library reads its own groups (one parser for
  * the daemon and vsnap-store); the daemon checks the URL's form now, so a
  * typo stops the daemon at start rather than failing every push. */
@@ -230,7 +256,7 @@ static bool apply_config_file(struct daemon *d, GError **error)
         }
         d->paths.confine = confine;
     }
-    if (!apply_limits(kf, &d->limits, error) || !apply_job_wait(kf, error)) {
+    if (!apply_limits(kf, &d->limits, error) || !apply_job_wait(kf, error) || !apply_live_limits(kf, error)) {
         g_prefix_error(error, "%s: ", path);
         return false;
     }

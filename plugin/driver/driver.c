@@ -848,16 +848,14 @@ bool driver_abort_job(struct vsnap_driver *drv, struct vsnap_domain *dom, unsign
      * domjobinfo shows: the domain's own (a snapshot or save in the VMM),
      * else a revert's import, else a background push. */
     struct domain_job job = {0};
-    bool have = domain_job_get(dom, &job);
-    if (have && job.live) { /* a live snapshot: the shim cancels it */
+    if (domain_job_get(dom, &job)) {
+        int operation = job.operation;
         domain_job_clear(&job);
-        return domain_job_cancel_live(dom, error);
-    }
-    if (have) {
+        if (operation != VIR_DOMAIN_JOB_OPERATION_DUMP) /* a snapshot or a save: cancelled in steps */
+            return domain_job_cancel(dom, error);
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
                     "cannot abort the %s job of %s: it runs in the VMM and ends on its own "
-                    "(virsh destroy stops the domain)", job_name(job.operation), dom->name);
-        domain_job_clear(&job);
+                    "(virsh destroy stops the domain)", job_name(operation), dom->name);
         return false;
     }
     char uuid[37];

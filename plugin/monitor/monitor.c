@@ -253,6 +253,14 @@ bool monitor_vmm_shutdown(const char *api_socket, GError **error)
 }
 
 /* vm.snapshot's body: a full layer, or a diff on parent_url; live or paused. */
+static guint live_max_passes, live_max_ms;
+
+void monitor_set_live_limits(unsigned max_passes, unsigned max_ms)
+{
+    g_atomic_int_set(&live_max_passes, max_passes);
+    g_atomic_int_set(&live_max_ms, max_ms);
+}
+
 static char *snapshot_body(const char *destination_url, const char *parent_url, bool live)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
@@ -260,6 +268,10 @@ static char *snapshot_body(const char *destination_url, const char *parent_url, 
     vjson_str(b, "destination_url", destination_url);
     if (live)
         vjson_bool(b, "live", true);
+    if (live && g_atomic_int_get(&live_max_passes))
+        vjson_int(b, "live_max_passes", g_atomic_int_get(&live_max_passes));
+    if (live && g_atomic_int_get(&live_max_ms))
+        vjson_int(b, "live_max_ms", g_atomic_int_get(&live_max_ms));
     if (parent_url) {
         vjson_str(b, "mode", "diff");
         vjson_str(b, "parent_url", parent_url);
@@ -270,14 +282,15 @@ static char *snapshot_body(const char *destination_url, const char *parent_url, 
 
 bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
                          const char *parent_url, uint64_t ram_bytes, bool *refused,
-                         GError **error)
+                         bool *cancelled, GError **error)
 {
     g_autofree char *body = snapshot_body(destination_url, parent_url, false);
     long status = 0;
     bool ok = request_status(api_socket, "PUT", "vm.snapshot", body, ram_timeout_ms(ram_bytes),
                              NULL, &status, error);
     if (refused)
-        *refused = status >= 400 && status < 500;
+        *refused = status >= 400 && status < 500 && status != 409;
+    *cancelled = status == 409;
     return ok;
 }
 

@@ -55,6 +55,7 @@ bool domain_job_begin(struct vsnap_domain *dom, const struct domain_job *begun, 
     g_autofree char *was = job.product ? product_identity(job.product) : NULL;
     job.product_was = was;
     job.started_us = g_get_monotonic_time();
+    g_atomic_int_set(&dom->job_cancel, 0);
     g_mutex_lock(&dom->lock);
     job.state = dom->state;
     job.reason = dom->reason;
@@ -138,7 +139,7 @@ bool domain_job_made_product(const struct domain_job *job)
     return !g_str_equal(now, "absent") && g_strcmp0(now, job->product_was) != 0;
 }
 
-bool domain_job_cancel_live(struct vsnap_domain *dom, GError **error)
+bool domain_job_cancel(struct vsnap_domain *dom, GError **error)
 {
     g_mutex_lock(&dom->lock);
     char *api = dom->run ? g_strdup(dom->run->api_socket) : NULL;
@@ -148,17 +149,27 @@ bool domain_job_cancel_live(struct vsnap_domain *dom, GError **error)
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
         return false;
     }
-    if (!monitor_vm_cancel_snapshot(api_socket, error))
-        return false;
-    /* The snapshot's own thread ends the job once the shim answered it. */
+    g_atomic_int_set(&dom->job_cancel, 1);
+    /* The job ends itself once the shim answered its snapshot (or, between
+     * two steps, once it sees the mark). A job not yet at the shim's
+     * snapshot (pausing) or past it (packing, resuming) has none to cancel:
+     * asked again until the job ends. */
     struct domain_job job = {0};
     gint64 deadline = g_get_monotonic_time() + JOB_CANCEL_WAIT_S * G_USEC_PER_SEC;
+    bool asked = false;
     while (domain_job_get(dom, &job) && g_get_monotonic_time() < deadline) {
         domain_job_clear(&job);
-        g_usleep(10 * 1000);
+        if (!asked)
+            asked = monitor_vm_cancel_snapshot(api_socket, NULL);
+        g_usleep(asked ? 2 * 1000 : 5 * 1000);
     }
     domain_job_clear(&job);
     return true;
+}
+
+bool domain_job_cancelled(struct vsnap_domain *dom)
+{
+    return g_atomic_int_get(&dom->job_cancel);
 }
 
 void domain_job_completed(struct event_queue *events, struct vsnap_domain *dom, struct domain_job_stats *stats)

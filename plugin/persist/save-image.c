@@ -23,7 +23,7 @@
 #define IMAGE_PAUSED 1u
 /* Sections other than the layer are small JSON/XML files. */
 #define SMALL_SECTION_MAX (64u * 1024 * 1024)
-#define COPY_CHUNK (64u << 20)
+#define COPY_CHUNK (16u << 20) /* a step: a domjobabort is seen between two */
 #define BUFFERED_CHUNK (1u << 20)
 
 struct section {
@@ -170,8 +170,9 @@ static bool copy_range(struct writer *w, int in, uint64_t len, uint64_t out_off,
             return fail(error, VIR_ERR_SYSTEM_ERROR, "cannot copy into %s: %s", w->path,
                         n == 0 ? "unexpected end of file" : g_strerror(errno));
         w->done += (guint64)n;
-        if (w->progress)
-            w->progress(w->data, w->done, w->total);
+        if (w->progress && !w->progress(w->data, w->done, w->total))
+            return fail(error, VIR_ERR_OPERATION_ABORTED, "operation aborted: the save to %s was cancelled",
+                        w->path);
     }
     return true;
 }

@@ -247,10 +247,11 @@ struct pack_progress {
     struct vsnap_domain *dom;
 };
 
-static void on_pack_progress(void *data, guint64 done, guint64 total)
+static bool on_pack_progress(void *data, guint64 done, guint64 total)
 {
     struct pack_progress *p = data;
     domain_job_progress(p->dom, total, done, NULL);
+    return !domain_job_cancelled(p->dom);
 }
 
 /* The job, recorded before the VM is paused: a daemon that dies during the
@@ -692,6 +693,11 @@ static void own_completed(struct vsnap_domain *dom, gint64 transfer_ended_us, bo
             .iteration = (unsigned)c->iteration, .dirty_rate = c->dirty_rate, .page_size = c->page_size,
             .downtime_ms = c->downtime_ms, .has_downtime = true,
         };
+        if (c->forced_stop[0])
+            out->error = g_strdup_printf("the guest dirtied memory faster than it was copied: a forced stop "
+                                         "after the %s limit, with %" G_GUINT64_FORMAT " ms of downtime",
+                                         g_str_equal(c->forced_stop, "time") ? "time" : "passes",
+                                         c->downtime_ms);
         if (!keep)
             g_clear_pointer(&dom->completed, g_free);
     }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "monitor/monitor.h"
+#include "persist/job.h"
 #include "run/process.h"
 #include "snapshot-dir.h"
 #include "util/test-hook.h"
@@ -35,6 +36,14 @@ static bool give_to_shim(const char *dir, GError **error)
     return false;
 }
 
+/* domjobabort ended the job (persist/job.h): nothing was taken. */
+static bool aborted(struct vsnap_domain *dom, GError **error)
+{
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_ABORTED,
+                "operation aborted: the snapshot of %s was cancelled (domjobabort)", dom->name);
+    return false;
+}
+
 static bool snapshot_paused(struct vsnap_domain *dom, const char *api, uint64_t ram_bytes,
                             const char *dir, const char *parent_dir, bool *refused,
                             GError **error)
@@ -43,8 +52,14 @@ static bool snapshot_paused(struct vsnap_domain *dom, const char *api, uint64_t 
         return false;
     g_autofree char *url = snapdir_url(dir);
     g_autofree char *parent_url = parent_dir ? snapdir_url(parent_dir) : NULL;
-    if (!monitor_vm_snapshot(api, url, parent_url, ram_bytes, refused, error)) {
-        process_kill_if_stuck(dom, error ? *error : NULL);
+    bool cancelled = false;
+    g_autoptr(GError) local = NULL;
+    if (domain_job_cancelled(dom) ||
+        !monitor_vm_snapshot(api, url, parent_url, ram_bytes, refused, &cancelled, &local)) {
+        if (!local || cancelled)
+            return aborted(dom, error);
+        process_kill_if_stuck(dom, local);
+        g_propagate_error(error, g_steal_pointer(&local));
         return false;
     }
     test_hook("snapshot-written");
@@ -66,11 +81,8 @@ static bool snapshot_live(struct vsnap_domain *dom, const char *api, uint64_t ra
     g_autoptr(GError) local = NULL;
     test_hook("snapshot-live");
     if (!monitor_vm_snapshot_live(api, url, parent_url, ram_bytes, refused, &cancelled, result, &local)) {
-        if (cancelled) {
-            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_ABORTED,
-                        "operation aborted: the live snapshot of %s was cancelled (domjobabort)", dom->name);
-            return false;
-        }
+        if (cancelled)
+            return aborted(dom, error);
         process_kill_if_stuck(dom, local);
         g_propagate_error(error, g_steal_pointer(&local));
         return false;

@@ -221,6 +221,7 @@ static void live_completed(struct vsnap_driver *drv, struct vsnap_domain *dom, g
         .total = ram_bytes, .processed = r->copied_pages * page, .remaining = 0,
         .iteration = r->passes, .page_size = page,
     };
+    g_strlcpy(stats.forced_stop, r->forced_stop, sizeof stats.forced_stop);
     if (r->forced_stop[0])
         g_message("domain %s: its live snapshot did not converge: the stop came after the %s limit, "
                   "with %" G_GUINT64_FORMAT " pages left for it", dom->name, r->forced_stop, r->final_pages);

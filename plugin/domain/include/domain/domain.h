@@ -38,6 +38,7 @@ struct vsnap_domain {
     uint64_t generation;         /* counts VM starts (boots and reboots) */
     struct domain_run *run;      /* the shim when active, else NULL */
     struct domain_job_stats *completed; /* the last job that completed (domjobinfo --completed), or NULL */
+    gint job_cancel;             /* atomic: domjobabort asked the job under way to end (persist/job.h) */
 };
 
 struct vsnap_domain *vsnap_domain_new(struct domain_def *def);   /* takes def */

@@ -16,6 +16,7 @@ struct domain_job_stats {
     /* A live snapshot's: its passes, the guest's dirty rate (pages a
      * second) and the page size; 0 for other jobs. */
     guint64 iteration, dirty_rate, page_size;
+    char forced_stop[16];      /* a live snapshot's forced stop: "passes", "time", or "" */
     gint64 ended_us;           /* monotonic */
 };
 

@@ -76,11 +76,11 @@ bool monitor_vm_info(const char *api_socket, struct vm_info *info, GError **erro
  * parent_url, a diff on the snapshot there (vsnap's "mode": "diff"). It and
  * vm.restore get more time the more RAM (ram_bytes, live->memory_kib) they
  * read or write. *refused (when given) says whether the shim answered and
- * refused the request (HTTP 4xx), as opposed to failing at it or not
- * answering. */
+ * refused the request (HTTP 4xx but 409), as opposed to failing at it or
+ * not answering; *cancelled whether vm.cancel-snapshot ended it (409). */
 bool monitor_vm_snapshot(const char *api_socket, const char *destination_url,
                          const char *parent_url, uint64_t ram_bytes, bool *refused,
-                         GError **error);
+                         bool *cancelled, GError **error);
 /* The same of the running VM, live (vsnap's "live": true): the shim answers
  * once it is written, with the guest running all along but for a short
  * stop. *refused as above, but a cancel (409: vm.cancel-snapshot) is not a
@@ -94,7 +94,11 @@ struct monitor_live_result {
 bool monitor_vm_snapshot_live(const char *api_socket, const char *destination_url,
                               const char *parent_url, uint64_t ram_bytes, bool *refused,
                               bool *cancelled, struct monitor_live_result *result, GError **error);
-/* vm.cancel-snapshot: the live snapshot under way ends at its next step. */
+/* The forced stop's limits every live snapshot asks for (vm.snapshot's
+ * live_max_passes, live_max_ms; 0: the shim's defaults), from the daemon's
+ * configuration (live_snapshot_max_passes, live_snapshot_max_ms). */
+void monitor_set_live_limits(unsigned max_passes, unsigned max_ms);
+/* vm.cancel-snapshot: the snapshot job under way (live or not) ends at its next step. */
 bool monitor_vm_cancel_snapshot(const char *api_socket, GError **error);
 /* vm.info's vsnap.snapshot_job, the live snapshot under way (false, no
  * error, when none runs). */

@@ -45,11 +45,16 @@ bool domain_job_begin(struct vsnap_domain *dom, const struct domain_job *job, GE
 void domain_job_progress(struct vsnap_domain *dom, guint64 total, guint64 processed,
                          const char *watch_dir);
 void domain_job_end(struct vsnap_domain *dom);
-/* domjobabort of a live snapshot: vm.cancel-snapshot, then wait (at most
- * JOB_CANCEL_WAIT_S) for the job to end. False with an error when the job
- * is no live snapshot or the shim refused. */
+/* domjobabort of a snapshot or a save, live or not: the job is marked
+ * cancelled (domain_job_cancelled), the shim's snapshot job is cancelled
+ * (vm.cancel-snapshot, again until one is under way), then this waits (at
+ * most JOB_CANCEL_WAIT_S) for the job to end. False with an error when the
+ * domain has no shim. */
 #define JOB_CANCEL_WAIT_S 10
-bool domain_job_cancel_live(struct vsnap_domain *dom, GError **error);
+bool domain_job_cancel(struct vsnap_domain *dom, GError **error);
+/* Whether domjobabort asked the job under way to end: its steps check it
+ * (before the shim's snapshot, between two steps of a save's copy). */
+bool domain_job_cancelled(struct vsnap_domain *dom);
 /* Whether the job made its product: a file exists under the product's name
  * and is not the one that was there when the job began. */
 bool domain_job_made_product(const struct domain_job *job);

@@ -21,8 +21,9 @@
 
 struct caller;
 
-/* Called while sections are copied: bytes done of the total. */
-typedef void (*save_image_progress)(void *data, guint64 done, guint64 total);
+/* Called while sections are copied: bytes done of the total. False stops
+ * the write there (VIR_ERR_OPERATION_ABORTED, nothing left: a domjobabort). */
+typedef bool (*save_image_progress)(void *data, guint64 done, guint64 total);
 
 bool save_image_write(const char *path, const char *domain_xml, const char *snapshot_dir,
                       bool paused, save_image_progress progress, void *data, GError **error);
