@@ -269,6 +269,12 @@ bool live_prepare(struct live *l, struct vm *vm, struct vm_config *cfg, const st
     return l->scratch != NULL;
 }
 
+static gpointer free_scratch(gpointer scratch)
+{
+    snap_scratch_free(scratch);
+    return NULL;
+}
+
 /* The job's end, ok or not, on the owner: the disks onto their new layers
  * (or left on theirs) and let go, the VM's record of its last snapshot, the
  * log's bits kept for the next one if this one failed; nothing partial. */
@@ -291,7 +297,11 @@ void live_end(struct live *l, bool ok)
         persist_dirty_settle(l->p, g_steal_pointer(&l->collected), ok);
     if (!ok && l->tmp)
         snapshot_remove_partial(l->tmp);
-    g_clear_pointer(&l->scratch, snap_scratch_free);
+    /* A scratch image of hundreds of MiB takes tens of ms to give back (its
+     * pages freed one by one): on a thread of its own, so the job's end, and
+     * a cancel's answer, do not wait for it. */
+    if (l->scratch)
+        g_thread_unref(g_thread_new("live-scratch-free", free_scratch, g_steal_pointer(&l->scratch)));
     g_clear_pointer(&l->in_layer, g_free);
     g_clear_pointer(&l->dest, g_free);
     g_clear_pointer(&l->tmp, g_free);
