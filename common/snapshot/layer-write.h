@@ -8,6 +8,15 @@
 
 struct snap_layer_writer;
 
+/* A long write in steps (a layer of RAM or of a disk): go_on(data, done,
+ * error) between two, done counting what was read so far (pages, blocks);
+ * false (error set) ends the write there, its file not created. So a
+ * cancel takes a step's time, and the caller sees progress meanwhile. */
+struct snap_steps {
+    bool (*go_on)(void *data, uint64_t done, GError **error);
+    void *data;
+};
+
 /* parent NULL or nil: a full layer (zero runs are then dropped: absent pages of a
  * full layer are zero anyway). ram_size must be a multiple of the page size. */
 struct snap_layer_writer *snap_layer_writer_new(const char *path, uint64_t ram_size,

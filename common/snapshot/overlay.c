@@ -312,7 +312,13 @@ static bool seal_chunk(struct snap_overlay *ov, struct snap_layer_writer *w, uin
 bool snap_overlay_seal(struct snap_overlay *ov, const char *layer_path, const snap_id *id, uint64_t *blocks,
                        GError **error)
 {
-    uint64_t size = ov->hdr.block_count * SNAP_OVERLAY_BLOCK;
+    return snap_overlay_seal_steps(ov, layer_path, id, NULL, blocks, error);
+}
+
+bool snap_overlay_seal_steps(struct snap_overlay *ov, const char *layer_path, const snap_id *id,
+                             const struct snap_steps *steps, uint64_t *blocks, GError **error)
+{
+    uint64_t size = ov->hdr.block_count * SNAP_OVERLAY_BLOCK, next_step = SNAP_OVERLAY_SEAL_STEP_BLOCKS;
     struct snap_layer_writer *w = snap_disk_layer_writer_new(layer_path, size, id, &ov->hdr.lower_id, error);
     if (!w)
         return false;
@@ -324,7 +330,11 @@ bool snap_overlay_seal(struct snap_overlay *ov, const char *layer_path, const sn
             b += bit_run(ov, b, UINT64_MAX, false);
             continue;
         }
-        if (!seal_chunk(ov, w, b, n, buf, error)) {
+        bool stepped = count + n >= next_step;
+        if (stepped)
+            next_step = count + n + SNAP_OVERLAY_SEAL_STEP_BLOCKS;
+        if (!seal_chunk(ov, w, b, n, buf, error) ||
+            (stepped && steps && !steps->go_on(steps->data, count + n, error))) {
             snap_layer_writer_abort(w);
             return false;
         }

@@ -94,6 +94,12 @@ uint64_t snap_overlay_count(const struct snap_overlay *ov);
  * blocks it holds. Reads the file: written blocks need not be synced. */
 bool snap_overlay_seal(struct snap_overlay *ov, const char *layer_path, const snap_id *id, uint64_t *blocks,
                        GError **error);
+/* The same in steps (snapshot/layer-write.h): steps->go_on after every
+ * SNAP_OVERLAY_SEAL_STEP_BLOCKS blocks read, with the blocks read so far. */
+#define SNAP_OVERLAY_SEAL_STEP_BLOCKS 4096u /* 16 MiB */
+struct snap_steps;
+bool snap_overlay_seal_steps(struct snap_overlay *ov, const char *layer_path, const snap_id *id,
+                             const struct snap_steps *steps, uint64_t *blocks, GError **error);
 
 /* The overlay belongs where it is put: made for a disk of capacity bytes, on
  * the layer top (nil: none), over image as it is now. SNAP_ERROR_CHAIN naming

@@ -78,12 +78,12 @@ static bool seal_image(struct blk_backend *b, const struct disk_config *d, const
  * it under the VM): a snapshot over a changed base could never be
  * reverted to, so it is refused now, naming the image. */
 static bool seal_overlay(struct snap_overlay *ov, const struct disk_config *d, const char *layer,
-                         struct snap_disk_record *r, GError **error)
+                         const struct snap_steps *steps, struct snap_disk_record *r, GError **error)
 {
     snap_overlay_base(ov, &r->base);
     if (!snap_disk_identity_check(d->path, &r->base, error))
         return false;
-    if (!snap_overlay_seal(ov, layer, &r->id, &r->blocks, error))
+    if (!snap_overlay_seal_steps(ov, layer, &r->id, steps, &r->blocks, error))
         return false;
     r->parent = ov->hdr.lower_id;
     guint n = g_strv_length(d->vsnap_chain);
@@ -129,8 +129,8 @@ static bool open_next(const struct disk_config *d, struct blk_backend *b, struct
     return s->next != NULL;
 }
 
-static bool seal_disk(struct vm *vm, struct vm_config *cfg, unsigned i, const char *partial, struct sealed_disk *s,
-                      GError **error)
+static bool seal_disk(struct vm *vm, struct vm_config *cfg, unsigned i, const char *partial,
+                      const struct snap_steps *steps, struct sealed_disk *s, GError **error)
 {
     struct disk_config *d = &cfg->disks[i];
     struct blk_backend *b = virtio_blk_backend(vm_disk(vm, i));
@@ -140,7 +140,7 @@ static bool seal_disk(struct vm *vm, struct vm_config *cfg, unsigned i, const ch
     s->record.base_path = g_strdup(d->path);
     snap_id_random(&s->record.id);
     g_autofree char *layer = g_build_filename(partial, s->record.file, NULL);
-    bool ok = ov ? seal_overlay(ov, d, layer, &s->record, error) : seal_image(b, d, layer, &s->record, error);
+    bool ok = ov ? seal_overlay(ov, d, layer, steps, &s->record, error) : seal_image(b, d, layer, &s->record, error);
     if (!ok)
         return false;
     s->overlay = vm_config_new_overlay_path(cfg, d, error);
@@ -154,7 +154,8 @@ static bool seal_disk(struct vm *vm, struct vm_config *cfg, unsigned i, const ch
     return open_next(d, b, s, partial, error);
 }
 
-struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const char *partial, GError **error)
+struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const char *partial,
+                                     const struct snap_steps *steps, GError **error)
 {
     struct disk_layers *dl = g_new0(struct disk_layers, 1);
     dl->disks = g_array_new(FALSE, TRUE, sizeof(struct sealed_disk));
@@ -163,7 +164,7 @@ struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const
         if (cfg->disks[i].readonly)
             continue; /* never written: the image is its content */
         struct sealed_disk s = { 0 };
-        bool ok = seal_disk(vm, cfg, i, partial, &s, error);
+        bool ok = seal_disk(vm, cfg, i, partial, steps, &s, error);
         g_array_append_val(dl->disks, s);
         if (!ok) {
             g_prefix_error(error, "disk %s: ", cfg->disks[i].id);

@@ -27,7 +27,10 @@
 
 struct disk_layers;
 
-struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const char *partial, GError **error);
+/* steps (may be NULL): each overlay sealed in steps, which a cancel ends. */
+struct snap_steps;
+struct disk_layers *disk_layers_seal(struct vm *vm, struct vm_config *cfg, const char *partial,
+                                     const struct snap_steps *steps, GError **error);
 void disk_layers_add_records(const struct disk_layers *dl, JsonNode *state);
 /* After the commit of dest: every disk moves onto its new layer and overlay,
  * opened at the seal (a disk that could not be opened there failed the

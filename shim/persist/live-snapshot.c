@@ -187,6 +187,12 @@ JsonNode *live_stop_and_take(struct live *l, uint64_t *rest, GError **error)
     return state;
 }
 
+static bool seal_step(void *data, uint64_t blocks_read, GError **error)
+{
+    (void)blocks_read;
+    return live_go_on(data, error);
+}
+
 static bool write_step(void *data, uint64_t pages_read, GError **error)
 {
     struct live *l = data;
@@ -202,7 +208,7 @@ static bool write_layer(struct live *l, const char *layer, struct snap_save_stat
     struct snap_ram image = l->ram;
     if (!l->paused && !snap_scratch_ram(l->scratch, &image, error))
         return false;
-    struct snap_save_steps steps = { write_step, l };
+    struct snap_steps steps = { write_step, l };
     return l->req.diff ? snap_save_diff_steps(layer, &image, l->in_layer, &l->id, &l->parent, &steps, stats, error)
                        : snap_save_full_steps(layer, &image, &l->id, &steps, stats, error);
 }
@@ -214,7 +220,8 @@ bool live_write(struct live *l, JsonNode *state, GError **error)
 {
     if (!live_go_on(l, error))
         return false;
-    l->disks = disk_layers_seal(l->vm, l->cfg, l->tmp, error);
+    struct snap_steps steps = { seal_step, l };
+    l->disks = disk_layers_seal(l->vm, l->cfg, l->tmp, &steps, error);
     if (!l->disks)
         return false;
     disk_layers_add_records(l->disks, state);

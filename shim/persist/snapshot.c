@@ -120,7 +120,7 @@ static bool write_snapshot(struct vm *vm, struct vm_config *cfg, const struct pe
     if (!state)
         return false;
     g_autofree char *config = snapshot_config_json(cfg);
-    struct disk_layers *disks = disk_layers_seal(vm, cfg, tmp, error);
+    struct disk_layers *disks = disk_layers_seal(vm, cfg, tmp, NULL, error);
     if (!disks)
         return false;
     disk_layers_add_records(disks, state);

@@ -51,7 +51,7 @@ static bool store_pages(struct snap_layer_writer *w, const struct snap_ram *ram,
 }
 
 /* A step's end: steps->go_on once another SNAP_SAVE_STEP_PAGES were read. */
-static bool step_done(const struct snap_save_steps *steps, const struct snap_save_stats *st, uint64_t *next,
+static bool step_done(const struct snap_steps *steps, const struct snap_save_stats *st, uint64_t *next,
                       GError **error)
 {
     if (!steps || st->scanned_pages < *next)
@@ -63,7 +63,7 @@ static bool step_done(const struct snap_save_steps *steps, const struct snap_sav
 /* Every run of pages set in bitmap (bit p of word p / 64 is RAM page p),
  * a run at most a step long. */
 static bool store_bitmap(struct snap_layer_writer *w, const struct snap_ram *ram, const uint64_t *bitmap,
-                         const struct snap_save_steps *steps, struct snap_save_stats *st, GError **error)
+                         const struct snap_steps *steps, struct snap_save_stats *st, GError **error)
 {
     uint64_t npages = ram->size / SNAP_PAGE_SIZE, next = SNAP_SAVE_STEP_PAGES;
     for (uint64_t p = 0; p < npages;) {
@@ -114,7 +114,7 @@ bool snap_save_full(const char *path, const struct snap_ram *ram, const snap_id 
 }
 
 bool snap_save_full_steps(const char *path, const struct snap_ram *ram, const snap_id *id,
-                          const struct snap_save_steps *steps, struct snap_save_stats *stats, GError **error)
+                          const struct snap_steps *steps, struct snap_save_stats *stats, GError **error)
 {
     struct snap_save_stats local = { 0 }, *st = stats ? stats : &local;
     memset(st, 0, sizeof *st);
@@ -137,7 +137,7 @@ bool snap_save_diff(const char *path, const struct snap_ram *ram, const uint64_t
 }
 
 bool snap_save_diff_steps(const char *path, const struct snap_ram *ram, const uint64_t *dirty,
-                          const snap_id *id, const snap_id *parent, const struct snap_save_steps *steps,
+                          const snap_id *id, const snap_id *parent, const struct snap_steps *steps,
                           struct snap_save_stats *stats, GError **error)
 {
     struct snap_save_stats local = { 0 }, *st = stats ? stats : &local;

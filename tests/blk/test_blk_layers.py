@@ -13,6 +13,7 @@ written with vsnap-pattern --fill-file as the guest wrote it, whose bytes
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -612,8 +613,63 @@ def case_live(workdir):
                 vm.close()
 
 
+def snapshot_job(vm):
+    return vm.ok("GET", "vm.info")["vsnap"]["snapshot_job"]
+
+
+def case_live_cancel_seal(workdir):
+    """A cancel while a live snapshot seals a disk's 512 MiB overlay into its
+    layer (after the stop, before the memory layer) ends it within a step:
+    409 cancelled well within a second, nothing left, the disk still on its
+    overlay with every write, and the next live snapshot takes it all."""
+    size = 1024 * MIB
+    img = image(workdir, "disk.img", size)
+    work = os.path.join(workdir, "work")
+    model = Model(workdir, "seal", size=size)
+    s1, cancelled, s2 = (os.path.join(workdir, n) for n in ("s1", "cancelled", "s2"))
+    with ApiShim(SHIM, workdir=workdir, name="src") as vm:
+        conn = boot(vm, [{"path": img, "id": "vda"}], work, memory_mib=256, cmdline="vsnap.gen_mib=16")
+        live_snapshot(vm, s1)  # the image becomes the base: later writes go to the overlay
+        write(conn, model, 0, 512 * MIB, 6)
+        status = {}
+        t = threading.Thread(target=lambda: status.update(
+            answer=vm.api("PUT", "vm.snapshot", {"destination_url": "file://" + cancelled, "live": True,
+                                                 "mode": "diff", "parent_url": "file://" + s1}, timeout=120),
+            at=time.monotonic()))
+        t.start()
+        deadline = time.monotonic() + 60
+        job = snapshot_job(vm)
+        while not (job and job["phase"] == "writing") and time.monotonic() < deadline:
+            time.sleep(0.001)
+            job = snapshot_job(vm)
+        t0 = time.monotonic()
+        vm.ok("PUT", "vm.cancel-snapshot")
+        t.join(120)
+        took_ms = (status["at"] - t0) * 1e3
+        code, reply = status["answer"]
+        ended = re.search(r"its end ([0-9.]+) ms after the cancel", vm.read(vm.log_path))
+        print(f"cancelled while writing ({job}): {code} {took_ms:.1f} ms after the cancel; the shim ended the job "
+              f"{ended.group(1) if ended else '?'} ms after it")
+        check(job["written_pages"] == 0, f"the cancel came after the disk's seal: {job}")
+        check(code == 409 and "cancelled" in error_message(reply), f"the cancelled snapshot: {code} {reply}")
+        check(took_ms < 1000, f"a cancel while a disk's layer is sealed took {took_ms:.0f} ms")
+        left = [n for n in os.listdir(workdir) if "cancelled" in n]
+        check(left == [], f"the cancelled snapshot left {left}")
+        check_disk(conn, model, "after the cancelled live snapshot")
+        live_snapshot(vm, s2, s1)
+        m2 = model.copy(workdir, "s2")
+        conn.close()
+    vm, conn = restored(workdir, "r", s2, "copy", work)
+    try:
+        check_disk(conn, m2, "the live snapshot after the cancel, restored")
+    finally:
+        conn.close()
+        vm.close()
+
+
 CASES = {
     "live": case_live,
+    "live_cancel_seal": case_live_cancel_seal,
     "locks": case_locks,
     "contents": case_contents,
     "layer_path": case_layer_path,

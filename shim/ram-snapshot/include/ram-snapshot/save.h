@@ -4,6 +4,7 @@
 #pragma once
 
 #include "snapshot/layer.h"
+#include "snapshot/layer-write.h"
 
 /* Guest RAM as the shim holds it (struct guest_memory's host, size, fd). */
 struct snap_ram {
@@ -46,17 +47,11 @@ bool snap_save_diff(const char *path, const struct snap_ram *ram, const uint64_t
                     const snap_id *id, const snap_id *parent, struct snap_save_stats *stats,
                     GError **error);
 
-/* The same two, written in steps: after every SNAP_SAVE_STEP_PAGES pages
- * read, go_on(data, pages_read_so_far, error) is called; false (with error
- * set) ends the write there, the layer not created (a cancel within a step's
- * time, and progress meanwhile). */
+/* The same two, written in steps (snapshot/layer-write.h): steps->go_on
+ * after every SNAP_SAVE_STEP_PAGES pages read, with the pages read so far. */
 #define SNAP_SAVE_STEP_PAGES 4096u /* 16 MiB */
-struct snap_save_steps {
-    bool (*go_on)(void *data, uint64_t pages_read, GError **error);
-    void *data;
-};
 bool snap_save_full_steps(const char *path, const struct snap_ram *ram, const snap_id *id,
-                          const struct snap_save_steps *steps, struct snap_save_stats *stats, GError **error);
+                          const struct snap_steps *steps, struct snap_save_stats *stats, GError **error);
 bool snap_save_diff_steps(const char *path, const struct snap_ram *ram, const uint64_t *dirty,
-                          const snap_id *id, const snap_id *parent, const struct snap_save_steps *steps,
+                          const snap_id *id, const snap_id *parent, const struct snap_steps *steps,
                           struct snap_save_stats *stats, GError **error);
