@@ -1,7 +1,8 @@
 /* Who wants which domain events: the registrations made with
  * DOMAIN_EVENT_CALLBACK_REGISTER_ANY (xdr-events.c), and the delivery of the
  * driver's events to them as MESSAGE packets (lifecycle 318, reboot 319,
- * agent lifecycle 348). Sends through client.c only. */
+ * agent lifecycle 348, job completed 363, metadata change 379). Sends
+ * through client.c only. */
 #pragma once
 
 #include <stdbool.h>
