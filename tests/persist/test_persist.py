@@ -1282,7 +1282,9 @@ def case_live_teardown(workdir):
 
 CASES = {
     "live": case_live,
-    "live_teardown": case_live_teardown, "live_forced": case_live_forced, "paused_cancel": case_paused_cancel,
+    "live_teardown": case_live_teardown,
+    "live_forced": case_live_forced,
+    "paused_cancel": case_paused_cancel,
     "live_cancel": case_live_cancel,
     "live_fail": case_live_fail,
     "hugepages_copy": lambda d: case_hugepages(d, "copy"),
