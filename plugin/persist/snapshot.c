@@ -337,13 +337,19 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
     gint64 began_us = g_get_monotonic_time();
     struct monitor_live_result result = {0};
     bool taken = domain_job_begin(dom, &job, error) && take_layers(dom, e, base, live, &result, error);
+    /* A job that failed or was aborted leaves nothing once it has ended
+     * (domjobabort waits for its end). */
+    if (!taken)
+        discard_new_snapshot(dom, e);
     domain_job_end(dom);
+    if (!taken)
+        return NULL;
     test_hook("snapshot-taken");
     /* With a store, "push pending" is on disk before the snapshot is
      * recorded: a daemon that dies after this call returned pushes it at
      * its next start; one that dies before recording it drops both. */
     e->store_url = store_url_of(drv, dom);
-    if (!taken || (e->store_url && !push_mark_pending(e->dir, e->store_url, error)) ||
+    if ((e->store_url && !push_mark_pending(e->dir, e->store_url, error)) ||
         !record(drv, dom, tree, e, def, state, error)) {
         discard_new_snapshot(dom, e);
         return NULL;
