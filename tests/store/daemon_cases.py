@@ -489,15 +489,16 @@ def case_daemon_push_in_background(env):
 
 def stop_nginx_during_push(env, a, pushing):
     """nginx stopped (SIGSTOP) while domain k's push is under way; its pids.
-    A push can end between domjobinfo showing it and the stop (a loaded
-    machine): then nginx goes on and the push of another snapshot is
-    caught instead."""
+    A push can end before domjobinfo shows it, or between that and the stop
+    (a loaded machine): then nginx goes on and the push of another snapshot
+    is caught instead."""
     for attempt in range(3):
-        wait_for(pushing, timeout=30, interval=0.05, what="domjobinfo to show the push")
-        nginx = nginx_pids(env)
+        wait_for(lambda: pushing() or not a.pending("k"), timeout=30, interval=0.05,
+                 what="domjobinfo to show the push, or the push to end")
+        nginx = nginx_pids(env) if a.pending("k") else []
         for pid in nginx:
             os.kill(pid, signal.SIGSTOP)
-        if a.jobinfo("k").get("Job type") == "Bounded":
+        if nginx and a.jobinfo("k").get("Job type") == "Bounded":
             return nginx
         for pid in nginx:
             os.kill(pid, signal.SIGCONT)
