@@ -12,6 +12,9 @@ PACKAGES=(
   # <driver io='io_uring'/>: a disk's io_uring (shim/block/blk-uring.c)
   liburing-dev
   curl socat cpio busybox-static
+  # the Linux test guest (scripts/build-linux-guest.sh, tests/linux): Debian's
+  # kernel source and what building it needs
+  linux-source-6.1 flex bison bc libelf-dev
   # the disk benchmark's host side (tests/bench/bench-blk.py)
   fio
   # tests/plugin/test_disk_modes.py counts a shim's fdatasync calls (strace -c)
