@@ -141,14 +141,21 @@ else
 fi
 flock -u 9
 
+# Tests run this concurrently and boot what it writes: one writer at a time,
+# and each file replaced whole (a shim may be reading the old one).
 mkdir -p "$out"
-cp "$kernel_dir/vmlinux" "$out/vmlinux.tmp" && mv "$out/vmlinux.tmp" "$out/vmlinux"
-cp "$kernel_dir/System.map" "$out/System.map"
+exec 8>"$out/.lock"
+flock 8
+publish() { cp "$1" "$2.tmp" && chmod 0644 "$2.tmp" && mv "$2.tmp" "$2"; }
+publish "$kernel_dir/vmlinux" "$out/vmlinux"
+publish "$kernel_dir/System.map" "$out/System.map"
 
 rewrite=()
 [ "$pvm" = 1 ] && rewrite=(-r)
-"$root/guest/mkinitramfs.sh" -o "$out/initramfs.cpio" "${rewrite[@]}" -b /bin/busybox \
+"$root/guest/mkinitramfs.sh" -o "$out/initramfs.cpio.new" "${rewrite[@]}" -b /bin/busybox \
   -a "$build/guest/agent/vsnap-agent" -i "$build/guest/linux/vsnap-linux-init" >&2
+chmod 0644 "$out/initramfs.cpio.new"
+mv "$out/initramfs.cpio.new" "$out/initramfs.cpio"
 
 # The boot line; the shim appends its virtio_mmio.device= declarations.
 cmdline="console=ttyS0 earlyprintk=ttyS0 panic=-1 nokaslr lpj=5000000 tsc=reliable no_timer_check"
@@ -157,7 +164,6 @@ if [ "$pvm" = 1 ]; then
   cmdline+=" clearcpuid=erms,fsrm,popcnt,rdrand,rdseed,smap,smep,cx16,invpcid,avx,avx2,avx512f,sse4_1,sse4_2"
   cmdline+=" GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX,-AVX2,-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD,-ERMS,-FSRM"
 fi
-chmod 0644 "$out/initramfs.cpio"
-echo "$cmdline" > "$out/cmdline"
+echo "$cmdline" > "$out/cmdline.new" && mv "$out/cmdline.new" "$out/cmdline"
 say "wrote $out/{vmlinux,initramfs.cpio,cmdline}"
 echo "$out"
