@@ -73,7 +73,9 @@ static pid_t spawn(char *const argv[], sigset_t *blocked)
     return pid;
 }
 
-static void start_service(sigset_t *blocked)
+static pid_t service_pid, agent_pid, acpid_pid;
+
+static pid_t start_service(sigset_t *blocked)
 {
     char port[16];
     sysinfo_cmdline_value("test_port", "5001", port, sizeof port);
@@ -82,6 +84,20 @@ static void start_service(sigset_t *blocked)
         sigprocmask(SIG_UNBLOCK, blocked, NULL);
         _exit(service_run((unsigned)strtoul(port, NULL, 0)) == 0 ? 0 : 1);
     }
+    return pid;
+}
+
+/* Reaps children; one of ours ending is worth a line (the tests show it). */
+static void reap(void)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        if (pid == service_pid || pid == agent_pid || pid == acpid_pid)
+            console_printf("%s (pid %d) ended: %s %d",
+                           pid == service_pid ? "service" : pid == agent_pid ? "vsnap-agent" : "acpid", pid,
+                           WIFSIGNALED(status) ? "signal" : "status",
+                           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 }
 
 static void end_with(int signal)
@@ -109,16 +125,15 @@ int main(void)
     int rc = netcfg_up("eth0", address);
     if (rc < 0)
         console_printf("cannot set eth0 to %s: %s", address, strerror(-rc));
-    start_service(&blocked);
+    service_pid = start_service(&blocked);
     report();
-    spawn((char *[]){"/bin/busybox", "acpid", "-f", "-c", "/etc/acpi", "-l", "/dev/null", NULL},
-          &blocked);
-    spawn((char *[]){"/bin/vsnap-agent", NULL}, &blocked);
+    acpid_pid = spawn((char *[]){"/bin/busybox", "acpid", "-f", "-c", "/etc/acpi", "-l", "/dev/null", NULL},
+                      &blocked);
+    agent_pid = spawn((char *[]){"/bin/vsnap-agent", NULL}, &blocked);
     for (;;) {
         int sig = sigwaitinfo(&blocked, NULL);
         if (sig == SIGCHLD)
-            while (waitpid(-1, NULL, WNOHANG) > 0)
-                ;
+            reap();
         else if (sig > 0)
             end_with(sig);
     }

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <linux/vm_sockets.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,13 +189,18 @@ int service_run(unsigned port)
         console_printf("service: vsock port %u: %s", port, strerror(errno));
         return -1;
     }
+    /* A host that closes before reading the answer must not end the service. */
+    signal(SIGPIPE, SIG_IGN);
     for (;;) {
         int conn = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
         if (conn < 0) {
-            if (errno == EINTR || errno == ECONNRESET || errno == ECONNABORTED)
-                continue;
-            console_printf("service: accept: %s", strerror(errno));
-            return -1;
+            /* A pending connection reset by a restore (TRANSPORT_RESET)
+             * fails its accept with its own error; the listener lives on. */
+            if (errno == EBADF || errno == EINVAL || errno == ENOTSOCK) {
+                console_printf("service: accept: %s", strerror(errno));
+                return -1;
+            }
+            continue;
         }
         serve_connection(conn);
         close(conn);

@@ -108,6 +108,8 @@ class LinuxVM(ApiShim):
         conn = self.service_conn(timeout)
         try:
             return conn.cmd(command)
+        except (OSError, Fail) as e:
+            raise Fail(f"{self.name}: {command}: {e}" + self.describe()) from None
         finally:
             conn.close()
 
