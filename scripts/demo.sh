@@ -4,8 +4,11 @@
 # pushed readiness, write guest memory, snapshot, write more, diff snapshot,
 # revert to each (on-demand restore), managedsave and start, printing each
 # step's time and the guest's memory checksums; then clean up.
+# ./scripts/demo.sh --linux tells it with a real Linux guest instead
+# (scripts/demo-linux.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ "${1:-}" = --linux ] && exec ./scripts/demo-linux.sh
 ./scripts/setup.sh
 BUILD=${BUILD:-build}
 ROOT=$PWD

@@ -4,6 +4,7 @@ vsock socket (Cloud Hypervisor / Firecracker style: CONNECT <port>, OK <port>),
 print each answer. Used by the demo; handy by hand too:
 
     scripts/guest-cmd.py /run/vsnap/demo/vsock.sock "FILL 0x1000000 4194304 7" "SUM 0x1000000 4194304"
+    scripts/guest-cmd.py --port 5001 /run/vsnap/linux/vsock.sock "SHA 0 4096"   (the Linux guest's test service)
 """
 import socket
 import sys
@@ -12,14 +13,14 @@ import time
 PORT = 5000
 
 
-def connect(path, timeout=30.0):
+def connect(path, port, timeout=30.0):
     deadline = time.monotonic() + timeout
     while True:
         s = socket.socket(socket.AF_UNIX)
         s.settimeout(30)
         try:
             s.connect(path)
-            s.sendall(b"CONNECT %d\n" % PORT)
+            s.sendall(b"CONNECT %d\n" % port)
             f = s.makefile("rb")
             if f.readline().startswith(b"OK "):
                 return s, f
@@ -32,10 +33,14 @@ def connect(path, timeout=30.0):
 
 
 def main():
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    port = PORT
+    if args[:1] == ["--port"] and len(args) > 1:
+        port, args = int(args[1]), args[2:]
+    if len(args) < 2:
         sys.exit(__doc__)
-    sock, reader = connect(sys.argv[1])
-    for command in sys.argv[2:]:
+    sock, reader = connect(args[0], port)
+    for command in args[1:]:
         sock.sendall(command.encode() + b"\n")
         answer = reader.readline().decode().strip()
         if not answer:
