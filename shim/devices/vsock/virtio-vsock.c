@@ -396,6 +396,11 @@ void virtio_vsock_save_state(struct virtio_vsock *dev, JsonBuilder *b)
 {
     vjson_object_begin(b, NULL);
     vjson_int(b, "guest_cid", (gint64)dev->guest_cid);
+    /* The host ports of host-initiated connections go on from here after a
+     * restore: Linux keeps a closed connection in its table until the close
+     * handshake ends (up to 8 s), and a restored shim that handed out the
+     * same port again had its first connection taken for that one and reset. */
+    vjson_int(b, "next_local_port", (gint64)dev->next_local_port);
     vjson_member(b, "transport");
     virtio_mmio_save_state(&dev->transport, b);
     vjson_object_end(b);
@@ -408,7 +413,11 @@ bool virtio_vsock_restore_state(struct virtio_vsock *dev, JsonObject *obj, GErro
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "virtio-vsock state: \"transport\" is missing");
         return false;
     }
+    /* Absent in snapshots of older shims: they start from the first port. */
+    gint64 next = json_object_get_int_member_with_default(obj, "next_local_port", VSOCK_LOCAL_PORT_FIRST);
     g_mutex_lock(&dev->transport.lock);
+    if (next >= VSOCK_LOCAL_PORT_FIRST && next <= G_MAXUINT32)
+        dev->next_local_port = (uint32_t)next;
     bool ok = virtio_mmio_restore_state(&dev->transport, json_node_get_object(node), error);
     g_mutex_unlock(&dev->transport.lock);
     return ok;
