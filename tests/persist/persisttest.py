@@ -22,6 +22,26 @@ FILL_BASE = 16 * MIB
 TICK_LINE = re.compile(r"vsnap-testguest: tick (\d+)")
 
 
+RAM_NAMES = (".memory-image-", "vsnap-guest-ram")  # a shared clone's RAM mapping, an on-demand one's memfd
+
+
+def ram_smaps(pid):
+    """Rss, Pss and Anonymous (MiB) of the guest RAM mappings of a shim: the
+    VMM's own memory (its binary, libraries, heap) is left out. Anonymous is
+    what a shared clone wrote (its copies); Rss counts whole page-cache folios
+    mapped, which may be more than the pages the guest touched."""
+    out = {"Rss": 0.0, "Pss": 0.0, "Anonymous": 0.0}
+    in_ram = False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5:  # a mapping's first line
+                in_ram = any(n in line for n in RAM_NAMES)
+            elif in_ram and head and head[0].rstrip(":") in out:
+                out[head[0].rstrip(":")] += int(head[1]) / 1024
+    return out
+
+
 def run_case(cases, case, prefix):
     """Run cases[case](workdir) in a fresh work directory, removed after:
     the exit status of a test script (0 ok, 1 failed)."""

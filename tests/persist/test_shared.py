@@ -14,7 +14,7 @@ import time
 
 SHIM, GUEST, PATTERN, CASE = sys.argv[1:5]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from persisttest import ApiShim, FILL_BASE, MIB, check, connect, run_case  # noqa: E402
+from persisttest import ApiShim, FILL_BASE, MIB, check, connect, ram_smaps, run_case  # noqa: E402
 from vsnaptest import HugePages, error_message  # noqa: E402
 
 RAM_MIB, FILL_MIB = 512, 64
@@ -78,11 +78,6 @@ def case_chain(workdir):
         check(len(images(snap)) == 1, f"{name}: one image beside it: {images(snap)}")
 
 
-def pss_mib(pid):
-    with open(f"/proc/{pid}/smaps_rollup") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("Pss:")) / 1024
-
-
 def case_clones(workdir):
     """Clones of one snapshot at once: each reads the snapshot's data, writes a
     region of its own and reads back only its own; together they hold one
@@ -105,9 +100,10 @@ def case_clones(workdir):
         for i, c in enumerate(conns):
             check(c.sum(*OWN) == own[i] and c.sum(*REGION_A) == want, f"clone {i} after the others wrote")
             c.close()
-        total = sum(pss_mib(c.proc.pid) for c in clones)
+        total = sum(ram_smaps(c.proc.pid)["Pss"] for c in clones)
         limit = 1.5 * (FILL_MIB + CLONES * OWN[1] / MIB)
-        print(f"{CLONES} clones: PSS {total:.0f} MiB in all (limit {limit:.0f}: 1.5 x one working set + writes)")
+        print(f"{CLONES} clones: their RAM's PSS {total:.0f} MiB in all (limit {limit:.0f}: 1.5 x one working "
+              "set + writes)")
         check(total <= limit, f"the clones share too little: PSS {total:.0f} MiB > {limit:.0f}")
     finally:
         for c in clones:
