@@ -23,40 +23,15 @@ REGION_B="0x2000000 $((8 * MIB))"    # 8 MiB at 32 MiB
 
 work=$(mktemp -d /tmp/vsnap-demo.XXXXXX)
 daemon_pid=
-virsh_() { virsh -q -c "$URI" "$@"; }
-cleanup() {
-  set +e
-  virsh_ destroy "$NAME" >/dev/null 2>&1
-  virsh_ undefine "$NAME" --snapshots-metadata --managed-save >/dev/null 2>&1
-  [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
-  rm -rf "$work"
-}
+. "$ROOT/scripts/demo-lib.sh"
 trap cleanup EXIT
 
-now_ms() { date +%s%3N; }
 step() { printf '  %-50s %7s ms\n' "$1" "$2"; }
 guest() { "$ROOT/scripts/guest-cmd.py" "$VSOCK" "$@"; }
 sums() { guest "SUM $REGION_A" "SUM $REGION_B" | awk '{print $2}' | paste -sd' '; }
 
-# Readiness is pushed: `virsh event` blocks until the agent-lifecycle event
-# arrives (no polling). Start it first, then act, then wait for it.
-listen_ready() { virsh -c "$URI" event "$NAME" --event agent-lifecycle --timeout 60 > "$work/event" & ev=$!; sleep 0.2; }
-await_ready() { wait "$ev"; grep -q "'connected'" "$work/event" || { echo "demo: no readiness event" >&2; cat "$work/event" >&2; exit 1; }; }
-
 echo "== vsnap demo: a microVM driven by unmodified virsh ($URI) =="
-if ! virsh_ version >/dev/null 2>&1; then
-  "$DAEMON" >"$work/daemon.log" 2>&1 &
-  daemon_pid=$!
-  until virsh_ version >/dev/null 2>&1; do
-    kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/daemon.log"; exit 1; }
-    sleep 0.02
-  done
-  echo "  started virtvsnapd (pid $daemon_pid) on /run/libvirt/virtvsnapd-sock"
-else
-  echo "  using the virtvsnapd already listening on /run/libvirt/virtvsnapd-sock"
-fi
-virsh_ destroy "$NAME" >/dev/null 2>&1 || true
-virsh_ undefine "$NAME" --snapshots-metadata --managed-save >/dev/null 2>&1 || true
+start_daemon
 
 cat > "$work/$NAME.xml" <<XML
 <domain type='kvm'>
@@ -79,7 +54,7 @@ cat > "$work/$NAME.xml" <<XML
 XML
 
 t=$(now_ms); virsh_ define "$work/$NAME.xml" >/dev/null; step "virsh define (1 GiB, 2 vCPUs, test guest)" $(( $(now_ms) - t ))
-listen_ready
+listen_ready 60
 t=$(now_ms); virsh_ start "$NAME" >/dev/null; step "virsh start" $(( $(now_ms) - t ))
 await_ready; step "  ... guest ready (agent-lifecycle event)" $(( $(now_ms) - t ))
 
@@ -94,7 +69,7 @@ echo "  guest memory A,B = $(sums)  (after s2: both rewritten)"
 virsh_ snapshot-list "$NAME" --tree | sed 's/^/  /'
 
 for snap in s1 s2; do
-  listen_ready
+  listen_ready 60
   t=$(now_ms); virsh_ snapshot-revert "$NAME" "$snap" >/dev/null; step "virsh snapshot-revert $snap (on demand)" $(( $(now_ms) - t ))
   await_ready; step "  ... guest ready again" $(( $(now_ms) - t ))
   got=$(sums); want=$s1; [ "$snap" = s2 ] && want=$s2
@@ -105,7 +80,7 @@ done
 before=$(sums)
 t=$(now_ms); virsh_ managedsave "$NAME" >/dev/null; step "virsh managedsave" $(( $(now_ms) - t ))
 echo "  state: $(virsh_ domstate "$NAME" --reason)"
-listen_ready
+listen_ready 60
 t=$(now_ms); virsh_ start "$NAME" >/dev/null; step "virsh start (from the managed save image)" $(( $(now_ms) - t ))
 await_ready; step "  ... guest ready again" $(( $(now_ms) - t ))
 after=$(sums)
