@@ -66,6 +66,9 @@ void uffd_workset_init(struct snap_uffd *u, const struct snap_uffd_config *cfg);
  * while the record is open. */
 void uffd_workset_note_fault(struct snap_uffd *u, uint64_t block);
 bool uffd_workset_recording(struct snap_uffd *u);
+/* After a fault on a recorded block, on the handler: the recorded blocks
+ * that follow it, which the workset thread now skips. */
+void uffd_workset_after_fault(struct snap_uffd *u, uint64_t block);
 bool uffd_workset_start_thread(struct snap_uffd *u, GError **error);
 /* After the threads stopped. */
 void uffd_workset_release(struct snap_uffd *u);

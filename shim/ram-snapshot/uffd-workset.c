@@ -66,8 +66,9 @@ bool uffd_workset_recording(struct snap_uffd *u)
 }
 
 /* The guest overtook the workset thread (a fault on a recorded block not
- * served yet): the thread jumps ahead of it, instead of serving the blocks
- * the guest is about to fault on anyway one step behind it. */
+ * served yet): the handler serves the JUMP_AHEAD recorded blocks after it
+ * (uffd_workset_after_fault) and the thread jumps past them, instead of
+ * serving, one step behind the guest, the blocks it is faulting on. */
 #define JUMP_AHEAD 16
 
 void uffd_workset_note_fault(struct snap_uffd *u, uint64_t block)
@@ -108,7 +109,7 @@ struct snap_workset *snap_uffd_end_record(struct snap_uffd *u, const snap_id *la
 
 /* Serve the consecutive blocks [first, first + n): every page, zero pages
  * too (the guest touched them last time, and each would cost a fault). */
-static bool serve_blocks(struct snap_uffd *u, uint64_t first, uint64_t n, GError **error)
+static bool serve_blocks(struct snap_uffd *u, uint64_t first, uint64_t n, uint8_t *buf, GError **error)
 {
     uint64_t hits = 0;
     for (uint64_t b = first; b < first + n; b++)
@@ -118,7 +119,7 @@ static bool serve_blocks(struct snap_uffd *u, uint64_t first, uint64_t n, GError
     __atomic_fetch_add(&u->stats.prefetch_hits, hits, __ATOMIC_RELAXED);
     uint64_t p = first * u->block_pages, end = MIN((first + n) * u->block_pages, u->npages);
     if (u->host_page > SNAP_PAGE_SIZE)
-        return uffd_serve_huge_pages(u, p, end, false, u->bounce[2], error);
+        return uffd_serve_huge_pages(u, p, end, false, buf, error);
     return uffd_serve_pages(u, p, end, false, error);
 }
 
@@ -130,6 +131,23 @@ static uint64_t batch_at(struct snap_uffd *u, GArray *order, guint i)
            g_array_index(order, uint64_t, i + n) == first + n)
         n++;
     return n;
+}
+
+void uffd_workset_after_fault(struct snap_uffd *u, uint64_t block)
+{
+    GArray *order = u->ws.order;
+    if (!order || !u->ws.place[block])
+        return;
+    guint end = MIN(u->ws.place[block] + JUMP_AHEAD, order->len);
+    for (guint i = u->ws.place[block]; i < end;) {
+        uint64_t n = MIN(batch_at(u, order, i), end - i);
+        GError *err = NULL;
+        if (!serve_blocks(u, g_array_index(order, uint64_t, i), n, u->bounce[0], &err)) {
+            g_error_free(err); /* a bad block is the guest's business once it touches it */
+            return;
+        }
+        i += (guint)n;
+    }
 }
 
 /* One pass over the order; with jumps, it skips ahead of the guest. */
@@ -145,7 +163,7 @@ static bool serve_order(struct snap_uffd *u, bool jumps, GError **error)
             continue;
         }
         uint64_t n = batch_at(u, order, i);
-        if (!serve_blocks(u, g_array_index(order, uint64_t, i), n, error))
+        if (!serve_blocks(u, g_array_index(order, uint64_t, i), n, u->bounce[2], error))
             return false;
         i += (guint)n;
     }

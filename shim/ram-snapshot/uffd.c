@@ -510,6 +510,7 @@ static void handle_fault(struct snap_uffd *u, struct readahead *ra, uint64_t add
     struct uffdio_range wake = { .start = (uintptr_t)u->host + start, .len = u->host_page };
     ioctl(u->uffd, UFFDIO_WAKE, &wake);
     uffd_workset_note_fault(u, page / u->block_pages);
+    uffd_workset_after_fault(u, page / u->block_pages);
     if (u->readahead && !uffd_workset_recording(u))
         readahead_after_fault(u, ra, page / u->block_pages);
 }

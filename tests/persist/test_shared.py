@@ -82,13 +82,12 @@ def case_clones(workdir):
     """Clones of one snapshot at once: each reads the snapshot's data, writes a
     region of its own and reads back only its own; together they hold one
     copy of what they read, plus what they wrote."""
-    src = source(workdir)
     snap = os.path.join(workdir, "snap")
-    conn = connect(src)
-    want = conn.sum(*REGION_A)
-    conn.close()
-    src.snapshot_paused(snap)
-    src.close()
+    with source(workdir) as src:
+        conn = connect(src)
+        want = conn.sum(*REGION_A)
+        conn.close()
+        src.snapshot_paused(snap)
     clones = [shared(workdir, snap, f"clone{i}") for i in range(CLONES)]
     try:
         conns = [connect(c, 60) for c in clones]
@@ -174,11 +173,10 @@ def case_refusals(workdir):
         print("cannot mount a tmpfs here (not root?)")
         sys.exit(77)
     try:
-        src = source(workdir)
-        connect(src).close()
-        snap = os.path.join(mnt, "snap")
-        src.snapshot_paused(snap)  # its 64 MiB layer fits; the image (64 MiB more) does not
-        src.close()
+        with source(workdir) as src:
+            connect(src).close()
+            snap = os.path.join(mnt, "snap")
+            src.snapshot_paused(snap)  # its 64 MiB layer fits; the image (64 MiB more) does not
     except Exception:
         subprocess.run(["umount", mnt])
         raise
@@ -192,13 +190,11 @@ def case_refusals(workdir):
     finally:
         subprocess.run(["umount", mnt])
     if HugePages.can_reserve():
-        src = ApiShim(SHIM, workdir=workdir, name="huge")
-        with HugePages(RAM_MIB // 2):
+        with HugePages(RAM_MIB // 2), ApiShim(SHIM, workdir=workdir, name="huge") as src:
             src.boot(GUEST, f"vsnap.fill_mib={FILL_MIB}", memory_mib=RAM_MIB, hugepages=True)
             connect(src).close()
             hsnap = os.path.join(workdir, "huge-snap")
             src.snapshot_paused(hsnap)
-            src.close()
             with ApiShim(SHIM, workdir=workdir, name="huge-dst") as dst:
                 status, reply = dst.restore(hsnap, "shared")
                 check(status == 400 and "huge pages" in error_message(reply), f"huge pages: {status} {reply}")
