@@ -370,6 +370,10 @@ bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *r,
     vjson_str(b, "memory_restore_mode", r->mode);
     vjson_bool(b, "resume", r->resume);
     vjson_bool(b, "prefault", false);
+    /* A working set is recorded for the next restore of the same snapshot;
+     * a save image has none, and recording costs readahead (shim/persist). */
+    if (r->once && g_strcmp0(r->mode, "ondemand") == 0)
+        vjson_bool(b, "ondemand_workset", false);
     add_config_overrides(b, r);
     vjson_object_end(b);
     g_autofree char *body = vjson_finish(b, false);

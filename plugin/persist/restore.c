@@ -39,6 +39,7 @@ struct restore_setup {
     const char *source_url;
     const char *mode;
     bool resume;
+    bool once;
 };
 
 /* process_start_how.setup_vm: vm.restore in the new shim. */
@@ -47,7 +48,7 @@ static bool send_restore(struct domain_run *run, const struct domain_def *live, 
 {
     const struct restore_setup *setup = data;
     struct monitor_restore restore = {
-        .source_url = setup->source_url, .mode = setup->mode, .resume = setup->resume,
+        .source_url = setup->source_url, .mode = setup->mode, .resume = setup->resume, .once = setup->once,
         .live = live, .vsock_socket = run->vsock_socket, .disk_work_dir = run->disk_dir,
         .net_fds = run->net_fds, .n_net_fds = run->n_net_fds,
     };
@@ -59,8 +60,9 @@ bool restore_start(struct vsnap_driver *drv, struct vsnap_domain *dom,
 {
     const struct restore_outcome *out = &outcomes[req->origin];
     g_autofree char *url = snapdir_url(req->source_dir);
+    /* A save image (virsh restore, a managed save) is restored once. */
     struct restore_setup setup = {.source_url = url, .mode = restore_mode(dom),
-                                  .resume = req->run};
+                                  .resume = req->run, .once = req->origin == RESTORE_FROM_SAVE};
     struct process_start_how how = {
         .def = req->def, .setup_vm = send_restore, .data = &setup,
         .state = req->run ? VIR_DOMAIN_RUNNING : VIR_DOMAIN_PAUSED,

@@ -517,6 +517,21 @@ class RestoreModeTest(SnapshotTestBase):
         self.assertEqual(self.sums("ws1"), want)
 
 
+    def test_save_image_restores_record_nothing(self):
+        """A save image is restored once: on demand without a working-set
+        record (recording would hold readahead back for nothing)."""
+        uid = "7e4a2c18-93b5-4d06-a1f2-8c3b5e6d7f90"
+        self.redefine("ws2", uid, "ondemand")
+        self.v("start", "ws2")
+        want = self.sums("ws2")
+        image = os.path.join(self.daemon.dir, "ws2.save")
+        self.v("save", "ws2", image)
+        self.v("restore", image)
+        stats = self.ondemand_stats("ws2")
+        self.assertEqual(stats.get("vsnap.ondemand.record"), "none", stats)
+        self.assertEqual(stats.get("vsnap.ondemand.workset_blocks"), "0", stats)
+        self.assertEqual(self.sums("ws2"), want)
+
     def test_shared_revert_maps_one_image_of_the_snapshot(self):
         """mode='shared': each revert maps the snapshot's one image (built by
         the first); the memory is the snapshot's; deleting the snapshot takes

@@ -128,8 +128,9 @@ bool monitor_vm_ondemand(const char *api_socket, struct monitor_ondemand *od, GE
  * live->nets[i], sent over SCM_RIGHTS). */
 struct monitor_restore {
     const char *source_url;      /* file://DIR */
-    const char *mode;            /* memory_restore_mode: copy, merge, ondemand */
+    const char *mode;            /* memory_restore_mode: copy, merge, ondemand, shared */
     bool resume;
+    bool once;                   /* restored only this once (a save image): on demand, record no working set */
     const struct domain_def *live;
     const char *vsock_socket;
     const char *disk_work_dir;   /* vsnap_work_dir: where the new overlays go (NULL: none given) */
