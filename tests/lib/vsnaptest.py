@@ -250,22 +250,22 @@ class CommandConn:
         self.sock.close()
 
 
-def wait_command_port(path, timeout=20, connect_timeout=5, conn_class=None):
+def wait_command_port(path, timeout=20, connect_timeout=5, conn_class=None, port=CMD_PORT, interval=0.05):
     """A connection (a CommandConn, or the given subclass) once the guest
-    accepts CONNECT on its command port (it listens only once ready); Fail if
-    it has not within timeout seconds."""
+    accepts CONNECT on its command port (or port: it listens only once
+    ready); Fail if it has not within timeout seconds."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            conn = (conn_class or CommandConn)(path, CMD_PORT, connect_timeout)
+            conn = (conn_class or CommandConn)(path, port, connect_timeout)
             if conn.connect_reply.startswith("OK "):
                 return conn
             conn.close()
         except (OSError, Fail):
             pass
         if time.monotonic() > deadline:
-            raise Fail(f"the guest's command port on {path} never answered")
-        time.sleep(0.05)
+            raise Fail(f"the guest's port {port} on {path} never answered")
+        time.sleep(interval)
 
 
 # --- memory layers (common/snapshot/layer.h, format version 1) ------------------

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "persist"))
 sys.path.insert(0, os.path.join(HERE, "..", "net"))
 from persisttest import ApiShim  # noqa: E402
-from vsnaptest import CommandConn, Fail, check, read_text  # noqa: E402
+from vsnaptest import Fail, check, read_text, wait_command_port  # noqa: E402
 from nettest import in_netns, ping_until, run  # noqa: E402
 
 MIB = 1 << 20
@@ -114,18 +114,10 @@ class LinuxVM(ApiShim):
             conn.close()
 
     def service_conn(self, timeout=30):
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                conn = CommandConn(self.vsock_path, TEST_PORT, timeout=timeout)
-                if conn.connect_reply.startswith("OK "):
-                    return conn
-                conn.close()
-            except (OSError, Fail):
-                pass
-            if time.monotonic() > deadline:
-                raise Fail(f"{self.name}: the test service never accepted on port {TEST_PORT}" + self.describe())
-            time.sleep(0.1)
+        try:
+            return wait_command_port(self.vsock_path, timeout, timeout, port=TEST_PORT, interval=0.1)
+        except Fail:
+            raise Fail(f"{self.name}: the test service never accepted on port {TEST_PORT}" + self.describe()) from None
 
     def ready_events(self):
         return [e["properties"] for e in self.events() if e.get("source") == "guest" and e.get("event") == "ready"]
