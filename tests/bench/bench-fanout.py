@@ -32,7 +32,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from shimbench import ApiShim, must, restore_body, workset_snapshot  # noqa: E402
+from shimbench import ApiShim, timed_restore, workset_snapshot  # noqa: E402
 from persisttest import ram_smaps  # noqa: E402
 from targets import at_least, at_most, smoke, summary_status  # noqa: E402
 from vsnaptest import append_jsonl  # noqa: E402
@@ -40,11 +40,7 @@ from vsnaptest import append_jsonl  # noqa: E402
 
 def restore_to_ready(dst, snap, mode, extra=None):
     """vm.restore -> the guest's READY, ms (the shim stays up)."""
-    body = restore_body(dst, snap, mode, extra or {})
-    t0 = time.monotonic()
-    must(dst, "PUT", "vm.restore", body)
-    must(dst, "GET", "vm.wait-ready?timeout_ms=300000")
-    return (time.monotonic() - t0) * 1e3
+    return timed_restore(dst, snap, mode, extra or {}, 300000)[1]
 
 
 def single(args, workdir, snap, mode):

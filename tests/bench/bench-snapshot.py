@@ -41,7 +41,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shimbench import must, restore_body  # noqa: E402
+from shimbench import must, timed_restore  # noqa: E402
 from persisttest import ApiShim, Conn, FILL_BASE, MIB  # noqa: E402
 from vsnaptest import append_jsonl  # noqa: E402
 from targets import at_least, at_most, smoke, summary_status, touch_target  # noqa: E402
@@ -101,19 +101,15 @@ def make_chain(args, workdir, ram_mib):
 def restore_once(args, workdir, source, mode, body_extra):
     dst = ApiShim(args.shim, workdir=workdir, name=f"dst-{mode}")
     try:
-        body = restore_body(dst, source, mode, body_extra)
         t0 = time.monotonic()
-        must(dst, "PUT", "vm.restore", body)
-        t1 = time.monotonic()
-        must(dst, "GET", "vm.wait-ready?timeout_ms=60000")
-        t2 = time.monotonic()
+        running, ready = timed_restore(dst, source, mode, body_extra, 60000)
         conn = Conn(dst.vsock_path)
         conn.ok(f"TOUCH {FILL_BASE:#x} {WORKSET:#x}")
         t3 = time.monotonic()
         conn.close()
         if mode == "ondemand":
             time.sleep(0.3)  # the working-set record is kept 200 ms after READY
-        return {"restore_running_ms": (t1 - t0) * 1e3, "restore_ready_ms": (t2 - t0) * 1e3,
+        return {"restore_running_ms": running, "restore_ready_ms": ready,
                 "restore_workset_ms": (t3 - t0) * 1e3}
     finally:
         dst.close()

@@ -31,7 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from shimbench import ApiShim, must, restore_body, workset_snapshot  # noqa: E402
+from shimbench import ApiShim, must, timed_restore, workset_snapshot  # noqa: E402
 from targets import at_least, at_most, smoke, summary_status  # noqa: E402
 from vsnaptest import append_jsonl  # noqa: E402
 
@@ -43,17 +43,12 @@ VARIANTS = [("plain", PLAIN), ("readahead", {"ondemand_workset": False})]
 def restore_once(args, workdir, snap, body_extra, mode="ondemand"):
     dst = ApiShim(args.shim, workdir=workdir, name="dst")
     try:
-        body = restore_body(dst, snap, mode, body_extra)
-        t0 = time.monotonic()
-        must(dst, "PUT", "vm.restore", body)
-        t1 = time.monotonic()
-        must(dst, "GET", "vm.wait-ready?timeout_ms=120000")
-        t2 = time.monotonic()
+        running, ready = timed_restore(dst, snap, mode, body_extra)
         time.sleep(0.4)  # the record is kept 200 ms after READY
         od = must(dst, "GET", "vm.info")["vsnap"]["snapshot"]["ondemand"] or {
             "faults": 0, "prefetch_hits": 0, "prefetch_misses": 0, "record": "none"}
-        return {"restore_running_ms": (t1 - t0) * 1e3, "restore_ready_ms": (t2 - t0) * 1e3,
-                "ready_minus_running_ms": (t2 - t1) * 1e3,
+        return {"restore_running_ms": running, "restore_ready_ms": ready,
+                "ready_minus_running_ms": ready - running,
                 "faults": od["faults"], "prefetch_hits": od["prefetch_hits"],
                 "prefetch_misses": od["prefetch_misses"], "record": od["record"]}
     finally:

@@ -5,6 +5,7 @@ Importing it puts tests/persist and tests/lib on the path."""
 import json
 import os
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 for folder in ("persist", "lib"):
@@ -35,6 +36,18 @@ def restore_body(dst, source, mode, body_extra):
                                  "vsock": {"socket": dst.vsock_path}}}
     body.update(body_extra)
     return body
+
+
+def timed_restore(dst, source, mode, body_extra, ready_timeout_ms=120000):
+    """vm.restore of source into dst, then the guest's READY: the ms from the
+    request to the answer (the vCPUs run) and to READY."""
+    body = restore_body(dst, source, mode, body_extra)
+    t0 = time.monotonic()
+    must(dst, "PUT", "vm.restore", body)
+    t1 = time.monotonic()
+    must(dst, "GET", f"vm.wait-ready?timeout_ms={ready_timeout_ms}")
+    t2 = time.monotonic()
+    return (t1 - t0) * 1e3, (t2 - t0) * 1e3
 
 
 def workset_snapshot(args, workdir):
