@@ -1,8 +1,39 @@
 /* Restore by copy: walk RAM through the page index, copy each run of pages that
- * comes from one layer, checking its data blocks first. */
+ * comes from one layer, checking its data blocks first (the walk is also the
+ * shared restore's: chain-walk.h). */
 #include "ram-snapshot/restore.h"
 
 #include "snapshot/mapped-read.h"
+#include "chain-walk.h"
+
+bool snap_chain_each_data_run(struct snap_chain *c, snap_data_run_fn fn, void *opaque, GError **error)
+{
+    for (uint64_t p = 0; p < c->npages;) {
+        enum snap_page_kind kind;
+        unsigned layer = 0;
+        uint64_t data_page = 0;
+        uint64_t n = snap_chain_run(c, p, c->npages - p, &kind, &layer, &data_page);
+        if (kind == SNAP_PAGE_KIND_DATA) {
+            struct snap_layer *l = c->layers[layer];
+            if (!snap_layer_verify_data(l, data_page, n, error) ||
+                !fn(opaque, l, p, n, snap_layer_data_page(l, data_page), error))
+                return false;
+        }
+        p += n;
+    }
+    return true;
+}
+
+static bool copy_run(void *dest, struct snap_layer *l, uint64_t page, uint64_t n, const uint8_t *src,
+                     GError **error)
+{
+    if (snap_mapped_copy((uint8_t *)dest + page * SNAP_PAGE_SIZE, src, n * SNAP_PAGE_SIZE))
+        return true;
+    g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT,
+                "snapshot layer %s: cannot be read: the file is shorter than when it was "
+                "opened (truncated while in use) or its storage failed", l->path);
+    return false;
+}
 
 bool snap_restore_copy(struct snap_chain *c, uint8_t *dest, uint64_t size, GError **error)
 {
@@ -12,24 +43,5 @@ bool snap_restore_copy(struct snap_chain *c, uint8_t *dest, uint64_t size, GErro
                     "snapshot's %" G_GUINT64_FORMAT " (or the chain has no base)", size, c->ram_size);
         return false;
     }
-    for (uint64_t p = 0; p < c->npages;) {
-        enum snap_page_kind kind;
-        unsigned layer = 0;
-        uint64_t data_page = 0;
-        uint64_t n = snap_chain_run(c, p, c->npages - p, &kind, &layer, &data_page);
-        if (kind == SNAP_PAGE_KIND_DATA) {
-            struct snap_layer *l = c->layers[layer];
-            if (!snap_layer_verify_data(l, data_page, n, error))
-                return false;
-            if (!snap_mapped_copy(dest + p * SNAP_PAGE_SIZE, snap_layer_data_page(l, data_page),
-                                  n * SNAP_PAGE_SIZE)) {
-                g_set_error(error, SNAP_ERROR, SNAP_ERROR_FORMAT,
-                            "snapshot layer %s: cannot be read: the file is shorter than when it was "
-                            "opened (truncated while in use) or its storage failed", l->path);
-                return false;
-            }
-        }
-        p += n;
-    }
-    return true;
+    return snap_chain_each_data_run(c, copy_run, dest, error);
 }

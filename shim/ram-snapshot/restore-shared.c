@@ -13,7 +13,7 @@
  * build; the second to name its image uses the first's. */
 #include "ram-snapshot/restore.h"
 
-#include "snapshot/mapped-read.h"
+#include "chain-walk.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -82,26 +82,19 @@ static bool write_all(int fd, const uint8_t *src, uint64_t len, uint64_t off, GE
     return true;
 }
 
+static bool write_run(void *fd, struct snap_layer *l, uint64_t page, uint64_t n, const uint8_t *src,
+                      GError **error)
+{
+    (void)l;
+    return write_all(*(int *)fd, src, n * SNAP_PAGE_SIZE, page * SNAP_PAGE_SIZE, error);
+}
+
 /* Every data run of the chain at its offset; zero runs stay holes. */
 static bool write_image(int fd, struct snap_chain *c, GError **error)
 {
     if (ftruncate(fd, (off_t)c->ram_size) < 0)
         return io_error(error, errno, "sizing the RAM image", "");
-    for (uint64_t p = 0; p < c->npages;) {
-        enum snap_page_kind kind;
-        unsigned layer = 0;
-        uint64_t data_page = 0;
-        uint64_t n = snap_chain_run(c, p, c->npages - p, &kind, &layer, &data_page);
-        if (kind == SNAP_PAGE_KIND_DATA) {
-            struct snap_layer *l = c->layers[layer];
-            if (!snap_layer_verify_data(l, data_page, n, error) ||
-                !write_all(fd, snap_layer_data_page(l, data_page), n * SNAP_PAGE_SIZE, p * SNAP_PAGE_SIZE,
-                           error))
-                return false;
-        }
-        p += n;
-    }
-    return true;
+    return snap_chain_each_data_run(c, write_run, &fd, error);
 }
 
 /* Build the image unnamed, then name it; an image named meanwhile by another
