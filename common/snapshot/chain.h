@@ -59,3 +59,12 @@ enum snap_page_kind snap_chain_find(const struct snap_chain *chain, uint64_t pag
  * or all zero, or all absent. Lets copy/merge/uffd move whole runs at once. */
 uint64_t snap_chain_run(const struct snap_chain *chain, uint64_t page, uint64_t max_pages,
                         enum snap_page_kind *kind, unsigned *layer, uint64_t *data_page);
+
+/* Pages [page, page + n) come from src (n pages of layer l's data). */
+typedef bool (*snap_data_run_fn)(void *opaque, struct snap_layer *l, uint64_t page, uint64_t n,
+                                 const uint8_t *src, GError **error);
+
+/* fn for each data run of the chain, in RAM order, each checked by
+ * snap_layer_verify_data before; zero and absent runs are skipped (what the
+ * eager restores and the shared RAM image walk). */
+bool snap_chain_each_data_run(struct snap_chain *c, snap_data_run_fn fn, void *opaque, GError **error);

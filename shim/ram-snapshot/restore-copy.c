@@ -1,28 +1,10 @@
 /* Restore by copy: walk RAM through the page index, copy each run of pages that
- * comes from one layer, checking its data blocks first (the walk is also the
- * shared restore's: chain-walk.h). */
+ * comes from one layer, checking its data blocks first (the walk,
+ * snap_chain_each_data_run, is the snapshot library's: the shared RAM image
+ * is built with it too). */
 #include "ram-snapshot/restore.h"
 
 #include "snapshot/mapped-read.h"
-#include "chain-walk.h"
-
-bool snap_chain_each_data_run(struct snap_chain *c, snap_data_run_fn fn, void *opaque, GError **error)
-{
-    for (uint64_t p = 0; p < c->npages;) {
-        enum snap_page_kind kind;
-        unsigned layer = 0;
-        uint64_t data_page = 0;
-        uint64_t n = snap_chain_run(c, p, c->npages - p, &kind, &layer, &data_page);
-        if (kind == SNAP_PAGE_KIND_DATA) {
-            struct snap_layer *l = c->layers[layer];
-            if (!snap_layer_verify_data(l, data_page, n, error) ||
-                !fn(opaque, l, p, n, snap_layer_data_page(l, data_page), error))
-                return false;
-        }
-        p += n;
-    }
-    return true;
-}
 
 static bool copy_run(void *dest, struct snap_layer *l, uint64_t page, uint64_t n, const uint8_t *src,
                      GError **error)
