@@ -162,6 +162,8 @@ void domain_def_free(struct domain_def *def)
     g_free(def->emulator);
     g_free(def->foreign_metadata);
     g_free(def->vsnap.store_url);
+    g_free(def->vsnap.from_domain);
+    g_free(def->vsnap.from_snapshot);
     for (size_t i = 0; i < def->n_disks; i++)
         domain_disk_clear(&def->disks[i]);
     g_free(def->disks);
@@ -189,6 +191,8 @@ struct domain_def *domain_def_copy(const struct domain_def *def)
     copy->emulator = g_strdup(def->emulator);
     copy->foreign_metadata = g_strdup(def->foreign_metadata);
     copy->vsnap.store_url = g_strdup(def->vsnap.store_url);
+    copy->vsnap.from_domain = g_strdup(def->vsnap.from_domain);
+    copy->vsnap.from_snapshot = g_strdup(def->vsnap.from_snapshot);
     copy->disks = g_new0(struct domain_disk, def->n_disks);
     for (size_t i = 0; i < def->n_disks; i++)
         domain_disk_copy_into(&copy->disks[i], &def->disks[i]);
@@ -250,4 +254,9 @@ const char *domain_lifecycle_action_to_string(enum domain_lifecycle_action actio
         return "coredump-restart";
     }
     return "unknown";
+}
+
+bool domain_def_is_clone(const struct domain_def *def)
+{
+    return def && def->vsnap.from_domain != NULL;
 }

@@ -29,6 +29,11 @@ static void format_metadata(GString *out, const struct domain_def *def)
         g_autofree char *url = g_markup_escape_text(def->vsnap.store_url, -1);
         g_string_append_printf(out, "      <vsnap:store url='%s'/>\n", url);
     }
+    if (domain_def_is_clone(def)) {
+        g_autofree char *domain = g_markup_escape_text(def->vsnap.from_domain, -1);
+        g_autofree char *snapshot = g_markup_escape_text(def->vsnap.from_snapshot, -1);
+        g_string_append_printf(out, "      <vsnap:from domain='%s' snapshot='%s'/>\n", domain, snapshot);
+    }
     g_string_append(out, "    </vsnap:vsnap>\n");
     if (def->foreign_metadata) {
         /* Verbatim: re-indenting would change the content of mixed text. */

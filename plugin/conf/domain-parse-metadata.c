@@ -86,9 +86,34 @@ static bool parse_store(struct domain_def *def, const xmlNode *node, GError **er
     return true;
 }
 
+/* <vsnap:from domain='NAME' snapshot='SNAP'/>: a clone. Whether that
+ * snapshot exists and fits is the driver's to check (persist/clone.h). */
+static bool parse_from(struct domain_def *def, const xmlNode *node, GError **error)
+{
+    static const char *const attributes[] = {"domain", "snapshot", NULL};
+    if (!conf_xml_check_attributes(node, attributes, error) || !conf_xml_check_no_children(node, error))
+        return false;
+    g_autofree char *domain = conf_xml_prop(node, "domain");
+    g_autofree char *snapshot = conf_xml_prop(node, "snapshot");
+    if (!domain || !*domain || !snapshot || !*snapshot) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_XML_DETAIL,
+                    "<vsnap:from> needs both domain='NAME' and snapshot='SNAP'");
+        return false;
+    }
+    if (g_strcmp0(domain, def->name) == 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "domain '%s' cannot be a clone of itself (<vsnap:from domain='%s'>)", domain, domain);
+        return false;
+    }
+    def->vsnap.from_domain = g_steal_pointer(&domain);
+    def->vsnap.from_snapshot = g_steal_pointer(&snapshot);
+    return true;
+}
+
 static bool parse_vsnap(struct domain_def *def, const xmlNode *vsnap, GError **error)
 {
     bool restore_seen = false, readiness_seen = false, notify_seen = false, store_seen = false;
+    bool from_seen = false;
     if (!conf_xml_check_attributes(vsnap, (const char *const[]){NULL}, error))
         return false;
     for (const xmlNode *child = vsnap->children; child; child = child->next) {
@@ -102,6 +127,16 @@ static bool parse_vsnap(struct domain_def *def, const xmlNode *vsnap, GError **e
             }
             store_seen = true;
             if (!parse_store(def, child, error))
+                return false;
+            continue;
+        }
+        if (is_vsnap(child, "from")) {
+            if (from_seen) {
+                conf_xml_set_duplicate_element(error, child);
+                return false;
+            }
+            from_seen = true;
+            if (!parse_from(def, child, error))
                 return false;
             continue;
         }
@@ -128,6 +163,9 @@ static bool parse_vsnap(struct domain_def *def, const xmlNode *vsnap, GError **e
         if (restore ? !parse_restore(def, child, error) : !parse_readiness(def, child, error))
             return false;
     }
+    /* Clones share the pages they only read unless told otherwise. */
+    if (from_seen && !restore_seen)
+        def->vsnap.restore_mode = RESTORE_MODE_SHARED;
     return true;
 }
 

@@ -253,6 +253,13 @@ static const char *overlay_to_fold(const struct domain_disk *disk)
 
 bool disk_state_fold_into_images(const struct domain_def *def, GError **error)
 {
+    /* A clone's base is its origin's image, which its origin's layers need. */
+    if (domain_def_is_clone(def)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "the disks of clone '%s' are not folded into their images: those are the base of domain "
+                    "'%s' and its snapshots", def->name, def->vsnap.from_domain);
+        return false;
+    }
     for (size_t i = 0; i < def->n_disks; i++) {
         const struct domain_disk *disk = &def->disks[i];
         guint n = chain_length(disk);
@@ -276,6 +283,9 @@ bool disk_state_release(const char *dir, const struct domain_def *def, GError **
 {
     if (!g_file_test(dir, G_FILE_TEST_IS_DIR))
         return true;
+    /* A clone's disks were its overlays over its origin's: they go. */
+    if (domain_def_is_clone(def))
+        return disk_state_remove(dir, error);
     g_autoptr(domain_def) copy = domain_def_copy(def);
     return disk_state_load(dir, copy, error) && disk_state_fold_into_images(copy, error) &&
            disk_state_remove(dir, error);

@@ -19,6 +19,7 @@
 #include "persist/pull-job.h"
 #include "persist/push.h"
 #include "persist/recovery.h"
+#include "persist/clone.h"
 #include "persist/save.h"
 #include "persist/snapshot.h"
 #include "run/process.h"
@@ -505,8 +506,10 @@ struct vsnap_domain *driver_define_xml(struct vsnap_driver *drv, const char *xml
     if (!check_flags(flags, VIR_DOMAIN_DEFINE_VALIDATE, error))
         return NULL;
     struct domain_def *def = domain_def_parse_string(xml, drv->paths.schema_dir, error);
-    if (!def)
+    if (!def || !clone_check_definition(drv, def, error)) {
+        domain_def_free(def);
         return NULL;
+    }
     for (unsigned attempt = 0; attempt < IDENTITY_ATTEMPTS; attempt++) {
         g_autoptr(vsnap_domain) existing = NULL;
         if (!check_identity(drv, def, &existing, error))
@@ -535,6 +538,11 @@ bool driver_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigne
     if (!check_flags(flags, allowed, error) || !domain_job_acquire(dom, "undefine", error))
         return false;
     bool inactive = !vsnap_domain_is_active(dom);
+    /* A running one's snapshots go when it stops, transient. */
+    if (!inactive && snapshot_has_clones(drv, dom, error)) {
+        domain_job_release(dom);
+        return false;
+    }
     if (inactive && (!snapshot_check_undefine(drv, dom, flags, error) ||
                      !save_check_undefine(drv, dom, flags, error))) {
         domain_job_release(dom);
@@ -671,6 +679,12 @@ static bool start_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, uns
         return false;
     if (restored)
         return true;
+    /* A clone starts from its own snapshot or its origin's, never boots. */
+    bool paused = flags & VIR_DOMAIN_START_PAUSED;
+    if (!clone_start(drv, dom, paused, &restored, error))
+        return false;
+    if (restored)
+        return true;
     if (!process_start(drv, dom, error))
         return false;
     return !(flags & VIR_DOMAIN_START_PAUSED) || pause_after_start(drv, dom, error);
@@ -715,7 +729,9 @@ static bool create_defined(struct vsnap_driver *drv, struct vsnap_domain *dom,
     dom->next_def = dom->def;
     dom->def = def;
     g_mutex_unlock(&dom->lock);
-    if (!process_start(drv, dom, error)) {
+    bool from_clone = false;
+    if (!clone_start(drv, dom, flags & VIR_DOMAIN_START_PAUSED, &from_clone, error) ||
+        (!from_clone && !process_start(drv, dom, error))) {
         g_mutex_lock(&dom->lock);
         domain_def_free(dom->def);
         dom->def = g_steal_pointer(&dom->next_def);
@@ -723,7 +739,7 @@ static bool create_defined(struct vsnap_driver *drv, struct vsnap_domain *dom,
         domain_job_release(dom);
         return false;
     }
-    bool ok = !(flags & VIR_DOMAIN_START_PAUSED) || pause_after_start(drv, dom, error);
+    bool ok = from_clone || !(flags & VIR_DOMAIN_START_PAUSED) || pause_after_start(drv, dom, error);
     domain_job_release(dom);
     return ok;
 }
@@ -751,8 +767,10 @@ struct vsnap_domain *driver_create_xml(struct vsnap_driver *drv, const char *xml
     if (!check_flags(flags, VIR_DOMAIN_START_PAUSED | VIR_DOMAIN_START_VALIDATE, error))
         return NULL;
     struct domain_def *def = domain_def_parse_string(xml, drv->paths.schema_dir, error);
-    if (!def)
+    if (!def || !clone_check_definition(drv, def, error)) {
+        domain_def_free(def);
         return NULL;
+    }
     flags &= VIR_DOMAIN_START_PAUSED;
     for (unsigned attempt = 0; attempt < IDENTITY_ATTEMPTS; attempt++) {
         g_autoptr(vsnap_domain) existing = NULL;
@@ -778,7 +796,12 @@ struct vsnap_domain *driver_create_xml(struct vsnap_driver *drv, const char *xml
  * hold its layers. */
 static void end_transient(struct vsnap_driver *drv, struct vsnap_domain *dom)
 {
-    if (process_release_disks(drv, dom))
+    /* Clones run on its snapshots and its image: those stay, with its
+     * disk record (an origin defined again under its name finds them). */
+    g_autoptr(GError) clones = NULL;
+    if (snapshot_has_clones(drv, dom, &clones))
+        g_warning("%s", clones->message);
+    else if (process_release_disks(drv, dom))
         snapshot_remove_all(drv, dom);
     domain_list_remove(drv->domains, dom);
 }

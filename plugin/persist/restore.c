@@ -2,7 +2,9 @@
 
 #include <libvirt/libvirt.h>
 
+#include "clone-origin.h"
 #include "monitor/monitor.h"
+#include "run/jail.h"
 #include "run/process.h"
 #include "snapshot-dir.h"
 
@@ -55,6 +57,21 @@ static bool send_restore(struct domain_run *run, const struct domain_def *live, 
     return monitor_vm_restore(run->api_socket, &restore, error);
 }
 
+/* A shim that restores by sharing builds the snapshot's RAM image beside it,
+ * unless it sees the directory read-only (a clone's origin's, dirs): the
+ * daemon builds that one, readable by the shims. */
+static bool prepare_shared_image(struct vsnap_driver *drv, const char *mode, const char *source_dir,
+                                 const GPtrArray *dirs, GError **error)
+{
+    bool read_only = false;
+    for (guint i = 0; i + 1 < dirs->len && !read_only; i++)
+        read_only = g_str_equal(dirs->pdata[i], source_dir);
+    if (!read_only || !g_str_equal(mode, restore_mode_to_string(RESTORE_MODE_SHARED)))
+        return true;
+    g_autofree char *image = NULL;
+    return snapdir_build_ram_image(source_dir, &image, error) && jail_share_read(drv, image, error);
+}
+
 bool restore_start(struct vsnap_driver *drv, struct vsnap_domain *dom,
                    const struct restore_request *req, GError **error)
 {
@@ -63,8 +80,13 @@ bool restore_start(struct vsnap_driver *drv, struct vsnap_domain *dom,
     /* A save image (virsh restore, a managed save) is restored once. */
     struct restore_setup setup = {.source_url = url, .mode = restore_mode(dom),
                                   .resume = req->run, .once = req->origin == RESTORE_FROM_SAVE};
+    /* A clone's state sits on its origin's snapshot, which its shim reads. */
+    g_autoptr(GPtrArray) origin_dirs = clone_origin_dirs(drv, req->def, error);
+    if (!origin_dirs || !prepare_shared_image(drv, setup.mode, req->source_dir, origin_dirs, error))
+        return false;
     struct process_start_how how = {
         .def = req->def, .setup_vm = send_restore, .data = &setup,
+        .read_only_dirs = (const char *const *)origin_dirs->pdata,
         .state = req->run ? VIR_DOMAIN_RUNNING : VIR_DOMAIN_PAUSED,
         .reason = req->run ? out->running_reason : out->paused_reason,
         .event = VIR_DOMAIN_EVENT_STARTED, .detail = out->started_detail,

@@ -1,6 +1,12 @@
 #include "snapshot-dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "snapshot/chain.h"
 #include "snapshot/directory.h"
+#include "snapshot/ram-image.h"
 #include "snapshot/disk.h"
 #include "conf/domain-conf.h"
 #include "util/virt-error.h"
@@ -160,4 +166,26 @@ bool snapdir_adopt_parent(const char *dir, const char *parent, GError **error)
     return (snap_dir_set_parent(dir, parent, &local) &&
             snap_dir_relink_disk_parents(dir, NULL, false, &local)) ||
            to_vir_error(local, error);
+}
+
+/* Under an exclusive flock of the directory: clones started at once build
+ * the image once, the others wait and open it. */
+bool snapdir_build_ram_image(const char *dir, char **path, GError **error)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || flock(dfd, LOCK_EX) < 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot lock %s: %s", dir, g_strerror(errno));
+        if (dfd >= 0)
+            close(dfd);
+        return false;
+    }
+    GError *local = NULL;
+    g_autoptr(snap_dir) d = snap_dir_read(dir, &local);
+    g_autoptr(snap_chain) c = d ? snap_dir_open_chain(d, &local) : NULL;
+    int fd = c ? snap_ram_image_get(c, dir, &d->memory.id, path, &local) : -1;
+    close(dfd);   /* and its lock */
+    if (fd < 0)
+        return to_vir_error(local, error);
+    close(fd);
+    return true;
 }

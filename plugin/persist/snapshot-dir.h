@@ -28,6 +28,11 @@ char *snapdir_disk_layer(const char *dir, const char *disk_id, GError **error);
  * be the snapshot of that layer id (its files not replaced by another's). */
 bool snapdir_check_chain(const char *top, const char *expected_id, GError **error);
 
+/* Build the shared RAM image of dir's chain beside it when there is none of
+ * this boot (snapshot/ram-image.h), for shims that see dir read-only (a
+ * clone's); *path: the image. */
+bool snapdir_build_ram_image(const char *dir, char **path, GError **error);
+
 /* Record that dir's layer, as it is on disk now, is the one the shim just
  * wrote (snap_dir_seal). */
 bool snapdir_seal(const char *dir, GError **error);

@@ -155,7 +155,8 @@ static bool delete_disks(struct vsnap_driver *drv, struct vsnap_domain *dom, con
     bool has_managed = managed_image_exists(drv->paths.state_dir, dom->name);
     if (has_managed && !has_dir(targets, managed))
         g_ptr_array_add(targets, g_strdup(managed));
-    bool fold_back = used && last && !running && !has_managed;
+    /* A clone's images are its origin's base: never folded into. */
+    bool fold_back = used && last && !running && !has_managed && !domain_def_is_clone(current);
     *keeps = on_top && !fold_back;
     if (check_only)
         return true;

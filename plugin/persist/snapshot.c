@@ -6,6 +6,7 @@
 #include "conf/snapshot-conf.h"
 #include "import.h"
 #include "persist/job.h"
+#include "clone-origin.h"
 #include "lineage.h"
 #include "run/process.h"
 #include "persist/push.h"
@@ -319,6 +320,10 @@ static char *create_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, c
     if (!def)
         return NULL;
     struct snapshot_entry *base = lineage_diff_base(dom, tree);
+    /* A clone's first snapshot is a diff on the origin's snapshot it runs from. */
+    g_auto(clone_origin) origin = {0};
+    if (!base && clone_diff_base(drv, dom, tree, &origin))
+        base = origin.entry;
     struct snapshot_entry *e = snapshot_tree_new_entry(tree, error);
     if (!e)
         return NULL;
@@ -733,6 +738,17 @@ static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
     return true;
 }
 
+bool snapshot_start_from_current(struct vsnap_driver *drv, struct vsnap_domain *dom, bool paused, bool *started,
+                                 GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    *started = tree && tree->current;
+    if (!*started)
+        return tree != NULL;
+    unsigned flags = paused ? VIR_DOMAIN_SNAPSHOT_REVERT_PAUSED : VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING;
+    return revert_locked(drv, dom, tree->current, flags, error);
+}
+
 bool snapshot_revert(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,
                      unsigned flags, GError **error)
 {
@@ -779,6 +795,12 @@ static bool delete_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
                                   VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY);
     g_autoptr(GPtrArray) doomed = with_children ? snapshot_tree_descendants(tree, e->name)
                                                 : g_ptr_array_new();
+    /* Nothing goes while a clone's memory or disks sit on any of it. */
+    g_autoptr(GPtrArray) checked = g_ptr_array_copy(doomed, NULL, NULL);
+    if (!(flags & VIR_DOMAIN_SNAPSHOT_DELETE_CHILDREN_ONLY))
+        g_ptr_array_insert(checked, 0, e);
+    if (checked->len && !clone_check_snapshots_unused(drv, dom, tree, checked, error))
+        return false;
     /* Deepest first, so each one removed has no children left among the doomed. */
     bool ok = true;
     for (guint i = doomed->len; ok && i-- > 0;)
@@ -854,11 +876,22 @@ int snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **
     return tree ? (int)snapshot_tree_count_live(tree) : -1;
 }
 
+bool snapshot_has_clones(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree)
+        return true;   /* unreadable: they may */
+    if (!tree->entries->len || clone_check_snapshots_unused(drv, dom, tree, tree->entries, error))
+        return false;
+    g_prefix_error(error, "domain %s keeps its snapshots: ", dom->name);
+    return true;
+}
+
 bool snapshot_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                              GError **error)
 {
     if (flags & VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA)
-        return true;
+        return !snapshot_has_clones(drv, dom, error);
     /* Metadata that cannot be read may hold snapshots: undefining now would
      * leave them behind with no domain to list or delete them. */
     int n = snapshot_count(drv, dom, error);

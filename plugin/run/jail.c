@@ -57,7 +57,7 @@ static void add_chr(GPtrArray *paths, const struct domain_chr *chr)
 }
 
 GPtrArray *jail_paths(const struct vsnap_driver *drv, const struct domain_def *live,
-                      const char *run_dir, const char *log_path)
+                      const char *run_dir, const char *log_path, const char *const *read_only_dirs)
 {
     GPtrArray *paths = g_ptr_array_new_with_free_func(g_free);
     g_autofree char *snapshots = g_build_filename(drv->paths.state_dir, "snapshots", live->name, NULL);
@@ -81,6 +81,9 @@ GPtrArray *jail_paths(const struct vsnap_driver *drv, const struct domain_def *l
     add(paths, "rw", snapshots);
     add(paths, "rw", saves);
     add(paths, "rw", disks);
+    /* Another domain's files it reads (a clone's origin snapshot): never written. */
+    for (const char *const *dir = read_only_dirs; dir && *dir; dir++)
+        add(paths, "ro", *dir);
 #if VSNAP_TEST_HOOKS
     /* Test-only: what a test's preloaded library needs inside every jail
      * (tests/lib/crashpoint.c's control directory). */
@@ -228,8 +231,8 @@ static bool write_paths_file(const char *file, GPtrArray *paths, GError **error)
     return atomic_file_write(file, text->str, error);
 }
 
-static bool prepare_jail(struct vsnap_driver *drv, const struct domain_def *live,
-                         const char *run_dir, const char *log_path, struct jail_launch *out,
+static bool prepare_jail(struct vsnap_driver *drv, const struct domain_def *live, const char *run_dir,
+                         const char *log_path, const char *const *read_only_dirs, struct jail_launch *out,
                          GError **error)
 {
     uid_t uid;
@@ -242,7 +245,7 @@ static bool prepare_jail(struct vsnap_driver *drv, const struct domain_def *live
             return false;
     g_autofree char *root = g_build_filename(run_dir, "root", NULL);
     g_autofree char *paths_file = g_build_filename(run_dir, "jail.paths", NULL);
-    g_autoptr(GPtrArray) paths = jail_paths(drv, live, run_dir, log_path);
+    g_autoptr(GPtrArray) paths = jail_paths(drv, live, run_dir, log_path, read_only_dirs);
     if (g_mkdir_with_parents(root, 0755) < 0) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot create %s: %s", root,
                     g_strerror(errno));
@@ -258,10 +261,11 @@ static bool prepare_jail(struct vsnap_driver *drv, const struct domain_def *live
 }
 
 bool jail_prepare(struct vsnap_driver *drv, const struct domain_def *live, const char *run_dir,
-                  const char *log_path, struct jail_launch *out, GError **error)
+                  const char *log_path, const char *const *read_only_dirs, struct jail_launch *out,
+                  GError **error)
 {
     memset(out, 0, sizeof(*out));
-    if (drv->paths.confine && !prepare_jail(drv, live, run_dir, log_path, out, error))
+    if (drv->paths.confine && !prepare_jail(drv, live, run_dir, log_path, read_only_dirs, out, error))
         return false;
     if (drv->paths.privileged && !cgroup_create(drv->paths.run_dir, live, &out->cgroup_procs, error))
         return false;

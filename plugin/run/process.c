@@ -609,7 +609,7 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
     if (!json || !make_run_dir(drv, run, error) || !open_event_fifo(run, error))
         return false;
     struct jail_launch jail;
-    if (!jail_prepare(drv, live, run->dir, run->log_path, &jail, error))
+    if (!jail_prepare(drv, live, run->dir, run->log_path, how ? how->read_only_dirs : NULL, &jail, error))
         return false;
     int log_fd = open_log(run, error);
     if (log_fd < 0) {

@@ -147,6 +147,8 @@ static void test_variations_round_trip(void)
         "</metadata>",
         "<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'>"
         "<vsnap:store url='s3://bucket/a&amp;b'/></vsnap:vsnap></metadata>",
+        "<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'>"
+        "<vsnap:from domain='o &amp; p' snapshot='s1'/><vsnap:restore mode='ondemand'/></vsnap:vsnap></metadata>",
     };
     static const char *const devices[] = {
         "",
@@ -192,6 +194,26 @@ static void test_round_trip_keeps_values(void)
 
 /* virt-manager's wizard and virt-install write <boot dev='hd'/> beside the
  * kernel; it is kept, in libvirt's order (after <cmdline>). */
+/* A clone restores by sharing unless its definition says another mode. */
+static void test_clone_defaults_to_shared(void)
+{
+    g_autofree char *xml = domain_with("<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'>"
+                                       "<vsnap:from domain='o' snapshot='s1'/></vsnap:vsnap></metadata>", "");
+    g_autoptr(domain_def) def = parse_ok(xml);
+    g_assert_true(domain_def_is_clone(def));
+    g_assert_cmpstr(def->vsnap.from_domain, ==, "o");
+    g_assert_cmpstr(def->vsnap.from_snapshot, ==, "s1");
+    g_assert_cmpint(def->vsnap.restore_mode, ==, RESTORE_MODE_SHARED);
+    g_autofree char *formatted = check_round_trip(xml);
+    g_assert_nonnull(strstr(formatted, "<vsnap:from domain='o' snapshot='s1'/>"));
+    g_autoptr(domain_def) copy = domain_def_copy(def);
+    g_assert_cmpstr(copy->vsnap.from_snapshot, ==, "s1");
+    g_autofree char *plain_xml = domain_with("", "");
+    g_autoptr(domain_def) plain = parse_ok(plain_xml);
+    g_assert_false(domain_def_is_clone(plain));
+    g_assert_cmpint(plain->vsnap.restore_mode, ==, RESTORE_MODE_ONDEMAND);
+}
+
 static void test_os_boot_hd_kept(void)
 {
     const char *xml = "<domain type='kvm'><name>t</name><memory unit='MiB'>64</memory>"
@@ -283,6 +305,8 @@ static void test_refusals(void)
         {"<sysinfo type='smbios'><system><entry name='uuid'>00000000-0000-0000-0000-000000000001</entry></system></sysinfo>", "", VIR_ERR_XML_DETAIL, "UUID mismatch"},
         {"<sysinfo type='smbios'><oemStrings><entry></entry></oemStrings></sysinfo>", "", VIR_ERR_XML_DETAIL, "an empty <entry>"},
         {"<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'><vsnap:notify port='0'/></vsnap:vsnap></metadata>", "", VIR_ERR_XML_DETAIL, "out of range"},
+        {"<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'><vsnap:from domain='o'/></vsnap:vsnap></metadata>", "", VIR_ERR_XML_DETAIL, "needs both"},
+        {"<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'><vsnap:from domain='t' snapshot='s'/></vsnap:vsnap></metadata>", "", VIR_ERR_CONFIG_UNSUPPORTED, "clone of itself"},
         {"<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'><vsnap:notify credential='maybe'/></vsnap:vsnap></metadata>", "", VIR_ERR_XML_DETAIL, "credential='maybe'"},
         {"", "<memballoon model='virtio'/>", VIR_ERR_CONFIG_UNSUPPORTED, "memballoon model='virtio'"},
         {"", "<emulator>/usr/bin/qemu-system-x86_64</emulator>", VIR_ERR_CONFIG_UNSUPPORTED, "qemu-system-x86_64"},
@@ -710,6 +734,7 @@ int main(int argc, char **argv)
     g_test_add_func("/conf/domain/variations-round-trip", test_variations_round_trip);
     g_test_add_func("/conf/domain/round-trip-keeps-values", test_round_trip_keeps_values);
     g_test_add_func("/conf/domain/os-boot-hd-kept", test_os_boot_hd_kept);
+    g_test_add_func("/conf/domain/clone-defaults-to-shared", test_clone_defaults_to_shared);
     g_test_add_func("/conf/domain/live-details", test_live_details);
     g_test_add_func("/conf/domain/copy", test_copy);
     g_test_add_func("/conf/domain/refusals", test_refusals);

@@ -125,6 +125,9 @@ struct domain_def {
         enum restore_mode restore_mode;
         uint32_t readiness_port;
         char *store_url;          /* <vsnap:store url>: where its snapshots go; NULL: the daemon's */
+        /* <vsnap:from domain snapshot>: a clone, started from that snapshot
+         * of that domain (persist/clone.h); both NULL for any other domain. */
+        char *from_domain, *from_snapshot;
     } vsnap;
 
     /* Extensions (appended; the fields above are unchanged). Everything below
@@ -290,6 +293,8 @@ void domain_def_add_vm_file_overrides(JsonBuilder *b, const struct domain_def *d
 void domain_def_add_vm_net_overrides(JsonBuilder *b, const struct domain_def *def);
 
 const char *restore_mode_to_string(enum restore_mode mode);
+/* The definition says <vsnap:from>: the domain is a clone. */
+bool domain_def_is_clone(const struct domain_def *def);
 const char *domain_smbios_mode_to_string(enum domain_smbios_mode mode);
 
 /* What systemd (256 and later) reads as vmm.notify_socket, given on the

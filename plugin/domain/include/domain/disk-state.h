@@ -69,12 +69,14 @@ bool disk_state_drop_layers(const char *dir, struct domain_def *def, const char 
 bool disk_state_remove(const char *dir, GError **error);
 
 /* Fold each chain of def (and its overlay) back into its image, so that the
- * image holds exactly what the disk holds, crash-safely
+ * image holds exactly what the disk holds, crash-safely; refused
+ * (VIR_ERR_OPERATION_INVALID) for a clone, whose images are its origin's base
  * (snap_disk_fold_into_image: an intent beside the image, redone by the
  * next fold of that image if a crash cut this one short). */
 bool disk_state_fold_into_images(const struct domain_def *def, GError **error);
 /* The domain's disks go back to being their images: the recorded chains
  * folded into them, then dir removed. Nothing to do without a record. For a
  * domain that ceases to exist (undefined, a transient one that stopped);
- * call before its snapshots' directories go. */
+ * call before its snapshots' directories go. A clone's record and overlays
+ * are only removed: what it wrote goes with it. */
 bool disk_state_release(const char *dir, const struct domain_def *def, GError **error);

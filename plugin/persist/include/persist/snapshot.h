@@ -44,6 +44,14 @@ int snapshot_count(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **
 bool snapshot_check_undefine(struct vsnap_driver *drv, struct vsnap_domain *dom, unsigned flags,
                              GError **error);
 void snapshot_remove_all(struct vsnap_driver *drv, struct vsnap_domain *dom);
+/* Whether clones (persist/clone.h), or snapshots of clones, descend from
+ * any of dom's snapshots (error says which; true, too, when the snapshots
+ * cannot be read): its snapshots and disks must then stay. */
+bool snapshot_has_clones(struct vsnap_driver *drv, struct vsnap_domain *dom, GError **error);
+/* A start (job held, dom shut off) from dom's current snapshot, as a revert
+ * to it; *started false when it has none. */
+bool snapshot_start_from_current(struct vsnap_driver *drv, struct vsnap_domain *dom, bool paused, bool *started,
+                                 GError **error);
 
 /* At start-up, after recovery (persist/recovery.h): every snapshot whose push
  * a daemon's end left pending is queued again, oldest first; none of a

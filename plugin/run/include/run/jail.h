@@ -25,14 +25,17 @@ struct jail_launch {
     GArray *cgroup_procs; /* int: cgroup.procs fds the launcher joins */
 };
 
-/* The paths of a domain's jail, each "ro /path", "rw /path" or "dev /dev/x". */
+/* The paths of a domain's jail, each "ro /path", "rw /path" or "dev /dev/x";
+ * read_only_dirs (NULL-terminated, or NULL) are another domain's, bound
+ * read-only (a clone's origin snapshot: persist/clone.h). */
 GPtrArray *jail_paths(const struct vsnap_driver *drv, const struct domain_def *live,
-                      const char *run_dir, const char *log_path);
+                      const char *run_dir, const char *log_path, const char *const *read_only_dirs);
 
 /* Everything the launch of a confined shim needs; with confinement off only
  * the cgroup. */
 bool jail_prepare(struct vsnap_driver *drv, const struct domain_def *live, const char *run_dir,
-                  const char *log_path, struct jail_launch *out, GError **error);
+                  const char *log_path, const char *const *read_only_dirs, struct jail_launch *out,
+                  GError **error);
 void jail_launch_clear(struct jail_launch *l);
 /* After the shim exited: its cgroup goes, and its save area goes back to
  * the daemon's user. */

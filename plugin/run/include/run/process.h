@@ -57,6 +57,9 @@ struct process_start_how {
      * definition for the next boot (a restore, as libvirt's), instead of
      * being replaced by def (a revert). */
     bool keep_definition;
+    /* Directories the shim reads but does not own (a clone's origin
+     * snapshot's chain), NULL-terminated; NULL: none. */
+    const char *const *read_only_dirs;
 };
 bool process_start_with(struct vsnap_driver *drv, struct vsnap_domain *dom,
                         const struct process_start_how *how, GError **error);

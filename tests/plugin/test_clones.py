@@ -1,0 +1,225 @@
+"""Clones through libvirt (<vsnap:from domain= snapshot=/>), with real virsh,
+python3-libvirt, the shim and the test guest: many clones of one snapshot at
+once, each reading the snapshot's memory and disk and holding only what it
+wrote; a clone's snapshot as a diff over its origin's, reverted exactly; the
+origin's snapshot kept while clones descend from it; definitions that do not
+fit the snapshot refused; kills mid-start leaving nothing behind."""
+
+import os
+import re
+import signal
+import threading
+import unittest
+import uuid as uuidlib
+import xml.etree.ElementTree as ET
+
+import libvirt
+
+from disktest import DiskGuest, MIB, PATTERN, disk_xml, make_image, pattern_sum, zero_sum
+from vsnapd import DaemonTest, domain_xml, needs_guest, wait_for
+
+FILL_BASE, FILL_MIB = 16 * MIB, 4
+FILL = (FILL_BASE, FILL_MIB * MIB)           # the origin's boot fill (vsnap.fill_mib)
+OWN = (40 * MIB, 1 * MIB)                    # what each clone writes of its own memory
+BLK_ORIGIN = (0, 1 * MIB)                    # the origin's disk blocks before the snapshot
+CLONES = 10
+
+
+def blk_own(i):
+    return (2 * MIB + i * 256 * 1024, 256 * 1024)
+
+
+def from_metadata(origin, snapshot, restore_mode=None):
+    mode = f"<vsnap:restore mode='{restore_mode}'/>" if restore_mode else ""
+    return ("  <metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'>"
+            f"<vsnap:from domain='{origin}' snapshot='{snapshot}'/>{mode}</vsnap:vsnap></metadata>\n")
+
+
+def clone_xml(name, image, origin="origin", snapshot="s1", memory_mib=64, vcpus=1, restore_mode=None):
+    xml = domain_xml(name, memory_mib=memory_mib, vcpus=vcpus, cmdline=f"vsnap.fill_mib={FILL_MIB} vsnap.seed=3",
+                     extra_devices=disk_xml(image, "vda"))
+    return xml.replace("  <memory", from_metadata(origin, snapshot, restore_mode) + "  <memory", 1)
+
+
+@needs_guest
+@unittest.skipUnless(PATTERN, "VSNAP_PATTERN is not set")
+class CloneTest(DaemonTest):
+    def setUp(self):
+        super().setUp()
+        self.v = self.daemon.virsh
+        self.image = make_image(os.path.join(self.daemon.dir, "root.img"), 8 * MIB)
+        origin = domain_xml("origin", cmdline=f"vsnap.fill_mib={FILL_MIB} vsnap.seed=3",
+                            extra_devices=disk_xml(self.image, "vda"))
+        self.v("define", self.write("origin.xml", origin))
+        self.v("start", "origin")
+        g = self.guest("origin")
+        try:
+            g.fill(0, *BLK_ORIGIN, 5)
+            self.fill_sum = self.mem_sum(g, FILL)
+        finally:
+            g.close()
+        self.v("snapshot-create-as", "origin", "s1")
+
+    def write(self, name, text):
+        path = os.path.join(self.daemon.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def guest(self, name):
+        return DiskGuest(os.path.join(self.daemon.state, "run", name, "vsock.sock"))
+
+    @staticmethod
+    def mem_sum(g, region):
+        reply = g.cmd(f"SUM {region[0]:#x} {region[1]:#x}")
+        assert reply.startswith("SUM "), reply
+        return reply[4:]
+
+    def clone_file(self, name, **kw):
+        return self.write(name + ".xml", clone_xml(name, self.image, **kw))
+
+    def check_origin_data(self, g, name):
+        self.assertEqual(self.mem_sum(g, FILL), self.fill_sum, f"{name}: the snapshot's memory")
+        self.assertEqual(g.sum(0, *BLK_ORIGIN), pattern_sum(5, BLK_ORIGIN[1]), f"{name}: the snapshot's disk")
+
+    def error_of(self, fn):
+        with self.assertRaises(libvirt.libvirtError) as cm:
+            fn()
+        return cm.exception
+
+    def test_many_clones_at_once(self):
+        names = [f"c{i}" for i in range(CLONES)]
+        files = [self.clone_file(n) for n in names]
+        failures = []
+
+        def create(path):
+            res = self.v("create", path, check=False, timeout=120)
+            if res.returncode != 0:
+                failures.append(res.stderr)
+        threads = [threading.Thread(target=create, args=(f,)) for f in files]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(failures, [], self.daemon.log()[-3000:])
+        guests = [self.guest(n) for n in names]
+        try:
+            for i, g in enumerate(guests):
+                self.check_origin_data(g, names[i])
+                g.cmd(f"FILL {OWN[0]:#x} {OWN[1]:#x} {100 + i}")
+                g.fill(0, *blk_own(i), 200 + i)
+            own = [self.mem_sum(g, OWN) for g in guests]
+            self.assertEqual(len(set(own)), CLONES, f"each clone holds its own memory: {own}")
+            for i, g in enumerate(guests):
+                self.assertEqual(self.mem_sum(g, OWN), own[i], f"{names[i]} after the others wrote")
+                # Its own blocks hold what it wrote; the others' blocks what the image holds.
+                for j in range(CLONES):
+                    want = pattern_sum(200 + i, blk_own(i)[1]) if i == j else zero_sum(blk_own(j)[1])
+                    self.assertEqual(g.sum(0, *blk_own(j)), want, f"{names[i]}: blocks of c{j}")
+                self.check_origin_data(g, names[i])
+        finally:
+            for g in guests:
+                g.close()
+        # Clones share the snapshot's pages by default, and each has its own identity.
+        xml = ET.fromstring(self.v("dumpxml", "c0").stdout)
+        mode = xml.find(".//{urn:vsnap:domain:1}restore").get("mode")
+        self.assertEqual(mode, "shared")
+        macs_uuids = {self.v("domuuid", n).stdout.strip() for n in names}
+        self.assertEqual(len(macs_uuids), CLONES)
+
+        # A snapshot of a clone is a diff over the origin's, and reverts exactly.
+        g = self.guest("c0")
+        try:
+            held = (self.mem_sum(g, OWN), g.sum(0, *blk_own(0)))
+        finally:
+            g.close()
+        self.v("snapshot-create-as", "c0", "cs1")
+        ini = self.snapshot_ini("c0", "cs1")
+        origin_id = self.snapshot_ini("origin", "s1")["id"]
+        self.assertEqual(ini.get("layer_parent"), origin_id, f"a diff on the origin's snapshot: {ini}")
+        g = self.guest("c0")
+        try:
+            g.cmd(f"FILL {OWN[0]:#x} {OWN[1]:#x} 77")
+            g.fill(0, *blk_own(0), 78)
+        finally:
+            g.close()
+        self.v("snapshot-revert", "c0", "cs1")
+        g = self.guest("c0")
+        try:
+            self.assertEqual((self.mem_sum(g, OWN), g.sum(0, *blk_own(0))), held)
+            self.check_origin_data(g, "c0 reverted")
+        finally:
+            g.close()
+
+        # The origin's snapshot stays while clones descend from it.
+        res = self.v("snapshot-delete", "origin", "s1", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("c3", res.stderr)
+        self.assertIn("cs1", res.stderr)
+        conn = self.daemon.connect()
+        try:
+            err = self.error_of(lambda: conn.lookupByName("origin").snapshotLookupByName("s1").delete())
+            self.assertEqual(err.get_error_code(), libvirt.VIR_ERR_OPERATION_INVALID)
+        finally:
+            conn.close()
+        for n in names:
+            self.v("destroy", n)
+        self.v("snapshot-delete", "origin", "s1")
+
+    def snapshot_ini(self, dom, snap):
+        root = os.path.join(self.daemon.state, "snapshots", dom)
+        for entry in os.listdir(root):
+            path = os.path.join(root, entry, "snapshot.ini")
+            if os.path.exists(path):
+                with open(path) as f:
+                    text = f.read()
+                if f"name={snap}\n" in text:
+                    fields = dict(re.findall(r"^(\w+)=(.*)$", text, re.M))
+                    fields["id"] = entry
+                    return fields
+        raise AssertionError(f"no snapshot {snap} of {dom}")
+
+    def test_definitions_that_do_not_fit_are_refused(self):
+        conn = self.daemon.connect()
+        try:
+            err = self.error_of(lambda: conn.defineXML(clone_xml("m", self.image, memory_mib=32)))
+            self.assertEqual(err.get_error_code(), libvirt.VIR_ERR_CONFIG_UNSUPPORTED)
+            self.assertIn("32768 KiB", str(err))
+            self.assertIn("65536 KiB", str(err))
+            err = self.error_of(lambda: conn.defineXML(clone_xml("v", self.image, vcpus=2)))
+            self.assertIn("2 vCPUs", str(err))
+            err = self.error_of(lambda: conn.createXML(clone_xml("n", self.image, snapshot="nope"), 0))
+            self.assertEqual(err.get_error_code(), libvirt.VIR_ERR_NO_DOMAIN_SNAPSHOT)
+            err = self.error_of(lambda: conn.defineXML(clone_xml("o", self.image, origin="nobody")))
+            self.assertEqual(err.get_error_code(), libvirt.VIR_ERR_NO_DOMAIN)
+            self.assertEqual(sorted(d.name() for d in conn.listAllDomains()), ["origin"])
+        finally:
+            conn.close()
+
+    def test_defined_clone_starts_from_the_snapshot_again(self):
+        self.v("define", self.clone_file("p"))
+        for run in range(2):
+            self.v("start", "p")
+            g = self.guest("p")
+            try:
+                self.check_origin_data(g, f"p, run {run}")
+                g.cmd(f"FILL {FILL[0]:#x} {MIB:#x} 9")
+                g.fill(0, *BLK_ORIGIN, 6)
+            finally:
+                g.close()
+            self.v("destroy", "p")
+        # The origin's own disk and memory are untouched by the clone's writes.
+        g = self.guest("origin")
+        try:
+            self.check_origin_data(g, "origin")
+        finally:
+            g.close()
+        res = self.v("undefine", "origin", "--snapshots-metadata", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("'p'", res.stderr)
+        self.v("undefine", "p")
+        self.v("snapshot-delete", "origin", "s1")
+
+
+if __name__ == "__main__":
+    unittest.main()
