@@ -139,6 +139,16 @@ static enum snap_workset_found parse(const char *text, size_t len, const snap_id
     return SNAP_WORKSET_OK;
 }
 
+enum snap_workset_found snap_workset_parse(const char *text, size_t len, const snap_id *layer_id, uint64_t ram_pages,
+                                           struct snap_workset **out, char **why)
+{
+    *out = NULL;
+    *why = NULL;
+    if (len > SNAP_WORKSET_MAX_BYTES)
+        return corrupt(why, "it is larger than %u bytes", SNAP_WORKSET_MAX_BYTES);
+    return parse(text, len, layer_id, ram_pages, out, why);
+}
+
 enum snap_workset_found snap_workset_read(const char *dir, const snap_id *layer_id, uint64_t ram_pages,
                                           struct snap_workset **out, char **why)
 {

@@ -61,6 +61,11 @@ void snap_workset_add(struct snap_workset *ws, uint64_t first, uint64_t pages);
 enum snap_workset_found snap_workset_read(const char *dir, const snap_id *layer_id, uint64_t ram_pages,
                                           struct snap_workset **out, char **why);
 
+/* The same checks of a record's text from elsewhere (a shim that handed its
+ * record over to the daemon, which owns the directory). */
+enum snap_workset_found snap_workset_parse(const char *text, size_t len, const snap_id *layer_id, uint64_t ram_pages,
+                                           struct snap_workset **out, char **why);
+
 /* Replace dir's record with ws, atomically and durably (a reader sees the
  * old record or the new one). */
 bool snap_workset_write(const char *dir, const struct snap_workset *ws, GError **error);

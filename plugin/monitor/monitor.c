@@ -374,6 +374,9 @@ bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *r,
      * a save image has none, and recording costs readahead (shim/persist). */
     if (r->once && g_strcmp0(r->mode, "ondemand") == 0)
         vjson_bool(b, "ondemand_workset", false);
+    /* The daemon owns snapshot directories: it writes the record there. */
+    else if (r->hand_over_workset && g_strcmp0(r->mode, "ondemand") == 0)
+        vjson_bool(b, "ondemand_workset_write", false);
     add_config_overrides(b, r);
     vjson_object_end(b);
     g_autofree char *body = vjson_finish(b, false);
@@ -526,6 +529,18 @@ bool monitor_vm_ondemand(const char *api_socket, struct monitor_ondemand *od, GE
         .workset_ms = ms && JSON_NODE_HOLDS_VALUE(ms) ? (int64_t)member_u64(o, "workset_ms") : -1,
     };
     g_strlcpy(od->record, json_object_get_string_member_with_default(o, "record", "none"), sizeof od->record);
+    return true;
+}
+
+bool monitor_vm_workset(const char *api_socket, char **text, GError **error)
+{
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *obj = get_object(api_socket, "vm.workset", parser, error);
+    if (!obj)
+        return false;
+    JsonNode *node = json_object_get_member(obj, "workset");
+    *text = node && JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING
+                ? g_strdup(json_node_get_string(node)) : NULL;
     return true;
 }
 

@@ -38,6 +38,7 @@ const char *restore_mode(struct vsnap_domain *dom)
 }
 
 struct restore_setup {
+    const char *source_dir;
     const char *source_url;
     const char *mode;
     bool resume;
@@ -52,8 +53,11 @@ static bool send_restore(struct domain_run *run, const struct domain_def *live, 
     struct monitor_restore restore = {
         .source_url = setup->source_url, .mode = setup->mode, .resume = setup->resume, .once = setup->once,
         .live = live, .vsock_socket = run->vsock_socket, .disk_work_dir = run->disk_dir,
-        .net_fds = run->net_fds, .n_net_fds = run->n_net_fds,
+        .net_fds = run->net_fds, .n_net_fds = run->n_net_fds, .hand_over_workset = !setup->once,
     };
+    /* The run has no domain yet (process_start_with lists it after this). */
+    if (!setup->once && g_str_equal(setup->mode, restore_mode_to_string(RESTORE_MODE_ONDEMAND)))
+        run->workset_dir = g_strdup(setup->source_dir);
     return monitor_vm_restore(run->api_socket, &restore, error);
 }
 
@@ -78,7 +82,7 @@ bool restore_start(struct vsnap_driver *drv, struct vsnap_domain *dom,
     const struct restore_outcome *out = &outcomes[req->origin];
     g_autofree char *url = snapdir_url(req->source_dir);
     /* A save image (virsh restore, a managed save) is restored once. */
-    struct restore_setup setup = {.source_url = url, .mode = restore_mode(dom),
+    struct restore_setup setup = {.source_dir = req->source_dir, .source_url = url, .mode = restore_mode(dom),
                                   .resume = req->run, .once = req->origin == RESTORE_FROM_SAVE};
     /* A clone's state sits on its origin's snapshot, which its shim reads. */
     g_autoptr(GPtrArray) origin_dirs = clone_origin_dirs(drv, req->def, error);

@@ -59,6 +59,7 @@ void domain_run_unref(struct domain_run *run)
     g_free(run->xml_path);
     g_free(run->log_path);
     g_free(run->disk_dir);
+    g_free(run->workset_dir);
     g_free(run);
 }
 
@@ -763,6 +764,7 @@ bool process_stop(struct vsnap_driver *drv, struct vsnap_domain *dom, int reason
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
         return false;
     }
+    process_keep_workset(dom, run);
     if (!terminate(run, graceful)) {
         g_mutex_lock(&dom->lock);
         run->stopping = false;

@@ -1,4 +1,4 @@
-/* vm.info, vm.counters */
+/* vm.info, vm.counters, vm.workset */
 #define G_LOG_DOMAIN "vsnap-shim"
 
 #include "routes.h"
@@ -25,8 +25,16 @@ static void handle_counters(struct api_request *req)
     reply_node(req, node, error);
 }
 
+static void handle_workset(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    JsonNode *node = vmm_workset(req->vmm, &error);
+    reply_node(req, node, error);
+}
+
 const struct route info_routes[] = {
     { "vm.info", "GET", false, handle_info },
     { "vm.counters", "GET", false, handle_counters },
+    { "vm.workset", "GET", false, handle_workset },
     { 0 },
 };

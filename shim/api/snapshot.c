@@ -13,6 +13,7 @@
  *                    "memory_restore_mode": "copy" | "ondemand" | "merge",
  *                    "ondemand_block_size": 65536, "prefetch": false,
  *                    "ondemand_readahead": true, "ondemand_workset": true,
+ *                    "ondemand_workset_write": true, (false: the record is held for GET vm.workset)
  *                    "config_overrides": {"vsock": {"socket"}, "serial": {...}, "console": {...},
  *                                         "payload": {"kernel", "initramfs", "cmdline"}, "rng": {"src"},
  *                                         "disks": [{"id", "path", "readonly"}],
@@ -376,9 +377,10 @@ static bool parse_restore(JsonObject *obj, struct restore_body *out, GError **er
 {
     static const char *const known[] = { "source_url", "prefault", "resume", "memory_restore_mode",
                                          "ondemand_block_size", "prefetch", "ondemand_readahead",
-                                         "ondemand_workset", "config_overrides", "net_fds", NULL };
+                                         "ondemand_workset", "ondemand_workset_write", "config_overrides",
+                                         "net_fds", NULL };
     const char *mode = NULL;
-    bool readahead = true, workset = true;
+    bool readahead = true, workset = true, workset_write = true;
     if (!check_members(obj, "vm.restore", known, error) ||
         !get_string(obj, "source_url", true, &out->req.source_url, error) ||
         !get_string(obj, "memory_restore_mode", false, &mode, error) ||
@@ -386,10 +388,12 @@ static bool parse_restore(JsonObject *obj, struct restore_body *out, GError **er
         !get_bool(obj, "prefetch", &out->req.prefetch, error) ||
         !get_bool_default(obj, "ondemand_readahead", true, &readahead, error) ||
         !get_bool_default(obj, "ondemand_workset", true, &workset, error) ||
+        !get_bool_default(obj, "ondemand_workset_write", true, &workset_write, error) ||
         !parse_block_size(obj, &out->req.block_size, error))
         return false;
     out->req.no_readahead = !readahead;
     out->req.no_workset = !workset;
+    out->req.workset_hand_over = !workset_write;
     g_autoptr(GError) local = NULL;
     if (!snap_restore_mode_parse(mode, &out->req.mode, &local)) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "field \"memory_restore_mode\": %s", local->message);

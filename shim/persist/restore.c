@@ -396,8 +396,11 @@ static bool start_on_demand(struct persist_vm *p, const struct persist_restore_r
         .on_error = on_demand_failed, .opaque = p,
     };
     /* Only a guest that can announce READY says when its working set is in. */
-    if (!req->no_workset && !req->prefault && vm_vsock(p->vm))
+    if (!req->no_workset && !req->prefault && vm_vsock(p->vm)) {
         persist_workset_prepare(&p->ws, dir, &p->last_id, &config);
+        if (req->workset_hand_over)
+            persist_workset_hand_over(&p->ws, req->workset_held, req->workset_opaque);
+    }
     g_autoptr(GError) local = NULL;
     p->uffd = snap_uffd_start(&config, &local);
     if (!p->uffd)

@@ -277,3 +277,9 @@ void persist_guest_ready(struct vm *vm)
     if (p && p->uffd)
         persist_workset_ready(&p->ws, p->uffd);
 }
+
+const char *persist_workset_text(struct vm *vm)
+{
+    struct persist_vm *p = vm_get_persist_state(vm);
+    return p ? persist_workset_held(&p->ws) : NULL;
+}

@@ -65,6 +65,18 @@ static void arm(struct persist_workset *w, struct snap_uffd *u, guint ms, GSourc
     w->grace_source = g_timeout_add_full(G_PRIORITY_DEFAULT, ms, fn, g, g_free);
 }
 
+void persist_workset_hand_over(struct persist_workset *w, void (*on_held)(void *opaque), void *opaque)
+{
+    w->hand_over = true;
+    w->on_held = on_held;
+    w->held_opaque = opaque;
+}
+
+const char *persist_workset_held(const struct persist_workset *w)
+{
+    return w->held;
+}
+
 void persist_workset_started(struct persist_workset *w, struct snap_uffd *u)
 {
     g_clear_pointer(&w->loaded, snap_workset_free);
@@ -85,6 +97,14 @@ static void keep_record(struct persist_workset *w, struct snap_uffd *u)
     if (w->using_record && st.prefetch_misses <= st.workset_blocks)
         return;
     g_autoptr(GError) error = NULL;
+    if (w->hand_over) {
+        g_free(w->held);
+        w->held = snap_workset_format(touched);
+        w->record = w->using_record ? PERSIST_RECORD_REFRESHED : PERSIST_RECORD_RECORDED;
+        if (w->on_held)
+            w->on_held(w->held_opaque);
+        return;
+    }
     if (!snap_workset_write(w->dir, touched, &error)) {
         g_message("snapshot %s: its working-set record was not kept: %s", w->dir, error->message);
         g_free(w->error);
@@ -133,5 +153,6 @@ void persist_workset_clear(struct persist_workset *w)
     g_clear_pointer(&w->loaded, snap_workset_free);
     g_clear_pointer(&w->dir, g_free);
     g_clear_pointer(&w->error, g_free);
+    g_clear_pointer(&w->held, g_free);
     *w = (struct persist_workset){ 0 };
 }

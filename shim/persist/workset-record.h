@@ -5,7 +5,9 @@
  * a restore that finds a record of that snapshot serves it from the start.
  * A record that this restore's misses outweigh (more blocks touched outside
  * it than it holds: their overlap is then surely under half) is replaced by
- * what this restore faulted. Main thread only. */
+ * what this restore faulted. A restore asked to hand the record over (its
+ * client, the daemon, owns the snapshot directory and writes it there) keeps
+ * the record's text instead and tells the client (held). Main thread only. */
 #pragma once
 
 #include <glib.h>
@@ -34,6 +36,12 @@ struct persist_workset {
     enum persist_record record;
     bool using_record;
     char *error;              /* the record could not be written: why */
+    /* Handed over instead of written: the record's text (snapshot/workset.h),
+     * and who is told it is there. */
+    bool hand_over;
+    char *held;
+    void (*on_held)(void *opaque);
+    void *held_opaque;
     gint64 started_us, ready_us;
     guint grace_source;
 };
@@ -42,6 +50,11 @@ struct persist_workset {
  * or corrupt one is logged and left alone: this restore records anew). */
 void persist_workset_prepare(struct persist_workset *w, const char *dir, const snap_id *layer_id,
                              struct snap_uffd_config *cfg);
+/* Hand the record over instead of writing it: on_held(opaque) once it is
+ * held (persist_workset_held). Before persist_workset_started. */
+void persist_workset_hand_over(struct persist_workset *w, void (*on_held)(void *opaque), void *opaque);
+/* The record's text held for the client, NULL when none. */
+const char *persist_workset_held(const struct persist_workset *w);
 /* The server has started (and copied the record). */
 void persist_workset_started(struct persist_workset *w, struct snap_uffd *u);
 /* The guest announced READY: end the recording after the grace period. */

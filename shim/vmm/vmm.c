@@ -788,8 +788,19 @@ bool vmm_cancel_snapshot(struct vmm *vmm, GError **error)
     return true;
 }
 
-bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *req, bool resume, GError **error)
+/* A restore handed its working-set record over: the client fetches it
+ * (vmm_workset). */
+static void workset_held(void *opaque)
 {
+    emit(opaque, "workset-recorded");
+}
+
+bool vmm_restore(struct vmm *vmm, const struct persist_restore_request *asked, bool resume, GError **error)
+{
+    struct persist_restore_request held_req = *asked;
+    const struct persist_restore_request *req = &held_req;
+    held_req.workset_held = workset_held;
+    held_req.workset_opaque = vmm;
     g_autoptr(GError) local = NULL;
     struct vm_config *cfg = NULL;
 
@@ -1055,6 +1066,17 @@ JsonNode *vmm_info(struct vmm *vmm, GError **error)
     vjson_object_begin(b, "device_tree");
     vjson_object_end(b);
     add_vsnap_info(vmm, b);
+    vjson_object_end(b);
+    return json_builder_get_root(b);
+}
+
+JsonNode *vmm_workset(struct vmm *vmm, GError **error)
+{
+    if (!require_state(vmm, "read the working-set record", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
+        return NULL;
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "workset", persist_workset_text(vmm->vm));
     vjson_object_end(b);
     return json_builder_get_root(b);
 }

@@ -122,6 +122,34 @@ def case_record_and_use(workdir):
           f"ondemand_workset false neither serves nor records: {off}")
 
 
+def case_handed_over(workdir):
+    """"ondemand_workset_write": false: the record is held for the client
+    (GET vm.workset, announced by the workset-recorded event), not written:
+    the client owns the snapshot directory (the daemon, for clones whose
+    shims see it read-only)."""
+    snap = make_snapshot(workdir)
+    shim = ApiShim(SHIM, workdir=workdir, name="held")
+    try:
+        status, reply = shim.restore(snap, "ondemand", ondemand_workset_write=False)
+        check(status == 204, f"restore -> {status} {reply}")
+        conn = connect(shim, 60)
+        time.sleep(GRACE_S)
+        stats = shim.ok("GET", "vm.info")["vsnap"]["snapshot"]["ondemand"]
+        held = shim.ok("GET", "vm.workset")["workset"]
+        conn.close()
+        check(stats["record"] == "recorded", f"recorded: {stats}")
+        check(not os.path.exists(record_path(snap)), "nothing written into the snapshot")
+        check(held and held.startswith("vsnap-workset 1 ") and runs_of(held), f"the record held: {held!r:.80}")
+        events = [e["event"] for e in shim.events() if e.get("source") == "vm"]
+        check("workset-recorded" in events, f"the event says it is there: {events}")
+    finally:
+        shim.close()
+    with open(record_path(snap), "w") as f:
+        f.write(held)
+    second, _ = restore(workdir, snap, "second")
+    check(second["record"] == "used" and second["prefetch_hits"] > 0, f"the record written serves: {second}")
+
+
 def case_bad_records(workdir):
     """A corrupt, a stale and a hostile record never give wrong data; the first
     two are ignored with a log line and recorded anew."""
@@ -217,6 +245,7 @@ def case_store_carries_it(workdir):
 CASES = {
     "store_carries_it": case_store_carries_it,
     "record_and_use": case_record_and_use,
+    "handed_over": case_handed_over,
     "bad_records": case_bad_records,
     "refresh": case_refresh,
     "killed": case_killed,

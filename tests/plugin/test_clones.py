@@ -179,6 +179,35 @@ class CloneTest(DaemonTest):
                     return fields
         raise AssertionError(f"no snapshot {snap} of {dom}")
 
+    def ondemand_stats(self, name):
+        out = self.v("domstats", "--state", name).stdout
+        return dict(line.strip().split("=", 1) for line in out.splitlines() if "vsnap.ondemand." in line)
+
+    def test_ondemand_clones_record_through_the_daemon(self):
+        """A clone restored on demand records what its guest touched; its shim
+        sees the origin's snapshot read-only, so the daemon writes the record
+        there, and the next clone serves it first."""
+        record = os.path.join(self.snapshot_dir("origin", "s1"), "workset")
+        self.v("create", self.clone_file("q1", restore_mode="ondemand"))
+        wait_for(lambda: self.ondemand_stats("q1").get("vsnap.ondemand.record") == "recorded", what="q1's record")
+        wait_for(lambda: os.path.exists(record), what="the record in the origin's snapshot")
+        with open(os.path.join(self.daemon.state, "run", "q1", "jail.paths")) as f:
+            self.assertIn(f"ro {self.snapshot_dir('origin', 's1')}\n", f.read())
+        self.v("destroy", "q1")
+        self.v("create", self.clone_file("q2", restore_mode="ondemand"))
+        wait_for(lambda: "vsnap.ready=yes" in self.v("domstats", "--state", "q2").stdout, what="q2's readiness")
+        stats = self.ondemand_stats("q2")
+        self.assertEqual(stats.get("vsnap.ondemand.record"), "used", stats)
+        self.assertGreater(int(stats["vsnap.ondemand.prefetch_hits"]), 0, stats)
+        g = self.guest("q2")
+        try:
+            self.check_origin_data(g, "q2")
+        finally:
+            g.close()
+
+    def snapshot_dir(self, dom, snap):
+        return os.path.join(self.daemon.state, "snapshots", dom, self.snapshot_ini(dom, snap)["id"])
+
     def test_definitions_that_do_not_fit_are_refused(self):
         conn = self.daemon.connect()
         try:

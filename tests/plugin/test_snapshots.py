@@ -498,7 +498,8 @@ class RestoreModeTest(SnapshotTestBase):
 
     def test_ondemand_revert_records_and_serves_the_working_set(self):
         """The first on-demand revert to a snapshot records what the guest
-        touched (its confined shim writes it into the snapshot's directory),
+        touched (its confined shim records it, the daemon writes it into the
+        snapshot's directory),
         the next one serves it first; domstats shows both."""
         uid = "3c8e1f4a-2b6d-4e0f-9a17-6d5c4b3a2918"
         self.redefine("ws1", uid, "ondemand")

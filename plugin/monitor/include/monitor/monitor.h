@@ -119,6 +119,9 @@ struct monitor_ondemand {
     char record[16];     /* none, recorded, used, refreshed */
 };
 bool monitor_vm_ondemand(const char *api_socket, struct monitor_ondemand *od, GError **error);
+/* vm.workset: the working-set record a restore with hand_over_workset
+ * recorded (*text, the snapshot's workset file; NULL while none is held). */
+bool monitor_vm_workset(const char *api_socket, char **text, GError **error);
 
 /* vm.restore into a new shim. Its config_overrides give the snapshot's VM
  * every host path of this run: the vsock socket, the serial port and
@@ -131,6 +134,7 @@ struct monitor_restore {
     const char *mode;            /* memory_restore_mode: copy, merge, ondemand, shared */
     bool resume;
     bool once;                   /* restored only this once (a save image): on demand, record no working set */
+    bool hand_over_workset;      /* on demand: the shim holds the record for vm.workset, not writing it */
     const struct domain_def *live;
     const char *vsock_socket;
     const char *disk_work_dir;   /* vsnap_work_dir: where the new overlays go (NULL: none given) */

@@ -33,6 +33,10 @@ struct domain_run {
      * live definition's interfaces, net_fds[i] for nets[i], to send along. */
     const int *net_fds;
     size_t n_net_fds;
+    /* Under dom->lock: the snapshot directory this run restored on demand
+     * from, while its shim holds a working-set record the daemon has not
+     * written there yet (process_keep_workset); NULL: none to come. */
+    char *workset_dir;
 };
 
 struct domain_run *domain_run_ref(struct domain_run *run);
@@ -110,6 +114,12 @@ bool process_shim_disk_layers(struct vsnap_domain *dom, GPtrArray **layers, GErr
  * fold failed (logged): the record then stays, and so must the snapshot
  * directories holding its layers. Call with dom->job held, dom inactive. */
 bool process_release_disks(struct vsnap_driver *drv, struct vsnap_domain *dom);
+
+/* The working-set record run's shim holds (vm.workset), written into the
+ * snapshot directory it restored from: on the shim's workset-recorded event,
+ * and before the shim is stopped. Nothing while it records, or when it
+ * restored nothing on demand. */
+void process_keep_workset(struct vsnap_domain *dom, struct domain_run *run);
 
 /* The last lines of the shim's log (why it died: a seccomp report, say). */
 char *process_log_tail(const struct domain_run *run);

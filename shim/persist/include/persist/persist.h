@@ -112,6 +112,12 @@ struct persist_restore_request {
     bool prefetch;             /* on demand: background prefetch once running */
     bool no_readahead;         /* on demand: no readahead after faults (ram-snapshot/uffd.h) */
     bool no_workset;           /* on demand: neither record nor serve a working set (workset-record.h) */
+    /* On demand: the recorded working set is not written into the snapshot
+     * but held for the client (persist_workset_text), which owns the
+     * directory; workset_held(workset_opaque) says it is there. */
+    bool workset_hand_over;
+    void (*workset_held)(void *opaque);
+    void *workset_opaque;
     JsonObject *config_overrides; /* NULL or {vsock: {socket}, serial: {...}, console: {...},
                                    *          vsnap_work_dir: "/abs/dir" (the disks' new overlays),
                                    *          net: [...], disks: [{id, path, readonly}],
@@ -144,6 +150,9 @@ void persist_add_info(struct vm *vm, JsonBuilder *b);
  * demand keeps the working set it touched until now (plus a grace period)
  * with its snapshot, for the next restore to fetch first. */
 void persist_guest_ready(struct vm *vm);
+/* The working set a restore asked to hand over recorded, as the snapshot's
+ * workset file would hold it (snapshot/workset.h); NULL when none is held. */
+const char *persist_workset_text(struct vm *vm);
 /* vm.info's vsnap.clock comes with it: see persist/clock.h. */
 
 /* A restored VM: the "vmm" object its snapshot's state.json held (the

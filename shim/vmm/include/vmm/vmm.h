@@ -86,6 +86,10 @@ bool vmm_set_link(struct vmm *vmm, const char *id, bool up, GError **error);
 /* vm.info and vm.counters bodies, or NULL and a SHIM_ERROR. */
 JsonNode *vmm_info(struct vmm *vmm, GError **error);
 JsonNode *vmm_counters(struct vmm *vmm, GError **error);
+/* vm.workset: {"workset": the record a restore with "ondemand_workset_write":
+ * false held (text of snapshot/workset.h), or null}; the event
+ * vm/workset-recorded says one is there. */
+JsonNode *vmm_workset(struct vmm *vmm, GError **error);
 
 /* vm.snapshot (shim/persist/): only while Paused (405 otherwise). Emits
  * snapshotting/snapshotted (with the new layer's id). result may be NULL. */
