@@ -290,3 +290,14 @@ bool disk_state_release(const char *dir, const struct domain_def *def, GError **
     return disk_state_load(dir, copy, error) && disk_state_fold_into_images(copy, error) &&
            disk_state_remove(dir, error);
 }
+
+bool disk_state_holds_only_unrecorded(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    if (!d)
+        return false;
+    for (const char *name; (name = g_dir_read_name(d));)
+        if (!g_str_has_suffix(name, OVERLAY_SUFFIX))
+            return false;   /* the chains record, a kept or saved directory */
+    return true;
+}

@@ -8,6 +8,7 @@
 #include "monitor/monitor.h"
 #include "persist/job.h"
 #include "persist/save.h"
+#include "domain/disk-state.h"
 #include "recovery-job.h"
 #include "revert-intent.h"
 #include "run/process.h"
@@ -184,6 +185,38 @@ static void recover_save_areas(struct vsnap_driver *drv)
     }
 }
 
+/* The disk directory of no domain (a transient one, a clone among them,
+ * whose start a daemon's end cut short) goes when it holds only overlays no
+ * record names; one with a record keeps chains that still need folding, and
+ * stays. */
+static void recover_disk_dirs(struct vsnap_driver *drv)
+{
+    g_autofree char *root = g_build_filename(drv->paths.state_dir, "disks", NULL);
+    g_autoptr(GDir) d = g_dir_open(root, 0, NULL);
+    for (const char *name; d && (name = g_dir_read_name(d));) {
+        g_autofree char *dir = disk_state_dir(drv->paths.state_dir, name);
+        g_autoptr(GError) error = NULL;
+        if (is_defined(drv, name) || !disk_state_holds_only_unrecorded(dir))
+            continue;
+        g_message("removing %s: the disks of a start that never finished", dir);
+        if (!disk_state_remove(dir, &error))
+            g_warning("%s", error->message);
+    }
+}
+
+/* The snapshot directory of no domain that holds nothing (made for the jail
+ * of a start that never finished) goes; one with snapshots stays. */
+static void remove_empty_snapshot_dirs(struct vsnap_driver *drv)
+{
+    g_autofree char *root = g_build_filename(drv->paths.state_dir, "snapshots", NULL);
+    g_autoptr(GDir) d = g_dir_open(root, 0, NULL);
+    for (const char *name; d && (name = g_dir_read_name(d));) {
+        g_autofree char *dir = snapshot_tree_dir(drv->paths.state_dir, name);
+        if (!is_defined(drv, name))
+            g_rmdir(dir);   /* ENOTEMPTY: it has snapshots, kept */
+    }
+}
+
 /* ---- start-up ---- */
 
 void recovery_at_start(struct vsnap_driver *drv)
@@ -201,4 +234,6 @@ void recovery_at_start(struct vsnap_driver *drv)
         domain_job_release(dom);
     }
     recover_save_areas(drv);
+    recover_disk_dirs(drv);
+    remove_empty_snapshot_dirs(drv);
 }

@@ -648,6 +648,7 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
         g_debug("shim log tail: %s", tail);
         return false;
     }
+    test_hook("start-set-up");
     /* A shim lost during its restore has no pty to ask for: its watcher ends the run. */
     if (!lost && (!learn_serial_pty(run, live, error) || !learn_disk_chains(run, live, error)))
         return false;

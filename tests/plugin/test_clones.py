@@ -43,7 +43,10 @@ def clone_xml(name, image, origin="origin", snapshot="s1", memory_mib=64, vcpus=
 
 @needs_guest
 @unittest.skipUnless(PATTERN, "VSNAP_PATTERN is not set")
-class CloneTest(DaemonTest):
+class CloneBase(DaemonTest):
+    """A running origin with a disk, and its snapshot s1 (memory filled,
+    the disk's first MiB written)."""
+
     def setUp(self):
         super().setUp()
         self.v = self.daemon.virsh
@@ -87,6 +90,28 @@ class CloneTest(DaemonTest):
             fn()
         return cm.exception
 
+    def snapshot_ini(self, dom, snap):
+        root = os.path.join(self.daemon.state, "snapshots", dom)
+        for entry in os.listdir(root):
+            path = os.path.join(root, entry, "snapshot.ini")
+            if os.path.exists(path):
+                with open(path) as f:
+                    text = f.read()
+                if f"name={snap}\n" in text:
+                    fields = dict(re.findall(r"^(\w+)=(.*)$", text, re.M))
+                    fields["id"] = entry
+                    return fields
+        raise AssertionError(f"no snapshot {snap} of {dom}")
+
+    def ondemand_stats(self, name):
+        out = self.v("domstats", "--state", name).stdout
+        return dict(line.strip().split("=", 1) for line in out.splitlines() if "vsnap.ondemand." in line)
+
+    def snapshot_dir(self, dom, snap):
+        return os.path.join(self.daemon.state, "snapshots", dom, self.snapshot_ini(dom, snap)["id"])
+
+
+class CloneTest(CloneBase):
     def test_many_clones_at_once(self):
         names = [f"c{i}" for i in range(CLONES)]
         files = [self.clone_file(n) for n in names]
@@ -166,23 +191,6 @@ class CloneTest(DaemonTest):
             self.v("destroy", n)
         self.v("snapshot-delete", "origin", "s1")
 
-    def snapshot_ini(self, dom, snap):
-        root = os.path.join(self.daemon.state, "snapshots", dom)
-        for entry in os.listdir(root):
-            path = os.path.join(root, entry, "snapshot.ini")
-            if os.path.exists(path):
-                with open(path) as f:
-                    text = f.read()
-                if f"name={snap}\n" in text:
-                    fields = dict(re.findall(r"^(\w+)=(.*)$", text, re.M))
-                    fields["id"] = entry
-                    return fields
-        raise AssertionError(f"no snapshot {snap} of {dom}")
-
-    def ondemand_stats(self, name):
-        out = self.v("domstats", "--state", name).stdout
-        return dict(line.strip().split("=", 1) for line in out.splitlines() if "vsnap.ondemand." in line)
-
     def test_ondemand_clones_record_through_the_daemon(self):
         """A clone restored on demand records what its guest touched; its shim
         sees the origin's snapshot read-only, so the daemon writes the record
@@ -204,9 +212,6 @@ class CloneTest(DaemonTest):
             self.check_origin_data(g, "q2")
         finally:
             g.close()
-
-    def snapshot_dir(self, dom, snap):
-        return os.path.join(self.daemon.state, "snapshots", dom, self.snapshot_ini(dom, snap)["id"])
 
     def test_definitions_that_do_not_fit_are_refused(self):
         conn = self.daemon.connect()

@@ -65,6 +65,10 @@ bool disk_state_relocate(const char *dir, struct domain_def *def, const char *fr
  * record follows. */
 bool disk_state_drop_layers(const char *dir, struct domain_def *def, const char *snapshot_dir,
                             GError **error);
+/* dir holds nothing but overlays no record names (or nothing): what a start
+ * that never finished left (the daemon killed before the shim's restore
+ * was recorded), which nothing can use. */
+bool disk_state_holds_only_unrecorded(const char *dir);
 /* rm -r dir. */
 bool disk_state_remove(const char *dir, GError **error);
 
