@@ -18,6 +18,7 @@ import uuid as uuidlib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import netd  # noqa: E402
 from netd import Lan, Netns, interface_xml, netinfo, ping, udp_echo  # noqa: E402
+import vsnapd  # noqa: E402
 from vsnapd import domain_xml, needs_guest, wait_for  # noqa: E402
 
 GUEST_IP = "10.77.0.2"
@@ -384,6 +385,49 @@ class NetdTest(unittest.TestCase):
         self.assertTrue(udp_echo(lan_a.peer, GUEST_IP, [b"after managedsave"]), "no echo after managedsave")
         self.virsh("destroy", "o1")
         self.assertEqual(self.taps(), {})
+
+    def test_vsnap_from_clones_get_their_own_taps(self):
+        """Clones through <vsnap:from>: each gets a new tap on its own bridge
+        and its own MAC, and answers beside the origin; the taps go with
+        them, and with a clone whose start the daemon's death cut short."""
+        lan_a = self.closing(Lan(self.host, "br0", PEER_IP, "a"))
+        lan_b = self.closing(Lan(self.host, "br1", PEER_IP, "b"))
+        self.start_daemon()
+        origin_mac, clone_mac = "52:54:00:0a:00:11", "52:54:00:0b:00:12"
+        self.define("o3", [interface_xml("bridge", mac=origin_mac, source="br0")])
+        self.virsh("start", "o3")
+        self.assertTrue(ping(lan_a.peer, GUEST_IP))
+        self.virsh("snapshot-create-as", "o3", "s1")
+        meta = ("  <metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'>"
+                "<vsnap:from domain='o3' snapshot='s1'/></vsnap:vsnap></metadata>\n")
+        clone_xml = domain_xml("c3", uuid=str(uuidlib.uuid4()), cmdline=netd.guest_cmdline(GUEST_IP),
+                               extra_devices=interface_xml("bridge", mac=clone_mac, source="br1"))
+        path = os.path.join(self.daemon.dir, "c3.xml")
+        with open(path, "w") as f:
+            f.write(clone_xml.replace("  <memory", meta + "  <memory", 1))
+        self.virsh("create", path)
+        self.assertEqual(len(self.taps()), 2)
+        self.assertTrue(ping(lan_b.peer, GUEST_IP), "the clone does not answer on its bridge")
+        self.assertTrue(ping(lan_a.peer, GUEST_IP), "the origin stopped answering")
+        self.assertEqual(netinfo(self.daemon, "c3")["mac"], clone_mac)
+        self.assertEqual(netd.neighbour_mac(lan_b.peer, GUEST_IP), clone_mac)
+        self.assertEqual(self.mac_of("c3"), clone_mac)
+        self.virsh("destroy", "c3")
+        self.assertEqual(len(self.taps()), 1)
+        with open(vsnapd.VIRTVSNAPD, "rb") as f:
+            if b"VSNAPD_TEST_HOOK" not in f.read():
+                return   # a build without test hooks cannot stop the daemon mid-start
+        prefix = ("ip", "netns", "exec", self.host.name)
+        self.daemon.stop(signal.SIGKILL)
+        self.daemon.start(prefix=prefix, env={"VSNAPD_TEST_HOOK": "start-set-up:kill"})
+        self.assertNotEqual(self.virsh("create", path, check=False).returncode, 0)
+        self.daemon.proc.wait(timeout=20)
+        self.daemon.proc = None
+        self.daemon.start(prefix=prefix)
+        wait_for(lambda: len(self.taps()) == 1, what="the cut-short clone's tap to go")
+        self.assertNotIn("c3", self.virsh("list", "--all", "--name").stdout.split())
+        self.virsh("create", path)
+        self.assertTrue(ping(lan_b.peer, GUEST_IP), "the clone does not come back")
 
     # ---- crashes ----
 

@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import threading
+import time
 import unittest
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
@@ -16,13 +17,26 @@ import xml.etree.ElementTree as ET
 import libvirt
 
 from disktest import DiskGuest, MIB, PATTERN, disk_xml, make_image, pattern_sum, zero_sum
-from vsnapd import DaemonTest, domain_xml, needs_guest, wait_for
+from vsnapd import AgentReadiness, DaemonTest, domain_xml, needs_guest, wait_for
 
 FILL_BASE, FILL_MIB = 16 * MIB, 4
 FILL = (FILL_BASE, FILL_MIB * MIB)           # the origin's boot fill (vsnap.fill_mib)
 OWN = (40 * MIB, 1 * MIB)                    # what each clone writes of its own memory
 BLK_ORIGIN = (0, 1 * MIB)                    # the origin's disk blocks before the snapshot
 CLONES = 10
+
+
+class EventLoop:
+    """libvirt's default event loop on a thread, for python callbacks."""
+    started = False
+
+    @classmethod
+    def ensure(cls):
+        if not cls.started:
+            libvirt.virEventRegisterDefaultImpl()
+            threading.Thread(target=lambda: [libvirt.virEventRunDefaultImpl() for _ in iter(int, 1)],
+                             daemon=True).start()
+            cls.started = True
 
 
 def blk_own(i):
@@ -59,6 +73,7 @@ class CloneBase(DaemonTest):
         try:
             g.fill(0, *BLK_ORIGIN, 5)
             self.fill_sum = self.mem_sum(g, FILL)
+            self.origin_genid = self.genid(g)
         finally:
             g.close()
         self.v("snapshot-create-as", "origin", "s1")
@@ -77,6 +92,12 @@ class CloneBase(DaemonTest):
         reply = g.cmd(f"SUM {region[0]:#x} {region[1]:#x}")
         assert reply.startswith("SUM "), reply
         return reply[4:]
+
+    @staticmethod
+    def genid(g):
+        reply = g.cmd("VMGENID")
+        assert reply.startswith("VMGENID "), reply
+        return reply.split()[1]
 
     def clone_file(self, name, **kw):
         return self.write(name + ".xml", clone_xml(name, self.image, **kw))
@@ -135,6 +156,9 @@ class CloneTest(CloneBase):
                 g.fill(0, *blk_own(i), 200 + i)
             own = [self.mem_sum(g, OWN) for g in guests]
             self.assertEqual(len(set(own)), CLONES, f"each clone holds its own memory: {own}")
+            # Each clone is a new VM generation: the guest can tell it is a copy.
+            genids = {self.genid(g) for g in guests} | {self.origin_genid}
+            self.assertEqual(len(genids), CLONES + 1, genids)
             for i, g in enumerate(guests):
                 self.assertEqual(self.mem_sum(g, OWN), own[i], f"{names[i]} after the others wrote")
                 # Its own blocks hold what it wrote; the others' blocks what the image holds.
@@ -232,8 +256,13 @@ class CloneTest(CloneBase):
 
     def test_defined_clone_starts_from_the_snapshot_again(self):
         self.v("define", self.clone_file("p"))
+        EventLoop.ensure()
+        conn = self.daemon.connect()
+        events = AgentReadiness(conn)
         for run in range(2):
+            t0 = time.monotonic()
             self.v("start", "p")
+            events.wait_after(t0, timeout=30)   # the agent-lifecycle event: READY
             g = self.guest("p")
             try:
                 self.check_origin_data(g, f"p, run {run}")
@@ -248,11 +277,56 @@ class CloneTest(CloneBase):
             self.check_origin_data(g, "origin")
         finally:
             g.close()
+        conn.close()
         res = self.v("undefine", "origin", "--snapshots-metadata", check=False)
         self.assertNotEqual(res.returncode, 0)
         self.assertIn("'p'", res.stderr)
         self.v("undefine", "p")
         self.v("snapshot-delete", "origin", "s1")
+
+    def test_defined_clone_starts_from_its_own_state(self):
+        """A persistent clone's start: its managed save if it has one, else its
+        current snapshot, else the origin's snapshot."""
+        self.v("define", self.clone_file("p"))
+        self.v("start", "p")
+        g = self.guest("p")
+        try:
+            g.cmd(f"FILL {OWN[0]:#x} {OWN[1]:#x} 31")
+            g.fill(0, *blk_own(0), 32)
+            held = (self.mem_sum(g, OWN), g.sum(0, *blk_own(0)))
+        finally:
+            g.close()
+        self.v("managedsave", "p")
+        self.v("start", "p")
+        self.assertEqual(self.held(("p")), held, "from its managed save")
+        self.v("snapshot-create-as", "p", "ps")
+        g = self.guest("p")
+        try:
+            g.cmd(f"FILL {OWN[0]:#x} {OWN[1]:#x} 33")
+        finally:
+            g.close()
+        self.v("destroy", "p")
+        self.v("start", "p")
+        self.assertEqual(self.held("p"), held, "from its current snapshot")
+        self.v("destroy", "p")
+        self.v("snapshot-delete", "p", "ps")
+        self.v("start", "p")
+        g = self.guest("p")
+        try:
+            self.check_origin_data(g, "p from the origin again")
+            self.assertEqual(g.sum(0, *blk_own(0)), zero_sum(blk_own(0)[1]))
+        finally:
+            g.close()
+        self.v("destroy", "p")
+        self.v("undefine", "p")
+        self.v("snapshot-delete", "origin", "s1")
+
+    def held(self, name):
+        g = self.guest(name)
+        try:
+            return (self.mem_sum(g, OWN), g.sum(0, *blk_own(0)))
+        finally:
+            g.close()
 
 
 if __name__ == "__main__":
