@@ -163,10 +163,17 @@ static bool parse_vsnap(struct domain_def *def, const xmlNode *vsnap, GError **e
         if (restore ? !parse_restore(def, child, error) : !parse_readiness(def, child, error))
             return false;
     }
-    /* Clones share the pages they only read unless told otherwise. */
-    if (from_seen && !restore_seen)
-        def->vsnap.restore_mode = RESTORE_MODE_SHARED;
+    def->vsnap.restore_given = restore_seen;
     return true;
+}
+
+void domain_default_restore_mode(struct domain_def *def)
+{
+    /* Clones share the pages they only read unless told otherwise; RAM on
+     * huge pages cannot be a private mapping of a file, so those restore on
+     * demand. */
+    if (domain_def_is_clone(def) && !def->vsnap.restore_given)
+        def->vsnap.restore_mode = def->memory_backing.hugepages ? RESTORE_MODE_ONDEMAND : RESTORE_MODE_SHARED;
 }
 
 char *domain_metadata_serialize(const xmlNode *node)

@@ -284,6 +284,7 @@ static bool finish(struct domain_def *def, uint32_t seen, GError **error)
         return false;
     if (!was_seen(seen, "vcpu"))
         def->vcpus = 1;
+    domain_default_restore_mode(def);
     if (!was_seen(seen, "uuid"))
         domain_uuid_generate(def->uuid);
     return domain_check_sysinfo(def, error);

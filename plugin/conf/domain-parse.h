@@ -42,6 +42,9 @@ bool domain_parse_disk(struct domain_def *def, const xmlNode *disk, GError **err
 bool domain_parse_interface(struct domain_def *def, const xmlNode *node, GError **error);
 /* Free what a struct domain_net holds (not the struct). */
 void domain_net_clear(struct domain_net *net);
+/* After the whole definition: the restore mode a clone gets when its
+ * metadata names none (shared; on demand with huge pages). */
+void domain_default_restore_mode(struct domain_def *def);
 bool domain_parse_metadata(struct domain_def *def, const xmlNode *metadata, GError **error);
 /* Serialize node on its own, with the namespace declarations it uses (copied
  * into a new document, libxml2 declares them on the copy's root): one element

@@ -765,7 +765,7 @@ bool process_stop(struct vsnap_driver *drv, struct vsnap_domain *dom, int reason
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
         return false;
     }
-    process_keep_workset(dom, run);
+    process_keep_workset(drv, dom, run);
     if (!terminate(run, graceful)) {
         g_mutex_lock(&dom->lock);
         run->stopping = false;

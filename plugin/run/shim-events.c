@@ -189,7 +189,7 @@ static bool handle_line(struct watcher *w, const char *line)
     if (g_str_equal(source, "guest") && g_str_equal(event, "ready"))
         on_guest_ready(w);
     else if (g_str_equal(source, "vm") && g_str_equal(event, "workset-recorded"))
-        process_keep_workset(w->dom, w->run);
+        process_keep_workset(w->drv, w->dom, w->run);
     else if (g_str_equal(source, "vm") && g_str_equal(event, "shutdown"))
         return on_vm_shutdown(w, event_properties(obj));
     else if (g_str_equal(source, "vm") && g_str_equal(event, "rebooted"))

@@ -8,11 +8,12 @@
 #include <string.h>
 
 #include "monitor/monitor.h"
+#include "run/jail.h"
 #include "snapshot/directory.h"
 #include "snapshot/workset.h"
 
 /* The record's text, checked as the library checks the file, into dir. */
-static void write_record(const char *name, const char *dir, const char *text)
+static void write_record(struct vsnap_driver *drv, const char *name, const char *dir, const char *text)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(snap_dir) d = snap_dir_read(dir, &error);
@@ -27,11 +28,14 @@ static void write_record(const char *name, const char *dir, const char *text)
         g_message("domain %s: the working-set record its shim handed over is refused (%s)", name, why);
         return;
     }
-    if (!snap_workset_write(dir, ws, &error))
+    /* Written by the daemon's user: the shims that restore the snapshot
+     * next read it as theirs. */
+    g_autofree char *path = g_build_filename(dir, SNAP_DIR_WORKSET_FILE, NULL);
+    if (!snap_workset_write(dir, ws, &error) || !jail_share_read(drv, path, &error))
         g_message("domain %s: its working-set record is not kept: %s", name, error->message);
 }
 
-void process_keep_workset(struct vsnap_domain *dom, struct domain_run *run)
+void process_keep_workset(struct vsnap_driver *drv, struct vsnap_domain *dom, struct domain_run *run)
 {
     g_mutex_lock(&dom->lock);
     g_autofree char *dir = g_strdup(run->workset_dir);
@@ -50,5 +54,5 @@ void process_keep_workset(struct vsnap_domain *dom, struct domain_run *run)
     g_autofree char *mine = g_strcmp0(run->workset_dir, dir) == 0 ? g_steal_pointer(&run->workset_dir) : NULL;
     g_mutex_unlock(&dom->lock);
     if (mine)
-        write_record(dom->name, mine, text);
+        write_record(drv, dom->name, mine, text);
 }

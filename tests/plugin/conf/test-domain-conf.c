@@ -208,6 +208,11 @@ static void test_clone_defaults_to_shared(void)
     g_assert_nonnull(strstr(formatted, "<vsnap:from domain='o' snapshot='s1'/>"));
     g_autoptr(domain_def) copy = domain_def_copy(def);
     g_assert_cmpstr(copy->vsnap.from_snapshot, ==, "s1");
+    g_autofree char *huge_xml = domain_with("<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'>"
+                                            "<vsnap:from domain='o' snapshot='s1'/></vsnap:vsnap></metadata>"
+                                            "<memoryBacking><hugepages/></memoryBacking>", "");
+    g_autoptr(domain_def) huge = parse_ok(huge_xml);
+    g_assert_cmpint(huge->vsnap.restore_mode, ==, RESTORE_MODE_ONDEMAND);
     g_autofree char *plain_xml = domain_with("", "");
     g_autoptr(domain_def) plain = parse_ok(plain_xml);
     g_assert_false(domain_def_is_clone(plain));
@@ -221,6 +226,11 @@ static void test_os_boot_hd_kept(void)
                       "</domain>";
     g_autofree char *formatted = check_round_trip(xml);
     g_assert_nonnull(strstr(formatted, "<cmdline>c</cmdline>\n    <boot dev='hd'/>\n  </os>"));
+    g_autofree char *huge_xml = domain_with("<metadata><vsnap:vsnap xmlns:vsnap='urn:vsnap:domain:1'>"
+                                            "<vsnap:from domain='o' snapshot='s1'/></vsnap:vsnap></metadata>"
+                                            "<memoryBacking><hugepages/></memoryBacking>", "");
+    g_autoptr(domain_def) huge = parse_ok(huge_xml);
+    g_assert_cmpint(huge->vsnap.restore_mode, ==, RESTORE_MODE_ONDEMAND);
     g_autofree char *plain_xml = domain_with("", "");
     g_autoptr(domain_def) without = parse_ok(plain_xml);
     g_autofree char *plain = domain_def_format(without, false, -1);

@@ -128,6 +128,7 @@ struct domain_def {
         /* <vsnap:from domain snapshot>: a clone, started from that snapshot
          * of that domain (persist/clone.h); both NULL for any other domain. */
         char *from_domain, *from_snapshot;
+        bool restore_given;       /* parsing only: <vsnap:restore> was there */
     } vsnap;
 
     /* Extensions (appended; the fields above are unchanged). Everything below

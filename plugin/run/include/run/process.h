@@ -119,7 +119,7 @@ bool process_release_disks(struct vsnap_driver *drv, struct vsnap_domain *dom);
  * snapshot directory it restored from: on the shim's workset-recorded event,
  * and before the shim is stopped. Nothing while it records, or when it
  * restored nothing on demand. */
-void process_keep_workset(struct vsnap_domain *dom, struct domain_run *run);
+void process_keep_workset(struct vsnap_driver *drv, struct vsnap_domain *dom, struct domain_run *run);
 
 /* The last lines of the shim's log (why it died: a seccomp report, say). */
 char *process_log_tail(const struct domain_run *run);
