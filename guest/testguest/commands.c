@@ -331,6 +331,15 @@ static void cmd_nmi(struct client *c, char **args)
     reply(c, text);
 }
 
+/* "CID <cid>": the guest CID the vsock driver uses now (read again at each
+ * transport reset: a clone's restore may give it another). */
+static void cmd_cid(struct client *c, char **args)
+{
+    char text[32] = "CID ";
+    format_dec(vsock_guest_cid(), text + 4);
+    reply(c, text);
+}
+
 /* "KEYS xx xx ...": the scan codes read since the last KEYS (virsh send-key). */
 static void cmd_keys(struct client *c, char **args)
 {
@@ -354,7 +363,7 @@ static const struct command commands[] = {
     {"RNG", 1, cmd_rng},     {"VMGENID", 0, cmd_vmgenid},
     {"NETINFO", 0, cmd_netinfo}, {"NETBADPKT", 0, cmd_netbadpkt},
     {"GENCHECK", 0, cmd_gencheck}, {"STALL", 0, cmd_stall},
-    {"NMI", 0, cmd_nmi},     {"KEYS", 0, cmd_keys},
+    {"NMI", 0, cmd_nmi},     {"KEYS", 0, cmd_keys},   {"CID", 0, cmd_cid},
 };
 
 static bool same(const char *a, const char *b)

@@ -35,6 +35,8 @@
  *   STALL                     -> STALL <us>   the idle loop's largest gap
  *                                          since the last STALL (gen.h)
  *   NMI                       -> NMI <count>  NMIs taken since boot (vector 2)
+ *   CID                       -> CID <cid>    the guest CID the vsock driver uses (read again at each
+ *                                             transport reset)
  *   KEYS                      -> KEYS[ xx ...]  the i8042 scan code bytes read
  *                                          since the last KEYS, in hex (keyboard.h)
  *

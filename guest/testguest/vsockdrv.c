@@ -342,6 +342,8 @@ static void take_events(void)
             continue;
         if (elem.len >= 4 && ev_buffers[elem.id][0] == EVENT_TRANSPORT_RESET) {
             drv.transport_resets++;
+            /* As Linux: the CID may have changed (a restored clone). */
+            drv.cid = virtio_config_read64(&drv.dev, 0);
             reset_all_sockets();
         }
         post_event_buffer((uint16_t)elem.id);

@@ -340,9 +340,10 @@ bool monitor_vm_cancel_snapshot(const char *api_socket, GError **error)
 }
 
 /* Every host path and tap of the restored VM is the live definition's (a
- * snapshot from a store supplies none). Of the vsock device only the socket
- * is the host's business; the CID and the rest are the guest's and come
- * from the snapshot. */
+ * snapshot from a store supplies none). Of the vsock device the socket is
+ * the host's business, and a clone's CID its own (the restore's transport
+ * reset has the guest read it again); any other restore keeps the guest's
+ * CID, from the snapshot. */
 static void add_config_overrides(JsonBuilder *b, const struct monitor_restore *r)
 {
     vjson_object_begin(b, "config_overrides");
@@ -353,6 +354,8 @@ static void add_config_overrides(JsonBuilder *b, const struct monitor_restore *r
     if (r->live->vsock.present) {
         vjson_object_begin(b, "vsock");
         vjson_str(b, "socket", r->vsock_socket);
+        if (domain_def_is_clone(r->live))
+            vjson_int(b, "cid", r->live->vsock.cid);
         vjson_object_end(b);
     }
     /* Each interface gets this run's tap (its descriptor) and the MAC of

@@ -14,7 +14,7 @@
  *                    "ondemand_block_size": 65536, "prefetch": false,
  *                    "ondemand_readahead": true, "ondemand_workset": true,
  *                    "ondemand_workset_write": true, (false: the record is held for GET vm.workset)
- *                    "config_overrides": {"vsock": {"socket"}, "serial": {...}, "console": {...},
+ *                    "config_overrides": {"vsock": {"socket", "cid"}, "serial": {...}, "console": {...},
  *                                         "payload": {"kernel", "initramfs", "cmdline"}, "rng": {"src"},
  *                                         "disks": [{"id", "path", "readonly"}],
  *                                         "net": [{"id", "tap", "fds", "mac", "host_mac", "ip", "mask"}]},

@@ -205,7 +205,8 @@ static bool check_device_present(JsonObject *config, JsonObject *overrides, cons
 static bool apply_overrides(JsonObject *config, JsonObject *overrides, GError **error)
 {
     static const char *const console_fields[] = { "mode", "file", "socket", NULL };
-    static const char *const vsock_fields[] = { "socket", NULL };
+    /* cid: a clone's own; the restore's transport reset makes the guest read it. */
+    static const char *const vsock_fields[] = { "socket", "cid", NULL };
     static const char *const payload_fields[] = { "kernel", "initramfs", "cmdline", NULL };
     static const char *const rng_fields[] = { "src", NULL };
     static const char *const sections[] = { "serial", "console", "vsock", "vsnap_work_dir", "net", "disks",

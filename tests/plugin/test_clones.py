@@ -172,6 +172,12 @@ class CloneTest(CloneBase):
             # Each clone is a new VM generation: the guest can tell it is a copy.
             genids = {self.genid(g) for g in guests} | {self.origin_genid}
             self.assertEqual(len(genids), CLONES + 1, genids)
+            # Each has its own guest CID: the live XML's, which the guest reads at the restore's reset.
+            cids = [g.cmd("CID") for g in guests]
+            for n, cid in zip(names, cids):
+                live = ET.fromstring(self.v("dumpxml", n).stdout).find("devices/vsock/cid").get("address")
+                self.assertEqual(cid, f"CID {live}", n)
+            self.assertEqual(len(set(cids)), CLONES, cids)
             for i, g in enumerate(guests):
                 self.assertEqual(self.mem_sum(g, OWN), own[i], f"{names[i]} after the others wrote")
                 # Its own blocks hold what it wrote; the others' blocks what the image holds.
