@@ -63,6 +63,13 @@ class CloneBase(DaemonTest):
 
     def setUp(self):
         super().setUp()
+        try:
+            self.make_origin()
+        except BaseException:
+            self.daemon.cleanup()   # tearDown does not run after a failed setUp
+            raise
+
+    def make_origin(self):
         self.v = self.daemon.virsh
         self.image = make_image(os.path.join(self.daemon.dir, "root.img"), 8 * MIB)
         origin = domain_xml("origin", cmdline=f"vsnap.fill_mib={FILL_MIB} vsnap.seed=3",
