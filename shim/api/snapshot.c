@@ -30,10 +30,12 @@
 #define G_LOG_DOMAIN "vsnap-shim"
 
 #include <glib/gstdio.h>
+#include <string.h>
 
 #include "routes.h"
 #include "api/snapshot-body.h"
 #include "api/store-refs.h"
+#include "store-push-job.h"
 #include "json/bounded-json.h"
 #include "json/vjson.h"
 #include "persist/persist.h"
@@ -193,10 +195,92 @@ static bool check_store_reachable(struct api_request *req, const char *field, co
     return api_store_check_reachable(field, url, error);
 }
 
+/* A live snapshot answers 200 {"pause_us", "passes", "copied_pages",
+ * "final_pages", "first_pass_pages", "data_pages", "file_bytes",
+ * "forced_stop"} (a vsnap extension; Cloud Hypervisor's 204 stays for the
+ * others). */
+static void add_live_members(JsonBuilder *b, const struct persist_snapshot_result *r)
+{
+    vjson_int(b, "pause_us", (gint64)r->pause_us);
+    vjson_int(b, "passes", r->passes);
+    vjson_int(b, "copied_pages", (gint64)r->copied_pages);
+    vjson_int(b, "final_pages", (gint64)r->final_pages);
+    vjson_int(b, "first_pass_pages", (gint64)r->first_pass_pages);
+    vjson_int(b, "data_pages", (gint64)r->data_pages);
+    vjson_int(b, "file_bytes", (gint64)r->file_bytes);
+    if (r->forced_stop)
+        vjson_str(b, "forced_stop", r->forced_stop);
+    else
+        vjson_null(b, "forced_stop");
+}
+
+static JsonNode *live_json(const struct persist_snapshot_result *r)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    vjson_object_begin(b, NULL);
+    add_live_members(b, r);
+    vjson_object_end(b);
+    return json_builder_get_root(b);
+}
+
+/* A live snapshot's request waits (paused) for the job's end; a client that
+ * hangs up meanwhile cancels it, as nobody would learn its result. */
+struct live_wait {
+    bool live;              /* else of the paused VM: Cloud Hypervisor's 204 */
+    struct vmm *vmm;
+    struct api_store *store;
+    SoupServerMessage *msg; /* NULL once the client is gone */
+    gulong gone_id;
+    /* To a store: the prefix pushed to once written, the local copy
+     * written first (NULL: a file:// destination). */
+    char *push_url, *local_dir;
+    struct persist_snapshot_result snapshot; /* a live one's figures, for the push's answer */
+};
+
+static void wait_free(struct live_wait *wait)
+{
+    g_free(wait->push_url);
+    g_free(wait->local_dir);
+    g_free(wait);
+}
+
+static void live_client_gone(SoupServerMessage *msg, gpointer data)
+{
+    struct live_wait *wait = data;
+    g_signal_handler_disconnect(wait->msg, wait->gone_id);
+    g_clear_object(&wait->msg);
+    g_message("vm.snapshot: the client of the snapshot hung up: cancelling it");
+    if (wait->store && wait->store->push)
+        api_push_job_cancel(wait->store->push);
+    else
+        vmm_cancel_snapshot(wait->vmm, NULL);
+}
+
+/* The request's answer, once the job (and its push) ended. */
+static void wait_reply(struct live_wait *wait, unsigned status, JsonNode *json, const GError *error)
+{
+    if (wait->msg) {
+        g_signal_handler_disconnect(wait->msg, wait->gone_id);
+        struct api_request req = { .vmm = wait->vmm, .msg = wait->msg };
+        if (error)
+            reply_error(&req, error);
+        else if (json)
+            reply_json(&req, status, json);
+        else
+            reply_no_content(&req);
+        soup_server_message_unpause(wait->msg);
+        g_object_unref(wait->msg);
+    } else if (json) {
+        json_node_unref(json);
+    }
+    wait_free(wait);
+}
+
 /* 200 {"id", "url": prefix/id, "local_url", "objects_sent", "objects_skipped",
- * "bytes_sent"}: the manifest id a vm.restore of url/id takes. */
-static void reply_pushed(struct api_request *req, const char *prefix, const char *local_dir,
-                         const struct store_push_result *r)
+ * "bytes_sent"}: the manifest id a vm.restore of url/id takes; a live
+ * snapshot's members too (live not NULL). */
+static JsonNode *pushed_json(const char *prefix, const char *local_dir, const struct store_push_result *r,
+                             const struct persist_snapshot_result *live)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autofree char *url = g_strdup_printf("%s%s%s", prefix, g_str_has_suffix(prefix, "/") ? "" : "/", r->id);
@@ -208,14 +292,78 @@ static void reply_pushed(struct api_request *req, const char *prefix, const char
     vjson_int(b, "objects_sent", r->objects_sent);
     vjson_int(b, "objects_skipped", r->objects_skipped);
     vjson_int(b, "bytes_sent", (gint64)r->bytes_sent);
+    if (live)
+        add_live_members(b, live);
     vjson_object_end(b);
-    reply_json(req, 200, json_builder_get_root(b));
+    return json_builder_get_root(b);
+}
+
+/* The local copy stays whatever the push did: the VM's disks continue from
+ * its disk layers, and a later diff names it as parent_url. */
+static void push_done(bool ok, const struct store_push_result *result, const GError *error, void *data)
+{
+    struct live_wait *wait = data;
+    if (ok)
+        return wait_reply(wait, 200,
+                          pushed_json(wait->push_url, wait->local_dir, result, wait->live ? &wait->snapshot : NULL),
+                          NULL);
+    g_autoptr(GError) told = g_error_copy(error);
+    g_prefix_error(&told, "the snapshot was written to file://%s and stays there (the VM %s), but ", wait->local_dir,
+                   vmm_get_state(wait->vmm) == VMM_STATE_PAUSED ? "is still paused" : "runs on");
+    wait_reply(wait, 0, NULL, told);
+}
+
+static void live_done(bool ok, const struct persist_snapshot_result *result, const GError *error, void *data)
+{
+    struct live_wait *wait = data;
+    if (ok && wait->store)
+        api_store_keep_pulled(wait->store);
+    if (!ok && wait->local_dir)
+        g_rmdir(wait->local_dir); /* a failed snapshot leaves its destination as it found it: empty */
+    if (ok && wait->push_url && wait->msg) {
+        wait->snapshot = *result;
+        api_push_job_start(wait->store, wait->local_dir, wait->push_url, push_done, wait);
+        return;
+    }
+    wait_reply(wait, 200, ok && wait->live ? live_json(result) : NULL, ok ? NULL : error);
+}
+
+/* Live or not, a snapshot runs as a job: the API answers and
+ * vm.cancel-snapshot ends it meanwhile; push_url: then pushed there. */
+static void start_job(struct api_request *req, const struct persist_snapshot_request *sreq, const char *push_url)
+{
+    g_autoptr(GError) error = NULL;
+    struct live_wait *wait = g_new0(struct live_wait, 1);
+    wait->live = sreq->live;
+    wait->vmm = req->vmm;
+    wait->store = req->store;
+    wait->push_url = g_strdup(push_url);
+    if (push_url)
+        wait->local_dir = g_strdup(sreq->destination_url + strlen("file://"));
+    if (!vmm_snapshot_live(req->vmm, sreq, live_done, wait, &error)) {
+        if (wait->local_dir)
+            g_rmdir(wait->local_dir);
+        wait_free(wait);
+        return reply_error(req, error);
+    }
+    wait->msg = g_object_ref(req->msg);
+    wait->gone_id = g_signal_connect(req->msg, "disconnected", G_CALLBACK(live_client_gone), wait);
+    soup_server_message_pause(req->msg);
+}
+
+static void handle_cancel_snapshot(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    if (req->store && req->store->push) {
+        api_push_job_cancel(req->store->push);
+        return reply_no_content(req);
+    }
+    bool ok = vmm_cancel_snapshot(req->vmm, &error);
+    reply_result(req, ok, error);
 }
 
 /* Written into a new local directory (the VM's work directory, else beside
- * the cache), then pushed. The local copy stays: the VM's disks continue
- * from its disk layers, and a later diff names it as parent_url. A failed
- * push leaves it, and the VM paused, as a failed local snapshot would. */
+ * the cache), then pushed, as one job. */
 static void snapshot_to_store(struct api_request *req, struct persist_snapshot_request *sreq)
 {
     g_autoptr(GError) error = NULL;
@@ -228,111 +376,17 @@ static void snapshot_to_store(struct api_request *req, struct persist_snapshot_r
                     "answered), not the store URL %s", sreq->parent_url);
         return reply_error(req, error);
     }
-    if (vmm_get_state(req->vmm) != VMM_STATE_PAUSED) { /* vmm_snapshot says why, before a directory is made */
-        bool ok = vmm_snapshot(req->vmm, sreq, NULL, &error);
-        return reply_result(req, ok, error);
+    if (req->store->push) {
+        g_set_error(&error, SHIM_ERROR, SHIM_ERROR_BUSY, "a push to a store is under way (vm.info's "
+                    "vsnap.snapshot_job); vm.cancel-snapshot ends it");
+        return reply_error(req, error);
     }
     g_autofree char *local = api_store_local_dir(req->store, vmm_work_dir(req->vmm), "store-snapshot", &error);
     if (!local)
         return reply_error(req, error);
     g_autofree char *local_url = g_strconcat("file://", local, NULL);
     sreq->destination_url = local_url;
-    if (!vmm_snapshot(req->vmm, sreq, NULL, &error)) {
-        g_rmdir(local); /* a failed snapshot leaves its destination as it found it: empty */
-        return reply_error(req, error);
-    }
-    api_store_keep_pulled(req->store);
-    g_autofree char *id = NULL;
-    struct store_push_result r = { 0 };
-    if (!api_store_push(req->store, local, prefix, &id, &r, &error)) {
-        g_prefix_error(&error, "the snapshot was written to %s and the VM is still paused, but ", local_url);
-        return reply_error(req, error);
-    }
-    reply_pushed(req, prefix, local, &r);
-    store_push_result_clear(&r);
-}
-
-/* A live snapshot answers 200 {"pause_us", "passes", "copied_pages",
- * "final_pages", "first_pass_pages", "data_pages", "file_bytes",
- * "forced_stop"} (a vsnap extension; Cloud Hypervisor's 204 stays for the
- * others). */
-static void reply_live(struct api_request *req, const struct persist_snapshot_result *r)
-{
-    g_autoptr(JsonBuilder) b = json_builder_new();
-    vjson_object_begin(b, NULL);
-    vjson_int(b, "pause_us", (gint64)r->pause_us);
-    vjson_int(b, "passes", r->passes);
-    vjson_int(b, "copied_pages", (gint64)r->copied_pages);
-    vjson_int(b, "final_pages", (gint64)r->final_pages);
-    vjson_int(b, "first_pass_pages", (gint64)r->first_pass_pages);
-    vjson_int(b, "data_pages", (gint64)r->data_pages);
-    vjson_int(b, "file_bytes", (gint64)r->file_bytes);
-    if (r->forced_stop)
-        vjson_str(b, "forced_stop", r->forced_stop);
-    else
-        vjson_null(b, "forced_stop");
-    vjson_object_end(b);
-    reply_json(req, 200, json_builder_get_root(b));
-}
-
-/* A live snapshot's request waits (paused) for the job's end; a client that
- * hangs up meanwhile cancels it, as nobody would learn its result. */
-struct live_wait {
-    bool live;              /* else of the paused VM: Cloud Hypervisor's 204 */
-    struct vmm *vmm;
-    struct api_store *store;
-    SoupServerMessage *msg; /* NULL once the client is gone */
-    gulong gone_id;
-};
-
-static void live_client_gone(SoupServerMessage *msg, gpointer data)
-{
-    struct live_wait *wait = data;
-    g_signal_handler_disconnect(wait->msg, wait->gone_id);
-    g_clear_object(&wait->msg);
-    g_message("vm.snapshot: the client of the live snapshot hung up: cancelling it");
-    vmm_cancel_snapshot(wait->vmm, NULL);
-}
-
-static void live_done(bool ok, const struct persist_snapshot_result *result, const GError *error, void *data)
-{
-    struct live_wait *wait = data;
-    if (ok && wait->store)
-        api_store_keep_pulled(wait->store);
-    if (wait->msg) {
-        g_signal_handler_disconnect(wait->msg, wait->gone_id);
-        struct api_request req = { .vmm = wait->vmm, .msg = wait->msg };
-        if (ok && wait->live)
-            reply_live(&req, result);
-        else
-            reply_result(&req, ok, error);
-        soup_server_message_unpause(wait->msg);
-        g_object_unref(wait->msg);
-    }
-    g_free(wait);
-}
-
-static void start_live(struct api_request *req, const struct persist_snapshot_request *sreq)
-{
-    g_autoptr(GError) error = NULL;
-    struct live_wait *wait = g_new0(struct live_wait, 1);
-    wait->live = sreq->live;
-    wait->vmm = req->vmm;
-    wait->store = req->store;
-    if (!vmm_snapshot_live(req->vmm, sreq, live_done, wait, &error)) {
-        g_free(wait);
-        return reply_error(req, error);
-    }
-    wait->msg = g_object_ref(req->msg);
-    wait->gone_id = g_signal_connect(req->msg, "disconnected", G_CALLBACK(live_client_gone), wait);
-    soup_server_message_pause(req->msg);
-}
-
-static void handle_cancel_snapshot(struct api_request *req)
-{
-    g_autoptr(GError) error = NULL;
-    bool ok = vmm_cancel_snapshot(req->vmm, &error);
-    reply_result(req, ok, error);
+    start_job(req, sreq, prefix);
 }
 
 static void handle_snapshot(struct api_request *req)
@@ -342,16 +396,9 @@ static void handle_snapshot(struct api_request *req)
     struct persist_snapshot_request sreq = { 0 };
     if (!snapshot_body_parse(req->body, parser, &sreq, &error))
         return reply_error(req, error);
-    if (api_store_is_store_url(sreq.destination_url) && sreq.live) {
-        g_set_error(&error, SHIM_ERROR, SHIM_ERROR_UNSUPPORTED,
-                    "a live snapshot goes to a file:// destination (push it to the store afterwards)");
-        return reply_error(req, error);
-    }
     if (api_store_is_store_url(sreq.destination_url))
         return snapshot_to_store(req, &sreq);
-    /* Live or not, a snapshot to a file runs as a job: the API answers and
-     * vm.cancel-snapshot ends it meanwhile. */
-    start_live(req, &sreq);
+    start_job(req, &sreq, NULL);
 }
 
 /* ---- vm.restore ---- */

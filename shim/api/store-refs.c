@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config/shim-error.h"
+#include "store-push-job.h"
 #include "sandbox/confine.h"
 #include "snapshot/directory.h"
 
@@ -55,6 +56,8 @@ bool api_store_init(struct api_store *s, const char *config_path, const char *ca
 
 void api_store_clear(struct api_store *s)
 {
+    if (s->push) /* the shim's exit: the push stops, its client hears nothing */
+        api_push_job_end_now(s->push);
     g_clear_pointer(&s->pulled, g_ptr_array_unref);
     g_clear_pointer(&s->cache_dir, g_free);
     store_options_clear(&s->options);
@@ -95,6 +98,8 @@ static void to_shim_error(GError **error, const char *what)
         code = SHIM_ERROR_INVALID;
     else if ((*error)->domain == STORE_ERROR && (*error)->code == STORE_ERROR_TIMEOUT)
         code = SHIM_ERROR_TIMEOUT;
+    else if ((*error)->domain == STORE_ERROR && (*error)->code == STORE_ERROR_CANCELLED)
+        code = SHIM_ERROR_CANCELLED;
     GError *shim = g_error_new(SHIM_ERROR, code, "%s: %s", what, (*error)->message);
     g_clear_error(error);
     *error = shim;
@@ -259,12 +264,16 @@ void api_store_remove_pulled(struct api_store *s)
         g_ptr_array_remove_range(s->pulled, 0, s->pulled->len);
 }
 
-bool api_store_push(const struct api_store *s, const char *dir, const char *url, char **id,
+bool api_store_push(const struct api_store *s, const struct api_push_args *args, char **id,
                     struct store_push_result *result, GError **error)
 {
+    const char *dir = args->dir, *url = args->url;
     struct store_push_args a = { .dir = dir, .url = url };
     gint64 t0 = g_get_monotonic_time();
     struct store_options o = s->options; /* shares the strings: not cleared */
+    o.cancel = args->cancel;
+    o.on_progress = args->on_progress;
+    o.progress_data = args->progress_data;
     store_options_start_deadline(&o);
     if (!store_push(&a, &o, result, error)) {
         g_autofree char *what = g_strdup_printf("cannot push the snapshot at file://%s to %s", dir, url);

@@ -11,9 +11,10 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 
-from persisttest import ApiShim, MIB, check, connect
+from persisttest import ApiShim, Fail, MIB, check, connect
 from servers import StallingProxy
 from vsnaptest import write_state_json
 
@@ -410,6 +411,84 @@ def case_shim_store_deadline(env):
         stall.close()
 
 
+def wait_push_job(vm, until, timeout_s=30):
+    """vm.info's vsnap.snapshot_job once until(job) holds, each vm.info
+    answered within 2 s (the API serves while a push runs)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        info, elapsed = timed(lambda: vm.ok("GET", "vm.info", timeout=10))
+        check(elapsed < 2, f"vm.info took {elapsed:.1f} s during a push")
+        job = info["vsnap"]["snapshot_job"]
+        if until(job):
+            return info
+        time.sleep(0.05)
+    raise Fail(f"{vm.name}: no push job as wanted in {timeout_s} s: {job}")
+
+
+def in_thread(call):
+    box = {}
+    thread = threading.Thread(target=lambda: box.setdefault("r", timed(call)))
+    thread.start()
+    return thread, box
+
+
+def case_shim_push_is_a_job(env):
+    """vm.snapshot to a store runs as a job: while the push waits on a
+    stalled server, vm.info answers and shows it (phase push), a second
+    store snapshot is refused (409), vm.cancel-snapshot ends it within 2 s
+    (409 cancelled, the VM still paused, the local copy kept, no manifest
+    in the store), and a client that hangs up ends it too. A live snapshot
+    to nginx answers with its pause and the manifest id, and restores
+    exactly on another host."""
+    o = origin(env)
+    stall = StallingProxy(env.nginx)
+    try:
+        host = Host(env, o.root, "hostJ", timeout=120)
+        env.pull(f"{o.http}/{o.id}", os.path.join(host.dir, "warm"), host.cache)
+        with host.shim() as vm:
+            restore_checked(env, vm, f"{o.http}/{o.id}", host.work, o)
+            vm.ok("PUT", "vm.pause")
+            thread, box = in_thread(lambda: vm.api("PUT", "vm.snapshot",
+                                                   {"destination_url": stall.url("store", "cancelled")},
+                                                   timeout=120))
+            info = wait_push_job(vm, lambda j: j and j["phase"] == "push" and stall.stalled > 0)
+            job = info["vsnap"]["snapshot_job"]
+            check(job["url"] == stall.url("store", "cancelled") and not job["cancelling"], f"the job: {job}")
+            status, reply = vm.api("PUT", "vm.snapshot", {"destination_url": o.http})
+            check(status == 409 and "push to a store is under way" in reply[0], f"a second push: {status} {reply}")
+            t0 = time.monotonic()
+            vm.ok("PUT", "vm.cancel-snapshot")
+            thread.join(30)
+            (status, reply), _ = box["r"]
+            cancel_s = time.monotonic() - t0
+            print(f"  cancel of a stalled push: answered {status} after {cancel_s:.2f} s", flush=True)
+            check(status == 409 and "cancel" in reply[0].lower() and "still paused" in reply[0],
+                  f"the cancelled push: {status} {reply}")
+            check(cancel_s < 2, f"the cancel took {cancel_s:.2f} s")
+            local = reply[0].split("file://", 1)[1].split(" ", 1)[0]
+            check(os.path.exists(os.path.join(local, "state.json")), f"the local copy {local} is gone")
+            info = vm.ok("GET", "vm.info")
+            check(info["state"] == "Paused" and info["vsnap"]["snapshot_job"] is None, f"after the cancel: {info}")
+            check(not os.path.exists(os.path.join(env.nginx.root, "cancelled", "manifests")),
+                  "a cancelled push left a manifest")
+            # a client that gives up: curl's --max-time closes the connection
+            try:
+                vm.api("PUT", "vm.snapshot", {"destination_url": stall.url("store", "hung-up")}, timeout=2)
+            except Fail:
+                pass
+            wait_push_job(vm, lambda j: j is None, timeout_s=10)
+            vm.ok("PUT", "vm.resume")
+            url = env.nginx.url("store", "live-push")
+            reply = vm.ok("PUT", "vm.snapshot", {"destination_url": url, "live": True}, timeout=120)
+            check(reply["id"] and reply["pause_us"] > 0 and reply["objects_sent"] > 0, f"a live push: {reply}")
+            check(vm.state() == "Running", "the VM stopped after its live push")
+        hostk = Host(env, o.root, "hostK")
+        with hostk.shim() as vm:
+            restore_checked(env, vm, f"{url}/{reply['id']}", hostk.work, o)
+    finally:
+        stall.close()
+
+
 def file_facts(path):
     """What a refused restore must leave as it was: bytes, mode, mtime."""
     st = os.lstat(path)
@@ -616,7 +695,7 @@ def case_shim_store_names_no_host_directory(env):
 
 CASES = [case_shim_snapshot_to_store, case_shim_restore_from_store, case_shim_store_errors,
          case_shim_full_snapshot_carries_its_disk_chain, case_shim_pulled_dirs_go_with_the_vm,
-         case_shim_store_deadline, case_shim_store_supplies_no_host_paths,
+         case_shim_store_deadline, case_shim_push_is_a_job, case_shim_store_supplies_no_host_paths,
          case_shim_store_names_no_host_directory, case_shim_fold_disk_of_a_pulled_snapshot]
 
 

@@ -32,6 +32,7 @@ struct api_store {
     guint64 cache_size;
     struct store_options options;
     GPtrArray *pulled; /* struct api_store_pulled * */
+    struct api_push_job *push; /* the push under way (shim/api/store-push-job.h), or NULL */
 };
 
 /* config_path and cache_dir may be NULL. Errors name the file. */
@@ -76,6 +77,13 @@ void api_store_remove_pulled(struct api_store *s);
 char *api_store_local_dir(const struct api_store *s, const char *base, const char *what, GError **error);
 
 /* Push the snapshot directory dir (and its parents) to url; *id gets the
- * manifest id. */
-bool api_store_push(const struct api_store *s, const char *dir, const char *url, char **id,
+ * manifest id. cancel and on_progress as store_options' (may be NULL); a
+ * cancelled push is SHIM_ERROR_CANCELLED. */
+struct api_push_args {
+    const char *dir, *url;
+    gint *cancel;
+    void (*on_progress)(void *data, guint64 done, guint64 total);
+    void *progress_data;
+};
+bool api_store_push(const struct api_store *s, const struct api_push_args *args, char **id,
                     struct store_push_result *result, GError **error);
