@@ -253,6 +253,19 @@ int snap_overlay_sync(struct snap_overlay *ov)
     return err;
 }
 
+int snap_overlay_detach_lower(struct snap_overlay *ov)
+{
+    int err = snap_overlay_sync(ov);
+    if (err)
+        return err;
+    ov->hdr.lower_id = (snap_id){ 0 };
+    ov->hdr.header_crc = header_crc(&ov->hdr);
+    uint8_t page[SNAP_OVERLAY_BLOCK] = { 0 };
+    memcpy(page, &ov->hdr, sizeof ov->hdr);
+    err = snap_pwrite_all(ov->fd, page, sizeof page, 0);
+    return err ? err : datasync(ov->fd);
+}
+
 uint64_t snap_overlay_count(const struct snap_overlay *ov)
 {
     uint64_t n = 0;

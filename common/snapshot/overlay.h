@@ -7,7 +7,8 @@
  *                             once block b's data is in the file
  *   [data_offset + b * 4096)  block b's data (a sparse file: unwritten blocks are holes)
  *
- * The header never changes after creation, so it is checked by its CRC-32C.
+ * The header changes after creation only when a block pull detaches the
+ * overlay from its chain (snap_overlay_detach_lower); it is checked by its CRC-32C.
  * Bits only ever go from 0 to 1, and a bit reaches the file only after its
  * block's data was made durable (snap_overlay_sync: fdatasync, bitmap,
  * fdatasync), so a bitmap torn by a crash still names only blocks whose data
@@ -100,6 +101,14 @@ bool snap_overlay_seal(struct snap_overlay *ov, const char *layer_path, const sn
 struct snap_steps;
 bool snap_overlay_seal_steps(struct snap_overlay *ov, const char *layer_path, const snap_id *id,
                              const struct snap_steps *steps, uint64_t *blocks, GError **error);
+
+/* A block pull copied every block the chain's layers held into the overlay:
+ * from now on it sits directly on the image. Makes the data and bitmap
+ * durable first (snap_overlay_sync), then rewrites the header with lower_id
+ * nil (and its checksum) and syncs again, so whatever a crash leaves, the
+ * header names a lower the overlay's blocks are right over (the chain reads
+ * the same as the pulled blocks). 0 or -errno. */
+int snap_overlay_detach_lower(struct snap_overlay *ov);
 
 /* The overlay belongs where it is put: made for a disk of capacity bytes, on
  * the layer top (nil: none), over image as it is now. SNAP_ERROR_CHAIN naming

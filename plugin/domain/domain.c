@@ -50,6 +50,8 @@ void vsnap_domain_unref(struct vsnap_domain *dom)
     domain_def_free(dom->next_def);
     g_free(dom->name);
     g_free(dom->completed);
+    if (dom->block_jobs)
+        g_ptr_array_unref(dom->block_jobs);
     g_mutex_clear(&dom->lock);
     domain_job_lock_clear(&dom->job);
     g_cond_clear(&dom->changed);

@@ -18,6 +18,7 @@ static void event_free(struct domain_event *ev)
 {
     g_free(ev->name);
     g_free(ev->text);
+    g_free(ev->disk);
     g_free(ev);
 }
 
@@ -114,6 +115,20 @@ void event_queue_agent(struct event_queue *q, struct vsnap_domain *dom, int stat
 void event_queue_metadata(struct event_queue *q, struct vsnap_domain *dom, int type, const char *uri)
 {
     push_text(q, dom, VIR_DOMAIN_EVENT_ID_METADATA_CHANGE, type, 0, uri);
+}
+
+void event_queue_block_job(struct event_queue *q, struct vsnap_domain *dom, const char *path, const char *disk,
+                           int type, int status)
+{
+    int ids[] = { VIR_DOMAIN_EVENT_ID_BLOCK_JOB, VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2 };
+    for (unsigned i = 0; i < G_N_ELEMENTS(ids); i++) {
+        struct domain_event *ev = event_new(dom, ids[i]);
+        ev->a = type;
+        ev->b = status;
+        ev->text = g_strdup(path);
+        ev->disk = g_strdup(disk);
+        g_async_queue_push(q->queue, ev);
+    }
 }
 
 void event_queue_job_completed(struct event_queue *q, struct vsnap_domain *dom,

@@ -577,3 +577,63 @@ bool monitor_vm_disk_counters(const char *api_socket, const char *id, struct dis
     };
     return true;
 }
+
+/* ---- block jobs (vm.disk-pull, vm.disk-job-*) ---- */
+
+static char *disk_job_body(const char *id, bool with_bandwidth, uint64_t bandwidth)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "id", id);
+    if (with_bandwidth)
+        vjson_uint(b, "bandwidth", bandwidth);
+    vjson_object_end(b);
+    return vjson_finish(b, false);
+}
+
+bool monitor_vm_disk_pull(const char *api_socket, const char *id, uint64_t bandwidth, GError **error)
+{
+    g_autofree char *body = disk_job_body(id, true, bandwidth);
+    return request(api_socket, "PUT", "vm.disk-pull", body, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_disk_job_speed(const char *api_socket, const char *id, uint64_t bandwidth, GError **error)
+{
+    g_autofree char *body = disk_job_body(id, true, bandwidth);
+    return request(api_socket, "PUT", "vm.disk-job-speed", body, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_disk_job_cancel(const char *api_socket, const char *id, GError **error)
+{
+    g_autofree char *body = disk_job_body(id, false, 0);
+    return request(api_socket, "PUT", "vm.disk-job-cancel", body, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_disk_job_info(const char *api_socket, const char *id, struct disk_job_progress *out, bool *found,
+                              GError **error)
+{
+    g_autofree char *escaped = g_uri_escape_string(id, NULL, false);
+    g_autofree char *path = g_strdup_printf("vm.disk-job-info?id=%s", escaped);
+    g_autoptr(GString) body = g_string_new(NULL);
+    g_autoptr(GError) local = NULL;
+    long status = 0;
+    *found = false;
+    if (!request_status(api_socket, "GET", path, NULL, QUICK_TIMEOUT_MS, body, &status, &local)) {
+        if (status == 404)
+            return true;   /* no job on that disk */
+        g_propagate_error(error, g_steal_pointer(&local));
+        return false;
+    }
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (!bounded_json_load_data(parser, body->str, body->len, REPLY_MAX_BYTES, &local) ||
+        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED, "vm.disk-job-info answered %s", body->str);
+        return false;
+    }
+    JsonObject *obj = json_node_get_object(json_parser_get_root(parser));
+    *out = (struct disk_job_progress){
+        .cur = counter(obj, "cur"), .end = counter(obj, "end"), .bandwidth = counter(obj, "bandwidth"),
+    };
+    *found = true;
+    return true;
+}

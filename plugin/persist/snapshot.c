@@ -22,6 +22,7 @@
 #include "domain/events.h"
 #include "monitor/monitor.h"
 #include "util/test-hook.h"
+#include "domain/block-jobs.h"
 #include "util/virt-error.h"
 
 static struct snapshot_tree *load(struct vsnap_driver *drv, struct vsnap_domain *dom,
@@ -537,11 +538,30 @@ static char *redefine_locked(struct vsnap_driver *drv, struct vsnap_domain *dom,
     return g_strdup(e->name);
 }
 
+/* A block job writes the overlay a snapshot would seal: refused, naming it
+ * (it ends on its own, or blockjob --abort ends it). */
+static bool refuse_during_block_job(struct vsnap_domain *dom, GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    struct domain_block_job *job = domain_block_job_any(dom);
+    if (job)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "cannot take a snapshot: a block %s job of disk '%s' is under way (wait for it, or end it "
+                    "with virsh blockjob %s %s --abort)", domain_block_job_type_name(job->type), job->disk,
+                    dom->name, job->disk);
+    g_mutex_unlock(&dom->lock);
+    return job == NULL;
+}
+
 char *snapshot_create(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
                       unsigned flags, GError **error)
 {
     if (!check_create_flags(flags, error) || !domain_job_acquire(dom, "snapshot-create", error))
         return NULL;
+    if (!(flags & VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE) && !refuse_during_block_job(dom, error)) {
+        domain_job_release(dom);
+        return NULL;
+    }
     char *name = (flags & VIR_DOMAIN_SNAPSHOT_CREATE_REDEFINE)
                      ? redefine_locked(drv, dom, xml, flags, error)
                      : create_locked(drv, dom, xml, flags, error);

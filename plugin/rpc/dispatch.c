@@ -20,6 +20,7 @@ const struct proc_table rpc_proc_tables[] = {
     {"connect", rpc_connect_procs, &rpc_connect_procs_count},
     {"domain", rpc_domain_procs, &rpc_domain_procs_count},
     {"block", rpc_block_procs, &rpc_block_procs_count},
+    {"block job", rpc_block_job_procs, &rpc_block_job_procs_count},
     {"control", rpc_control_procs, &rpc_control_procs_count},
     {"node", rpc_node_procs, &rpc_node_procs_count},
     {"config", rpc_config_procs, &rpc_config_procs_count},

@@ -91,6 +91,31 @@ static void send_job_completed(struct registration *r, struct wire_header *hdr, 
     job_params_free(params, msg.params.len);
 }
 
+/* remote_domain_event_callback_block_job_msg (id, then dom, path, type,
+ * status) and remote_domain_event_block_job_2_msg (id, dom, dst, type,
+ * status): the same shape, the file or the target. */
+struct block_job_msg {
+    int32_t callback_id;
+    struct wire_domain dom;
+    char *path;
+    int32_t type, status;
+};
+static bool_t xdr_block_job_msg(XDR *x, struct block_job_msg *m)
+{
+    return xdr_int(x, &m->callback_id) && xdr_wire_domain(x, &m->dom) && xdr_wire_string(x, &m->path) &&
+           xdr_int(x, &m->type) && xdr_int(x, &m->status);
+}
+
+static void send_block_job(struct registration *r, struct wire_header *hdr, const struct domain_event *ev,
+                           const struct wire_domain *dom)
+{
+    bool second = ev->event_id == VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2;
+    struct block_job_msg msg = {.callback_id = r->callback_id, .dom = *dom, .path = second ? ev->disk : ev->text,
+                                .type = ev->a, .status = ev->b};
+    hdr->proc = second ? PROC_DOMAIN_EVENT_BLOCK_JOB_2 : PROC_DOMAIN_EVENT_CALLBACK_BLOCK_JOB;
+    rpc_client_send(r->client, hdr, XDR_PROC(xdr_block_job_msg), &msg);
+}
+
 /* ---- delivery ---- */
 
 static void send_event(struct registration *r, const struct domain_event *ev)
@@ -129,6 +154,10 @@ static void send_event(struct registration *r, const struct domain_event *ev)
     }
     case VIR_DOMAIN_EVENT_ID_JOB_COMPLETED:
         send_job_completed(r, &hdr, ev, &msg.dom);
+        break;
+    case VIR_DOMAIN_EVENT_ID_BLOCK_JOB:
+    case VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2:
+        send_block_job(r, &hdr, ev, &msg.dom);
         break;
     }
 }

@@ -7,7 +7,7 @@
 #include "util/virt-error.h"
 
 /* Event ids a client may register. Only lifecycle, reboot, agent
- * lifecycle and metadata change ever fire; accepting the others lets `virsh event --all` and
+ * lifecycle, metadata change, job completed and the block job events ever fire; accepting the others lets `virsh event --all` and
  * virt-manager register them all as they do with any driver. */
 #define EVENT_ID_LIMIT 64
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "util/atomic-file.h"
+#include "domain/block-jobs.h"
 #include "domain/disk-state.h"
 #include "run/jail.h"
 #include "monitor/monitor.h"
@@ -730,6 +731,7 @@ void process_cleanup(struct vsnap_driver *drv, struct vsnap_domain *dom, struct 
      * removed by this cleanup. */
     remove_runtime_files(drv, run);
     dom->run = NULL;
+    domain_block_jobs_clear(dom);   /* they ran in the shim */
     dom->id = -1;
     g_autoptr(domain_def) ended = dom->def->n_nets ? domain_def_copy(dom->def) : NULL;
     forget_serial_pty(dom->def);

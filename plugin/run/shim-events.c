@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "domain/block-jobs.h"
 #include "json/bounded-json.h"
 #include "run/process.h"
 
@@ -161,6 +162,34 @@ static void on_shim_exit(struct watcher *w)
     domain_job_release(dom);
 }
 
+/* The shim's block job on a disk ended by itself (source "disk":
+ * job-completed, job-failed): a completed pull left the disk on its overlay
+ * over the image, which the live definition and the disk record learn
+ * from vm.info first; then the job's record goes and BLOCK_JOB(_2) tell
+ * the clients. A job already aborted through the API has no record and
+ * sends nothing. */
+static void on_disk_job_end(struct watcher *w, JsonObject *properties, bool completed)
+{
+    const char *disk = properties ? json_object_get_string_member_with_default(properties, "id", NULL) : NULL;
+    if (!disk)
+        return;
+    g_autoptr(GError) error = NULL;
+    if (completed && !process_refresh_disks(w->dom, &error))
+        g_warning("domain %s: disk '%s' was pulled, but its chain cannot be recorded: %s", w->dom->name, disk,
+                  error->message);
+    if (!completed)
+        g_message("domain %s: %s", w->dom->name,
+                  json_object_get_string_member_with_default(properties, "error", "a block job failed"));
+    g_mutex_lock(&w->dom->lock);
+    struct domain_block_job *job = run_is_current_locked(w) ? domain_block_job_find(w->dom, disk) : NULL;
+    if (job) {
+        event_queue_block_job(w->drv->events, w->dom, job->path, job->disk, job->type,
+                              completed ? VIR_DOMAIN_BLOCK_JOB_COMPLETED : VIR_DOMAIN_BLOCK_JOB_FAILED);
+        domain_block_job_remove(w->dom, disk);
+    }
+    g_mutex_unlock(&w->dom->lock);
+}
+
 /* The event's "properties" object, NULL when it has none (null). */
 static JsonObject *event_properties(JsonObject *event)
 {
@@ -194,6 +223,8 @@ static bool handle_line(struct watcher *w, const char *line)
         return on_vm_shutdown(w, event_properties(obj));
     else if (g_str_equal(source, "vm") && g_str_equal(event, "rebooted"))
         return on_vm_rebooted(w);
+    else if (g_str_equal(source, "disk") && (g_str_equal(event, "job-completed") || g_str_equal(event, "job-failed")))
+        on_disk_job_end(w, event_properties(obj), g_str_equal(event, "job-completed"));
     return false;
 }
 

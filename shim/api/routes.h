@@ -38,6 +38,7 @@ extern const struct route vmm_routes[]; /* NULL-path terminated */
 extern const struct route vm_routes[];
 extern const struct route info_routes[];
 extern const struct route ready_routes[];
+extern const struct route disk_job_routes[]; /* vsnap's block jobs */
 extern const struct route snapshot_routes[]; /* vm.snapshot, vm.restore */
 
 /* Put the request's descriptors, in order, in place of the numbers every

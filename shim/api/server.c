@@ -90,7 +90,7 @@ void reply_result(struct api_request *req, bool ok, const GError *error)
 
 static const struct route *const route_tables[] = {
     vmm_routes, vm_routes, info_routes, ready_routes,
-    snapshot_routes,
+    snapshot_routes, disk_job_routes,
 };
 
 /* The route for path, and whether some route has that path at all. */

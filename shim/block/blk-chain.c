@@ -103,7 +103,7 @@ static int chain_refuse_zeroes(struct blk_backend *b, uint64_t offset, uint64_t 
 static void chain_close(struct blk_backend *b)
 {
     struct blk_chain *c = chain_of(b);
-    blk_backend_close(c->image);
+    blk_backend_close(c->image);   /* NULL once stolen */
     snap_chain_free(c->chain);
     g_free(c->base.name);
     g_free(c);
@@ -138,6 +138,27 @@ void blk_chain_layers_moved(struct blk_backend *b, const char *from, const char 
             l->path = moved;
         }
     }
+}
+
+uint64_t blk_chain_layer_run(struct blk_backend *b, uint64_t block, uint64_t max, bool *in_layers, bool *zero)
+{
+    *in_layers = *zero = false;
+    if (b->ops != &chain_ops)
+        return max;   /* an image alone: nothing to pull */
+    enum snap_page_kind kind;
+    unsigned layer = 0;
+    uint64_t dp = 0, n = snap_chain_run(chain_of(b)->chain, block, max, &kind, &layer, &dp);
+    *in_layers = kind != SNAP_PAGE_KIND_ABSENT;
+    *zero = kind == SNAP_PAGE_KIND_ZERO;
+    return MAX(n, 1);
+}
+
+struct blk_backend *blk_chain_steal_image(struct blk_backend *b)
+{
+    struct blk_chain *c = chain_of(b);
+    struct blk_backend *image = c->image;
+    c->image = NULL;
+    return image;
 }
 
 struct blk_backend *blk_chain_open(const struct blk_chain_options *opts, GError **error)

@@ -23,6 +23,7 @@ struct blk_overlay {
     struct blk_backend *lower;
     struct snap_overlay *ov;
     bool discard_unmap;      /* a DISCARD records its whole blocks as zeroes */
+    GMutex lock;             /* the guest's I/O against a block job's steps (blk_overlay_pull_step) */
     uint8_t block[BLOCK];    /* a partial-block write's read-modify-write */
 };
 
@@ -209,18 +210,132 @@ static void overlay_close(struct blk_backend *bk)
     struct blk_overlay *o = overlay_of(bk);
     blk_backend_close(o->lower);
     snap_overlay_close(o->ov);
+    g_mutex_clear(&o->lock);
     g_free(o->base.name);
     g_free(o);
 }
 
+/* Every guest operation holds the overlay's lock, uncontended unless a
+ * block job runs: its steps then take turns with the guest's requests. */
+static int locked_readv(struct blk_backend *bk, uint64_t offset, const struct iovec *iov, unsigned niov)
+{
+    g_mutex_lock(&overlay_of(bk)->lock);
+    int err = overlay_readv(bk, offset, iov, niov);
+    g_mutex_unlock(&overlay_of(bk)->lock);
+    return err;
+}
+
+static int locked_writev(struct blk_backend *bk, uint64_t offset, const struct iovec *iov, unsigned niov)
+{
+    g_mutex_lock(&overlay_of(bk)->lock);
+    int err = overlay_writev(bk, offset, iov, niov);
+    g_mutex_unlock(&overlay_of(bk)->lock);
+    return err;
+}
+
+static int locked_flush(struct blk_backend *bk)
+{
+    g_mutex_lock(&overlay_of(bk)->lock);
+    int err = overlay_flush(bk);
+    g_mutex_unlock(&overlay_of(bk)->lock);
+    return err;
+}
+
+static int locked_discard(struct blk_backend *bk, uint64_t offset, uint64_t len)
+{
+    g_mutex_lock(&overlay_of(bk)->lock);
+    int err = overlay_discard(bk, offset, len);
+    g_mutex_unlock(&overlay_of(bk)->lock);
+    return err;
+}
+
+static int locked_write_zeroes(struct blk_backend *bk, uint64_t offset, uint64_t len, bool may_unmap)
+{
+    g_mutex_lock(&overlay_of(bk)->lock);
+    int err = overlay_write_zeroes(bk, offset, len, may_unmap);
+    g_mutex_unlock(&overlay_of(bk)->lock);
+    return err;
+}
+
 static const struct blk_backend_ops overlay_ops = {
-    .readv = overlay_readv,
-    .writev = overlay_writev,
-    .flush = overlay_flush,
-    .discard = overlay_discard,
-    .write_zeroes = overlay_write_zeroes,
+    .readv = locked_readv,
+    .writev = locked_writev,
+    .flush = locked_flush,
+    .discard = locked_discard,
+    .write_zeroes = locked_write_zeroes,
     .close = overlay_close,
 };
+
+/* ---- block pull (blk_overlay_pull_step) ---- */
+
+#define PULL_RUN 256u
+
+/* Blocks [b, b + n), none in the overlay, copied from the chain below. */
+static int pull_copy(struct blk_overlay *o, uint64_t b, uint64_t n, uint8_t *buf)
+{
+    uint64_t start = b * BLOCK, end = MIN((b + n) * BLOCK, o->base.capacity);
+    struct iovec below = { buf, (size_t)(end - start) };
+    memset(buf, 0, (size_t)(n * BLOCK));
+    int err = blk_backend_readv(o->lower, start, &below, 1);
+    struct iovec whole = { buf, (size_t)(n * BLOCK) };
+    if (!err)
+        err = file_transfer(o, start, &whole, 1, true);
+    if (!err)
+        snap_overlay_mark(o->ov, b, n);
+    return err;
+}
+
+/* One run from block b: the blocks a chain layer holds and the overlay does
+ * not are copied (zero runs recorded as zeros); *copied counts them. */
+static int pull_run(struct blk_overlay *o, uint64_t b, uint64_t n, bool zero, uint8_t *buf, uint64_t *copied)
+{
+    for (uint64_t k = b; k < b + n;) {
+        uint64_t m = MIN(presence_run(o->ov, k, b + n - 1), b + n - k);
+        if (!snap_overlay_has(o->ov, k)) {
+            int err = zero ? record_zero_blocks(o, k, m) : pull_copy(o, k, m, buf);
+            if (err == -EOPNOTSUPP)
+                err = pull_copy(o, k, m, buf);
+            if (err)
+                return err;
+            *copied += m;
+        }
+        k += m;
+    }
+    return 0;
+}
+
+int blk_overlay_pull_step(struct blk_backend *b, uint64_t *next, uint64_t max_blocks, uint64_t *copied)
+{
+    struct blk_overlay *o = overlay_of(b);
+    uint64_t count = o->ov->hdr.block_count;
+    g_autofree uint8_t *buf = g_malloc(PULL_RUN * BLOCK);
+    int err = 0;
+    g_mutex_lock(&o->lock);
+    for (uint64_t seen = 0; !err && *next < count && seen < max_blocks;) {
+        bool in_layers = false, zero = false;
+        uint64_t n = blk_chain_layer_run(o->lower, *next, MIN(PULL_RUN, count - *next), &in_layers, &zero);
+        if (in_layers)
+            err = pull_run(o, *next, n, zero, buf, copied);
+        *next += n;
+        seen += n;
+    }
+    g_mutex_unlock(&o->lock);
+    return err;
+}
+
+struct blk_backend *blk_overlay_detach_chain(struct blk_backend *b, int *err)
+{
+    struct blk_overlay *o = overlay_of(b);
+    g_mutex_lock(&o->lock);
+    *err = snap_overlay_detach_lower(o->ov);
+    struct blk_backend *chain = NULL;
+    if (!*err) {
+        chain = o->lower;
+        o->lower = blk_chain_steal_image(chain);
+    }
+    g_mutex_unlock(&o->lock);
+    return chain;
+}
 
 struct snap_overlay *blk_overlay_file(struct blk_backend *b)
 {
@@ -276,5 +391,6 @@ struct blk_backend *blk_overlay_open(const struct blk_overlay_options *opts, str
     o->lower = lower;
     o->ov = ov;
     o->discard_unmap = opts->discard_unmap;
+    g_mutex_init(&o->lock);
     return &o->base;
 }

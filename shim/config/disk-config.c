@@ -180,12 +180,14 @@ static bool is_absolute(const char *path)
     return path && path[0] == '/';
 }
 
-/* vsnap_chain and vsnap_overlay: absolute paths, an overlay only over a chain. */
+/* vsnap_chain and vsnap_overlay: absolute paths, an overlay only over a
+ * chain; an empty chain is an overlay directly on the image (after a block
+ * pull), so it needs its overlay. */
 static bool check_layers(const struct disk_config *d, unsigned i, GError **error)
 {
-    if (d->vsnap_chain && !d->vsnap_chain[0])
+    if (d->vsnap_chain && !d->vsnap_chain[0] && !d->vsnap_overlay)
         return disk_invalid(error, SHIM_ERROR_INVALID, i, "vsnap_chain", "must hold at least one disk layer "
-                            "(or be absent)");
+                            "(or be absent, or be empty under a vsnap_overlay)");
     for (char **p = d->vsnap_chain; p && *p; p++)
         if (!is_absolute(*p))
             return disk_invalid(error, SHIM_ERROR_INVALID, i, "vsnap_chain", "every layer must be an absolute path");

@@ -291,7 +291,9 @@ static struct blk_backend *open_disk_backend(const struct disk_config *disk, GEr
         .image = disk->path, .direct = disk->direct, .layers = (const char *const *)disk->vsnap_chain,
         .nlayers = g_strv_length(disk->vsnap_chain),
     };
-    struct blk_backend *lower = blk_chain_open(&chain, error);
+    /* An empty chain: a block pull put the overlay directly on the image. */
+    struct blk_raw_options image = { .path = disk->path, .readonly = true, .direct = disk->direct };
+    struct blk_backend *lower = chain.nlayers ? blk_chain_open(&chain, error) : blk_raw_open(&image, error);
     struct blk_overlay_options overlay = {
         .path = disk->vsnap_overlay, .image = disk->path, .discard_unmap = disk->vsnap_discard_unmap,
     };

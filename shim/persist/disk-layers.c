@@ -87,6 +87,8 @@ static bool seal_overlay(struct snap_overlay *ov, const struct disk_config *d, c
         return false;
     r->parent = ov->hdr.lower_id;
     guint n = g_strv_length(d->vsnap_chain);
+    if (n == 0)
+        return true;   /* an overlay on the image (a block pull): the first layer again */
     g_autofree char *top_dir = g_path_get_dirname(d->vsnap_chain[n - 1]);
     r->parent_url = snap_dir_url(top_dir);
     return true;

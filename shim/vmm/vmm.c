@@ -2,11 +2,14 @@
 #define G_LOG_DOMAIN "vsnap-shim"
 
 #include "vmm/vmm.h"
+#include "disk-job.h"
 
 #include <stdarg.h>
 
 #include "config/vm-config-json.h"
+#include "block/blk-backend.h"
 #include "devices/i8042.h"
+#include "devices/virtio-blk.h"
 #include "devices/virtio-net.h"
 #include "devices/vmgenid.h"
 #include "json/bounded-json.h"
@@ -64,6 +67,9 @@ struct vmm {
     bool live_job_live;          /* the job's snapshot is live (else: of the paused VM) */
     vmm_live_done_func live_done;
     void *live_data;
+
+    /* Block jobs (disk-job.h), at most one per disk: they end before the VM goes. */
+    GPtrArray *disk_jobs;        /* struct disk_job * */
 };
 
 /* ---- construction --------------------------------------------------------- */
@@ -77,6 +83,7 @@ struct vmm *vmm_new(struct events *events, void (*exit_requested)(void *data), v
     vmm->exit_requested = exit_requested;
     vmm->exit_data = data;
     vmm->ready_watches = g_array_new(FALSE, FALSE, sizeof(struct ready_watch));
+    vmm->disk_jobs = g_ptr_array_new_with_free_func((GDestroyNotify)disk_job_free);
     vmm->next_watch_id = 1;
     return vmm;
 }
@@ -93,6 +100,7 @@ void vmm_free(struct vmm *vmm)
     g_free(vmm->last_error);
     g_free(vmm->ready_info);
     g_array_unref(vmm->ready_watches);
+    g_ptr_array_unref(vmm->disk_jobs);
     g_main_context_unref(vmm->main_context);
     g_free(vmm);
 }
@@ -236,6 +244,8 @@ static void teardown_vm(struct vmm *vmm)
     /* A live snapshot reads the VM's RAM on its thread: it ends first. */
     if (vmm->live_job)
         persist_live_end_now(vmm->live_job);
+    /* So do block jobs: they write the disks' overlays. */
+    g_ptr_array_set_size(vmm->disk_jobs, 0);
     if (!vmm->vm)
         return;
     vm_free(vmm->vm);
@@ -520,6 +530,115 @@ bool vmm_move_disk_layers(struct vmm *vmm, const char *from, const char *to, uns
     return true;
 }
 
+/* ---- block jobs (disk-job.h) ---- */
+
+static struct disk_job *find_disk_job(struct vmm *vmm, const char *id, guint *index)
+{
+    for (guint i = 0; i < vmm->disk_jobs->len; i++)
+        if (g_str_equal(disk_job_disk(vmm->disk_jobs->pdata[i]), id)) {
+            if (index)
+                *index = i;
+            return vmm->disk_jobs->pdata[i];
+        }
+    return NULL;
+}
+
+static struct virtio_blk *find_disk(struct vmm *vmm, const char *id)
+{
+    for (unsigned i = 0; vmm->vm && i < vm_disk_count(vmm->vm); i++)
+        if (g_str_equal(virtio_blk_id(vm_disk(vmm->vm, i)), id))
+            return vm_disk(vmm->vm, i);
+    return NULL;
+}
+
+/* The pull is done: the disk runs on its overlay over the image, and the
+ * config (vm.info's vsnap_chain, what the next snapshot names as parent)
+ * says so: an empty chain. */
+static void disk_job_done(struct disk_job *job, enum disk_job_end end, const char *message,
+                          struct blk_backend *old_chain, void *data)
+{
+    struct vmm *vmm = data;
+    g_autofree char *id = g_strdup(disk_job_disk(job));
+    struct disk_config *d = vm_config_find_disk(vmm->config, id);
+    if (end == DISK_JOB_COMPLETED && d) {
+        g_strfreev(d->vsnap_chain);
+        d->vsnap_chain = g_new0(char *, 1);
+    }
+    blk_backend_close(old_chain);
+    guint index;
+    if (find_disk_job(vmm, id, &index))
+        g_ptr_array_remove_index(vmm->disk_jobs, index);
+    if (end == DISK_JOB_COMPLETED)
+        events_emit_strings(vmm->events, "disk", "job-completed", "id", id, "kind", "pull", NULL);
+    else
+        events_emit_strings(vmm->events, "disk", "job-failed", "id", id, "kind", "pull", "error", message, NULL);
+}
+
+bool vmm_disk_pull(struct vmm *vmm, const char *id, uint64_t bandwidth, GError **error)
+{
+    if (!require_state(vmm, "pull a disk", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED) ||
+        !require_no_live_job(vmm, "pull a disk", error))
+        return false;
+    struct virtio_blk *disk = find_disk(vmm, id);
+    if (!disk) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_FOUND, "no disk with id '%s'", id);
+        return false;
+    }
+    if (find_disk_job(vmm, id, NULL)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_CONFLICT, "disk %s has a block job already", id);
+        return false;
+    }
+    struct blk_backend *overlay = virtio_blk_backend(disk);
+    if (!blk_overlay_file(overlay)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
+                    "disk %s has no snapshot layers to pull (it writes its image directly)", id);
+        return false;
+    }
+    g_ptr_array_add(vmm->disk_jobs, disk_job_start_pull(vmm->main_context, id, overlay, bandwidth, disk_job_done,
+                                                        vmm));
+    events_emit_strings(vmm->events, "disk", "job-started", "id", id, "kind", "pull", NULL);
+    return true;
+}
+
+static struct disk_job *require_disk_job(struct vmm *vmm, const char *id, guint *index, GError **error)
+{
+    struct disk_job *job = require_created(vmm, error) ? find_disk_job(vmm, id, index) : NULL;
+    if (!job && error && !*error)
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_FOUND, "disk %s has no block job", id);
+    return job;
+}
+
+bool vmm_disk_job_info(struct vmm *vmm, const char *id, struct disk_job_info *out, GError **error)
+{
+    struct disk_job *job = require_disk_job(vmm, id, NULL, error);
+    if (job)
+        disk_job_get_info(job, out);
+    return job != NULL;
+}
+
+bool vmm_disk_job_set_speed(struct vmm *vmm, const char *id, uint64_t bandwidth, GError **error)
+{
+    struct disk_job *job = require_disk_job(vmm, id, NULL, error);
+    if (job)
+        disk_job_set_bandwidth(job, bandwidth);
+    return job != NULL;
+}
+
+/* The overlay keeps the blocks copied so far (the chain's own bytes) and
+ * stays on its chain. A job whose last step is done completes instead. */
+bool vmm_disk_job_cancel(struct vmm *vmm, const char *id, GError **error)
+{
+    guint index;
+    struct disk_job *job = require_disk_job(vmm, id, &index, error);
+    if (!job)
+        return false;
+    if (disk_job_finished(job))
+        return true;   /* its done callback is queued: it completes */
+    g_ptr_array_remove_index(vmm->disk_jobs, index);
+    events_emit_strings(vmm->events, "disk", "job-cancelled", "id", id, "kind", "pull", NULL);
+    return true;
+}
+
 bool vmm_set_link(struct vmm *vmm, const char *id, bool up, GError **error)
 {
     if (!require_state(vmm, "set a link", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))
@@ -680,6 +799,12 @@ static bool check_snapshot(struct vmm *vmm, const struct persist_snapshot_reques
     }
     if (!require_no_live_job(vmm, "snapshot", error))
         return false;
+    if (vmm->disk_jobs->len) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_BUSY, "cannot snapshot: a block pull of disk %s is under way "
+                    "(it ends on its own, or PUT vm.disk-job-cancel ends it)",
+                    disk_job_disk(vmm->disk_jobs->pdata[0]));
+        return false;
+    }
     if (!req->live && vmm->state != VMM_STATE_PAUSED) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "cannot snapshot: the VM is %s (pause it first)",
                     vmm_state_to_string(vmm->state));

@@ -39,6 +39,7 @@ struct vsnap_domain {
     struct domain_run *run;      /* the shim when active, else NULL */
     struct domain_job_stats *completed; /* the last job that completed (domjobinfo --completed), or NULL */
     gint job_cancel;             /* atomic: domjobabort asked the job under way to end (persist/job.h) */
+    GPtrArray *block_jobs;       /* struct domain_block_job * (block-jobs.h), under lock; NULL until the first */
 };
 
 struct vsnap_domain *vsnap_domain_new(struct domain_def *def);   /* takes def */

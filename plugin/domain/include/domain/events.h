@@ -26,7 +26,8 @@ struct domain_event {
     unsigned char uuid[16];
     int id;
     int a, b;                  /* lifecycle: event, detail; agent: state, reason; metadata: type */
-    char *text;                /* metadata: the element's namespace URI, or NULL */
+    char *text;                /* metadata: the element's namespace URI, or NULL; block job: the disk's path */
+    char *disk;                /* block job: the disk's target (BLOCK_JOB_2's dst) */
     struct domain_job_stats job; /* job completed */
 };
 
@@ -48,5 +49,10 @@ void event_queue_agent(struct event_queue *queue, struct vsnap_domain *dom, int 
                        int reason);
 /* virsh desc / metadata changed it (type: VIR_DOMAIN_METADATA_*; uri for an element). */
 void event_queue_metadata(struct event_queue *queue, struct vsnap_domain *dom, int type, const char *uri);
+/* A block job's state changed (type VIR_DOMAIN_BLOCK_JOB_TYPE_*, status
+ * VIR_DOMAIN_BLOCK_JOB_COMPLETED, _FAILED, _CANCELED, _READY): both
+ * BLOCK_JOB (naming path, the file) and BLOCK_JOB_2 (naming disk, the target). */
+void event_queue_block_job(struct event_queue *queue, struct vsnap_domain *dom, const char *path, const char *disk,
+                           int type, int status);
 void event_queue_job_completed(struct event_queue *queue, struct vsnap_domain *dom,
                                const struct domain_job_stats *job);

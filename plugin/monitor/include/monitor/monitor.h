@@ -153,3 +153,15 @@ struct disk_counters {
  * such disk. */
 bool monitor_vm_disk_counters(const char *api_socket, const char *id, struct disk_counters *out,
                               GError **error);
+
+/* Block jobs on a disk (the shim's vm.disk-pull, vm.disk-job-speed,
+ * vm.disk-job-cancel and vm.disk-job-info; docs/cloud-hypervisor-api.md).
+ * bandwidth: bytes/s, 0 unlimited. *found false: the disk has no job. */
+struct disk_job_progress {
+    uint64_t cur, end, bandwidth;
+};
+bool monitor_vm_disk_pull(const char *api_socket, const char *id, uint64_t bandwidth, GError **error);
+bool monitor_vm_disk_job_speed(const char *api_socket, const char *id, uint64_t bandwidth, GError **error);
+bool monitor_vm_disk_job_cancel(const char *api_socket, const char *id, GError **error);
+bool monitor_vm_disk_job_info(const char *api_socket, const char *id, struct disk_job_progress *out, bool *found,
+                              GError **error);

@@ -71,6 +71,8 @@ extern const struct proc_entry rpc_control_procs[];
 extern const size_t rpc_control_procs_count;
 extern const struct proc_entry rpc_block_procs[];
 extern const size_t rpc_block_procs_count;
+extern const struct proc_entry rpc_block_job_procs[];
+extern const size_t rpc_block_job_procs_count;
 extern const struct proc_entry rpc_event_procs[];
 extern const size_t rpc_event_procs_count;
 extern const struct proc_entry rpc_network_procs[];

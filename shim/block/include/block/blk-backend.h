@@ -153,3 +153,26 @@ struct blk_backend *blk_overlay_open(const struct blk_overlay_options *opts, str
 struct snap_overlay *blk_overlay_file(struct blk_backend *b);
 /* The backend an overlay backend is over (NULL for another backend). */
 struct blk_backend *blk_overlay_lower(struct blk_backend *b);
+
+/* ---- block pull (blk-overlay.c, blk-chain.c) ----
+ *
+ * virsh blockpull while the guest runs: every block a layer of the chain
+ * holds (and the overlay does not) is copied into the overlay, a step at a
+ * time from any thread; each step holds the overlay's lock, which the
+ * guest's requests take too, so the two never see half a block. The image's
+ * blocks are never copied: the overlay stays sparse, the image its base. */
+
+/* From block *next on, at most max_blocks looked at; *next advances past
+ * them, *copied grows by the blocks copied. b is an overlay backend. 0 or
+ * -errno (the overlay keeps what was copied: the same bytes the chain has). */
+int blk_overlay_pull_step(struct blk_backend *b, uint64_t *next, uint64_t max_blocks, uint64_t *copied);
+/* The pull is done (every step through the last block): the overlay's
+ * header no longer names a lower layer (snap_overlay_detach_lower) and the
+ * overlay reads the image directly. Returns the chain backend it was on,
+ * for the caller to close, or NULL with *err set (nothing changed). */
+struct blk_backend *blk_overlay_detach_chain(struct blk_backend *b, int *err);
+/* Blocks from `block` (at most max) with the same source in chain backend
+ * b: *in_layers when a layer holds them (*zero: as zeros), else the image. */
+uint64_t blk_chain_layer_run(struct blk_backend *b, uint64_t block, uint64_t max, bool *in_layers, bool *zero);
+/* The image under chain b, which no longer closes it. */
+struct blk_backend *blk_chain_steal_image(struct blk_backend *b);

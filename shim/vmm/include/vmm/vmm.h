@@ -79,6 +79,24 @@ bool vmm_add_net(struct vmm *vmm, const struct net_config *net, GError **error);
  * and names as parent) follows; the open chains keep their descriptors.
  * *moved: how many layers of the chains were in from. */
 bool vmm_move_disk_layers(struct vmm *vmm, const char *from, const char *to, unsigned *moved, GError **error);
+/* Block jobs (vsnap's vm.disk-pull, vm.disk-job-info, vm.disk-job-speed,
+ * vm.disk-job-cancel): a pull copies every block the chain's layers hold
+ * into disk id's overlay while the guest runs (Running or Paused), at most
+ * bandwidth bytes/s (0: unlimited), then the disk runs on its overlay over
+ * the image and its vsnap_chain is empty. One job per disk (409); a disk
+ * without layers is 400; no snapshot while one runs (409). Events, source
+ * "disk": job-started, job-completed, job-failed ({"error"}), job-cancelled,
+ * each with {"id", "kind": "pull"}. */
+struct disk_job_info {
+    const char *kind;     /* "pull" */
+    uint64_t cur, end;    /* bytes looked at, the disk's bytes */
+    uint64_t copied;      /* bytes copied into the overlay */
+    uint64_t bandwidth;   /* bytes/s, 0: unlimited */
+};
+bool vmm_disk_pull(struct vmm *vmm, const char *id, uint64_t bandwidth, GError **error);
+bool vmm_disk_job_info(struct vmm *vmm, const char *id, struct disk_job_info *out, GError **error);
+bool vmm_disk_job_set_speed(struct vmm *vmm, const char *id, uint64_t bandwidth, GError **error);
+bool vmm_disk_job_cancel(struct vmm *vmm, const char *id, GError **error);
 /* vm.set-link (vsnap): the link of interface id as the guest sees it; only
  * while Running or Paused; an unknown id is 404. */
 bool vmm_set_link(struct vmm *vmm, const char *id, bool up, GError **error);

@@ -1,0 +1,210 @@
+"""Block jobs on a disk's layer chain through real virsh and python3-libvirt:
+blockpull folds the sealed layers into the active overlay while the guest
+runs (the image stays the base), blockjob --info/--bandwidth/--abort report
+and control it, the BLOCK_JOB and BLOCK_JOB_2 events tell its end, a
+snapshot during a job is refused naming it, and kill -9 of the daemon or the
+shim mid-pull leaves a chain that reverts with every byte the guest wrote."""
+
+import os
+import signal
+import threading
+import time
+import unittest
+
+import libvirt
+
+from disktest import MIB, pattern_sum, zero_sum
+from test_disk_snapshots import DiskSnapshotBase, sha256
+from test_events import EventLoop
+from vsnapd import Daemon, wait_for
+
+A = (0, 4 * MIB)          # written before s1
+B = (8 * MIB, 4 * MIB)    # written before s2
+C = (16 * MIB, 1 * MIB)   # written after s2: the overlay's own
+
+
+class BlockJobEvents:
+    """BLOCK_JOB and BLOCK_JOB_2 events of one domain, as python3-libvirt delivers them."""
+
+    def __init__(self, daemon, name):
+        EventLoop.ensure()
+        self.conn = daemon.connect()
+        self.dom = self.conn.lookupByName(name)
+        self.seen = []
+        self.cond = threading.Condition()
+        self.ids = [self.conn.domainEventRegisterAny(self.dom, event, self.callback, event)
+                    for event in (libvirt.VIR_DOMAIN_EVENT_ID_BLOCK_JOB, libvirt.VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2)]
+
+    def callback(self, conn, dom, disk, kind, status, event):
+        with self.cond:
+            self.seen.append((event, disk, kind, status))
+            self.cond.notify_all()
+
+    def wait(self, count, timeout=30):
+        with self.cond:
+            self.cond.wait_for(lambda: len(self.seen) >= count, timeout)
+            return list(self.seen)
+
+    def close(self):
+        for i in self.ids:
+            self.conn.domainEventDeregisterAny(i)
+        self.conn.close()
+
+
+class BlockJobBase(DiskSnapshotBase):
+    def layered(self, name, size=32 * MIB):
+        """A running domain whose vda is image <- s1 (A) <- s2 (B) <- overlay (C)."""
+        root = self.image(f"{name}.img", size)
+        self.define_disks(name, [(root, "vda")])
+        self.v("start", name)
+        self.with_guest(name, lambda g: (g.fill(0, *A, 1), g.flush(0)))
+        self.v("snapshot-create-as", name, "s1")
+        self.with_guest(name, lambda g: (g.fill(0, *B, 2), g.flush(0)))
+        self.v("snapshot-create-as", name, "s2")
+        self.with_guest(name, lambda g: (g.fill(0, *C, 3), g.flush(0)))
+        return root
+
+    def expect(self, name, want):
+        def check(g):
+            for (offset, length), seed in want:
+                got = g.sum(0, offset, length)
+                self.assertEqual(got, pattern_sum(seed, length) if seed else zero_sum(length),
+                                 f"{name}: region {offset:#x}+{length:#x}")
+        self.with_guest(name, check)
+
+
+class BlockPullTest(BlockJobBase):
+    def test_pull_folds_sealed_layers_into_the_overlay(self):
+        root = self.layered("p")
+        base = sha256(root)
+        chain = self.live_chain("p")
+        self.assertEqual(len(chain), 4, chain)    # overlay, s2's layer, s1's layer, image
+        events = BlockJobEvents(self.daemon, "p")
+        try:
+            # virsh -q prints no "Pull complete"; --wait returns 0 only on the COMPLETED event.
+            self.v("blockpull", "p", "vda", "--wait", timeout=120)
+            seen = events.wait(2)
+        finally:
+            events.close()
+        self.assertIn((libvirt.VIR_DOMAIN_EVENT_ID_BLOCK_JOB, root, libvirt.VIR_DOMAIN_BLOCK_JOB_TYPE_PULL,
+                       libvirt.VIR_DOMAIN_BLOCK_JOB_COMPLETED), seen)
+        self.assertIn((libvirt.VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2, "vda", libvirt.VIR_DOMAIN_BLOCK_JOB_TYPE_PULL,
+                       libvirt.VIR_DOMAIN_BLOCK_JOB_COMPLETED), seen)
+        # The disk now runs on its overlay directly over the image, which is unchanged.
+        self.assertEqual(self.live_chain("p"), [chain[0], root])
+        self.assertEqual(sha256(root), base)
+        self.expect("p", [(A, 1), (B, 2), (C, 3), ((24 * MIB, MIB), None)])
+        # Sparse: the overlay holds the three regions, not the disk.
+        self.assertLess(os.stat(chain[0]).st_blocks * 512, 12 * MIB)
+        conn = self.daemon.connect()
+        self.assertEqual(conn.lookupByName("p").blockJobInfo("vda", 0), {})
+        conn.close()
+        # Snapshots go on from the pulled overlay; each earlier one still reverts.
+        self.with_guest("p", lambda g: (g.fill(0, *A, 4), g.flush(0)))
+        self.v("snapshot-create-as", "p", "s3")
+        self.v("snapshot-revert", "p", "s1")
+        self.expect("p", [(A, 1), (B, None), (C, None)])
+        self.v("snapshot-revert", "p", "s3")
+        self.expect("p", [(A, 4), (B, 2), (C, 3)])
+        self.v("snapshot-revert", "p", "s2")
+        self.expect("p", [(A, 1), (B, 2), (C, None)])
+        self.assertEqual(sha256(root), base)
+
+    def test_a_disk_without_layers_has_nothing_to_pull(self):
+        root = self.image("raw.img")
+        self.define_disks("r", [(root, "vda")])
+        self.v("start", "r")
+        res = self.v("blockpull", "r", "vda", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("no snapshot layers to pull", res.stderr)
+        res = self.v("blockpull", "r", "vdz", check=False)
+        self.assertIn("invalid path vdz not assigned to domain", res.stderr)
+        res = self.v("blockpull", "r", "vda", "--base", self.path("other.img"), check=False)
+        self.assertIn("a partial block pull", res.stderr)
+
+
+class BlockJobControlTest(BlockJobBase):
+    def test_info_bandwidth_abort_and_snapshot_refusal(self):
+        root = self.layered("j", size=64 * MIB)
+        chain = self.live_chain("j")
+        conn = self.daemon.connect()
+        dom = conn.lookupByName("j")
+        events = BlockJobEvents(self.daemon, "j")
+        try:
+            # 1 MiB/s: the 8 MiB of layers take seconds.
+            self.v("blockpull", "j", "vda", "--bandwidth", "1")
+            info = dom.blockJobInfo("vda", 0)
+            self.assertEqual(info["type"], libvirt.VIR_DOMAIN_BLOCK_JOB_TYPE_PULL)
+            self.assertEqual(info["bandwidth"], 1)
+            self.assertEqual(info["end"], 64 * MIB)
+            self.assertLess(info["cur"], info["end"])
+            self.assertEqual(dom.blockJobInfo("vda", libvirt.VIR_DOMAIN_BLOCK_JOB_INFO_BANDWIDTH_BYTES)["bandwidth"],
+                             MIB)
+            out = self.v("blockjob", "j", "vda", "--info", "--raw").stdout
+            self.assertRegex(out, r"type=Block Pull\s+bandwidth=1\s+cur=\d+\s+end=67108864")
+            self.assertIn("Bandwidth limit: 1048576 bytes/s (1.000 MiB/s)",
+                          self.v("blockjob", "j", "vda", "--info").stdout)
+            # One job per disk; no snapshot while it runs, and the refusal names it.
+            res = self.v("blockpull", "j", "vda", check=False)
+            self.assertIn("disk 'vda' already in active block job", res.stderr)
+            res = self.v("snapshot-create-as", "j", "during", check=False)
+            self.assertNotEqual(res.returncode, 0)
+            self.assertIn("block pull job of disk 'vda' is under way", res.stderr)
+            # The guest runs and writes during the pull.
+            self.with_guest("j", lambda g: (g.fill(0, *C, 5), g.flush(0)))
+            self.v("blockjob", "j", "vda", "--bandwidth", "2")
+            self.assertEqual(dom.blockJobInfo("vda", 0)["bandwidth"], 2)
+            dom.blockJobSetSpeed("vda", 3 * MIB, libvirt.VIR_DOMAIN_BLOCK_JOB_SPEED_BANDWIDTH_BYTES)
+            self.assertEqual(dom.blockJobInfo("vda", 0)["bandwidth"], 3)
+            res = self.v("blockjob", "j", "vda", "--pivot", check=False)
+            self.assertIn("has no pivot", res.stderr)
+            self.v("blockjob", "j", "vda", "--abort")
+            seen = events.wait(2)
+        finally:
+            events.close()
+        self.assertIn((libvirt.VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2, "vda", libvirt.VIR_DOMAIN_BLOCK_JOB_TYPE_PULL,
+                       libvirt.VIR_DOMAIN_BLOCK_JOB_CANCELED), seen)
+        self.assertEqual(dom.blockJobInfo("vda", 0), {})
+        res = self.v("blockjob", "j", "vda", "--abort", check=False)
+        self.assertIn("does not have an active block job", res.stderr)
+        # Aborted: the disk stays on its chain, every byte as the guest wrote it.
+        self.assertEqual(self.live_chain("j"), chain)
+        self.expect("j", [(A, 1), (B, 2), (C, 5)])
+        self.v("snapshot-create-as", "j", "after")
+        self.v("snapshot-revert", "j", "s1")
+        self.expect("j", [(A, 1), (B, None)])
+        conn.close()
+
+
+class BlockJobFaultTest(BlockJobBase):
+    def slow_pull(self, name):
+        root = self.layered(name, size=64 * MIB)
+        self.v("blockpull", name, "vda", "--bandwidth", "1")
+        time.sleep(1)
+        return root
+
+    def test_kill_of_the_shim_mid_pull_leaves_a_chain_that_reverts(self):
+        self.slow_pull("k")
+        os.kill(self.daemon.shim_pids()["k"], signal.SIGKILL)
+        wait_for(lambda: self.state("k").startswith("shut off"), what="the domain ends with its shim")
+        self.assertEqual(self.v("blockjob", "k", "vda", "--info", check=False).returncode, 1)
+        self.v("snapshot-revert", "k", "s2")
+        self.expect("k", [(A, 1), (B, 2), (C, None)])
+        self.v("snapshot-revert", "k", "s1")
+        self.expect("k", [(A, 1), (B, None)])
+
+    def test_kill_of_the_daemon_mid_pull_leaves_a_chain_that_reverts(self):
+        self.slow_pull("d")
+        self.daemon.stop(signal.SIGKILL)
+        self.daemon.start()
+        self.assertEqual(self.state("d"), "running (booted)")
+        self.expect("d", [(A, 1), (B, 2), (C, 3)])
+        self.v("destroy", "d")
+        self.v("snapshot-revert", "d", "s2")
+        self.expect("d", [(A, 1), (B, 2), (C, None)])
+        self.v("snapshot-revert", "d", "s1")
+        self.expect("d", [(A, 1), (B, None)])
+
+
+if __name__ == "__main__":
+    unittest.main()
