@@ -301,3 +301,48 @@ bool disk_state_holds_only_unrecorded(const char *dir)
             return false;   /* the chains record, a kept or saved directory */
     return true;
 }
+
+#define PIVOT_PREFIX "pivot-"
+
+static char *pivot_path(const char *dir, const char *target)
+{
+    g_autofree char *name = g_strconcat(PIVOT_PREFIX, target, NULL);
+    return g_build_filename(dir, name, NULL);
+}
+
+bool disk_state_begin_pivot(const char *dir, const char *target, GError **error)
+{
+    g_autofree char *path = pivot_path(dir, target);
+    return atomic_file_write(path, target, error);
+}
+
+void disk_state_end_pivot(const char *dir, const char *target)
+{
+    g_autofree char *path = pivot_path(dir, target);
+    g_unlink(path);
+}
+
+bool disk_state_finish_pivots(const char *dir, struct domain_def *def, GError **error)
+{
+    for (size_t i = 0; i < def->n_disks; i++) {
+        struct domain_disk *disk = &def->disks[i];
+        g_autofree char *path = pivot_path(dir, disk->target);
+        if (!g_file_test(path, G_FILE_TEST_EXISTS))
+            continue;
+        g_autoptr(GError) local = NULL;
+        /* The pull left the overlay on the image alone: only it to fold. */
+        if (chain_length(disk) == 1 &&
+            !snap_disk_fold_into_image(disk->path, NULL, 0, overlay_to_fold(disk), NULL, &local)) {
+            g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED,
+                        "cannot finish the pivot of disk '%s' into %s: %s", disk->target, disk->path, local->message);
+            return false;
+        }
+        g_message("disk '%s': the pivot of its active commit a crash cut short is finished: it is %s again",
+                  disk->target, disk->path);
+        domain_disk_set_chain(disk, NULL);
+        if (!disk_state_save(dir, def, error))
+            return false;
+        g_unlink(path);
+    }
+    return true;
+}

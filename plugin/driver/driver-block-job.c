@@ -1,10 +1,15 @@
 #include "driver/driver-block-job.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <libvirt/libvirt.h>
+#include <unistd.h>
 
 #include "domain/block-jobs.h"
+#include "domain/disk-state.h"
 #include "domain/domain.h"
 #include "monitor/monitor.h"
+#include "persist/snapshot.h"
 #include "run/process.h"
 #include "util/virt-error.h"
 
@@ -62,24 +67,40 @@ static bool bandwidth_bytes(uint64_t bandwidth, bool in_bytes, uint64_t *out, GE
     return true;
 }
 
-static bool start_pull(struct vsnap_driver *drv, struct vsnap_domain *dom, const struct job_disk *d,
-                       uint64_t bytes_per_s, GError **error)
+/* Record the job, then ask the shim; the record goes if the shim refuses. */
+static bool start_job(struct vsnap_domain *dom, const struct job_disk *d, int type, uint64_t bytes_per_s,
+                      GError **error)
 {
-    (void)drv;
     g_mutex_lock(&dom->lock);
-    bool added = domain_block_job_add(dom, d->target, d->image, VIR_DOMAIN_BLOCK_JOB_TYPE_PULL, error);
+    bool added = domain_block_job_add(dom, d->target, d->image, type, error);
     g_mutex_unlock(&dom->lock);
     if (!added)
         return false;
     g_autoptr(GError) local = NULL;
-    if (monitor_vm_disk_pull(d->api_socket, d->target, bytes_per_s, &local))
+    bool pull = type == VIR_DOMAIN_BLOCK_JOB_TYPE_PULL;
+    /* A commit writes the image, which the confined shim cannot open for writing. */
+    int fd = pull ? -1 : open(d->image, O_RDWR | O_CLOEXEC);
+    bool ok = pull ? monitor_vm_disk_pull(d->api_socket, d->target, bytes_per_s, &local)
+          : fd < 0 ? (g_set_error(&local, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot open %s: %s", d->image,
+                                  g_strerror(errno)), false)
+                   : monitor_vm_disk_commit(d->api_socket, d->target, bytes_per_s, fd, &local);
+    if (fd >= 0)
+        close(fd);
+    if (ok)
         return true;
     g_mutex_lock(&dom->lock);
     domain_block_job_remove(dom, d->target);
     g_mutex_unlock(&dom->lock);
-    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED, "cannot start the block pull of disk '%s': %s",
-                d->target, local->message);
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED, "cannot start the block %s of disk '%s': %s",
+                domain_block_job_type_name(type), d->target, local->message);
     return false;
+}
+
+static bool start_pull(struct vsnap_driver *drv, struct vsnap_domain *dom, const struct job_disk *d,
+                       uint64_t bytes_per_s, GError **error)
+{
+    (void)drv;
+    return start_job(dom, d, VIR_DOMAIN_BLOCK_JOB_TYPE_PULL, bytes_per_s, error);
 }
 
 /* Under the domain's job, so a pull never starts under a snapshot, revert
@@ -130,6 +151,72 @@ bool driver_block_rebase(struct vsnap_driver *drv, struct vsnap_domain *dom, con
     return pull(drv, dom, disk, bandwidth, flags & VIR_DOMAIN_BLOCK_REBASE_BANDWIDTH_BYTES, error);
 }
 
+/* The copy of an active commit is a pull (the image untouched); only its
+ * pivot writes the image. */
+static bool start_commit(struct vsnap_driver *drv, struct vsnap_domain *dom, const struct job_disk *d,
+                         uint64_t bytes_per_s, GError **error)
+{
+    (void)drv;
+    return start_job(dom, d, VIR_DOMAIN_BLOCK_JOB_TYPE_ACTIVE_COMMIT, bytes_per_s, error);
+}
+
+static bool no_job_yet(struct vsnap_domain *dom, const job_disk_t *d, GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    bool busy = domain_block_job_find(dom, d->target) != NULL;
+    g_mutex_unlock(&dom->lock);
+    if (busy)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "disk '%s' already in active block job",
+                    d->target);
+    return !busy;
+}
+
+/* top must be the active layer (the disk's overlay, or the target) and
+ * base the image, or absent: the commit of the whole chain into the image. */
+static bool check_commit_range(struct vsnap_domain *dom, const struct job_disk *d, const char *base, const char *top,
+                               unsigned flags, GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    const struct domain_disk *disk = domain_def_find_disk(dom->def, d->target);
+    g_autofree char *active = disk && disk->chain ? g_strdup(disk->chain[0]) : NULL;
+    g_mutex_unlock(&dom->lock);
+    bool top_active = !top || g_str_equal(top, d->target) || (active && g_str_equal(top, active));
+    if (!(flags & VIR_DOMAIN_BLOCK_COMMIT_ACTIVE) || !top_active) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "only an active commit (blockcommit %s --active) is supported by vsnap yet: a commit of inner "
+                    "layers is snapshot-delete of the snapshots that hold them", d->target);
+        return false;
+    }
+    if (base && !g_str_equal(base, d->image)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
+                    "disk '%s' commits into its image %s, the base of every layer, not into %s", d->target, d->image,
+                    base);
+        return false;
+    }
+    if (!active) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                    "disk '%s' has no snapshot layers to commit (it writes its image directly)", d->target);
+        return false;
+    }
+    return true;
+}
+
+bool driver_block_commit(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *disk, const char *base,
+                         const char *top, uint64_t bandwidth, unsigned flags, GError **error)
+{
+    g_auto(job_disk_t) d = {0};
+    uint64_t bytes_per_s;
+    unsigned allowed = VIR_DOMAIN_BLOCK_COMMIT_ACTIVE | VIR_DOMAIN_BLOCK_COMMIT_BANDWIDTH_BYTES;
+    if (!refuse_flags(flags, allowed, error) ||
+        !bandwidth_bytes(bandwidth, flags & VIR_DOMAIN_BLOCK_COMMIT_BANDWIDTH_BYTES, &bytes_per_s, error) ||
+        !domain_job_acquire(dom, "blockcommit", error))
+        return false;
+    bool ok = find_job_disk(dom, disk, &d, error) && no_job_yet(dom, &d, error) &&
+              check_commit_range(dom, &d, base, top, flags, error) && start_commit(drv, dom, &d, bytes_per_s, error);
+    domain_job_release(dom);
+    return ok;
+}
+
 /* The disk's job record (type), or VIR_ERR_OPERATION_INVALID as libvirt
  * words it. */
 static bool job_type(struct vsnap_domain *dom, const char *target, int *type, GError **error)
@@ -163,6 +250,9 @@ bool driver_block_job_info(struct vsnap_driver *drv, struct vsnap_domain *dom, c
     /* The shim is done and its event on the way: all copied. */
     if (!in_shim)
         p = (struct disk_job_progress){ .cur = 1, .end = 1 };
+    /* A ready commit reads as done, which virsh --wait looks for too. */
+    if (p.ready)
+        p.cur = p.end;
     bool bytes = flags & VIR_DOMAIN_BLOCK_JOB_INFO_BANDWIDTH_BYTES;
     *out = (struct block_job_info){
         .type = type, .cur = p.cur, .end = p.end,
@@ -185,6 +275,46 @@ bool driver_block_job_set_speed(struct vsnap_driver *drv, struct vsnap_domain *d
            monitor_vm_disk_job_speed(d.api_socket, d.target, bytes_per_s, error);
 }
 
+/* The pivot rewrites the image every snapshot's layers of the disk sit on:
+ * they are marked first (persist/snapshot.h), so that a revert to one is
+ * refused naming the commit, and the pivot's intent is written (a crash
+ * during it is finished before the next boot, domain/disk-state.h). Then
+ * the shim pivots (vm.disk-job-pivot) and the live definition and the
+ * disk record learn it: no chain any more. */
+static bool pivot_commit(struct vsnap_driver *drv, struct vsnap_domain *dom, const job_disk_t *d, GError **error)
+{
+    g_autoptr(GDateTime) now = g_date_time_new_now_local();
+    g_autofree char *stamp = g_date_time_format(now, "%F %T");
+    g_autofree char *what = g_strdup_printf("blockcommit --active of disk '%s' into %s (%s)", d->target, d->image,
+                                            stamp);
+    g_autofree char *disk_dir = disk_state_dir(drv->paths.state_dir, dom->name);
+    if (!domain_job_acquire(dom, "blockcommit-pivot", error))
+        return false;
+    g_autoptr(GError) local = NULL;
+    bool ok = snapshot_mark_disk_commit(drv, dom, what, error) && disk_state_begin_pivot(disk_dir, d->target, error);
+    if (ok && !monitor_vm_disk_job_pivot(d->api_socket, d->target, &local)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "cannot pivot disk '%s': %s", d->target,
+                    local->message);
+        ok = false;
+    }
+    ok = ok && process_refresh_disks(dom, error);
+    if (ok)
+        disk_state_end_pivot(disk_dir, d->target);
+    domain_job_release(dom);
+    return ok;
+}
+
+static void end_job(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *target, int status)
+{
+    g_mutex_lock(&dom->lock);
+    struct domain_block_job *job = domain_block_job_find(dom, target);
+    if (job) {
+        event_queue_block_job(drv->events, dom, job->path, job->disk, job->type, status);
+        domain_block_job_remove(dom, target);
+    }
+    g_mutex_unlock(&dom->lock);
+}
+
 bool driver_block_job_abort(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *disk, unsigned flags,
                             GError **error)
 {
@@ -193,20 +323,15 @@ bool driver_block_job_abort(struct vsnap_driver *drv, struct vsnap_domain *dom, 
     if (!refuse_flags(flags, VIR_DOMAIN_BLOCK_JOB_ABORT_ASYNC | VIR_DOMAIN_BLOCK_JOB_ABORT_PIVOT, error) ||
         !find_job_disk(dom, disk, &d, error) || !job_type(dom, d.target, &type, error))
         return false;
-    if (flags & VIR_DOMAIN_BLOCK_JOB_ABORT_PIVOT) {
+    bool pivot = flags & VIR_DOMAIN_BLOCK_JOB_ABORT_PIVOT;
+    if (pivot && type != VIR_DOMAIN_BLOCK_JOB_TYPE_ACTIVE_COMMIT) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
                     "block job of disk '%s' is a %s, which has no pivot (only a copy or an active commit does)",
                     d.target, domain_block_job_type_name(type));
         return false;
     }
-    if (!monitor_vm_disk_job_cancel(d.api_socket, d.target, error))
+    if (pivot ? !pivot_commit(drv, dom, &d, error) : !monitor_vm_disk_job_cancel(d.api_socket, d.target, error))
         return false;
-    g_mutex_lock(&dom->lock);
-    struct domain_block_job *job = domain_block_job_find(dom, d.target);
-    if (job) {
-        event_queue_block_job(drv->events, dom, job->path, job->disk, job->type, VIR_DOMAIN_BLOCK_JOB_CANCELED);
-        domain_block_job_remove(dom, d.target);
-    }
-    g_mutex_unlock(&dom->lock);
+    end_job(drv, dom, d.target, pivot ? VIR_DOMAIN_BLOCK_JOB_COMPLETED : VIR_DOMAIN_BLOCK_JOB_CANCELED);
     return true;
 }

@@ -597,6 +597,19 @@ bool monitor_vm_disk_pull(const char *api_socket, const char *id, uint64_t bandw
     return request(api_socket, "PUT", "vm.disk-pull", body, QUICK_TIMEOUT_MS, NULL, error);
 }
 
+bool monitor_vm_disk_commit(const char *api_socket, const char *id, uint64_t bandwidth, int image_fd,
+                            GError **error)
+{
+    g_autofree char *body = disk_job_body(id, true, bandwidth);
+    return request_fds(api_socket, "vm.disk-commit", body, &image_fd, 1, QUICK_TIMEOUT_MS, NULL, error);
+}
+
+bool monitor_vm_disk_job_pivot(const char *api_socket, const char *id, GError **error)
+{
+    g_autofree char *body = disk_job_body(id, false, 0);
+    return request(api_socket, "PUT", "vm.disk-job-pivot", body, SLOW_TIMEOUT_MS, NULL, error);
+}
+
 bool monitor_vm_disk_job_speed(const char *api_socket, const char *id, uint64_t bandwidth, GError **error)
 {
     g_autofree char *body = disk_job_body(id, true, bandwidth);
@@ -633,6 +646,7 @@ bool monitor_vm_disk_job_info(const char *api_socket, const char *id, struct dis
     JsonObject *obj = json_node_get_object(json_parser_get_root(parser));
     *out = (struct disk_job_progress){
         .cur = counter(obj, "cur"), .end = counter(obj, "end"), .bandwidth = counter(obj, "bandwidth"),
+        .ready = json_object_get_boolean_member_with_default(obj, "ready", false),
     };
     *found = true;
     return true;

@@ -29,6 +29,7 @@ static void entry_free(struct snapshot_entry *e)
     g_free(e->layer_parent);
     g_free(e->memory_id);
     g_free(e->store_url);
+    g_free(e->disk_commit);
     g_free(e->domain_uuid);
     g_free(e);
 }
@@ -80,6 +81,7 @@ static struct snapshot_entry *load_entry(const char *tree_dir, const char *id)
     e->layer_parent = opt_string(kf, "layer_parent");
     e->memory_id = opt_string(kf, "memory_id");
     e->store_url = opt_string(kf, "store_url");
+    e->disk_commit = opt_string(kf, "disk_commit");
     e->domain_uuid = opt_string(kf, "domain_uuid");
     g_autofree char *deleting = g_build_filename(e->dir, DELETING_FILE, NULL);
     e->deleting = g_file_test(deleting, G_FILE_TEST_EXISTS);
@@ -243,6 +245,8 @@ bool snapshot_entry_save(const struct snapshot_entry *e, GError **error)
     g_key_file_set_string(kf, GROUP, "memory_id", e->memory_id ? e->memory_id : "");
     if (e->store_url)
         g_key_file_set_string(kf, GROUP, "store_url", e->store_url);
+    if (e->disk_commit)
+        g_key_file_set_string(kf, GROUP, "disk_commit", e->disk_commit);
     g_autofree char *text = g_key_file_to_data(kf, NULL, NULL);
     g_autofree char *path = g_build_filename(e->dir, META_FILE, NULL);
     return atomic_file_write(path, text, error);

@@ -42,6 +42,8 @@ struct snapshot_entry {
     char *store_url;        /* the snapshot store it is pushed to, or was learnt from
                              * (redefined from another host's XML); NULL: none */
     bool deleting;          /* an interrupted delete to finish */
+    char *disk_commit;      /* the block commit that rewrote the image its disk layers sit on
+                             * (it cannot be reverted to), NULL: none */
     char *domain_uuid;      /* the domain it belongs to */
 };
 

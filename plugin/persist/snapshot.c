@@ -538,6 +538,35 @@ static char *redefine_locked(struct vsnap_driver *drv, struct vsnap_domain *dom,
     return g_strdup(e->name);
 }
 
+bool snapshot_mark_disk_commit(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *what,
+                               GError **error)
+{
+    g_autoptr(snapshot_tree) tree = load(drv, dom, error);
+    if (!tree)
+        return false;
+    for (guint i = 0; i < tree->entries->len; i++) {
+        struct snapshot_entry *e = tree->entries->pdata[i];
+        if (e->disk_commit)
+            continue;   /* an earlier commit's: its name stays */
+        e->disk_commit = g_strdup(what);
+        if (!snapshot_entry_save(e, error))
+            return false;
+    }
+    return true;
+}
+
+/* A snapshot whose disk layers sit on an image a block commit rewrote
+ * would give the guest a disk no one ever had. */
+static bool refuse_committed(const struct snapshot_entry *e, GError **error)
+{
+    if (!e->disk_commit)
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
+                "cannot revert to snapshot '%s': %s rewrote the image its disk layers sit on "
+                "(snapshot-delete still removes it)", e->name, e->disk_commit);
+    return false;
+}
+
 /* A block job writes the overlay a snapshot would seal: refused, naming it
  * (it ends on its own, or blockjob --abort ends it). */
 static bool refuse_during_block_job(struct vsnap_domain *dom, GError **error)
@@ -733,7 +762,7 @@ static bool revert_locked(struct vsnap_driver *drv, struct vsnap_domain *dom, co
     struct restore_request req;
     /* A snapshot learnt from another host is imported first: the domain
      * runs on untouched while its files arrive. */
-    if (!e || !import_snapshot(drv, tree, e, error))
+    if (!e || !refuse_committed(e, error) || !import_snapshot(drv, tree, e, error))
         return false;
     if (!snapshot_revert_request(drv, dom, e, flags, &def, &req, error)) {
         explain_unfinished_delete(tree, e, error);

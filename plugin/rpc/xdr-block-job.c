@@ -1,4 +1,4 @@
-/* Block job procedures: virDomainBlockPull, virDomainBlockRebase,
+/* Block job procedures: virDomainBlockPull, virDomainBlockRebase, virDomainBlockCommit,
  * virDomainGetBlockJobInfo, virDomainBlockJobSetSpeed and
  * virDomainBlockJobAbort (virsh blockpull, blockjob). The driver runs them
  * (driver-block-job.h); the events are event-registry.c's. */
@@ -33,6 +33,19 @@ static bool_t xdr_rebase_args(XDR *x, struct rebase_args *a)
 {
     return xdr_wire_domain(x, &a->dom) && xdr_wire_string(x, &a->path) && xdr_wire_opt_string(x, &a->base) &&
            xdr_uint64_t(x, &a->bandwidth) && xdr_u_int(x, &a->flags);
+}
+
+struct commit_args {
+    struct wire_domain dom;
+    char *disk;
+    char *base, *top;   /* optional */
+    uint64_t bandwidth;
+    uint32_t flags;
+};
+static bool_t xdr_commit_args(XDR *x, struct commit_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_wire_string(x, &a->disk) && xdr_wire_opt_string(x, &a->base) &&
+           xdr_wire_opt_string(x, &a->top) && xdr_uint64_t(x, &a->bandwidth) && xdr_u_int(x, &a->flags);
 }
 
 /* remote_domain_block_job_abort_args and _get_block_job_info_args: dom, path, flags. */
@@ -75,6 +88,13 @@ static bool do_rebase(struct rpc_call *call, struct rebase_args *a, struct rpc_v
     return dom && driver_block_rebase(call->driver, dom, a->path, a->base, a->bandwidth, a->flags, error);
 }
 
+static bool do_commit(struct rpc_call *call, struct commit_args *a, struct rpc_void *r, GError **error)
+{
+    (void)r;
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_block_commit(call->driver, dom, a->disk, a->base, a->top, a->bandwidth, a->flags, error);
+}
+
 static bool do_set_speed(struct rpc_call *call, struct path_bandwidth_args *a, struct rpc_void *r, GError **error)
 {
     (void)r;
@@ -106,6 +126,8 @@ const struct proc_entry rpc_block_job_procs[] = {
     P(PROC_DOMAIN_BLOCK_PULL, struct path_bandwidth_args, xdr_path_bandwidth_args, struct rpc_void, xdr_rpc_void,
       do_pull, PROC_WRITE),
     P(PROC_DOMAIN_BLOCK_REBASE, struct rebase_args, xdr_rebase_args, struct rpc_void, xdr_rpc_void, do_rebase,
+      PROC_WRITE),
+    P(PROC_DOMAIN_BLOCK_COMMIT, struct commit_args, xdr_commit_args, struct rpc_void, xdr_rpc_void, do_commit,
       PROC_WRITE),
     P(PROC_DOMAIN_BLOCK_JOB_SET_SPEED, struct path_bandwidth_args, xdr_path_bandwidth_args, struct rpc_void,
       xdr_rpc_void, do_set_speed, PROC_WRITE | PROC_NO_JOB),

@@ -598,7 +598,8 @@ static bool launch(struct vsnap_driver *drv, struct domain_run *run, struct doma
 {
     /* A boot continues each disk where the last run left it (its chain and
      * overlay); a restore gets the snapshot's chain from the shim. */
-    if (!how && !disk_state_load(run->disk_dir, live, error))
+    if (!how && (!disk_state_load(run->disk_dir, live, error) ||
+                 !disk_state_finish_pivots(run->disk_dir, live, error)))
         return false;
     /* Before anything exists: a missing image is the user's to fix, and
      * nothing is started or left behind for it. */

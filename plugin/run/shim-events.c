@@ -190,6 +190,22 @@ static void on_disk_job_end(struct watcher *w, JsonObject *properties, bool comp
     g_mutex_unlock(&w->dom->lock);
 }
 
+/* An active commit's pull is done (the disk on its overlay over the image,
+ * which the record learns): READY, which virsh --wait and --pivot wait for. */
+static void on_disk_job_ready(struct watcher *w, JsonObject *properties)
+{
+    const char *disk = properties ? json_object_get_string_member_with_default(properties, "id", NULL) : NULL;
+    g_autoptr(GError) error = NULL;
+    if (disk && !process_refresh_disks(w->dom, &error))
+        g_warning("domain %s: disk '%s' was pulled for its commit, but its chain cannot be recorded: %s",
+                  w->dom->name, disk, error->message);
+    g_mutex_lock(&w->dom->lock);
+    struct domain_block_job *job = disk && run_is_current_locked(w) ? domain_block_job_find(w->dom, disk) : NULL;
+    if (job)
+        event_queue_block_job(w->drv->events, w->dom, job->path, job->disk, job->type, VIR_DOMAIN_BLOCK_JOB_READY);
+    g_mutex_unlock(&w->dom->lock);
+}
+
 /* The event's "properties" object, NULL when it has none (null). */
 static JsonObject *event_properties(JsonObject *event)
 {
@@ -223,6 +239,8 @@ static bool handle_line(struct watcher *w, const char *line)
         return on_vm_shutdown(w, event_properties(obj));
     else if (g_str_equal(source, "vm") && g_str_equal(event, "rebooted"))
         return on_vm_rebooted(w);
+    else if (g_str_equal(source, "disk") && g_str_equal(event, "job-ready"))
+        on_disk_job_ready(w, event_properties(obj));
     else if (g_str_equal(source, "disk") && (g_str_equal(event, "job-completed") || g_str_equal(event, "job-failed")))
         on_disk_job_end(w, event_properties(obj), g_str_equal(event, "job-completed"));
     return false;

@@ -1,4 +1,4 @@
-/* vsnap's block jobs (vmm.h): vm.disk-pull, vm.disk-job-info,
+/* vsnap's block jobs (vmm.h): vm.disk-pull, vm.disk-commit, vm.disk-job-pivot, vm.disk-job-info,
  * vm.disk-job-speed and vm.disk-job-cancel, for the daemon's virsh
  * blockpull and blockjob. */
 #define G_LOG_DOMAIN "vsnap-shim"
@@ -48,6 +48,33 @@ static void handle_pull(struct api_request *req)
     reply_result(req, ok, error);
 }
 
+static void handle_commit(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    const char *id;
+    uint64_t bandwidth;
+    if (req->nfds > 1) {
+        g_set_error(&error, SHIM_ERROR, SHIM_ERROR_INVALID, "vm.disk-commit takes one descriptor (the image)");
+        reply_error(req, error);
+        return;
+    }
+    bool ok = parse_job_body(req, "vm.disk-commit", true, parser, &id, &bandwidth, &error) &&
+              vmm_disk_commit(req->vmm, id, bandwidth, req->nfds ? req->fds[0] : -1, &error);
+    reply_result(req, ok, error);
+}
+
+static void handle_pivot(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    const char *id;
+    uint64_t unused;
+    bool ok = parse_job_body(req, "vm.disk-job-pivot", false, parser, &id, &unused, &error) &&
+              vmm_disk_job_pivot(req->vmm, id, &error);
+    reply_result(req, ok, error);
+}
+
 static void handle_speed(struct api_request *req)
 {
     g_autoptr(GError) error = NULL;
@@ -70,7 +97,7 @@ static void handle_cancel(struct api_request *req)
     reply_result(req, ok, error);
 }
 
-/* GET vm.disk-job-info?id=<disk> -> {"id", "kind", "cur", "end", "copied", "bandwidth"}; 404 without a job. */
+/* GET vm.disk-job-info?id=<disk> -> {"id", "kind", "cur", "end", "copied", "bandwidth", "ready"}; 404 without a job. */
 static void handle_info(struct api_request *req)
 {
     g_autoptr(GError) error = NULL;
@@ -93,12 +120,15 @@ static void handle_info(struct api_request *req)
     vjson_uint(b, "end", info.end);
     vjson_uint(b, "copied", info.copied);
     vjson_uint(b, "bandwidth", info.bandwidth);
+    vjson_bool(b, "ready", info.ready);
     vjson_object_end(b);
     reply_json(req, SOUP_STATUS_OK, json_builder_get_root(b));
 }
 
 const struct route disk_job_routes[] = {
     { "vm.disk-pull", "PUT", true, handle_pull },
+    { "vm.disk-commit", "PUT", true, handle_commit },
+    { "vm.disk-job-pivot", "PUT", true, handle_pivot },
     { "vm.disk-job-speed", "PUT", true, handle_speed },
     { "vm.disk-job-cancel", "PUT", true, handle_cancel },
     { "vm.disk-job-info", "GET", false, handle_info },

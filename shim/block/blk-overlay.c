@@ -304,6 +304,51 @@ static int pull_run(struct blk_overlay *o, uint64_t b, uint64_t n, bool zero, ui
     return 0;
 }
 
+/* ---- active commit ---- */
+
+static int image_write(int fd, const uint8_t *buf, size_t len, uint64_t at)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t n = pwrite(fd, buf + done, len - done, (off_t)(at + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+/* Blocks [b, b + n) from `from` (the lower chain, or the overlay itself) into the image. */
+static int commit_copy(struct blk_overlay *o, struct blk_backend *from, int fd, uint64_t b, uint64_t n,
+                       uint8_t *buf)
+{
+    uint64_t start = b * BLOCK, end = MIN((b + n) * BLOCK, o->base.capacity);
+    struct iovec iov = { buf, (size_t)(end - start) };
+    int err = from ? blk_backend_readv(from, start, &iov, 1) : file_transfer(o, start, &iov, 1, false);
+    return err ? err : image_write(fd, buf, iov.iov_len, start);
+}
+
+int blk_overlay_commit_overlay(struct blk_backend *b, int image_fd)
+{
+    struct blk_overlay *o = overlay_of(b);
+    uint64_t count = o->ov->hdr.block_count;
+    g_autofree uint8_t *buf = g_malloc(PULL_RUN * BLOCK);
+    int err = 0;
+    g_mutex_lock(&o->lock);
+    for (uint64_t k = 0; !err && k < count;) {
+        uint64_t m = MIN(presence_run(o->ov, k, MIN(count, k + PULL_RUN) - 1), PULL_RUN);
+        if (snap_overlay_has(o->ov, k))
+            err = commit_copy(o, NULL, image_fd, k, m, buf);
+        k += m;
+    }
+    g_mutex_unlock(&o->lock);
+    while (!err && fdatasync(image_fd) != 0)
+        if (errno != EINTR)
+            err = -errno;
+    return err;
+}
+
 int blk_overlay_pull_step(struct blk_backend *b, uint64_t *next, uint64_t max_blocks, uint64_t *copied)
 {
     struct blk_overlay *o = overlay_of(b);

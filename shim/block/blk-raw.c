@@ -308,7 +308,12 @@ struct blk_backend *blk_raw_open(const struct blk_raw_options *opts, GError **er
     r->direct = opts->direct;
     r->mem_align = r->off_align = 1;
     int flags = (opts->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | (opts->direct ? O_DIRECT : 0);
-    r->fd = sandbox_open_kept(opts->path, flags);   /* a reset reopens it unprivileged */
+    r->fd = opts->adopt_fd > 0 ? opts->adopt_fd
+                                : sandbox_open_kept(opts->path, flags);   /* a reset reopens it unprivileged */
+    if (opts->adopt_fd > 0 && opts->direct && fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) | O_DIRECT) != 0) {
+        close(r->fd);
+        r->fd = -1;
+    }
     if (r->fd < 0) {
         int e = errno;
         const char *what = e == EINVAL && opts->direct ? "opening it with O_DIRECT (direct=true), which its file "
@@ -319,7 +324,7 @@ struct blk_backend *blk_raw_open(const struct blk_raw_options *opts, GError **er
         return NULL;
     }
     /* Before anything reads it: an image one VM writes is no other's. */
-    if (!snap_image_lock(r->fd, "disk image", opts->path, !opts->readonly, error)) {
+    if (!opts->unlocked && !snap_image_lock(r->fd, "disk image", opts->path, !opts->readonly, error)) {
         raw_close(&r->base);
         return NULL;
     }

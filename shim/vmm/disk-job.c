@@ -3,7 +3,9 @@
 
 #include "disk-job.h"
 
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "block/blk-backend.h"
 #include "sandbox/syscall-filter.h"
@@ -13,6 +15,8 @@
 
 struct disk_job {
     char *id;
+    enum disk_job_kind kind;
+    int image_fd;
     struct blk_backend *overlay;
     GMainContext *ctx;
     disk_job_done_func done;
@@ -30,6 +34,7 @@ struct disk_job {
     int64_t paced_from_us;    /* monotonic: when the current bandwidth began */
     uint64_t paced_blocks;    /* copied since then */
     enum disk_job_end result;
+    bool ready;               /* a commit's copy is done */
     char *error;
     struct blk_backend *old_chain;
 };
@@ -64,9 +69,11 @@ static void finish(struct disk_job *job, int err)
         old = blk_overlay_detach_chain(job->overlay, &err);
     g_mutex_lock(&job->lock);
     job->finished = true;
-    job->result = err ? DISK_JOB_FAILED : DISK_JOB_COMPLETED;
+    job->ready = !err && job->kind == DISK_JOB_COMMIT;
+    job->result = err ? DISK_JOB_FAILED : job->ready ? DISK_JOB_READY : DISK_JOB_COMPLETED;
     if (err)
-        job->error = g_strdup_printf("block pull of disk %s failed: %s", job->id, g_strerror(-err));
+        job->error = g_strdup_printf("block %s of disk %s failed: %s", disk_job_kind(job), job->id,
+                                     g_strerror(-err));
     job->old_chain = old;
     GSource *source = g_idle_source_new();
     g_source_set_callback(source, run_done, job, NULL);
@@ -75,7 +82,7 @@ static void finish(struct disk_job *job, int err)
     g_mutex_unlock(&job->lock);
 }
 
-static gpointer pull_thread(gpointer data)
+static gpointer job_thread(gpointer data)
 {
     struct disk_job *job = data;
     sandbox_seccomp_enter_thread(SANDBOX_THREAD_DISK);
@@ -106,11 +113,14 @@ static gpointer pull_thread(gpointer data)
     return NULL;
 }
 
-struct disk_job *disk_job_start_pull(GMainContext *ctx, const char *id, struct blk_backend *overlay,
-                                     uint64_t bandwidth, disk_job_done_func done, void *data)
+struct disk_job *disk_job_start(GMainContext *ctx, const char *id, enum disk_job_kind kind,
+                                struct blk_backend *overlay, int image_fd, uint64_t bandwidth,
+                                disk_job_done_func done, void *data)
 {
     struct disk_job *job = g_new0(struct disk_job, 1);
     job->id = g_strdup(id);
+    job->kind = kind;
+    job->image_fd = image_fd;
     job->overlay = overlay;
     job->ctx = g_main_context_ref(ctx);
     job->done = done;
@@ -120,7 +130,7 @@ struct disk_job *disk_job_start_pull(GMainContext *ctx, const char *id, struct b
     job->end = (overlay->capacity + BLOCK - 1) / BLOCK;
     job->bandwidth = bandwidth;
     job->paced_from_us = g_get_monotonic_time();
-    job->thread = g_thread_new("disk-job", pull_thread, job);
+    job->thread = g_thread_new("disk-job", job_thread, job);
     return job;
 }
 
@@ -129,11 +139,35 @@ const char *disk_job_disk(const struct disk_job *job)
     return job->id;
 }
 
+enum disk_job_kind disk_job_kind_of(const struct disk_job *job)
+{
+    return job->kind;
+}
+
+const char *disk_job_kind(const struct disk_job *job)
+{
+    return job->kind == DISK_JOB_PULL ? "pull" : "commit";
+}
+
+int disk_job_image_fd(const struct disk_job *job)
+{
+    return job->image_fd;
+}
+
+bool disk_job_ready(struct disk_job *job)
+{
+    g_mutex_lock(&job->lock);
+    bool ready = job->ready;
+    g_mutex_unlock(&job->lock);
+    return ready;
+}
+
 void disk_job_get_info(struct disk_job *job, struct disk_job_info *out)
 {
     g_mutex_lock(&job->lock);
     *out = (struct disk_job_info){
-        .kind = "pull",
+        .kind = disk_job_kind(job),
+        .ready = job->ready,
         .cur = MIN(job->next * BLOCK, job->overlay->capacity),
         .end = job->overlay->capacity,
         .copied = job->copied * BLOCK,
@@ -175,6 +209,8 @@ void disk_job_free(struct disk_job *job)
             g_source_destroy(source);
     }
     blk_backend_close(job->old_chain);
+    if (job->image_fd >= 0)
+        close(job->image_fd);
     g_main_context_unref(job->ctx);
     g_cond_clear(&job->cond);
     g_mutex_clear(&job->lock);

@@ -14,20 +14,33 @@
 struct blk_backend;
 struct disk_job;
 
-enum disk_job_end { DISK_JOB_COMPLETED, DISK_JOB_FAILED, DISK_JOB_CANCELLED };
+enum disk_job_kind {
+    DISK_JOB_PULL,    /* the chain's blocks into the overlay, which then sits on the image */
+    DISK_JOB_COMMIT,  /* a pull, then READY waits for the pivot into the image (vmm.c) */
+};
+enum disk_job_end { DISK_JOB_COMPLETED, DISK_JOB_FAILED, DISK_JOB_CANCELLED, DISK_JOB_READY };
 
 
-/* On the main context when the thread ended by itself (completed or
- * failed; error names why): the caller frees the job with disk_job_free.
- * old_chain: the chain backend the overlay left (completed), to close. */
+/* On the main context when the thread ended by itself: a pull completed,
+ * or a commit's pull is READY (the job stays for its pivot), or either
+ * failed (error names why). old_chain: the chain backend the overlay left
+ * (completed, ready), to close. The caller frees a job that completed or
+ * failed with disk_job_free. */
 typedef void (*disk_job_done_func)(struct disk_job *job, enum disk_job_end end, const char *error,
                                    struct blk_backend *old_chain, void *data);
 
-/* Pull every block of overlay's chain into overlay (an overlay backend of
- * disk id), at most bandwidth bytes/s. */
-struct disk_job *disk_job_start_pull(GMainContext *ctx, const char *id, struct blk_backend *overlay,
-                                     uint64_t bandwidth, disk_job_done_func done, void *data);
+/* A job of kind on overlay (an overlay backend of disk id), at most
+ * bandwidth bytes/s. image_fd: a commit's image, open for writing (the job
+ * owns it); -1 for a pull. */
+struct disk_job *disk_job_start(GMainContext *ctx, const char *id, enum disk_job_kind kind,
+                                struct blk_backend *overlay, int image_fd, uint64_t bandwidth,
+                                disk_job_done_func done, void *data);
 const char *disk_job_disk(const struct disk_job *job);
+enum disk_job_kind disk_job_kind_of(const struct disk_job *job);
+const char *disk_job_kind(const struct disk_job *job);    /* "pull", "commit" */
+int disk_job_image_fd(const struct disk_job *job);
+/* A commit's copy is done: its pivot may come. */
+bool disk_job_ready(struct disk_job *job);
 void disk_job_get_info(struct disk_job *job, struct disk_job_info *out);
 /* The last step is done and the done callback queued. */
 bool disk_job_finished(struct disk_job *job);

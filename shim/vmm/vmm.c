@@ -4,7 +4,10 @@
 #include "vmm/vmm.h"
 #include "disk-job.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
+#include <unistd.h>
 
 #include "config/vm-config-json.h"
 #include "block/blk-backend.h"
@@ -551,7 +554,16 @@ static struct virtio_blk *find_disk(struct vmm *vmm, const char *id)
     return NULL;
 }
 
-/* The pull is done: the disk runs on its overlay over the image, and the
+static struct disk_config *config_disk(struct vmm *vmm, const char *id)
+{
+    for (unsigned i = 0; i < vmm->config->ndisks; i++)
+        if (g_strcmp0(vmm->config->disks[i].id, id) == 0)
+            return &vmm->config->disks[i];
+    return NULL;
+}
+
+/* The pull is done (a commit's is READY and waits for its pivot): the
+ * disk runs on its overlay over the image, and the
  * config (vm.info's vsnap_chain, what the next snapshot names as parent)
  * says so: an empty chain. */
 static void disk_job_done(struct disk_job *job, enum disk_job_end end, const char *message,
@@ -559,26 +571,35 @@ static void disk_job_done(struct disk_job *job, enum disk_job_end end, const cha
 {
     struct vmm *vmm = data;
     g_autofree char *id = g_strdup(disk_job_disk(job));
-    struct disk_config *d = vm_config_find_disk(vmm->config, id);
-    if (end == DISK_JOB_COMPLETED && d) {
+    struct disk_config *d = config_disk(vmm, id);
+    bool pulled = end == DISK_JOB_COMPLETED || end == DISK_JOB_READY;
+    if (pulled && d) {
         g_strfreev(d->vsnap_chain);
         d->vsnap_chain = g_new0(char *, 1);
     }
     blk_backend_close(old_chain);
+    if (end == DISK_JOB_READY) {
+        events_emit_strings(vmm->events, "disk", "job-ready", "id", id, "kind", "commit", NULL);
+        return;
+    }
     guint index;
     if (find_disk_job(vmm, id, &index))
         g_ptr_array_remove_index(vmm->disk_jobs, index);
     if (end == DISK_JOB_COMPLETED)
         events_emit_strings(vmm->events, "disk", "job-completed", "id", id, "kind", "pull", NULL);
     else
-        events_emit_strings(vmm->events, "disk", "job-failed", "id", id, "kind", "pull", "error", message, NULL);
+        events_emit_strings(vmm->events, "disk", "job-failed", "id", id, "kind", disk_job_kind(job), "error",
+                            message, NULL);
 }
 
-bool vmm_disk_pull(struct vmm *vmm, const char *id, uint64_t bandwidth, GError **error)
+static struct disk_job *require_disk_job(struct vmm *vmm, const char *id, guint *index, GError **error);
+
+/* The overlay backend of disk id, which has no job yet. */
+static struct blk_backend *job_overlay(struct vmm *vmm, const char *id, const char *action, GError **error)
 {
-    if (!require_state(vmm, "pull a disk", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED) ||
-        !require_no_live_job(vmm, "pull a disk", error))
-        return false;
+    if (!require_state(vmm, action, error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED) ||
+        !require_no_live_job(vmm, action, error))
+        return NULL;
     struct virtio_blk *disk = find_disk(vmm, id);
     if (!disk) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_FOUND, "no disk with id '%s'", id);
@@ -591,12 +612,103 @@ bool vmm_disk_pull(struct vmm *vmm, const char *id, uint64_t bandwidth, GError *
     struct blk_backend *overlay = virtio_blk_backend(disk);
     if (!blk_overlay_file(overlay)) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID,
-                    "disk %s has no snapshot layers to pull (it writes its image directly)", id);
+                    "disk %s has no snapshot layers to %s (it writes its image directly)", id, action);
+        return NULL;
+    }
+    return overlay;
+}
+
+bool vmm_disk_pull(struct vmm *vmm, const char *id, uint64_t bandwidth, GError **error)
+{
+    struct blk_backend *overlay = job_overlay(vmm, id, "pull", error);
+    if (!overlay)
+        return false;
+    g_ptr_array_add(vmm->disk_jobs, disk_job_start(vmm->main_context, id, DISK_JOB_PULL, overlay, -1, bandwidth,
+                                                   disk_job_done, vmm));
+    events_emit_strings(vmm->events, "disk", "job-started", "id", id, "kind", "pull", NULL);
+    return true;
+}
+
+bool vmm_disk_commit(struct vmm *vmm, const char *id, uint64_t bandwidth, int image_fd, GError **error)
+{
+    struct blk_backend *overlay = job_overlay(vmm, id, "commit", error);
+    const struct disk_config *d = overlay ? config_disk(vmm, id) : NULL;
+    if (!d)
+        return false;
+    int fd = image_fd >= 0 ? fcntl(image_fd, F_DUPFD_CLOEXEC, 3) : open(d->path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_FAILED, "disk %s: cannot open its image %s for writing: %s", id,
+                    d->path, g_strerror(errno));
         return false;
     }
-    g_ptr_array_add(vmm->disk_jobs, disk_job_start_pull(vmm->main_context, id, overlay, bandwidth, disk_job_done,
-                                                        vmm));
-    events_emit_strings(vmm->events, "disk", "job-started", "id", id, "kind", "pull", NULL);
+    g_ptr_array_add(vmm->disk_jobs, disk_job_start(vmm->main_context, id, DISK_JOB_COMMIT, overlay, fd, bandwidth,
+                                                   disk_job_done, vmm));
+    events_emit_strings(vmm->events, "disk", "job-started", "id", id, "kind", "commit", NULL);
+    return true;
+}
+
+/* The pivot, with the VM paused: the overlay's blocks join the image, the
+ * disk's backend becomes the image itself (its lock exclusive once the
+ * chain's shared one is gone). */
+static bool pivot_paused(struct vmm *vmm, struct virtio_blk *disk, struct disk_job *job, struct disk_config *d,
+                         GError **error)
+{
+    int err = blk_overlay_commit_overlay(virtio_blk_backend(disk), disk_job_image_fd(job));
+    if (err) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_FAILED, "disk %s: cannot write its overlay into %s: %s", d->id,
+                    d->path, g_strerror(-err));
+        return false;
+    }
+    int fd = fcntl(disk_job_image_fd(job), F_DUPFD_CLOEXEC, 3);
+    struct blk_raw_options raw = {
+        .path = d->path, .direct = d->direct, .sparse = d->sparse, .unlocked = true, .adopt_fd = fd,
+    };
+    struct blk_backend *image = fd >= 0 ? blk_raw_open(&raw, error) : NULL;
+    if (fd < 0)
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_FAILED, "disk %s: %s", d->id, g_strerror(errno));
+    if (!image)
+        return false;
+    if (image->capacity != virtio_blk_backend(disk)->capacity) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_FAILED, "disk %s: image %s changed size under the commit", d->id,
+                    d->path);
+        blk_backend_close(image);
+        return false;
+    }
+    image->can_discard = d->sparse;
+    blk_backend_close(virtio_blk_replace_backend(disk, image));
+    g_autoptr(GError) lock_error = NULL;
+    if (!blk_raw_share_lock(image, false, &lock_error))
+        g_warning("disk %s: %s", d->id, lock_error->message);
+    g_clear_pointer(&d->vsnap_chain, g_strfreev);
+    g_clear_pointer(&d->vsnap_overlay, g_free);
+    (void)vmm;
+    return true;
+}
+
+bool vmm_disk_job_pivot(struct vmm *vmm, const char *id, GError **error)
+{
+    guint index;
+    struct disk_job *job = require_disk_job(vmm, id, &index, error);
+    if (!job)
+        return false;
+    if (disk_job_kind_of(job) != DISK_JOB_COMMIT || !disk_job_ready(job)) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "disk %s: its %s job is not ready to pivot", id,
+                    disk_job_kind(job));
+        return false;
+    }
+    struct virtio_blk *disk = find_disk(vmm, id);
+    struct disk_config *d = config_disk(vmm, id);
+    bool was_running = vmm->state == VMM_STATE_RUNNING;
+    if (was_running && !vm_pause(vmm->vm, error))
+        return false;
+    bool ok = pivot_paused(vmm, disk, job, d, error);
+    g_autoptr(GError) resume_error = NULL;
+    if (was_running && !vm_resume(vmm->vm, &resume_error))
+        g_warning("disk %s: after the pivot the VM does not resume: %s", id, resume_error->message);
+    if (!ok)
+        return false;
+    g_ptr_array_remove_index(vmm->disk_jobs, index);
+    events_emit_strings(vmm->events, "disk", "job-completed", "id", id, "kind", "commit", NULL);
     return true;
 }
 
@@ -632,10 +744,11 @@ bool vmm_disk_job_cancel(struct vmm *vmm, const char *id, GError **error)
     struct disk_job *job = require_disk_job(vmm, id, &index, error);
     if (!job)
         return false;
-    if (disk_job_finished(job))
+    if (disk_job_kind_of(job) == DISK_JOB_PULL && disk_job_finished(job))
         return true;   /* its done callback is queued: it completes */
+    g_autofree char *kind = g_strdup(disk_job_kind(job));
     g_ptr_array_remove_index(vmm->disk_jobs, index);
-    events_emit_strings(vmm->events, "disk", "job-cancelled", "id", id, "kind", "pull", NULL);
+    events_emit_strings(vmm->events, "disk", "job-cancelled", "id", id, "kind", kind, NULL);
     return true;
 }
 
@@ -800,8 +913,8 @@ static bool check_snapshot(struct vmm *vmm, const struct persist_snapshot_reques
     if (!require_no_live_job(vmm, "snapshot", error))
         return false;
     if (vmm->disk_jobs->len) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_BUSY, "cannot snapshot: a block pull of disk %s is under way "
-                    "(it ends on its own, or PUT vm.disk-job-cancel ends it)",
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_BUSY, "cannot snapshot: a block %s of disk %s is under way "
+                    "(PUT vm.disk-job-cancel ends it)", disk_job_kind(vmm->disk_jobs->pdata[0]),
                     disk_job_disk(vmm->disk_jobs->pdata[0]));
         return false;
     }

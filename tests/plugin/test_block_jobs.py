@@ -13,7 +13,7 @@ import unittest
 
 import libvirt
 
-from disktest import MIB, pattern_sum, zero_sum
+from disktest import MIB, file_sum, pattern_sum, zero_sum
 from test_disk_snapshots import DiskSnapshotBase, sha256
 from test_events import EventLoop
 from vsnapd import Daemon, wait_for
@@ -176,6 +176,62 @@ class BlockJobControlTest(BlockJobBase):
         conn.close()
 
 
+D = (24 * MIB, MIB)       # written after the pivot: straight into the image
+
+
+class BlockCommitTest(BlockJobBase):
+    def test_active_commit_pivots_the_disk_onto_its_image(self):
+        root = self.layered("c")
+        events = BlockJobEvents(self.daemon, "c")
+        try:
+            self.v("blockcommit", "c", "vda", "--active", "--pivot", timeout=120)
+            seen = events.wait(4)
+        finally:
+            events.close()
+        commit = libvirt.VIR_DOMAIN_BLOCK_JOB_TYPE_ACTIVE_COMMIT
+        self.assertEqual([s for s in seen if s[0] == libvirt.VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2],
+                         [(libvirt.VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2, "vda", commit, libvirt.VIR_DOMAIN_BLOCK_JOB_READY),
+                          (libvirt.VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2, "vda", commit,
+                           libvirt.VIR_DOMAIN_BLOCK_JOB_COMPLETED)])
+        self.assertIn((libvirt.VIR_DOMAIN_EVENT_ID_BLOCK_JOB, root, commit, libvirt.VIR_DOMAIN_BLOCK_JOB_COMPLETED),
+                      seen)
+        # The disk is its image again, which holds every byte of the chain and overlay.
+        self.assertEqual(self.live_chain("c"), [root])
+        for (offset, length), seed in ((A, 1), (B, 2), (C, 3)):
+            self.assertEqual(file_sum(root, offset, length), pattern_sum(seed, length))
+        self.expect("c", [(A, 1), (B, 2), (C, 3)])
+        self.with_guest("c", lambda g: (g.fill(0, *D, 6), g.flush(0)))
+        self.assertEqual(file_sum(root, *D), pattern_sum(6, D[1]))
+        # The snapshots' layers sat on the image the commit rewrote: reverting is
+        # refused naming the commit; deleting them still works.
+        res = self.v("snapshot-revert", "c", "s1", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("blockcommit --active of disk 'vda'", res.stderr)
+        self.assertEqual(self.state("c"), "running (booted)")
+        self.v("snapshot-delete", "c", "s1")
+        self.v("snapshot-delete", "c", "s2")
+        # Snapshots go on over the committed image.
+        self.v("snapshot-create-as", "c", "s3")
+        self.with_guest("c", lambda g: (g.fill(0, *A, 7), g.flush(0)))
+        self.v("snapshot-revert", "c", "s3")
+        self.expect("c", [(A, 1), (B, 2), (C, 3), (D, 6)])
+
+    def test_abort_before_the_pivot_leaves_the_chain(self):
+        self.layered("a", size=64 * MIB)
+        chain = self.live_chain("a")
+        self.v("blockcommit", "a", "vda", "--active", "--bandwidth", "1")
+        res = self.v("snapshot-create-as", "a", "during", check=False)
+        self.assertIn("block active commit job of disk 'vda' is under way", res.stderr)
+        res = self.v("blockcommit", "a", "vda", "--top", chain[1], check=False)
+        self.assertIn("already in active block job", res.stderr)
+        self.with_guest("a", lambda g: (g.fill(0, *C, 8), g.flush(0)))
+        self.v("blockjob", "a", "vda", "--abort")
+        self.assertEqual(self.live_chain("a"), chain)
+        self.expect("a", [(A, 1), (B, 2), (C, 8)])
+        res = self.v("blockcommit", "a", "vda", "--top", chain[1], check=False)
+        self.assertIn("only an active commit", res.stderr)
+
+
 class BlockJobFaultTest(BlockJobBase):
     def slow_pull(self, name):
         root = self.layered(name, size=64 * MIB)
@@ -192,6 +248,20 @@ class BlockJobFaultTest(BlockJobBase):
         self.expect("k", [(A, 1), (B, 2), (C, None)])
         self.v("snapshot-revert", "k", "s1")
         self.expect("k", [(A, 1), (B, None)])
+
+    def test_kill_of_the_shim_mid_commit_leaves_a_chain_that_reverts(self):
+        """The copy of an active commit is a pull: the image and the snapshots are untouched until the pivot."""
+        root = self.layered("m", size=64 * MIB)
+        base = sha256(root)
+        self.v("blockcommit", "m", "vda", "--active", "--bandwidth", "1")
+        time.sleep(1)
+        os.kill(self.daemon.shim_pids()["m"], signal.SIGKILL)
+        wait_for(lambda: self.state("m").startswith("shut off"), what="the domain ends with its shim")
+        self.assertEqual(sha256(root), base)
+        self.v("start", "m")
+        self.expect("m", [(A, 1), (B, 2), (C, 3)])
+        self.v("snapshot-revert", "m", "s1")
+        self.expect("m", [(A, 1), (B, None)])
 
     def test_kill_of_the_daemon_mid_pull_leaves_a_chain_that_reverts(self):
         self.slow_pull("d")

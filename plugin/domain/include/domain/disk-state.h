@@ -84,3 +84,15 @@ bool disk_state_fold_into_images(const struct domain_def *def, GError **error);
  * call before its snapshots' directories go. A clone's record and overlays
  * are only removed: what it wrote goes with it. */
 bool disk_state_release(const char *dir, const struct domain_def *def, GError **error);
+
+/* An active commit's pivot (blockcommit --active --pivot) writes disk
+ * target's overlay into its image while the shim runs: the intent
+ * (<dir>/pivot-<target>) is written durably first and removed once the
+ * disk record says the disk is its image alone. A pivot a crash cut short
+ * is finished before the next boot (disk_state_finish_pivots): the overlay
+ * (over the image alone after the commit's pull) is folded into the image,
+ * whose identity is no longer the one the overlay recorded, and the disk
+ * writes its image directly again. */
+bool disk_state_begin_pivot(const char *dir, const char *target, GError **error);
+void disk_state_end_pivot(const char *dir, const char *target);
+bool disk_state_finish_pivots(const char *dir, struct domain_def *def, GError **error);

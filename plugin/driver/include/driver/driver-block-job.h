@@ -26,6 +26,15 @@ bool driver_block_pull(struct vsnap_driver *drv, struct vsnap_domain *dom, const
  * every layer sits on); a partial pull or a copy is refused by name. */
 bool driver_block_rebase(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *disk, const char *base,
                          uint64_t bandwidth, unsigned flags, GError **error);
+/* virDomainBlockCommit with VIR_DOMAIN_BLOCK_COMMIT_ACTIVE (top the active
+ * layer or absent, base the image or absent): every layer and the overlay
+ * are written into the image while the guest runs; BLOCK_JOB(_2) READY,
+ * then virDomainBlockJobAbort with _PIVOT puts the disk on its image alone
+ * (COMPLETED); without _PIVOT the disk stays on its chain (CANCELED). Every
+ * snapshot is marked first: reverting to one is then refused naming the
+ * commit. A commit of inner layers is refused by name. */
+bool driver_block_commit(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *disk, const char *base,
+                         const char *top, uint64_t bandwidth, unsigned flags, GError **error);
 /* *found false: the disk has no job (virsh: "No current block job"). */
 bool driver_block_job_info(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *disk, unsigned flags,
                            struct block_job_info *out, bool *found, GError **error);

@@ -154,12 +154,17 @@ struct disk_counters {
 bool monitor_vm_disk_counters(const char *api_socket, const char *id, struct disk_counters *out,
                               GError **error);
 
-/* Block jobs on a disk (the shim's vm.disk-pull, vm.disk-job-speed,
+/* Block jobs on a disk (the shim's vm.disk-pull, vm.disk-commit, vm.disk-job-pivot, vm.disk-job-speed,
  * vm.disk-job-cancel and vm.disk-job-info; docs/cloud-hypervisor-api.md).
  * bandwidth: bytes/s, 0 unlimited. *found false: the disk has no job. */
 struct disk_job_progress {
     uint64_t cur, end, bandwidth;
+    bool ready;   /* an active commit's copy is done: the pivot may come */
 };
+/* image_fd: the disk's image, open for writing, sent along (SCM_RIGHTS). */
+bool monitor_vm_disk_commit(const char *api_socket, const char *id, uint64_t bandwidth, int image_fd,
+                            GError **error);
+bool monitor_vm_disk_job_pivot(const char *api_socket, const char *id, GError **error);
 bool monitor_vm_disk_pull(const char *api_socket, const char *id, uint64_t bandwidth, GError **error);
 bool monitor_vm_disk_job_speed(const char *api_socket, const char *id, uint64_t bandwidth, GError **error);
 bool monitor_vm_disk_job_cancel(const char *api_socket, const char *id, GError **error);

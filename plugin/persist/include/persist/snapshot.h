@@ -12,6 +12,14 @@
 #include "domain/state.h"
 
 /* Returns the new snapshot's name. */
+/* A block commit is about to rewrite image, the base every snapshot's
+ * layers of the disk sit on: each snapshot of dom is marked (durably,
+ * before the image changes) with what (the commit, for messages), so that
+ * reverting to it is refused naming the commit; deleting it still works.
+ * Call under dom->job. */
+bool snapshot_mark_disk_commit(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *what,
+                               GError **error);
+
 char *snapshot_create(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *xml,
                       unsigned flags, GError **error);
 char *snapshot_get_xml(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *name,

@@ -91,6 +91,11 @@ struct blk_raw_options {
     bool readonly;     /* opened O_RDONLY */
     bool direct;       /* O_DIRECT; unaligned guest buffers go through a bounce buffer */
     bool sparse;       /* discard punches holes and write_zeroes may unmap; off: no discard */
+    bool unlocked;     /* no lock taken at open: the caller takes it (blk_raw_share_lock) once
+                        * the lock it replaces is gone (an active commit's pivot) */
+    int adopt_fd;      /* > 0: this descriptor of path, opened by the caller with readonly's access
+                        * mode (a confined shim cannot open an image for writing), is taken
+                        * instead of opening path; 0: path is opened */
 };
 
 /* Open the image. capacity is its size rounded down to whole sectors;
@@ -176,3 +181,14 @@ struct blk_backend *blk_overlay_detach_chain(struct blk_backend *b, int *err);
 uint64_t blk_chain_layer_run(struct blk_backend *b, uint64_t block, uint64_t max, bool *in_layers, bool *zero);
 /* The image under chain b, which no longer closes it. */
 struct blk_backend *blk_chain_steal_image(struct blk_backend *b);
+
+/* ---- active commit (blk-overlay.c) ----
+ *
+ * virsh blockcommit --active: a block pull first (the image untouched, so
+ * an abort or a crash leaves a disk and snapshots as they were), then the
+ * pivot writes the overlay, which then holds every block the chain did, into
+ * the image (image_fd, open for writing). */
+
+/* Every block the overlay holds, into image_fd, then fdatasync: the pivot,
+ * with the disk paused. 0 or -errno. */
+int blk_overlay_commit_overlay(struct blk_backend *b, int image_fd);

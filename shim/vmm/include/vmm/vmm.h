@@ -88,12 +88,23 @@ bool vmm_move_disk_layers(struct vmm *vmm, const char *from, const char *to, uns
  * "disk": job-started, job-completed, job-failed ({"error"}), job-cancelled,
  * each with {"id", "kind": "pull"}. */
 struct disk_job_info {
-    const char *kind;     /* "pull" */
+    const char *kind;     /* "pull", "commit" */
+    bool ready;           /* a commit's copy is done: vm.disk-job-pivot may come */
     uint64_t cur, end;    /* bytes looked at, the disk's bytes */
     uint64_t copied;      /* bytes copied into the overlay */
     uint64_t bandwidth;   /* bytes/s, 0: unlimited */
 };
 bool vmm_disk_pull(struct vmm *vmm, const char *id, uint64_t bandwidth, GError **error);
+/* vm.disk-commit: an active commit. A pull first (the image untouched),
+ * then the job is READY (event job-ready) and waits, the disk on its
+ * overlay over the image. vm.disk-job-pivot then pauses the VM for the
+ * overlay's blocks to be written into the image and puts the disk on the
+ * image alone (no chain, no overlay; event job-completed). Cancelled
+ * before the pivot, the disk stays on its pulled overlay. */
+/* image_fd: the image open for writing, sent by the daemon (a confined
+ * shim cannot open it so itself); -1: the shim opens its path. */
+bool vmm_disk_commit(struct vmm *vmm, const char *id, uint64_t bandwidth, int image_fd, GError **error);
+bool vmm_disk_job_pivot(struct vmm *vmm, const char *id, GError **error);
 bool vmm_disk_job_info(struct vmm *vmm, const char *id, struct disk_job_info *out, GError **error);
 bool vmm_disk_job_set_speed(struct vmm *vmm, const char *id, uint64_t bandwidth, GError **error);
 bool vmm_disk_job_cancel(struct vmm *vmm, const char *id, GError **error);
