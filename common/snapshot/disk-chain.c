@@ -226,6 +226,14 @@ bool snap_dir_fold_disks_into_child(const char *inner, const char *child, GError
     return !changed || rewrite_state(kid, error);
 }
 
+bool snap_dir_fold_disk_into_child(const char *inner, const char *child, const char *disk_id, GError **error)
+{
+    g_autoptr(snap_dir) in = snap_dir_read(inner, error);
+    g_autoptr(snap_dir) kid = in ? snap_dir_read(child, error) : NULL;
+    bool changed = false;
+    return kid && fold_one(in, kid, disk_id, &changed, error) && (!changed || rewrite_state(kid, error));
+}
+
 /* ---- parents found where this host keeps them ---- */
 
 GPtrArray *snap_dir_disk_parent_dirs(const struct snap_dir *d, GError **error)

@@ -106,6 +106,9 @@ bool snap_disk_chain_verify(const struct snap_disk_chain *c, const char *image, 
  * child's record follows. Idempotent, like snap_dir_fold_into_child (which
  * calls it). */
 bool snap_dir_fold_disks_into_child(const char *inner, const char *child, GError **error);
+/* The same for the one disk disk_id (virsh blockcommit of an inner range):
+ * inner's other disks' layers stay where they are. */
+bool snap_dir_fold_disk_into_child(const char *inner, const char *child, const char *disk_id, GError **error);
 
 /* Fold a chain (base first) and optionally an overlay on top of it into the
  * image, so that the image holds what the disk holds, crash-safely: the

@@ -9,6 +9,7 @@
 #include "domain/disk-state.h"
 #include "domain/domain.h"
 #include "monitor/monitor.h"
+#include "persist/block-commit.h"
 #include "persist/snapshot.h"
 #include "run/process.h"
 #include "util/virt-error.h"
@@ -160,6 +161,28 @@ static bool start_commit(struct vsnap_driver *drv, struct vsnap_domain *dom, con
     return start_job(dom, d, VIR_DOMAIN_BLOCK_JOB_TYPE_ACTIVE_COMMIT, bytes_per_s, error);
 }
 
+static void end_job(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *target, int status);
+
+/* An inner range folds at once (persist/block-commit.h): the job begins
+ * and completes within the call, its COMPLETED event on the way as it returns. */
+static bool commit_inner(struct vsnap_driver *drv, struct vsnap_domain *dom, const job_disk_t *d, const char *base,
+                         const char *top, bool shallow, GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    bool added = domain_block_job_add(dom, d->target, d->image, VIR_DOMAIN_BLOCK_JOB_TYPE_COMMIT, error);
+    g_mutex_unlock(&dom->lock);
+    if (!added)
+        return false;
+    if (block_commit_inner(drv, dom, d->target, top, base, shallow, error)) {
+        end_job(drv, dom, d->target, VIR_DOMAIN_BLOCK_JOB_COMPLETED);
+        return true;
+    }
+    g_mutex_lock(&dom->lock);
+    domain_block_job_remove(dom, d->target);
+    g_mutex_unlock(&dom->lock);
+    return false;
+}
+
 static bool no_job_yet(struct vsnap_domain *dom, const job_disk_t *d, GError **error)
 {
     g_mutex_lock(&dom->lock);
@@ -181,10 +204,10 @@ static bool check_commit_range(struct vsnap_domain *dom, const struct job_disk *
     g_autofree char *active = disk && disk->chain ? g_strdup(disk->chain[0]) : NULL;
     g_mutex_unlock(&dom->lock);
     bool top_active = !top || g_str_equal(top, d->target) || (active && g_str_equal(top, active));
-    if (!(flags & VIR_DOMAIN_BLOCK_COMMIT_ACTIVE) || !top_active) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
-                    "only an active commit (blockcommit %s --active) is supported by vsnap yet: a commit of inner "
-                    "layers is snapshot-delete of the snapshots that hold them", d->target);
+    if (!top_active) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG,
+                    "an active commit (--active) of disk '%s' starts at its active layer %s, not %s", d->target,
+                    active ? active : d->target, top);
         return false;
     }
     if (base && !g_str_equal(base, d->image)) {
@@ -206,13 +229,17 @@ bool driver_block_commit(struct vsnap_driver *drv, struct vsnap_domain *dom, con
 {
     g_auto(job_disk_t) d = {0};
     uint64_t bytes_per_s;
-    unsigned allowed = VIR_DOMAIN_BLOCK_COMMIT_ACTIVE | VIR_DOMAIN_BLOCK_COMMIT_BANDWIDTH_BYTES;
+    unsigned allowed = VIR_DOMAIN_BLOCK_COMMIT_ACTIVE | VIR_DOMAIN_BLOCK_COMMIT_BANDWIDTH_BYTES |
+                       VIR_DOMAIN_BLOCK_COMMIT_SHALLOW;
     if (!refuse_flags(flags, allowed, error) ||
         !bandwidth_bytes(bandwidth, flags & VIR_DOMAIN_BLOCK_COMMIT_BANDWIDTH_BYTES, &bytes_per_s, error) ||
         !domain_job_acquire(dom, "blockcommit", error))
         return false;
-    bool ok = find_job_disk(dom, disk, &d, error) && no_job_yet(dom, &d, error) &&
-              check_commit_range(dom, &d, base, top, flags, error) && start_commit(drv, dom, &d, bytes_per_s, error);
+    bool ok = find_job_disk(dom, disk, &d, error) && no_job_yet(dom, &d, error);
+    if (ok && (flags & VIR_DOMAIN_BLOCK_COMMIT_ACTIVE))
+        ok = check_commit_range(dom, &d, base, top, flags, error) && start_commit(drv, dom, &d, bytes_per_s, error);
+    else if (ok)
+        ok = commit_inner(drv, dom, &d, base, top, flags & VIR_DOMAIN_BLOCK_COMMIT_SHALLOW, error);
     domain_job_release(dom);
     return ok;
 }

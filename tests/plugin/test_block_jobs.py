@@ -229,7 +229,48 @@ class BlockCommitTest(BlockJobBase):
         self.assertEqual(self.live_chain("a"), chain)
         self.expect("a", [(A, 1), (B, 2), (C, 8)])
         res = self.v("blockcommit", "a", "vda", "--top", chain[1], check=False)
-        self.assertIn("only an active commit", res.stderr)
+        self.assertIn("is the top sealed layer of disk 'vda'", res.stderr)
+
+
+class InnerCommitTest(BlockJobBase):
+    def test_inner_range_folds_into_its_child(self):
+        root = self.layered("i")
+        self.with_guest("i", lambda g: (g.fill(0, *D, 4), g.flush(0)))
+        self.v("snapshot-create-as", "i", "s3")
+        self.with_guest("i", lambda g: (g.fill(0, *C, 5), g.flush(0)))
+        base = sha256(root)
+        chain = self.live_chain("i")      # overlay, s3's, s2's, s1's layer, image
+        self.assertEqual(len(chain), 5, chain)
+        res = self.v("blockcommit", "i", "vda", "--top", chain[2], "--active", check=False)
+        self.assertIn("starts at its active layer", res.stderr)
+        res = self.v("blockcommit", "i", "vda", "--top", self.path("nowhere"), check=False)
+        self.assertIn("could not find image", res.stderr)
+        events = BlockJobEvents(self.daemon, "i")
+        try:
+            # s2's layer folds into s3's; s1's stays the base of the range.
+            self.v("blockcommit", "i", "vda", "--top", chain[2], "--base", chain[3], "--wait", timeout=120)
+            seen = events.wait(2)
+        finally:
+            events.close()
+        self.assertIn((libvirt.VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2, "vda", libvirt.VIR_DOMAIN_BLOCK_JOB_TYPE_COMMIT,
+                       libvirt.VIR_DOMAIN_BLOCK_JOB_COMPLETED), seen)
+        self.assertEqual(self.live_chain("i"), [chain[0], chain[1], chain[3], root])
+        self.expect("i", [(A, 1), (B, 2), (D, 4), (C, 5)])
+        # The rest of the chain, with --shallow (s1's layer into s3's, over the image).
+        self.v("blockcommit", "i", "vda", "--top", chain[3], "--shallow", "--wait", timeout=120)
+        self.assertEqual(self.live_chain("i"), [chain[0], chain[1], root])
+        self.expect("i", [(A, 1), (B, 2), (D, 4), (C, 5)])
+        self.assertEqual(sha256(root), base)
+        # The folded layers stay in their snapshots: each still reverts, and so does s3.
+        self.v("snapshot-create-as", "i", "s4")
+        for snap, want in (("s1", [(A, 1), (B, None)]), ("s2", [(A, 1), (B, 2), (D, None)]),
+                           ("s3", [(A, 1), (B, 2), (D, 4), (C, 3)]), ("s4", [(A, 1), (B, 2), (D, 4), (C, 5)])):
+            with self.subTest(snapshot=snap):
+                self.v("snapshot-revert", "i", snap)
+                self.expect("i", want)
+        self.v("snapshot-delete", "i", "s2")
+        self.v("snapshot-revert", "i", "s3")
+        self.expect("i", [(A, 1), (B, 2), (D, 4), (C, 3)])
 
 
 class BlockJobFaultTest(BlockJobBase):
