@@ -368,6 +368,27 @@ int blk_overlay_pull_step(struct blk_backend *b, uint64_t *next, uint64_t max_bl
     return err;
 }
 
+uint64_t blk_overlay_pull_need(struct blk_backend *b)
+{
+    struct blk_overlay *o = overlay_of(b);
+    uint64_t count = o->ov->hdr.block_count, need = 0;
+    g_mutex_lock(&o->lock);
+    for (uint64_t k = 0; k < count;) {
+        bool in_layers = false, zero = false;
+        uint64_t n = blk_chain_layer_run(o->lower, k, MIN(PULL_RUN, count - k), &in_layers, &zero);
+        for (uint64_t j = k; in_layers && !zero && j < k + n; j++)
+            need += !snap_overlay_has(o->ov, j);
+        k += n;
+    }
+    g_mutex_unlock(&o->lock);
+    return need * BLOCK;
+}
+
+int blk_overlay_fd(struct blk_backend *b)
+{
+    return overlay_of(b)->ov->fd;
+}
+
 struct blk_backend *blk_overlay_detach_chain(struct blk_backend *b, int *err)
 {
     struct blk_overlay *o = overlay_of(b);

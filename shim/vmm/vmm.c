@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "config/vm-config-json.h"
@@ -582,14 +583,15 @@ static void disk_job_done(struct disk_job *job, enum disk_job_end end, const cha
         events_emit_strings(vmm->events, "disk", "job-ready", "id", id, "kind", "commit", NULL);
         return;
     }
-    guint index;
-    if (find_disk_job(vmm, id, &index))
-        g_ptr_array_remove_index(vmm->disk_jobs, index);
+    /* The job (its kind, the message) goes last. */
     if (end == DISK_JOB_COMPLETED)
         events_emit_strings(vmm->events, "disk", "job-completed", "id", id, "kind", "pull", NULL);
     else
         events_emit_strings(vmm->events, "disk", "job-failed", "id", id, "kind", disk_job_kind(job), "error",
                             message, NULL);
+    guint index;
+    if (find_disk_job(vmm, id, &index))
+        g_ptr_array_remove_index(vmm->disk_jobs, index);
 }
 
 static struct disk_job *require_disk_job(struct vmm *vmm, const char *id, guint *index, GError **error);
@@ -618,10 +620,25 @@ static struct blk_backend *job_overlay(struct vmm *vmm, const char *id, const ch
     return overlay;
 }
 
+/* A pull that cannot fit is refused before it fills the file system the
+ * guest's own writes go to (one the guest fills meanwhile still fails the
+ * job, which then leaves the disk on its chain). */
+static bool check_room(struct blk_backend *overlay, const char *id, GError **error)
+{
+    struct statfs fs;
+    uint64_t need = blk_overlay_pull_need(overlay);
+    if (fstatfs(blk_overlay_fd(overlay), &fs) != 0 || (uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize >= need)
+        return true;
+    g_set_error(error, SHIM_ERROR, SHIM_ERROR_FAILED, "disk %s: the pull needs %" G_GUINT64_FORMAT " KiB in its "
+                "overlay's file system, which has %" G_GUINT64_FORMAT " KiB free: No space left on device", id,
+                need >> 10, ((uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize) >> 10);
+    return false;
+}
+
 bool vmm_disk_pull(struct vmm *vmm, const char *id, uint64_t bandwidth, GError **error)
 {
     struct blk_backend *overlay = job_overlay(vmm, id, "pull", error);
-    if (!overlay)
+    if (!overlay || !check_room(overlay, id, error))
         return false;
     g_ptr_array_add(vmm->disk_jobs, disk_job_start(vmm->main_context, id, DISK_JOB_PULL, overlay, -1, bandwidth,
                                                    disk_job_done, vmm));
@@ -632,7 +649,7 @@ bool vmm_disk_pull(struct vmm *vmm, const char *id, uint64_t bandwidth, GError *
 bool vmm_disk_commit(struct vmm *vmm, const char *id, uint64_t bandwidth, int image_fd, GError **error)
 {
     struct blk_backend *overlay = job_overlay(vmm, id, "commit", error);
-    const struct disk_config *d = overlay ? config_disk(vmm, id) : NULL;
+    const struct disk_config *d = overlay && check_room(overlay, id, error) ? config_disk(vmm, id) : NULL;
     if (!d)
         return false;
     int fd = image_fd >= 0 ? fcntl(image_fd, F_DUPFD_CLOEXEC, 3) : open(d->path, O_RDWR | O_CLOEXEC);

@@ -7,6 +7,7 @@ shim mid-pull leaves a chain that reverts with every byte the guest wrote."""
 
 import os
 import signal
+import subprocess
 import threading
 import time
 import unittest
@@ -274,6 +275,65 @@ class InnerCommitTest(BlockJobBase):
 
 
 class BlockJobFaultTest(BlockJobBase):
+    def small_disk_dir(self, name, size):
+        """The domain's disk directory (its overlays) on a tmpfs of size bytes."""
+        path = os.path.join(self.daemon.state, "disks", name)
+        os.makedirs(path, mode=0o700)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", path]).returncode:
+            self.skipTest("cannot mount a tmpfs here")
+        self.addCleanup(subprocess.run, ["umount", "-l", path])
+        return path
+
+    def fill_up(self, path):
+        """Take every free byte of path's file system."""
+        with open(path, "wb") as f:
+            try:
+                while True:
+                    f.write(b"x" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+
+    def test_a_full_disk_fails_the_pull_cleanly(self):
+        disks = self.small_disk_dir("f", 4 * MIB)
+        b1, b2 = (8 * MIB, 1 * MIB), (12 * MIB, 1 * MIB)
+        root = self.image("f.img", 32 * MIB)
+        self.define_disks("f", [(root, "vda")])
+        self.v("start", "f")
+        self.v("snapshot-create-as", "f", "s0")
+        self.with_guest("f", lambda g: (g.fill(0, *b1, 1), g.flush(0)))
+        self.v("snapshot-create-as", "f", "s1")
+        self.with_guest("f", lambda g: (g.fill(0, *b2, 2), g.flush(0)))
+        self.v("snapshot-create-as", "f", "s2")
+        self.with_guest("f", lambda g: (g.fill(0, *C, 3), g.flush(0)))
+        chain = self.live_chain("f")
+        filler = os.path.join(disks, "filler")
+        # A pull that cannot fit is refused up front, naming why.
+        self.fill_up(filler)
+        res = self.v("blockpull", "f", "vda", check=False)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("the pull needs 2048 KiB", res.stderr)
+        self.assertIn("No space left on device", res.stderr)
+        os.unlink(filler)
+        # The room goes while the pull runs: the job fails, named, and the disk
+        # stays on its chain with every byte.
+        events = BlockJobEvents(self.daemon, "f")
+        try:
+            self.v("blockpull", "f", "vda", "--bandwidth", "1")
+            self.fill_up(filler)
+            seen = events.wait(2)
+        finally:
+            events.close()
+        self.assertIn((libvirt.VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2, "vda", libvirt.VIR_DOMAIN_BLOCK_JOB_TYPE_PULL,
+                       libvirt.VIR_DOMAIN_BLOCK_JOB_FAILED), seen)
+        self.assertIn("block pull of disk vda failed: No space left on device", self.daemon.log())
+        os.unlink(filler)
+        self.assertEqual(self.state("f"), "running (booted)")
+        self.assertEqual(self.live_chain("f"), chain)
+        self.expect("f", [(b1, 1), (b2, 2), (C, 3)])
+        self.v("snapshot-revert", "f", "s1")
+        self.expect("f", [(b1, 1), (b2, None)])
+
     def slow_pull(self, name):
         root = self.layered(name, size=64 * MIB)
         self.v("blockpull", name, "vda", "--bandwidth", "1")

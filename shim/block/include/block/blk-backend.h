@@ -171,6 +171,11 @@ struct blk_backend *blk_overlay_lower(struct blk_backend *b);
  * them, *copied grows by the blocks copied. b is an overlay backend. 0 or
  * -errno (the overlay keeps what was copied: the same bytes the chain has). */
 int blk_overlay_pull_step(struct blk_backend *b, uint64_t *next, uint64_t max_blocks, uint64_t *copied);
+/* Bytes a pull of overlay b would add to its file now (the data blocks of
+ * the chain's layers the overlay does not hold; zero runs take none). */
+uint64_t blk_overlay_pull_need(struct blk_backend *b);
+/* The overlay file's descriptor (its file system's free space). */
+int blk_overlay_fd(struct blk_backend *b);
 /* The pull is done (every step through the last block): the overlay's
  * header no longer names a lower layer (snap_overlay_detach_lower) and the
  * overlay reads the image directly. Returns the chain backend it was on,
