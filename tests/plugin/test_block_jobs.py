@@ -364,6 +364,38 @@ class BlockJobFaultTest(BlockJobBase):
         self.v("snapshot-revert", "m", "s1")
         self.expect("m", [(A, 1), (B, None)])
 
+    def test_a_pivot_cut_short_is_finished_at_the_next_boot(self):
+        """The shim killed in the pivot, after the daemon wrote its intent (the
+        snapshots' marks come before it): the next start folds the overlay
+        into the image and the disk is its image again."""
+        root = self.layered("v")
+        # --wait without --pivot: virsh returns at READY, the job waits.
+        self.v("blockcommit", "v", "vda", "--active", "--wait", timeout=120)
+        self.assertEqual(len(self.live_chain("v")), 2)      # pulled: the overlay on the image
+        with open(os.path.join(self.daemon.state, "disks", "v", "pivot-vda"), "w") as f:
+            f.write("vda")
+        os.kill(self.daemon.shim_pids()["v"], signal.SIGKILL)
+        wait_for(lambda: self.state("v").startswith("shut off"), what="the domain ends with its shim")
+        self.v("start", "v")
+        self.assertIn("the pivot of its active commit a crash cut short is finished", self.daemon.log())
+        self.assertEqual(self.live_chain("v"), [root])
+        self.assertFalse(os.path.exists(os.path.join(self.daemon.state, "disks", "v", "pivot-vda")))
+        for (offset, length), seed in ((A, 1), (B, 2), (C, 3)):
+            self.assertEqual(file_sum(root, offset, length), pattern_sum(seed, length))
+        self.expect("v", [(A, 1), (B, 2), (C, 3)])
+
+    def test_kill_of_the_daemon_mid_commit_and_the_pivot_after(self):
+        root = self.layered("e", size=64 * MIB)
+        self.v("blockcommit", "e", "vda", "--active", "--bandwidth", "1")
+        self.daemon.stop(signal.SIGKILL)
+        self.daemon.start()
+        # The new daemon does not know the job; the shim finished it meanwhile or will.
+        self.expect("e", [(A, 1), (B, 2), (C, 3)])
+        self.v("destroy", "e")
+        self.v("snapshot-revert", "e", "s2")
+        self.expect("e", [(A, 1), (B, 2), (C, None)])
+        self.assertEqual(self.live_chain("e")[-1], root)
+
     def test_kill_of_the_daemon_mid_pull_leaves_a_chain_that_reverts(self):
         self.slow_pull("d")
         self.daemon.stop(signal.SIGKILL)
