@@ -1,6 +1,7 @@
 #include "driver/driver-block.h"
 
 #include <errno.h>
+#include <libvirt/libvirt.h>
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <string.h>
@@ -135,6 +136,37 @@ bool driver_block_stats(struct vsnap_driver *drv, struct vsnap_domain *dom, cons
     *out = (struct block_stats){.name = g_strdup(d->target), .path = g_strdup(active_path(d))};
     fill_counters(out, &c);
     return true;
+}
+
+size_t driver_disk_errors(struct vsnap_driver *drv, struct vsnap_domain *dom, char ***targets, int **codes,
+                          GError **error)
+{
+    (void)drv;
+    g_mutex_lock(&dom->lock);
+    char *api_socket = dom->run ? g_strdup(dom->run->api_socket) : NULL;
+    g_auto(GStrv) all = g_new0(char *, dom->def->n_disks + 1);
+    for (size_t i = 0; i < dom->def->n_disks; i++)
+        all[i] = g_strdup(dom->def->disks[i].target);
+    g_mutex_unlock(&dom->lock);
+    g_autofree char *socket = api_socket;
+    *targets = g_new0(char *, g_strv_length(all) + 1);
+    *codes = g_new0(int, g_strv_length(all) + 1);
+    if (!socket) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+        return (size_t)-1;
+    }
+    size_t n = 0;
+    for (guint i = 0; all[i]; i++) {
+        struct disk_counters c;
+        if (!monitor_vm_disk_counters(socket, all[i], &c, error))
+            return (size_t)-1;
+        if (c.io_errors == 0)
+            continue;
+        bool full = c.last_errno == ENOSPC || c.last_errno == EDQUOT;
+        (*targets)[n] = g_strdup(all[i]);
+        (*codes)[n++] = full ? VIR_DOMAIN_DISK_ERROR_NO_SPACE : VIR_DOMAIN_DISK_ERROR_UNSPEC;
+    }
+    return n;
 }
 
 size_t driver_all_block_stats(struct vsnap_driver *drv, struct vsnap_domain *dom, struct block_stats **out)

@@ -574,6 +574,8 @@ bool monitor_vm_disk_counters(const char *api_socket, const char *id, struct dis
         .write_bytes = counter(disk, "write_bytes"),
         .flush_ops = counter(disk, "flush_ops"),
         .io_errors = counter(disk, "io_errors"),
+        .nospace_errors = counter(disk, "nospace_errors"),
+        .last_errno = counter(disk, "last_errno"),
     };
     return true;
 }

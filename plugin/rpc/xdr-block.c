@@ -3,6 +3,7 @@
  * shim's per-disk counters and the disk's files (driver-block.h). */
 #include <libvirt/libvirt.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "rpc/procedure.h"
 #include "driver/driver.h"
@@ -148,12 +149,67 @@ static bool do_block_stats_flags(struct rpc_call *call, struct block_stats_flags
     return true;
 }
 
+/* remote_domain_get_disk_errors_args {dom, maxerrors, flags} -> {errors<256>: {disk, error}, nerrors}. */
+#define DISK_ERRORS_MAX 256
+struct disk_errors_args {
+    struct wire_domain dom;
+    uint32_t maxerrors, flags;
+};
+static bool_t xdr_disk_errors_args(XDR *x, struct disk_errors_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_u_int(x, &a->maxerrors) && xdr_u_int(x, &a->flags);
+}
+
+struct disk_error {
+    char *disk;
+    int32_t error;
+};
+static bool_t xdr_disk_error(XDR *x, struct disk_error *e)
+{
+    return xdr_wire_string(x, &e->disk) && xdr_int(x, &e->error);
+}
+
+struct disk_errors_ret {
+    struct disk_error *val;
+    u_int len;
+    int32_t nerrors;
+};
+static bool_t xdr_disk_errors_ret(XDR *x, struct disk_errors_ret *r)
+{
+    return xdr_array(x, (char **)&r->val, &r->len, DISK_ERRORS_MAX, sizeof(struct disk_error),
+                     XDR_PROC(xdr_disk_error)) &&
+           xdr_int(x, &r->nerrors);
+}
+
+/* maxerrors 0 asks how many (libvirt's two-call protocol). */
+static bool do_disk_errors(struct rpc_call *call, struct disk_errors_args *a, struct disk_errors_ret *r,
+                           GError **error)
+{
+    if (!no_flags(a->flags, error))
+        return false;
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    g_auto(GStrv) targets = NULL;
+    g_autofree int *codes = NULL;
+    size_t n = dom ? driver_disk_errors(call->driver, dom, &targets, &codes, error) : (size_t)-1;
+    if (n == (size_t)-1)
+        return false;
+    unsigned give = a->maxerrors == 0 ? 0 : (unsigned)MIN(n, MIN(a->maxerrors, DISK_ERRORS_MAX));
+    r->len = give;
+    r->val = calloc(MAX(give, 1), sizeof(struct disk_error));
+    for (unsigned i = 0; i < give; i++)
+        r->val[i] = (struct disk_error){ .disk = strdup(targets[i]), .error = codes[i] };
+    r->nerrors = a->maxerrors == 0 ? (int32_t)n : (int32_t)give;
+    return true;
+}
+
 #define P RPC_PROC
 const struct proc_entry rpc_block_procs[] = {
     P(PROC_DOMAIN_GET_BLOCK_INFO, struct block_info_args, xdr_block_info_args, struct block_info_ret,
       xdr_block_info_ret, do_block_info, 0),
     P(PROC_DOMAIN_BLOCK_STATS, struct block_stats_args, xdr_block_stats_args, struct block_stats_ret,
       xdr_block_stats_ret, do_block_stats, 0),
+    P(PROC_DOMAIN_GET_DISK_ERRORS, struct disk_errors_args, xdr_disk_errors_args, struct disk_errors_ret,
+      xdr_disk_errors_ret, do_disk_errors, 0),
     P(PROC_DOMAIN_BLOCK_STATS_FLAGS, struct block_stats_flags_args, xdr_block_stats_flags_args,
       struct block_stats_flags_ret, xdr_block_stats_flags_ret, do_block_stats_flags, 0),
 };

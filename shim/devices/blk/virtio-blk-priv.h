@@ -37,6 +37,8 @@ struct blk_counters {
     atomic_uint_fast64_t zero_writes;  /* OUT requests of zeros done as WRITE_ZEROES (detect_zeroes) */
     atomic_uint_fast64_t store_flushes; /* flushes that reached the store (FLUSH, and writes under write_through) */
     atomic_uint_fast64_t io_errors;    /* the backend failed (ENOSPC, EIO, ...) */
+    atomic_uint_fast64_t nospace_errors; /* of them, a full file system (ENOSPC, EDQUOT) */
+    atomic_uint_fast64_t last_errno;   /* the last one's errno, 0 before any (domblkerror) */
     atomic_uint_fast64_t guest_errors; /* malformed chains and requests */
     atomic_uint_fast64_t unsupported;  /* request types we do not know */
     atomic_uint_fast64_t sleeps;       /* the I/O thread slept until notified (polling found nothing) */

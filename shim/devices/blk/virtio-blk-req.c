@@ -45,6 +45,9 @@ static uint8_t malformed(struct virtio_blk *dev, const char *fmt, ...)
  * warning, but a guest that retries must not flood the log either. */
 static uint8_t backend_failed(struct virtio_blk *dev, const char *what, uint64_t sector, int err)
 {
+    if (err == -ENOSPC || err == -EDQUOT)
+        atomic_fetch_add(&dev->counters.nospace_errors, 1);
+    atomic_store(&dev->counters.last_errno, (uint_fast64_t)-err);
     device_log_limited(G_LOG_LEVEL_WARNING, atomic_fetch_add(&dev->counters.io_errors, 1) + 1, "I/O errors",
                        "disk %s: %s at sector %" G_GUINT64_FORMAT " failed: %s", dev->id, what, sector,
                        g_strerror(-err));

@@ -466,6 +466,7 @@ void virtio_blk_add_counters(struct virtio_blk *dev, JsonBuilder *b)
         {"write_zeroes_ops", atomic_load(&c->write_zeroes_ops)}, {"zero_writes", atomic_load(&c->zero_writes)},
         {"store_flushes", atomic_load(&c->store_flushes)},
         {"io_errors", atomic_load(&c->io_errors)},     {"guest_errors", atomic_load(&c->guest_errors)},
+        {"nospace_errors", atomic_load(&c->nospace_errors)}, {"last_errno", atomic_load(&c->last_errno)},
         {"unsupported", atomic_load(&c->unsupported)}, {"sleeps", atomic_load(&c->sleeps)},
         {"ring_transfers", atomic_load(&c->ring_transfers)},
         {"ring_max_in_flight", atomic_load(&c->ring_max_in_flight)},

@@ -35,5 +35,12 @@ bool driver_block_stats(struct vsnap_driver *drv, struct vsnap_domain *dom, cons
 /* Every disk, in definition order (empty for an inactive domain's counters:
  * only file facts then, as libvirt's QEMU driver). Returns the count; *out
  * is g_new'd, each entry cleared with block_stats_clear. */
+/* domblkerror (virDomainGetDiskErrors): each disk of the running domain
+ * whose device answered the guest an I/O error since it started, with
+ * VIR_DOMAIN_DISK_ERROR_NO_SPACE when the last one was a full file system
+ * (ENOSPC, EDQUOT) and VIR_DOMAIN_DISK_ERROR_UNSPEC otherwise (EIO, a bad
+ * layer block, ...). Returns the count; *targets and *codes are g_new'd. */
+size_t driver_disk_errors(struct vsnap_driver *drv, struct vsnap_domain *dom, char ***targets, int **codes,
+                          GError **error);
 size_t driver_all_block_stats(struct vsnap_driver *drv, struct vsnap_domain *dom,
                               struct block_stats **out);

@@ -148,6 +148,8 @@ bool monitor_vm_restore(const char *api_socket, const struct monitor_restore *re
  * which the daemon makes the target name). */
 struct disk_counters {
     uint64_t read_ops, read_bytes, write_ops, write_bytes, flush_ops, io_errors;
+    uint64_t nospace_errors;  /* of io_errors, a full file system */
+    uint64_t last_errno;      /* the last I/O error's, 0: none */
 };
 /* The counters of disk id; VIR_ERR_OPERATION_FAILED when the shim has no
  * such disk. */

@@ -62,7 +62,8 @@ struct blk_backend *virtio_blk_replace_backend(struct virtio_blk *dev, struct bl
 
 /* vm.counters member named by the disk's id: {"read_ops", "read_bytes",
  * "write_ops", "write_bytes", "flush_ops", "discard_ops", "write_zeroes_ops",
- * "io_errors", "guest_errors", "unsupported", "sleeps"} (Cloud Hypervisor's
+ * "io_errors", "nospace_errors" (of them ENOSPC or EDQUOT), "last_errno"
+ * (the last I/O error's, 0 before any), "guest_errors", "unsupported", "sleeps"} (Cloud Hypervisor's
  * names for the first four; sleeps: how often the I/O thread found nothing
  * and waited for the guest's notification). */
 void virtio_blk_add_counters(struct virtio_blk *dev, JsonBuilder *builder);
