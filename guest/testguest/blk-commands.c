@@ -86,6 +86,21 @@ static void cmd_info(char **args, struct blk_out *o)
     put(o, info->readonly ? " 1" : " 0");
 }
 
+/* BLKCONFIG d: "CONFIG <d> <capacity> <config-change interrupts taken>". */
+static void cmd_config(char **args, struct blk_out *o)
+{
+    unsigned disk;
+    if (!disk_arg(args, o, &disk))
+        return;
+    const struct blk_info *info = blk_info(disk);
+    put(o, "CONFIG ");
+    put_dec(o, disk);
+    put(o, " ");
+    put_dec(o, info->capacity);
+    put(o, " ");
+    put_dec(o, info->config_changes);
+}
+
 static void cmd_fill(char **args, struct blk_out *o)
 {
     unsigned disk;
@@ -313,6 +328,7 @@ static void cmd_bench(char **args, struct blk_out *o)
 }
 
 static const struct blk_command table[] = {
+    {"BLKCONFIG", 1, cmd_config},
     {"BLKINFO", 1, cmd_info},     {"BLKFILL", 4, cmd_fill},   {"BLKSUM", 3, cmd_sum},
     {"BLKFLUSH", 1, cmd_flush},   {"BLKID", 1, cmd_id},       {"BLKDISCARD", 3, cmd_discard},
     {"BLKZERO", 4, cmd_zero},     {"BLKBADPKT", 1, cmd_badpkt}, {"BLKBENCH", 7, cmd_bench},

@@ -82,6 +82,8 @@ const struct blk_info *blk_info(unsigned n)
     if (!d)
         return 0;
     d->info.capacity = virtio_config_read64(&d->dev, CFG_CAPACITY);
+    if (virtio_take_config_change(&d->dev))
+        d->info.config_changes++;
     return &d->info;
 }
 

@@ -34,6 +34,7 @@
 
 struct blk_info {
     uint64_t capacity; /* 512-byte sectors */
+    uint32_t config_changes; /* configuration-change interrupts taken (blockresize) */
     bool readonly, flush, discard, write_zeroes;
     uint32_t blk_size, seg_max;
 };
@@ -43,7 +44,8 @@ struct blk_info {
 unsigned blk_init(const char *cmdline, uint64_t tsc_khz);
 unsigned blk_count(void);
 /* NULL for a disk that does not exist. The capacity is read again from the
- * config space each time. */
+ * config space each time; a configuration-change interrupt is taken
+ * (acknowledged, counted in config_changes) then too. */
 const struct blk_info *blk_info(unsigned disk);
 
 /* Static, page-aligned, below 16 MiB: what the commands stage data in. */

@@ -18,6 +18,8 @@
 #define REG_QUEUE_NUM 0x038
 #define REG_QUEUE_READY 0x044
 #define REG_QUEUE_NOTIFY 0x050
+#define REG_INTERRUPT_STATUS 0x060
+#define REG_INTERRUPT_ACK 0x064
 #define REG_STATUS 0x070
 #define REG_QUEUE_DESC_LOW 0x080
 #define REG_QUEUE_DESC_HIGH 0x084
@@ -209,4 +211,12 @@ void vq_flush(struct virtio_dev *dev, struct vq *q)
     q->pending_notify = false;
     if (!(__atomic_load_n(&q->used[0], __ATOMIC_ACQUIRE) & VRING_USED_F_NO_NOTIFY))
         reg_write(dev, REG_QUEUE_NOTIFY, q->index);
+}
+
+bool virtio_take_config_change(struct virtio_dev *dev)
+{
+    if (!(reg_read(dev, REG_INTERRUPT_STATUS) & VIRTIO_INT_CONFIG))
+        return false;
+    reg_write(dev, REG_INTERRUPT_ACK, VIRTIO_INT_CONFIG);
+    return true;
 }

@@ -69,6 +69,11 @@ bool virtio_setup_queue(struct virtio_dev *dev, struct vq *q, uint16_t index, ui
 void virtio_driver_ok(struct virtio_dev *dev);
 uint32_t virtio_status(struct virtio_dev *dev);
 uint64_t virtio_config_read64(struct virtio_dev *dev, unsigned offset);
+/* The device raised its configuration-change interrupt (InterruptStatus
+ * bit 1, a disk resized): acknowledged, true. The guest polls; nothing else
+ * acknowledges that bit. */
+#define VIRTIO_INT_CONFIG 2u
+bool virtio_take_config_change(struct virtio_dev *dev);
 uint32_t virtio_config_read32(struct virtio_dev *dev, unsigned offset);
 
 /* Publish a chain that starts at descriptor head (the caller filled it). */

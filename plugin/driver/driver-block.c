@@ -138,6 +138,72 @@ bool driver_block_stats(struct vsnap_driver *drv, struct vsnap_domain *dom, cons
     return true;
 }
 
+static bool grow_image(const char *path, uint64_t size, GError **error)
+{
+    struct stat st;
+    if (!stat_file(path, &st, error))
+        return false;
+    if (S_ISBLK(st.st_mode) || (uint64_t)st.st_size > size) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, S_ISBLK(st.st_mode)
+                    ? "cannot resize %s: a block device's size is the device's" : "cannot shrink %s to %" G_GUINT64_FORMAT
+                    " bytes (it holds %" G_GUINT64_FORMAT "): vsnap only grows a disk", path, size,
+                    (uint64_t)st.st_size);
+        return false;
+    }
+    if (truncate(path, (off_t)size) == 0)
+        return true;
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_SYSTEM_ERROR, "cannot grow %s: %s", path, g_strerror(errno));
+    return false;
+}
+
+/* The disk's image and the shim's socket, if it may grow. */
+static bool resizable(struct vsnap_domain *dom, const char *name, char **image, char **target, char **api_socket,
+                      GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    const struct domain_disk *d = domain_def_find_disk(dom->def, name);
+    bool running = dom->run != NULL, layered = d && d->chain && d->chain[0], ro = d && d->readonly;
+    *image = d ? g_strdup(d->path) : NULL;
+    *target = d ? g_strdup(d->target) : NULL;
+    *api_socket = running ? g_strdup(dom->run->api_socket) : NULL;
+    g_mutex_unlock(&dom->lock);
+    if (!running)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not running");
+    else if (!d)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "invalid path %s not assigned to domain", name);
+    else if (ro)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "disk '%s' is read-only", *target);
+    else if (layered)
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED, "disk '%s' runs on snapshot layers, which "
+                    "keep the size they were taken at: vsnap grows a disk only before its first snapshot (or once "
+                    "blockcommit --active --pivot put it back on its image)", *target);
+    return running && d && !ro && !layered;
+}
+
+bool driver_block_resize(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *disk, uint64_t size,
+                         unsigned flags, GError **error)
+{
+    (void)drv;
+    if (flags & ~(unsigned)VIR_DOMAIN_BLOCK_RESIZE_BYTES) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "unsupported flags (0x%x)", flags);
+        return false;
+    }
+    if (!(flags & VIR_DOMAIN_BLOCK_RESIZE_BYTES) && size > UINT64_MAX / 1024) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OVERFLOW, "size %" G_GUINT64_FORMAT " KiB is too large", size);
+        return false;
+    }
+    uint64_t bytes = flags & VIR_DOMAIN_BLOCK_RESIZE_BYTES ? size : size * 1024;
+    bytes = (bytes + 511) / 512 * 512;
+    if (!domain_job_acquire(dom, "blockresize", error))
+        return false;
+    g_autofree char *image = NULL, *target = NULL, *api_socket = NULL;
+    uint64_t capacity = 0;
+    bool ok = resizable(dom, disk, &image, &target, &api_socket, error) && grow_image(image, bytes, error) &&
+              monitor_vm_disk_resize(api_socket, target, &capacity, error);
+    domain_job_release(dom);
+    return ok;
+}
+
 size_t driver_disk_errors(struct vsnap_driver *drv, struct vsnap_domain *dom, char ***targets, int **codes,
                           GError **error)
 {

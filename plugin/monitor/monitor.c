@@ -653,3 +653,19 @@ bool monitor_vm_disk_job_info(const char *api_socket, const char *id, struct dis
     *found = true;
     return true;
 }
+
+bool monitor_vm_disk_resize(const char *api_socket, const char *id, uint64_t *capacity, GError **error)
+{
+    g_autofree char *body = disk_job_body(id, false, 0);
+    g_autoptr(GString) answer = g_string_new(NULL);
+    if (!request(api_socket, "PUT", "vm.disk-resize", body, QUICK_TIMEOUT_MS, answer, error))
+        return false;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (!bounded_json_load_data(parser, answer->str, answer->len, REPLY_MAX_BYTES, NULL) ||
+        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED, "vm.disk-resize answered %s", answer->str);
+        return false;
+    }
+    *capacity = counter(json_node_get_object(json_parser_get_root(parser)), "capacity");
+    return true;
+}

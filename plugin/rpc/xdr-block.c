@@ -149,6 +149,25 @@ static bool do_block_stats_flags(struct rpc_call *call, struct block_stats_flags
     return true;
 }
 
+struct block_resize_args {
+    struct wire_domain dom;
+    char *disk;
+    uint64_t size;
+    uint32_t flags;
+};
+static bool_t xdr_block_resize_args(XDR *x, struct block_resize_args *a)
+{
+    return xdr_wire_domain(x, &a->dom) && xdr_wire_string(x, &a->disk) && xdr_uint64_t(x, &a->size) &&
+           xdr_u_int(x, &a->flags);
+}
+
+static bool do_block_resize(struct rpc_call *call, struct block_resize_args *a, struct rpc_void *r, GError **error)
+{
+    (void)r;
+    g_autoptr(vsnap_domain) dom = lookup(call, &a->dom, error);
+    return dom && driver_block_resize(call->driver, dom, a->disk, a->size, a->flags, error);
+}
+
 /* remote_domain_get_disk_errors_args {dom, maxerrors, flags} -> {errors<256>: {disk, error}, nerrors}. */
 #define DISK_ERRORS_MAX 256
 struct disk_errors_args {
@@ -208,6 +227,8 @@ const struct proc_entry rpc_block_procs[] = {
       xdr_block_info_ret, do_block_info, 0),
     P(PROC_DOMAIN_BLOCK_STATS, struct block_stats_args, xdr_block_stats_args, struct block_stats_ret,
       xdr_block_stats_ret, do_block_stats, 0),
+    P(PROC_DOMAIN_BLOCK_RESIZE, struct block_resize_args, xdr_block_resize_args, struct rpc_void, xdr_rpc_void,
+      do_block_resize, PROC_WRITE),
     P(PROC_DOMAIN_GET_DISK_ERRORS, struct disk_errors_args, xdr_disk_errors_args, struct disk_errors_ret,
       xdr_disk_errors_ret, do_disk_errors, 0),
     P(PROC_DOMAIN_BLOCK_STATS_FLAGS, struct block_stats_flags_args, xdr_block_stats_flags_args,

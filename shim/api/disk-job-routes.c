@@ -97,6 +97,25 @@ static void handle_cancel(struct api_request *req)
     reply_result(req, ok, error);
 }
 
+/* vm.disk-resize {"id"} -> {"capacity": bytes}. */
+static void handle_resize(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    const char *id;
+    uint64_t unused, capacity = 0;
+    if (!parse_job_body(req, "vm.disk-resize", false, parser, &id, &unused, &error) ||
+        !vmm_disk_resize(req->vmm, id, &capacity, &error)) {
+        reply_error(req, error);
+        return;
+    }
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    vjson_object_begin(b, NULL);
+    vjson_uint(b, "capacity", capacity);
+    vjson_object_end(b);
+    reply_json(req, SOUP_STATUS_OK, json_builder_get_root(b));
+}
+
 /* GET vm.disk-job-info?id=<disk> -> {"id", "kind", "cur", "end", "copied", "bandwidth", "ready"}; 404 without a job. */
 static void handle_info(struct api_request *req)
 {
@@ -132,5 +151,6 @@ const struct route disk_job_routes[] = {
     { "vm.disk-job-speed", "PUT", true, handle_speed },
     { "vm.disk-job-cancel", "PUT", true, handle_cancel },
     { "vm.disk-job-info", "GET", false, handle_info },
+    { "vm.disk-resize", "PUT", true, handle_resize },
     { 0 },
 };

@@ -298,6 +298,24 @@ static bool size_image(struct blk_raw *r, const char *path, GError **error)
     return true;
 }
 
+bool blk_raw_refresh_capacity(struct blk_backend *b, GError **error)
+{
+    if (b->ops != &raw_ops) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED, "disk %s: only an image written directly can grow "
+                    "(a disk on snapshot layers keeps the size its layers were taken at)", b->name);
+        return false;
+    }
+    uint64_t before = b->capacity;
+    if (!size_image(raw_of(b), b->name, error))
+        return false;
+    if (b->capacity >= before)
+        return true;
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "disk %s: its image shrank under the VM "
+                "(%" G_GUINT64_FORMAT " bytes, the guest has %" G_GUINT64_FORMAT ")", b->name, b->capacity, before);
+    b->capacity = before;
+    return false;
+}
+
 struct blk_backend *blk_raw_open(const struct blk_raw_options *opts, GError **error)
 {
     struct blk_raw *r = g_new0(struct blk_raw, 1);

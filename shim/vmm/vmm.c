@@ -769,6 +769,36 @@ bool vmm_disk_job_cancel(struct vmm *vmm, const char *id, GError **error)
     return true;
 }
 
+bool vmm_disk_resize(struct vmm *vmm, const char *id, uint64_t *capacity, GError **error)
+{
+    if (!require_state(vmm, "resize a disk", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED) ||
+        !require_no_live_job(vmm, "resize a disk", error))
+        return false;
+    struct virtio_blk *disk = find_disk(vmm, id);
+    if (!disk) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_NOT_FOUND, "no disk with id '%s'", id);
+        return false;
+    }
+    /* The VM paused: its disks idle while the capacity changes. */
+    bool was_running = vmm->state == VMM_STATE_RUNNING;
+    if (was_running && !vm_pause(vmm->vm, error))
+        return false;
+    g_autoptr(GError) local = NULL;
+    bool ok = blk_raw_refresh_capacity(virtio_blk_backend(disk), &local);
+    *capacity = virtio_blk_backend(disk)->capacity;
+    g_autoptr(GError) resume_error = NULL;
+    if (was_running && !vm_resume(vmm->vm, &resume_error))
+        g_warning("disk %s: after the resize the VM does not resume: %s", id, resume_error->message);
+    if (!ok) {
+        g_set_error(error, SHIM_ERROR, local->code == G_IO_ERROR_NOT_SUPPORTED ? SHIM_ERROR_UNSUPPORTED
+                                                                                : SHIM_ERROR_INVALID, "%s",
+                    local->message);
+        return false;
+    }
+    virtio_blk_capacity_changed(disk);
+    return true;
+}
+
 bool vmm_set_link(struct vmm *vmm, const char *id, bool up, GError **error)
 {
     if (!require_state(vmm, "set a link", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED))

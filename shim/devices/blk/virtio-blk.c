@@ -453,6 +453,16 @@ struct blk_backend *virtio_blk_replace_backend(struct virtio_blk *dev, struct bl
     return old;
 }
 
+void virtio_blk_capacity_changed(struct virtio_blk *dev)
+{
+    g_mutex_lock(&dev->transport.lock);
+    dev->capacity_sectors = dev->backend->capacity / BLK_SECTOR_SIZE;
+    dev->config.capacity = dev->capacity_sectors;
+    dev->transport.config_generation++;
+    virtio_mmio_signal_config(&dev->transport);
+    g_mutex_unlock(&dev->transport.lock);
+}
+
 void virtio_blk_add_counters(struct virtio_blk *dev, JsonBuilder *b)
 {
     const struct blk_counters *c = &dev->counters;

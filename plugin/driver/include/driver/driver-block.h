@@ -35,6 +35,14 @@ bool driver_block_stats(struct vsnap_driver *drv, struct vsnap_domain *dom, cons
 /* Every disk, in definition order (empty for an inactive domain's counters:
  * only file facts then, as libvirt's QEMU driver). Returns the count; *out
  * is g_new'd, each entry cleared with block_stats_clear. */
+/* blockresize (virDomainBlockResize): size in KiB, or bytes with
+ * VIR_DOMAIN_BLOCK_RESIZE_BYTES, rounded up to whole sectors. A writable
+ * disk of a running domain that writes its image directly grows (the
+ * image is extended, the shim's disk follows and the guest gets the
+ * configuration-change interrupt); a smaller size, a read-only disk and a
+ * disk on snapshot layers (their layers keep their size) are refused by name. */
+bool driver_block_resize(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *disk, uint64_t size,
+                         unsigned flags, GError **error);
 /* domblkerror (virDomainGetDiskErrors): each disk of the running domain
  * whose device answered the guest an I/O error since it started, with
  * VIR_DOMAIN_DISK_ERROR_NO_SPACE when the last one was a full file system

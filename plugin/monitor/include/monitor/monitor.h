@@ -170,5 +170,7 @@ bool monitor_vm_disk_job_pivot(const char *api_socket, const char *id, GError **
 bool monitor_vm_disk_pull(const char *api_socket, const char *id, uint64_t bandwidth, GError **error);
 bool monitor_vm_disk_job_speed(const char *api_socket, const char *id, uint64_t bandwidth, GError **error);
 bool monitor_vm_disk_job_cancel(const char *api_socket, const char *id, GError **error);
+/* The disk's image grew: the shim's disk follows (*capacity: its bytes now). */
+bool monitor_vm_disk_resize(const char *api_socket, const char *id, uint64_t *capacity, GError **error);
 bool monitor_vm_disk_job_info(const char *api_socket, const char *id, struct disk_job_progress *out, bool *found,
                               GError **error);

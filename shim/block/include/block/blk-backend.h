@@ -110,6 +110,11 @@ struct blk_backend *blk_raw_open(const struct blk_raw_options *opts, GError **er
  * exclusive again (false) if the disk stays on the image. Nothing to do for
  * another backend or a readonly one. */
 bool blk_raw_share_lock(struct blk_backend *b, bool shared, GError **error);
+/* The image grew (blockresize): capacity follows its size now. Only a raw
+ * backend (G_IO_ERROR_NOT_SUPPORTED for another, naming why), never
+ * smaller (G_IO_ERROR_INVALID_ARGUMENT, capacity unchanged). With the disk
+ * paused. */
+bool blk_raw_refresh_capacity(struct blk_backend *b, GError **error);
 
 /* ---- disks on snapshot layers (blk-chain.c, blk-overlay.c) ----
  *

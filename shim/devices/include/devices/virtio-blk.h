@@ -60,6 +60,11 @@ struct blk_backend *virtio_blk_backend(struct virtio_blk *dev);
  * return the one it had (the caller closes it). */
 struct blk_backend *virtio_blk_replace_backend(struct virtio_blk *dev, struct blk_backend *backend);
 
+/* The backend's capacity grew (blk_raw_refresh_capacity, with the disk
+ * paused): the config space says so and the guest gets the configuration
+ * change interrupt (virtio 1.x, 4.2.2: VIRTIO_MMIO_INT_CONFIG). */
+void virtio_blk_capacity_changed(struct virtio_blk *dev);
+
 /* vm.counters member named by the disk's id: {"read_ops", "read_bytes",
  * "write_ops", "write_bytes", "flush_ops", "discard_ops", "write_zeroes_ops",
  * "io_errors", "nospace_errors" (of them ENOSPC or EDQUOT), "last_errno"

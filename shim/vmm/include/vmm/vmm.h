@@ -108,6 +108,11 @@ bool vmm_disk_job_pivot(struct vmm *vmm, const char *id, GError **error);
 bool vmm_disk_job_info(struct vmm *vmm, const char *id, struct disk_job_info *out, GError **error);
 bool vmm_disk_job_set_speed(struct vmm *vmm, const char *id, uint64_t bandwidth, GError **error);
 bool vmm_disk_job_cancel(struct vmm *vmm, const char *id, GError **error);
+/* vm.disk-resize (vsnap): the daemon grew disk id's image (blockresize);
+ * its capacity follows and the guest gets the configuration-change
+ * interrupt. *capacity: the bytes now. A disk on snapshot layers is 400
+ * (its layers keep their size); an image that shrank 400. Running or Paused. */
+bool vmm_disk_resize(struct vmm *vmm, const char *id, uint64_t *capacity, GError **error);
 /* vm.set-link (vsnap): the link of interface id as the guest sees it; only
  * while Running or Paused; an unknown id is 404. */
 bool vmm_set_link(struct vmm *vmm, const char *id, bool up, GError **error);
