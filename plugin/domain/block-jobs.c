@@ -1,5 +1,6 @@
 #include "domain/block-jobs.h"
 
+#include <glib/gstdio.h>
 #include <libvirt/libvirt.h>
 
 #include "domain/domain.h"
@@ -9,6 +10,7 @@ static void block_job_free(struct domain_block_job *job)
 {
     g_free(job->disk);
     g_free(job->path);
+    g_free(job->dest);
     g_free(job);
 }
 
@@ -60,6 +62,12 @@ struct domain_block_job *domain_block_job_any(struct vsnap_domain *dom)
 
 void domain_block_jobs_clear(struct vsnap_domain *dom)
 {
+    /* A copy never pivoted leaves no partial destination. */
+    for (guint i = 0; i < jobs_of(dom)->len; i++) {
+        struct domain_block_job *job = jobs_of(dom)->pdata[i];
+        if (job->dest)
+            g_unlink(job->dest);
+    }
     g_ptr_array_set_size(jobs_of(dom), 0);
 }
 

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <libvirt/libvirt.h>
 #include <unistd.h>
 
@@ -126,15 +127,87 @@ bool driver_block_pull(struct vsnap_driver *drv, struct vsnap_domain *dom, const
            pull(drv, dom, disk, bandwidth, flags & VIR_DOMAIN_BLOCK_PULL_BANDWIDTH_BYTES, error);
 }
 
+static bool no_job_yet(struct vsnap_domain *dom, const job_disk_t *d, GError **error);
+
+/* The target: a new file of the disk's size (an existing one is never
+ * written over), given to the shim; it goes again if the copy does not start. */
+static bool start_copy(struct vsnap_domain *dom, const job_disk_t *d, const char *dest, uint64_t bytes_per_s,
+                       GError **error)
+{
+    if (!g_path_is_absolute(dest)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "the copy's destination %s is not an absolute path",
+                    dest);
+        return false;
+    }
+    struct stat st;
+    int fd = stat(d->image, &st) == 0 ? open(dest, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+    if (fd < 0 || ftruncate(fd, st.st_size) != 0) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED, "cannot create the copy's destination %s: %s",
+                    dest, g_strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(dest);
+        }
+        return false;
+    }
+    g_mutex_lock(&dom->lock);
+    bool added = domain_block_job_add(dom, d->target, d->image, VIR_DOMAIN_BLOCK_JOB_TYPE_COPY, error);
+    if (added)
+        domain_block_job_find(dom, d->target)->dest = g_strdup(dest);
+    g_mutex_unlock(&dom->lock);
+    g_autoptr(GError) local = NULL;
+    bool ok = added && monitor_vm_disk_copy(d->api_socket, d->target, dest, bytes_per_s, fd, &local);
+    close(fd);
+    if (ok)
+        return true;
+    unlink(dest);
+    if (!added)
+        return false;
+    g_mutex_lock(&dom->lock);
+    domain_block_job_remove(dom, d->target);
+    g_mutex_unlock(&dom->lock);
+    g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_FAILED, "cannot start the block copy of disk '%s': %s",
+                d->target, local->message);
+    return false;
+}
+
+/* libvirt's QEMU driver copies only a transient domain's disk this way: a
+ * persistent definition would still name the disk the copy left. */
+static bool copy(struct vsnap_domain *dom, const char *disk, const char *dest, uint64_t bandwidth, unsigned flags,
+                 GError **error)
+{
+    unsigned allowed = VIR_DOMAIN_BLOCK_REBASE_COPY | VIR_DOMAIN_BLOCK_REBASE_COPY_RAW |
+                       VIR_DOMAIN_BLOCK_REBASE_BANDWIDTH_BYTES;
+    g_auto(job_disk_t) d = {0};
+    uint64_t bytes_per_s;
+    if (!refuse_flags(flags, allowed, error) ||
+        !bandwidth_bytes(bandwidth, flags & VIR_DOMAIN_BLOCK_REBASE_BANDWIDTH_BYTES, &bytes_per_s, error))
+        return false;
+    if (!dest) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_INVALID_ARG, "a block copy needs a destination");
+        return false;
+    }
+    if (!domain_job_acquire(dom, "blockcopy", error))
+        return false;
+    g_mutex_lock(&dom->lock);
+    bool persistent = dom->persistent;
+    g_mutex_unlock(&dom->lock);
+    bool ok = find_job_disk(dom, disk, &d, error) && no_job_yet(dom, &d, error);
+    if (ok && persistent) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "domain is not transient: a block copy of "
+                    "disk '%s' would leave its persistent definition on the disk the copy left", d.target);
+        ok = false;
+    }
+    ok = ok && start_copy(dom, &d, dest, bytes_per_s, error);
+    domain_job_release(dom);
+    return ok;
+}
+
 bool driver_block_rebase(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *disk, const char *base,
                          uint64_t bandwidth, unsigned flags, GError **error)
 {
-    if (flags & VIR_DOMAIN_BLOCK_REBASE_COPY) {
-        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_CONFIG_UNSUPPORTED,
-                    "block copy (blockcopy, virDomainBlockRebase with VIR_DOMAIN_BLOCK_REBASE_COPY) is not "
-                    "supported by vsnap yet");
-        return false;
-    }
+    if (flags & VIR_DOMAIN_BLOCK_REBASE_COPY)
+        return copy(dom, disk, base, bandwidth, flags, error);
     if (!refuse_flags(flags, VIR_DOMAIN_BLOCK_REBASE_BANDWIDTH_BYTES, error))
         return false;
     if (base) {
@@ -331,6 +404,36 @@ static bool pivot_commit(struct vsnap_driver *drv, struct vsnap_domain *dom, con
     return ok;
 }
 
+/* A copy's pivot puts the live disk on the destination (no chain); an
+ * abort leaves the disk as it was and removes the destination. */
+static bool end_copy(struct vsnap_domain *dom, const job_disk_t *d, bool pivot, GError **error)
+{
+    g_mutex_lock(&dom->lock);
+    struct domain_block_job *job = domain_block_job_find(dom, d->target);
+    g_autofree char *dest = job && job->dest ? g_strdup(job->dest) : NULL;
+    g_mutex_unlock(&dom->lock);
+    g_autoptr(GError) local = NULL;
+    if (pivot ? !monitor_vm_disk_job_pivot(d->api_socket, d->target, &local)
+              : !monitor_vm_disk_job_cancel(d->api_socket, d->target, &local)) {
+        g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID, "cannot %s the copy of disk '%s': %s",
+                    pivot ? "pivot" : "abort", d->target, local->message);
+        return false;
+    }
+    if (!pivot) {
+        if (dest)
+            unlink(dest);
+        return true;
+    }
+    g_mutex_lock(&dom->lock);
+    struct domain_disk *disk = domain_def_find_disk(dom->def, d->target);
+    if (disk && dest) {
+        g_free(disk->path);
+        disk->path = g_strdup(dest);
+    }
+    g_mutex_unlock(&dom->lock);
+    return process_refresh_disks(dom, error);
+}
+
 static void end_job(struct vsnap_driver *drv, struct vsnap_domain *dom, const char *target, int status)
 {
     g_mutex_lock(&dom->lock);
@@ -351,6 +454,12 @@ bool driver_block_job_abort(struct vsnap_driver *drv, struct vsnap_domain *dom, 
         !find_job_disk(dom, disk, &d, error) || !job_type(dom, d.target, &type, error))
         return false;
     bool pivot = flags & VIR_DOMAIN_BLOCK_JOB_ABORT_PIVOT;
+    if (type == VIR_DOMAIN_BLOCK_JOB_TYPE_COPY) {
+        if (!end_copy(dom, &d, pivot, error))
+            return false;
+        end_job(drv, dom, d.target, pivot ? VIR_DOMAIN_BLOCK_JOB_COMPLETED : VIR_DOMAIN_BLOCK_JOB_CANCELED);
+        return true;
+    }
     if (pivot && type != VIR_DOMAIN_BLOCK_JOB_TYPE_ACTIVE_COMMIT) {
         g_set_error(error, VSNAP_VIR_ERROR, VIR_ERR_OPERATION_INVALID,
                     "block job of disk '%s' is a %s, which has no pivot (only a copy or an active commit does)",

@@ -669,3 +669,16 @@ bool monitor_vm_disk_resize(const char *api_socket, const char *id, uint64_t *ca
     *capacity = counter(json_node_get_object(json_parser_get_root(parser)), "capacity");
     return true;
 }
+
+bool monitor_vm_disk_copy(const char *api_socket, const char *id, const char *target, uint64_t bandwidth,
+                          int target_fd, GError **error)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    vjson_object_begin(b, NULL);
+    vjson_str(b, "id", id);
+    vjson_str(b, "target", target);
+    vjson_uint(b, "bandwidth", bandwidth);
+    vjson_object_end(b);
+    g_autofree char *body = vjson_finish(b, false);
+    return request_fds(api_socket, "vm.disk-copy", body, &target_fd, 1, QUICK_TIMEOUT_MS, NULL, error);
+}

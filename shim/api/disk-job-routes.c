@@ -9,8 +9,9 @@
 
 /* {"id": "<disk>"} plus, where the endpoint takes it, "bandwidth" (bytes/s,
  * 0 unlimited); nothing else. */
-static bool parse_job_body(struct api_request *req, const char *endpoint, bool takes_bandwidth, JsonParser *parser,
-                           const char **id, uint64_t *bandwidth, GError **error)
+static bool parse_body(struct api_request *req, const char *endpoint, bool takes_bandwidth, const char *extra,
+                       JsonParser *parser, const char **id, uint64_t *bandwidth, const char **extra_value,
+                       GError **error)
 {
     gsize len;
     const char *text = g_bytes_get_data(req->body, &len);
@@ -22,19 +23,30 @@ static bool parse_job_body(struct api_request *req, const char *endpoint, bool t
     JsonObject *obj = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
     JsonNode *idn = obj ? json_object_get_member(obj, "id") : NULL;
     JsonNode *bw = obj && takes_bandwidth ? json_object_get_member(obj, "bandwidth") : NULL;
-    guint members = 1 + (bw != NULL);
+    JsonNode *ex = obj && extra ? json_object_get_member(obj, extra) : NULL;
+    guint members = 1 + (bw != NULL) + (ex != NULL);
     bool ok = idn && JSON_NODE_HOLDS_VALUE(idn) && json_node_get_value_type(idn) == G_TYPE_STRING &&
+              (!extra || (ex && JSON_NODE_HOLDS_VALUE(ex) && json_node_get_value_type(ex) == G_TYPE_STRING)) &&
               json_object_get_size(obj) == members &&
               (!bw || (JSON_NODE_HOLDS_VALUE(bw) && json_node_get_value_type(bw) == G_TYPE_INT64 &&
                        json_node_get_int(bw) >= 0));
     if (!ok) {
-        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "%s takes {\"id\": \"<disk>\"%s}", endpoint,
-                    takes_bandwidth ? ", \"bandwidth\": <bytes/s, 0: unlimited>" : "");
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "%s takes {\"id\": \"<disk>\"%s%s%s}", endpoint,
+                    takes_bandwidth ? ", \"bandwidth\": <bytes/s, 0: unlimited>" : "", extra ? ", " : "",
+                    extra ? extra : "");
         return false;
     }
     *id = json_node_get_string(idn);
+    if (extra)
+        *extra_value = json_node_get_string(ex);
     *bandwidth = bw ? (uint64_t)json_node_get_int(bw) : 0;
     return true;
+}
+
+static bool parse_job_body(struct api_request *req, const char *endpoint, bool takes_bandwidth, JsonParser *parser,
+                           const char **id, uint64_t *bandwidth, GError **error)
+{
+    return parse_body(req, endpoint, takes_bandwidth, NULL, parser, id, bandwidth, NULL, error);
 }
 
 static void handle_pull(struct api_request *req)
@@ -61,6 +73,23 @@ static void handle_commit(struct api_request *req)
     }
     bool ok = parse_job_body(req, "vm.disk-commit", true, parser, &id, &bandwidth, &error) &&
               vmm_disk_commit(req->vmm, id, bandwidth, req->nfds ? req->fds[0] : -1, &error);
+    reply_result(req, ok, error);
+}
+
+static void handle_copy(struct api_request *req)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    const char *id;
+    uint64_t bandwidth;
+    if (req->nfds != 1) {
+        g_set_error(&error, SHIM_ERROR, SHIM_ERROR_INVALID, "vm.disk-copy takes one descriptor (the target image)");
+        reply_error(req, error);
+        return;
+    }
+    const char *target = NULL;
+    bool ok = parse_body(req, "vm.disk-copy", true, "target", parser, &id, &bandwidth, &target, &error) &&
+              vmm_disk_copy(req->vmm, id, target, bandwidth, req->fds[0], &error);
     reply_result(req, ok, error);
 }
 
@@ -147,6 +176,7 @@ static void handle_info(struct api_request *req)
 const struct route disk_job_routes[] = {
     { "vm.disk-pull", "PUT", true, handle_pull },
     { "vm.disk-commit", "PUT", true, handle_commit },
+    { "vm.disk-copy", "PUT", true, handle_copy },
     { "vm.disk-job-pivot", "PUT", true, handle_pivot },
     { "vm.disk-job-speed", "PUT", true, handle_speed },
     { "vm.disk-job-cancel", "PUT", true, handle_cancel },

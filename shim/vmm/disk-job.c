@@ -17,6 +17,7 @@ struct disk_job {
     char *id;
     enum disk_job_kind kind;
     int image_fd;
+    char *target;             /* a copy's target image */
     struct blk_backend *overlay;
     GMainContext *ctx;
     disk_job_done_func done;
@@ -65,11 +66,11 @@ static gboolean run_done(gpointer data)
 static void finish(struct disk_job *job, int err)
 {
     struct blk_backend *old = NULL;
-    if (!err)
+    if (!err && job->kind != DISK_JOB_COPY)
         old = blk_overlay_detach_chain(job->overlay, &err);
     g_mutex_lock(&job->lock);
     job->finished = true;
-    job->ready = !err && job->kind == DISK_JOB_COMMIT;
+    job->ready = !err && job->kind != DISK_JOB_PULL;
     job->result = err ? DISK_JOB_FAILED : job->ready ? DISK_JOB_READY : DISK_JOB_COMPLETED;
     if (err)
         job->error = g_strdup_printf("block %s of disk %s failed: %s", disk_job_kind(job), job->id,
@@ -80,6 +81,20 @@ static void finish(struct disk_job *job, int err)
     job->done_source = g_source_attach(source, job->ctx);
     g_source_unref(source);
     g_mutex_unlock(&job->lock);
+}
+
+/* A pull's or commit's step (blocks looked at: next; copied), or a copy's
+ * (next: the blocks the target holds; every one counts as copied). */
+static int step(struct disk_job *job, uint64_t *next, uint64_t *copied)
+{
+    if (job->kind != DISK_JOB_COPY)
+        return blk_overlay_pull_step(job->overlay, next, STEP_BLOCKS, copied);
+    uint64_t to = 0;
+    int err = blk_mirror_step(job->overlay, (uint64_t)STEP_BLOCKS * BLOCK, &to);
+    uint64_t blocks = (to + BLOCK - 1) / BLOCK;
+    *copied = blocks - MIN(*next, blocks);
+    *next = blocks;
+    return err;
 }
 
 static gpointer job_thread(gpointer data)
@@ -96,7 +111,7 @@ static gpointer job_thread(gpointer data)
         if (stop)
             break;
         uint64_t copied = 0;
-        err = blk_overlay_pull_step(job->overlay, &next, STEP_BLOCKS, &copied);
+        err = step(job, &next, &copied);
         g_mutex_lock(&job->lock);
         job->next = next;
         job->copied += copied;
@@ -146,7 +161,18 @@ enum disk_job_kind disk_job_kind_of(const struct disk_job *job)
 
 const char *disk_job_kind(const struct disk_job *job)
 {
-    return job->kind == DISK_JOB_PULL ? "pull" : "commit";
+    return job->kind == DISK_JOB_PULL ? "pull" : job->kind == DISK_JOB_COMMIT ? "commit" : "copy";
+}
+
+void disk_job_set_target(struct disk_job *job, const char *path)
+{
+    g_free(job->target);
+    job->target = g_strdup(path);
+}
+
+const char *disk_job_target(const struct disk_job *job)
+{
+    return job->target;
 }
 
 int disk_job_image_fd(const struct disk_job *job)
@@ -215,6 +241,7 @@ void disk_job_free(struct disk_job *job)
     g_cond_clear(&job->cond);
     g_mutex_clear(&job->lock);
     g_free(job->error);
+    g_free(job->target);
     g_free(job->id);
     g_free(job);
 }

@@ -17,6 +17,7 @@ struct disk_job;
 enum disk_job_kind {
     DISK_JOB_PULL,    /* the chain's blocks into the overlay, which then sits on the image */
     DISK_JOB_COMMIT,  /* a pull, then READY waits for the pivot into the image (vmm.c) */
+    DISK_JOB_COPY,    /* the disk through its mirror (blk_mirror_new) into a new image; READY waits */
 };
 enum disk_job_end { DISK_JOB_COMPLETED, DISK_JOB_FAILED, DISK_JOB_CANCELLED, DISK_JOB_READY };
 
@@ -29,7 +30,8 @@ enum disk_job_end { DISK_JOB_COMPLETED, DISK_JOB_FAILED, DISK_JOB_CANCELLED, DIS
 typedef void (*disk_job_done_func)(struct disk_job *job, enum disk_job_end end, const char *error,
                                    struct blk_backend *old_chain, void *data);
 
-/* A job of kind on overlay (an overlay backend of disk id), at most
+/* A job of kind on overlay (an overlay backend of disk id; a copy's: the
+ * mirror backend the disk runs on), at most
  * bandwidth bytes/s. image_fd: a commit's image, open for writing (the job
  * owns it); -1 for a pull. */
 struct disk_job *disk_job_start(GMainContext *ctx, const char *id, enum disk_job_kind kind,
@@ -37,8 +39,11 @@ struct disk_job *disk_job_start(GMainContext *ctx, const char *id, enum disk_job
                                 disk_job_done_func done, void *data);
 const char *disk_job_disk(const struct disk_job *job);
 enum disk_job_kind disk_job_kind_of(const struct disk_job *job);
-const char *disk_job_kind(const struct disk_job *job);    /* "pull", "commit" */
+const char *disk_job_kind(const struct disk_job *job);    /* "pull", "commit", "copy" */
 int disk_job_image_fd(const struct disk_job *job);
+/* A copy's target image, for the config once pivoted. */
+void disk_job_set_target(struct disk_job *job, const char *path);
+const char *disk_job_target(const struct disk_job *job);
 /* A commit's copy is done: its pivot may come. */
 bool disk_job_ready(struct disk_job *job);
 void disk_job_get_info(struct disk_job *job, struct disk_job_info *out);

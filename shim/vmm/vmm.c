@@ -573,14 +573,14 @@ static void disk_job_done(struct disk_job *job, enum disk_job_end end, const cha
     struct vmm *vmm = data;
     g_autofree char *id = g_strdup(disk_job_disk(job));
     struct disk_config *d = config_disk(vmm, id);
-    bool pulled = end == DISK_JOB_COMPLETED || end == DISK_JOB_READY;
+    bool pulled = (end == DISK_JOB_COMPLETED || end == DISK_JOB_READY) && disk_job_kind_of(job) != DISK_JOB_COPY;
     if (pulled && d) {
         g_strfreev(d->vsnap_chain);
         d->vsnap_chain = g_new0(char *, 1);
     }
     blk_backend_close(old_chain);
     if (end == DISK_JOB_READY) {
-        events_emit_strings(vmm->events, "disk", "job-ready", "id", id, "kind", "commit", NULL);
+        events_emit_strings(vmm->events, "disk", "job-ready", "id", id, "kind", disk_job_kind(job), NULL);
         return;
     }
     /* The job (its kind, the message) goes last. */
@@ -664,6 +664,100 @@ bool vmm_disk_commit(struct vmm *vmm, const char *id, uint64_t bandwidth, int im
     return true;
 }
 
+/* The disk's backend swapped with the VM paused (its disks idle). */
+static bool swap_paused(struct vmm *vmm, struct virtio_blk *disk, struct blk_backend *(*make)(struct blk_backend *, void *),
+                        void *data, GError **error)
+{
+    bool was_running = vmm->state == VMM_STATE_RUNNING;
+    if (was_running && !vm_pause(vmm->vm, error))
+        return false;
+    struct blk_backend *now = virtio_blk_backend(disk);
+    struct blk_backend *next = make(now, data);
+    struct blk_backend *old = virtio_blk_replace_backend(disk, next);
+    /* A mirror put on takes the backend it wraps; one taken off goes, with
+     * whatever of it the disk does not keep. */
+    if (old->ops != next->ops && blk_mirror_is(old))
+        blk_backend_close(old);
+    g_autoptr(GError) resume_error = NULL;
+    if (was_running && !vm_resume(vmm->vm, &resume_error))
+        g_warning("disk %s: the VM does not resume: %s", virtio_blk_id(disk), resume_error->message);
+    return true;
+}
+
+static struct blk_backend *mirror_onto(struct blk_backend *source, void *target)
+{
+    return blk_mirror_new(source, target);
+}
+
+static struct blk_backend *mirror_to_target(struct blk_backend *mirror, void *unused)
+{
+    (void)unused;
+    return blk_mirror_end(mirror, true);
+}
+
+static struct blk_backend *mirror_to_source(struct blk_backend *mirror, void *unused)
+{
+    (void)unused;
+    return blk_mirror_end(mirror, false);
+}
+
+bool vmm_disk_copy(struct vmm *vmm, const char *id, const char *target_path, uint64_t bandwidth, int target_fd,
+                   GError **error)
+{
+    if (!require_state(vmm, "copy a disk", error, 2, VMM_STATE_RUNNING, VMM_STATE_PAUSED) ||
+        !require_no_live_job(vmm, "copy a disk", error))
+        return false;
+    struct virtio_blk *disk = find_disk(vmm, id);
+    const struct disk_config *d = config_disk(vmm, id);
+    if (!disk || !d || find_disk_job(vmm, id, NULL) || target_fd < 0) {
+        g_set_error(error, SHIM_ERROR, !disk || !d ? SHIM_ERROR_NOT_FOUND : target_fd < 0 ? SHIM_ERROR_INVALID
+                    : SHIM_ERROR_CONFLICT, !disk || !d ? "no disk with id '%s'" : target_fd < 0
+                    ? "disk %s: vm.disk-copy takes the target image's descriptor" : "disk %s has a block job already",
+                    id);
+        return false;
+    }
+    struct blk_raw_options raw = { .path = target_path, .sparse = d->sparse, .direct = d->direct,
+                                   .adopt_fd = fcntl(target_fd, F_DUPFD_CLOEXEC, 3) };
+    struct blk_backend *target = raw.adopt_fd > 0 ? blk_raw_open(&raw, error) : NULL;
+    if (!target)
+        return false;
+    if (target->capacity < virtio_blk_backend(disk)->capacity) {
+        g_set_error(error, SHIM_ERROR, SHIM_ERROR_INVALID, "disk %s: the copy's target is smaller than the disk", id);
+        blk_backend_close(target);
+        return false;
+    }
+    if (!swap_paused(vmm, disk, mirror_onto, target, error)) {
+        blk_backend_close(target);
+        return false;
+    }
+    g_ptr_array_add(vmm->disk_jobs, disk_job_start(vmm->main_context, id, DISK_JOB_COPY, virtio_blk_backend(disk),
+                                                   -1, bandwidth, disk_job_done, vmm));
+    disk_job_set_target(vmm->disk_jobs->pdata[vmm->disk_jobs->len - 1], target_path);
+    events_emit_strings(vmm->events, "disk", "job-started", "id", id, "kind", "copy", NULL);
+    return true;
+}
+
+/* A copy's job ends (pivot or abort): the mirror goes, the disk on the
+ * target or back on its source. */
+static bool end_copy(struct vmm *vmm, const char *id, guint index, bool pivot, GError **error)
+{
+    struct virtio_blk *disk = find_disk(vmm, id);
+    g_autofree char *kind = g_strdup(disk_job_kind(vmm->disk_jobs->pdata[index]));
+    g_autofree char *target = g_strdup(disk_job_target(vmm->disk_jobs->pdata[index]));
+    g_ptr_array_remove_index(vmm->disk_jobs, index);   /* the thread stops first */
+    if (!swap_paused(vmm, disk, pivot ? mirror_to_target : mirror_to_source, NULL, error))
+        return false;
+    struct disk_config *d = config_disk(vmm, id);
+    if (pivot && d) {
+        g_clear_pointer(&d->vsnap_chain, g_strfreev);
+        g_clear_pointer(&d->vsnap_overlay, g_free);
+        g_free(d->path);
+        d->path = g_steal_pointer(&target);
+    }
+    events_emit_strings(vmm->events, "disk", pivot ? "job-completed" : "job-cancelled", "id", id, "kind", kind, NULL);
+    return true;
+}
+
 /* The pivot, with the VM paused: the overlay's blocks join the image, the
  * disk's backend becomes the image itself (its lock exclusive once the
  * chain's shared one is gone). */
@@ -708,6 +802,8 @@ bool vmm_disk_job_pivot(struct vmm *vmm, const char *id, GError **error)
     struct disk_job *job = require_disk_job(vmm, id, &index, error);
     if (!job)
         return false;
+    if (disk_job_kind_of(job) == DISK_JOB_COPY && disk_job_ready(job))
+        return end_copy(vmm, id, index, true, error);
     if (disk_job_kind_of(job) != DISK_JOB_COMMIT || !disk_job_ready(job)) {
         g_set_error(error, SHIM_ERROR, SHIM_ERROR_WRONG_STATE, "disk %s: its %s job is not ready to pivot", id,
                     disk_job_kind(job));
@@ -763,6 +859,8 @@ bool vmm_disk_job_cancel(struct vmm *vmm, const char *id, GError **error)
         return false;
     if (disk_job_kind_of(job) == DISK_JOB_PULL && disk_job_finished(job))
         return true;   /* its done callback is queued: it completes */
+    if (disk_job_kind_of(job) == DISK_JOB_COPY)
+        return end_copy(vmm, id, index, false, error);
     g_autofree char *kind = g_strdup(disk_job_kind(job));
     g_ptr_array_remove_index(vmm->disk_jobs, index);
     events_emit_strings(vmm->events, "disk", "job-cancelled", "id", id, "kind", kind, NULL);

@@ -233,6 +233,82 @@ class BlockCommitTest(BlockJobBase):
         self.assertIn("is the top sealed layer of disk 'vda'", res.stderr)
 
 
+class BlockCopyTest(BlockJobBase):
+    def transient(self, name, size=32 * MIB):
+        """A transient domain (virsh create) on image <- s1 <- s2 <- overlay."""
+        from disktest import disk_domain_xml
+        root = self.image(f"{name}.img", size)
+        self.v("create", self.write(f"{name}.xml", disk_domain_xml(name, [(root, "vda")])))
+        self.with_guest(name, lambda g: (g.fill(0, *A, 1), g.flush(0)))
+        self.v("snapshot-create-as", name, "s1")
+        self.with_guest(name, lambda g: (g.fill(0, *B, 2), g.flush(0)))
+        self.v("snapshot-create-as", name, "s2")
+        self.with_guest(name, lambda g: (g.fill(0, *C, 3), g.flush(0)))
+        return root
+
+    def test_copy_while_the_guest_writes_then_pivot(self):
+        root = self.transient("y")
+        base = sha256(root)
+        dest = self.path("copy.img")
+        events = BlockJobEvents(self.daemon, "y")
+        try:
+            self.v("blockcopy", "y", "vda", dest, "--bandwidth", "4")
+            # The guest writes behind the copy (4 MiB/s: past 5 MiB after 1.5 s) and ahead of it.
+            time.sleep(1.5)
+            info = self.daemon.connect().lookupByName("y").blockJobInfo("vda", 0)
+            self.assertGreater(info["cur"], 6 * MIB)
+            self.assertLess(info["cur"], 28 * MIB)
+            self.with_guest("y", lambda g: (g.fill(0, 5 * MIB, MIB, 5), g.fill(0, 28 * MIB, MIB, 6), g.flush(0)))
+            res = self.v("snapshot-create-as", "y", "during", check=False)
+            self.assertIn("block copy job of disk 'vda' is under way", res.stderr)
+            self.v("blockjob", "y", "vda", "--bandwidth", "0")
+            ready = (libvirt.VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2, "vda", libvirt.VIR_DOMAIN_BLOCK_JOB_TYPE_COPY,
+                     libvirt.VIR_DOMAIN_BLOCK_JOB_READY)
+            wait_for(lambda: ready in events.seen, timeout=60, what="READY")
+            self.with_guest("y", lambda g: (g.fill(0, *D, 7), g.flush(0)))
+            self.v("blockjob", "y", "vda", "--pivot")
+            seen = events.wait(4)
+        finally:
+            events.close()
+        copy = libvirt.VIR_DOMAIN_BLOCK_JOB_TYPE_COPY
+        self.assertEqual([s[3] for s in seen if s[0] == libvirt.VIR_DOMAIN_EVENT_ID_BLOCK_JOB_2 and s[2] == copy],
+                         [libvirt.VIR_DOMAIN_BLOCK_JOB_READY, libvirt.VIR_DOMAIN_BLOCK_JOB_COMPLETED])
+        self.assertEqual(self.live_chain("y"), [dest])
+        want = [(A, 1), ((5 * MIB, MIB), 5), (B, 2), (C, 3), (D, 7), ((28 * MIB, MIB), 6)]
+        for (offset, length), seed in want:
+            self.assertEqual(file_sum(dest, offset, length), pattern_sum(seed, length), f"{offset:#x}")
+        self.expect("y", want)
+        self.with_guest("y", lambda g: (g.fill(0, *A, 8), g.flush(0)))
+        self.assertEqual(file_sum(dest, *A), pattern_sum(8, A[1]))
+        # The old disk is untouched: its snapshots still revert.
+        self.assertEqual(sha256(root), base)
+        self.v("snapshot-revert", "y", "s2")
+        self.expect("y", [(A, 1), (B, 2), (C, None)])
+
+    def test_abort_mid_copy_leaves_the_old_disk_and_no_target(self):
+        self.transient("z", size=64 * MIB)
+        chain = self.live_chain("z")
+        dest = self.path("partial.img")
+        self.v("blockcopy", "z", "vda", dest, "--bandwidth", "1")
+        time.sleep(0.5)
+        self.assertTrue(os.path.exists(dest))
+        self.v("blockjob", "z", "vda", "--abort")
+        self.assertFalse(os.path.exists(dest))
+        self.assertEqual(self.live_chain("z"), chain)
+        self.with_guest("z", lambda g: (g.fill(0, *D, 9), g.flush(0)))
+        self.expect("z", [(A, 1), (B, 2), (C, 3), (D, 9)])
+        # A shim killed mid-copy leaves no target either; a persistent domain is refused.
+        self.v("blockcopy", "z", "vda", dest, "--bandwidth", "1")
+        os.kill(self.daemon.shim_pids()["z"], signal.SIGKILL)
+        wait_for(lambda: not os.path.exists(dest), what="the partial target goes")
+        root = self.image("p.img")
+        self.define_disks("p", [(root, "vda")])
+        self.v("start", "p")
+        res = self.v("blockcopy", "p", "vda", self.path("p-copy.img"), check=False)
+        self.assertIn("domain is not transient", res.stderr)
+        self.assertFalse(os.path.exists(self.path("p-copy.img")))
+
+
 class InnerCommitTest(BlockJobBase):
     def test_inner_range_folds_into_its_child(self):
         root = self.layered("i")

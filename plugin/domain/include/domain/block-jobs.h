@@ -13,6 +13,7 @@ struct domain_block_job {
     char *disk;     /* the disk's target (vda): BLOCK_JOB_2's dst */
     char *path;     /* the file the disk wrote when the job began: BLOCK_JOB's path */
     int type;       /* VIR_DOMAIN_BLOCK_JOB_TYPE_* */
+    char *dest;     /* a copy's destination image, NULL for other jobs */
 };
 
 /* All under dom->lock. */
@@ -23,7 +24,8 @@ bool domain_block_job_add(struct vsnap_domain *dom, const char *disk, const char
 void domain_block_job_remove(struct vsnap_domain *dom, const char *disk);
 /* Some job of dom, NULL when none runs. */
 struct domain_block_job *domain_block_job_any(struct vsnap_domain *dom);
-/* Every record goes (the shim ended: its jobs with it). */
+/* Every record goes (the shim ended: its jobs with it), and the destination
+ * of a copy that never pivoted. */
 void domain_block_jobs_clear(struct vsnap_domain *dom);
 /* "pull" for VIR_DOMAIN_BLOCK_JOB_TYPE_PULL, ... for messages. */
 const char *domain_block_job_type_name(int type);

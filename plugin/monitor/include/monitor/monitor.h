@@ -172,5 +172,8 @@ bool monitor_vm_disk_job_speed(const char *api_socket, const char *id, uint64_t 
 bool monitor_vm_disk_job_cancel(const char *api_socket, const char *id, GError **error);
 /* The disk's image grew: the shim's disk follows (*capacity: its bytes now). */
 bool monitor_vm_disk_resize(const char *api_socket, const char *id, uint64_t *capacity, GError **error);
+/* blockcopy: target (its path) open for writing, sent along. */
+bool monitor_vm_disk_copy(const char *api_socket, const char *id, const char *target, uint64_t bandwidth,
+                          int target_fd, GError **error);
 bool monitor_vm_disk_job_info(const char *api_socket, const char *id, struct disk_job_progress *out, bool *found,
                               GError **error);

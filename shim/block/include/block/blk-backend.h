@@ -202,3 +202,23 @@ struct blk_backend *blk_chain_steal_image(struct blk_backend *b);
 /* Every block the overlay holds, into image_fd, then fdatasync: the pivot,
  * with the disk paused. 0 or -errno. */
 int blk_overlay_commit_overlay(struct blk_backend *b, int image_fd);
+
+/* ---- block copy (blk-mirror.c) ----
+ *
+ * virsh blockcopy while the guest runs: the disk's backend (source) is put
+ * behind a mirror, which sends every request to it and every write whose
+ * range the copy has passed to target (a new, sparse raw image) too. The
+ * copy steps from the start, under the mirror's lock, which the guest's
+ * writes take too; once it reached the end (READY) the target is the disk
+ * as the guest has it, and stays so. */
+
+/* Takes source and target (same capacity or more for target). */
+struct blk_backend *blk_mirror_new(struct blk_backend *source, struct blk_backend *target);
+/* The next at most max_bytes, from where the copy is; *copied_to: the
+ * bytes the target holds now. 0 or -errno (the step not done). */
+int blk_mirror_step(struct blk_backend *b, uint64_t max_bytes, uint64_t *copied_to);
+/* The mirror ends (with the disk paused): to_target, the pivot, returns the
+ * target, else (abort) the source; the mirror no longer holds it, and
+ * closing the mirror then closes the other one. */
+struct blk_backend *blk_mirror_end(struct blk_backend *b, bool to_target);
+bool blk_mirror_is(const struct blk_backend *b);

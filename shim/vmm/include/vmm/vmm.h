@@ -88,7 +88,7 @@ bool vmm_move_disk_layers(struct vmm *vmm, const char *from, const char *to, uns
  * "disk": job-started, job-completed, job-failed ({"error"}), job-cancelled,
  * each with {"id", "kind": "pull"}. */
 struct disk_job_info {
-    const char *kind;     /* "pull", "commit" */
+    const char *kind;     /* "pull", "commit", "copy" */
     bool ready;           /* a commit's copy is done: vm.disk-job-pivot may come */
     uint64_t cur, end;    /* bytes looked at, the disk's bytes */
     uint64_t copied;      /* bytes copied into the overlay */
@@ -105,6 +105,14 @@ bool vmm_disk_pull(struct vmm *vmm, const char *id, uint64_t bandwidth, GError *
  * shim cannot open it so itself); -1: the shim opens its path. */
 bool vmm_disk_commit(struct vmm *vmm, const char *id, uint64_t bandwidth, int image_fd, GError **error);
 bool vmm_disk_job_pivot(struct vmm *vmm, const char *id, GError **error);
+/* vm.disk-copy {"id", "target": path, "bandwidth"}: virsh blockcopy. target_fd: the new image (the daemon's,
+ * at least the disk's size, empty), sent along. With the VM paused a
+ * moment the disk goes behind a mirror (block/blk-backend.h's block copy),
+ * the copy runs and is READY (job-ready) at the end. vm.disk-job-pivot then
+ * puts the disk on the target alone (no chain, no overlay; job-completed);
+ * vm.disk-job-cancel back on its source (job-cancelled), the target unused. */
+bool vmm_disk_copy(struct vmm *vmm, const char *id, const char *target_path, uint64_t bandwidth, int target_fd,
+                   GError **error);
 bool vmm_disk_job_info(struct vmm *vmm, const char *id, struct disk_job_info *out, GError **error);
 bool vmm_disk_job_set_speed(struct vmm *vmm, const char *id, uint64_t bandwidth, GError **error);
 bool vmm_disk_job_cancel(struct vmm *vmm, const char *id, GError **error);
