@@ -62,10 +62,10 @@ struct domain_block_job *domain_block_job_any(struct vsnap_domain *dom)
 
 void domain_block_jobs_clear(struct vsnap_domain *dom)
 {
-    /* A copy never pivoted leaves no partial destination. */
+    /* A copy cut short leaves no partial destination. */
     for (guint i = 0; i < jobs_of(dom)->len; i++) {
         struct domain_block_job *job = jobs_of(dom)->pdata[i];
-        if (job->dest)
+        if (job->dest && !job->ready)
             g_unlink(job->dest);
     }
     g_ptr_array_set_size(jobs_of(dom), 0);

@@ -405,12 +405,14 @@ static bool pivot_commit(struct vsnap_driver *drv, struct vsnap_domain *dom, con
 }
 
 /* A copy's pivot puts the live disk on the destination (no chain); an
- * abort leaves the disk as it was and removes the destination. */
+ * abort leaves the disk as it was and removes the destination, unless the
+ * copy was READY (blockcopy --finish: a whole copy, the user's). */
 static bool end_copy(struct vsnap_domain *dom, const job_disk_t *d, bool pivot, GError **error)
 {
     g_mutex_lock(&dom->lock);
     struct domain_block_job *job = domain_block_job_find(dom, d->target);
     g_autofree char *dest = job && job->dest ? g_strdup(job->dest) : NULL;
+    bool ready = job && job->ready;
     g_mutex_unlock(&dom->lock);
     g_autoptr(GError) local = NULL;
     if (pivot ? !monitor_vm_disk_job_pivot(d->api_socket, d->target, &local)
@@ -419,8 +421,9 @@ static bool end_copy(struct vsnap_domain *dom, const job_disk_t *d, bool pivot, 
                     pivot ? "pivot" : "abort", d->target, local->message);
         return false;
     }
+    /* Aborted once READY (blockcopy --finish), the copy is whole and stays. */
     if (!pivot) {
-        if (dest)
+        if (dest && !ready)
             unlink(dest);
         return true;
     }

@@ -201,8 +201,10 @@ static void on_disk_job_ready(struct watcher *w, JsonObject *properties)
                   w->dom->name, disk, error->message);
     g_mutex_lock(&w->dom->lock);
     struct domain_block_job *job = disk && run_is_current_locked(w) ? domain_block_job_find(w->dom, disk) : NULL;
-    if (job)
+    if (job) {
+        job->ready = true;
         event_queue_block_job(w->drv->events, w->dom, job->path, job->disk, job->type, VIR_DOMAIN_BLOCK_JOB_READY);
+    }
     g_mutex_unlock(&w->dom->lock);
 }
 

@@ -40,11 +40,12 @@ static int mirror_writev(struct blk_backend *b, uint64_t offset, const struct io
     return err;
 }
 
+/* Either side may be gone already (blk_mirror_end). */
 static int mirror_flush(struct blk_backend *b)
 {
     struct blk_mirror *m = mirror_of(b);
-    int err = blk_backend_flush(m->source);
-    return err ? err : blk_backend_flush(m->target);
+    int err = m->source ? blk_backend_flush(m->source) : 0;
+    return err || !m->target ? err : blk_backend_flush(m->target);
 }
 
 /* A discarded range may read as zeros in the source afterwards: the target

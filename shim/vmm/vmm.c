@@ -676,8 +676,12 @@ static bool swap_paused(struct vmm *vmm, struct virtio_blk *disk, struct blk_bac
     struct blk_backend *old = virtio_blk_replace_backend(disk, next);
     /* A mirror put on takes the backend it wraps; one taken off goes, with
      * whatever of it the disk does not keep. */
-    if (old->ops != next->ops && blk_mirror_is(old))
+    if (old->ops != next->ops && blk_mirror_is(old)) {
+        int err = blk_backend_flush(old);   /* a finished copy's target is durable */
+        if (err)
+            g_warning("disk %s: flushing the copy: %s", virtio_blk_id(disk), g_strerror(-err));
         blk_backend_close(old);
+    }
     g_autoptr(GError) resume_error = NULL;
     if (was_running && !vm_resume(vmm->vm, &resume_error))
         g_warning("disk %s: the VM does not resume: %s", virtio_blk_id(disk), resume_error->message);

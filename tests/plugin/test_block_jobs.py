@@ -297,6 +297,12 @@ class BlockCopyTest(BlockJobBase):
         self.assertEqual(self.live_chain("z"), chain)
         self.with_guest("z", lambda g: (g.fill(0, *D, 9), g.flush(0)))
         self.expect("z", [(A, 1), (B, 2), (C, 3), (D, 9)])
+        # --finish: READY, then the disk stays where it is and the copy is whole.
+        finished = self.path("finished.img")
+        self.v("blockcopy", "z", "vda", finished, "--wait", "--finish", timeout=120)
+        self.assertEqual(self.live_chain("z"), chain)
+        for (offset, length), seed in ((A, 1), (B, 2), (C, 3), (D, 9)):
+            self.assertEqual(file_sum(finished, offset, length), pattern_sum(seed, length))
         # A shim killed mid-copy leaves no target either; a persistent domain is refused.
         self.v("blockcopy", "z", "vda", dest, "--bandwidth", "1")
         os.kill(self.daemon.shim_pids()["z"], signal.SIGKILL)

@@ -14,6 +14,7 @@ struct domain_block_job {
     char *path;     /* the file the disk wrote when the job began: BLOCK_JOB's path */
     int type;       /* VIR_DOMAIN_BLOCK_JOB_TYPE_* */
     char *dest;     /* a copy's destination image, NULL for other jobs */
+    bool ready;     /* READY came (a commit's or copy's): a copy's destination is whole */
 };
 
 /* All under dom->lock. */
@@ -25,7 +26,7 @@ void domain_block_job_remove(struct vsnap_domain *dom, const char *disk);
 /* Some job of dom, NULL when none runs. */
 struct domain_block_job *domain_block_job_any(struct vsnap_domain *dom);
 /* Every record goes (the shim ended: its jobs with it), and the destination
- * of a copy that never pivoted. */
+ * of a copy that never was READY. */
 void domain_block_jobs_clear(struct vsnap_domain *dom);
 /* "pull" for VIR_DOMAIN_BLOCK_JOB_TYPE_PULL, ... for messages. */
 const char *domain_block_job_type_name(int type);
