@@ -285,6 +285,16 @@ class BlockCopyTest(BlockJobBase):
         self.v("snapshot-revert", "y", "s2")
         self.expect("y", [(A, 1), (B, 2), (C, None)])
 
+    def test_copy_wait_pivot(self):
+        root = self.transient("w")
+        dest = self.path("w-copy.img")
+        self.v("blockcopy", "w", "vda", dest, "--wait", "--pivot", timeout=120)
+        self.assertEqual(self.live_chain("w"), [dest])
+        self.expect("w", [(A, 1), (B, 2), (C, 3)])
+        for (offset, length), seed in ((A, 1), (B, 2), (C, 3)):
+            self.assertEqual(file_sum(dest, offset, length), pattern_sum(seed, length))
+        self.assertEqual(file_sum(root, *B), zero_sum(B[1]))   # the old image: the base, untouched
+
     def test_abort_mid_copy_leaves_the_old_disk_and_no_target(self):
         self.transient("z", size=64 * MIB)
         chain = self.live_chain("z")
