@@ -28,6 +28,7 @@ struct snap_layer_writer {
     uint64_t cur_bytes;   /* bytes in it so far */
     uint64_t next_page;   /* pages below this were added already */
     uint64_t file_pos;
+    uint64_t flushed_pos; /* writeback was started for the bytes below this */
     uint8_t *staging;
     size_t staged;
 };
@@ -115,12 +116,29 @@ struct snap_layer_writer *snap_disk_layer_writer_new(const char *path, uint64_t 
     return writer_new(path, size, id, parent, true, error);
 }
 
+/* Writeback starts as the layer grows, every WRITEBACK_STEP: the commit's
+ * fsync then waits for the last step, not for gigabytes the page cache
+ * held (which also made a cancel wait for it, and throttled the writer
+ * once the dirty limit was reached). 2 GiB written here: 1.1-1.5 s with,
+ * 2.4-10.6 s without (load 4). A failure is only a lost hint. */
+#define WRITEBACK_STEP (16u << 20)
+
+static void start_writeback(struct snap_layer_writer *w)
+{
+    if (w->file_pos - w->flushed_pos < WRITEBACK_STEP)
+        return;
+    (void)sync_file_range(w->fd, (off_t)w->flushed_pos, (off_t)(w->file_pos - w->flushed_pos),
+                          SYNC_FILE_RANGE_WRITE);
+    w->flushed_pos = w->file_pos;
+}
+
 static bool write_all(struct snap_layer_writer *w, const void *buf, size_t len, GError **error)
 {
     int err = snap_pwrite_all(w->fd, buf, len, w->file_pos);
     if (err)
         return fail_errno(w, -err, "writing page data", error);
     w->file_pos += len;
+    start_writeback(w);
     return true;
 }
 
