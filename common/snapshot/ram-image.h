@@ -14,7 +14,7 @@
  *
  * Whoever may write the snapshot directory builds it: the shim restoring its
  * own domain's snapshot, or the daemon for clones, whose shims see their
- * origin's snapshot read-only (plugin/persist/clone.h). */
+ * origin's snapshot read-only (plugin/persist/include/persist/clone.h). */
 #pragma once
 
 #include <glib.h>
